@@ -1,0 +1,35 @@
+# The two quick-start commands: `make run` (the main job) and `make test` (the whole suite).
+# Each creates the virtual environment it needs in .venv on first use.
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+RESULTS ?= results
+
+.PHONY: run test lint bench clean
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+## run: generate the cases of every manifold on the embedded defaults into $(RESULTS)/
+run: $(STAMP)
+	for m in objects shuffle sequence; do \
+		$(BIN)/numerate generate $$m --count 20 --seed 42 --out $(RESULTS)/$$m.jsonl || exit 1; \
+	done
+
+## test: lint, then the whole test suite (what CI runs)
+test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/pytest
+
+## bench: generation throughput per manifold (median of repeats)
+bench: $(STAMP)
+	$(BIN)/python bench/generate.py
+
+clean:
+	rm -rf $(VENV) $(RESULTS) .pytest_cache .ruff_cache .hypothesis

@@ -1,0 +1,1 @@
+"""Prefect flows: wiring only (added by the pipeline issue)."""

@@ -1,0 +1,4 @@
+"""Test manifolds: pure generators and graders, one module per manifold, and a registry.
+
+Nothing in this package imports Prefect or does I/O.
+"""

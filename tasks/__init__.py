@@ -1,0 +1,1 @@
+"""Prefect tasks: thin wrappers over pure code and I/O (added by the pipeline issue)."""

@@ -1,0 +1,114 @@
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from numerate.cli import app
+
+ROOT = Path(__file__).resolve().parent.parent
+runner = CliRunner()
+
+COMMON = {"manifold", "index", "seed", "params", "input", "target"}
+CONTRACT = {
+    "objects": COMMON | {"target_categories", "target_count", "distractor_count", "items"},
+    "shuffle": COMMON
+    | {
+        "domain",
+        "people",
+        "items",
+        "swaps",
+        "query_person",
+        "response_enum",
+        "confounding_indices",
+    },
+    "sequence": COMMON
+    | {"starting_sequence", "rules", "rule_specs", "expected_next_terms", "seq_length", "depth"},
+}
+
+
+@pytest.mark.parametrize("manifold", sorted(CONTRACT))
+def test_generate_writes_the_output_contract(manifold, tmp_path):
+    out = tmp_path / "cases.jsonl"
+    result = runner.invoke(
+        app, ["generate", manifold, "--count", "5", "--seed", "3", "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["index"] for r in rows] == [0, 1, 2, 3, 4]
+    for row in rows:
+        assert set(row) == CONTRACT[manifold]
+        assert row["manifold"] == manifold
+        assert "count" not in row["params"]
+    assert not list(tmp_path.glob("*.partial"))
+
+
+def test_objects_item_records():
+    result = runner.invoke(
+        app, ["generate", "objects", "--count", "3", "--set", "prob_adjective=1"]
+    )
+    assert result.exit_code == 0, result.output
+    for line in result.stdout.splitlines():
+        for item in json.loads(line)["items"]:
+            assert set(item) == {"name", "category", "quantity", "adjective"}
+
+
+def test_sequence_rule_specs_are_flat_objects():
+    result = runner.invoke(app, ["generate", "sequence", "--count", "3", "--set", "num_rules=3"])
+    row = json.loads(result.stdout.splitlines()[0])
+    assert len(row["rule_specs"]) == len(row["rules"]) == 4
+    assert row["rule_specs"][0]["category"] == "base"
+    assert all({"category", "kind"} <= set(spec) for spec in row["rule_specs"])
+
+
+def test_set_values_are_typed_and_same_seed_same_output():
+    args = ["generate", "shuffle", "--count", "4", "--seed", "9", "--set", "anchor=ELEMENTS",
+            "--set", "length=5", "--set", "adjective_prob=0.5"]  # fmt: skip
+    first, second = runner.invoke(app, args), runner.invoke(app, args)
+    assert first.exit_code == 0 and first.stdout == second.stdout
+    assert json.loads(first.stdout.splitlines()[0])["params"]["length"] == 5
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["generate", "objects", "--set", "length=0"], "length = 0"),
+        (["generate", "objects", "--set", "anchor=ELEMENTS"], "anchor = 'ELEMENTS'"),
+        (["generate", "objects", "--set", "colour=red"], "no parameter 'colour'"),
+        (["generate", "objects", "--set", "length"], "key=value"),
+        (["generate", "objectz"], "unknown manifold 'objectz'"),
+        (["generate", "sequence", "--set", "num_rules=5", "--set", "rule_enable=2"], "num_rules=5"),
+    ],
+)
+def test_bad_input_gives_one_clear_error(args, message):
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert message in result.stderr
+    assert result.stderr.startswith("error: ")
+
+
+def test_help_imports_nothing_heavy():
+    code = (
+        "import sys\n"
+        "from numerate.cli import app\n"
+        "try:\n    app(['--help'])\nexcept SystemExit:\n    pass\n"
+        "heavy = {'torch', 'prefect', 'diffusers', 'transformers', 'duckdb', 'polars'}\n"
+        "print(sorted(heavy & set(sys.modules)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_every_command_is_documented_in_the_readme():
+    readme = (ROOT / "README.md").read_text()
+    commands = [c.name or c.callback.__name__ for c in app.registered_commands]
+    commands += [g.name for g in app.registered_groups]
+    assert commands
+    for command in commands:
+        assert re.search(rf"numerate {command}\b", readme), (
+            f"README does not show `numerate {command}`"
+        )
