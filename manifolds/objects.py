@@ -448,3 +448,9 @@ def grade(case: ObjectCountingTestCaseResult, output: str) -> Grade:
         return Grade(Outcome.UNPARSED, None)
     outcome = Outcome.CORRECT if answer == case.target_count else Outcome.WRONG
     return Grade(outcome, str(answer))
+
+
+# What the registry reads (manifolds.registry.Manifold.from_module).
+DESCRIPTION = "Object Counting: count the items of target categories among distractors"
+PARAMS = ObjectCountingGenerationParams
+CASE = ObjectCountingTestCaseResult

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 from pydantic import BaseModel
@@ -38,6 +39,20 @@ class Manifold:
     chance_level: Callable[[Any], float]
     """chance_level(params) -> probability that a uniform guess is right."""
     description: str
+
+    @classmethod
+    def from_module(cls, module: ModuleType) -> Manifold:
+        """The manifold a module defines with NAME, DESCRIPTION, PARAMS, CASE, generate, grade
+        and chance_level."""
+        return cls(
+            name=module.NAME,
+            params_model=module.PARAMS,
+            case_model=module.CASE,
+            generate=module.generate,
+            grade=module.grade,
+            chance_level=module.chance_level,
+            description=module.DESCRIPTION,
+        )
 
     def params(self, **values: Any) -> BaseModel:
         """Validated parameters; raises pydantic.ValidationError naming the bad field."""
@@ -79,36 +94,5 @@ def names() -> list[str]:
     return sorted(_REGISTRY)
 
 
-register(
-    Manifold(
-        name=objects.NAME,
-        params_model=objects.ObjectCountingGenerationParams,
-        case_model=objects.ObjectCountingTestCaseResult,
-        generate=objects.generate,
-        grade=objects.grade,
-        chance_level=objects.chance_level,
-        description="Object Counting: count the items of target categories among distractors",
-    )
-)
-register(
-    Manifold(
-        name=shuffle.NAME,
-        params_model=shuffle.ShuffleGenerationParams,
-        case_model=shuffle.ShuffleTestCaseResult,
-        generate=shuffle.generate,
-        grade=shuffle.grade,
-        chance_level=shuffle.chance_level,
-        description="Shuffle Tracking: who holds which item after a series of swaps",
-    )
-)
-register(
-    Manifold(
-        name=sequence.NAME,
-        params_model=sequence.SequenceGenerationParams,
-        case_model=sequence.SequenceTestCaseResult,
-        generate=sequence.generate,
-        grade=sequence.grade,
-        chance_level=sequence.chance_level,
-        description="Sequence Pattern Recognition: continue a sequence under interfering rules",
-    )
-)
+for _module in (objects, shuffle, sequence):
+    register(Manifold.from_module(_module))

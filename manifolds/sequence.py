@@ -385,3 +385,9 @@ def grade(case: SequenceTestCaseResult, output: str) -> Grade:
         return Grade(Outcome.UNPARSED, None)
     correct = answer == case.expected_next_terms
     return Grade(Outcome.CORRECT if correct else Outcome.WRONG, " ".join(map(str, answer)))
+
+
+# What the registry reads (manifolds.registry.Manifold.from_module).
+DESCRIPTION = "Sequence Pattern Recognition: continue a sequence under interfering rules"
+PARAMS = SequenceGenerationParams
+CASE = SequenceTestCaseResult

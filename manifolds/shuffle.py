@@ -473,3 +473,9 @@ def grade(case: ShuffleTestCaseResult, output: str) -> Grade:
     if answer is None:
         return Grade(Outcome.UNPARSED, None)
     return Grade(Outcome.CORRECT if answer == case.target else Outcome.WRONG, answer)
+
+
+# What the registry reads (manifolds.registry.Manifold.from_module).
+DESCRIPTION = "Shuffle Tracking: who holds which item after a series of swaps"
+PARAMS = ShuffleGenerationParams
+CASE = ShuffleTestCaseResult

@@ -1,0 +1,80 @@
+"""What every registered manifold must do, whatever it generates."""
+
+import json
+
+import pytest
+
+from manifolds import registry
+from manifolds.common import CaseBase, point_seed
+from manifolds.grading import Outcome
+
+NAMES = registry.names()
+
+
+def test_the_three_spec_manifolds_are_registered():
+    assert NAMES == ["objects", "sequence", "shuffle"]
+
+
+def test_unknown_and_duplicate_names_raise_clear_errors():
+    with pytest.raises(registry.UnknownManifoldError, match=r"'nope' \(known: objects, "):
+        registry.get("nope")
+    with pytest.raises(registry.DuplicateManifoldError, match="'objects' is already registered"):
+        registry.register(registry.get("objects"))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_registry_finds_the_manifold_and_its_parts(name):
+    manifold = registry.get(name)
+    case = manifold.generate(manifold.params(), 1, 0)
+    assert manifold.name == name == case.manifold
+    assert isinstance(case, manifold.case_model) and isinstance(case, CaseBase)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_smaller_count_is_a_prefix_of_a_larger_one(name):
+    manifold = registry.get(name)
+    small = list(manifold.cases(manifold.params(count=32), 7))
+    large = list(manifold.cases(manifold.params(count=128), 7))
+    assert small == large[:32]
+    assert len({c.input for c in large}) > 100  # and the cases differ from one another
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_same_point_same_cases_other_seed_other_cases(name):
+    manifold = registry.get(name)
+    params = manifold.params(count=20)
+    assert list(manifold.cases(params, 3)) == list(manifold.cases(params, 3))
+    assert [c.input for c in manifold.cases(params, 3)] != [
+        c.input for c in manifold.cases(params, 4)
+    ]
+    assert all(c.seed == point_seed(name, params, 3) for c in manifold.cases(params, 3))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_grader_gives_full_credit_to_the_cases_own_target(name):
+    manifold = registry.get(name)
+    for case in manifold.cases(manifold.params(count=300), 11):
+        for output in (case.target, f"Answer: {case.target}", f"<think>hmm</think>{case.target}"):
+            verdict = manifold.grade(case, output)
+            assert verdict.outcome is Outcome.CORRECT, (case.target, output)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_grader_never_calls_a_missing_answer_wrong(name):
+    manifold = registry.get(name)
+    case = manifold.generate(manifold.params(), 1, 0)
+    for output in ("", "I don't know.", "<think>still working", "Answer:"):
+        assert manifold.grade(case, output).outcome is Outcome.UNPARSED
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_cases_survive_a_json_round_trip(name):
+    manifold = registry.get(name)
+    for case in manifold.cases(manifold.params(count=20), 5):
+        assert manifold.load_case(json.loads(case.model_dump_json())) == case
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_chance_level_is_a_probability(name):
+    manifold = registry.get(name)
+    assert 0.0 <= manifold.chance_level(manifold.params()) <= 1.0
