@@ -1,1 +1,5 @@
-"""Prefect flows: wiring only (added by the pipeline issue)."""
+"""Prefect flows: wiring only."""
+
+from numerate.env import configure as _configure
+
+_configure()  # before anything imports prefect

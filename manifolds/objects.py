@@ -419,6 +419,11 @@ def chance_level(params: ObjectCountingGenerationParams) -> float:
     return 1.0 / (params.length * params.max_count + 1)
 
 
+def guess(case: ObjectCountingTestCaseResult, rng: random.Random) -> str:
+    """A uniform guess over the totals the case's grid point allows."""
+    return str(rng.randint(0, case.params["length"] * case.params["max_count"]))
+
+
 def response_space(params: ObjectCountingGenerationParams) -> list[str]:
     """Every answer a case of this grid point can have."""
     return [str(n) for n in range(params.length * params.max_count + 1)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import ModuleType
@@ -38,12 +39,14 @@ class Manifold:
     """grade(case, model_output) -> Grade."""
     chance_level: Callable[[Any], float]
     """chance_level(params) -> probability that a uniform guess is right."""
+    guess: Callable[[Any, random.Random], str]
+    """guess(case, rng) -> a uniform guess over the case's response space (a baseline)."""
     description: str
 
     @classmethod
     def from_module(cls, module: ModuleType) -> Manifold:
-        """The manifold a module defines with NAME, DESCRIPTION, PARAMS, CASE, generate, grade
-        and chance_level."""
+        """The manifold a module defines with NAME, DESCRIPTION, PARAMS, CASE, generate, grade,
+        chance_level and guess."""
         return cls(
             name=module.NAME,
             params_model=module.PARAMS,
@@ -51,6 +54,7 @@ class Manifold:
             generate=module.generate,
             grade=module.grade,
             chance_level=module.chance_level,
+            guess=module.guess,
             description=module.DESCRIPTION,
         )
 

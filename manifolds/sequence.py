@@ -359,6 +359,11 @@ def chance_level(params: SequenceGenerationParams) -> float:
 
 
 # A parenthesised remark holds words: "(each term adds 3)"; "(11, 14, 17)" is the answer itself.
+def guess(case: SequenceTestCaseResult, rng: random.Random) -> str:
+    """A guess: `seq_length` integers drawn uniformly from the allowed range of terms."""
+    return " ".join(str(rng.randint(-TERM_LIMIT, TERM_LIMIT)) for _ in range(case.seq_length))
+
+
 _REMARK = re.compile(r"\([^()]*[a-zA-Z][^()]*\)")
 
 

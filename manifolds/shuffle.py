@@ -5,6 +5,7 @@ Spec: shared/specs/shuffle.md. Pure code: no Prefect, no I/O.
 
 from __future__ import annotations
 
+import random
 from enum import StrEnum
 from typing import Literal
 
@@ -443,6 +444,11 @@ _CORE_OF: dict[tuple[Domain, str], str] = {
 def chance_level(params: ShuffleGenerationParams) -> float:
     """Probability that a uniform guess among the case's `length` items is right."""
     return 1.0 / params.length
+
+
+def guess(case: ShuffleTestCaseResult, rng: random.Random) -> str:
+    """A uniform guess among the case's items."""
+    return rng.choice(case.response_enum)
 
 
 def item_aliases(case: ShuffleTestCaseResult) -> dict[str, str]:

@@ -113,8 +113,259 @@ def manifolds() -> None:
             typer.echo(f"  {field:<18} default={default!r:<8} {bounds:<14} {doc}")
 
 
+class _TerminalProgress:
+    """Factory for a rich progress bar on standard error (imported only when used)."""
+
+    @staticmethod
+    def create(description: str) -> Any:
+        from rich.console import Console
+        from rich.progress import BarColumn, TextColumn, TimeRemainingColumn
+        from rich.progress import Progress as RichBar
+
+        from numerate.progress import Progress
+
+        class TerminalProgress(Progress):
+            def __init__(self) -> None:
+                super().__init__()
+                self.bar = RichBar(
+                    TextColumn("[bold]{task.description}"),
+                    BarColumn(),
+                    TextColumn("{task.completed:,}/{task.total:,}"),
+                    TextColumn("{task.fields[rate]:,.0f}/s"),
+                    TextColumn("{task.fields[errors]:,} errors"),
+                    TextColumn("{task.fields[cached]:,} cached"),
+                    TextColumn("ETA"),
+                    TimeRemainingColumn(),
+                    console=Console(stderr=True),
+                    transient=False,
+                )
+                self.task_id = self.bar.add_task(description, total=0, rate=0.0, errors=0, cached=0)
+                self.bar.start()
+
+            def render(self) -> None:
+                self.bar.update(
+                    self.task_id, total=self.total, completed=self.done, rate=self.rate(),
+                    errors=self.errors, cached=self.cached,
+                )  # fmt: skip
+
+            def close(self) -> None:
+                self.render()
+                self.bar.stop()
+
+        return TerminalProgress()
+
+
+def _settle_prefect() -> None:
+    """Let a temporary Prefect server record the last task runs before the process exits.
+
+    Without a PREFECT_API_URL, Prefect runs a server inside this process; exiting while it
+    writes the last task-run events cancels those writes (lost history, tracebacks on exit).
+    """
+    import os
+    import time
+
+    if os.environ.get("PREFECT_API_URL"):
+        return
+    from prefect.events.worker import EventsWorker
+
+    EventsWorker.drain_all(timeout=5)
+    time.sleep(1.0)
+
+
+@app.command()
+def run(
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", "-c", help="Sweep config (YAML). Default: the built-in sweep."),
+    ] = None,
+    db: Annotated[
+        str | None, typer.Option(help="DuckDB results file (overrides the config).")
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option(help="Evaluate only this model id (with --base-url).")
+    ] = None,
+    base_url: Annotated[
+        str | None, typer.Option(help="Endpoint for --model, e.g. http://127.0.0.1:8000/v1.")
+    ] = None,
+    name: Annotated[str | None, typer.Option(help="Label for --model in the results.")] = None,
+    fresh: Annotated[
+        bool, typer.Option(help="Start a new run instead of resuming an unfinished one.")
+    ] = False,
+    output: Annotated[
+        str, typer.Option("--format", help="Report format: table, csv, json or markdown.")
+    ] = "table",
+) -> None:
+    """Run a sweep: generate, query, grade, aggregate, store; then print the results."""
+    import asyncio
+    import os
+
+    from numerate.config import (
+        DEFAULT_SWEEP,
+        load_sweep_config,
+        one_model_config,
+        parse_sweep_config,
+    )
+
+    try:
+        sweep_config = (
+            load_sweep_config(config)
+            if config
+            else parse_sweep_config(DEFAULT_SWEEP, "built-in sweep")
+        )
+        if model:
+            sweep_config = one_model_config(sweep_config, model, base_url, name)
+        elif base_url:
+            raise ConfigError("--base-url needs --model")
+        _check_format(output)
+        from numerate.querying import check_endpoint
+
+        async def check_all() -> list[str]:
+            return [w for m in sweep_config.models if (w := await check_endpoint(m))]
+
+        for warning in asyncio.run(check_all()):
+            typer.echo(f"warning: {warning}", err=True)
+    except NumerateError as error:
+        fail(str(error))
+        return
+
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")  # keep the progress bar readable
+    from flows.sweep import DEFAULT_DB, sweep
+    from numerate.progress import reporting_to
+    from numerate.store import Store
+
+    db_path = db or sweep_config.db or DEFAULT_DB
+    config_data = sweep_config.model_dump(mode="json")
+    cases = sweep_config.total_cases()
+    typer.echo(
+        f"sweep {sweep_config.name!r}: {len(sweep_config.models)} model(s) x {cases:,} cases "
+        f"-> {db_path}",
+        err=True,
+    )
+    try:
+        with reporting_to(_TerminalProgress.create(sweep_config.name)):
+            run_id = asyncio.run(sweep(config_data, db_path, fresh))
+    except KeyboardInterrupt:
+        store = Store.open(db_path)
+        with store.lock:
+            store.con.execute(
+                "UPDATE runs SET status = 'interrupted' WHERE status = 'running' "
+                "AND sweep_name = ? AND config_hash = ?",
+                [sweep_config.name, sweep_config.fingerprint()],
+            )
+        Store.close_all()
+        typer.echo(
+            "interrupted: every answer received so far is stored; run the same command again "
+            "to resume",
+            err=True,
+        )
+        raise typer.Exit(130) from None
+    except NumerateError as error:
+        fail(str(error))
+        return
+    _settle_prefect()
+    _print_report(Store.open(db_path), run_id, output)
+    Store.close_all()
+
+
+def _check_format(output: str) -> None:
+    if output not in ("table", "csv", "json", "markdown"):
+        raise ConfigError(f"--format {output!r}: choose table, csv, json or markdown")
+
+
+def _print_report(store: Any, run_id: str, output: str) -> None:
+    from numerate.report import render, run_summaries
+
+    frame = run_summaries(store, run_id)
+    typer.echo(render(frame, output, title=f"run {run_id}"), nl=False)  # type: ignore[arg-type]
+
+
+@app.command()
+def report(
+    db: Annotated[str, typer.Option(help="DuckDB results file.")] = "results/numerate.duckdb",
+    run_id: Annotated[
+        str | None, typer.Option("--run", help="Run id (default: the latest run).")
+    ] = None,
+    output: Annotated[
+        str, typer.Option("--format", help="table, csv, json or markdown.")
+    ] = "table",
+    points: Annotated[bool, typer.Option(help="Also show every grid point.")] = False,
+) -> None:
+    """Show a run's results: per model and per manifold, with 95% intervals."""
+    from numerate.report import latest_run, render
+    from numerate.store import Store
+
+    try:
+        _check_format(output)
+        if not Path(db).exists():
+            raise ConfigError(f"no results database at {db} (run `numerate run` first)")
+        store = Store.open(db)
+        run_id = run_id or latest_run(store)
+        if run_id is None:
+            raise ConfigError(f"{db} holds no runs yet")
+        if not store.query("SELECT 1 FROM runs WHERE run_id = ?", [run_id]):
+            raise ConfigError(f"{db} has no run {run_id!r}")
+    except NumerateError as error:
+        fail(str(error))
+        return
+    _print_report(store, run_id, output)
+    if points:
+        frame = store.frame(
+            "SELECT model, manifold, point_key, n, accuracy, ci_low, ci_high, chance_adjusted, "
+            "unparsed_rate, truncation_rate, error_rate FROM points WHERE run_id = ? "
+            "ORDER BY model, manifold, point_key",
+            [run_id],
+        )
+        typer.echo(render(frame, output, title="grid points"), nl=False)  # type: ignore[arg-type]
+
+
+@app.command("db")
+def db_command(
+    path: Annotated[str, typer.Argument(help="DuckDB results file.")] = "results/numerate.duckdb",
+    sql: Annotated[
+        str | None, typer.Argument(help="SQL to run (default: list the tables).")
+    ] = None,
+    output: Annotated[
+        str, typer.Option("--format", help="table, csv, json or markdown.")
+    ] = "table",
+) -> None:
+    """Query the results with SQL (read-only); without SQL, list the tables and views."""
+    import duckdb
+
+    from numerate.report import render
+
+    try:
+        _check_format(output)
+        if not Path(path).exists():
+            raise ConfigError(f"no results database at {path}")
+        con = duckdb.connect(path, read_only=True)
+    except NumerateError as error:
+        fail(str(error))
+        return
+    except duckdb.Error as error:
+        fail(f"cannot open {path}: {error}")
+        return
+    query = sql or (
+        "SELECT table_name AS name, table_type AS kind FROM information_schema.tables "
+        "ORDER BY table_type, table_name"
+    )
+    try:
+        frame = con.sql(query).pl()  # duckdb 2.0: only relations have .pl()
+    except duckdb.Error as error:
+        fail(str(error).splitlines()[0])
+        return
+    finally:
+        con.close()
+    typer.echo(render(frame, output), nl=False)  # type: ignore[arg-type]
+
+
 def main() -> None:  # pragma: no cover - entry point
-    app()
+    """The console script: the app, then close any results database it opened."""
+    try:
+        app()
+    finally:
+        store = sys.modules.get("numerate.store")
+        if store is not None:
+            store.Store.close_all()
 
 
 if __name__ == "__main__":  # pragma: no cover

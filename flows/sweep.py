@@ -1,0 +1,71 @@
+"""The sweep flow: generate -> query -> grade -> store -> aggregate. Wiring only."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from prefect import flow, get_run_logger
+
+from numerate.config import ModelConfig, load_sweep_config, parse_sweep_config
+from numerate.plan import PlannedCase, generator_version
+from numerate.progress import current as current_progress
+from tasks.aggregate import aggregate_run
+from tasks.generate import generate_cases
+from tasks.grade import grade_batch
+from tasks.query import check_endpoints, query_batch
+from tasks.store import finish_run, open_run, store_cases, store_responses
+
+DEFAULT_DB = "results/numerate.duckdb"
+
+
+async def evaluate_model(
+    model: ModelConfig, planned: list[PlannedCase], run_id: str, db: str, batch_size: int
+) -> None:
+    """Query, grade and store one model's answers, one batch of cases per task."""
+    model_data = model.model_dump(mode="json")
+    for start in range(0, len(planned), batch_size):
+        batch = planned[start : start + batch_size]
+        completions = await query_batch(model_data, batch, run_id, db)
+        rows = grade_batch(batch, completions, run_id, model_data)
+        store_responses(rows, db)
+
+
+@flow(name="sweep")
+async def sweep(config: dict[str, Any], db: str | None = None, fresh: bool = False) -> str:
+    """Evaluate every model of a sweep config on every grid point; returns the run id.
+
+    Args:
+        config: the sweep config (as YAML would give it).
+        db: DuckDB file (default: the config's `db`, else results/numerate.duckdb).
+        fresh: start a new run even if an unfinished run of the same sweep can be resumed.
+    """
+    sweep_config = parse_sweep_config(config)
+    db_path = db or sweep_config.db or DEFAULT_DB
+    models = sweep_config.models
+    for warning in await check_endpoints([m.model_dump(mode="json") for m in models]):
+        get_run_logger().warning(warning)
+    run_id = open_run(sweep_config.model_dump(mode="json"), db_path, fresh)
+    version = generator_version()
+    planned = [
+        case
+        for manifold in sweep_config.manifolds
+        for case in generate_cases(manifold.model_dump(mode="json"), sweep_config.seed, version)
+    ]
+    store_cases(planned, db_path)
+    current_progress().add_total(len(planned) * len(models))
+    await asyncio.gather(
+        *(evaluate_model(m, planned, run_id, db_path, sweep_config.batch_size) for m in models)
+    )
+    aggregate_run(run_id, db_path)
+    finish_run(run_id, db_path)
+    return run_id
+
+
+@flow(name="nightly-sweep")
+async def nightly_sweep(
+    config_path: str = "deployments/sweeps/nightly.yaml", db: str | None = None
+) -> str:
+    """The scheduled sweep: the config file's models and manifolds; returns the run id."""
+    sweep_config = load_sweep_config(config_path)
+    return await sweep(sweep_config.model_dump(mode="json"), db)

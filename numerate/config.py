@@ -1,0 +1,244 @@
+"""Sweep configuration: which models, which manifolds, which difficulty grid.
+
+Pure code: validation only. `load_sweep_config` is the one function that reads a file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from manifolds import registry
+from numerate.errors import ConfigError, describe_validation_error
+
+BASELINES = ("baseline:random", "baseline:oracle")
+"""Built-in models that need no network: a uniform guess, and one that answers the target."""
+
+_STRICT = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+class Sampling(BaseModel):
+    """Sampling parameters sent with every request (and part of its cache key)."""
+
+    model_config = _STRICT
+
+    temperature: float = Field(0.0, ge=0.0, le=2.0)
+    """Sampling temperature; 0 for (near-)greedy decoding."""
+    max_tokens: int = Field(2048, ge=1, le=1_000_000)
+    """Most completion tokens; a response cut here is graded `truncated`."""
+    top_p: float | None = Field(None, gt=0.0, le=1.0)
+    """Nucleus sampling mass; left to the server when absent."""
+    seed: int | None = None
+    """Sampling seed, for servers that honour one."""
+
+    def request_fields(self) -> dict[str, Any]:
+        """The fields as the chat API takes them (absent ones left out)."""
+        return self.model_dump(exclude_none=True)
+
+
+class ModelConfig(BaseModel):
+    """One model under evaluation: an OpenAI-compatible endpoint or a built-in baseline."""
+
+    model_config = _STRICT
+
+    name: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:/@+-]+$")
+    """Label stored in the results (letters, digits and _ . : / @ + -)."""
+    model: str = Field(min_length=1)
+    """Model id the endpoint serves, or `baseline:random` / `baseline:oracle`."""
+    base_url: str | None = None
+    """Endpoint root, e.g. http://127.0.0.1:8000/v1 (not needed for baselines)."""
+    api_key_env: str | None = None
+    """Environment variable holding the API key; the key itself is never stored."""
+    concurrency: int = Field(16, ge=1, le=4096)
+    """Most requests in flight at once against this model."""
+    timeout_s: float = Field(600.0, gt=0)
+    """Seconds one request may take before it is retried."""
+    max_retries: int = Field(6, ge=0, le=100)
+    """Retries of a request after a timeout, connection error, 429 or 5xx."""
+    system_prompt: str | None = None
+    """Optional system message sent before every case."""
+    sampling: Sampling = Sampling()
+    """Sampling parameters."""
+
+    @property
+    def is_baseline(self) -> bool:
+        return self.model.startswith("baseline:")
+
+    @model_validator(mode="after")
+    def _endpoint_or_baseline(self) -> ModelConfig:
+        if self.is_baseline:
+            if self.model not in BASELINES:
+                raise ValueError(
+                    f"model = {self.model!r} is not a baseline (known: {', '.join(BASELINES)})"
+                )
+        elif not self.base_url:
+            raise ValueError(f"model {self.name!r} needs a base_url (or a baseline: model)")
+        elif not self.base_url.startswith(("http://", "https://")):
+            raise ValueError(f"base_url = {self.base_url!r} must start with http:// or https://")
+        return self
+
+
+class ManifoldSweep(BaseModel):
+    """One manifold and its difficulty grid."""
+
+    model_config = _STRICT
+
+    manifold: str
+    """Registered manifold name: objects, shuffle or sequence."""
+    count: int = Field(20, ge=1, le=1_000_000)
+    """Cases per grid point."""
+    grid: dict[str, Any] = {}
+    """Parameter -> list of values (an axis of the cartesian product) or a scalar (fixed)."""
+
+    @field_validator("manifold")
+    @classmethod
+    def _known(cls, name: str) -> str:
+        try:
+            registry.get(name)
+        except registry.UnknownManifoldError as error:
+            raise ValueError(str(error)) from None
+        return name
+
+    @model_validator(mode="after")
+    def _valid_points(self) -> ManifoldSweep:
+        self.points()
+        return self
+
+    def points(self) -> list[tuple[str, BaseModel]]:
+        """Every grid point as (point key, validated parameters), in a stable order.
+
+        The point key names the grid's own values, e.g. `anchor=ROMAN,length=8`.
+        """
+        spec = registry.get(self.manifold)
+        if "count" in self.grid:
+            raise ValueError("grid.count: set `count` beside the grid, not inside it")
+        unknown = sorted(set(self.grid) - set(spec.params_model.model_fields))
+        if unknown:
+            known = ", ".join(f for f in spec.params_model.model_fields if f != "count")
+            raise ValueError(f"grid.{unknown[0]}: {self.manifold} has no such parameter ({known})")
+        axes = {k: (v if isinstance(v, list) else [v]) for k, v in sorted(self.grid.items())}
+        for key, values in axes.items():
+            if not values:
+                raise ValueError(f"grid.{key}: an axis needs at least one value")
+        points = []
+        for combination in itertools.product(*axes.values()):
+            values = dict(zip(axes, combination, strict=True))
+            try:
+                params = spec.params(count=self.count, **values)
+            except ValidationError as error:
+                problem = error.errors()[0]
+                field = ".".join(str(p) for p in problem["loc"])
+                shown = f" = {problem['input']!r}" if field else ""
+                message = problem["msg"].removeprefix("Value error, ")
+                where = f"grid.{field}" if field else f"grid point {values}"
+                raise ValueError(f"{where}{shown}: {message}") from None
+            key = ",".join(f"{k}={_show(v)}" for k, v in values.items()) or "default"
+            points.append((key, params))
+        return points
+
+
+def _show(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+class SweepConfig(BaseModel):
+    """A sweep: models x manifolds x difficulty grid."""
+
+    model_config = _STRICT
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    """Sweep name stored with every run."""
+    seed: int = Field(0, ge=0)
+    """Base seed of every grid point."""
+    db: str | None = None
+    """DuckDB file for the results; the CLI's --db overrides it."""
+    batch_size: int = Field(500, ge=1, le=100_000)
+    """Cases per Prefect task when querying: one task per batch keeps orchestration cheap."""
+    models: list[ModelConfig] = Field(min_length=1)
+    """The models to evaluate."""
+    manifolds: list[ManifoldSweep] = Field(min_length=1)
+    """The manifolds and their grids."""
+
+    @model_validator(mode="after")
+    def _distinct_model_names(self) -> SweepConfig:
+        names = [m.name for m in self.models]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"models: the name {duplicates[0]!r} is used twice")
+        return self
+
+    def fingerprint(self) -> str:
+        """Hash of everything that decides the run's cases and requests (not `db`)."""
+        data = self.model_dump(mode="json", exclude={"db"})
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+    def total_cases(self) -> int:
+        """Cases per model."""
+        return sum(m.count * len(m.points()) for m in self.manifolds)
+
+
+def parse_sweep_config(data: Any, source: str = "sweep config") -> SweepConfig:
+    """Validate a sweep config; a problem raises ConfigError naming the field and the value."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping at the top, got {type(data).__name__}")
+    try:
+        return SweepConfig.model_validate(data)
+    except ValidationError as error:
+        raise ConfigError(describe_validation_error(error, source)) from None
+
+
+def load_sweep_config(path: str | Path) -> SweepConfig:
+    """Read and validate a YAML sweep config."""
+    import yaml
+
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise ConfigError(f"cannot read sweep config {path}: {error.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        problem = getattr(error, "problem", None) or str(error)
+        raise ConfigError(f"sweep config {path}{where}: not valid YAML: {problem}") from None
+    return parse_sweep_config(data, f"sweep config {path}")
+
+
+def one_model_config(
+    base: SweepConfig, model: str, base_url: str | None, name: str | None = None
+) -> SweepConfig:
+    """`base` with its models replaced by one (the CLI's --model/--base-url)."""
+    template = base.models[0].model_dump() if base.models else {}
+    template.update(name=name or model.replace(" ", "_"), model=model, base_url=base_url)
+    if model.startswith("baseline:"):
+        template["base_url"] = None
+    data = base.model_dump(mode="json")
+    data["models"] = [template]
+    return parse_sweep_config(data, "--model/--base-url")
+
+
+DEFAULT_SWEEP: dict[str, Any] = {
+    "name": "baselines",
+    "seed": 42,
+    "models": [
+        {"name": "random", "model": "baseline:random"},
+        {"name": "oracle", "model": "baseline:oracle"},
+    ],
+    "manifolds": [
+        {
+            "manifold": "objects",
+            "count": 50,
+            "grid": {"length": [2, 6], "distractor_count": [0, 4]},
+        },
+        {"manifold": "shuffle", "count": 50, "grid": {"length": [3, 5], "max_depth": [2, 4]}},
+        {"manifold": "sequence", "count": 50, "grid": {"seq_length": [2, 4], "num_rules": [1, 2]}},
+    ],
+}
+"""The sweep `numerate run` runs without --config: both baselines, every manifold, a small grid."""

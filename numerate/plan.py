@@ -1,0 +1,146 @@
+"""From a sweep config to the cases it evaluates, and from a response to its grade. Pure code."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from manifolds import registry
+from manifolds.common import CaseBase, point_seed
+from manifolds.grading import Outcome
+from numerate.config import ManifoldSweep, ModelConfig
+
+
+@dataclass(frozen=True)
+class PlannedCase:
+    """A case of a sweep, with what the pipeline needs to store and aggregate it."""
+
+    case_id: str
+    manifold: str
+    point_key: str
+    chance: float
+    case: CaseBase
+
+
+def case_id(manifold: str, seed: int, index: int) -> str:
+    """Stable id of a case: the same case has the same id in every run and sweep."""
+    return f"{manifold}-{seed:016x}-{index}"
+
+
+def plan_manifold(sweep: ManifoldSweep, base_seed: int) -> list[PlannedCase]:
+    """Every case of every grid point of one manifold entry, in a stable order."""
+    spec = registry.get(sweep.manifold)
+    planned = []
+    for key, params in sweep.points():
+        chance = spec.chance_level(params)
+        seed = point_seed(spec.name, params, base_seed)
+        for index in range(sweep.count):
+            case = spec.generate(params, seed, index)
+            planned.append(
+                PlannedCase(case_id(spec.name, seed, index), spec.name, key, chance, case)
+            )
+    return planned
+
+
+def case_row(planned: PlannedCase) -> dict[str, Any]:
+    """The `cases` table row of a planned case."""
+    case = planned.case
+    return {
+        "case_id": planned.case_id,
+        "manifold": planned.manifold,
+        "point_key": planned.point_key,
+        "params": json.dumps(case.params, sort_keys=True),
+        "seed": case.seed,
+        "case_index": case.index,
+        "input": case.input,
+        "target": case.target,
+        "chance": planned.chance,
+        "data": case.model_dump_json(),
+    }
+
+
+def generator_version() -> str:
+    """Hash of the manifolds' source: a change to any generator invalidates cached cases."""
+    digest = hashlib.sha256()
+    for path in sorted((Path(registry.__file__).parent).glob("*.py")):
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+# ---------------------------------------------------------------------------- requests
+
+
+def messages_for(model: ModelConfig, case: CaseBase) -> list[dict[str, str]]:
+    """The chat messages sent for a case."""
+    messages = [{"role": "user", "content": case.input}]
+    if model.system_prompt:
+        messages.insert(0, {"role": "system", "content": model.system_prompt})
+    return messages
+
+
+def request_hash(model_id: str, messages: list[dict[str, str]], sampling: dict[str, Any]) -> str:
+    """Key of a request: a hash of (endpoint model id, messages, sampling parameters)."""
+    payload = json.dumps(
+        {"model": model_id, "messages": messages, "sampling": sampling},
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+# ---------------------------------------------------------------------------- grading
+
+
+@dataclass(frozen=True)
+class Completion:
+    """What came back for one request: an answer, or the error that ended its retries."""
+
+    request_hash: str
+    text: str | None
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    latency_s: float | None = None
+    attempts: int = 1
+    error: str | None = None
+    fetched_by: str | None = None
+    """Run that sent the request (None for an error, which is never stored as an answer)."""
+
+
+def grade_response(
+    planned: PlannedCase, completion: Completion, run_id: str, model: ModelConfig
+) -> dict[str, Any]:
+    """The `responses` row of one case: outcome correct | wrong | unparsed | truncated | error.
+
+    An error ended the request's retries; a response cut at max_tokens (finish_reason
+    "length") is `truncated` even when an answer can be read from it (the answer is kept).
+    """
+    answer = None
+    if completion.error is not None:
+        outcome = Outcome.ERROR
+    else:
+        grade = registry.get(planned.manifold).grade(planned.case, completion.text or "")
+        answer = grade.answer
+        outcome = Outcome.TRUNCATED if completion.finish_reason == "length" else grade.outcome
+    return {
+        "run_id": run_id,
+        "model": model.name,
+        "model_id": model.model,
+        "manifold": planned.manifold,
+        "case_id": planned.case_id,
+        "point_key": planned.point_key,
+        "request_hash": completion.request_hash,
+        "raw_text": completion.text,
+        "answer": answer,
+        "outcome": outcome.value,
+        "error": completion.error,
+        "finish_reason": completion.finish_reason,
+        "prompt_tokens": completion.prompt_tokens,
+        "completion_tokens": completion.completion_tokens,
+        "latency_s": completion.latency_s,
+        "cached": completion.fetched_by is not None and completion.fetched_by != run_id,
+    }

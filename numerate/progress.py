@@ -1,0 +1,100 @@
+"""Progress of long work: requests done, rate, errors, ETA.
+
+The code that does the work reports to `current()`; the CLI installs a terminal progress bar,
+and anywhere else (a deployment on a worker) progress goes to the log every few seconds.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+logger = logging.getLogger("numerate")
+
+
+class Progress:
+    """Counts requests; subclasses decide how to show them. Safe to call from any thread."""
+
+    def __init__(self) -> None:
+        self.total = 0
+        self.done = 0
+        self.errors = 0
+        self.cached = 0
+        self.started = time.monotonic()
+        self._lock = threading.Lock()
+
+    def add_total(self, n: int) -> None:
+        with self._lock:
+            self.total += n
+        self.render()
+
+    def advance(self, n: int = 1, *, errors: int = 0, cached: int = 0) -> None:
+        with self._lock:
+            self.done += n
+            self.errors += errors
+            self.cached += cached
+        self.render()
+
+    def rate(self) -> float:
+        """Requests per second so far (cached answers included)."""
+        elapsed = time.monotonic() - self.started
+        return self.done / elapsed if elapsed > 0 else 0.0
+
+    def eta_s(self) -> float | None:
+        rate = self.rate()
+        return (self.total - self.done) / rate if rate > 0 else None
+
+    def line(self) -> str:
+        eta = self.eta_s()
+        shown_eta = f", ETA {eta:,.0f} s" if eta is not None and self.done < self.total else ""
+        return (
+            f"{self.done:,}/{self.total:,} requests ({self.cached:,} cached), "
+            f"{self.rate():,.0f}/s, {self.errors:,} errors{shown_eta}"
+        )
+
+    def render(self) -> None:
+        """Show the current state (nothing by default)."""
+
+    def close(self) -> None:
+        """Final display."""
+
+
+class LogProgress(Progress):
+    """Logs a progress line at most every `every_s` seconds, and at the end."""
+
+    def __init__(self, every_s: float = 10.0) -> None:
+        super().__init__()
+        self.every_s = every_s
+        self._last = 0.0
+
+    def render(self) -> None:
+        now = time.monotonic()
+        if now - self._last >= self.every_s:
+            self._last = now
+            logger.info("progress: %s", self.line())
+
+    def close(self) -> None:
+        logger.info("done: %s", self.line())
+
+
+_current: Progress = LogProgress()
+
+
+def current() -> Progress:
+    """Where work reports progress now."""
+    return _current
+
+
+@contextmanager
+def reporting_to(progress: Progress) -> Iterator[Progress]:
+    """Send progress to `progress` inside the block."""
+    global _current
+    previous, _current = _current, progress
+    try:
+        yield progress
+    finally:
+        progress.close()
+        _current = previous

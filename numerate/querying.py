@@ -1,0 +1,340 @@
+"""Sending cases to models: OpenAI-compatible endpoints and built-in baselines.
+
+- One request per distinct request hash; a hash already in the store is never sent again.
+- At most `concurrency` requests per model in flight. A request keeps its slot until its
+  answer is committed to the store, so a process killed at any moment loses at most the
+  requests in flight (they are sent again on resume).
+- Timeouts, connection errors, 408/409/429 and 5xx are retried with exponential backoff and
+  jitter (a Retry-After header wins); other 4xx are not. The last failure becomes an `error`.
+- API keys come from the environment and are never stored or logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import os
+import random
+import time
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from manifolds import registry
+from numerate.config import ModelConfig
+from numerate.errors import ConfigError
+from numerate.plan import Completion, PlannedCase, messages_for, request_hash
+from numerate.progress import current as current_progress
+from numerate.store import Store, now
+
+RETRYABLE_STATUS = frozenset({408, 409, 429})
+MAX_BACKOFF_S = 60.0
+MAX_RETRY_AFTER_S = 300.0
+
+
+class EndpointError(ConfigError):
+    """An endpoint that cannot be used at all: unreachable, or it refuses the key."""
+
+
+def api_key(model: ModelConfig) -> str:
+    """The model's API key from its environment variable ("EMPTY" when none is configured:
+    local servers ignore it)."""
+    if not model.api_key_env:
+        return "EMPTY"
+    key = os.environ.get(model.api_key_env)
+    if not key:
+        raise ConfigError(
+            f"model {model.name!r}: environment variable {model.api_key_env} is not set "
+            "(it should hold the API key)"
+        )
+    return key
+
+
+def retry_after_s(headers: Any) -> float | None:
+    """Seconds a server asked us to wait (Retry-After / retry-after-ms), if it said."""
+    if headers is None:
+        return None
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return min(MAX_RETRY_AFTER_S, max(0.0, float(millis) / 1000))
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return min(MAX_RETRY_AFTER_S, max(0.0, float(value)))
+    except ValueError:
+        when = email.utils.parsedate_to_datetime(value) if value else None
+        if when is None:
+            return None
+        return min(MAX_RETRY_AFTER_S, max(0.0, when.timestamp() - time.time()))
+
+
+def backoff_s(attempt: int, base_s: float, rng: random.Random) -> float:
+    """Exponential backoff with jitter: base * 2^(attempt-1), capped, times 0.5..1.5."""
+    return min(MAX_BACKOFF_S, base_s * 2 ** (attempt - 1)) * rng.uniform(0.5, 1.5)
+
+
+def is_retryable(error: BaseException) -> bool:
+    """Whether a failed request can succeed if sent again."""
+    import openai
+
+    if isinstance(error, openai.APIConnectionError):  # includes timeouts
+        return True
+    if isinstance(error, openai.APIStatusError):
+        return error.status_code in RETRYABLE_STATUS or error.status_code >= 500
+    return False
+
+
+def describe_error(error: BaseException) -> str:
+    """A one-line description of a request failure (never contains the API key)."""
+    import openai
+
+    if isinstance(error, openai.APITimeoutError):
+        return "timeout: no answer in time"
+    if isinstance(error, openai.APIConnectionError):
+        cause = error.__cause__ or error
+        return f"connection error: {type(cause).__name__}: {cause}".strip()
+    if isinstance(error, openai.APIStatusError):
+        return f"HTTP {error.status_code}: {error.message}"[:500]
+    return f"{type(error).__name__}: {error}"[:500]
+
+
+class EndpointAnswerer:
+    """Sends requests to an OpenAI-compatible chat completions endpoint."""
+
+    def __init__(self, model: ModelConfig, retry_base_s: float = 1.0) -> None:
+        import openai
+
+        self.model = model
+        self.retry_base_s = retry_base_s
+        self.rng = random.Random()
+        self.client = openai.AsyncOpenAI(
+            base_url=model.base_url,
+            api_key=api_key(model),
+            max_retries=0,  # retries are ours: we honour Retry-After and record attempts
+            timeout=model.timeout_s,
+        )
+
+    async def answer(self, planned: PlannedCase, messages: list[dict[str, str]],
+                     request_id: str) -> Completion:  # fmt: skip
+        sampling = self.model.sampling.request_fields()
+        attempt = 0
+        while True:
+            attempt += 1
+            started = time.monotonic()
+            try:
+                response = await self.client.chat.completions.create(
+                    model=self.model.model, messages=messages, **sampling
+                )
+            except Exception as error:
+                if not is_retryable(error) or attempt > self.model.max_retries:
+                    return Completion(
+                        request_id, None, attempts=attempt, error=describe_error(error)
+                    )
+                response_obj = getattr(error, "response", None)
+                headers = getattr(response_obj, "headers", None)
+                delay = retry_after_s(headers)
+                if delay is None:
+                    delay = backoff_s(attempt, self.retry_base_s, self.rng)
+                await asyncio.sleep(delay)
+                continue
+            latency = time.monotonic() - started
+            if not response.choices:
+                return Completion(request_id, None, attempts=attempt, error="empty response")
+            choice = response.choices[0]
+            usage = response.usage
+            return Completion(
+                request_id,
+                choice.message.content or "",
+                finish_reason=choice.finish_reason,
+                prompt_tokens=usage.prompt_tokens if usage else None,
+                completion_tokens=usage.completion_tokens if usage else None,
+                latency_s=latency,
+                attempts=attempt,
+            )
+
+    async def close(self) -> None:
+        await self.client.close()
+
+
+class BaselineAnswerer:
+    """`baseline:oracle` answers with the target; `baseline:random` guesses uniformly over the
+    manifold's response space, seeded by the request so the guess is reproducible."""
+
+    def __init__(self, model: ModelConfig) -> None:
+        self.kind = model.model.removeprefix("baseline:")
+
+    async def answer(self, planned: PlannedCase, messages: list[dict[str, str]],
+                     request_id: str) -> Completion:  # fmt: skip
+        started = time.monotonic()
+        if self.kind == "oracle":
+            text = f"Answer: {planned.case.target}"
+        else:
+            rng = random.Random(request_id)
+            text = f"Answer: {registry.get(planned.manifold).guess(planned.case, rng)}"
+        return Completion(
+            request_id, text, finish_reason="stop", completion_tokens=len(text.split()),
+            prompt_tokens=sum(len(m["content"].split()) for m in messages),
+            latency_s=time.monotonic() - started,
+        )  # fmt: skip
+
+    async def close(self) -> None:
+        return None
+
+
+def answerer_for(model: ModelConfig, retry_base_s: float = 1.0) -> Any:
+    return BaselineAnswerer(model) if model.is_baseline else EndpointAnswerer(model, retry_base_s)
+
+
+async def check_endpoint(model: ModelConfig) -> str | None:
+    """Fail early and clearly when an endpoint is unreachable or refuses the key.
+
+    Returns a warning (the endpoint does not list the model id) or None.
+    """
+    if model.is_baseline:
+        return None
+    import openai
+
+    client = openai.AsyncOpenAI(
+        base_url=model.base_url, api_key=api_key(model), max_retries=1, timeout=15.0
+    )
+    where = f"model {model.name!r} at {model.base_url}"
+    try:
+        listed = await client.models.list()
+    except (openai.AuthenticationError, openai.PermissionDeniedError) as error:
+        source = f"${model.api_key_env}" if model.api_key_env else "no key (api_key_env unset)"
+        raise EndpointError(
+            f"{where} refused the API key from {source}: HTTP {error.status_code}"
+        ) from None
+    except openai.APIConnectionError as error:
+        cause = error.__cause__ or error
+        raise EndpointError(f"cannot reach {where}: {type(cause).__name__}: {cause}") from None
+    except openai.APIStatusError:
+        return None  # no model listing here; requests will tell
+    finally:
+        await client.close()
+    served = [m.id for m in listed.data]
+    if served and model.model not in served:
+        return f"{where} does not list {model.model!r} (it lists: {', '.join(served[:10])})"
+    return None
+
+
+class CompletionWriter:
+    """Commits finished requests to the store in small batches, off the event loop.
+
+    `write` returns once the row is committed: the caller's concurrency slot is held until
+    then, so what a SIGKILL can lose is bounded by the requests in flight.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.pending: list[tuple[dict[str, Any], asyncio.Future[None]]] = []
+        self.wake = asyncio.Event()
+        self.task = asyncio.create_task(self._run())
+        self.closing = False
+
+    async def write(self, row: dict[str, Any]) -> None:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.pending.append((row, future))
+        self.wake.set()
+        await future
+
+    async def _run(self) -> None:
+        while True:
+            await self.wake.wait()
+            self.wake.clear()
+            batch, self.pending = self.pending, []
+            if batch:
+                try:
+                    await asyncio.to_thread(self.store.put_completions, [r for r, _ in batch])
+                except Exception as error:
+                    for _, future in batch:
+                        if not future.done():
+                            future.set_exception(error)
+                else:
+                    for _, future in batch:
+                        if not future.done():
+                            future.set_result(None)
+            if self.closing and not self.pending:
+                return
+
+    async def close(self) -> None:
+        self.closing = True
+        self.wake.set()
+        await self.task
+
+
+async def query_cases(
+    model: ModelConfig,
+    planned: Sequence[PlannedCase],
+    store: Store,
+    run_id: str,
+    retry_base_s: float = 1.0,
+) -> dict[str, Completion]:
+    """Answers for the cases, keyed by case id: from the store where the request was answered
+    before, otherwise from the model (and then stored)."""
+    progress = current_progress()
+    sampling = model.sampling.request_fields()
+    by_case: dict[str, str] = {}
+    requests: dict[str, tuple[PlannedCase, list[dict[str, str]]]] = {}
+    for item in planned:
+        messages = messages_for(model, item.case)
+        key = request_hash(model.model, messages, sampling)
+        by_case[item.case_id] = key
+        requests.setdefault(key, (item, messages))
+
+    stored = await asyncio.to_thread(store.get_completions, list(requests))
+    results: dict[str, Completion] = {
+        key: Completion(
+            key,
+            row["text"],
+            finish_reason=row["finish_reason"],
+            prompt_tokens=row["prompt_tokens"],
+            completion_tokens=row["completion_tokens"],
+            latency_s=row["latency_s"],
+            attempts=row["attempts"],
+            fetched_by=row["run_id"],
+        )
+        for key, row in stored.items()
+    }
+    cases_per_request = Counter(by_case.values())
+    earlier = sum(cases_per_request[k] for k, c in results.items() if c.fetched_by != run_id)
+    progress.advance(sum(cases_per_request[k] for k in results), cached=earlier)
+
+    answerer = answerer_for(model, retry_base_s)
+    writer = CompletionWriter(store)
+    slots = asyncio.Semaphore(model.concurrency)
+
+    async def ask(key: str) -> None:
+        item, messages = requests[key]
+        async with slots:
+            completion = await answerer.answer(item, messages, key)
+            if completion.error is None:
+                completion = Completion(**{**completion.__dict__, "fetched_by": run_id})
+                await writer.write(
+                    {
+                        "request_hash": key,
+                        "run_id": run_id,
+                        "model_id": model.model,
+                        "text": completion.text,
+                        "finish_reason": completion.finish_reason,
+                        "prompt_tokens": completion.prompt_tokens,
+                        "completion_tokens": completion.completion_tokens,
+                        "latency_s": completion.latency_s,
+                        "attempts": completion.attempts,
+                        "created_at": now(),
+                    }
+                )
+        results[key] = completion
+        weight = cases_per_request[key]
+        progress.advance(weight, errors=weight if completion.error is not None else 0)
+
+    try:
+        await asyncio.gather(*(ask(key) for key in requests if key not in results))
+    finally:
+        await writer.close()
+        await answerer.close()
+    return {case_id: results[key] for case_id, key in by_case.items()}

@@ -1,0 +1,343 @@
+"""The DuckDB store: the schema (one place, versioned migrations) and every read and write.
+
+DuckDB allows one writing process. The pipeline opens the database once per process
+(`Store.open`) and every task of that process shares the connection under a lock; work done
+elsewhere returns rows for this process to write.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, ClassVar
+
+from numerate.errors import NumerateError
+
+SCHEMA_VERSION = 1
+
+# Each migration moves the database from version i to i + 1. Never edit a released one:
+# add the next.
+MIGRATIONS: list[tuple[str, str]] = [
+    (
+        "runs, cases, completions, responses, points, summaries, leaderboard",
+        """
+        CREATE TABLE runs (
+            run_id        VARCHAR PRIMARY KEY,
+            sweep_name    VARCHAR NOT NULL,
+            config_hash   VARCHAR NOT NULL,
+            config        JSON NOT NULL,
+            code_version  VARCHAR NOT NULL,
+            status        VARCHAR NOT NULL,
+            started_at    TIMESTAMPTZ NOT NULL,
+            finished_at   TIMESTAMPTZ
+        );
+        CREATE TABLE cases (
+            case_id     VARCHAR PRIMARY KEY,
+            manifold    VARCHAR NOT NULL,
+            point_key   VARCHAR NOT NULL,
+            params      JSON NOT NULL,
+            seed        UBIGINT NOT NULL,
+            case_index  INTEGER NOT NULL,
+            input       VARCHAR NOT NULL,
+            target      VARCHAR NOT NULL,
+            chance      DOUBLE NOT NULL,
+            data        JSON NOT NULL
+        );
+        CREATE TABLE completions (
+            request_hash       VARCHAR PRIMARY KEY,
+            run_id             VARCHAR NOT NULL,
+            model_id           VARCHAR NOT NULL,
+            text               VARCHAR NOT NULL,
+            finish_reason      VARCHAR,
+            prompt_tokens      INTEGER,
+            completion_tokens  INTEGER,
+            latency_s          DOUBLE NOT NULL,
+            attempts           INTEGER NOT NULL,
+            created_at         TIMESTAMPTZ NOT NULL
+        );
+        CREATE TABLE responses (
+            run_id             VARCHAR NOT NULL,
+            model              VARCHAR NOT NULL,
+            model_id           VARCHAR NOT NULL,
+            manifold           VARCHAR NOT NULL,
+            case_id            VARCHAR NOT NULL,
+            point_key          VARCHAR NOT NULL,
+            request_hash       VARCHAR NOT NULL,
+            raw_text           VARCHAR,
+            answer             VARCHAR,
+            outcome            VARCHAR NOT NULL,
+            error              VARCHAR,
+            finish_reason      VARCHAR,
+            prompt_tokens      INTEGER,
+            completion_tokens  INTEGER,
+            latency_s          DOUBLE,
+            cached             BOOLEAN NOT NULL,
+            graded_at          TIMESTAMPTZ NOT NULL,
+            PRIMARY KEY (run_id, model, case_id)
+        );
+        CREATE TABLE points (
+            run_id                    VARCHAR NOT NULL,
+            model                     VARCHAR NOT NULL,
+            manifold                  VARCHAR NOT NULL,
+            point_key                 VARCHAR NOT NULL,
+            params                    JSON NOT NULL,
+            n                         INTEGER NOT NULL,
+            n_scored                  INTEGER NOT NULL,
+            correct                   INTEGER NOT NULL,
+            wrong                     INTEGER NOT NULL,
+            unparsed                  INTEGER NOT NULL,
+            truncated                 INTEGER NOT NULL,
+            error                     INTEGER NOT NULL,
+            accuracy                  DOUBLE,
+            ci_low                    DOUBLE NOT NULL,
+            ci_high                   DOUBLE NOT NULL,
+            chance                    DOUBLE NOT NULL,
+            chance_adjusted           DOUBLE,
+            truncation_rate           DOUBLE,
+            unparsed_rate             DOUBLE,
+            error_rate                DOUBLE NOT NULL,
+            mean_completion_tokens    DOUBLE,
+            median_completion_tokens  DOUBLE,
+            mean_latency_s            DOUBLE,
+            PRIMARY KEY (run_id, model, manifold, point_key)
+        );
+        CREATE TABLE summaries (
+            level                     VARCHAR NOT NULL,
+            run_id                    VARCHAR NOT NULL,
+            model                     VARCHAR NOT NULL,
+            manifold                  VARCHAR NOT NULL,
+            n                         INTEGER NOT NULL,
+            n_scored                  INTEGER NOT NULL,
+            correct                   INTEGER NOT NULL,
+            wrong                     INTEGER NOT NULL,
+            unparsed                  INTEGER NOT NULL,
+            truncated                 INTEGER NOT NULL,
+            error                     INTEGER NOT NULL,
+            accuracy                  DOUBLE,
+            ci_low                    DOUBLE NOT NULL,
+            ci_high                   DOUBLE NOT NULL,
+            chance                    DOUBLE NOT NULL,
+            chance_adjusted           DOUBLE,
+            truncation_rate           DOUBLE,
+            unparsed_rate             DOUBLE,
+            error_rate                DOUBLE NOT NULL,
+            mean_completion_tokens    DOUBLE,
+            median_completion_tokens  DOUBLE,
+            mean_latency_s            DOUBLE,
+            PRIMARY KEY (level, run_id, model, manifold)
+        );
+        CREATE VIEW leaderboard AS
+        WITH latest AS (
+            SELECT s.*, r.sweep_name, r.finished_at,
+                   row_number() OVER (
+                       PARTITION BY r.sweep_name, s.model ORDER BY r.started_at DESC
+                   ) AS recency
+            FROM summaries s JOIN runs r USING (run_id)
+            WHERE s.level = 'model' AND r.status = 'finished'
+        )
+        SELECT sweep_name, model, run_id, finished_at, n, n_scored, accuracy, ci_low, ci_high,
+               chance_adjusted, truncation_rate, unparsed_rate, error_rate,
+               mean_completion_tokens
+        FROM latest WHERE recency = 1
+        ORDER BY sweep_name, accuracy DESC NULLS LAST, model;
+        """,
+    ),
+]
+
+COMPLETION_COLUMNS = (
+    "request_hash", "run_id", "model_id", "text", "finish_reason", "prompt_tokens",
+    "completion_tokens", "latency_s", "attempts", "created_at",
+)  # fmt: skip
+RESPONSE_COLUMNS = (
+    "run_id", "model", "model_id", "manifold", "case_id", "point_key", "request_hash",
+    "raw_text", "answer", "outcome", "error", "finish_reason", "prompt_tokens",
+    "completion_tokens", "latency_s", "cached", "graded_at",
+)  # fmt: skip
+CASE_COLUMNS = (
+    "case_id", "manifold", "point_key", "params", "seed", "case_index", "input", "target",
+    "chance", "data",
+)  # fmt: skip
+
+
+class StoreError(NumerateError):
+    """The results database cannot be used."""
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def migrate(con: Any) -> int:
+    """Bring the schema to SCHEMA_VERSION; returns the version found before."""
+    con.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations ("
+        " version INTEGER PRIMARY KEY, description VARCHAR NOT NULL,"
+        " applied_at TIMESTAMPTZ NOT NULL)"
+    )
+    found = con.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()[0]
+    if found > SCHEMA_VERSION:
+        raise StoreError(
+            f"the database has schema version {found}, newer than this numerate "
+            f"({SCHEMA_VERSION}): upgrade numerate"
+        )
+    for version in range(found + 1, SCHEMA_VERSION + 1):
+        description, sql = MIGRATIONS[version - 1]
+        con.execute("BEGIN TRANSACTION")
+        try:
+            con.execute(sql)
+            con.execute(
+                "INSERT INTO schema_migrations VALUES (?, ?, ?)", [version, description, now()]
+            )
+            con.execute("COMMIT")
+        except Exception:
+            con.execute("ROLLBACK")
+            raise
+    return found
+
+
+class Store:
+    """One process's connection to the results database."""
+
+    _open: ClassVar[dict[str, Store]] = {}
+    _open_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, path: str) -> None:
+        import duckdb
+
+        self.path = path
+        if path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.con = duckdb.connect(path)
+        except duckdb.IOException as error:
+            raise StoreError(f"cannot open results database {path}: {error}") from None
+        self.lock = threading.RLock()
+        with self.lock:
+            migrate(self.con)
+
+    @classmethod
+    def open(cls, path: str) -> Store:
+        """The process's shared store for `path` (opened on first use)."""
+        key = path if path == ":memory:" else str(Path(path).resolve())
+        with cls._open_lock:
+            if key not in cls._open:
+                cls._open[key] = cls(path)
+            return cls._open[key]
+
+    @classmethod
+    def close_all(cls) -> None:
+        """Close every store this process opened (the next `open` reconnects)."""
+        with cls._open_lock:
+            for store in cls._open.values():
+                store.con.close()
+            cls._open.clear()
+
+    # ------------------------------------------------------------------ helpers
+
+    def _insert_rows(self, table: str, columns: Sequence[str], rows: list[dict[str, Any]],
+                     conflict: str = "") -> None:  # fmt: skip
+        """Bulk insert through Arrow (one statement for many rows)."""
+        if not rows:
+            return
+        import pyarrow as pa
+
+        batch = pa.Table.from_pylist([{c: r.get(c) for c in columns} for r in rows])
+        names = ", ".join(columns)
+        with self.lock:
+            self.con.register("incoming_rows", batch)
+            try:
+                self.con.execute(
+                    f"INSERT {conflict} INTO {table} ({names}) SELECT {names} FROM incoming_rows"
+                )
+            finally:
+                self.con.unregister("incoming_rows")
+
+    def query(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+        with self.lock:
+            return self.con.execute(sql, params or []).fetchall()
+
+    def frame(self, sql: str, params: Sequence[Any] | None = None) -> Any:
+        """A query's result as a polars DataFrame."""
+        with self.lock:
+            # duckdb 2.0: connections have no .pl(); a relation from .sql() does
+            return self.con.sql(sql, params=list(params or [])).pl()
+
+    # ------------------------------------------------------------------ runs
+
+    def start_run(self, run_id: str, sweep_name: str, config_hash: str, config: dict[str, Any],
+                  code_version: str) -> None:  # fmt: skip
+        with self.lock:
+            self.con.execute(
+                "INSERT INTO runs VALUES (?, ?, ?, ?, ?, 'running', ?, NULL)",
+                [run_id, sweep_name, config_hash, json.dumps(config), code_version, now()],
+            )
+
+    def unfinished_run(self, sweep_name: str, config_hash: str) -> str | None:
+        """The latest run of this exact sweep that did not finish (to resume), if any."""
+        rows = self.query(
+            "SELECT run_id FROM runs WHERE sweep_name = ? AND config_hash = ? "
+            "AND status <> 'finished' ORDER BY started_at DESC LIMIT 1",
+            [sweep_name, config_hash],
+        )
+        return rows[0][0] if rows else None
+
+    def set_run_status(self, run_id: str, status: str) -> None:
+        finished = now() if status == "finished" else None
+        with self.lock:
+            self.con.execute(
+                "UPDATE runs SET status = ?, finished_at = ? WHERE run_id = ?",
+                [status, finished, run_id],
+            )
+
+    # ------------------------------------------------------------------ cases and requests
+
+    def put_cases(self, rows: list[dict[str, Any]]) -> None:
+        """Cases are deterministic: one already stored is left as it is."""
+        self._insert_rows("cases", CASE_COLUMNS, rows, conflict="OR IGNORE")
+
+    def put_completions(self, rows: list[dict[str, Any]]) -> None:
+        """Finished requests (the response cache). A request already stored is kept."""
+        self._insert_rows("completions", COMPLETION_COLUMNS, rows, conflict="OR IGNORE")
+
+    def get_completions(self, request_hashes: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """Stored completions for the given request hashes."""
+        hashes = list(request_hashes)
+        if not hashes:
+            return {}
+        names = ", ".join(COMPLETION_COLUMNS)
+        with self.lock:
+            cursor = self.con.execute(
+                f"SELECT {names} FROM completions WHERE request_hash IN (SELECT unnest(?))",
+                [hashes],
+            )
+            return {
+                row[0]: dict(zip(COMPLETION_COLUMNS, row, strict=True)) for row in cursor.fetchall()
+            }
+
+    def put_responses(self, rows: list[dict[str, Any]]) -> None:
+        """Graded responses of a run; grading a case again replaces its row."""
+        graded_at = now()
+        rows = [{**row, "graded_at": row.get("graded_at") or graded_at} for row in rows]
+        self._insert_rows("responses", RESPONSE_COLUMNS, rows, conflict="OR REPLACE")
+
+    # ------------------------------------------------------------------ aggregates
+
+    def replace_aggregates(self, run_id: str, points: Any, summaries: Any) -> None:
+        """Swap in a run's points and summaries (polars frames) in one transaction."""
+        with self.lock:
+            self.con.execute("BEGIN TRANSACTION")
+            try:
+                self.con.execute("DELETE FROM points WHERE run_id = ?", [run_id])
+                self.con.execute("DELETE FROM summaries WHERE run_id = ?", [run_id])
+                for table, frame in (("points", points), ("summaries", summaries)):
+                    if frame.height:
+                        self.con.register("incoming_rows", frame.to_arrow())
+                        self.con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming_rows")
+                        self.con.unregister("incoming_rows")
+                self.con.execute("COMMIT")
+            except Exception:
+                self.con.execute("ROLLBACK")
+                raise

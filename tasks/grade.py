@@ -1,0 +1,20 @@
+"""Grading a batch of answers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import task
+
+from numerate.config import ModelConfig
+from numerate.plan import Completion, PlannedCase, grade_response
+
+
+@task
+def grade_batch(
+    planned: list[PlannedCase], completions: dict[str, Completion], run_id: str,
+    model: dict[str, Any],
+) -> list[dict[str, Any]]:  # fmt: skip
+    """Grade each case's answer: correct, wrong, unparsed, truncated or error."""
+    config = ModelConfig.model_validate(model)
+    return [grade_response(p, completions[p.case_id], run_id, config) for p in planned]

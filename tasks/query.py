@@ -1,0 +1,52 @@
+"""Querying models: endpoint checks and one task per batch of cases."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import Task, task
+from prefect.client.schemas.objects import State, TaskRun
+from prefect.tasks import exponential_backoff
+
+from numerate.config import ModelConfig
+from numerate.errors import ConfigError
+from numerate.plan import Completion, PlannedCase
+from numerate.querying import check_endpoint, query_cases
+from numerate.store import Store
+
+
+def retry_transient(task: Task[Any, Any], task_run: TaskRun, state: State[Any]) -> bool:
+    """Retry a batch only when it failed for a reason that can pass (not a bad config)."""
+    try:
+        state.result()
+    except ConfigError:
+        return False
+    except (OSError, TimeoutError):
+        return True
+    except Exception:
+        return False
+    return False
+
+
+@task
+async def check_endpoints(models: list[dict[str, Any]]) -> list[str]:
+    """Fail early when an endpoint is unreachable or refuses its key; return warnings."""
+    warnings = []
+    for model in models:
+        warning = await check_endpoint(ModelConfig.model_validate(model))
+        if warning:
+            warnings.append(warning)
+    return warnings
+
+
+@task(
+    retries=2,
+    retry_delay_seconds=exponential_backoff(backoff_factor=5),
+    retry_jitter_factor=0.5,
+    retry_condition_fn=retry_transient,
+)
+async def query_batch(
+    model: dict[str, Any], planned: list[PlannedCase], run_id: str, db: str
+) -> dict[str, Completion]:
+    """Answers for a batch of cases (cached ones from the store, the rest from the model)."""
+    return await query_cases(ModelConfig.model_validate(model), planned, Store.open(db), run_id)

@@ -1,0 +1,68 @@
+"""Writing to the results database (one writer: the process running the flow)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from prefect import task
+
+from numerate import __version__
+from numerate.config import SweepConfig
+from numerate.plan import PlannedCase, case_row
+from numerate.store import Store
+
+
+def code_version() -> str:
+    """numerate's version, with the git commit when running from a checkout."""
+    import subprocess
+    from pathlib import Path
+
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=Path(__file__).resolve().parent,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return __version__
+    return f"{__version__}+{commit}"
+
+
+@task
+def open_run(config: dict[str, Any], db: str, fresh: bool = False) -> str:
+    """Resume the unfinished run of this exact sweep, or start a new one; returns its id."""
+    sweep = SweepConfig.model_validate(config)
+    store = Store.open(db)
+    fingerprint = sweep.fingerprint()
+    if not fresh:
+        resumable = store.unfinished_run(sweep.name, fingerprint)
+        if resumable:
+            store.set_run_status(resumable, "running")
+            return resumable
+    run_id = f"{sweep.name}-{uuid.uuid4().hex[:12]}"
+    store.start_run(run_id, sweep.name, fingerprint, config, code_version())
+    return run_id
+
+
+@task
+def store_cases(planned: list[PlannedCase], db: str) -> int:
+    """Store the sweep's cases (a case already stored is kept)."""
+    Store.open(db).put_cases([case_row(p) for p in planned])
+    return len(planned)
+
+
+@task
+def store_responses(rows: list[dict[str, Any]], db: str) -> int:
+    """Store graded responses."""
+    Store.open(db).put_responses(rows)
+    return len(rows)
+
+
+@task
+def finish_run(run_id: str, db: str, status: str = "finished") -> None:
+    """Record how the run ended."""
+    Store.open(db).set_run_status(run_id, status)
