@@ -15,11 +15,9 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
-## run: generate the cases of every manifold on the embedded defaults into $(RESULTS)/
+## run: the built-in sweep (both baselines, every manifold) into $(RESULTS)/numerate.duckdb
 run: $(STAMP)
-	for m in objects shuffle sequence; do \
-		$(BIN)/numerate generate $$m --count 20 --seed 42 --out $(RESULTS)/$$m.jsonl || exit 1; \
-	done
+	$(BIN)/numerate run --db $(RESULTS)/numerate.duckdb
 
 ## test: lint, then the whole test suite (what CI runs)
 test: $(STAMP)
@@ -27,9 +25,10 @@ test: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/pytest
 
-## bench: generation throughput per manifold (median of repeats)
+## bench: generation throughput per manifold, then pipeline throughput and caching
 bench: $(STAMP)
 	$(BIN)/python bench/generate.py
+	$(BIN)/python bench/pipeline.py
 
 clean:
 	rm -rf $(VENV) $(RESULTS) .pytest_cache .ruff_cache .hypothesis

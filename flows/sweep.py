@@ -6,10 +6,12 @@ import asyncio
 from typing import Any
 
 from prefect import flow, get_run_logger
+from prefect.utilities.annotations import quote
 
 from numerate.config import ModelConfig, load_sweep_config, parse_sweep_config
 from numerate.plan import PlannedCase, generator_version
 from numerate.progress import current as current_progress
+from numerate.querying import close_clients
 from tasks.aggregate import aggregate_run
 from tasks.generate import generate_cases
 from tasks.grade import grade_batch
@@ -25,10 +27,11 @@ async def evaluate_model(
     """Query, grade and store one model's answers, one batch of cases per task."""
     model_data = model.model_dump(mode="json")
     for start in range(0, len(planned), batch_size):
-        batch = planned[start : start + batch_size]
+        # quote(): Prefect would otherwise walk every case of a batch, looking for futures
+        batch = quote(planned[start : start + batch_size])
         completions = await query_batch(model_data, batch, run_id, db)
-        rows = grade_batch(batch, completions, run_id, model_data)
-        store_responses(rows, db)
+        rows = await grade_batch(batch, quote(completions), run_id, model_data)
+        await store_responses(quote(rows), db)
 
 
 @flow(name="sweep")
@@ -45,20 +48,23 @@ async def sweep(config: dict[str, Any], db: str | None = None, fresh: bool = Fal
     models = sweep_config.models
     for warning in await check_endpoints([m.model_dump(mode="json") for m in models]):
         get_run_logger().warning(warning)
-    run_id = open_run(sweep_config.model_dump(mode="json"), db_path, fresh)
+    run_id = await open_run(sweep_config.model_dump(mode="json"), db_path, fresh)
     version = generator_version()
     planned = [
         case
         for manifold in sweep_config.manifolds
         for case in generate_cases(manifold.model_dump(mode="json"), sweep_config.seed, version)
     ]
-    store_cases(planned, db_path)
+    await store_cases(quote(planned), db_path)
     current_progress().add_total(len(planned) * len(models))
-    await asyncio.gather(
-        *(evaluate_model(m, planned, run_id, db_path, sweep_config.batch_size) for m in models)
-    )
-    aggregate_run(run_id, db_path)
-    finish_run(run_id, db_path)
+    try:
+        await asyncio.gather(
+            *(evaluate_model(m, planned, run_id, db_path, sweep_config.batch_size) for m in models)
+        )
+    finally:
+        await close_clients()
+    await aggregate_run(run_id, db_path)
+    await finish_run(run_id, db_path)
     return run_id
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -16,13 +17,21 @@ from numerate.config import ManifoldSweep, ModelConfig
 
 @dataclass(frozen=True)
 class PlannedCase:
-    """A case of a sweep, with what the pipeline needs to store and aggregate it."""
+    """A case of a sweep, with what the pipeline needs to store and aggregate it.
+
+    The case travels as its JSON text (cheap to cache and to read back from Prefect's result
+    storage) and is parsed once, when first needed.
+    """
 
     case_id: str
     manifold: str
     point_key: str
     chance: float
-    case: CaseBase
+    case_json: str
+
+    @cached_property
+    def case(self) -> CaseBase:
+        return registry.get(self.manifold).case_model.model_validate_json(self.case_json)
 
 
 def case_id(manifold: str, seed: int, index: int) -> str:
@@ -40,7 +49,9 @@ def plan_manifold(sweep: ManifoldSweep, base_seed: int) -> list[PlannedCase]:
         for index in range(sweep.count):
             case = spec.generate(params, seed, index)
             planned.append(
-                PlannedCase(case_id(spec.name, seed, index), spec.name, key, chance, case)
+                PlannedCase(
+                    case_id(spec.name, seed, index), spec.name, key, chance, case.model_dump_json()
+                )
             )
     return planned
 
@@ -58,14 +69,17 @@ def case_row(planned: PlannedCase) -> dict[str, Any]:
         "input": case.input,
         "target": case.target,
         "chance": planned.chance,
-        "data": case.model_dump_json(),
+        "data": planned.case_json,
     }
 
 
 def generator_version() -> str:
-    """Hash of the manifolds' source: a change to any generator invalidates cached cases."""
+    """Hash of the code that makes a sweep's cases: the manifolds, and the config and planning
+    modules. A change to any of them is never answered from Prefect's cache."""
     digest = hashlib.sha256()
-    for path in sorted((Path(registry.__file__).parent).glob("*.py")):
+    sources = sorted(Path(registry.__file__).parent.glob("*.py"))
+    sources += [Path(__file__), Path(__file__).with_name("config.py")]
+    for path in sources:
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]

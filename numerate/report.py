@@ -49,7 +49,7 @@ def for_terminal(frame: Any) -> Any:
     """Summary columns made readable: accuracy with its interval, rates as percentages."""
     import polars as pl
 
-    if not _SUMMARY_FIELDS <= set(frame.columns):
+    if not _SUMMARY_FIELDS.issubset(frame.columns):
         return frame  # not a summary (e.g. the result of a user's SQL): shown as it is
 
     def num(value: float | None, digits: int = 3) -> str:

@@ -24,7 +24,11 @@ def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, flo
     z2 = z * z
     centre = (p + z2 / (2 * n)) / (1 + z2 / n)
     half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
-    return (max(0.0, centre - half), min(1.0, centre + half))
+    # At p = 0 and p = 1 the bound on that side is exactly 0 or 1; floating point would
+    # give 1e-17 or 0.9999999999999999 and leave the estimate outside its own interval.
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == n else min(1.0, centre + half)
+    return (low, high)
 
 
 def chance_adjusted(accuracy: float | None, chance: float) -> float | None:

@@ -237,14 +237,15 @@ class Store:
 
     # ------------------------------------------------------------------ helpers
 
-    def _insert_rows(self, table: str, columns: Sequence[str], rows: list[dict[str, Any]],
-                     conflict: str = "") -> None:  # fmt: skip
+    def _insert_rows(
+        self, table: str, columns: Sequence[str], rows: list[dict[str, Any]], conflict: str = ""
+    ) -> None:
         """Bulk insert through Arrow (one statement for many rows)."""
         if not rows:
             return
         import pyarrow as pa
 
-        batch = pa.Table.from_pylist([{c: r.get(c) for c in columns} for r in rows])
+        batch = pa.Table.from_pydict({c: [r.get(c) for r in rows] for c in columns})
         names = ", ".join(columns)
         with self.lock:
             self.con.register("incoming_rows", batch)
@@ -254,6 +255,16 @@ class Store:
                 )
             finally:
                 self.con.unregister("incoming_rows")
+
+    def missing_cases(self, case_ids: Sequence[str]) -> set[str]:
+        """The ids among `case_ids` that are not stored yet."""
+        with self.lock:
+            rows = self.con.execute(
+                "SELECT id FROM (SELECT unnest(?) AS id) "
+                "WHERE id NOT IN (SELECT case_id FROM cases)",
+                [list(case_ids)],
+            ).fetchall()
+        return {r[0] for r in rows}
 
     def query(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
         with self.lock:

@@ -5,13 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from prefect import task
+from prefect.cache_policies import NO_CACHE
 
 from numerate.config import ModelConfig
 from numerate.plan import Completion, PlannedCase, grade_response
 
 
-@task
-def grade_batch(
+@task(cache_policy=NO_CACHE)
+async def grade_batch(
     planned: list[PlannedCase], completions: dict[str, Completion], run_id: str,
     model: dict[str, Any],
 ) -> list[dict[str, Any]]:  # fmt: skip

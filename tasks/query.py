@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from prefect import Task, task
+from prefect.cache_policies import NO_CACHE
 from prefect.client.schemas.objects import State, TaskRun
 from prefect.tasks import exponential_backoff
 
@@ -28,7 +29,7 @@ def retry_transient(task: Task[Any, Any], task_run: TaskRun, state: State[Any]) 
     return False
 
 
-@task
+@task(cache_policy=NO_CACHE)
 async def check_endpoints(models: list[dict[str, Any]]) -> list[str]:
     """Fail early when an endpoint is unreachable or refuses its key; return warnings."""
     warnings = []
@@ -40,6 +41,7 @@ async def check_endpoints(models: list[dict[str, Any]]) -> list[str]:
 
 
 @task(
+    cache_policy=NO_CACHE,  # the store is the cache: a batch asks only what is not answered
     retries=2,
     retry_delay_seconds=exponential_backoff(backoff_factor=5),
     retry_jitter_factor=0.5,

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
 from prefect import task
+from prefect.cache_policies import NO_CACHE
 
 from numerate import __version__
 from numerate.config import SweepConfig
@@ -32,11 +34,11 @@ def code_version() -> str:
     return f"{__version__}+{commit}"
 
 
-@task
-def open_run(config: dict[str, Any], db: str, fresh: bool = False) -> str:
+@task(cache_policy=NO_CACHE)
+async def open_run(config: dict[str, Any], db: str, fresh: bool = False) -> str:
     """Resume the unfinished run of this exact sweep, or start a new one; returns its id."""
     sweep = SweepConfig.model_validate(config)
-    store = Store.open(db)
+    store = await asyncio.to_thread(Store.open, db)
     fingerprint = sweep.fingerprint()
     if not fresh:
         resumable = store.unfinished_run(sweep.name, fingerprint)
@@ -48,21 +50,24 @@ def open_run(config: dict[str, Any], db: str, fresh: bool = False) -> str:
     return run_id
 
 
-@task
-def store_cases(planned: list[PlannedCase], db: str) -> int:
-    """Store the sweep's cases (a case already stored is kept)."""
-    Store.open(db).put_cases([case_row(p) for p in planned])
+@task(cache_policy=NO_CACHE)
+async def store_cases(planned: list[PlannedCase], db: str) -> int:
+    """Store the sweep's cases that are not stored yet."""
+    store = Store.open(db)
+    missing = await asyncio.to_thread(store.missing_cases, [p.case_id for p in planned])
+    rows = [case_row(p) for p in planned if p.case_id in missing]
+    await asyncio.to_thread(store.put_cases, rows)
     return len(planned)
 
 
-@task
-def store_responses(rows: list[dict[str, Any]], db: str) -> int:
+@task(cache_policy=NO_CACHE)
+async def store_responses(rows: list[dict[str, Any]], db: str) -> int:
     """Store graded responses."""
-    Store.open(db).put_responses(rows)
+    await asyncio.to_thread(Store.open(db).put_responses, rows)
     return len(rows)
 
 
-@task
-def finish_run(run_id: str, db: str, status: str = "finished") -> None:
+@task(cache_policy=NO_CACHE)
+async def finish_run(run_id: str, db: str, status: str = "finished") -> None:
     """Record how the run ended."""
-    Store.open(db).set_run_status(run_id, status)
+    await asyncio.to_thread(Store.open(db).set_run_status, run_id, status)

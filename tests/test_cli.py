@@ -112,3 +112,19 @@ def test_every_command_is_documented_in_the_readme():
         assert re.search(rf"numerate {command}\b", readme), (
             f"README does not show `numerate {command}`"
         )
+
+
+def test_every_table_and_column_is_documented_in_the_readme(tmp_path):
+    from numerate.store import Store
+
+    readme = (ROOT / "README.md").read_text()
+    store = Store(str(tmp_path / "schema.duckdb"))
+    columns = store.query(
+        "SELECT table_name, column_name FROM information_schema.columns "
+        "WHERE table_name <> 'schema_migrations'"
+    )
+    store.con.close()
+    assert columns
+    for table, column in columns:
+        assert f"**`{table}`**" in readme, f"README does not describe table {table}"
+        assert f"`{column}`" in readme, f"README does not describe {table}.{column}"

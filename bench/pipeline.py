@@ -1,0 +1,165 @@
+"""Pipeline throughput against a zero-latency loopback endpoint, measured in one run.
+
+1. Requests/s of a sweep (concurrency 32) versus a bare AsyncOpenAI loop sending the same
+   requests at the same concurrency: target ratio >= 0.8. Both go to one endpoint process;
+   the median of `--repeats` alternating measurements is reported.
+2. Wall time of a fully cached re-run of a 10,000-case sweep versus its cold run: target
+   under 15%. Both runs share one process, after a warm-up flow, so the one-off start of
+   Prefect's temporary server (reported separately) is in neither.
+3. Peak memory (max RSS) of the process after the sweeps.
+
+Run with `make bench` (or `python bench/pipeline.py --cases 10000`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="numerate-bench-prefect-"))
+os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+from numerate.env import configure  # noqa: E402
+
+configure()
+
+
+def start_endpoint(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port_file = workdir / "port"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.fake_openai", "--port-file", str(port_file)], cwd=ROOT
+    )
+    deadline = time.monotonic() + 20
+    while not (port_file.exists() and port_file.read_text()):
+        if time.monotonic() > deadline:
+            process.kill()
+            raise RuntimeError("endpoint did not start")
+        time.sleep(0.05)
+    return process, f"http://127.0.0.1:{port_file.read_text()}/v1"
+
+
+def sweep_config(base_url: str, cases: int, name: str) -> dict:
+    per_manifold = cases // 3
+    return {
+        "name": name,
+        "seed": 7,
+        "batch_size": 1000,
+        "models": [
+            {"name": "loopback", "model": "fake-model", "base_url": base_url, "concurrency": 32}
+        ],
+        "manifolds": [
+            {"manifold": "objects", "count": per_manifold // 4, "grid": {"length": [2, 4, 6, 8]}},
+            {"manifold": "shuffle", "count": per_manifold // 4, "grid": {"length": [3, 4, 5, 6]}},
+            {
+                "manifold": "sequence",
+                "count": per_manifold // 4,
+                "grid": {"seq_length": [1, 2, 3, 4]},
+            },
+        ],
+    }
+
+
+async def bare_client(base_url: str, prompts: list[str], concurrency: int) -> float:
+    """Requests/s of a plain AsyncOpenAI loop: the ceiling the sweep is compared with."""
+    import openai
+
+    client = openai.AsyncOpenAI(base_url=base_url, api_key="EMPTY", max_retries=0)
+    slots = asyncio.Semaphore(concurrency)
+
+    async def one(prompt: str) -> None:
+        async with slots:
+            await client.chat.completions.create(
+                model="fake-model",
+                messages=[{"role": "user", "content": prompt}],
+                temperature=0.0,
+                max_tokens=2048,
+            )
+
+    started = time.perf_counter()
+    await asyncio.gather(*(one(p) for p in prompts))
+    elapsed = time.perf_counter() - started
+    await client.close()
+    return len(prompts) / elapsed
+
+
+def timed_sweep(config: dict, db: str) -> float:
+    from flows.sweep import sweep
+
+    started = time.perf_counter()
+    asyncio.run(sweep(config, db, fresh=True))
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--cases", type=int, default=10_000, help="cases per sweep")
+    parser.add_argument("--repeats", type=int, default=3, help="throughput measurements")
+    args = parser.parse_args()
+
+    from numerate.config import parse_sweep_config
+    from numerate.plan import plan_manifold
+    from numerate.store import Store
+
+    workdir = Path(tempfile.mkdtemp(prefix="numerate-bench-"))
+    endpoint, base_url = start_endpoint(workdir)
+    try:
+        started = time.perf_counter()
+        warmup = sweep_config(base_url, 12, "warmup")
+        timed_sweep(warmup, str(workdir / "warmup.duckdb"))
+        print(f"Prefect temporary server start + first flow: {time.perf_counter() - started:.1f} s")
+
+        rates_bare, rates_sweep = [], []
+        for repeat in range(args.repeats):
+            # a new seed each repeat: every request is new to the sweep's cache
+            config = sweep_config(base_url, args.cases, f"throughput{repeat}")
+            config["seed"] = 100 + repeat
+            planned = [
+                p
+                for m in parse_sweep_config(config).manifolds
+                for p in plan_manifold(m, config["seed"])
+            ]
+            prompts = [p.case.input for p in planned]
+            rates_bare.append(asyncio.run(bare_client(base_url, prompts, 32)))
+            db = str(workdir / f"throughput{repeat}.duckdb")
+            rates_sweep.append(len(prompts) / timed_sweep(config, db))
+        bare, ours = statistics.median(rates_bare), statistics.median(rates_sweep)
+        print(
+            f"requests/s at concurrency 32 (median of {args.repeats}): bare AsyncOpenAI "
+            f"{bare:,.0f}, sweep {ours:,.0f}, ratio {ours / bare:.2f} (target >= 0.80)"
+        )
+
+        config = sweep_config(base_url, args.cases, "cached")
+        db = str(workdir / "cached.duckdb")
+        cold = timed_sweep(config, db)
+        warm = [timed_sweep(config, db) for _ in range(args.repeats)]
+        store = Store.open(db)
+        sent = store.query("SELECT count(*) FROM completions")[0][0]
+        cases = store.query("SELECT count(*) FROM responses")[0][0]
+        Store.close_all()
+        cached = statistics.median(warm)
+        print(
+            f"{args.cases:,}-case sweep: cold {cold:.2f} s, fully cached re-run {cached:.2f} s "
+            f"(median of {args.repeats}), ratio {cached / cold:.1%} (target < 15%); "
+            f"{sent:,} requests sent for {cases:,} graded responses over {1 + args.repeats} runs"
+        )
+        peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(
+            f"peak memory (max RSS of this process, Prefect's server included): {peak_mib:,.0f} MiB"
+        )
+    finally:
+        endpoint.kill()
+        endpoint.wait()
+
+
+if __name__ == "__main__":
+    main()

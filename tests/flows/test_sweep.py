@@ -1,0 +1,162 @@
+"""The sweep flow under a Prefect test harness, against baselines and the loopback endpoint."""
+
+import asyncio
+import logging
+
+import pytest
+
+from flows.sweep import sweep
+from numerate.stats import wilson_interval
+from numerate.store import Store
+from tests.fake_openai import Reply, prompt_of
+
+pytestmark = pytest.mark.usefixtures("prefect_harness")
+
+
+def config(models, manifolds=None, name="test"):
+    return {
+        "name": name,
+        "seed": 3,
+        "batch_size": 64,
+        "models": models,
+        "manifolds": manifolds
+        or [
+            {"manifold": "objects", "count": 30, "grid": {"length": [2, 4]}},
+            {"manifold": "shuffle", "count": 30, "grid": {"length": [3, 5]}},
+            {"manifold": "sequence", "count": 30},
+        ],
+    }
+
+
+def run(cfg, db, **kwargs):
+    return asyncio.run(sweep(cfg, db, **kwargs))
+
+
+def test_baselines_oracle_is_perfect_and_random_sits_at_chance(db_path):
+    manifolds = [
+        {"manifold": "objects", "count": 400, "grid": {"length": 2, "max_count": 2}},
+        {"manifold": "shuffle", "count": 400, "grid": {"length": 3}},
+        {"manifold": "sequence", "count": 100},
+    ]
+    cfg = config([{"name": "oracle", "model": "baseline:oracle"},
+                  {"name": "random", "model": "baseline:random"}], manifolds)  # fmt: skip
+    run_id = run(cfg, db_path)
+    store = Store.open(db_path)
+    rows = store.query(
+        "SELECT model, manifold, n, correct, accuracy, chance FROM summaries "
+        "WHERE run_id = ? AND level = 'manifold'",
+        [run_id],
+    )
+    assert len(rows) == 6
+    for model, manifold, n, correct, accuracy, chance in rows:
+        if model == "oracle":
+            assert accuracy == 1.0, manifold
+        else:
+            # chance levels: 1/(2*2+1), 1/3, 0 — each inside the 99.9% interval of the result
+            low, high = wilson_interval(correct, n, z=3.29)
+            assert low <= chance <= high, (manifold, accuracy, chance)
+    assert store.query("SELECT status FROM runs WHERE run_id = ?", [run_id])[0][0] == "finished"
+    leaderboard = store.query("SELECT model FROM leaderboard WHERE sweep_name = 'test'")
+    assert [r[0] for r in leaderboard] == ["oracle", "random"]
+
+
+def test_endpoint_sweep_records_every_outcome_and_a_rerun_sends_nothing(fake_openai, db_path):
+    cfg = config([{"name": "fake", "model": "fake-model", "base_url": fake_openai.base_url,
+                   "concurrency": 8, "max_retries": 1}])  # fmt: skip
+    first = run(cfg, db_path)
+    sent = len(fake_openai.prompts())
+    store = Store.open(db_path)
+    total_cases = store.query("SELECT count(*) FROM responses WHERE run_id = ?", [first])[0][0]
+    assert total_cases == sent == 30 * 2 + 30 * 2 + 30
+
+    second = run(cfg, db_path)
+    assert second != first
+    assert len(fake_openai.prompts()) == sent  # nothing sent twice
+    cached = store.query(
+        "SELECT cached, count(*) FROM responses WHERE run_id = ? GROUP BY cached", [second]
+    )
+    assert cached == [(True, total_cases)]
+    same = store.query(
+        "SELECT count(*) FROM responses a JOIN responses b USING (case_id) "
+        "WHERE a.run_id = ? AND b.run_id = ? AND a.raw_text = b.raw_text "
+        "AND a.outcome = b.outcome",
+        [first, second],
+    )
+    assert same[0][0] == total_cases
+
+
+def test_outcomes_through_the_whole_chain(fake_openai, db_path):
+    answers = iter(
+        [Reply(content="Answer: 0"), Reply(content="no idea"),
+         Reply(content="Counting: one, two,", finish_reason="length"),
+         Reply(status=400, error_message="context too long")] * 100
+    )  # fmt: skip
+    fake_openai.responder = lambda body: next(answers)
+    cfg = config(
+        [{"name": "fake", "model": "fake-model", "base_url": fake_openai.base_url,
+          "concurrency": 1, "max_retries": 0}],
+        [{"manifold": "objects", "count": 8, "grid": {"max_count": 0}}],
+    )  # fmt: skip
+    run_id = run(cfg, db_path)
+    store = Store.open(db_path)
+    counts = dict(
+        store.query(
+            "SELECT outcome, count(*) FROM responses WHERE run_id = ? GROUP BY outcome", [run_id]
+        )
+    )
+    # max_count=0 makes every target 0, so "Answer: 0" is correct
+    assert counts == {"correct": 2, "unparsed": 2, "truncated": 2, "error": 2}
+    point = store.query(
+        "SELECT n, n_scored, correct, accuracy, unparsed_rate, truncation_rate, error_rate "
+        "FROM points WHERE run_id = ?",
+        [run_id],
+    )[0]
+    assert point == (8, 6, 2, 2 / 6, 2 / 6, 2 / 6, 2 / 8)
+    error = store.query("SELECT error FROM responses WHERE outcome = 'error' LIMIT 1")[0][0]
+    assert "HTTP 400" in error and "context too long" in error
+
+
+def test_the_api_key_never_reaches_results_or_logs(fake_openai, db_path, monkeypatch, caplog):
+    secret = "sk-numerate-test-0123456789abcdef"
+    fake_openai.api_key = secret
+    monkeypatch.setenv("NUMERATE_TEST_KEY", secret)
+    cfg = config(
+        [{"name": "fake", "model": "fake-model", "base_url": fake_openai.base_url,
+          "api_key_env": "NUMERATE_TEST_KEY"}],
+        [{"manifold": "shuffle", "count": 5}],
+    )  # fmt: skip
+    with caplog.at_level(logging.DEBUG):
+        run(cfg, db_path)
+    assert fake_openai.authorizations[-1] == f"Bearer {secret}"
+    Store.close_all()
+    with open(db_path, "rb") as handle:
+        assert secret.encode() not in handle.read()
+    wal = db_path + ".wal"
+    import os
+
+    if os.path.exists(wal):
+        with open(wal, "rb") as handle:
+            assert secret.encode() not in handle.read()
+    assert secret not in caplog.text
+    store = Store.open(db_path)
+    config_text = store.query("SELECT config FROM runs")[0][0]
+    assert "NUMERATE_TEST_KEY" in config_text and secret not in config_text
+
+
+def test_generation_is_cached_by_prefect(db_path):
+    from numerate.plan import generator_version
+    from tasks.generate import generate_cases
+
+    sweep_entry = {"manifold": "objects", "count": 5, "grid": {}}
+    first = generate_cases(sweep_entry, 1, generator_version(), return_state=True)
+    second = generate_cases(sweep_entry, 1, generator_version(), return_state=True)
+    assert second.name == "Cached"
+    assert [p.case_id for p in first.result()] == [p.case_id for p in second.result()]
+
+
+def test_prompt_content_reaches_the_endpoint(fake_openai, db_path):
+    cfg = config([{"name": "fake", "model": "fake-model", "base_url": fake_openai.base_url}],
+                 [{"manifold": "sequence", "count": 3}])  # fmt: skip
+    run(cfg, db_path)
+    stored = {r[0] for r in Store.open(db_path).query("SELECT input FROM cases")}
+    assert {prompt_of(b) for b in fake_openai.requests} == stored

@@ -1,0 +1,220 @@
+"""`numerate run`, `report` and `db`: errors users see, and a sweep killed with SIGKILL."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from numerate.cli import app
+
+ROOT = Path(__file__).resolve().parent.parent
+runner = CliRunner()
+
+
+def write_config(path, models, manifolds=None, **extra):
+    data = {"name": "cli", "seed": 1, "models": models,
+            "manifolds": manifolds or [{"manifold": "objects", "count": 3}], **extra}  # fmt: skip
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def one_error_line(result):
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ")
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("name: x\nmodels: [\n", "not valid YAML"),
+        ("- just\n- a list\n", "expected a mapping"),
+        ("name: x\nmodels: []\nmanifolds: [{manifold: objects}]\n", "models"),
+        (
+            "name: x\nmodels: [{name: a, model: baseline:random, concurrency: 0}]\n"
+            "manifolds: [{manifold: objects}]\n",
+            "models.0.concurrency = 0",
+        ),
+        (
+            "name: x\nmodels: [{name: a, model: baseline:random}]\n"
+            "manifolds: [{manifold: objects, grid: {length: [0, 4]}}]\n",
+            "grid.length = 0",
+        ),
+        (
+            "name: x\nmodels: [{name: a, model: baseline:random}]\n"
+            "manifolds: [{manifold: objectz}]\n",
+            "unknown manifold 'objectz'",
+        ),
+        (
+            "name: x\nmodels: [{name: a, model: served-id}]\nmanifolds: [{manifold: objects}]\n",
+            "needs a base_url",
+        ),
+    ],
+)
+def test_a_bad_config_gives_one_clear_error_line(tmp_path, content, message):
+    path = tmp_path / "sweep.yaml"
+    path.write_text(content)
+    line = one_error_line(runner.invoke(app, ["run", "--config", str(path)]))
+    assert message in line and str(path) in line
+
+
+def test_missing_config_file(tmp_path):
+    line = one_error_line(runner.invoke(app, ["run", "--config", str(tmp_path / "nope.yaml")]))
+    assert "cannot read sweep config" in line
+
+
+def test_an_unreachable_endpoint_gives_one_clear_error_line(tmp_path):
+    gone = {"name": "gone", "model": "m", "base_url": "http://127.0.0.1:9/v1"}
+    path = write_config(tmp_path / "s.yaml", [gone])
+    line = one_error_line(runner.invoke(app, ["run", "--config", str(path)]))
+    assert "cannot reach model 'gone' at http://127.0.0.1:9/v1" in line
+
+
+def test_a_wrong_api_key_gives_one_clear_error_line(tmp_path, fake_openai, monkeypatch):
+    fake_openai.api_key = "right-key"
+    monkeypatch.setenv("SWEEP_KEY", "wrong-key")
+    path = write_config(tmp_path / "s.yaml", [{"name": "fake", "model": "fake-model",
+                        "base_url": fake_openai.base_url, "api_key_env": "SWEEP_KEY"}])  # fmt: skip
+    line = one_error_line(runner.invoke(app, ["run", "--config", str(path)]))
+    assert "refused the API key from $SWEEP_KEY: HTTP 401" in line
+    assert "wrong-key" not in line
+
+
+def test_base_url_without_model(tmp_path):
+    assert "--base-url needs --model" in one_error_line(
+        runner.invoke(app, ["run", "--base-url", "http://127.0.0.1:1/v1"])
+    )
+
+
+def test_report_and_db_on_a_missing_database(tmp_path):
+    missing = str(tmp_path / "none.duckdb")
+    assert "no results database" in one_error_line(runner.invoke(app, ["report", "--db", missing]))
+    assert "no results database" in one_error_line(runner.invoke(app, ["db", missing]))
+
+
+def test_db_reports_bad_sql_in_one_line(tmp_path):
+    path = tmp_path / "x.duckdb"
+    duckdb.connect(str(path)).close()
+    line = one_error_line(runner.invoke(app, ["db", str(path), "SELECT nope FROM nowhere"]))
+    assert "nowhere" in line
+
+
+# ---------------------------------------------------------------- real processes
+
+
+def numerate_env(prefect_home):
+    env = dict(os.environ)
+    env.update({"PREFECT_HOME": str(prefect_home), "PYTHONUNBUFFERED": "1"})
+    env.pop("PREFECT_API_URL", None)
+    return env
+
+
+def start_endpoint(tmp_path, delay):
+    port_file, log = tmp_path / "port", tmp_path / "requests.log"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.fake_openai", "--port-file", str(port_file),
+         "--delay", str(delay), "--log", str(log)],
+        cwd=ROOT,
+    )  # fmt: skip
+    deadline = time.monotonic() + 20
+    while not port_file.exists() or not port_file.read_text():
+        if time.monotonic() > deadline:
+            process.kill()
+            raise RuntimeError("endpoint did not start")
+        time.sleep(0.05)
+    return process, f"http://127.0.0.1:{port_file.read_text()}/v1", log
+
+
+def logged(log):
+    return log.read_text().split() if log.exists() else []
+
+
+def final_table(db):
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        runs = con.execute("SELECT run_id, status FROM runs").fetchall()
+        rows = con.execute(
+            "SELECT model, manifold, case_id, point_key, request_hash, raw_text, answer, outcome, "
+            "error, finish_reason, prompt_tokens, completion_tokens, cached "
+            "FROM responses ORDER BY model, case_id"
+        ).fetchall()
+        points = con.execute(
+            "SELECT model, manifold, point_key, n, correct, accuracy FROM points ORDER BY ALL"
+        ).fetchall()
+    finally:
+        con.close()
+    return runs, rows, points
+
+
+@pytest.mark.slow
+def test_a_sweep_killed_with_sigkill_resumes_to_the_same_result(tmp_path):
+    concurrency = 4
+    endpoint, base_url, log = start_endpoint(tmp_path, delay=0.02)
+    try:
+        config = write_config(
+            tmp_path / "sweep.yaml",
+            [{"name": "fake", "model": "fake-model", "base_url": base_url,
+              "concurrency": concurrency}],
+            [{"manifold": "objects", "count": 150, "grid": {"length": [2, 3]}},
+             {"manifold": "sequence", "count": 100}],
+            batch_size=100,
+        )  # fmt: skip
+        total = 150 * 2 + 100
+        env = numerate_env(tmp_path / "prefect")
+        command = [sys.executable, "-m", "numerate.cli", "run", "--config", str(config)]
+
+        killed_db = tmp_path / "killed.duckdb"
+        victim = subprocess.Popen(
+            [*command, "--db", str(killed_db)], cwd=ROOT, env=env, start_new_session=True,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        deadline = time.monotonic() + 120
+        while len(logged(log)) < 120:
+            assert victim.poll() is None, "the sweep ended before it could be killed"
+            assert time.monotonic() < deadline, "the sweep sent too few requests"
+            time.sleep(0.01)
+        os.killpg(victim.pid, signal.SIGKILL)
+        victim.wait()
+        time.sleep(0.2)
+        before_kill = logged(log)
+        assert len(before_kill) < total
+
+        resumed = subprocess.run(
+            [*command, "--db", str(killed_db), "--format", "json"],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert resumed.returncode == 0, resumed.stderr
+        after_resume = logged(log)[len(before_kill) :]
+        resent = set(after_resume) & set(before_kill)
+        # in flight = sent, or answered but not yet committed: at most 2 x concurrency
+        assert len(resent) <= 2 * concurrency, f"{len(resent)} requests were sent twice"
+        assert len(set(before_kill) | set(after_resume)) == total
+
+        clean_db = tmp_path / "clean.duckdb"
+        clean = subprocess.run(
+            [*command, "--db", str(clean_db), "--format", "json"],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert clean.returncode == 0, clean.stderr
+    finally:
+        endpoint.kill()
+        endpoint.wait()
+
+    killed_runs, killed_rows, killed_points = final_table(killed_db)
+    _, clean_rows, clean_points = final_table(clean_db)
+    assert [status for _, status in killed_runs] == ["finished"]  # one run, resumed
+    assert len(killed_rows) == len({r[2] for r in killed_rows}) == total
+    assert killed_rows == clean_rows
+    assert killed_points == clean_points
+    summary = json.loads(resumed.stdout)
+    assert summary[0]["model"] == "fake" and summary[0]["n"] == total

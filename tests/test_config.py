@@ -1,0 +1,87 @@
+from pathlib import Path
+
+import pytest
+
+from numerate.config import DEFAULT_SWEEP, load_sweep_config, one_model_config, parse_sweep_config
+from numerate.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "deployments" / "sweeps").glob("*.yaml")))
+def test_shipped_sweeps_validate(path):
+    config = load_sweep_config(path)
+    assert config.total_cases() > 0
+    assert {m.manifold for m in config.manifolds} == {"objects", "shuffle", "sequence"}
+
+
+def test_default_sweep_needs_no_network():
+    config = parse_sweep_config(DEFAULT_SWEEP)
+    assert all(m.is_baseline for m in config.models)
+
+
+def base(**changes):
+    data = {"name": "t", "models": [{"name": "a", "model": "baseline:random"}],
+            "manifolds": [{"manifold": "objects", "count": 2}]}  # fmt: skip
+    data.update(changes)
+    return data
+
+
+def test_grid_is_a_cartesian_product_with_fixed_scalars():
+    config = parse_sweep_config(
+        base(manifolds=[{"manifold": "objects", "count": 2,
+                         "grid": {"length": [2, 4], "anchor": ["NONE", "ROMAN"], "max_count": 3}}])
+    )  # fmt: skip
+    points = config.manifolds[0].points()
+    assert [key for key, _ in points] == [
+        "anchor=NONE,length=2,max_count=3", "anchor=NONE,length=4,max_count=3",
+        "anchor=ROMAN,length=2,max_count=3", "anchor=ROMAN,length=4,max_count=3",
+    ]  # fmt: skip
+    assert all(p.max_count == 3 and p.count == 2 for _, p in points)
+    assert config.total_cases() == 8
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"name": "has space"}, "name = 'has space'"),
+        ({"models": []}, "models"),
+        ({"models": [{"name": "a", "model": "baseline:smart"}]}, "not a baseline"),
+        ({"models": [{"name": "a", "model": "m", "base_url": "ftp://x"}]}, "must start with http"),
+        ({"models": [{"name": "a", "model": "baseline:random"}] * 2}, "used twice"),
+        ({"models": [{"name": "a", "model": "baseline:random", "colour": 1}]}, "colour"),
+        ({"manifolds": [{"manifold": "objects", "grid": {"count": [1, 2]}}]}, "grid.count"),
+        ({"manifolds": [{"manifold": "objects", "grid": {"length": []}}]}, "at least one value"),
+        ({"manifolds": [{"manifold": "shuffle", "grid": {"anchor": ["UPSIDE_DOWN"]}}]},
+         "grid.anchor = 'UPSIDE_DOWN'"),
+        ({"batch_size": 0}, "batch_size = 0"),
+    ],
+)  # fmt: skip
+def test_bad_values_name_their_field(changes, message):
+    with pytest.raises(ConfigError, match=None) as info:
+        parse_sweep_config(base(**changes), "sweep config x.yaml")
+    assert message in str(info.value)
+    assert str(info.value).startswith("sweep config x.yaml: ")
+
+
+def test_yaml_errors_say_where(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("name: x\nmodels:\n  - name: a\n   model: b\n")
+    with pytest.raises(ConfigError, match=r"line \d+, column \d+"):
+        load_sweep_config(path)
+
+
+def test_fingerprint_ignores_db_but_not_content():
+    a = parse_sweep_config(base())
+    b = parse_sweep_config(base(db="elsewhere.duckdb"))
+    c = parse_sweep_config(base(seed=9))
+    assert a.fingerprint() == b.fingerprint() != c.fingerprint()
+
+
+def test_one_model_override():
+    config = one_model_config(parse_sweep_config(base()), "served-id", "http://127.0.0.1:1/v1")
+    assert [(m.name, m.model, m.base_url) for m in config.models] == [
+        ("served-id", "served-id", "http://127.0.0.1:1/v1")
+    ]
+    with pytest.raises(ConfigError, match="needs a base_url"):
+        one_model_config(parse_sweep_config(base()), "served-id", None)

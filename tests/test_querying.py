@@ -1,0 +1,228 @@
+"""The query engine against the loopback endpoint: retries, outcomes, cache, concurrency."""
+
+import asyncio
+import random
+import time
+from collections import defaultdict
+
+import pytest
+
+from manifolds.grading import Outcome
+from numerate.config import ModelConfig, Sampling, parse_sweep_config
+from numerate.plan import grade_response, plan_manifold
+from numerate.querying import backoff_s, check_endpoint, query_cases, retry_after_s
+from numerate.store import Store
+from tests.fake_openai import Reply, prompt_of
+
+
+def planned_cases(count=6, manifold="objects"):
+    config = parse_sweep_config(
+        {
+            "name": "t",
+            "models": [{"name": "b", "model": "baseline:oracle"}],
+            "manifolds": [{"manifold": manifold, "count": count}],
+        }
+    )
+    return plan_manifold(config.manifolds[0], 1)
+
+
+def endpoint(server, **overrides):
+    values = {"name": "fake", "model": "fake-model", "base_url": server.base_url,
+              "max_retries": 3, "timeout_s": 5.0, "concurrency": 4}  # fmt: skip
+    values.update(overrides)
+    return ModelConfig(**values)
+
+
+def run_query(model, planned, db_path, run_id="run-1"):
+    store = Store.open(db_path)
+    return asyncio.run(query_cases(model, planned, store, run_id, retry_base_s=0.01))
+
+
+def grades(model, planned, completions, run_id="run-1"):
+    return {p.case_id: grade_response(p, completions[p.case_id], run_id, model) for p in planned}
+
+
+# ---------------------------------------------------------------- pure parts
+
+
+@pytest.mark.parametrize(
+    ("headers", "seconds"),
+    [
+        ({"retry-after": "2"}, 2.0),
+        ({"retry-after": "0.5"}, 0.5),
+        ({"retry-after-ms": "250"}, 0.25),
+        ({"retry-after": "100000"}, 300.0),  # capped
+        ({"retry-after": "soon"}, None),
+        ({}, None),
+        (None, None),
+    ],
+)
+def test_retry_after(headers, seconds):
+    assert retry_after_s(headers) == seconds
+
+
+def test_retry_after_http_date():
+    from email.utils import formatdate
+
+    waited = retry_after_s({"retry-after": formatdate(time.time() + 30, usegmt=True)})
+    assert 25 <= waited <= 31
+
+
+def test_backoff_grows_with_jitter_and_a_cap():
+    rng = random.Random(0)
+    for attempt in range(1, 12):
+        delay = backoff_s(attempt, 1.0, rng)
+        nominal = min(60.0, 2 ** (attempt - 1))
+        assert 0.5 * nominal <= delay <= 1.5 * nominal
+
+
+# ---------------------------------------------------------------- against the endpoint
+
+
+def test_every_outcome_is_recorded(fake_openai, db_path):
+    planned = planned_cases(6)
+    targets = {p.case.input: p.case.target for p in planned}
+    inputs = list(targets)
+    behaviour = {
+        inputs[0]: lambda: Reply(content=f"Answer: {targets[inputs[0]]}"),  # correct
+        inputs[1]: lambda: Reply(content="Answer: 999"),  # wrong
+        inputs[2]: lambda: Reply(content="I would rather not count."),  # unparsed
+        inputs[3]: lambda: Reply(content="Let me list them: 1, 2,", finish_reason="length"),
+        inputs[4]: lambda: Reply(status=400, error_message="bad request"),  # error, no retry
+        inputs[5]: lambda: Reply(status=500),  # error after retries
+    }
+    fake_openai.responder = lambda body: behaviour[prompt_of(body)]()
+    model = endpoint(fake_openai)
+    completions = run_query(model, planned, db_path)
+    outcomes = {
+        p.case.input: g["outcome"]
+        for p, g in zip(planned, grades(model, planned, completions).values(), strict=True)
+    }
+    assert [outcomes[i] for i in inputs] == [
+        "correct", "wrong", "unparsed", "truncated", "error", "error",
+    ]  # fmt: skip
+    sent = defaultdict(int)
+    for prompt in fake_openai.prompts():
+        sent[prompt] += 1
+    assert sent[inputs[4]] == 1  # a 400 is never retried
+    assert sent[inputs[5]] == 1 + model.max_retries
+    errors = {p.case.input: completions[p.case_id].error for p in planned}
+    assert errors[inputs[4]].startswith("HTTP 400") and "bad request" in errors[inputs[4]]
+    assert errors[inputs[5]].startswith("HTTP 500")
+    # errors are not cached: only the four answered requests are stored
+    assert Store.open(db_path).query("SELECT count(*) FROM completions")[0][0] == 4
+
+
+def test_429_honours_retry_after_then_succeeds(fake_openai, db_path):
+    planned = planned_cases(1)
+    calls = []
+
+    def responder(body):
+        calls.append(time.monotonic())
+        if len(calls) == 1:
+            return Reply(status=429, headers={"Retry-After": "0.3"})
+        return Reply(content=f"Answer: {planned[0].case.target}")
+
+    fake_openai.responder = responder
+    model = endpoint(fake_openai)
+    completion = run_query(model, planned, db_path)[planned[0].case_id]
+    assert completion.error is None and completion.attempts == 2
+    assert calls[1] - calls[0] >= 0.29
+    assert (
+        grades(model, planned, {planned[0].case_id: completion})[planned[0].case_id]["outcome"]
+        == "correct"
+    )
+
+
+def test_timeouts_are_retried_then_recorded_as_errors(fake_openai, db_path):
+    planned = planned_cases(1)
+    fake_openai.responder = lambda body: Reply(delay_s=2.0)
+    model = endpoint(fake_openai, timeout_s=0.2, max_retries=1)
+    completion = run_query(model, planned, db_path)[planned[0].case_id]
+    assert completion.error == "timeout: no answer in time"
+    assert completion.attempts == 2
+    assert len(fake_openai.prompts()) == 2
+
+
+def test_a_second_query_sends_nothing(fake_openai, db_path):
+    planned = planned_cases(8)
+    model = endpoint(fake_openai)
+    first = run_query(model, planned, db_path, run_id="run-1")
+    assert len(fake_openai.prompts()) == 8
+    second = run_query(model, planned, db_path, run_id="run-2")
+    assert len(fake_openai.prompts()) == 8
+    for p in planned:
+        assert second[p.case_id].text == first[p.case_id].text
+        assert second[p.case_id].fetched_by == "run-1"
+    rows = grades(model, planned, second, run_id="run-2")
+    assert all(r["cached"] for r in rows.values())
+    assert not any(r["cached"] for r in grades(model, planned, first).values())
+
+
+def test_identical_requests_are_sent_once(fake_openai, db_path):
+    planned = planned_cases(3)
+    duplicated = planned + [
+        p.__class__(p.case_id + "-copy", p.manifold, p.point_key, p.chance, p.case_json)
+        for p in planned
+    ]
+    completions = run_query(endpoint(fake_openai), duplicated, db_path)
+    assert len(fake_openai.prompts()) == 3
+    assert len(completions) == 6
+
+
+def test_concurrency_limit_is_respected(fake_openai, db_path):
+    fake_openai.responder = lambda body: Reply(delay_s=0.05)
+    run_query(endpoint(fake_openai, concurrency=3), planned_cases(20), db_path)
+    assert fake_openai.max_in_flight == 3
+
+
+def test_sampling_and_system_prompt_are_sent(fake_openai, db_path):
+    model = endpoint(fake_openai, system_prompt="Be brief.",
+                     sampling=Sampling(temperature=0.7, max_tokens=64, seed=3))  # fmt: skip
+    run_query(model, planned_cases(1), db_path)
+    body = fake_openai.requests[0]
+    assert body["messages"][0] == {"role": "system", "content": "Be brief."}
+    assert (body["temperature"], body["max_tokens"], body["seed"]) == (0.7, 64, 3)
+    assert "top_p" not in body
+
+
+def test_api_key_is_sent_from_the_environment(fake_openai, db_path, monkeypatch):
+    fake_openai.api_key = "sk-test-secret"
+    monkeypatch.setenv("FAKE_KEY", "sk-test-secret")
+    completion = run_query(endpoint(fake_openai, api_key_env="FAKE_KEY"), planned_cases(1), db_path)
+    assert next(iter(completion.values())).error is None
+    assert fake_openai.authorizations[-1] == "Bearer sk-test-secret"
+
+
+def test_check_endpoint_reports_clear_problems(fake_openai, monkeypatch):
+    from numerate.errors import ConfigError
+    from numerate.querying import EndpointError
+
+    assert asyncio.run(check_endpoint(endpoint(fake_openai))) is None
+    warning = asyncio.run(check_endpoint(endpoint(fake_openai, model="other-model")))
+    assert "does not list 'other-model'" in warning
+    fake_openai.api_key = "right"
+    monkeypatch.setenv("FAKE_KEY", "wrong")
+    with pytest.raises(EndpointError, match=r"refused the API key from \$FAKE_KEY: HTTP 401"):
+        asyncio.run(check_endpoint(endpoint(fake_openai, api_key_env="FAKE_KEY")))
+    monkeypatch.delenv("FAKE_KEY")
+    with pytest.raises(ConfigError, match="environment variable FAKE_KEY is not set"):
+        asyncio.run(check_endpoint(endpoint(fake_openai, api_key_env="FAKE_KEY")))
+
+
+def test_unreachable_endpoint():
+    from numerate.querying import EndpointError
+
+    model = ModelConfig(name="gone", model="m", base_url="http://127.0.0.1:9/v1")
+    with pytest.raises(EndpointError, match=r"cannot reach model 'gone' at http://127.0.0.1:9/v1"):
+        asyncio.run(check_endpoint(model))
+
+
+def test_baselines(db_path):
+    planned = planned_cases(30, "shuffle")
+    oracle = ModelConfig(name="o", model="baseline:oracle")
+    completions = run_query(oracle, planned, db_path)
+    assert all(
+        grade_response(p, completions[p.case_id], "run-1", oracle)["outcome"] == Outcome.CORRECT
+        for p in planned
+    )
