@@ -24,14 +24,23 @@ DEFAULT_DB = "results/numerate.duckdb"
 async def evaluate_model(
     model: ModelConfig, planned: list[PlannedCase], run_id: str, db: str, batch_size: int
 ) -> None:
-    """Query, grade and store one model's answers, one batch of cases per task."""
+    """Query, grade and store one model's answers, one batch of cases per task; a batch is
+    graded and stored while the next one is being queried."""
     model_data = model.model_dump(mode="json")
-    for start in range(0, len(planned), batch_size):
-        # quote(): Prefect would otherwise walk every case of a batch, looking for futures
-        batch = quote(planned[start : start + batch_size])
-        completions = await query_batch(model_data, batch, run_id, db)
+
+    async def grade_and_store(batch: Any, completions: Any) -> None:
         rows = await grade_batch(batch, quote(completions), run_id, model_data)
         await store_responses(quote(rows), db)
+
+    storing: list[asyncio.Task[None]] = []
+    try:
+        for start in range(0, len(planned), batch_size):
+            # quote(): Prefect would otherwise walk every case of a batch, looking for futures
+            batch = quote(planned[start : start + batch_size])
+            completions = await query_batch(model_data, batch, run_id, db)
+            storing.append(asyncio.create_task(grade_and_store(batch, completions)))
+    finally:
+        await asyncio.gather(*storing)
 
 
 @flow(name="sweep")
@@ -55,11 +64,11 @@ async def sweep(config: dict[str, Any], db: str | None = None, fresh: bool = Fal
         for manifold in sweep_config.manifolds
         for case in generate_cases(manifold.model_dump(mode="json"), sweep_config.seed, version)
     ]
-    await store_cases(quote(planned), db_path)
     current_progress().add_total(len(planned) * len(models))
     try:
         await asyncio.gather(
-            *(evaluate_model(m, planned, run_id, db_path, sweep_config.batch_size) for m in models)
+            store_cases(quote(planned), db_path),  # while the first batches are queried
+            *(evaluate_model(m, planned, run_id, db_path, sweep_config.batch_size) for m in models),
         )
     finally:
         await close_clients()

@@ -218,3 +218,42 @@ def test_a_sweep_killed_with_sigkill_resumes_to_the_same_result(tmp_path):
     assert killed_points == clean_points
     summary = json.loads(resumed.stdout)
     assert summary[0]["model"] == "fake" and summary[0]["n"] == total
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_cleanly_and_keeps_every_answer(tmp_path):
+    endpoint, base_url, log = start_endpoint(tmp_path, delay=0.05)
+    try:
+        config = write_config(
+            tmp_path / "sweep.yaml",
+            [{"name": "fake", "model": "fake-model", "base_url": base_url, "concurrency": 2}],
+            [{"manifold": "shuffle", "count": 200}],
+        )
+        env = numerate_env(tmp_path / "prefect")
+        command = [sys.executable, "-m", "numerate.cli", "run", "--config", str(config),
+                   "--db", str(tmp_path / "r.duckdb")]  # fmt: skip
+        sweep = subprocess.Popen(command, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while len(logged(log)) < 20:
+            assert sweep.poll() is None and time.monotonic() < deadline
+            time.sleep(0.02)
+        sweep.send_signal(signal.SIGINT)
+        _, stderr = sweep.communicate(timeout=60)
+        assert sweep.returncode == 130, stderr
+        assert "interrupted: every answer received so far is stored" in stderr
+        sent = len(logged(log))
+
+        con = duckdb.connect(str(tmp_path / "r.duckdb"), read_only=True)
+        stored = con.execute("SELECT count(*) FROM completions").fetchone()[0]
+        status = con.execute("SELECT status FROM runs").fetchall()
+        con.close()
+        assert status == [("interrupted",)]
+        assert sent - 2 <= stored <= sent  # only requests cut off in flight are missing
+
+        resumed = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
+                                 timeout=300)  # fmt: skip
+        assert resumed.returncode == 0, resumed.stderr
+        assert len(logged(log)) - sent <= 200 - stored + 2
+    finally:
+        endpoint.kill()
+        endpoint.wait()

@@ -3,6 +3,8 @@
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from manifolds import registry
 from manifolds.common import CaseBase, point_seed
@@ -78,3 +80,13 @@ def test_cases_survive_a_json_round_trip(name):
 def test_chance_level_is_a_probability(name):
     manifold = registry.get(name)
     assert 0.0 <= manifold.chance_level(manifold.params()) <= 1.0
+
+
+@pytest.mark.parametrize("name", NAMES)
+@given(text=st.text(max_size=400))
+@settings(max_examples=200, deadline=None)
+def test_grading_never_raises_on_arbitrary_text(name, text):
+    manifold = registry.get(name)
+    case = manifold.generate(manifold.params(), 1, 0)
+    verdict = manifold.grade(case, text)
+    assert verdict.outcome in (Outcome.CORRECT, Outcome.WRONG, Outcome.UNPARSED)
