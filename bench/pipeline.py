@@ -34,11 +34,13 @@ from numerate.env import configure  # noqa: E402
 configure()
 
 
-def start_endpoint(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start_endpoint(workdir: Path, fixed: bool = True) -> tuple[subprocess.Popen[bytes], str]:
+    """The loopback endpoint in its own process. `fixed`: the cheapest answers (unparsed
+    requests, one precomputed response), so the endpoint takes as little of the machine's CPU
+    as it can and the measurement is of the client side."""
     port_file = workdir / "port"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tests.fake_openai", "--port-file", str(port_file)], cwd=ROOT
-    )
+    command = [sys.executable, "-m", "tests.fake_openai", "--port-file", str(port_file)]
+    process = subprocess.Popen([*command, "--fixed"] if fixed else command, cwd=ROOT)
     deadline = time.monotonic() + 20
     while not (port_file.exists() and port_file.read_text()):
         if time.monotonic() > deadline:
@@ -104,6 +106,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--cases", type=int, default=10_000, help="cases per sweep")
     parser.add_argument("--repeats", type=int, default=3, help="throughput measurements")
+    parser.add_argument(
+        "--server",
+        action="store_true",
+        help="run flows against a separate `prefect server` process (as deployments do) "
+        "instead of the temporary server Prefect starts inside this process",
+    )
+    parser.add_argument(
+        "--parsing-endpoint",
+        action="store_true",
+        help="use the endpoint that parses each request (slower: it competes for the CPU)",
+    )
     args = parser.parse_args()
 
     from numerate.config import parse_sweep_config
@@ -111,12 +124,14 @@ def main() -> None:
     from numerate.store import Store
 
     workdir = Path(tempfile.mkdtemp(prefix="numerate-bench-"))
-    endpoint, base_url = start_endpoint(workdir)
+    endpoint, base_url = start_endpoint(workdir, fixed=not args.parsing_endpoint)
+    server = start_prefect_server() if args.server else None
     try:
         started = time.perf_counter()
         warmup = sweep_config(base_url, 12, "warmup")
         timed_sweep(warmup, str(workdir / "warmup.duckdb"))
-        print(f"Prefect temporary server start + first flow: {time.perf_counter() - started:.1f} s")
+        where = "first flow" if args.server else "Prefect temporary server start + first flow"
+        print(f"{where}: {time.perf_counter() - started:.1f} s")
 
         rates_bare, rates_sweep = [], []
         for repeat in range(args.repeats):
@@ -159,6 +174,38 @@ def main() -> None:
     finally:
         endpoint.kill()
         endpoint.wait()
+        if server is not None:
+            server.terminate()
+            server.wait(30)
+
+
+def start_prefect_server() -> subprocess.Popen[bytes]:
+    """`prefect server start` on 127.0.0.1, and PREFECT_API_URL pointing at it."""
+    import socket
+    import urllib.request
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = dict(os.environ, PREFECT_SERVER_UI_ENABLED="false")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
+         "--port", str(port)],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}/api"
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            urllib.request.urlopen(f"{url}/health", timeout=2)
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                server.kill()
+                raise RuntimeError("prefect server did not start") from None
+            time.sleep(0.5)
+    os.environ["PREFECT_API_URL"] = url
+    return server
 
 
 if __name__ == "__main__":

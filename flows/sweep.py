@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from typing import Any
 
 from prefect import flow, get_run_logger
 from prefect.utilities.annotations import quote
 
 from numerate.config import ModelConfig, load_sweep_config, parse_sweep_config
-from numerate.plan import PlannedCase, generator_version
+from numerate.plan import Completion, PlannedCase, generator_version
 from numerate.progress import current as current_progress
 from numerate.querying import close_clients
 from tasks.aggregate import aggregate_run
@@ -24,8 +25,8 @@ DEFAULT_DB = "results/numerate.duckdb"
 async def evaluate_model(
     model: ModelConfig, planned: list[PlannedCase], run_id: str, db: str, batch_size: int
 ) -> None:
-    """Query, grade and store one model's answers, one batch of cases per task; a batch is
-    graded and stored while the next one is being queried."""
+    """Query, grade and store one model's answers, one batch of cases per task. Two batches
+    are queried at a time, and a batch is graded and stored while later ones are queried."""
     model_data = model.model_dump(mode="json")
 
     async def grade_and_store(batch: Any, completions: Any) -> None:
@@ -33,14 +34,31 @@ async def evaluate_model(
         await store_responses(quote(rows), db)
 
     storing: list[asyncio.Task[None]] = []
+    querying: deque[tuple[Any, asyncio.Task[dict[str, Completion]]]] = deque()
+
+    async def collect_oldest() -> None:
+        batch, query = querying.popleft()
+        storing.append(asyncio.create_task(grade_and_store(batch, await query)))
+
     try:
         for start in range(0, len(planned), batch_size):
             # quote(): Prefect would otherwise walk every case of a batch, looking for futures
             batch = quote(planned[start : start + batch_size])
-            completions = await query_batch(model_data, batch, run_id, db)
-            storing.append(asyncio.create_task(grade_and_store(batch, completions)))
-    finally:
+            # Two batches at a time: the next fills the model's slots as this one drains
+            # (they share its concurrency limit), so the endpoint never idles between tasks.
+            query = asyncio.create_task(query_batch(model_data, batch, run_id, db))
+            querying.append((batch, query))
+            if len(querying) == 2:
+                await collect_oldest()
+        while querying:
+            await collect_oldest()
         await asyncio.gather(*storing)
+    except BaseException:
+        # stop asking; let what was answered be graded and stored, then report the failure
+        for _, query in querying:
+            query.cancel()
+        await asyncio.gather(*(q for _, q in querying), *storing, return_exceptions=True)
+        raise
 
 
 @flow(name="sweep")

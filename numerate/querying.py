@@ -127,11 +127,30 @@ def shared_client(model: ModelConfig) -> Any:
     return client
 
 
+_limits: dict[tuple[int, str], tuple[asyncio.Semaphore, asyncio.Semaphore]] = {}
+
+
+def model_limits(model: ModelConfig) -> tuple[asyncio.Semaphore, asyncio.Semaphore]:
+    """The model's two bounds, shared by every batch of this event loop: requests being
+    answered (`concurrency`), and requests in flight: sent, or answered but not committed
+    (2 x `concurrency`). Waiters are served first come, first served, so an earlier batch
+    keeps its turn while a later one fills the slots it frees."""
+    key = (id(asyncio.get_running_loop()), model.name)
+    if key not in _limits:
+        _limits[key] = (
+            asyncio.Semaphore(model.concurrency),
+            asyncio.Semaphore(2 * model.concurrency),
+        )
+    return _limits[key]
+
+
 async def close_clients() -> None:
-    """Close the clients of the running event loop (at the end of a sweep)."""
+    """Close the clients and drop the limits of the running event loop (end of a sweep)."""
     loop_id = id(asyncio.get_running_loop())
     for key in [k for k in _clients if k[0] == loop_id]:
         await _clients.pop(key).close()
+    for limit_key in [k for k in _limits if k[0] == loop_id]:
+        del _limits[limit_key]
 
 
 class EndpointAnswerer:
@@ -343,11 +362,9 @@ async def query_cases(
 
     answerer = answerer_for(model, retry_base_s)
     writer = CompletionWriter(store, max_rows=model.concurrency)
-    # Two bounds: requests being answered (the endpoint's concurrency), and requests sent but
-    # not yet committed (answered ones wait for the writer's next commit): at most
-    # 2 x concurrency, which is all a SIGKILL can make us send again.
-    slots = asyncio.Semaphore(model.concurrency)
-    unsaved = asyncio.Semaphore(2 * model.concurrency)
+    # in flight = sent, or answered and waiting for the writer's next commit: at most
+    # 2 x concurrency per model, which is all a SIGKILL can make us send again
+    slots, unsaved = model_limits(model)
 
     async def ask(key: str) -> None:
         item, messages = requests[key]

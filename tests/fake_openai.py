@@ -69,6 +69,9 @@ class FakeOpenAI:
         self._server: asyncio.Server | None = None
         self._thread: threading.Thread | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        self.fixed_reply: bytes | None = None
+        """When set, every chat request gets these bytes unparsed and unrecorded: the cheapest
+        possible endpoint, for benchmarks."""
 
     @property
     def base_url(self) -> str:
@@ -95,6 +98,9 @@ class FakeOpenAI:
                 }
                 length = int(headers.get("content-length", "0"))
                 body = await reader.readexactly(length) if length else b""
+                if self.fixed_reply is not None and method == "POST":
+                    writer.write(self.fixed_reply)
+                    continue
                 status, payload, extra = await self._route(method, path, headers, body)
                 data = json.dumps(payload).encode()
                 response_headers = {
@@ -214,11 +220,42 @@ def _error(message: str, code: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": code, "code": code}}
 
 
+def fixed_reply() -> bytes:
+    """A complete HTTP response to a chat request, ready to send."""
+    payload = json.dumps(
+        {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion",
+            "created": 0,
+            "model": MODEL_ID,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": "Answer: 7"},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 50, "completion_tokens": 2, "total_tokens": 52},
+        }
+    ).encode()
+    head = (
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(payload)}\r\n\r\n"
+    )
+    return head.encode() + payload
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="Loopback OpenAI-compatible test endpoint")
     parser.add_argument("--port-file", required=True, help="where to write the chosen port")
     parser.add_argument("--delay", type=float, default=0.0, help="seconds before each answer")
     parser.add_argument("--log", help="append each request's prompt hash to this file")
+    parser.add_argument(
+        "--fixed",
+        action="store_true",
+        help="answer every chat request with one precomputed response, without reading it "
+        "(the cheapest endpoint: for throughput benchmarks)",
+    )
     args = parser.parse_args()
 
     log = Path(args.log).open("a", buffering=1) if args.log else None  # noqa: SIM115
@@ -232,6 +269,8 @@ def main() -> None:
 
     async def run() -> None:
         server = FakeOpenAI(responder)
+        if args.fixed:
+            server.fixed_reply = fixed_reply()
         await server.serve()
         Path(args.port_file).write_text(str(server.port))
         await asyncio.Event().wait()

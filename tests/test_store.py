@@ -71,3 +71,21 @@ def test_a_database_held_by_another_writer_gives_a_clear_error(tmp_path):
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_batch_with_a_stored_request_keeps_the_rest_and_the_first_answer(db_path):
+    from numerate.store import now
+
+    store = Store.open(db_path)
+
+    def row(key, text):
+        return {"request_hash": key, "run_id": "r", "model_id": "m", "text": text,
+                "finish_reason": "stop", "prompt_tokens": 1, "completion_tokens": 1,
+                "latency_s": 0.1, "attempts": 1, "created_at": now()}  # fmt: skip
+
+    store.put_completions([row("a", "first a")])
+    store.put_completions([row("b", "b"), row("a", "second a"), row("c", "c")])
+    stored = store.get_completions(["a", "b", "c"])
+    assert {k: v["text"] for k, v in stored.items()} == {"a": "first a", "b": "b", "c": "c"}
+    store.put_completions([row("d", "d")])  # the appender still works after a conflict
+    assert "d" in store.get_completions(["d"])
