@@ -424,11 +424,6 @@ def guess(case: ObjectCountingTestCaseResult, rng: random.Random) -> str:
     return str(rng.randint(0, case.params["length"] * case.params["max_count"]))
 
 
-def response_space(params: ObjectCountingGenerationParams) -> list[str]:
-    """Every answer a case of this grid point can have."""
-    return [str(n) for n in range(params.length * params.max_count + 1)]
-
-
 def parse_answer(output: str) -> int | float | None:
     """The count a response gives, or None (see README, "How answers are extracted").
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import email.utils
 import os
 import random
@@ -372,7 +373,7 @@ async def query_cases(
             async with slots:
                 completion = await answerer.answer(item, messages, key)
             if completion.error is None:
-                completion = Completion(**{**completion.__dict__, "fetched_by": run_id})
+                completion = dataclasses.replace(completion, fetched_by=run_id)
                 await writer.write(
                     {
                         "request_hash": key,

@@ -5,6 +5,7 @@ import json
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from manifolds import registry
 from manifolds.common import CaseBase, point_seed
@@ -90,3 +91,30 @@ def test_grading_never_raises_on_arbitrary_text(name, text):
     case = manifold.generate(manifold.params(), 1, 0)
     verdict = manifold.grade(case, text)
     assert verdict.outcome in (Outcome.CORRECT, Outcome.WRONG, Outcome.UNPARSED)
+
+
+INVALID_PARAMS = [
+    ("objects", "count", 0), ("objects", "length", 0), ("objects", "max_count", -1),
+    ("objects", "distractor_count", -1), ("objects", "target_groups", 0),
+    ("objects", "target_groups", 12), ("objects", "prob_adjective", 1.5),
+    ("objects", "anchor", "ELEMENTS"), ("objects", "anchor", "SIDEWAYS"),
+    ("shuffle", "count", 0), ("shuffle", "length", 2), ("shuffle", "length", 13),
+    ("shuffle", "max_depth", 0), ("shuffle", "confounding_count", -1),
+    ("shuffle", "adjective_prob", -0.1), ("shuffle", "anchor", "SIDEWAYS"),
+    ("sequence", "count", 0), ("sequence", "seq_length", 0), ("sequence", "seq_length", 21),
+    ("sequence", "num_rules", 0), ("sequence", "rule_enable", 0), ("sequence", "rule_enable", 8),
+    ("sequence", "start_length", 1),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "field", "value"), INVALID_PARAMS)
+def test_invalid_params_raise_naming_field_and_value(name, field, value):
+    with pytest.raises(ValidationError) as info:
+        registry.get(name).params(**{field: value})
+    problem = info.value.errors()[0]
+    assert problem["loc"] == (field,)
+    assert problem["input"] == value
+
+
+def test_every_manifold_has_invalid_param_cases():
+    assert {name for name, _, _ in INVALID_PARAMS} == set(NAMES)

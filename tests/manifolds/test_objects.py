@@ -45,22 +45,6 @@ def params_strategy():
 # ---------------------------------------------------------------- the five standard tests
 
 
-@pytest.mark.parametrize(
-    ("field", "value"),
-    [
-        ("count", 0), ("length", 0), ("max_count", -1), ("distractor_count", -1),
-        ("target_groups", 0), ("target_groups", 12), ("prob_adjective", 1.5),
-        ("anchor", "ELEMENTS"), ("anchor", "SIDEWAYS"),
-    ],
-)  # fmt: skip
-def test_invalid_params_raise_naming_field_and_value(field, value):
-    with pytest.raises(ValidationError) as info:
-        ObjectCountingGenerationParams(**{field: value})
-    problem = info.value.errors()[0]
-    assert problem["loc"] == (field,)
-    assert problem["input"] == value
-
-
 def test_too_many_items_for_the_vocabulary():
     with pytest.raises(ValidationError, match="length=10 needs more distinct items"):
         ObjectCountingGenerationParams(length=10, target_groups=1)

@@ -76,21 +76,6 @@ def reference_term(specs, terms):
 # ---------------------------------------------------------------- the five standard tests
 
 
-@pytest.mark.parametrize(
-    ("field", "value"),
-    [
-        ("count", 0), ("seq_length", 0), ("seq_length", 21), ("num_rules", 0),
-        ("rule_enable", 0), ("rule_enable", 8), ("start_length", 1),
-    ],
-)  # fmt: skip
-def test_invalid_params_raise_naming_field_and_value(field, value):
-    with pytest.raises(ValidationError) as info:
-        SequenceGenerationParams(**{field: value})
-    problem = info.value.errors()[0]
-    assert problem["loc"] == (field,)
-    assert problem["input"] == value
-
-
 def test_more_rules_than_the_mask_allows():
     with pytest.raises(ValidationError, match="num_rules=3 exceeds the 2 distinct rule kinds"):
         SequenceGenerationParams(num_rules=3, rule_enable=2)
