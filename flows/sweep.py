@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Coroutine
 from typing import Any
 
 from prefect import flow, get_run_logger
+from prefect.concurrency.asyncio import concurrency
 from prefect.utilities.annotations import quote
 
 from numerate.config import ModelConfig, load_sweep_config, parse_sweep_config
@@ -61,6 +63,16 @@ async def evaluate_model(
         raise
 
 
+async def within_endpoint_limit(model: ModelConfig, work: Coroutine[Any, Any, None]) -> None:
+    """Run `work` holding `concurrency` slots of the model's Prefect global concurrency limit,
+    so that concurrent runs against one endpoint never exceed it together."""
+    if not model.concurrency_limit:
+        await work
+        return
+    async with concurrency(model.concurrency_limit, occupy=model.concurrency, strict=True):
+        await work
+
+
 @flow(name="sweep")
 async def sweep(config: dict[str, Any], db: str | None = None, fresh: bool = False) -> str:
     """Evaluate every model of a sweep config on every grid point; returns the run id.
@@ -86,7 +98,12 @@ async def sweep(config: dict[str, Any], db: str | None = None, fresh: bool = Fal
     try:
         await asyncio.gather(
             store_cases(quote(planned), db_path),  # while the first batches are queried
-            *(evaluate_model(m, planned, run_id, db_path, sweep_config.batch_size) for m in models),
+            *(
+                within_endpoint_limit(
+                    m, evaluate_model(m, planned, run_id, db_path, sweep_config.batch_size)
+                )
+                for m in models
+            ),
         )
     finally:
         await close_clients()

@@ -54,6 +54,11 @@ class ModelConfig(BaseModel):
     """Endpoint root, e.g. http://127.0.0.1:8000/v1 (not needed for baselines)."""
     api_key_env: str | None = None
     """Environment variable holding the API key; the key itself is never stored."""
+    api_key_secret: str | None = None
+    """Name of a Prefect Secret block holding the API key (instead of api_key_env)."""
+    concurrency_limit: str | None = Field(None, pattern=r"^[^/%&<>]+$")
+    """Prefect global concurrency limit shared by every run against this endpoint; the model
+    holds `concurrency` of its slots while it is evaluated (none: no limit across runs)."""
     concurrency: int = Field(16, ge=1, le=4096)
     """Most requests in flight at once against this model."""
     timeout_s: float = Field(600.0, gt=0)
@@ -80,6 +85,8 @@ class ModelConfig(BaseModel):
             raise ValueError(f"model {self.name!r} needs a base_url (or a baseline: model)")
         elif not self.base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url = {self.base_url!r} must start with http:// or https://")
+        if self.api_key_env and self.api_key_secret:
+            raise ValueError(f"model {self.name!r}: set api_key_env or api_key_secret, not both")
         return self
 
 
@@ -222,6 +229,29 @@ def one_model_config(
     data = base.model_dump(mode="json")
     data["models"] = [template]
     return parse_sweep_config(data, "--model/--base-url")
+
+
+def evaluate_config(
+    base: SweepConfig,
+    model: str | None = None,
+    base_url: str | None = None,
+    name: str | None = None,
+    manifolds: list[str] | None = None,
+    count: int | None = None,
+) -> SweepConfig:
+    """`base` narrowed for an on-demand run: one model, some manifolds, another count."""
+    config = one_model_config(base, model, base_url, name) if model else base
+    data = config.model_dump(mode="json")
+    if manifolds is not None:
+        unknown = sorted(set(manifolds) - {m["manifold"] for m in data["manifolds"]})
+        if unknown:
+            present = ", ".join(m["manifold"] for m in data["manifolds"])
+            raise ConfigError(f"manifolds: {unknown[0]!r} is not in the sweep ({present})")
+        data["manifolds"] = [m for m in data["manifolds"] if m["manifold"] in manifolds]
+    if count is not None:
+        for entry in data["manifolds"]:
+            entry["count"] = count
+    return parse_sweep_config(data, "evaluate parameters")
 
 
 DEFAULT_SWEEP: dict[str, Any] = {

@@ -38,9 +38,19 @@ class EndpointError(ConfigError):
     """An endpoint that cannot be used at all: unreachable, or it refuses the key."""
 
 
-def api_key(model: ModelConfig) -> str:
-    """The model's API key from its environment variable ("EMPTY" when none is configured:
-    local servers ignore it)."""
+async def api_key(model: ModelConfig) -> str:
+    """The model's API key: from its Prefect Secret block or environment variable ("EMPTY"
+    when none is configured: local servers ignore it)."""
+    if model.api_key_secret:
+        from prefect.blocks.system import Secret
+
+        try:
+            secret = await Secret.aload(model.api_key_secret)
+        except ValueError:
+            raise ConfigError(
+                f"model {model.name!r}: no Prefect Secret block named {model.api_key_secret!r}"
+            ) from None
+        return str(secret.get())
     if not model.api_key_env:
         return "EMPTY"
     key = os.environ.get(model.api_key_env)
@@ -109,18 +119,18 @@ def describe_error(error: BaseException) -> str:
 _clients: dict[tuple[int, str | None, str | None, float], Any] = {}
 
 
-def shared_client(model: ModelConfig) -> Any:
+async def shared_client(model: ModelConfig) -> Any:
     """One AsyncOpenAI client per endpoint and event loop, so that the batches of a run reuse
     its connections (a client belongs to the loop it first ran on)."""
     import openai
 
     loop = asyncio.get_running_loop()
-    key = (id(loop), model.base_url, model.api_key_env, model.timeout_s)
+    key = (id(loop), model.base_url, model.api_key_env or model.api_key_secret, model.timeout_s)
     client = _clients.get(key)
     if client is None:
         client = openai.AsyncOpenAI(
             base_url=model.base_url,
-            api_key=api_key(model),
+            api_key=await api_key(model),
             max_retries=0,  # retries are ours: we honour Retry-After and record attempts
             timeout=model.timeout_s,
         )
@@ -157,11 +167,11 @@ async def close_clients() -> None:
 class EndpointAnswerer:
     """Sends requests to an OpenAI-compatible chat completions endpoint."""
 
-    def __init__(self, model: ModelConfig, retry_base_s: float = 1.0) -> None:
+    def __init__(self, model: ModelConfig, client: Any, retry_base_s: float = 1.0) -> None:
         self.model = model
         self.retry_base_s = retry_base_s
         self.rng = random.Random()
-        self.client = shared_client(model)
+        self.client = client
 
     async def answer(self, planned: PlannedCase, messages: list[dict[str, str]],
                      request_id: str) -> Completion:  # fmt: skip
@@ -230,8 +240,10 @@ class BaselineAnswerer:
         return None
 
 
-def answerer_for(model: ModelConfig, retry_base_s: float = 1.0) -> Any:
-    return BaselineAnswerer(model) if model.is_baseline else EndpointAnswerer(model, retry_base_s)
+async def answerer_for(model: ModelConfig, retry_base_s: float = 1.0) -> Any:
+    if model.is_baseline:
+        return BaselineAnswerer(model)
+    return EndpointAnswerer(model, await shared_client(model), retry_base_s)
 
 
 async def check_endpoint(model: ModelConfig) -> str | None:
@@ -244,13 +256,18 @@ async def check_endpoint(model: ModelConfig) -> str | None:
     import openai
 
     client = openai.AsyncOpenAI(
-        base_url=model.base_url, api_key=api_key(model), max_retries=1, timeout=15.0
+        base_url=model.base_url, api_key=await api_key(model), max_retries=1, timeout=15.0
     )
     where = f"model {model.name!r} at {model.base_url}"
     try:
         listed = await client.models.list()
     except (openai.AuthenticationError, openai.PermissionDeniedError) as error:
-        source = f"${model.api_key_env}" if model.api_key_env else "no key (api_key_env unset)"
+        if model.api_key_secret:
+            source = f"Secret block {model.api_key_secret!r}"
+        elif model.api_key_env:
+            source = f"${model.api_key_env}"
+        else:
+            source = "no key (api_key_env unset)"
         raise EndpointError(
             f"{where} refused the API key from {source}: HTTP {error.status_code}"
         ) from None
@@ -361,7 +378,7 @@ async def query_cases(
     earlier = sum(cases_per_request[k] for k, c in results.items() if c.fetched_by != run_id)
     progress.advance(sum(cases_per_request[k] for k in results), cached=earlier)
 
-    answerer = answerer_for(model, retry_base_s)
+    answerer = await answerer_for(model, retry_base_s)
     writer = CompletionWriter(store, max_rows=model.concurrency)
     # in flight = sent, or answered and waiting for the writer's next commit: at most
     # 2 x concurrency per model, which is all a SIGKILL can make us send again

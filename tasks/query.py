@@ -29,12 +29,39 @@ def retry_transient(task: Task[Any, Any], task_run: TaskRun, state: State[Any]) 
     return False
 
 
+async def check_concurrency_limit(model: ModelConfig) -> None:
+    """A model's global concurrency limit must exist and hold its `concurrency` slots
+    (a smaller limit could never be acquired: the run would wait forever)."""
+    if not model.concurrency_limit:
+        return
+    from prefect import get_client
+    from prefect.exceptions import ObjectNotFound
+
+    async with get_client() as client:
+        try:
+            limit = await client.read_global_concurrency_limit_by_name(model.concurrency_limit)
+        except ObjectNotFound:
+            raise ConfigError(
+                f"model {model.name!r}: no global concurrency limit named "
+                f"{model.concurrency_limit!r} (create it: prefect gcl create "
+                f"{model.concurrency_limit} --limit {model.concurrency})"
+            ) from None
+    if limit.limit < model.concurrency:
+        raise ConfigError(
+            f"model {model.name!r}: concurrency {model.concurrency} exceeds the "
+            f"{limit.limit} slots of limit {model.concurrency_limit!r}"
+        )
+
+
 @task(cache_policy=NO_CACHE)
 async def check_endpoints(models: list[dict[str, Any]]) -> list[str]:
-    """Fail early when an endpoint is unreachable or refuses its key; return warnings."""
+    """Fail early when an endpoint is unreachable or refuses its key, or its concurrency limit
+    cannot be held; return warnings."""
     warnings = []
-    for model in models:
-        warning = await check_endpoint(ModelConfig.model_validate(model))
+    for data in models:
+        model = ModelConfig.model_validate(data)
+        await check_concurrency_limit(model)
+        warning = await check_endpoint(model)
         if warning:
             warnings.append(warning)
     return warnings

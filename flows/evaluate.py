@@ -1,0 +1,39 @@
+"""On-demand evaluation: a sweep narrowed by parameters (a new checkpoint, one manifold, a
+bigger count). Wiring only."""
+
+from __future__ import annotations
+
+from prefect import flow
+
+from flows.sweep import sweep
+from numerate.config import DEFAULT_SWEEP, evaluate_config, load_sweep_config, parse_sweep_config
+
+
+@flow(name="evaluate")
+async def evaluate(
+    model: str | None = None,
+    base_url: str | None = None,
+    name: str | None = None,
+    manifolds: list[str] | None = None,
+    count: int | None = None,
+    config_path: str | None = None,
+    db: str | None = None,
+) -> str:
+    """Evaluate one model (or a config's models) on some manifolds; returns the run id.
+
+    Args:
+        model: model id (or baseline:oracle / baseline:random); default: the config's models.
+        base_url: the model's OpenAI-compatible endpoint.
+        name: label for the model in the results (default: the model id).
+        manifolds: manifold names to keep (default: all of the config's).
+        count: cases per grid point (default: the config's).
+        config_path: sweep config to start from (default: the built-in sweep).
+        db: DuckDB results file (default: the config's, else results/numerate.duckdb).
+    """
+    base = (
+        load_sweep_config(config_path)
+        if config_path
+        else parse_sweep_config(DEFAULT_SWEEP, "built-in sweep")
+    )
+    config = evaluate_config(base, model, base_url, name, manifolds, count)
+    return await sweep(config.model_dump(mode="json"), db)
