@@ -358,6 +358,77 @@ def db_command(
     typer.echo(render(frame, output), nl=False)  # type: ignore[arg-type]
 
 
+@app.command()
+def deploy(
+    cron: Annotated[str, typer.Option(help="When the nightly sweep runs (cron).")] = "0 2 * * *",
+    timezone: Annotated[str, typer.Option(help="Time zone of the cron schedule.")] = "UTC",
+) -> None:
+    """Create the work pools `cpu` and `gpu` and deploy numerate's flows (nightly-sweep,
+    evaluate) to the Prefect server at PREFECT_API_URL."""
+    import os
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    prefect_file = root / "deployments" / "prefect.yaml"
+    try:
+        if not os.environ.get("PREFECT_API_URL"):
+            raise ConfigError(
+                "PREFECT_API_URL is not set: start a server (prefect server start) and export "
+                "PREFECT_API_URL=http://127.0.0.1:4200/api"
+            )
+        if not prefect_file.exists():
+            raise ConfigError(f"no {prefect_file}: run numerate deploy from a numerate checkout")
+        _check_schedule(cron, timezone)
+    except NumerateError as error:
+        fail(str(error))
+        return
+    from numerate.env import configure
+
+    configure()
+    prefect = [sys.executable, "-m", "prefect"]
+    gpu_template = root / "deployments" / "pools" / "gpu-process.json"
+    steps = [
+        ("work pool cpu", [*prefect, "work-pool", "create", "cpu", "--type", "process",
+                           "--overwrite"]),
+        ("work pool gpu", [*prefect, "work-pool", "create", "gpu", "--type", "process",
+                           "--base-job-template", str(gpu_template), "--overwrite"]),
+        ("deployments", [*prefect, "--no-prompt", "deploy", "--all", "--prefect-file",
+                         str(prefect_file)]),
+    ]  # fmt: skip
+    env = dict(
+        os.environ,
+        NUMERATE_ROOT=str(root),
+        NUMERATE_NIGHTLY_CRON=cron,
+        NUMERATE_NIGHTLY_TIMEZONE=timezone,
+    )
+    for what, command in steps:
+        done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            detail = (done.stderr or done.stdout).strip().splitlines()
+            fail(f"creating the {what} failed: {detail[-1] if detail else done.returncode}")
+        typer.echo(f"created {what}", err=True)
+    typer.echo(
+        f"nightly-sweep runs at '{cron}' ({timezone}) on pool cpu; start a worker with:\n"
+        "  prefect worker start --pool cpu",
+        err=True,
+    )
+
+
+def _check_schedule(cron: str, timezone: str) -> None:
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(timezone)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ConfigError(f"--timezone {timezone!r} is not a known time zone") from None
+    from prefect.client.schemas.schedules import CronSchedule
+
+    try:
+        CronSchedule(cron=cron, timezone=timezone)
+    except ValueError:
+        raise ConfigError(f"--cron {cron!r} is not a valid cron expression") from None
+
+
 def main() -> None:  # pragma: no cover - entry point
     """The console script: the app, then close any results database it opened."""
     try:

@@ -1,0 +1,159 @@
+"""Deployments for real: a Prefect server, the pools, `numerate deploy`, a process worker and
+an on-demand run, all on 127.0.0.1 and all stopped at the end. Run alone: pytest -m e2e."""
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import duckdb
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def stop(process):
+    """TERM, then INT, then KILL, 5 s apart (a worker may ignore one SIGTERM)."""
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGKILL):
+        if process.poll() is not None:
+            return
+        os.killpg(process.pid, sig)
+        try:
+            process.wait(5)
+        except subprocess.TimeoutExpired:
+            continue
+
+
+@pytest.fixture(scope="module")
+def prefect_server(tmp_path_factory):
+    home = tmp_path_factory.mktemp("prefect-home")
+    port = free_port()
+    env = dict(
+        os.environ,
+        PREFECT_HOME=str(home),
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        PREFECT_SERVER_UI_ENABLED="false",
+        DO_NOT_TRACK="1",
+        PREFECT_LOGGING_LEVEL="WARNING",
+    )
+    env.pop("PREFECT_API_URL", None)
+    log = open(home / "server.log", "w")  # noqa: SIM115
+    server = subprocess.Popen(
+        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
+         "--port", str(port)],
+        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}/api"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib.request.urlopen(f"{url}/health", timeout=2)
+            break
+        except OSError:
+            if time.monotonic() > deadline or server.poll() is not None:
+                stop(server)
+                pytest.fail(f"prefect server did not start: {(home / 'server.log').read_text()}")
+            time.sleep(0.3)
+    env = dict(
+        env,
+        PREFECT_API_URL=url,
+        PREFECT_WORKER_QUERY_SECONDS="1",
+        PREFECT_RUNNER_POLL_FREQUENCY="1",
+        PREFECT_LOGGING_TO_API_ENABLED="false",
+    )
+    try:
+        yield url, env
+    finally:
+        stop(server)
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def deployed(prefect_server):
+    url, env = prefect_server
+    done = subprocess.run(
+        [sys.executable, "-m", "numerate.cli", "deploy"], cwd=ROOT, env=env,
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "prefect", "worker", "start", "--pool", "cpu", "--type", "process"],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        yield url
+    finally:
+        stop(worker)
+
+
+async def read(url, call):
+    from prefect import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with temporary_settings(updates={PREFECT_API_URL: url}):
+        async with get_client() as client:
+            return await call(client)
+
+
+def test_pools_exist_and_the_nightly_deployment_carries_its_cron(deployed):
+    async def inspect(client):
+        pools = {p.name: p.type for p in await client.read_work_pools()}
+        nightly = await client.read_deployment_by_name("nightly-sweep/nightly-sweep")
+        gpu = await client.read_work_pool("gpu")
+        return pools, nightly, gpu
+
+    pools, nightly, gpu = asyncio.run(read(deployed, inspect))
+    assert pools["cpu"] == pools["gpu"] == "process"
+    assert nightly.work_pool_name == "cpu"
+    assert nightly.parameters == {"config_path": "deployments/sweeps/nightly.yaml"}
+    [schedule] = nightly.schedules
+    assert (schedule.schedule.cron, schedule.schedule.timezone) == ("0 2 * * *", "UTC")
+    env_default = gpu.base_job_template["variables"]["properties"]["env"]["default"]
+    assert "PYTORCH_CUDA_ALLOC_CONF" in env_default
+
+
+def test_an_on_demand_run_lands_in_duckdb(deployed, tmp_path, fake_openai):
+    from prefect.deployments import run_deployment
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    db = tmp_path / "e2e.duckdb"
+    config = tmp_path / "sweep.yaml"
+    config.write_text(
+        "name: e2e\nmodels:\n"
+        f"  - {{name: fake, model: fake-model, base_url: '{fake_openai.base_url}'}}\n"
+        "  - {name: oracle, model: 'baseline:oracle'}\n"
+        "manifolds:\n  - {manifold: objects, count: 3}\n  - {manifold: sequence, count: 3}\n"
+    )
+    with temporary_settings(updates={PREFECT_API_URL: deployed}):
+        flow_run = run_deployment(  # synchronous outside an event loop
+            "evaluate/evaluate",
+            parameters={"config_path": str(config), "manifolds": ["objects"], "db": str(db)},
+            timeout=100,
+        )
+    assert flow_run.state.is_completed(), flow_run.state
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        rows = con.execute(
+            "SELECT model, manifold, count(*) FROM responses GROUP BY ALL ORDER BY ALL"
+        ).fetchall()
+        oracle = con.execute(
+            "SELECT accuracy FROM summaries WHERE model = 'oracle' AND level = 'model'"
+        ).fetchone()
+    finally:
+        con.close()
+    assert rows == [("fake", "objects", 3), ("oracle", "objects", 3)]
+    assert oracle == (1.0,)
+    assert len(fake_openai.prompts()) == 3
