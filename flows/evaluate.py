@@ -18,6 +18,7 @@ async def evaluate(
     count: int | None = None,
     config_path: str | None = None,
     db: str | None = None,
+    results_dir: str | None = None,
 ) -> str:
     """Evaluate one model (or a config's models) on some manifolds; returns the run id.
 
@@ -29,6 +30,7 @@ async def evaluate(
         count: cases per grid point (default: the config's).
         config_path: sweep config to start from (default: the built-in sweep).
         db: DuckDB results file (default: the config's, else results/numerate.duckdb).
+        results_dir: shared results location to publish the run's Parquet shards to.
     """
     base = (
         load_sweep_config(config_path)
@@ -36,4 +38,7 @@ async def evaluate(
         else parse_sweep_config(DEFAULT_SWEEP, "built-in sweep")
     )
     config = evaluate_config(base, model, base_url, name, manifolds, count)
-    return await sweep(config.model_dump(mode="json"), db)
+    data = config.model_dump(mode="json")
+    if results_dir:
+        data["results_dir"] = results_dir
+    return await sweep(data, db)

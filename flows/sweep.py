@@ -19,7 +19,14 @@ from tasks.aggregate import aggregate_run
 from tasks.generate import generate_cases
 from tasks.grade import grade_batch
 from tasks.query import check_endpoints, query_batch
-from tasks.store import finish_run, open_run, store_cases, store_responses
+from tasks.store import (
+    finish_run,
+    open_run,
+    publish_shards,
+    release_database,
+    store_cases,
+    store_responses,
+)
 
 DEFAULT_DB = "results/numerate.duckdb"
 
@@ -109,6 +116,9 @@ async def sweep(config: dict[str, Any], db: str | None = None, fresh: bool = Fal
         await close_clients()
     await aggregate_run(run_id, db_path)
     await finish_run(run_id, db_path)
+    if sweep_config.results_dir:
+        await publish_shards(run_id, db_path, sweep_config.results_dir)
+    await release_database(db_path)
     return run_id
 
 

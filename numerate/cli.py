@@ -359,6 +359,24 @@ def db_command(
 
 
 @app.command()
+def ingest(
+    results_dir: Annotated[str, typer.Argument(help="Results location (folder or fsspec URL).")],
+    db: Annotated[str, typer.Option(help="DuckDB file to load into.")] = "results/numerate.duckdb",
+) -> None:
+    """Load the Parquet shards of runs made on other workers (complete, not yet loaded)."""
+    from numerate import shards
+    from numerate.store import Store
+
+    try:
+        shards.complete_runs(results_dir)  # a missing location fails before the database opens
+        loaded = shards.ingest(Store.open(db), results_dir)
+    except NumerateError as error:
+        fail(str(error))
+        return
+    typer.echo(f"ingested {len(loaded)} run(s) into {db}" + "".join(f"\n  {r}" for r in loaded))
+
+
+@app.command()
 def deploy(
     cron: Annotated[str, typer.Option(help="When the nightly sweep runs (cron).")] = "0 2 * * *",
     timezone: Annotated[str, typer.Option(help="Time zone of the cron schedule.")] = "UTC",

@@ -164,6 +164,9 @@ class SweepConfig(BaseModel):
     """Base seed of every grid point."""
     db: str | None = None
     """DuckDB file for the results; the CLI's --db overrides it."""
+    results_dir: str | None = None
+    """Shared results location (folder or fsspec URL): each finished run also publishes its
+    rows there as Parquet shards, for `numerate ingest` to load centrally."""
     batch_size: int = Field(500, ge=1, le=100_000)
     """Cases per Prefect task when querying: one task per batch keeps orchestration cheap."""
     models: list[ModelConfig] = Field(min_length=1)
@@ -180,8 +183,9 @@ class SweepConfig(BaseModel):
         return self
 
     def fingerprint(self) -> str:
-        """Hash of everything that decides the run's cases and requests (not `db`)."""
-        data = self.model_dump(mode="json", exclude={"db"})
+        """Hash of everything that decides the run's cases and requests (not where results
+        go)."""
+        data = self.model_dump(mode="json", exclude={"db", "results_dir"})
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
     def total_cases(self) -> int:

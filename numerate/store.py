@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 from numerate.errors import NumerateError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # Each migration moves the database from version i to i + 1. Never edit a released one:
 # add the next.
@@ -145,7 +145,36 @@ MIGRATIONS: list[tuple[str, str]] = [
         ORDER BY sweep_name, accuracy DESC NULLS LAST, model;
         """,
     ),
+    (
+        "ingested_shards: runs loaded from Parquet shards",
+        """
+        CREATE TABLE ingested_shards (
+            run_id       VARCHAR PRIMARY KEY,
+            source       VARCHAR NOT NULL,
+            ingested_at  TIMESTAMPTZ NOT NULL
+        );
+        """,
+    ),
 ]
+
+# What a run exports as Parquet shards, and how ingesting one merges it: cases and
+# completions are shared by runs (the first copy stays); the run's own rows replace any
+# earlier copy of themselves.
+SHARD_TABLES: dict[str, tuple[str, str]] = {
+    "runs": ("SELECT * FROM runs WHERE run_id = $run", "OR REPLACE"),
+    "cases": (
+        "SELECT * FROM cases WHERE case_id IN (SELECT case_id FROM responses WHERE run_id = $run)",
+        "OR IGNORE",
+    ),
+    "completions": (
+        "SELECT * FROM completions WHERE request_hash IN "
+        "(SELECT request_hash FROM responses WHERE run_id = $run)",
+        "OR IGNORE",
+    ),
+    "responses": ("SELECT * FROM responses WHERE run_id = $run", "OR REPLACE"),
+    "points": ("SELECT * FROM points WHERE run_id = $run", "OR REPLACE"),
+    "summaries": ("SELECT * FROM summaries WHERE run_id = $run", "OR REPLACE"),
+}
 
 COMPLETION_COLUMNS = (
     "request_hash", "run_id", "model_id", "text", "finish_reason", "prompt_tokens",
@@ -166,6 +195,11 @@ class StoreError(NumerateError):
     """The results database cannot be used."""
 
 
+def _sql_path(path: str) -> str:
+    """A file path as a SQL string literal's content."""
+    return path.replace("'", "''")
+
+
 def now() -> datetime:
     return datetime.now(UTC)
 
@@ -177,7 +211,8 @@ def migrate(con: Any) -> int:
         " version INTEGER PRIMARY KEY, description VARCHAR NOT NULL,"
         " applied_at TIMESTAMPTZ NOT NULL)"
     )
-    found = con.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()[0]
+    # fetchall: duckdb 2.0 refuses other work on a connection whose result is not exhausted
+    found = con.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchall()[0][0]
     if found > SCHEMA_VERSION:
         raise StoreError(
             f"the database has schema version {found}, newer than this numerate "
@@ -232,6 +267,16 @@ class Store:
         with self.lock:
             self._appenders.clear()
             self.con.close()
+
+    @classmethod
+    def release(cls, path: str) -> None:
+        """Close this process's store for `path`, if open, so other processes can open the
+        file (the next `open` reconnects)."""
+        key = path if path == ":memory:" else str(Path(path).resolve())
+        with cls._open_lock:
+            store = cls._open.pop(key, None)
+        if store is not None:
+            store.close()
 
     @classmethod
     def close_all(cls) -> None:
@@ -365,6 +410,46 @@ class Store:
         graded_at = now()
         rows = [{**row, "graded_at": row.get("graded_at") or graded_at} for row in rows]
         self._insert_rows("responses", RESPONSE_COLUMNS, rows, conflict="OR REPLACE")
+
+    # ------------------------------------------------------------------ shards
+
+    def export_run(self, run_id: str, folder: str) -> list[str]:
+        """Write the run's rows as one Parquet file per table into a local folder."""
+        written = []
+        with self.lock:
+            for table, (query, _) in SHARD_TABLES.items():
+                target = str(Path(folder) / f"{table}.parquet")
+                self.con.execute(
+                    f"COPY ({query.replace('$run', '$1')}) TO '{_sql_path(target)}' "
+                    "(FORMAT parquet)",
+                    [run_id],
+                )
+                written.append(target)
+        return written
+
+    def ingested(self, run_id: str) -> bool:
+        return bool(self.query("SELECT 1 FROM ingested_shards WHERE run_id = ?", [run_id]))
+
+    def ingest_run(self, run_id: str, folder: str, source: str) -> None:
+        """Load a run's Parquet shards (a local folder) in one transaction; loading the same
+        run again changes nothing."""
+        with self.lock:
+            self.con.execute("BEGIN TRANSACTION")
+            try:
+                for table, (_, conflict) in SHARD_TABLES.items():
+                    path = _sql_path(str(Path(folder) / f"{table}.parquet"))
+                    self.con.execute(
+                        f"INSERT {conflict} INTO {table} BY NAME "
+                        f"SELECT * FROM read_parquet('{path}')"
+                    )
+                self.con.execute(
+                    "INSERT OR REPLACE INTO ingested_shards VALUES (?, ?, ?)",
+                    [run_id, source, now()],
+                )
+                self.con.execute("COMMIT")
+            except Exception:
+                self.con.execute("ROLLBACK")
+                raise
 
     # ------------------------------------------------------------------ aggregates
 

@@ -68,6 +68,29 @@ async def store_responses(rows: list[dict[str, Any]], db: str) -> int:
 
 
 @task(cache_policy=NO_CACHE)
+async def release_database(db: str) -> None:
+    """Close the results database, so readers and other runs can open it at once (a worker's
+    flow process may linger after the run is done)."""
+    await asyncio.to_thread(Store.release, db)
+
+
+@task(cache_policy=NO_CACHE)
+async def publish_shards(run_id: str, db: str, results_dir: str) -> str:
+    """Publish the run's rows as Parquet shards to the shared results location."""
+    from numerate.shards import publish_run
+
+    return await asyncio.to_thread(publish_run, Store.open(db), run_id, results_dir)
+
+
+@task(cache_policy=NO_CACHE)
+async def ingest_shards(results_dir: str, db: str) -> list[str]:
+    """Load every complete run in the results location that the database lacks."""
+    from numerate.shards import ingest
+
+    return await asyncio.to_thread(ingest, Store.open(db), results_dir)
+
+
+@task(cache_policy=NO_CACHE)
 async def finish_run(run_id: str, db: str, status: str = "finished") -> None:
     """Record how the run ended."""
     await asyncio.to_thread(Store.open(db).set_run_status, run_id, status)

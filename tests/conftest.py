@@ -50,4 +50,7 @@ def db_path(tmp_path):
 
 
 def pytest_sessionfinish(session, exitstatus):
+    from numerate.store import Store
+
+    Store.close_all()  # an open DuckDB connection at exit makes its bindings report leaks
     shutil.rmtree(_PREFECT_HOME, ignore_errors=True)

@@ -72,6 +72,7 @@ def test_endpoint_sweep_records_every_outcome_and_a_rerun_sends_nothing(fake_ope
     second = run(cfg, db_path)
     assert second != first
     assert len(fake_openai.prompts()) == sent  # nothing sent twice
+    store = Store.open(db_path)  # a finished sweep releases the database
     cached = store.query(
         "SELECT cached, count(*) FROM responses WHERE run_id = ? GROUP BY cached", [second]
     )

@@ -1,0 +1,16 @@
+"""Loading the Parquet shards of runs made elsewhere into one database. Wiring only."""
+
+from __future__ import annotations
+
+from prefect import flow, get_run_logger
+
+from tasks.store import ingest_shards, release_database
+
+
+@flow(name="ingest")
+async def ingest(results_dir: str, db: str = "results/numerate.duckdb") -> list[str]:
+    """Load every complete run in `results_dir` that `db` lacks; returns their run ids."""
+    loaded = await ingest_shards(results_dir, db)
+    await release_database(db)
+    get_run_logger().info("ingested %d run(s) from %s into %s", len(loaded), results_dir, db)
+    return loaded

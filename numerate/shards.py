@@ -1,0 +1,71 @@
+"""Results from several workers or machines: Parquet shards in a shared location.
+
+DuckDB has one writing process. A run on another worker writes its own database, then
+publishes its rows as Parquet files to a results location (a folder or any fsspec URL:
+s3://..., gs://..., an NFS path); one ingest step loads every complete, not yet ingested run
+into the central database. A run's folder is complete when its `_SUCCESS` marker exists: the
+marker is written last, and every file is written under a temporary name and then renamed.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from numerate.errors import ConfigError
+from numerate.store import SHARD_TABLES, Store
+
+SUCCESS = "_SUCCESS"
+
+
+def _filesystem(results_dir: str) -> tuple[Any, str]:
+    import fsspec
+
+    try:
+        fs, root = fsspec.core.url_to_fs(results_dir)
+    except (ImportError, ValueError) as error:
+        raise ConfigError(f"results location {results_dir!r}: {error}") from None
+    return fs, root.rstrip("/")
+
+
+def publish_run(store: Store, run_id: str, results_dir: str) -> str:
+    """Export a run's rows to `<results_dir>/<run_id>/`; returns that folder."""
+    fs, root = _filesystem(results_dir)
+    folder = f"{root}/{run_id}"
+    with tempfile.TemporaryDirectory(prefix="numerate-shards-") as local:
+        files = store.export_run(run_id, local)
+        fs.makedirs(folder, exist_ok=True)
+        for path in files:
+            name = Path(path).name
+            fs.put_file(path, f"{folder}/{name}.partial")
+            fs.mv(f"{folder}/{name}.partial", f"{folder}/{name}")
+        fs.pipe_file(f"{folder}/{SUCCESS}", b"")
+    return folder
+
+
+def complete_runs(results_dir: str) -> list[str]:
+    """Run ids whose shards are complete in the results location, sorted."""
+    fs, root = _filesystem(results_dir)
+    if not fs.exists(root):
+        raise ConfigError(f"no results location at {results_dir}")
+    runs = []
+    for entry in fs.ls(root, detail=False):
+        if fs.exists(f"{entry}/{SUCCESS}"):
+            runs.append(PurePosixPath(entry).name)
+    return sorted(runs)
+
+
+def ingest(store: Store, results_dir: str) -> list[str]:
+    """Load every complete run not ingested yet; returns the run ids loaded."""
+    fs, root = _filesystem(results_dir)
+    loaded = []
+    for run_id in complete_runs(results_dir):
+        if store.ingested(run_id):
+            continue
+        with tempfile.TemporaryDirectory(prefix="numerate-ingest-") as local:
+            for table in SHARD_TABLES:
+                fs.get_file(f"{root}/{run_id}/{table}.parquet", f"{local}/{table}.parquet")
+            store.ingest_run(run_id, local, source=f"{results_dir.rstrip('/')}/{run_id}")
+        loaded.append(run_id)
+    return loaded

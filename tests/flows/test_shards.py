@@ -1,0 +1,71 @@
+"""Runs on two workers publish Parquet shards; one ingest merges them idempotently."""
+
+import asyncio
+
+import pytest
+from typer.testing import CliRunner
+
+from flows.ingest import ingest
+from flows.sweep import sweep
+from numerate.cli import app
+from numerate.shards import SUCCESS, complete_runs
+from numerate.store import Store
+
+pytestmark = pytest.mark.usefixtures("prefect_harness")
+
+
+def config(model, results_dir):
+    return {
+        "name": "split",
+        "results_dir": str(results_dir),
+        "models": [{"name": model, "model": f"baseline:{model}"}],
+        "manifolds": [{"manifold": "objects", "count": 5}, {"manifold": "shuffle", "count": 5}],
+    }
+
+
+def table(db, sql):
+    store = Store.open(str(db))
+    try:
+        return sorted(store.query(sql))
+    finally:
+        Store.close_all()
+
+
+def test_two_workers_share_one_sweep_through_shards(tmp_path):
+    shared = tmp_path / "shared"
+    # two "workers", each with its own database, one model each
+    oracle_run = asyncio.run(sweep(config("oracle", shared), str(tmp_path / "worker-a.duckdb")))
+    random_run = asyncio.run(sweep(config("random", shared), str(tmp_path / "worker-b.duckdb")))
+    Store.close_all()
+    assert complete_runs(str(shared)) == sorted([oracle_run, random_run])
+
+    (shared / "half-written").mkdir()  # no _SUCCESS marker: never ingested
+    (shared / "half-written" / "runs.parquet.partial").write_bytes(b"")
+
+    central = tmp_path / "central.duckdb"
+    loaded = asyncio.run(ingest(str(shared), str(central)))
+    assert sorted(loaded) == sorted([oracle_run, random_run])
+    query = "SELECT run_id, model, count(*) FROM responses GROUP BY ALL"
+    assert table(central, query) == sorted([(oracle_run, "oracle", 10), (random_run, "random", 10)])
+    # the same cases served both runs: stored once
+    assert table(central, "SELECT count(*) FROM cases") == [(10,)]
+    assert table(central, "SELECT model FROM leaderboard") == [("oracle",), ("random",)]
+    before = table(central, "SELECT * FROM summaries")
+
+    assert asyncio.run(ingest(str(shared), str(central))) == []  # idempotent
+    assert table(central, "SELECT * FROM summaries") == before
+    assert table(central, "SELECT count(*) FROM responses") == [(20,)]
+
+
+def test_ingest_from_the_cli(tmp_path):
+    shared = tmp_path / "shared"
+    run_id = asyncio.run(sweep(config("oracle", shared), str(tmp_path / "w.duckdb")))
+    Store.close_all()
+    assert (shared / run_id / SUCCESS).exists()
+    result = CliRunner().invoke(app, ["ingest", str(shared), "--db", str(tmp_path / "c.duckdb")])
+    assert result.exit_code == 0, result.output
+    assert "ingested 1 run(s)" in result.stdout and run_id in result.stdout
+    missing = CliRunner().invoke(
+        app, ["ingest", str(tmp_path / "nowhere"), "--db", str(tmp_path / "c.duckdb")]
+    )
+    assert missing.exit_code == 2 and "no results location" in missing.stderr
