@@ -12,7 +12,7 @@ RESULTS ?= results
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev,dask]'
 	touch $(STAMP)
 
 ## run: the built-in sweep (both baselines, every manifold) into $(RESULTS)/numerate.duckdb

@@ -258,6 +258,17 @@ def evaluate_config(
     return parse_sweep_config(data, "evaluate parameters")
 
 
+def split_by_model(config: SweepConfig, results_dir: str) -> list[SweepConfig]:
+    """One sweep per model, each publishing its shards to `results_dir`: the parts of a sweep
+    that can run on different machines (the cases are the same in every part)."""
+    parts = []
+    for model in config.models:
+        data = config.model_dump(mode="json")
+        data.update(models=[model.model_dump(mode="json")], results_dir=results_dir)
+        parts.append(parse_sweep_config(data, f"part {model.name!r}"))
+    return parts
+
+
 DEFAULT_SWEEP: dict[str, Any] = {
     "name": "baselines",
     "seed": 42,

@@ -157,3 +157,26 @@ def test_an_on_demand_run_lands_in_duckdb(deployed, tmp_path, fake_openai):
     assert rows == [("fake", "objects", 3), ("oracle", "objects", 3)]
     assert oracle == (1.0,)
     assert len(fake_openai.prompts()) == 3
+
+
+def test_one_sweep_scales_out_over_a_dask_cluster(prefect_server, tmp_path):
+    """The distributed sweep with Prefect's DaskTaskRunner on a local cluster of two worker
+    processes (Dask needs a real Prefect server: each worker talks to it). It runs in its own
+    process: see tests/deployments/dask_scenario.py."""
+    import json
+
+    _, env = prefect_server
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.deployments.dask_scenario", str(tmp_path)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(result["run_ids"]) == 2 and result["workers"] == 2
+    assert result["ran_on_dask"], "the parts did not run on the Dask cluster"
+    con = duckdb.connect(str(tmp_path / "central.duckdb"), read_only=True)
+    try:
+        rows = con.execute("SELECT model, count(*) FROM responses GROUP BY ALL ORDER BY ALL")
+        assert rows.fetchall() == [("oracle", 10), ("random", 10)]
+    finally:
+        con.close()

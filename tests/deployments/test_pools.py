@@ -29,7 +29,7 @@ def test_gpu_kubernetes_pool_asks_for_gpus_and_tolerates_gpu_nodes():
 def test_prefect_yaml_names_existing_entrypoints_and_pools():
     spec = yaml.safe_load(PREFECT_YAML.read_text())
     names = {d["name"]: d for d in spec["deployments"]}
-    assert {"nightly-sweep", "evaluate", "ingest"} <= set(names)
+    assert {"nightly-sweep", "evaluate", "ingest", "distributed-sweep"} <= set(names)
     for deployment in spec["deployments"]:
         path, function = deployment["entrypoint"].split(":")
         source = (POOLS.parents[1] / path).read_text()

@@ -1,0 +1,79 @@
+"""One big sweep over a cluster: its models run as separate parts, on a Dask cluster when
+NUMERATE_DASK_ADDRESS names its scheduler (else in a local thread pool), each into its own
+database; their Parquet shards are then ingested into one. Wiring only."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+from prefect import flow, task
+from prefect.cache_policies import NO_CACHE
+from prefect.task_runners import ThreadPoolTaskRunner
+
+from flows.sweep import sweep
+from numerate.config import parse_sweep_config, split_by_model
+from tasks.store import ingest_shards, release_database
+
+CONFIG_EXAMPLE: dict[str, Any] = {
+    "name": "distributed-example",
+    "models": [
+        {"name": "oracle", "model": "baseline:oracle"},
+        {"name": "random", "model": "baseline:random"},
+    ],
+    "manifolds": [{"manifold": "shuffle", "count": 6}, {"manifold": "objects", "count": 4}],
+}
+"""A small config that needs no network: the default of the flow's `config` parameter."""
+
+
+def task_runner() -> Any:
+    """Dask when NUMERATE_DASK_ADDRESS is set (needs the `dask` extra), else threads."""
+    address = os.environ.get("NUMERATE_DASK_ADDRESS")
+    if not address:
+        return ThreadPoolTaskRunner(max_workers=4)
+    try:
+        from prefect_dask import DaskTaskRunner
+    except ImportError:  # pragma: no cover - depends on the install
+        raise ImportError(
+            "NUMERATE_DASK_ADDRESS is set but prefect-dask is not installed: "
+            "pip install -c constraints.txt -e '.[dask]'"
+        ) from None
+    return DaskTaskRunner(address=address)
+
+
+@task(cache_policy=NO_CACHE)
+async def evaluate_part(part: dict[str, Any], db: str) -> str:
+    """Run one part of a sweep into its own database (publishing its shards); its run id."""
+    return await sweep(part, db)
+
+
+@flow(name="distributed-sweep", task_runner=task_runner())
+async def distributed_sweep(
+    config: dict[str, Any] = CONFIG_EXAMPLE,
+    db: str = "results/numerate.duckdb",
+    work_dir: str = "results/parts",
+) -> list[str]:
+    """Evaluate each model of `config` as its own part, wherever the task runner puts it, then
+    ingest every part into `db`; returns the parts' run ids.
+
+    Args:
+        config: the sweep config; its `results_dir` (default: `<work_dir>/shards`) must be
+            reachable from every Dask worker and from here.
+        db: the database that receives every part.
+        work_dir: where each part keeps its own database (on the machine that runs it).
+    """
+    sweep_config = parse_sweep_config(config)
+    results_dir = sweep_config.results_dir or os.path.join(work_dir, "shards")
+    parts = split_by_model(sweep_config, results_dir)
+    futures = [
+        evaluate_part.submit(
+            part.model_dump(mode="json"), os.path.join(work_dir, f"{part.models[0].name}.duckdb")
+        )
+        for part in parts
+    ]
+    # wait off the event loop; ingest here, where the central database is, never on a worker
+    run_ids = await asyncio.gather(*(asyncio.to_thread(future.result) for future in futures))
+    await ingest_shards(results_dir, db)
+    await release_database(db)
+    return list(run_ids)
