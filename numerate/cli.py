@@ -113,46 +113,43 @@ def manifolds() -> None:
             typer.echo(f"  {field:<18} default={default!r:<8} {bounds:<14} {doc}")
 
 
-class _TerminalProgress:
-    """Factory for a rich progress bar on standard error (imported only when used)."""
+def _terminal_progress(description: str) -> Any:
+    """A rich progress bar on standard error (rich is imported only when a sweep runs)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, TextColumn, TimeRemainingColumn
+    from rich.progress import Progress as RichBar
 
-    @staticmethod
-    def create(description: str) -> Any:
-        from rich.console import Console
-        from rich.progress import BarColumn, TextColumn, TimeRemainingColumn
-        from rich.progress import Progress as RichBar
+    from numerate.progress import Progress
 
-        from numerate.progress import Progress
+    class TerminalProgress(Progress):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bar = RichBar(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                TextColumn("{task.completed:,}/{task.total:,}"),
+                TextColumn("{task.fields[rate]:,.0f}/s"),
+                TextColumn("{task.fields[errors]:,} errors"),
+                TextColumn("{task.fields[cached]:,} cached"),
+                TextColumn("ETA"),
+                TimeRemainingColumn(),
+                console=Console(stderr=True),
+                transient=False,
+            )
+            self.task_id = self.bar.add_task(description, total=0, rate=0.0, errors=0, cached=0)
+            self.bar.start()
 
-        class TerminalProgress(Progress):
-            def __init__(self) -> None:
-                super().__init__()
-                self.bar = RichBar(
-                    TextColumn("[bold]{task.description}"),
-                    BarColumn(),
-                    TextColumn("{task.completed:,}/{task.total:,}"),
-                    TextColumn("{task.fields[rate]:,.0f}/s"),
-                    TextColumn("{task.fields[errors]:,} errors"),
-                    TextColumn("{task.fields[cached]:,} cached"),
-                    TextColumn("ETA"),
-                    TimeRemainingColumn(),
-                    console=Console(stderr=True),
-                    transient=False,
-                )
-                self.task_id = self.bar.add_task(description, total=0, rate=0.0, errors=0, cached=0)
-                self.bar.start()
+        def render(self) -> None:
+            self.bar.update(
+                self.task_id, total=self.total, completed=self.done, rate=self.rate(),
+                errors=self.errors, cached=self.cached,
+            )  # fmt: skip
 
-            def render(self) -> None:
-                self.bar.update(
-                    self.task_id, total=self.total, completed=self.done, rate=self.rate(),
-                    errors=self.errors, cached=self.cached,
-                )  # fmt: skip
+        def close(self) -> None:
+            self.render()
+            self.bar.stop()
 
-            def close(self) -> None:
-                self.render()
-                self.bar.stop()
-
-        return TerminalProgress()
+    return TerminalProgress()
 
 
 def _settle_prefect() -> None:
@@ -242,7 +239,7 @@ def run(
         err=True,
     )
     try:
-        with reporting_to(_TerminalProgress.create(sweep_config.name)):
+        with reporting_to(_terminal_progress(sweep_config.name)):
             run_id = asyncio.run(sweep(config_data, db_path, fresh))
     except KeyboardInterrupt:
         store = Store.open(db_path)

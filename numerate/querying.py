@@ -211,9 +211,6 @@ class EndpointAnswerer:
                 attempts=attempt,
             )
 
-    async def close(self) -> None:
-        return None  # the client is shared; close_clients() ends it
-
 
 class BaselineAnswerer:
     """`baseline:oracle` answers with the target; `baseline:random` guesses uniformly over the
@@ -235,9 +232,6 @@ class BaselineAnswerer:
             prompt_tokens=sum(len(m["content"].split()) for m in messages),
             latency_s=time.monotonic() - started,
         )  # fmt: skip
-
-    async def close(self) -> None:
-        return None
 
 
 async def answerer_for(model: ModelConfig, retry_base_s: float = 1.0) -> Any:
@@ -413,5 +407,4 @@ async def query_cases(
         await asyncio.gather(*(ask(key) for key in requests if key not in results))
     finally:
         await writer.close()
-        await answerer.close()
     return {case_id: results[key] for case_id, key in by_case.items()}
