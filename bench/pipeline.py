@@ -38,16 +38,9 @@ def start_endpoint(workdir: Path, fixed: bool = True) -> tuple[subprocess.Popen[
     """The loopback endpoint in its own process. `fixed`: the cheapest answers (unparsed
     requests, one precomputed response), so the endpoint takes as little of the machine's CPU
     as it can and the measurement is of the client side."""
-    port_file = workdir / "port"
-    command = [sys.executable, "-m", "tests.fake_openai", "--port-file", str(port_file)]
-    process = subprocess.Popen([*command, "--fixed"] if fixed else command, cwd=ROOT)
-    deadline = time.monotonic() + 20
-    while not (port_file.exists() and port_file.read_text()):
-        if time.monotonic() > deadline:
-            process.kill()
-            raise RuntimeError("endpoint did not start")
-        time.sleep(0.05)
-    return process, f"http://127.0.0.1:{port_file.read_text()}/v1"
+    from tests.fake_openai import spawn
+
+    return spawn(workdir, "--fixed") if fixed else spawn(workdir)
 
 
 def sweep_config(base_url: str, cases: int, name: str) -> dict:
@@ -175,35 +168,16 @@ def main() -> None:
         endpoint.kill()
         endpoint.wait()
         if server is not None:
-            server.terminate()
-            server.wait(30)
+            from tests.prefect_server import stop
+
+            stop(server)
 
 
 def start_prefect_server() -> subprocess.Popen[bytes]:
     """`prefect server start` on 127.0.0.1, and PREFECT_API_URL pointing at it."""
-    import socket
-    import urllib.request
+    from tests.prefect_server import start_prefect_server as start
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    env = dict(os.environ, PREFECT_SERVER_UI_ENABLED="false")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
-         "--port", str(port)],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}/api"
-    deadline = time.monotonic() + 90
-    while True:
-        try:
-            urllib.request.urlopen(f"{url}/health", timeout=2)
-            break
-        except OSError:
-            if time.monotonic() > deadline:
-                server.kill()
-                raise RuntimeError("prefect server did not start") from None
-            time.sleep(0.5)
+    server, url = start(dict(os.environ))
     os.environ["PREFECT_API_URL"] = url
     return server
 

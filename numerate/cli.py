@@ -242,13 +242,7 @@ def run(
         with reporting_to(_terminal_progress(sweep_config.name)):
             run_id = asyncio.run(sweep(config_data, db_path, fresh))
     except KeyboardInterrupt:
-        store = Store.open(db_path)
-        with store.lock:
-            store.con.execute(
-                "UPDATE runs SET status = 'interrupted' WHERE status = 'running' "
-                "AND sweep_name = ? AND config_hash = ?",
-                [sweep_config.name, sweep_config.fingerprint()],
-            )
+        Store.open(db_path).mark_interrupted(sweep_config.name, sweep_config.fingerprint())
         Store.close_all()
         typer.echo(
             "interrupted: every answer received so far is stored; run the same command again "

@@ -172,17 +172,17 @@ class EndpointAnswerer:
         self.retry_base_s = retry_base_s
         self.rng = random.Random()
         self.client = client
+        self.sampling = model.sampling.request_fields()
 
     async def answer(self, planned: PlannedCase, messages: list[dict[str, str]],
                      request_id: str) -> Completion:  # fmt: skip
-        sampling = self.model.sampling.request_fields()
         attempt = 0
         while True:
             attempt += 1
             started = time.monotonic()
             try:
                 response = await self.client.chat.completions.create(
-                    model=self.model.model, messages=messages, **sampling
+                    model=self.model.model, messages=messages, **self.sampling
                 )
             except Exception as error:
                 if not is_retryable(error) or attempt > self.model.max_retries:

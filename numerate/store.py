@@ -254,10 +254,14 @@ class Store:
         with self.lock:
             migrate(self.con)
 
+    @staticmethod
+    def _key(path: str) -> str:
+        return path if path == ":memory:" else str(Path(path).resolve())
+
     @classmethod
     def open(cls, path: str) -> Store:
         """The process's shared store for `path` (opened on first use)."""
-        key = path if path == ":memory:" else str(Path(path).resolve())
+        key = cls._key(path)
         with cls._open_lock:
             if key not in cls._open:
                 cls._open[key] = cls(path)
@@ -272,9 +276,8 @@ class Store:
     def release(cls, path: str) -> None:
         """Close this process's store for `path`, if open, so other processes can open the
         file (the next `open` reconnects)."""
-        key = path if path == ":memory:" else str(Path(path).resolve())
         with cls._open_lock:
-            store = cls._open.pop(key, None)
+            store = cls._open.pop(cls._key(path), None)
         if store is not None:
             store.close()
 
@@ -376,6 +379,15 @@ class Store:
             )
             if status == "finished" and self.path != ":memory:":
                 self.con.execute("CHECKPOINT")
+
+    def mark_interrupted(self, sweep_name: str, config_hash: str) -> None:
+        """Runs of this sweep still marked running were stopped by the user (Ctrl-C)."""
+        with self.lock:
+            self.con.execute(
+                "UPDATE runs SET status = 'interrupted' WHERE status = 'running' "
+                "AND sweep_name = ? AND config_hash = ?",
+                [sweep_name, config_hash],
+            )
 
     # ------------------------------------------------------------------ cases and requests
 

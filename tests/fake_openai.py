@@ -15,6 +15,8 @@ import argparse
 import asyncio
 import hashlib
 import json
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -218,6 +220,22 @@ _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found"
 
 def _error(message: str, code: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": code, "code": code}}
+
+
+def spawn(workdir: Path, *options: str) -> tuple[subprocess.Popen[bytes], str]:
+    """The endpoint as its own process (options as for `main`); returns it and its base URL."""
+    port_file = workdir / "port"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.fake_openai", "--port-file", str(port_file), *options],
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    deadline = time.monotonic() + 20
+    while not (port_file.exists() and port_file.read_text()):
+        if time.monotonic() > deadline:
+            process.kill()
+            raise RuntimeError("fake OpenAI endpoint did not start")
+        time.sleep(0.05)
+    return process, f"http://127.0.0.1:{port_file.read_text()}/v1"
 
 
 def fixed_reply() -> bytes:

@@ -14,6 +14,7 @@ import yaml
 from typer.testing import CliRunner
 
 from numerate.cli import app
+from tests.fake_openai import spawn
 
 ROOT = Path(__file__).resolve().parent.parent
 runner = CliRunner()
@@ -120,19 +121,9 @@ def numerate_env(prefect_home):
 
 
 def start_endpoint(tmp_path, delay):
-    port_file, log = tmp_path / "port", tmp_path / "requests.log"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tests.fake_openai", "--port-file", str(port_file),
-         "--delay", str(delay), "--log", str(log)],
-        cwd=ROOT,
-    )  # fmt: skip
-    deadline = time.monotonic() + 20
-    while not port_file.exists() or not port_file.read_text():
-        if time.monotonic() > deadline:
-            process.kill()
-            raise RuntimeError("endpoint did not start")
-        time.sleep(0.05)
-    return process, f"http://127.0.0.1:{port_file.read_text()}/v1", log
+    log = tmp_path / "requests.log"
+    process, base_url = spawn(tmp_path, "--delay", str(delay), "--log", str(log))
+    return process, base_url, log
 
 
 def logged(log):

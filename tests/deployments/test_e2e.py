@@ -3,43 +3,22 @@ an on-demand run, all on 127.0.0.1 and all stopped at the end. Run alone: pytest
 
 import asyncio
 import os
-import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import duckdb
 import pytest
 
+from tests.prefect_server import start_prefect_server, stop
+
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def stop(process):
-    """TERM, then INT, then KILL, 5 s apart (a worker may ignore one SIGTERM)."""
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGKILL):
-        if process.poll() is not None:
-            return
-        os.killpg(process.pid, sig)
-        try:
-            process.wait(5)
-        except subprocess.TimeoutExpired:
-            continue
 
 
 @pytest.fixture(scope="module")
 def prefect_server(tmp_path_factory):
     home = tmp_path_factory.mktemp("prefect-home")
-    port = free_port()
     env = dict(
         os.environ,
         PREFECT_HOME=str(home),
@@ -50,22 +29,11 @@ def prefect_server(tmp_path_factory):
     )
     env.pop("PREFECT_API_URL", None)
     log = open(home / "server.log", "w")  # noqa: SIM115
-    server = subprocess.Popen(
-        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
-         "--port", str(port)],
-        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}/api"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            urllib.request.urlopen(f"{url}/health", timeout=2)
-            break
-        except OSError:
-            if time.monotonic() > deadline or server.poll() is not None:
-                stop(server)
-                pytest.fail(f"prefect server did not start: {(home / 'server.log').read_text()}")
-            time.sleep(0.3)
+    try:
+        server, url = start_prefect_server(env, log, timeout_s=60)
+    except RuntimeError:
+        log.close()
+        pytest.fail(f"prefect server did not start: {(home / 'server.log').read_text()}")
     env = dict(
         env,
         PREFECT_API_URL=url,
