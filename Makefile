@@ -12,12 +12,15 @@ RESULTS ?= results
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev,dask]'
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev,dask,numgen]'
 	touch $(STAMP)
 
-## run: the built-in sweep (both baselines, every manifold) into $(RESULTS)/numerate.duckdb
+## run: the built-in sweep (both baselines, every manifold), then NumGen on synthetic stimuli
+## (no weights needed), both into $(RESULTS)/numerate.duckdb
 run: $(STAMP)
 	$(BIN)/numerate run --db $(RESULTS)/numerate.duckdb
+	$(BIN)/numerate numgen run --generator synthetic --detector blobs \
+		--db $(RESULTS)/numerate.duckdb --images-dir $(RESULTS)/numgen
 
 ## test: lint, then the whole test suite (what CI runs)
 test: $(STAMP)

@@ -438,6 +438,15 @@ def _check_schedule(cron: str, timezone: str) -> None:
         raise ConfigError(f"--cron {cron!r} is not a valid cron expression") from None
 
 
+def _add_numgen() -> None:
+    from numerate.numgen_cli import app as numgen_app
+
+    app.add_typer(numgen_app, name="numgen")
+
+
+_add_numgen()
+
+
 def main() -> None:  # pragma: no cover - entry point
     """The console script: the app, then close any results database it opened."""
     try:

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 from numerate.errors import NumerateError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # Each migration moves the database from version i to i + 1. Never edit a released one:
 # add the next.
@@ -155,6 +155,115 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         """,
     ),
+    (
+        "NumGen: numgen_runs, numgen_images, numgen_detections, numgen_metrics, "
+        "numgen_targets, numgen_leaderboard, numgen_calibration",
+        """
+        CREATE TABLE numgen_runs (
+            run_id        VARCHAR PRIMARY KEY,
+            kind          VARCHAR NOT NULL,
+            generator     VARCHAR NOT NULL,
+            detector      VARCHAR NOT NULL,
+            config        JSON NOT NULL,
+            code_version  VARCHAR NOT NULL,
+            status        VARCHAR NOT NULL,
+            started_at    TIMESTAMPTZ NOT NULL,
+            finished_at   TIMESTAMPTZ
+        );
+        CREATE TABLE numgen_images (
+            run_id        VARCHAR NOT NULL,
+            prompt_id     VARCHAR NOT NULL,
+            prompt_index  INTEGER NOT NULL,
+            target        INTEGER NOT NULL,
+            object        VARCHAR NOT NULL,
+            prompt        VARCHAR NOT NULL,
+            image_seed    UBIGINT NOT NULL,
+            generator     VARCHAR NOT NULL,
+            path          VARCHAR,
+            width         INTEGER,
+            height        INTEGER,
+            cached        BOOLEAN NOT NULL,
+            error         VARCHAR,
+            created_at    TIMESTAMPTZ NOT NULL,
+            PRIMARY KEY (run_id, prompt_id)
+        );
+        CREATE TABLE numgen_detections (
+            run_id          VARCHAR NOT NULL,
+            prompt_id       VARCHAR NOT NULL,
+            detector        VARCHAR NOT NULL,
+            caption         VARCHAR NOT NULL,
+            raw_count       INTEGER,
+            count           INTEGER,
+            overflow        BOOLEAN,
+            boxes           JSON,
+            scores          JSON,
+            annotated_path  VARCHAR,
+            error           VARCHAR,
+            created_at      TIMESTAMPTZ NOT NULL,
+            PRIMARY KEY (run_id, prompt_id)
+        );
+        CREATE TABLE numgen_metrics (
+            run_id              VARCHAR PRIMARY KEY,
+            generator           VARCHAR NOT NULL,
+            detector            VARCHAR NOT NULL,
+            n                   INTEGER NOT NULL,
+            errors              INTEGER NOT NULL,
+            accuracy            DOUBLE,
+            ci_low              DOUBLE NOT NULL,
+            ci_high             DOUBLE NOT NULL,
+            mwe                 DOUBLE,
+            knower_level        INTEGER NOT NULL,
+            human_correlation   DOUBLE,
+            random_correlation  DOUBLE,
+            sv_slope            DOUBLE,
+            sv_intercept        DOUBLE,
+            sv_r_squared        DOUBLE,
+            sv_slope_se         DOUBLE,
+            sv_p_slope_is_1     DOUBLE,
+            sv_points           INTEGER NOT NULL,
+            zero_rate           DOUBLE,
+            overflow_rate       DOUBLE,
+            confusion           JSON NOT NULL
+        );
+        CREATE TABLE numgen_targets (
+            run_id      VARCHAR NOT NULL,
+            target      INTEGER NOT NULL,
+            n           INTEGER NOT NULL,
+            correct     INTEGER NOT NULL,
+            accuracy    DOUBLE,
+            ci_low      DOUBLE NOT NULL,
+            ci_high     DOUBLE NOT NULL,
+            mean_count  DOUBLE,
+            PRIMARY KEY (run_id, target)
+        );
+        CREATE VIEW numgen_leaderboard AS
+        WITH latest AS (
+            SELECT m.*, r.finished_at,
+                   row_number() OVER (
+                       PARTITION BY m.generator, m.detector ORDER BY r.started_at DESC
+                   ) AS recency
+            FROM numgen_metrics m JOIN numgen_runs r USING (run_id)
+            WHERE r.status = 'finished' AND r.kind = 'benchmark'
+        )
+        SELECT generator AS model, detector, run_id, finished_at, n, errors, accuracy,
+               ci_low, ci_high, mwe, knower_level AS counting_level,
+               human_correlation AS webers_law, random_correlation
+        FROM latest WHERE recency = 1
+        ORDER BY accuracy DESC NULLS LAST, model;
+        CREATE VIEW numgen_calibration AS
+        WITH latest AS (
+            SELECT r.run_id, r.detector,
+                   row_number() OVER (PARTITION BY r.detector ORDER BY r.started_at DESC)
+                       AS recency
+            FROM numgen_runs r
+            WHERE r.status = 'finished' AND r.kind = 'calibration'
+        )
+        SELECT l.detector, t.*
+        FROM latest l JOIN numgen_targets t USING (run_id)
+        WHERE l.recency = 1
+        ORDER BY l.detector, t.target;
+        """,
+    ),
 ]
 
 # What a run exports as Parquet shards, and how ingesting one merges it: cases and
@@ -175,6 +284,8 @@ SHARD_TABLES: dict[str, tuple[str, str]] = {
     "points": ("SELECT * FROM points WHERE run_id = $run", "OR REPLACE"),
     "summaries": ("SELECT * FROM summaries WHERE run_id = $run", "OR REPLACE"),
 }
+
+NUMGEN_TABLES = ("numgen_images", "numgen_detections", "numgen_metrics", "numgen_targets")
 
 COMPLETION_COLUMNS = (
     "request_hash", "run_id", "model_id", "text", "finish_reason", "prompt_tokens",
@@ -462,6 +573,32 @@ class Store:
             except Exception:
                 self.con.execute("ROLLBACK")
                 raise
+
+    # ------------------------------------------------------------------ NumGen
+
+    def start_numgen_run(self, run_id: str, kind: str, generator: str, detector: str,
+                         config: dict[str, Any], code_version: str) -> None:  # fmt: skip
+        with self.lock:
+            self.con.execute(
+                "INSERT INTO numgen_runs VALUES (?, ?, ?, ?, ?, ?, 'running', ?, NULL)",
+                [run_id, kind, generator, detector, json.dumps(config), code_version, now()],
+            )
+
+    def set_numgen_status(self, run_id: str, status: str) -> None:
+        finished = now() if status == "finished" else None
+        with self.lock:
+            self.con.execute(
+                "UPDATE numgen_runs SET status = ?, finished_at = ? WHERE run_id = ?",
+                [status, finished, run_id],
+            )
+
+    def put_numgen_rows(self, table: str, rows: list[dict[str, Any]]) -> None:
+        """Rows of one NumGen table (images, detections, metrics, calibration); a row already
+        stored for the same key is replaced, so re-ingesting a manifest changes nothing."""
+        if table not in NUMGEN_TABLES:
+            raise ValueError(f"not a NumGen table: {table!r}")
+        if rows:
+            self._insert_rows(table, list(rows[0]), rows, conflict="OR REPLACE")
 
     # ------------------------------------------------------------------ aggregates
 

@@ -1,0 +1,146 @@
+"""NumGen flows: prompts -> images (gpu pool) -> counts (gpu pool) -> metrics -> DuckDB.
+
+`numgen-generate` and `numgen-detect` are deployments of their own on work pool `gpu`; the
+`numgen` flow dispatches them with `run_deployment` when they are deployed on the Prefect server
+it talks to, and runs them in its own process otherwise. They hand their rows back through
+JSON Lines manifests in the run's folder (DuckDB has one writer: the `numgen` flow). Wiring only.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from prefect import flow, get_run_logger
+from prefect.utilities.annotations import quote
+
+from numerate.errors import NumerateError
+from numerate.progress import current as current_progress
+from numgen.config import NumGenConfig
+from numgen.runner import read_manifest, write_manifest
+from tasks.numgen import (
+    DETECTIONS_MANIFEST,
+    IMAGES_MANIFEST,
+    answer_with_baseline,
+    build_prompts,
+    detect_images,
+    finish_numgen_run,
+    generate_images,
+    ingest_manifests,
+    open_numgen_run,
+    run_folder,
+    score_run,
+)
+from tasks.store import release_database
+
+DEFAULT_DB = "results/numerate.duckdb"
+GENERATE_DEPLOYMENT = "numgen-generate/numgen-generate"
+DETECT_DEPLOYMENT = "numgen-detect/numgen-detect"
+Dispatch = Literal["auto", "local", "deployments"]
+
+
+class DispatchError(NumerateError):
+    """A GPU step's deployment did not complete."""
+
+
+@flow(name="numgen-generate")
+async def numgen_generate(config: dict[str, Any], run_dir: str) -> int:
+    """Generate every prompt's image (on a GPU worker); the rows go to run_dir/images.jsonl."""
+    numgen = NumGenConfig.model_validate(config)
+    prompts = build_prompts(config)
+    current_progress().add_total(len(prompts))
+    rows: list[dict[str, Any]] = []
+    for start in range(0, len(prompts), numgen.task_batch):
+        batch = prompts[start : start + numgen.task_batch]
+        rows.extend(await generate_images(config, quote(batch)))
+        get_run_logger().info("generated %d/%d images", len(rows), len(prompts))
+    write_manifest(rows, Path(run_dir) / IMAGES_MANIFEST)
+    return len(rows)
+
+
+@flow(name="numgen-detect")
+async def numgen_detect(config: dict[str, Any], run_dir: str) -> int:
+    """Count the objects of every image in run_dir/images.jsonl (on a GPU worker); the rows go
+    to run_dir/detections.jsonl."""
+    numgen = NumGenConfig.model_validate(config)
+    images = read_manifest(Path(run_dir) / IMAGES_MANIFEST, parse_times=False)
+    current_progress().add_total(len(images))
+    rows: list[dict[str, Any]] = []
+    for start in range(0, len(images), numgen.task_batch):
+        rows.extend(await detect_images(config, quote(images[start : start + numgen.task_batch])))
+        get_run_logger().info("counted objects in %d/%d images", len(rows), len(images))
+    write_manifest(rows, Path(run_dir) / DETECTIONS_MANIFEST)
+    return len(rows)
+
+
+async def _deployed(name: str) -> bool:
+    """Whether deployment `name` exists on a real Prefect server this process talks to."""
+    from prefect.client.orchestration import get_client
+    from prefect.exceptions import ObjectNotFound
+    from prefect.settings import PREFECT_API_URL
+
+    if not PREFECT_API_URL.value():
+        return False
+    async with get_client() as client:
+        try:
+            await client.read_deployment_by_name(name)
+        except ObjectNotFound:
+            return False
+    return True
+
+
+async def run_step(
+    deployment: str, local: Any, parameters: dict[str, Any], dispatch: Dispatch
+) -> None:
+    """Run a GPU step as its deployment (work pool `gpu`) or in this process."""
+    remote = dispatch == "deployments" or (dispatch == "auto" and await _deployed(deployment))
+    if not remote:
+        await local(**parameters)
+        return
+    from prefect.deployments import run_deployment
+
+    get_run_logger().info("dispatching %s to its work pool", deployment)
+    run = await run_deployment(name=deployment, parameters=parameters, timeout=None)
+    if run.state is None or not run.state.is_completed():
+        state = run.state.name if run.state else "unknown"
+        raise DispatchError(f"{deployment} run {run.name} ended {state}: see its logs")
+
+
+@flow(name="numgen")
+async def numgen(
+    config: dict[str, Any] | None = None,
+    db: str | None = None,
+    dispatch: Dispatch = "auto",
+) -> dict[str, Any]:
+    """A NumGen run: returns the run id and its metrics.
+
+    Args:
+        config: the NumGen config (generator, detector, prompts, ...); default: synthetic
+            stimuli counted by the blob counter.
+        db: DuckDB results file (default: results/numerate.duckdb).
+        dispatch: `deployments` sends generation and detection to their deployments on pool
+            `gpu`; `local` runs them here; `auto` sends them when they are deployed.
+    """
+    data = NumGenConfig.model_validate(config or {}).model_dump(mode="json")
+    numgen = NumGenConfig.model_validate(data)
+    db_path = db or os.environ.get("NUMERATE_DB") or DEFAULT_DB
+    run_id = await open_numgen_run(data, db_path)
+    try:
+        if numgen.needs_images:
+            folder = str(run_folder(numgen, run_id))
+            parameters = {"config": data, "run_dir": folder}
+            await run_step(GENERATE_DEPLOYMENT, numgen_generate, parameters, dispatch)
+            await run_step(DETECT_DEPLOYMENT, numgen_detect, parameters, dispatch)
+            await ingest_manifests(run_id, folder, db_path)
+        else:
+            prompts = build_prompts(data)
+            current_progress().add_total(len(prompts))
+            await answer_with_baseline(data, quote(prompts), run_id, db_path)
+        metrics = await score_run(run_id, data, db_path)
+    except BaseException:
+        await finish_numgen_run(run_id, db_path, "failed")
+        raise
+    await finish_numgen_run(run_id, db_path)
+    await release_database(db_path)
+    return {"run_id": run_id, **metrics}

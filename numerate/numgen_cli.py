@@ -1,0 +1,436 @@
+"""`numerate numgen ...`: run, score, report, calibrate, prompts.
+
+Imports stay inside the commands: `numerate --help` must not load numpy or torch.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from numerate.errors import ConfigError, NumerateError
+
+app = typer.Typer(
+    name="numgen",
+    help="NumGen: number sense of text-to-image models (generate, count, score).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+DB_OPTION = typer.Option(help="DuckDB results file.")
+LEADERBOARD_COLUMNS = {
+    "model": "Model",
+    "accuracy": "Accuracy",
+    "mwe": "MWE",
+    "counting_level": "Counting Level",
+    "webers_law": "Weber's Law",
+}
+
+
+def fail(message: str, code: int = 2) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def _validate(data: dict[str, Any]) -> Any:
+    from pydantic import ValidationError
+
+    from numerate.errors import describe_validation_error
+    from numgen.config import NumGenConfig
+
+    try:
+        return NumGenConfig.model_validate(data)
+    except ValidationError as error:
+        raise ConfigError(describe_validation_error(error, "numgen config")) from None
+
+
+def _load_yaml(path: Path) -> dict[str, Any]:
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as error:
+        raise ConfigError(f"cannot read {path}: {error.strerror}") from None
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{path} is not valid YAML: {error}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of settings, got {type(data).__name__}")
+    return data
+
+
+def _metrics_frame(metrics: dict[str, Any]) -> Any:
+    import polars as pl
+
+    sv = metrics["scalar_variability"]
+    return pl.DataFrame(
+        [
+            {
+                "n": metrics["n"],
+                "accuracy": metrics["accuracy"],
+                "ci_low": metrics["accuracy_ci_low"],
+                "ci_high": metrics["accuracy_ci_high"],
+                "mwe": metrics["mwe"],
+                "knower_level": metrics["knower_level"],
+                "human_correlation": metrics["human_correlation"],
+                "random_correlation": metrics["random_correlation"],
+                "sv_slope": sv["slope"],
+                "sv_p_slope_is_1": sv["p_slope_is_1"],
+                "zero_rate": metrics["zero_rate"],
+                "overflow_rate": metrics["overflow_rate"],
+            }
+        ]
+    )
+
+
+def _run_flow(config: Any, db: str, dispatch: str) -> dict[str, Any]:
+    import asyncio
+    import os
+
+    from numerate.cli import _settle_prefect, _terminal_progress
+    from numerate.progress import reporting_to
+
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    from flows.numgen import numgen
+
+    def short(name: str) -> str:
+        return name.rstrip("/").rsplit("/", 1)[-1][:24]
+
+    label = f"numgen {short(config.generator)} / {short(config.detector_label)}"
+    with reporting_to(_terminal_progress(label)):
+        result = asyncio.run(numgen(config.model_dump(mode="json"), db, dispatch))  # type: ignore[arg-type]
+    _settle_prefect()
+    return result
+
+
+def _calibration_note(db: str, detector: str) -> str:
+    from numerate.store import Store
+
+    rows = Store.open(db).query(
+        "SELECT sum(correct), sum(n) FROM numgen_calibration WHERE detector = ?", [detector]
+    )
+    correct, n = rows[0] if rows else (None, None)
+    if not n:
+        return (
+            f"detector {detector} is not calibrated: `numerate numgen calibrate --detector "
+            f"{detector}` measures how much of the error is the detector's"
+        )
+    from numerate.stats import wilson_interval
+
+    low, high = wilson_interval(int(correct), int(n))
+    return (
+        f"detector {detector}: {correct / n:.3f} [{low:.3f}, {high:.3f}] exact counts on {n} "
+        f"synthetic images of known count (numgen_calibration)"
+    )
+
+
+@app.command()
+def run(
+    generator: Annotated[
+        str | None,
+        typer.Option(
+            help="diffusers model id or path, synthetic (default), callable:module:function, "
+            "random or weber."
+        ),
+    ] = None,
+    detector: Annotated[
+        str | None,
+        typer.Option(
+            help="Grounding DINO model id or path, or blobs (default: blobs for synthetic, "
+            "IDEA-Research/grounding-dino-tiny otherwise)."
+        ),
+    ] = None,
+    count: Annotated[int | None, typer.Option(help="Prompts per number (default 10).")] = None,
+    objects: Annotated[
+        list[str] | None, typer.Option("--object", help="Object to ask for (repeatable).")
+    ] = None,
+    seed: Annotated[int | None, typer.Option(help="Seed of prompts and images.")] = None,
+    config: Annotated[
+        Path | None, typer.Option("--config", "-c", help="NumGen config (YAML); options win.")
+    ] = None,
+    db: Annotated[str, DB_OPTION] = "results/numerate.duckdb",
+    images_dir: Annotated[str | None, typer.Option(help="Folder for images.")] = None,
+    steps: Annotated[int | None, typer.Option(help="Denoising steps.")] = None,
+    guidance: Annotated[float | None, typer.Option(help="Guidance scale.")] = None,
+    size: Annotated[int | None, typer.Option(help="Image width and height in pixels.")] = None,
+    device: Annotated[str | None, typer.Option(help="auto, cpu, cuda, cuda:N or mps.")] = None,
+    dtype: Annotated[
+        str | None, typer.Option(help="auto, float32, float16 or bfloat16 (generator).")
+    ] = None,
+    batch_size: Annotated[
+        int | None, typer.Option(help="Images per generator call (default: fit the GPU).")
+    ] = None,
+    dispatch: Annotated[
+        str, typer.Option(help="auto, local or deployments (the gpu work pool).")
+    ] = "auto",
+    output: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
+) -> None:
+    """Generate images for "An image with {n} {object}", count the objects, score, store."""
+    try:
+        data = _load_yaml(config) if config else {}
+        if output not in ("table", "json"):
+            raise ConfigError(f"--format {output!r}: choose table or json")
+        if dispatch not in ("auto", "local", "deployments"):
+            raise ConfigError(f"--dispatch {dispatch!r}: choose auto, local or deployments")
+        if generator is not None:
+            data["generator"] = generator
+        data.setdefault("generator", "synthetic")
+        if detector is not None:
+            data["detector"] = detector
+        elif "detector" not in data and data["generator"] == "synthetic":
+            data["detector"] = "blobs"
+        prompts = data.setdefault("prompts", {})
+        for key, value in (("per_number", count), ("objects", objects), ("seed", seed)):
+            if value is not None:
+                prompts[key] = value
+        generation = data.setdefault("generation", {})
+        for key, value in (
+            ("steps", steps), ("guidance", guidance), ("height", size), ("width", size),
+            ("device", device), ("dtype", dtype), ("batch_size", batch_size),
+        ):  # fmt: skip
+            if value is not None:
+                generation[key] = value
+        if images_dir:
+            data["images_dir"] = images_dir
+        numgen_config = _validate(data)
+        result = _run_flow(numgen_config, db, dispatch)
+    except NumerateError as error:
+        fail(str(error))
+        return
+    except ValueError as error:  # a model id, device or file the backends refuse
+        fail(str(error))
+        return
+    if output == "json":
+        typer.echo(json.dumps(result, indent=2))
+        return
+    from numerate.report import render
+
+    title = f"{numgen_config.generator} / {numgen_config.detector_label}: run {result['run_id']}"
+    typer.echo(render(_metrics_frame(result), "markdown", title=title), nl=False)
+    typer.echo(f"errors: {result['errors']} images without a count")
+    typer.echo(f"confusion matrix heatmap: {result['heatmap']}")
+    if numgen_config.needs_images and numgen_config.detector != "blobs":
+        typer.echo(_calibration_note(db, numgen_config.detector))
+
+
+@app.command()
+def calibrate(
+    detector: Annotated[str, typer.Option(help="Grounding DINO model id or path, or blobs.")],
+    count: Annotated[int, typer.Option(help="Images per number.")] = 10,
+    db: Annotated[str, DB_OPTION] = "results/numerate.duckdb",
+    images_dir: Annotated[str | None, typer.Option(help="Folder for images.")] = None,
+    device: Annotated[str | None, typer.Option(help="auto, cpu, cuda, cuda:N or mps.")] = None,
+    dispatch: Annotated[str, typer.Option(help="auto, local or deployments.")] = "auto",
+) -> None:
+    """Measure a detector on synthetic images of known count: its accuracy per number."""
+    from numgen.config import calibration_config
+
+    try:
+        extra: dict[str, Any] = {"images_dir": images_dir} if images_dir else {}
+        if device:
+            extra["generation"] = {"device": device}
+        numgen_config = calibration_config(detector, per_number=count, **extra)
+        result = _run_flow(numgen_config, db, dispatch)
+    except (NumerateError, ValueError) as error:
+        fail(str(error))
+        return
+    from numerate.report import render
+    from numerate.store import Store
+
+    frame = Store.open(db).frame(
+        "SELECT target, n, correct, accuracy, ci_low, ci_high, mean_count FROM numgen_targets "
+        "WHERE run_id = ? ORDER BY target",
+        [result["run_id"]],
+    )
+    typer.echo(
+        render(frame, "markdown", title=f"detector {detector}: accuracy per number"), nl=False
+    )
+    typer.echo(f"overall: {result['accuracy']:.3f} over {result['n']} images")
+
+
+def _read_responses(path: Path) -> tuple[list[int], list[int]]:
+    """`target,generated` rows; generated may be written 20+."""
+    import csv
+
+    try:
+        handle = path.open(newline="")
+    except OSError as error:
+        raise ConfigError(f"cannot read {path}: {error.strerror}") from None
+    targets, generated = [], []
+    with handle:
+        reader = csv.DictReader(handle)
+        missing = {"target", "generated"} - set(reader.fieldnames or [])
+        if missing:
+            raise ConfigError(
+                f"{path}: needs columns target,generated; missing {', '.join(sorted(missing))}"
+            )
+        for line, row in enumerate(reader, start=2):
+            try:
+                target = int(str(row["target"]).strip())
+            except ValueError:
+                raise ConfigError(
+                    f"{path} line {line}: target = {row['target']!r} is not a whole number"
+                ) from None
+            raw = str(row["generated"]).strip()
+            try:
+                value = 20 if raw == "20+" else int(raw)
+            except ValueError:
+                raise ConfigError(
+                    f"{path} line {line}: generated = {raw!r} is not a count (0, 1, ..., 20+)"
+                ) from None
+            if value < 0:
+                raise ConfigError(f"{path} line {line}: generated = {value} is negative")
+            if not 1 <= target <= 19:
+                raise ConfigError(f"{path} line {line}: target = {target} is outside 1..19")
+            targets.append(target)
+            generated.append(value)
+    if not targets:
+        raise ConfigError(f"{path} holds no responses")
+    return targets, generated
+
+
+@app.command()
+def score(
+    responses: Annotated[Path, typer.Option(help="CSV with columns target,generated.")],
+    output: Annotated[str, typer.Option("--format", help="json or table.")] = "table",
+    heatmap: Annotated[
+        Path | None, typer.Option(help="Also draw the confusion matrix to this PNG.")
+    ] = None,
+) -> None:
+    """Score (target, generated) pairs from any source: every NumGen metric."""
+    try:
+        if output not in ("json", "table"):
+            raise ConfigError(f"--format {output!r}: choose json or table")
+        targets, generated = _read_responses(responses)
+        from numgen.metrics import confusion_matrix
+        from numgen.metrics import score as score_matrix
+
+        design = range(1, max(10, *targets) + 1)
+        cm = confusion_matrix(targets, generated, design)
+    except NumerateError as error:
+        fail(str(error))
+        return
+    metrics = score_matrix(cm).as_dict()
+    if heatmap:
+        from numgen.heatmap import render_heatmap
+
+        heatmap.parent.mkdir(parents=True, exist_ok=True)
+        render_heatmap(cm, f"{responses.name} (n = {cm.n})").save(heatmap)
+    if output == "json":
+        typer.echo(json.dumps(metrics, indent=2))
+        return
+    from numerate.report import render
+
+    typer.echo(render(_metrics_frame(metrics), "markdown", title=str(responses)), nl=False)
+
+
+@app.command()
+def report(
+    db: Annotated[str, DB_OPTION] = "results/numerate.duckdb",
+    output: Annotated[
+        str, typer.Option("--format", help="table, csv, json or markdown.")
+    ] = "table",
+    heatmap: Annotated[
+        Path | None, typer.Option(help="Draw a run's confusion matrix to this PNG.")
+    ] = None,
+    run_id: Annotated[
+        str | None, typer.Option("--run", help="Run for --heatmap (default: the latest).")
+    ] = None,
+) -> None:
+    """The NumGen leaderboard (Accuracy, MWE, Counting Level, Weber's Law), latest run of each
+    generator and detector."""
+    from numerate.cli import _check_format
+    from numerate.report import render
+    from numerate.store import Store
+
+    try:
+        _check_format(output)
+        if not Path(db).exists():
+            raise ConfigError(f"no results database at {db} (run `numerate numgen run` first)")
+        store = Store.open(db)
+        frame = store.frame(
+            "SELECT model, detector, accuracy, ci_low, ci_high, mwe, counting_level, "
+            "webers_law, n, errors FROM numgen_leaderboard"
+        )
+        if frame.height == 0:
+            raise ConfigError(f"{db} holds no finished NumGen runs yet")
+        if heatmap:
+            _draw_run_heatmap(store, run_id, heatmap)
+    except NumerateError as error:
+        fail(str(error))
+        return
+    shown = frame.rename(LEADERBOARD_COLUMNS)
+    if output == "table":
+        output = "markdown"  # the reference's table layout
+    typer.echo(render(shown, output, title="NumGen leaderboard"), nl=False)  # type: ignore[arg-type]
+    if output == "markdown":
+        for detector in frame["detector"].unique().sort().to_list():
+            if detector not in ("none", "blobs"):
+                typer.echo(_calibration_note(db, detector))
+
+
+def _draw_run_heatmap(store: Any, run_id: str | None, path: Path) -> None:
+    import numpy as np
+
+    from numgen.heatmap import render_heatmap
+    from numgen.metrics import ConfusionMatrix
+
+    query = (
+        "SELECT m.run_id, m.generator, m.detector, m.confusion FROM numgen_metrics m "
+        "JOIN numgen_runs r USING (run_id) "
+    )
+    rows = (
+        store.query(query + "WHERE run_id = ?", [run_id])
+        if run_id
+        else store.query(query + "ORDER BY r.started_at DESC LIMIT 1")
+    )
+    if not rows:
+        raise ConfigError(f"no NumGen run {run_id!r} with metrics")
+    found, generator, detector, confusion = rows[0]
+    data = json.loads(confusion)
+    cm = ConfusionMatrix(tuple(data["targets"]), np.asarray(data["counts"], dtype=np.int64))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    render_heatmap(cm, f"{generator} / {detector}: {found} (n = {cm.n})").save(path)
+    typer.echo(f"heatmap of run {found}: {path}", err=True)
+
+
+@app.command()
+def prompts(
+    count: Annotated[int, typer.Option(help="Prompts per number.")] = 10,
+    objects: Annotated[
+        list[str] | None, typer.Option("--object", help="Object (repeatable).")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seed.")] = 0,
+    output: Annotated[str, typer.Option("--format", help="json, jsonl or txt.")] = "jsonl",
+    out: Annotated[Path | None, typer.Option(help="File to write (default: stdout).")] = None,
+) -> None:
+    """Export the prompts ("An image with 7 apples") as JSON, JSON Lines or text."""
+    from pydantic import ValidationError
+
+    from numerate.errors import describe_validation_error
+    from numgen.prompts import PromptSpec, format_prompts, make_prompts
+
+    try:
+        if output not in ("json", "jsonl", "txt"):
+            raise ConfigError(f"--format {output!r}: choose json, jsonl or txt")
+        values: dict[str, Any] = {"per_number": count, "seed": seed}
+        if objects:
+            values["objects"] = objects
+        try:
+            spec = PromptSpec(**values)
+        except ValidationError as error:
+            raise ConfigError(describe_validation_error(error, "prompts")) from None
+    except NumerateError as error:
+        fail(str(error))
+        return
+    made = make_prompts(spec)
+    text = format_prompts(made, output)  # type: ignore[arg-type]
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
+        typer.echo(f"wrote {len(made)} prompts to {out}", err=True)
+    else:
+        typer.echo(text, nl=False)

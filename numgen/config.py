@@ -1,0 +1,77 @@
+"""A NumGen run's configuration: what generates, what counts, which prompts, where images go."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Literal
+
+from pydantic import BaseModel, Field, field_validator
+
+from numgen.baselines import BASELINES
+from numgen.detection import DEFAULT_DETECTOR, DetectionSettings
+from numgen.generation import GenerationSettings
+from numgen.prompts import PromptSpec
+
+CALIBRATION_OBJECTS = ["dots", "triangles"]
+"""The synthetic stimuli a detector is calibrated on: shapes its caption names truthfully."""
+
+
+class NumGenConfig(BaseModel):
+    """One NumGen run."""
+
+    generator: str = "synthetic"
+    """A diffusers model id or local path, `synthetic`, `callable:module:function`, or a
+    baseline that needs no images: `random`, `weber`."""
+    detector: str = DEFAULT_DETECTOR
+    """A Grounding DINO model id or local path, or `blobs` (synthetic stimuli only)."""
+    kind: Literal["benchmark", "calibration"] = "benchmark"
+    """`calibration` runs measure the detector itself on images of known count."""
+    prompts: PromptSpec = Field(default_factory=PromptSpec)
+    """Numbers, objects, prompts per number and seed."""
+    generation: GenerationSettings = Field(default_factory=GenerationSettings)
+    """Sampling, device and dtype of a diffusers generator."""
+    detection: DetectionSettings = Field(default_factory=DetectionSettings)
+    """Grounding DINO's thresholds and filters."""
+    images_dir: str = "results/numgen"
+    """Where images, annotated images and the GPU steps' manifests go (a folder every worker
+    can reach: a shared mount when generation runs on another machine)."""
+    task_batch: int = Field(64, ge=1, le=10_000)
+    """Images per Prefect task (model batches are sized separately, to the GPU's memory)."""
+    annotate: bool = True
+    """Save a copy of every image with the detector's boxes drawn on it."""
+
+    @field_validator("generator", "detector")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must name a model, a path or a built-in")
+        return value.strip()
+
+    @property
+    def needs_images(self) -> bool:
+        return self.generator not in BASELINES
+
+    @property
+    def detector_label(self) -> str:
+        """The detector as results name it (`none` for baselines that answer directly)."""
+        return self.detector if self.needs_images else "none"
+
+    def fingerprint(self) -> str:
+        data = self.model_dump(mode="json")
+        return hashlib.blake2b(json.dumps(data, sort_keys=True).encode(), digest_size=8).hexdigest()
+
+
+def calibration_config(
+    detector: str, per_number: int = 10, seed: int = 0, **values: object
+) -> NumGenConfig:
+    """A calibration run of `detector`: synthetic images of dots and triangles, known counts."""
+    return NumGenConfig.model_validate(
+        {
+            **values,
+            "generator": "synthetic",
+            "detector": detector,
+            "kind": "calibration",
+            "prompts": {"objects": CALIBRATION_OBJECTS, "per_number": per_number, "seed": seed},
+        }
+    )

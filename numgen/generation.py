@@ -1,0 +1,299 @@
+"""Image generation: any diffusers text-to-image pipeline, the synthetic stimulus generator,
+or a user's callable (an API generator). Every image has its own seed, so any one image can be
+made again alone, whatever batch it was made in."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+from PIL import Image, PngImagePlugin
+from pydantic import BaseModel, Field
+
+from numerate.errors import NumerateError
+from numgen.prompts import Prompt
+
+log = logging.getLogger("numerate.numgen")
+
+# Recommended sampling per model family (the model cards' values); matched on the model id.
+PRESETS: dict[str, dict[str, float | int]] = {
+    "stable-diffusion-2-1": {"steps": 50, "guidance": 7.5, "height": 768, "width": 768},
+    "stable-diffusion-3.5-large-turbo": {
+        "steps": 4,
+        "guidance": 0.0,
+        "height": 1024,
+        "width": 1024,
+    },
+    "stable-diffusion-3.5": {"steps": 28, "guidance": 3.5, "height": 1024, "width": 1024},
+    "FLUX.1-schnell": {"steps": 4, "guidance": 0.0, "height": 1024, "width": 1024},
+    "FLUX.1-dev": {"steps": 50, "guidance": 3.5, "height": 1024, "width": 1024},
+}
+
+
+class ImageError(NumerateError):
+    """An image that cannot be read or converted."""
+
+
+class GenerationSettings(BaseModel):
+    """How a diffusers pipeline samples; None takes the model family's preset, then the
+    pipeline's own default."""
+
+    steps: int | None = Field(None, ge=1, le=1000)
+    """Denoising steps (`num_inference_steps`)."""
+    guidance: float | None = Field(None, ge=0, le=50)
+    """Classifier-free guidance scale (`guidance_scale`)."""
+    height: int | None = Field(None, ge=8, le=4096, multiple_of=8)
+    """Image height in pixels."""
+    width: int | None = Field(None, ge=8, le=4096, multiple_of=8)
+    """Image width in pixels."""
+    device: str = "auto"
+    """auto (cuda, else mps, else cpu), cpu, cuda, cuda:N or mps."""
+    dtype: str = "auto"
+    """auto (bfloat16 on a GPU, float32 on the CPU), float32, float16 or bfloat16."""
+    batch_size: int | None = Field(None, ge=1, le=256)
+    """Images per pipeline call; None sizes batches to the GPU's free memory."""
+
+    def for_model(self, model_id: str) -> dict[str, Any]:
+        """The pipeline call's keyword arguments for `model_id`."""
+        preset = next((p for key, p in PRESETS.items() if key.lower() in model_id.lower()), {})
+        values = {
+            "num_inference_steps": self.steps or preset.get("steps"),
+            "guidance_scale": self.guidance
+            if self.guidance is not None
+            else preset.get("guidance"),
+            "height": self.height or preset.get("height"),
+            "width": self.width or preset.get("width"),
+        }
+        return {key: value for key, value in values.items() if value is not None}
+
+
+def to_image(value: Any, what: str = "image") -> Image.Image:
+    """An RGB PIL image from a path, a PIL image, a numpy array or a torch tensor (HWC or CHW;
+    uint8 0..255 or float 0..1).
+
+    Args:
+        value: what a generator returned.
+        what: how to name it in an error ("image for prompt 'An image with 3 apples'").
+    """
+    if isinstance(value, Image.Image):
+        return value.convert("RGB")
+    if isinstance(value, (str, Path)):
+        try:
+            with Image.open(value) as image:
+                image.load()
+                return image.convert("RGB")
+        except (OSError, ValueError) as error:
+            raise ImageError(f"{what}: cannot read {str(value)!r}: {error}") from None
+    if type(value).__module__.startswith("torch"):
+        value = value.detach().float().cpu().numpy()
+    if isinstance(value, np.ndarray):
+        array = value
+        if array.ndim == 4 and array.shape[0] == 1:
+            array = array[0]
+        if array.ndim == 3 and array.shape[0] in (1, 3, 4) and array.shape[-1] not in (1, 3, 4):
+            array = np.moveaxis(array, 0, -1)
+        if array.ndim == 3 and array.shape[-1] == 1:
+            array = array[..., 0]
+        if array.ndim not in (2, 3) or (array.ndim == 3 and array.shape[-1] not in (3, 4)):
+            raise ImageError(f"{what}: an array of shape {value.shape} is not an image")
+        if not np.isfinite(array).all():
+            raise ImageError(f"{what}: the array holds NaN or infinite values")
+        if array.dtype != np.uint8:
+            scale = 255.0 if array.max() <= 1.0 else 1.0
+            array = np.clip(array * scale, 0, 255).round().astype(np.uint8)
+        return Image.fromarray(array).convert("RGB")
+    raise ImageError(
+        f"{what}: a generator must return a path, PIL image, numpy array or torch tensor, "
+        f"got {type(value).__name__}"
+    )
+
+
+class ImageGenerator(Protocol):
+    """Makes one image per prompt, each from the prompt's own seed."""
+
+    name: str
+
+    def generate(self, prompts: Sequence[Prompt]) -> list[Image.Image]:
+        """Images in the order of `prompts`."""
+        ...
+
+
+class SyntheticGenerator:
+    """Exactly n separate shapes per image: the weightless calibration stimulus."""
+
+    name = "synthetic"
+
+    def __init__(self, size: int = 256) -> None:
+        self.size = size
+
+    def generate(self, prompts: Sequence[Prompt]) -> list[Image.Image]:
+        from numgen.synthetic import draw_stimulus, shape_for
+
+        return [
+            draw_stimulus(p.target, p.image_seed, self.size, shape_for(p.object)) for p in prompts
+        ]
+
+
+class CallableGenerator:
+    """An API generator (DALL-E, a hosted model, an agent): `function(prompt, seed)` returns a
+    path, PIL image, numpy array or torch tensor."""
+
+    def __init__(self, function: Callable[[str, int], Any], name: str) -> None:
+        self.function = function
+        self.name = name
+
+    def generate(self, prompts: Sequence[Prompt]) -> list[Image.Image]:
+        return [
+            to_image(self.function(p.text, p.image_seed), f"image for {p.text!r}") for p in prompts
+        ]
+
+
+def load_callable(reference: str) -> Callable[[str, int], Any]:
+    """`package.module:function` -> the function."""
+    module_name, sep, attribute = reference.partition(":")
+    if not sep or not module_name or not attribute:
+        raise ValueError(f"generator callable must be 'module:function', got {reference!r}")
+    try:
+        function = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as error:
+        raise ValueError(f"generator callable {reference!r} cannot be loaded: {error}") from None
+    if not callable(function):
+        raise ValueError(f"generator callable {reference!r} is not callable")
+    return function  # type: ignore[no-any-return]
+
+
+@functools.cache
+def _load_pipeline(model_id: str, device: str, dtype: str) -> Any:
+    """The pipeline, loaded once per process for each (model, device, dtype)."""
+    from numgen.torch_utils import require, resolve_dtype, transformers_quietly
+
+    diffusers = require("diffusers")
+    log.info("loading %s on %s (%s)", model_id, device, dtype)
+    verbosity = diffusers.utils.logging.get_verbosity()
+    diffusers.utils.logging.set_verbosity_error()
+    diffusers.utils.logging.disable_progress_bar()
+    try:
+        with transformers_quietly():
+            pipeline = diffusers.AutoPipelineForText2Image.from_pretrained(
+                model_id, torch_dtype=resolve_dtype(dtype, device)
+            )
+    finally:
+        diffusers.utils.logging.set_verbosity(verbosity)
+        diffusers.utils.logging.enable_progress_bar()
+    pipeline.set_progress_bar_config(disable=True)
+    return pipeline.to(device)
+
+
+# Activation memory per image per megapixel for SD/SD3/FLUX-class pipelines at 16 bits: a
+# conservative figure (attention at 1024 x 1024 dominates); the OOM fallback halves anyway.
+BYTES_PER_MEGAPIXEL = 3 * 2**30
+
+
+def auto_batch_size(device: str, height: int, width: int, limit: int = 32) -> int:
+    """Images per call that fit the GPU's free memory (after the weights are loaded); 1 on
+    the CPU, where batching gains nothing."""
+    import torch
+
+    if not device.startswith("cuda"):
+        return 1
+    free, _total = torch.cuda.mem_get_info(torch.device(device))
+    per_image = BYTES_PER_MEGAPIXEL * height * width / 1e6
+    return max(1, min(limit, int(0.8 * free // per_image)))
+
+
+class DiffusersGenerator:
+    """Any diffusers text-to-image pipeline by model id or local path
+    (`AutoPipelineForText2Image`): Stable Diffusion 1.x/2.x/XL/3.x, FLUX, ..."""
+
+    def __init__(self, model_id: str, settings: GenerationSettings | None = None) -> None:
+        from numgen.torch_utils import resolve_device, resolve_dtype
+
+        if not model_id or not model_id.strip():
+            raise ValueError(f"generator model id is empty: {model_id!r}")
+        self.name = model_id
+        self.settings = settings or GenerationSettings()
+        self.device = resolve_device(self.settings.device)
+        resolve_dtype(self.settings.dtype, self.device)  # check before any GPU work
+        self.call_args = self.settings.for_model(model_id)
+        self.batch_size = self.settings.batch_size
+
+    def generate(self, prompts: Sequence[Prompt]) -> list[Image.Image]:
+        import torch
+
+        pipeline = _load_pipeline(self.name, self.device, self.settings.dtype)
+        if self.batch_size is None:
+            height = self.call_args.get("height") or 1024
+            width = self.call_args.get("width") or 1024
+            self.batch_size = auto_batch_size(self.device, height, width)
+            log.info("batch size %d for %s", self.batch_size, self.name)
+        images: list[Image.Image] = []
+        start = 0
+        while start < len(prompts):
+            batch = prompts[start : start + self.batch_size]
+            generators = [
+                torch.Generator(device="cpu" if self.device == "mps" else self.device).manual_seed(
+                    p.image_seed
+                )
+                for p in batch
+            ]
+            try:
+                output = pipeline(
+                    prompt=[p.text for p in batch],
+                    generator=generators,
+                    output_type="pil",
+                    **self.call_args,
+                )
+            except torch.cuda.OutOfMemoryError:
+                if self.batch_size == 1:
+                    raise
+                torch.cuda.empty_cache()
+                self.batch_size = max(1, self.batch_size // 2)
+                log.warning("out of GPU memory: batch size now %d", self.batch_size)
+                continue
+            images.extend(to_image(image) for image in output.images)
+            start += len(batch)
+        return images
+
+
+def make_generator(name: str, settings: GenerationSettings | None = None) -> ImageGenerator:
+    """`synthetic`, `callable:module:function`, or a diffusers model id / local path."""
+    if name == "synthetic":
+        return SyntheticGenerator()
+    if name.startswith("callable:"):
+        reference = name.removeprefix("callable:")
+        return CallableGenerator(load_callable(reference), name)
+    return DiffusersGenerator(name, settings)
+
+
+METADATA_KEYS = ("prompt", "prompt_id", "target", "object", "seed", "model")
+
+
+def save_png(image: Image.Image, path: Path, prompt: Prompt, model: str) -> None:
+    """Save `image` as PNG with its prompt, seed and model in text chunks; write to a temporary
+    name and rename, so a killed run never leaves half an image behind."""
+    info = PngImagePlugin.PngInfo()
+    values = {
+        "prompt": prompt.text,
+        "prompt_id": prompt.prompt_id,
+        "target": str(prompt.target),
+        "object": prompt.object,
+        "seed": str(prompt.image_seed),
+        "model": model,
+    }
+    for key in METADATA_KEYS:
+        info.add_text(key, values[key])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".png.partial")
+    image.save(partial, format="PNG", pnginfo=info)
+    partial.replace(path)
+
+
+def read_png_metadata(path: Path) -> dict[str, str]:
+    """The text chunks `save_png` wrote."""
+    with Image.open(path) as image:
+        return {key: str(image.info[key]) for key in METADATA_KEYS if key in image.info}

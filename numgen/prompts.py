@@ -1,0 +1,153 @@
+"""NumGen prompts: "An image with {n} {object}", every number equally represented.
+
+Pure: no I/O except the explicit `write_prompts`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, model_validator
+
+TEMPLATE = "An image with {n} {object}"
+
+# The reference's eleven objects, plural -> singular.
+OBJECTS: dict[str, str] = {
+    "apples": "apple",
+    "people": "person",
+    "human faces": "human face",
+    "dots": "dot",
+    "butterflies": "butterfly",
+    "triangles": "triangle",
+    "dogs": "dog",
+    "cars": "car",
+    "pencils": "pencil",
+    "shoes": "shoe",
+    "guitars": "guitar",
+}
+
+ExportFormat = Literal["json", "jsonl", "txt"]
+
+
+class PromptSpec(BaseModel):
+    """What to generate: the numbers, the objects, how many prompts per number, the seed."""
+
+    n_min: int = Field(1, ge=1, le=19)
+    """Smallest target numerosity."""
+    n_max: int = Field(10, ge=1, le=19)
+    """Largest target numerosity (the confusion matrix's generated axis stops at 20+)."""
+    per_number: int = Field(10, ge=1, le=100_000)
+    """Prompts for each number: every number is equally represented."""
+    objects: list[str] = Field(default_factory=lambda: list(OBJECTS))
+    """Objects, plural as in the prompt; unknown objects need a `singulars` entry."""
+    singulars: dict[str, str] = Field(default_factory=dict)
+    """Singular forms of objects outside the built-in list (used for n = 1)."""
+    seed: int = Field(0, ge=0)
+    """Seed of the object draw and of every image's generator seed."""
+
+    @model_validator(mode="after")
+    def _check(self) -> PromptSpec:
+        if self.n_min > self.n_max:
+            raise ValueError(f"n_min = {self.n_min} is larger than n_max = {self.n_max}")
+        if not self.objects:
+            raise ValueError("objects is empty: name at least one object")
+        for name in self.objects:
+            if not name.strip():
+                raise ValueError(f"objects contains an empty name: {self.objects!r}")
+            if name not in OBJECTS and name not in self.singulars:
+                raise ValueError(
+                    f"object {name!r} has no singular form: add singulars: {{{name!r}: ...}}"
+                )
+        return self
+
+    def singular(self, name: str) -> str:
+        return self.singulars.get(name) or OBJECTS[name]
+
+
+class Prompt(BaseModel):
+    """One prompt and everything needed to reproduce its image."""
+
+    prompt_id: str
+    """Stable id: a hash of (text, index within its number, seed)."""
+    index: int
+    """Position in the prompt list."""
+    target: int
+    """The number asked for."""
+    object: str
+    """The object, plural form ("apples")."""
+    text: str
+    """The prompt sent to the generator."""
+    image_seed: int
+    """Seed of this image's own random generator."""
+
+
+def prompt_text(n: int, plural: str, singular: str) -> str:
+    """The prompt for n objects: singular for n = 1."""
+    return TEMPLATE.format(n=n, object=singular if n == 1 else plural)
+
+
+def make_prompts(spec: PromptSpec) -> list[Prompt]:
+    """Every number n_min..n_max `per_number` times; objects are dealt round-robin from a seeded
+    shuffle so that each number sees every object as evenly as the counts allow. The result is
+    interleaved (1, 2, ..., 10, 1, 2, ...) so that a partial run still covers every number.
+
+    Args:
+        spec: the prompt specification.
+    """
+    rng = random.Random(spec.seed)
+    numbers = range(spec.n_min, spec.n_max + 1)
+    dealt: dict[int, list[str]] = {}
+    for n in numbers:
+        deck: list[str] = []
+        while len(deck) < spec.per_number:
+            round_ = list(spec.objects)
+            rng.shuffle(round_)
+            deck.extend(round_)
+        dealt[n] = deck[: spec.per_number]
+    prompts = []
+    for repeat in range(spec.per_number):
+        for n in numbers:
+            plural = dealt[n][repeat]
+            text = prompt_text(n, plural, spec.singular(plural))
+            digest = hashlib.blake2b(
+                f"{text}\x00{repeat}\x00{spec.seed}".encode(), digest_size=8
+            ).digest()
+            prompts.append(
+                Prompt(
+                    prompt_id=digest.hex(),
+                    index=len(prompts),
+                    target=n,
+                    object=plural,
+                    text=text,
+                    image_seed=int.from_bytes(digest[:4], "big"),
+                )
+            )
+    return prompts
+
+
+def format_prompts(prompts: Sequence[Prompt], fmt: ExportFormat) -> str:
+    """Prompts as a JSON array, JSON Lines (one object a line) or plain text (one prompt a line)."""
+    if fmt == "json":
+        return json.dumps([p.model_dump() for p in prompts], indent=2) + "\n"
+    if fmt == "jsonl":
+        return "".join(p.model_dump_json() + "\n" for p in prompts)
+    if fmt == "txt":
+        return "".join(p.text + "\n" for p in prompts)
+    raise ValueError(f"format must be json, jsonl or txt, got {fmt!r}")
+
+
+def write_prompts(
+    prompts: Sequence[Prompt], path: str | Path, fmt: ExportFormat | None = None
+) -> Path:
+    """Write prompts to `path`; the format defaults to the file's suffix."""
+    path = Path(path)
+    fmt = fmt or path.suffix.lstrip(".")  # type: ignore[assignment]
+    text = format_prompts(prompts, fmt)  # type: ignore[arg-type]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path

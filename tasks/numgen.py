@@ -1,0 +1,199 @@
+"""NumGen tasks: thin wrappers over `numgen/` and the store. One task per batch of images."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from numerate.progress import current as current_progress
+from numerate.store import Store
+from numgen.baselines import baseline_counts
+from numgen.config import NumGenConfig
+from numgen.detection import make_detector
+from numgen.generation import make_generator
+from numgen.metrics import confusion_matrix, per_target_accuracy, score
+from numgen.prompts import Prompt, make_prompts
+from numgen.runner import (
+    detect_batch,
+    detection_row,
+    generate_batch,
+    image_row,
+    read_manifest,
+    slug,
+)
+from tasks.store import code_version
+
+IMAGES_MANIFEST = "images.jsonl"
+DETECTIONS_MANIFEST = "detections.jsonl"
+
+
+def image_folder(config: NumGenConfig) -> Path:
+    """Images of one generator with one set of sampling settings."""
+    settings = config.generation.for_model(config.generator) if config.needs_images else None
+    return Path(config.images_dir) / "images" / slug(config.generator, settings)
+
+
+def annotated_folder(config: NumGenConfig) -> Path | None:
+    if not config.annotate:
+        return None
+    return image_folder(config) / "annotated" / slug(config.detector, config.detection.model_dump())
+
+
+def run_folder(config: NumGenConfig, run_id: str) -> Path:
+    """Where the GPU steps leave their manifests for the run (and the heatmap lands)."""
+    return Path(config.images_dir) / "runs" / run_id
+
+
+@task(cache_policy=NO_CACHE)
+async def open_numgen_run(config: dict[str, Any], db: str) -> str:
+    """Start a NumGen run in the store; returns its id."""
+    numgen = NumGenConfig.model_validate(config)
+    store = await asyncio.to_thread(Store.open, db)
+    run_id = f"numgen-{uuid.uuid4().hex[:12]}"
+    store.start_numgen_run(
+        run_id, numgen.kind, numgen.generator, numgen.detector_label, config, code_version()
+    )
+    return run_id
+
+
+@task(cache_policy=NO_CACHE)
+def build_prompts(config: dict[str, Any]) -> list[Prompt]:
+    """The run's prompts (deterministic in the prompt spec)."""
+    return make_prompts(NumGenConfig.model_validate(config).prompts)
+
+
+@task(cache_policy=NO_CACHE, retries=1)
+async def generate_images(config: dict[str, Any], prompts: list[Prompt]) -> list[dict[str, Any]]:
+    """Make (or find already made) the images of a batch of prompts."""
+    numgen = NumGenConfig.model_validate(config)
+    generator = make_generator(numgen.generator, numgen.generation)
+    rows = await asyncio.to_thread(generate_batch, generator, prompts, image_folder(numgen))
+    errors = sum(1 for r in rows if r["error"])
+    current_progress().advance(len(rows), errors=errors, cached=sum(r["cached"] for r in rows))
+    return rows
+
+
+@task(cache_policy=NO_CACHE, retries=1)
+async def detect_images(
+    config: dict[str, Any], images: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Count the objects in a batch of images."""
+    numgen = NumGenConfig.model_validate(config)
+    detector = make_detector(numgen.detector, numgen.detection, numgen.generation.device, "float32")
+    rows = await asyncio.to_thread(detect_batch, detector, images, annotated_folder(numgen))
+    current_progress().advance(len(rows), errors=sum(1 for r in rows if r["error"]))
+    return rows
+
+
+@task(cache_policy=NO_CACHE)
+async def answer_with_baseline(
+    config: dict[str, Any], prompts: list[Prompt], run_id: str, db: str
+) -> int:
+    """A baseline's counts, stored as if a detector had found them (no images)."""
+    numgen = NumGenConfig.model_validate(config)
+    counts = baseline_counts(numgen.generator, [p.target for p in prompts], numgen.prompts.seed)
+    images = [{**image_row(p, numgen.generator), "run_id": run_id} for p in prompts]
+    detections = []
+    for image, count in zip(images, counts, strict=True):
+        row = detection_row(image, "none", None, raw_count=count, count=count, overflow=False)
+        detections.append({**row, "run_id": run_id})
+    store = Store.open(db)
+    await asyncio.to_thread(store.put_numgen_rows, "numgen_images", _timestamps(images))
+    await asyncio.to_thread(store.put_numgen_rows, "numgen_detections", _timestamps(detections))
+    current_progress().advance(len(prompts))
+    return len(prompts)
+
+
+def _timestamps(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    from datetime import datetime
+
+    return [
+        {**r, "created_at": datetime.fromisoformat(r["created_at"])}
+        if isinstance(r.get("created_at"), str)
+        else r
+        for r in rows
+    ]
+
+
+@task(cache_policy=NO_CACHE)
+async def ingest_manifests(run_id: str, folder: str, db: str) -> int:
+    """Load the GPU steps' manifests into the store (idempotent); returns the images loaded."""
+    store = Store.open(db)
+    images = read_manifest(Path(folder) / IMAGES_MANIFEST)
+    detections = read_manifest(Path(folder) / DETECTIONS_MANIFEST)
+    await asyncio.to_thread(
+        store.put_numgen_rows, "numgen_images", [{**r, "run_id": run_id} for r in images]
+    )
+    await asyncio.to_thread(
+        store.put_numgen_rows, "numgen_detections", [{**r, "run_id": run_id} for r in detections]
+    )
+    return len(images)
+
+
+@task(cache_policy=NO_CACHE)
+async def score_run(run_id: str, config: dict[str, Any], db: str) -> dict[str, Any]:
+    """Confusion matrix and metrics of a run; stores them and draws the heatmap PNG."""
+    from numgen.heatmap import render_heatmap
+
+    numgen = NumGenConfig.model_validate(config)
+    store = Store.open(db)
+    rows = await asyncio.to_thread(
+        store.query,
+        "SELECT i.target, d.count FROM numgen_images i JOIN numgen_detections d "
+        "USING (run_id, prompt_id) WHERE i.run_id = ? AND d.count IS NOT NULL",
+        [run_id],
+    )
+    (errors,) = (
+        await asyncio.to_thread(
+            store.query,
+            "SELECT count(*) FROM numgen_images i LEFT JOIN numgen_detections d "
+            "USING (run_id, prompt_id) WHERE i.run_id = ? AND d.count IS NULL",
+            [run_id],
+        )
+    )[0]
+    design = range(numgen.prompts.n_min, numgen.prompts.n_max + 1)
+    cm = confusion_matrix([r[0] for r in rows], [r[1] for r in rows], design)
+    scores = score(cm)
+    sv = scores.scalar_variability
+    metrics = {
+        "run_id": run_id,
+        "generator": numgen.generator,
+        "detector": numgen.detector_label,
+        "n": scores.n,
+        "errors": int(errors),
+        "accuracy": scores.accuracy,
+        "ci_low": scores.accuracy_ci[0],
+        "ci_high": scores.accuracy_ci[1],
+        "mwe": scores.mwe,
+        "knower_level": scores.knower_level,
+        "human_correlation": scores.human_correlation,
+        "random_correlation": scores.random_correlation,
+        "sv_slope": sv.slope,
+        "sv_intercept": sv.intercept,
+        "sv_r_squared": sv.r_squared,
+        "sv_slope_se": sv.slope_se,
+        "sv_p_slope_is_1": sv.p_slope_is_1,
+        "sv_points": sv.points,
+        "zero_rate": scores.zero_rate,
+        "overflow_rate": scores.overflow_rate,
+        "confusion": json.dumps({"targets": list(cm.targets), "counts": cm.counts.tolist()}),
+    }
+    await asyncio.to_thread(store.put_numgen_rows, "numgen_metrics", [metrics])
+    targets = [{"run_id": run_id, **row} for row in per_target_accuracy(cm)]
+    await asyncio.to_thread(store.put_numgen_rows, "numgen_targets", targets)
+    heatmap = run_folder(numgen, run_id) / "confusion.png"
+    heatmap.parent.mkdir(parents=True, exist_ok=True)
+    render_heatmap(cm, f"{numgen.generator} / {numgen.detector_label} (n = {cm.n})").save(heatmap)
+    return {**scores.as_dict(), "errors": int(errors), "heatmap": str(heatmap)}
+
+
+@task(cache_policy=NO_CACHE)
+async def finish_numgen_run(run_id: str, db: str, status: str = "finished") -> None:
+    """Record how the run ended."""
+    await asyncio.to_thread(Store.open(db).set_numgen_status, run_id, status)
