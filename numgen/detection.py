@@ -17,6 +17,7 @@ from PIL import Image, ImageDraw
 from pydantic import BaseModel, Field
 
 from numgen.metrics import cap
+from numgen.torch_utils import ModelLoadError
 
 DEFAULT_DETECTOR = "IDEA-Research/grounding-dino-tiny"
 
@@ -157,10 +158,13 @@ def _load_grounding_dino(model_id: str, device: str, dtype: str) -> tuple[object
     with transformers_quietly():
         from transformers import AutoModelForZeroShotObjectDetection, AutoProcessor
 
-        processor = AutoProcessor.from_pretrained(model_id)
-        model = AutoModelForZeroShotObjectDetection.from_pretrained(
-            model_id, dtype=resolve_dtype(dtype, device)
-        )
+        try:
+            processor = AutoProcessor.from_pretrained(model_id)
+            model = AutoModelForZeroShotObjectDetection.from_pretrained(
+                model_id, dtype=resolve_dtype(dtype, device)
+            )
+        except (OSError, ValueError) as error:
+            raise ModelLoadError(f"cannot load detector {model_id!r}: {error}") from None
     return processor, model.to(device).eval()
 
 

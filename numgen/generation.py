@@ -170,7 +170,7 @@ def load_callable(reference: str) -> Callable[[str, int], Any]:
 @functools.cache
 def _load_pipeline(model_id: str, device: str, dtype: str) -> Any:
     """The pipeline, loaded once per process for each (model, device, dtype)."""
-    from numgen.torch_utils import require, resolve_dtype, transformers_quietly
+    from numgen.torch_utils import ModelLoadError, require, resolve_dtype, transformers_quietly
 
     diffusers = require("diffusers")
     log.info("loading %s on %s (%s)", model_id, device, dtype)
@@ -180,8 +180,10 @@ def _load_pipeline(model_id: str, device: str, dtype: str) -> Any:
     try:
         with transformers_quietly():
             pipeline = diffusers.AutoPipelineForText2Image.from_pretrained(
-                model_id, torch_dtype=resolve_dtype(dtype, device)
+                model_id, dtype=resolve_dtype(dtype, device)
             )
+    except (OSError, ValueError) as error:
+        raise ModelLoadError(f"cannot load generator {model_id!r}: {error}") from None
     finally:
         diffusers.utils.logging.set_verbosity(verbosity)
         diffusers.utils.logging.enable_progress_bar()

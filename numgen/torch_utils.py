@@ -18,6 +18,10 @@ class MissingExtraError(NumerateError):
     """A NumGen model backend was asked for without the `numgen` extra installed."""
 
 
+class ModelLoadError(NumerateError):
+    """A model id or path that cannot be loaded (unknown, not downloaded, not a model)."""
+
+
 def require(module: str) -> Any:
     """Import `module` or explain how to install it."""
     try:

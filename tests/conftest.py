@@ -10,6 +10,8 @@ _PREFECT_HOME = tempfile.mkdtemp(prefix="numerate-test-prefect-")
 os.environ.update(
     {
         "PREFECT_HOME": _PREFECT_HOME,
+        # a private Hugging Face cache: tests install tiny models into it (tests/numgen)
+        "HF_HOME": os.path.join(_PREFECT_HOME, "huggingface"),
         "DO_NOT_TRACK": "1",
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
         "PREFECT_LOGGING_LEVEL": "WARNING",

@@ -56,15 +56,32 @@ def deployed(prefect_server):
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "prefect", "worker", "start", "--pool", "cpu", "--type", "process"],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )  # fmt: skip
+    workers = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "prefect",
+                "worker",
+                "start",
+                "--pool",
+                pool,
+                "--type",
+                "process",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )  # fmt: skip
+        for pool in ("cpu", "gpu")
+    ]
     try:
         yield url
     finally:
-        stop(worker)
+        for worker in workers:
+            stop(worker)
 
 
 async def read(url, call):
@@ -125,6 +142,41 @@ def test_an_on_demand_run_lands_in_duckdb(deployed, tmp_path, fake_openai):
     assert rows == [("fake", "objects", 3), ("oracle", "objects", 3)]
     assert oracle == (1.0,)
     assert len(fake_openai.prompts()) == 3
+
+
+def test_numgen_sends_generation_and_detection_to_the_gpu_pool(deployed, tmp_path):
+    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
+    from prefect.deployments import run_deployment
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    db = tmp_path / "numgen.duckdb"
+    config = {"generator": "synthetic", "detector": "blobs", "prompts": {"per_number": 1},
+              "images_dir": str(tmp_path / "images")}  # fmt: skip
+    with temporary_settings(updates={PREFECT_API_URL: deployed}):
+        flow_run = run_deployment(
+            "numgen/numgen", parameters={"config": config, "db": str(db)}, timeout=150
+        )
+    assert flow_run.state.is_completed(), flow_run.state
+
+    async def gpu_runs(client):
+        found = {}
+        for name in ("numgen-generate/numgen-generate", "numgen-detect/numgen-detect"):
+            deployment = await client.read_deployment_by_name(name)
+            runs = await client.read_flow_runs(
+                deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[deployment.id]))
+            )
+            found[name] = [(r.work_pool_name, r.state.type.value) for r in runs]
+        return found
+
+    assert asyncio.run(read(deployed, gpu_runs)) == {
+        "numgen-generate/numgen-generate": [("gpu", "COMPLETED")],
+        "numgen-detect/numgen-detect": [("gpu", "COMPLETED")],
+    }
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        assert con.execute("SELECT n, accuracy FROM numgen_metrics").fetchall() == [(10, 1.0)]
+    finally:
+        con.close()
 
 
 def test_one_sweep_scales_out_over_a_dask_cluster(prefect_server, tmp_path):

@@ -110,7 +110,7 @@ def build_tiny_grounding_dino(folder: Path) -> None:
     (folder / "vocab.txt").write_text("\n".join(words) + "\n")
     processor = GroundingDinoProcessor(
         image_processor=GroundingDinoImageProcessorPil(
-            size={"shortest_edge": 64, "longest_edge": 64}
+            size={"shortest_edge": 128, "longest_edge": 128}
         ),
         tokenizer=BertTokenizer(str(folder / "vocab.txt")),
     )

@@ -1,0 +1,106 @@
+"""`numerate numgen ...` from the user's side."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from numerate.cli import app
+
+runner = CliRunner()
+
+
+def write_csv(path, rows, header="target,generated"):
+    path.write_text(header + "\n" + "".join(f"{t},{g}\n" for t, g in rows))
+    return path
+
+
+def test_score_prints_every_metric_as_json(tmp_path):
+    rows = [(t, t) for t in range(1, 11)] * 2 + [(3, 0), (9, "20+")]
+    result = runner.invoke(
+        app,
+        ["numgen", "score", "--responses", str(write_csv(tmp_path / "r.csv", rows)),
+         "--format", "json", "--heatmap", str(tmp_path / "cm.png")],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    metrics = json.loads(result.stdout)
+    for key in ("accuracy", "mwe", "knower_level", "human_correlation", "random_correlation",
+                "scalar_variability"):  # fmt: skip
+        assert key in metrics
+    assert metrics["n"] == 22 and metrics["accuracy"] == pytest.approx(20 / 22)
+    assert metrics["mwe"] == pytest.approx((1 + 11 / 9) / 22)  # 0 -> error 1; 20+ as 20
+    assert metrics["zero_rate"] == pytest.approx(1 / 22)
+    assert (tmp_path / "cm.png").stat().st_size > 0
+
+
+def test_score_as_a_table(tmp_path):
+    path = write_csv(tmp_path / "r.csv", [(1, 1), (2, 3)])
+    result = runner.invoke(app, ["numgen", "score", "--responses", str(path)])
+    assert result.exit_code == 0 and "| accuracy |" in result.stdout.replace(
+        " accuracy ", " accuracy |", 0
+    )
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [("target,count\n1,1\n", "missing generated"),
+     ("target,generated\n1,1\n2,many\n", "line 3: generated = 'many' is not a count"),
+     ("target,generated\n1,-2\n", "line 2: generated = -2 is negative"),
+     ("target,generated\n0,1\n", "line 2: target = 0 is outside 1..19"),
+     ("target,generated\n", "holds no responses")],
+)  # fmt: skip
+def test_score_names_the_bad_line_and_value(tmp_path, content, message):
+    path = tmp_path / "bad.csv"
+    path.write_text(content)
+    result = runner.invoke(app, ["numgen", "score", "--responses", str(path)])
+    assert result.exit_code == 2
+    assert message in result.stderr and result.stderr.startswith("error: ")
+
+
+def test_prompts_export(tmp_path):
+    out = tmp_path / "prompts.txt"
+    result = runner.invoke(
+        app, ["numgen", "prompts", "--count", "2", "--object", "apples", "--format", "txt",
+              "--out", str(out)],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    lines = out.read_text().splitlines()
+    assert len(lines) == 20 and lines[0] == "An image with 1 apple"
+    bad = runner.invoke(app, ["numgen", "prompts", "--object", "bananas"])
+    assert bad.exit_code == 2 and "'bananas' has no singular" in bad.stderr
+
+
+def test_a_bad_run_option_is_one_clear_line(tmp_path):
+    result = runner.invoke(app, ["numgen", "run", "--count", "0", "--db", str(tmp_path / "x.db")])
+    assert result.exit_code == 2
+    assert "prompts.per_number = 0" in result.stderr
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_run_then_report(tmp_path, db_path):
+    images = str(tmp_path / "images")
+    result = runner.invoke(
+        app, ["numgen", "run", "--count", "2", "--db", db_path, "--images-dir", images,
+              "--dispatch", "local"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "| 20 | 1.000 |" in result.stdout and "confusion.png" in result.stdout
+    baseline = runner.invoke(
+        app, ["numgen", "run", "--generator", "random", "--count", "5", "--db", db_path,
+              "--format", "json", "--dispatch", "local", "--images-dir", images],
+    )  # fmt: skip
+    assert baseline.exit_code == 0, baseline.output
+    assert json.loads(baseline.stdout)["knower_level"] == 0
+    heatmap = tmp_path / "latest.png"
+    report = runner.invoke(app, ["numgen", "report", "--db", db_path, "--heatmap", str(heatmap)])
+    assert report.exit_code == 0, report.output
+    header = report.stdout.splitlines()[2]
+    for column in ("Model", "Accuracy", "MWE", "Counting Level", "Weber's Law"):
+        assert column in header
+    assert "| synthetic | blobs | 1.000 |" in report.stdout
+    assert heatmap.exists()
+
+
+def test_report_without_results(tmp_path):
+    result = runner.invoke(app, ["numgen", "report", "--db", str(tmp_path / "none.duckdb")])
+    assert result.exit_code == 2 and "no results database" in result.stderr

@@ -1,0 +1,111 @@
+"""The numgen flow under the Prefect test harness, into a real DuckDB file."""
+
+import asyncio
+
+import duckdb
+import pytest
+
+from flows.numgen import numgen
+
+pytestmark = pytest.mark.usefixtures("prefect_harness")
+
+
+def run(config, db):
+    return asyncio.run(numgen(config, db, "local"))
+
+
+def query(db, sql):
+    con = duckdb.connect(db, read_only=True)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+def test_synthetic_stimuli_counted_by_blobs_score_100_percent(db_path, tmp_path):
+    config = {"generator": "synthetic", "detector": "blobs", "images_dir": str(tmp_path),
+              "prompts": {"per_number": 3}}  # fmt: skip
+    result = run(config, db_path)
+    assert (result["accuracy"], result["mwe"], result["knower_level"]) == (1.0, 0.0, 10)
+    assert result["n"] == 30 and result["errors"] == 0
+    run_id = result["run_id"]
+    assert query(db_path, "SELECT count(*), count(path) FROM numgen_images") == [(30, 30)]
+    assert query(db_path, "SELECT count(*) FROM numgen_detections WHERE count = raw_count") == [
+        (30,)
+    ]
+    [(status, kind)] = query(
+        db_path, f"SELECT status, kind FROM numgen_runs WHERE run_id = '{run_id}'"
+    )
+    assert (status, kind) == ("finished", "benchmark")
+    assert query(db_path, "SELECT model, counting_level FROM numgen_leaderboard") == [
+        ("synthetic", 10)
+    ]
+    assert query(db_path, "SELECT count(*), sum(correct) FROM numgen_targets") == [(10, 30)]
+    assert (tmp_path / "runs" / run_id / "confusion.png").exists()
+    assert len(list((tmp_path / "images").glob("synthetic*/annotated/*/*.png"))) == 30
+
+
+def test_the_random_baseline_needs_no_images(db_path, tmp_path):
+    config = {"generator": "random", "images_dir": str(tmp_path), "prompts": {"per_number": 50}}
+    result = run(config, db_path)
+    assert result["n"] == 500 and result["knower_level"] == 0
+    assert 0.0 <= result["accuracy"] < 0.12
+    assert query(db_path, "SELECT count(path), min(cached) FROM numgen_images") == [(0, False)]
+    assert query(db_path, "SELECT DISTINCT detector FROM numgen_detections") == [("none",)]
+
+
+def test_tiny_diffusers_and_grounding_dino_end_to_end(db_path, tmp_path, tiny_models):
+    config = {
+        **tiny_models,
+        "images_dir": str(tmp_path),
+        "prompts": {"per_number": 1, "n_max": 4},
+        "generation": {"steps": 2, "height": 32, "width": 32, "device": "cpu"},
+        "task_batch": 3,
+    }
+    result = run(config, db_path)
+    assert result["n"] + result["errors"] == 4
+    rows = query(
+        db_path,
+        "SELECT i.generator, i.width, d.detector, d.caption, d.count <= 20 FROM numgen_images i "
+        "JOIN numgen_detections d USING (run_id, prompt_id) ORDER BY i.prompt_index",
+    )
+    assert [r[:3] for r in rows] == [(tiny_models["generator"], 32, tiny_models["detector"])] * 4
+    assert all(r[4] for r in rows)
+    # a second run finds every image already made: nothing is generated twice
+    again = run(config, db_path)
+    cached = query(
+        db_path, f"SELECT bool_and(cached) FROM numgen_images WHERE run_id = '{again['run_id']}'"
+    )
+    assert cached == [(True,)]
+
+
+def test_calibration_runs_feed_the_calibration_view(db_path, tmp_path):
+    from numgen.config import calibration_config
+
+    config = calibration_config("blobs", per_number=2, images_dir=str(tmp_path))
+    run(config.model_dump(mode="json"), db_path)
+    rows = query(
+        db_path,
+        "SELECT detector, count(*), sum(correct), sum(n) FROM numgen_calibration GROUP BY 1",
+    )
+    assert rows == [("blobs", 10, 20, 20)]
+    assert query(db_path, "SELECT DISTINCT object FROM numgen_images") in (
+        [("dots",), ("triangles",)],
+        [("triangles",), ("dots",)],
+    )
+    assert query(db_path, "SELECT count(*) FROM numgen_leaderboard") == [(0,)]  # not a benchmark
+
+
+def test_a_broken_generator_marks_the_run_failed(db_path, tmp_path):
+    config = {"generator": "callable:tests.numgen.test_flow:unreachable", "detector": "blobs",
+              "images_dir": str(tmp_path), "prompts": {"per_number": 1, "n_max": 2}}  # fmt: skip
+    with pytest.raises(ConnectionError, match="unreachable"):
+        run(config, db_path)
+    from numerate.store import Store
+
+    Store.close_all()
+    assert query(db_path, "SELECT status FROM numgen_runs") == [("failed",)]
+
+
+def unreachable(text, seed):
+    raise ConnectionError("image API unreachable")

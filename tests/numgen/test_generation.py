@@ -1,0 +1,149 @@
+import numpy as np
+import pytest
+from PIL import Image
+
+from numgen.generation import (
+    CallableGenerator,
+    DiffusersGenerator,
+    GenerationSettings,
+    ImageError,
+    SyntheticGenerator,
+    make_generator,
+    read_png_metadata,
+    to_image,
+)
+from numgen.prompts import PromptSpec, make_prompts
+from numgen.runner import generate_batch
+from numgen.torch_utils import ModelLoadError
+
+
+def prompts(per_number=1, n_max=3, **values):
+    return make_prompts(PromptSpec(per_number=per_number, n_max=n_max, **values))
+
+
+def test_to_image_accepts_what_the_spec_allows(tmp_path):
+    torch = pytest.importorskip("torch")
+    pil = Image.new("RGB", (8, 6), (10, 20, 30))
+    pil.save(tmp_path / "a.png")
+    hwc = np.full((6, 8, 3), 20, dtype=np.uint8)
+    chw_float = np.full((3, 6, 8), 0.5, dtype=np.float32)
+    for value in (pil, tmp_path / "a.png", str(tmp_path / "a.png"), hwc, chw_float,
+                  torch.from_numpy(chw_float)[None]):  # fmt: skip
+        image = to_image(value)
+        assert image.mode == "RGB" and image.size == (8, 6)
+    assert to_image(chw_float).getpixel((0, 0)) == (128, 128, 128)
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [(np.zeros((2, 2, 2, 2)), "shape"), (np.full((4, 4, 3), np.nan), "NaN"),
+     (42, "got int")],
+)  # fmt: skip
+def test_to_image_rejects_what_is_not_an_image(value, message):
+    with pytest.raises(ImageError, match=message):
+        to_image(value, "image for 'An image with 2 dogs'")
+
+
+def test_a_corrupt_file_names_itself(tmp_path):
+    path = tmp_path / "broken.png"
+    path.write_bytes(b"not a png")
+    with pytest.raises(ImageError, match=r"broken\.png"):
+        to_image(path)
+
+
+def test_images_are_saved_with_their_prompt_and_found_again(tmp_path):
+    batch = prompts()
+    calls = []
+
+    class Counting(SyntheticGenerator):
+        def generate(self, ps):
+            calls.append(len(ps))
+            return super().generate(ps)
+
+    first = generate_batch(Counting(), batch, tmp_path)
+    assert [r["cached"] for r in first] == [False] * 3 and calls == [3]
+    meta = read_png_metadata(tmp_path / f"{batch[1].prompt_id}.png")
+    assert meta["prompt"] == batch[1].text and meta["seed"] == str(batch[1].image_seed)
+    assert meta["model"] == "synthetic" and meta["target"] == "2"
+    again = generate_batch(Counting(), batch, tmp_path)
+    assert [r["cached"] for r in again] == [True] * 3 and calls == [3]  # nothing made twice
+    assert not list(tmp_path.glob("*.partial"))
+
+
+def test_a_failing_image_is_recorded_and_the_rest_go_on(tmp_path):
+    def api(text, seed):
+        if "2 " in text:
+            raise RuntimeError("content filter")
+        return np.full((16, 16, 3), 255, dtype=np.uint8)
+
+    rows = generate_batch(CallableGenerator(api, "callable:api"), prompts(), tmp_path)
+    assert [r["error"] for r in rows] == [None, "RuntimeError: content filter", None]
+    assert rows[1]["path"] is None and rows[0]["width"] == 16
+
+
+def test_a_generator_that_fails_on_everything_raises(tmp_path):
+    def down(text, seed):
+        raise ConnectionError("endpoint unreachable")
+
+    with pytest.raises(ConnectionError, match="unreachable"):
+        generate_batch(CallableGenerator(down, "callable:down"), prompts(), tmp_path)
+
+
+def test_make_generator_loads_callables_by_reference():
+    assert make_generator("synthetic").name == "synthetic"
+    generator = make_generator("callable:tests.numgen.test_generation:white_square")
+    assert generator.generate(prompts(n_max=1))[0].size == (4, 4)
+    with pytest.raises(ValueError, match="'module:function'"):
+        make_generator("callable:nothing")
+    with pytest.raises(ValueError, match="cannot be loaded"):
+        make_generator("callable:tests.numgen.test_generation:missing")
+
+
+def white_square(text, seed):
+    return Image.new("RGB", (4, 4), "white")
+
+
+def test_settings_take_the_model_family_preset_unless_set():
+    flux = GenerationSettings().for_model("black-forest-labs/FLUX.1-schnell")
+    assert flux == {"num_inference_steps": 4, "guidance_scale": 0.0, "height": 1024, "width": 1024}
+    sd = GenerationSettings(steps=20).for_model("stabilityai/stable-diffusion-2-1")
+    assert sd["num_inference_steps"] == 20 and sd["guidance_scale"] == 7.5
+    assert GenerationSettings().for_model("my/own-model") == {}
+
+
+def test_bad_settings_are_refused_before_any_model_work():
+    with pytest.raises(ValueError, match="dtype must be one of"):
+        DiffusersGenerator("x/y", GenerationSettings(dtype="int8", device="cpu"))
+    with pytest.raises(ValueError, match="device"):
+        DiffusersGenerator("x/y", GenerationSettings(device="tpu"))
+    with pytest.raises(ValueError, match="empty"):
+        DiffusersGenerator(" ", GenerationSettings(device="cpu"))
+
+
+def tiny_settings(**values):
+    return GenerationSettings(steps=2, height=32, width=32, device="cpu", **values)
+
+
+def test_a_diffusers_pipeline_loads_by_model_id_offline(tiny_models):
+    generator = DiffusersGenerator(tiny_models["generator"], tiny_settings(batch_size=4))
+    batch = prompts(n_max=5)
+    images = generator.generate(batch)
+    assert [image.size for image in images] == [(32, 32)] * 5
+    assert len({image.tobytes() for image in images}) == 5
+
+
+def test_every_image_is_reproducible_alone_whatever_its_batch(tiny_models):
+    batch = prompts(n_max=4)
+    together = DiffusersGenerator(tiny_models["generator"], tiny_settings(batch_size=4)).generate(
+        batch
+    )
+    alone = DiffusersGenerator(tiny_models["generator"], tiny_settings(batch_size=1)).generate(
+        batch[2:3]
+    )
+    difference = np.abs(np.asarray(together[2], float) - np.asarray(alone[0], float))
+    assert difference.max() <= 2  # 8-bit rounding of the same image
+
+
+def test_an_unknown_generator_id_fails_clearly_offline(tiny_models):
+    with pytest.raises(ModelLoadError, match="cannot load generator 'no-such/model'"):
+        DiffusersGenerator("no-such/model", tiny_settings()).generate(prompts(n_max=1))

@@ -1,0 +1,61 @@
+import json
+from collections import Counter
+
+import pytest
+from pydantic import ValidationError
+
+from numgen.prompts import OBJECTS, PromptSpec, format_prompts, make_prompts, write_prompts
+
+
+def test_every_number_is_equally_represented_and_objects_are_dealt_evenly():
+    prompts = make_prompts(PromptSpec(per_number=22))
+    assert Counter(p.target for p in prompts) == {n: 22 for n in range(1, 11)}
+    for n in range(1, 11):
+        per_object = Counter(p.object for p in prompts if p.target == n)
+        assert set(per_object) == set(OBJECTS) and set(per_object.values()) == {2}
+    assert [p.target for p in prompts[:10]] == list(range(1, 11))  # interleaved
+
+
+def test_text_is_singular_for_one_and_plural_otherwise():
+    prompts = make_prompts(PromptSpec(per_number=1, objects=["human faces"], n_max=3))
+    assert [p.text for p in prompts] == [
+        "An image with 1 human face",
+        "An image with 2 human faces",
+        "An image with 3 human faces",
+    ]
+
+
+def test_the_same_seed_gives_the_same_prompts_and_seeds():
+    a, b = make_prompts(PromptSpec(seed=5)), make_prompts(PromptSpec(seed=5))
+    assert a == b
+    assert a != make_prompts(PromptSpec(seed=6))
+    assert len({p.image_seed for p in a}) == len(a)  # one image seed per prompt
+    assert len({p.prompt_id for p in a}) == len(a)
+
+
+def test_custom_objects_need_a_singular():
+    with pytest.raises(ValidationError, match="'bananas' has no singular"):
+        PromptSpec(objects=["bananas"])
+    spec = PromptSpec(objects=["bananas"], singulars={"bananas": "banana"}, per_number=1)
+    assert make_prompts(spec)[0].text == "An image with 1 banana"
+
+
+@pytest.mark.parametrize(
+    ("values", "field"),
+    [({"n_min": 0}, "n_min"), ({"n_max": 20}, "n_max"), ({"per_number": 0}, "per_number"),
+     ({"n_min": 5, "n_max": 3}, "n_min = 5"), ({"objects": []}, "objects is empty")],
+)  # fmt: skip
+def test_bad_specs_name_the_field(values, field):
+    with pytest.raises(ValidationError, match=field):
+        PromptSpec(**values)
+
+
+def test_exports(tmp_path):
+    prompts = make_prompts(PromptSpec(per_number=2))
+    assert json.loads(format_prompts(prompts, "json"))[0]["text"] == prompts[0].text
+    lines = format_prompts(prompts, "jsonl").splitlines()
+    assert [json.loads(line)["prompt_id"] for line in lines] == [p.prompt_id for p in prompts]
+    path = write_prompts(prompts, tmp_path / "prompts.txt")
+    assert path.read_text().splitlines() == [p.text for p in prompts]
+    with pytest.raises(ValueError, match="'pkl'"):
+        format_prompts(prompts, "pkl")  # type: ignore[arg-type]
