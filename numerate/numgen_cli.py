@@ -100,8 +100,20 @@ def _run_flow(config: Any, db: str, dispatch: str) -> dict[str, Any]:
         return name.rstrip("/").rsplit("/", 1)[-1][:24]
 
     label = f"numgen {short(config.generator)} / {short(config.detector_label)}"
-    with reporting_to(_terminal_progress(label)):
-        result = asyncio.run(numgen(config.model_dump(mode="json"), db, dispatch))  # type: ignore[arg-type]
+    try:
+        with reporting_to(_terminal_progress(label)):
+            result = asyncio.run(numgen(config.model_dump(mode="json"), db, dispatch))  # type: ignore[arg-type]
+    except KeyboardInterrupt:
+        typer.echo(
+            "interrupted: the images made so far are kept; run the same command again to "
+            "continue without making them twice",
+            err=True,
+        )
+        raise typer.Exit(130) from None
+    except (NumerateError, ValueError):
+        raise
+    except Exception as error:  # a generator or detector failing for every image
+        fail(f"NumGen run failed: {type(error).__name__}: {error}", code=1)
     _settle_prefect()
     return result
 

@@ -74,7 +74,7 @@ def deployed(prefect_server):
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
-        )  # fmt: skip
+        )
         for pool in ("cpu", "gpu")
     ]
     try:

@@ -101,6 +101,19 @@ def test_run_then_report(tmp_path, db_path):
     assert heatmap.exists()
 
 
+@pytest.mark.usefixtures("prefect_harness")
+def test_a_generator_failing_everywhere_is_one_error_line(tmp_path, db_path):
+    result = runner.invoke(
+        app, ["numgen", "run", "--generator", "callable:tests.numgen.test_flow:unreachable",
+              "--detector", "blobs", "--count", "1", "--db", db_path, "--dispatch", "local",
+              "--images-dir", str(tmp_path)],
+    )  # fmt: skip
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: NumGen run failed: ConnectionError: image API unreachable"
+    )
+
+
 def test_report_without_results(tmp_path):
     result = runner.invoke(app, ["numgen", "report", "--db", str(tmp_path / "none.duckdb")])
     assert result.exit_code == 2 and "no results database" in result.stderr

@@ -132,6 +132,17 @@ def test_a_diffusers_pipeline_loads_by_model_id_offline(tiny_models):
     assert len({image.tobytes() for image in images}) == 5
 
 
+def test_the_pipeline_loads_once_per_process(tiny_models):
+    from numgen.generation import _load_pipeline
+
+    settings = tiny_settings(batch_size=2)
+    DiffusersGenerator(tiny_models["generator"], settings).generate(prompts(n_max=2))
+    loads = _load_pipeline.cache_info().misses
+    for _ in range(3):  # new generator objects, as every Prefect task makes one
+        DiffusersGenerator(tiny_models["generator"], settings).generate(prompts(n_max=2))
+    assert _load_pipeline.cache_info().misses == loads
+
+
 def test_every_image_is_reproducible_alone_whatever_its_batch(tiny_models):
     batch = prompts(n_max=4)
     together = DiffusersGenerator(tiny_models["generator"], tiny_settings(batch_size=4)).generate(
