@@ -64,7 +64,7 @@ async def numgen_detect(config: dict[str, Any], run_dir: str) -> int:
     """Count the objects of every image in run_dir/images.jsonl (on a GPU worker); the rows go
     to run_dir/detections.jsonl."""
     numgen = NumGenConfig.model_validate(config)
-    images = read_manifest(Path(run_dir) / IMAGES_MANIFEST, parse_times=False)
+    images = read_manifest(Path(run_dir) / IMAGES_MANIFEST)
     current_progress().add_total(len(images))
     rows: list[dict[str, Any]] = []
     for start in range(0, len(images), numgen.task_batch):
@@ -122,8 +122,8 @@ async def numgen(
         dispatch: `deployments` sends generation and detection to their deployments on pool
             `gpu`; `local` runs them here; `auto` sends them when they are deployed.
     """
-    data = NumGenConfig.model_validate(config or {}).model_dump(mode="json")
-    numgen = NumGenConfig.model_validate(data)
+    numgen = NumGenConfig.model_validate(config or {})
+    data = numgen.model_dump(mode="json")
     db_path = db or os.environ.get("NUMERATE_DB") or DEFAULT_DB
     run_id = await open_numgen_run(data, db_path)
     try:

@@ -62,28 +62,18 @@ def _load_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def _metrics_frame(metrics: dict[str, Any]) -> Any:
+# The metrics a terminal shows: `NumGenScores.as_row()` names, as in numgen_metrics.
+SHOWN_METRICS = (
+    "n", "accuracy", "ci_low", "ci_high", "mwe", "knower_level", "human_correlation",
+    "random_correlation", "sv_slope", "sv_p_slope_is_1", "zero_rate", "overflow_rate",
+)  # fmt: skip
+
+
+def _metrics_frame(row: dict[str, Any]) -> Any:
+    """One row of metrics (`NumGenScores.as_row()` or a `numgen_metrics` row), shown columns."""
     import polars as pl
 
-    sv = metrics["scalar_variability"]
-    return pl.DataFrame(
-        [
-            {
-                "n": metrics["n"],
-                "accuracy": metrics["accuracy"],
-                "ci_low": metrics["accuracy_ci_low"],
-                "ci_high": metrics["accuracy_ci_high"],
-                "mwe": metrics["mwe"],
-                "knower_level": metrics["knower_level"],
-                "human_correlation": metrics["human_correlation"],
-                "random_correlation": metrics["random_correlation"],
-                "sv_slope": sv["slope"],
-                "sv_p_slope_is_1": sv["p_slope_is_1"],
-                "zero_rate": metrics["zero_rate"],
-                "overflow_rate": metrics["overflow_rate"],
-            }
-        ]
-    )
+    return pl.DataFrame([{name: row[name] for name in SHOWN_METRICS}])
 
 
 def _run_flow(config: Any, db: str, dispatch: str) -> dict[str, Any]:
@@ -221,7 +211,14 @@ def run(
     from numerate.report import render
 
     title = f"{numgen_config.generator} / {numgen_config.detector_label}: run {result['run_id']}"
-    typer.echo(render(_metrics_frame(result), "markdown", title=title), nl=False)
+    from numerate.store import Store
+
+    [stored] = Store.open(db).query(
+        f"SELECT {', '.join(SHOWN_METRICS)} FROM numgen_metrics WHERE run_id = ?",
+        [result["run_id"]],
+    )
+    row = dict(zip(SHOWN_METRICS, stored, strict=True))
+    typer.echo(render(_metrics_frame(row), "markdown", title=title), nl=False)
     typer.echo(f"errors: {result['errors']} images without a count")
     typer.echo(f"confusion matrix heatmap: {result['heatmap']}")
     if numgen_config.needs_images and numgen_config.detector != "blobs":
@@ -325,18 +322,18 @@ def score(
     except NumerateError as error:
         fail(str(error))
         return
-    metrics = score_matrix(cm).as_dict()
+    scores = score_matrix(cm)
     if heatmap:
         from numgen.heatmap import render_heatmap
 
         heatmap.parent.mkdir(parents=True, exist_ok=True)
         render_heatmap(cm, f"{responses.name} (n = {cm.n})").save(heatmap)
     if output == "json":
-        typer.echo(json.dumps(metrics, indent=2))
+        typer.echo(json.dumps(scores.as_dict(), indent=2))
         return
     from numerate.report import render
 
-    typer.echo(render(_metrics_frame(metrics), "markdown", title=str(responses)), nl=False)
+    typer.echo(render(_metrics_frame(scores.as_row()), "markdown", title=str(responses)), nl=False)
 
 
 @app.command()

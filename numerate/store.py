@@ -478,14 +478,16 @@ class Store:
         )
         return rows[0][0] if rows else None
 
-    def set_run_status(self, run_id: str, status: str) -> None:
-        """Record how a run ended; a finished run is also checkpointed into the database file,
-        so the run that wrote the data pays for merging it (not a later one) and readers get
-        one self-contained file."""
+    def set_run_status(self, run_id: str, status: str, table: str = "runs") -> None:
+        """Record how a run (of a sweep, or in `numgen_runs` of NumGen) ended; a finished run
+        is also checkpointed into the database file, so the run that wrote the data pays for
+        merging it (not a later one) and readers get one self-contained file."""
+        if table not in ("runs", "numgen_runs"):
+            raise ValueError(f"not a table of runs: {table!r}")
         finished = now() if status == "finished" else None
         with self.lock:
             self.con.execute(
-                "UPDATE runs SET status = ?, finished_at = ? WHERE run_id = ?",
+                f"UPDATE {table} SET status = ?, finished_at = ? WHERE run_id = ?",
                 [status, finished, run_id],
             )
             if status == "finished" and self.path != ":memory:":
@@ -582,14 +584,6 @@ class Store:
             self.con.execute(
                 "INSERT INTO numgen_runs VALUES (?, ?, ?, ?, ?, ?, 'running', ?, NULL)",
                 [run_id, kind, generator, detector, json.dumps(config), code_version, now()],
-            )
-
-    def set_numgen_status(self, run_id: str, status: str) -> None:
-        finished = now() if status == "finished" else None
-        with self.lock:
-            self.con.execute(
-                "UPDATE numgen_runs SET status = ?, finished_at = ? WHERE run_id = ?",
-                [status, finished, run_id],
             )
 
     def put_numgen_rows(self, table: str, rows: list[dict[str, Any]]) -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
@@ -56,10 +54,6 @@ class NumGenConfig(BaseModel):
     def detector_label(self) -> str:
         """The detector as results name it (`none` for baselines that answer directly)."""
         return self.detector if self.needs_images else "none"
-
-    def fingerprint(self) -> str:
-        data = self.model_dump(mode="json")
-        return hashlib.blake2b(json.dumps(data, sort_keys=True).encode(), digest_size=8).hexdigest()
 
 
 def calibration_config(

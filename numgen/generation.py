@@ -295,7 +295,8 @@ def save_png(image: Image.Image, path: Path, prompt: Prompt, model: str) -> None
     partial.replace(path)
 
 
-def read_png_metadata(path: Path) -> dict[str, str]:
-    """The text chunks `save_png` wrote."""
+def read_png_metadata(path: Path) -> tuple[dict[str, str], tuple[int, int]]:
+    """The text chunks `save_png` wrote, and the image's (width, height)."""
     with Image.open(path) as image:
-        return {key: str(image.info[key]) for key in METADATA_KEYS if key in image.info}
+        meta = {key: str(image.info[key]) for key in METADATA_KEYS if key in image.info}
+        return meta, image.size

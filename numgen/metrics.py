@@ -54,15 +54,6 @@ class ConfusionMatrix:
         totals = self.counts.sum(axis=1, keepdims=True)
         return np.divide(self.counts, totals, out=np.zeros(self.counts.shape), where=totals > 0)
 
-    def to_rows(self) -> list[dict[str, int]]:
-        """Long form: one dict (target, generated, count) per non-zero cell."""
-        return [
-            {"target": t, "generated": g, "count": int(self.counts[i, g])}
-            for i, t in enumerate(self.targets)
-            for g in COLUMNS
-            if self.counts[i, g]
-        ]
-
 
 def confusion_matrix(
     targets: Sequence[int], generated: Sequence[int], design: Iterable[int] | None = None
@@ -98,12 +89,16 @@ def _target_and_generated(cm: ConfusionMatrix) -> tuple[np.ndarray, np.ndarray, 
     return t, g, cm.counts.astype(float)
 
 
+def hits(cm: ConfusionMatrix) -> int:
+    """Images with exactly the target count."""
+    return sum(int(cm.counts[i, t]) for i, t in enumerate(cm.targets))
+
+
 def accuracy(cm: ConfusionMatrix) -> float | None:
     """Share of images with exactly the target count; None without images."""
     if cm.n == 0:
         return None
-    hits = sum(int(cm.counts[i, t]) for i, t in enumerate(cm.targets))
-    return hits / cm.n
+    return hits(cm) / cm.n
 
 
 def mean_weighted_error(cm: ConfusionMatrix) -> float | None:
@@ -291,18 +286,38 @@ class NumGenScores:
             "overflow_rate": self.overflow_rate,
         }
 
+    def as_row(self) -> dict[str, float | int | None]:
+        """The metrics flat, named as the columns of `numgen_metrics`."""
+        sv = self.scalar_variability
+        return {
+            "n": self.n,
+            "accuracy": self.accuracy,
+            "ci_low": self.accuracy_ci[0],
+            "ci_high": self.accuracy_ci[1],
+            "mwe": self.mwe,
+            "knower_level": self.knower_level,
+            "human_correlation": self.human_correlation,
+            "random_correlation": self.random_correlation,
+            "sv_slope": sv.slope,
+            "sv_intercept": sv.intercept,
+            "sv_r_squared": sv.r_squared,
+            "sv_slope_se": sv.slope_se,
+            "sv_p_slope_is_1": sv.p_slope_is_1,
+            "sv_points": sv.points,
+            "zero_rate": self.zero_rate,
+            "overflow_rate": self.overflow_rate,
+        }
+
 
 def score(cm: ConfusionMatrix) -> NumGenScores:
     """All metrics of a confusion matrix."""
     from numerate.stats import wilson_interval
 
     n = cm.n
-    acc = accuracy(cm)
-    hits = round(acc * n) if acc is not None else 0
     return NumGenScores(
         n=n,
-        accuracy=acc,
-        accuracy_ci=wilson_interval(hits, n),
+        accuracy=accuracy(cm),
+        accuracy_ci=wilson_interval(hits(cm), n),
         mwe=mean_weighted_error(cm),
         knower_level=knower_level(cm),
         human_correlation=human_correlation(cm),

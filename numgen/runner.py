@@ -56,15 +56,18 @@ def image_row(prompt: Prompt, generator: str, **values: Any) -> dict[str, Any]:
     }
 
 
-def _stored(path: Path, prompt: Prompt, generator: str) -> bool:
-    """An image on disk made from this prompt by this generator (a finished save)."""
+def _stored_size(path: Path, prompt: Prompt, generator: str) -> tuple[int, int] | None:
+    """(width, height) of the image on disk made from this prompt by this generator (a
+    finished save); None when there is none."""
     if not path.exists():
-        return False
+        return None
     try:
-        meta = read_png_metadata(path)
+        meta, size = read_png_metadata(path)
     except OSError:
-        return False
-    return meta.get("prompt_id") == prompt.prompt_id and meta.get("model") == generator
+        return None
+    if meta.get("prompt_id") != prompt.prompt_id or meta.get("model") != generator:
+        return None
+    return size
 
 
 def generate_batch(
@@ -80,8 +83,9 @@ def generate_batch(
     missing = []
     for prompt in prompts:
         path = folder / f"{prompt.prompt_id}.png"
-        if _stored(path, prompt, generator.name):
-            width, height = _size(path)
+        size = _stored_size(path, prompt, generator.name)
+        if size is not None:
+            width, height = size
             rows[prompt.prompt_id] = image_row(
                 prompt, generator.name, path=str(path), width=width, height=height, cached=True
             )
@@ -113,13 +117,6 @@ def generate_batch(
                 prompt, generator.name, path=str(path), width=image.width, height=image.height
             )
     return [rows[p.prompt_id] for p in prompts]
-
-
-def _size(path: Path) -> tuple[int, int]:
-    from PIL import Image
-
-    with Image.open(path) as image:
-        return image.size
 
 
 def detection_row(
@@ -169,13 +166,14 @@ def detect_batch(
         except ImageError as error:
             rows[image["prompt_id"]] = detection_row(image, detector.name, None, error=str(error))
     if readable:
+        if annotate_folder is not None:
+            annotate_folder.mkdir(parents=True, exist_ok=True)
         detections = detector.detect(
             [pil for _, pil in readable], [i["object"] for i, _ in readable]
         )
         for (image, pil), detection in zip(readable, detections, strict=True):
             annotated = None
             if annotate_folder is not None:
-                annotate_folder.mkdir(parents=True, exist_ok=True)
                 annotated = str(annotate_folder / f"{image['prompt_id']}.png")
                 annotate(pil, detection, image["object"]).save(annotated)
             rows[image["prompt_id"]] = detection_row(
@@ -193,14 +191,9 @@ def write_manifest(rows: Sequence[dict[str, Any]], path: Path) -> Path:
     return path
 
 
-def read_manifest(path: Path, parse_times: bool = True) -> list[dict[str, Any]]:
-    """Rows written by `write_manifest` (timestamps parsed unless told not to)."""
+def read_manifest(path: Path) -> list[dict[str, Any]]:
+    """Rows written by `write_manifest` (timestamps stay ISO strings: DuckDB casts them on
+    insert)."""
     if not path.exists():
         raise FileNotFoundError(f"NumGen manifest {path} is missing: did the GPU step run?")
-    rows = []
-    for line in path.read_text().splitlines():
-        row = json.loads(line)
-        if parse_times and "created_at" in row:
-            row["created_at"] = datetime.fromisoformat(row["created_at"])
-        rows.append(row)
-    return rows
+    return [json.loads(line) for line in path.read_text().splitlines()]

@@ -104,21 +104,10 @@ async def answer_with_baseline(
         row = detection_row(image, "none", None, raw_count=count, count=count, overflow=False)
         detections.append({**row, "run_id": run_id})
     store = Store.open(db)
-    await asyncio.to_thread(store.put_numgen_rows, "numgen_images", _timestamps(images))
-    await asyncio.to_thread(store.put_numgen_rows, "numgen_detections", _timestamps(detections))
+    await asyncio.to_thread(store.put_numgen_rows, "numgen_images", images)
+    await asyncio.to_thread(store.put_numgen_rows, "numgen_detections", detections)
     current_progress().advance(len(prompts))
     return len(prompts)
-
-
-def _timestamps(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    from datetime import datetime
-
-    return [
-        {**r, "created_at": datetime.fromisoformat(r["created_at"])}
-        if isinstance(r.get("created_at"), str)
-        else r
-        for r in rows
-    ]
 
 
 @task(cache_policy=NO_CACHE)
@@ -145,43 +134,21 @@ async def score_run(run_id: str, config: dict[str, Any], db: str) -> dict[str, A
     store = Store.open(db)
     rows = await asyncio.to_thread(
         store.query,
-        "SELECT i.target, d.count FROM numgen_images i JOIN numgen_detections d "
-        "USING (run_id, prompt_id) WHERE i.run_id = ? AND d.count IS NOT NULL",
+        "SELECT i.target, d.count FROM numgen_images i LEFT JOIN numgen_detections d "
+        "USING (run_id, prompt_id) WHERE i.run_id = ?",
         [run_id],
     )
-    (errors,) = (
-        await asyncio.to_thread(
-            store.query,
-            "SELECT count(*) FROM numgen_images i LEFT JOIN numgen_detections d "
-            "USING (run_id, prompt_id) WHERE i.run_id = ? AND d.count IS NULL",
-            [run_id],
-        )
-    )[0]
+    counted = [(target, count) for target, count in rows if count is not None]
+    errors = len(rows) - len(counted)  # images without a count: not made, or unreadable
     design = range(numgen.prompts.n_min, numgen.prompts.n_max + 1)
-    cm = confusion_matrix([r[0] for r in rows], [r[1] for r in rows], design)
+    cm = confusion_matrix([t for t, _ in counted], [c for _, c in counted], design)
     scores = score(cm)
-    sv = scores.scalar_variability
     metrics = {
         "run_id": run_id,
         "generator": numgen.generator,
         "detector": numgen.detector_label,
-        "n": scores.n,
-        "errors": int(errors),
-        "accuracy": scores.accuracy,
-        "ci_low": scores.accuracy_ci[0],
-        "ci_high": scores.accuracy_ci[1],
-        "mwe": scores.mwe,
-        "knower_level": scores.knower_level,
-        "human_correlation": scores.human_correlation,
-        "random_correlation": scores.random_correlation,
-        "sv_slope": sv.slope,
-        "sv_intercept": sv.intercept,
-        "sv_r_squared": sv.r_squared,
-        "sv_slope_se": sv.slope_se,
-        "sv_p_slope_is_1": sv.p_slope_is_1,
-        "sv_points": sv.points,
-        "zero_rate": scores.zero_rate,
-        "overflow_rate": scores.overflow_rate,
+        "errors": errors,
+        **scores.as_row(),
         "confusion": json.dumps({"targets": list(cm.targets), "counts": cm.counts.tolist()}),
     }
     await asyncio.to_thread(store.put_numgen_rows, "numgen_metrics", [metrics])
@@ -190,10 +157,10 @@ async def score_run(run_id: str, config: dict[str, Any], db: str) -> dict[str, A
     heatmap = run_folder(numgen, run_id) / "confusion.png"
     heatmap.parent.mkdir(parents=True, exist_ok=True)
     render_heatmap(cm, f"{numgen.generator} / {numgen.detector_label} (n = {cm.n})").save(heatmap)
-    return {**scores.as_dict(), "errors": int(errors), "heatmap": str(heatmap)}
+    return {**scores.as_dict(), "errors": errors, "heatmap": str(heatmap)}
 
 
 @task(cache_policy=NO_CACHE)
 async def finish_numgen_run(run_id: str, db: str, status: str = "finished") -> None:
     """Record how the run ended."""
-    await asyncio.to_thread(Store.open(db).set_numgen_status, run_id, status)
+    await asyncio.to_thread(Store.open(db).set_run_status, run_id, status, "numgen_runs")

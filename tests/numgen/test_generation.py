@@ -62,7 +62,8 @@ def test_images_are_saved_with_their_prompt_and_found_again(tmp_path):
 
     first = generate_batch(Counting(), batch, tmp_path)
     assert [r["cached"] for r in first] == [False] * 3 and calls == [3]
-    meta = read_png_metadata(tmp_path / f"{batch[1].prompt_id}.png")
+    meta, size = read_png_metadata(tmp_path / f"{batch[1].prompt_id}.png")
+    assert size == (256, 256)
     assert meta["prompt"] == batch[1].text and meta["seed"] == str(batch[1].image_seed)
     assert meta["model"] == "synthetic" and meta["target"] == "2"
     again = generate_batch(Counting(), batch, tmp_path)
