@@ -12,6 +12,7 @@ from prefect.concurrency.asyncio import concurrency
 from prefect.utilities.annotations import quote
 
 from numerate.config import ModelConfig, load_sweep_config, parse_sweep_config
+from numerate.env import startup_objects_frozen
 from numerate.plan import Completion, PlannedCase, generator_version
 from numerate.progress import current as current_progress
 from numerate.querying import close_clients
@@ -89,37 +90,39 @@ async def sweep(config: dict[str, Any], db: str | None = None, fresh: bool = Fal
         db: DuckDB file (default: the config's `db`, else results/numerate.duckdb).
         fresh: start a new run even if an unfinished run of the same sweep can be resumed.
     """
-    sweep_config = parse_sweep_config(config)
-    db_path = db or sweep_config.db or DEFAULT_DB
-    models = sweep_config.models
-    for warning in await check_endpoints([m.model_dump(mode="json") for m in models]):
-        get_run_logger().warning(warning)
-    run_id = await open_run(sweep_config.model_dump(mode="json"), db_path, fresh)
-    version = generator_version()
-    planned = [
-        case
-        for manifold in sweep_config.manifolds
-        for case in generate_cases(manifold.model_dump(mode="json"), sweep_config.seed, version)
-    ]
-    current_progress().add_total(len(planned) * len(models))
-    try:
-        await asyncio.gather(
-            store_cases(quote(planned), db_path),  # while the first batches are queried
-            *(
-                within_endpoint_limit(
-                    m, evaluate_model(m, planned, run_id, db_path, sweep_config.batch_size)
-                )
-                for m in models
-            ),
-        )
-    finally:
-        await close_clients()
-    await aggregate_run(run_id, db_path)
-    await finish_run(run_id, db_path)
-    if sweep_config.results_dir:
-        await publish_shards(run_id, db_path, sweep_config.results_dir)
-    await release_database(db_path)
-    return run_id
+    # the garbage collector walks the sweep's objects, not all of Prefect's (numerate.env)
+    with startup_objects_frozen():
+        sweep_config = parse_sweep_config(config)
+        db_path = db or sweep_config.db or DEFAULT_DB
+        models = sweep_config.models
+        for warning in await check_endpoints([m.model_dump(mode="json") for m in models]):
+            get_run_logger().warning(warning)
+        run_id = await open_run(sweep_config.model_dump(mode="json"), db_path, fresh)
+        version = generator_version()
+        planned = [
+            case
+            for manifold in sweep_config.manifolds
+            for case in generate_cases(manifold.model_dump(mode="json"), sweep_config.seed, version)
+        ]
+        current_progress().add_total(len(planned) * len(models))
+        try:
+            await asyncio.gather(
+                store_cases(quote(planned), db_path),  # while the first batches are queried
+                *(
+                    within_endpoint_limit(
+                        m, evaluate_model(m, planned, run_id, db_path, sweep_config.batch_size)
+                    )
+                    for m in models
+                ),
+            )
+        finally:
+            await close_clients()
+        await aggregate_run(run_id, db_path)
+        await finish_run(run_id, db_path)
+        if sweep_config.results_dir:
+            await publish_shards(run_id, db_path, sweep_config.results_dir)
+        await release_database(db_path)
+        return run_id
 
 
 @flow(name="nightly-sweep")

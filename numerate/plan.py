@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -15,23 +14,39 @@ from manifolds.grading import Outcome
 from numerate.config import ManifoldSweep, ModelConfig
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PlannedCase:
-    """A case of a sweep, with what the pipeline needs to store and aggregate it.
+    """A case of a sweep: its `cases` row, with what the pipeline needs to send and grade it.
 
-    The case travels as its JSON text (cheap to cache and to read back from Prefect's result
-    storage) and is parsed once, when first needed.
+    A sweep holds all of its cases at once, so a planned case is flat: plain fields, and the
+    full case as its JSON text (cheap to cache and to read back from Prefect's result storage),
+    parsed only where a manifold needs it. Holding parsed cases (a dozen objects each) made
+    Python's garbage collector walk them again and again: it cost more than grading.
     """
 
     case_id: str
     manifold: str
     point_key: str
     chance: float
+    params: str
+    """The generation parameters as JSON, keys sorted."""
+    seed: int
+    index: int
+    input: str
+    target: str
     case_json: str
 
-    @cached_property
+    @property
     def case(self) -> CaseBase:
+        """The full case, parsed from its JSON at each call (keep it while you need it)."""
         return registry.get(self.manifold).case_model.model_validate_json(self.case_json)
+
+    @classmethod
+    def of(cls, case: CaseBase, case_id: str, point_key: str, chance: float) -> PlannedCase:
+        return cls(
+            case_id, case.manifold, point_key, chance, json.dumps(case.params, sort_keys=True),
+            case.seed, case.index, case.input, case.target, case.model_dump_json(),
+        )  # fmt: skip
 
 
 def case_id(manifold: str, seed: int, index: int) -> str:
@@ -48,26 +63,21 @@ def plan_manifold(sweep: ManifoldSweep, base_seed: int) -> list[PlannedCase]:
         seed = point_seed(spec.name, params, base_seed)
         for index in range(sweep.count):
             case = spec.generate(params, seed, index)
-            planned.append(
-                PlannedCase(
-                    case_id(spec.name, seed, index), spec.name, key, chance, case.model_dump_json()
-                )
-            )
+            planned.append(PlannedCase.of(case, case_id(spec.name, seed, index), key, chance))
     return planned
 
 
 def case_row(planned: PlannedCase) -> dict[str, Any]:
     """The `cases` table row of a planned case."""
-    case = planned.case
     return {
         "case_id": planned.case_id,
         "manifold": planned.manifold,
         "point_key": planned.point_key,
-        "params": json.dumps(case.params, sort_keys=True),
-        "seed": case.seed,
-        "case_index": case.index,
-        "input": case.input,
-        "target": case.target,
+        "params": planned.params,
+        "seed": planned.seed,
+        "case_index": planned.index,
+        "input": planned.input,
+        "target": planned.target,
         "chance": planned.chance,
         "data": planned.case_json,
     }
@@ -88,9 +98,9 @@ def generator_version() -> str:
 # ---------------------------------------------------------------------------- requests
 
 
-def messages_for(model: ModelConfig, case: CaseBase) -> list[dict[str, str]]:
+def messages_for(model: ModelConfig, planned: PlannedCase) -> list[dict[str, str]]:
     """The chat messages sent for a case."""
-    messages = [{"role": "user", "content": case.input}]
+    messages = [{"role": "user", "content": planned.input}]
     if model.system_prompt:
         messages.insert(0, {"role": "system", "content": model.system_prompt})
     return messages
@@ -109,7 +119,7 @@ def request_hash(model_id: str, messages: list[dict[str, str]], sampling: dict[s
 # ---------------------------------------------------------------------------- grading
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Completion:
     """What came back for one request: an answer, or the error that ended its retries."""
 

@@ -223,7 +223,7 @@ class BaselineAnswerer:
                      request_id: str) -> Completion:  # fmt: skip
         started = time.monotonic()
         if self.kind == "oracle":
-            text = f"Answer: {planned.case.target}"
+            text = f"Answer: {planned.target}"
         else:
             rng = random.Random(request_id)
             text = f"Answer: {registry.get(planned.manifold).guess(planned.case, rng)}"
@@ -349,7 +349,7 @@ async def query_cases(
     by_case: dict[str, str] = {}
     requests: dict[str, tuple[PlannedCase, list[dict[str, str]]]] = {}
     for item in planned:
-        messages = messages_for(model, item.case)
+        messages = messages_for(model, item)
         key = request_hash(model.model, messages, sampling)
         by_case[item.case_id] = key
         requests.setdefault(key, (item, messages))

@@ -1,6 +1,7 @@
 """The query engine against the loopback endpoint: retries, outcomes, cache, concurrency."""
 
 import asyncio
+import dataclasses
 import random
 import time
 from collections import defaultdict
@@ -81,7 +82,7 @@ def test_backoff_grows_with_jitter_and_a_cap():
 
 def test_every_outcome_is_recorded(fake_openai, db_path):
     planned = planned_cases(6)
-    targets = {p.case.input: p.case.target for p in planned}
+    targets = {p.input: p.target for p in planned}
     inputs = list(targets)
     behaviour = {
         inputs[0]: lambda: Reply(content=f"Answer: {targets[inputs[0]]}"),  # correct
@@ -95,7 +96,7 @@ def test_every_outcome_is_recorded(fake_openai, db_path):
     model = endpoint(fake_openai)
     completions = run_query(model, planned, db_path)
     outcomes = {
-        p.case.input: g["outcome"]
+        p.input: g["outcome"]
         for p, g in zip(planned, grades(model, planned, completions).values(), strict=True)
     }
     assert [outcomes[i] for i in inputs] == [
@@ -106,7 +107,7 @@ def test_every_outcome_is_recorded(fake_openai, db_path):
         sent[prompt] += 1
     assert sent[inputs[4]] == 1  # a 400 is never retried
     assert sent[inputs[5]] == 1 + model.max_retries
-    errors = {p.case.input: completions[p.case_id].error for p in planned}
+    errors = {p.input: completions[p.case_id].error for p in planned}
     assert errors[inputs[4]].startswith("HTTP 400") and "bad request" in errors[inputs[4]]
     assert errors[inputs[5]].startswith("HTTP 500")
     # errors are not cached: only the four answered requests are stored
@@ -121,7 +122,7 @@ def test_429_honours_retry_after_then_succeeds(fake_openai, db_path):
         calls.append(time.monotonic())
         if len(calls) == 1:
             return Reply(status=429, headers={"Retry-After": "0.3"})
-        return Reply(content=f"Answer: {planned[0].case.target}")
+        return Reply(content=f"Answer: {planned[0].target}")
 
     fake_openai.responder = responder
     model = endpoint(fake_openai)
@@ -161,10 +162,7 @@ def test_a_second_query_sends_nothing(fake_openai, db_path):
 
 def test_identical_requests_are_sent_once(fake_openai, db_path):
     planned = planned_cases(3)
-    duplicated = planned + [
-        p.__class__(p.case_id + "-copy", p.manifold, p.point_key, p.chance, p.case_json)
-        for p in planned
-    ]
+    duplicated = planned + [dataclasses.replace(p, case_id=p.case_id + "-copy") for p in planned]
     completions = run_query(endpoint(fake_openai), duplicated, db_path)
     assert len(fake_openai.prompts()) == 3
     assert len(completions) == 6

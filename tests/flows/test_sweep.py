@@ -1,6 +1,7 @@
 """The sweep flow under a Prefect test harness, against baselines and the loopback endpoint."""
 
 import asyncio
+import gc
 import logging
 
 import pytest
@@ -56,6 +57,7 @@ def test_baselines_oracle_is_perfect_and_random_sits_at_chance(db_path):
             low, high = wilson_interval(correct, n, z=3.29)
             assert low <= chance <= high, (manifold, accuracy, chance)
     assert store.query("SELECT status FROM runs WHERE run_id = ?", [run_id])[0][0] == "finished"
+    assert gc.get_freeze_count() == 0  # the sweep gave its frozen objects back to the collector
     leaderboard = store.query("SELECT model FROM leaderboard WHERE sweep_name = 'test'")
     assert [r[0] for r in leaderboard] == ["oracle", "random"]
 

@@ -1,0 +1,80 @@
+"""Planning: flat planned cases that agree with the cases they stand for; the collector setting
+a sweep runs under."""
+
+import gc
+import json
+import pickle
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from manifolds import registry
+from numerate.config import parse_sweep_config
+from numerate.env import startup_objects_frozen
+from numerate.plan import case_row, plan_manifold
+
+MANIFOLD_GRIDS = {
+    "objects": {"length": [2, 7], "distractor_count": [0, 3]},
+    "shuffle": {"length": [3, 5]},
+    "sequence": {"seq_length": [1, 3]},
+}
+
+
+def planned(manifold, seed, count=3):
+    config = parse_sweep_config(
+        {
+            "name": "t",
+            "models": [{"name": "b", "model": "baseline:oracle"}],
+            "manifolds": [{"manifold": manifold, "count": count, "grid": MANIFOLD_GRIDS[manifold]}],
+        }
+    )
+    return plan_manifold(config.manifolds[0], seed)
+
+
+@settings(max_examples=20, deadline=None)
+@given(manifold=st.sampled_from(sorted(MANIFOLD_GRIDS)), seed=st.integers(0, 2**31))
+def test_a_planned_case_carries_the_fields_of_the_case_it_stands_for(manifold, seed):
+    for item in planned(manifold, seed):
+        case = item.case
+        fresh = registry.get(manifold).generate(
+            registry.get(manifold).params(**case.params), case.seed, case.index
+        )
+        assert case == fresh  # the JSON text round-trips to the generated case
+        assert (item.manifold, item.seed, item.index) == (case.manifold, case.seed, case.index)
+        assert (item.input, item.target) == (case.input, case.target)
+        assert json.loads(item.params) == case.params
+        row = case_row(item)
+        assert row["params"] == json.dumps(case.params, sort_keys=True)
+        assert (row["case_index"], row["data"]) == (case.index, item.case_json)
+
+
+def test_planned_cases_survive_pickling_as_prefects_result_storage_does():
+    cases = planned("objects", 5)
+    assert pickle.loads(pickle.dumps(cases)) == cases
+
+
+def test_planned_cases_hold_no_parsed_case():
+    item = planned("shuffle", 1, count=1)[0]
+    assert item.case is not item.case  # parsed at each call, never kept
+    assert not hasattr(item, "__dict__")
+
+
+def test_objects_stay_frozen_until_the_outermost_block_ends():
+    if gc.get_freeze_count():
+        pytest.skip("something else froze objects in this process")
+    with startup_objects_frozen():
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        with startup_objects_frozen():
+            assert gc.get_freeze_count() >= frozen
+        assert gc.get_freeze_count() >= frozen
+    assert gc.get_freeze_count() == 0
+
+
+def test_an_error_inside_the_block_unfreezes():
+    if gc.get_freeze_count():
+        pytest.skip("something else froze objects in this process")
+    with pytest.raises(RuntimeError), startup_objects_frozen():
+        raise RuntimeError("boom")
+    assert gc.get_freeze_count() == 0
