@@ -26,6 +26,8 @@ KNOWER_HIT_RATE = 0.67
 """An n-knower gives n when asked for n at least this often ..."""
 KNOWER_FALSE_RATIO = 0.5
 """... and gives n for other targets at most this fraction as often."""
+FIT_TOLERANCE = 1e-9
+"""Relative size below which a regression's residuals are rounding noise (an exact fit)."""
 
 
 def cap(count: int) -> int:
@@ -246,10 +248,15 @@ def scalar_variability(cm: ConfusionMatrix) -> ScalarVariability:
     r_squared = 1.0 - ss_res / ss_tot if ss_tot > 0 else None
     if k < 3:
         return ScalarVariability(float(slope), float(intercept), r_squared, None, None, k)
-    se = math.sqrt(ss_res / (k - 2) / float(((x - x.mean()) ** 2).sum()))
-    if se == 0:
-        p = 0.0 if slope != 1 else 1.0
+    # Residuals at the level of floating-point rounding mean an exact fit: their size is
+    # noise (it differs between BLAS builds), so the t statistic would be noise divided by
+    # noise. Treat such a fit as exact and compare the slope with 1 within the same tolerance.
+    noise = FIT_TOLERANCE * max(1.0, float(np.abs(y).max()))
+    if math.sqrt(ss_res / (k - 2)) <= noise:
+        slope, se = float(slope), 0.0
+        p = 1.0 if abs(slope - 1) <= FIT_TOLERANCE else 0.0
     else:
+        se = math.sqrt(ss_res / (k - 2) / float(((x - x.mean()) ** 2).sum()))
         p = float(2 * stats.t.sf(abs((slope - 1) / se), df=k - 2))
     return ScalarVariability(float(slope), float(intercept), r_squared, se, p, k)
 

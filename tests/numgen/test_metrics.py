@@ -141,6 +141,39 @@ def test_scalar_variability_by_hand():
     assert sv.slope == pytest.approx(0.0, abs=1e-12) and sv.p_slope_is_1 < 1e-9
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    scale=st.floats(0.05, 20.0),
+    exponent=st.sampled_from([0.0, 0.5, 1.0, 1.5]),
+    means=st.lists(st.floats(0.5, 18.0), min_size=3, max_size=8, unique=True).filter(
+        lambda m: max(m) - min(m) > 0.1
+    ),
+)
+def test_an_exact_fit_is_judged_on_its_slope_not_on_rounding_noise(scale, exponent, means):
+    """sd = scale * mean^exponent exactly: the fit is exact whatever the BLAS, so p is 1 for
+    slope 1 and 0 for any other slope (never an arbitrary value from noise / noise)."""
+    cm = ConfusionMatrix((1,), np.zeros((1, 21), dtype=int))  # replaced by the moments below
+    moments = [(i + 1, 2, m, scale * m**exponent) for i, m in enumerate(sorted(means))]
+    import numgen.metrics as metrics
+
+    original = metrics.row_moments
+    metrics.row_moments = lambda _cm: moments
+    try:
+        sv = scalar_variability(cm)
+    finally:
+        metrics.row_moments = original
+    assert sv.slope == pytest.approx(exponent, abs=1e-9)
+    assert sv.slope_se == 0.0
+    assert sv.p_slope_is_1 == (1.0 if exponent == 1.0 else 0.0)
+
+
+def test_a_noisy_fit_still_gets_a_t_test():
+    # sd roughly proportional to the mean, with scatter: a real p-value strictly inside (0, 1)
+    cm = matrix({2: {1: 1, 3: 1}, 4: {2: 1, 5: 1}, 8: {4: 1, 12: 1}, 9: {6: 1, 12: 1}})
+    sv = scalar_variability(cm)
+    assert sv.slope_se > 1e-6 and 0.0 < sv.p_slope_is_1 < 1.0
+
+
 def test_scalar_variability_needs_three_targets_for_its_test():
     sv = scalar_variability(matrix({2: {1: 1, 3: 1}, 4: {2: 1, 6: 1}}))
     assert sv.slope == pytest.approx(1.0) and sv.p_slope_is_1 is None and sv.points == 2
