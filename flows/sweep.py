@@ -13,8 +13,9 @@ from prefect.utilities.annotations import quote
 
 from numerate.config import ModelConfig, load_sweep_config, parse_sweep_config
 from numerate.env import startup_objects_frozen
-from numerate.plan import Completion, PlannedCase, generator_version
+from numerate.plan import Completion, PlannedCase
 from numerate.progress import current as current_progress
+from numerate.provenance import generator_label
 from numerate.querying import close_clients
 from tasks.aggregate import aggregate_run
 from tasks.generate import generate_cases
@@ -44,7 +45,7 @@ async def evaluate_model(
         await store_responses(quote(rows), db)
 
     storing: list[asyncio.Task[None]] = []
-    querying: deque[tuple[Any, asyncio.Task[dict[str, Completion]]]] = deque()
+    querying: deque[tuple[Any, asyncio.Task[dict[tuple[str, int], Completion]]]] = deque()
 
     async def collect_oldest() -> None:
         batch, query = querying.popleft()
@@ -98,13 +99,14 @@ async def sweep(config: dict[str, Any], db: str | None = None, fresh: bool = Fal
         for warning in await check_endpoints([m.model_dump(mode="json") for m in models]):
             get_run_logger().warning(warning)
         run_id = await open_run(sweep_config.model_dump(mode="json"), db_path, fresh)
-        version = generator_version()
         planned = [
             case
-            for manifold in sweep_config.manifolds
-            for case in generate_cases(manifold.model_dump(mode="json"), sweep_config.seed, version)
+            for entry in sweep_config.manifolds
+            for case in generate_cases(
+                entry.model_dump(mode="json"), sweep_config.seed, generator_label(entry.manifold)
+            )
         ]
-        current_progress().add_total(len(planned) * len(models))
+        current_progress().add_total(len(planned) * sum(m.sampling.samples for m in models))
         try:
             await asyncio.gather(
                 store_cases(quote(planned), db_path),  # while the first batches are queried

@@ -255,6 +255,15 @@ OBJECT_ANCHORS = (
     AnchorFormat.HEX,
 )
 
+# Items a person could count in another category than their own: never a distractor when
+# that category is asked about ("How many pieces of clothing?" next to two gloves).
+COUNTABLE_AS: dict[str, frozenset[str]] = {
+    "glove": frozenset({"clothing"}),
+    "helmet": frozenset({"clothing"}),
+    "bat": frozenset({"animals"}),
+    "ruler": frozenset({"tools"}),
+}
+
 _SIZES = sorted(len(c.items) for c in CATEGORIES.values())
 MAX_QUANTITY = 1000
 
@@ -309,7 +318,7 @@ class ObjectCountingGenerationParams(BaseModel):
                 f"target group(s) are sure to offer (at most {most_targets})"
             )
         others = len(CATEGORIES) - self.target_groups
-        most_distractors = _fewest_items(others)
+        most_distractors = _fewest_items(others) - len(COUNTABLE_AS)
         if self.distractor_count > most_distractors:
             raise ValueError(
                 f"distractor_count={self.distractor_count} needs more distinct items than "
@@ -377,12 +386,18 @@ def generate(
     target_keys = rng.sample(keys, params.target_groups)
     other_keys = [k for k in keys if k not in target_keys]
 
-    def draw(category_keys: list[str], n: int) -> list[tuple[str, Item]]:
-        pool = [(k, item) for k in category_keys for item in CATEGORIES[k].items]
+    def draw(category_keys: list[str], n: int, exclude: set[str]) -> list[tuple[str, Item]]:
+        pool = [
+            (k, item)
+            for k in category_keys
+            for item in CATEGORIES[k].items
+            if not COUNTABLE_AS.get(item.name, frozenset()) & exclude
+        ]
         return rng.sample(pool, n)
 
-    chosen = [(key, item, True) for key, item in draw(target_keys, params.length)]
-    chosen += [(key, item, False) for key, item in draw(other_keys, params.distractor_count)]
+    chosen = [(key, item, True) for key, item in draw(target_keys, params.length, set())]
+    distractors = draw(other_keys, params.distractor_count, set(target_keys))
+    chosen += [(key, item, False) for key, item in distractors]
     rng.shuffle(chosen)  # distractors anywhere in the list, no positional cue
 
     items: list[CountedItem] = []
@@ -454,3 +469,21 @@ def grade(case: ObjectCountingTestCaseResult, output: str) -> Grade:
 DESCRIPTION = "Object Counting: count the items of target categories among distractors"
 PARAMS = ObjectCountingGenerationParams
 CASE = ObjectCountingTestCaseResult
+
+
+# The trivial strategy a benchmark must beat (baseline:heuristic): the grid point's most common
+# total, learnt from reference cases of the same point. It needs no reading of the case.
+HEURISTIC = "the most common total of the grid point"
+
+
+def heuristic_prior(reference: list[ObjectCountingTestCaseResult]) -> int:
+    """The most common target total among reference cases of a grid point (ties: smallest)."""
+    totals: dict[int, int] = {}
+    for case in reference:
+        totals[case.target_count] = totals.get(case.target_count, 0) + 1
+    return min(totals, key=lambda total: (-totals[total], total)) if totals else 0
+
+
+def heuristic(case: ObjectCountingTestCaseResult, prior: int) -> str:
+    """The answer of the trivial strategy: the point's most common total, whatever the case."""
+    return str(prior)

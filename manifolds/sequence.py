@@ -396,3 +396,20 @@ def grade(case: SequenceTestCaseResult, output: str) -> Grade:
 DESCRIPTION = "Sequence Pattern Recognition: continue a sequence under interfering rules"
 PARAMS = SequenceGenerationParams
 CASE = SequenceTestCaseResult
+
+
+# The trivial strategy a benchmark must beat (baseline:heuristic): ignore the rules.
+HEURISTIC = "continue the last difference of the shown terms"
+
+
+def heuristic_prior(reference: list[SequenceTestCaseResult]) -> None:
+    """The strategy learns nothing from other cases."""
+    return None
+
+
+def heuristic(case: SequenceTestCaseResult, prior: None) -> str:
+    """The answer of the trivial strategy: the shown terms continued by their last difference
+    (a constant sequence when only one term is shown)."""
+    shown = case.starting_sequence
+    step = shown[-1] - shown[-2] if len(shown) > 1 else 0
+    return " ".join(str(shown[-1] + step * k) for k in range(1, case.seq_length + 1))

@@ -485,3 +485,17 @@ def grade(case: ShuffleTestCaseResult, output: str) -> Grade:
 DESCRIPTION = "Shuffle Tracking: who holds which item after a series of swaps"
 PARAMS = ShuffleGenerationParams
 CASE = ShuffleTestCaseResult
+
+
+# The trivial strategy a benchmark must beat (baseline:heuristic): ignore the swaps.
+HEURISTIC = "the queried person's starting item"
+
+
+def heuristic_prior(reference: list[ShuffleTestCaseResult]) -> None:
+    """The strategy learns nothing from other cases."""
+    return None
+
+
+def heuristic(case: ShuffleTestCaseResult, prior: None) -> str:
+    """The answer of the trivial strategy: what the queried person held before any swap."""
+    return case.items[case.people.index(case.query_person)]

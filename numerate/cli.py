@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -307,6 +308,117 @@ def report(
             [run_id],
         )
         typer.echo(render(frame, output, title="grid points"), nl=False)  # type: ignore[arg-type]
+
+
+@app.command()
+def grade(
+    path: Annotated[Path, typer.Argument(help="JSON Lines: cases with a `response` field.")],
+    out: Annotated[
+        Path | None, typer.Option(help="File to write (default: standard output).")
+    ] = None,
+) -> None:
+    """Grade answers from any source: each line is a case as `numerate generate` writes it plus
+    `response` (and optionally `finish_reason`); each is written back with `outcome` and
+    `answer`."""
+    from numerate.regrade import grade_lines
+
+    try:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise ConfigError(f"{path} is not UTF-8 text") from None
+        except OSError as error:
+            raise ConfigError(f"cannot read {path}: {error.strerror}") from None
+        graded = grade_lines(text.splitlines(), str(path))
+    except NumerateError as error:
+        fail(str(error))
+        return
+    lines = "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in graded)
+    if out is None:
+        sys.stdout.write(lines)
+        return
+    _write_atomically(out, lines)
+    counts = Counter(r["outcome"] for r in graded)
+    summary = ", ".join(f"{n} {o}" for o, n in sorted(counts.items()))
+    typer.echo(f"graded {len(graded)} answers ({summary or 'none'}) -> {out}", err=True)
+
+
+def _write_atomically(out: Path, text: str) -> None:
+    """Write `out` so that a reader never sees half a file."""
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        partial = out.with_name(out.name + ".partial")
+        partial.write_text(text, encoding="utf-8")
+        partial.replace(out)
+    except OSError as error:
+        fail(f"cannot write {out}: {error.strerror}")
+
+
+@app.command()
+def regrade(
+    run_id: Annotated[str, typer.Option("--run", help="The run to grade again.")],
+    db: Annotated[str, typer.Option(help="DuckDB results file.")] = "results/numerate.duckdb",
+) -> None:
+    """Grade a stored run's answers again with the current graders (the answers stay; their
+    outcomes and the run's aggregates are updated)."""
+    from numerate.regrade import regrade_run
+    from numerate.store import Store
+
+    try:
+        if not Path(db).exists():
+            raise ConfigError(f"no results database at {db}")
+        store = Store.open(db)
+        if not store.query("SELECT 1 FROM runs WHERE run_id = ?", [run_id]):
+            raise ConfigError(f"{db} has no run {run_id!r}")
+        changes = regrade_run(store, run_id)
+    except NumerateError as error:
+        fail(str(error))
+        return
+    total = sum(changes.values())
+    moved = {k: n for k, n in changes.items() if k[0] != k[1]}
+    detail = ", ".join(f"{a} -> {b}: {n}" for (a, b), n in sorted(moved.items()))
+    typer.echo(
+        f"regraded {total} responses of {run_id}: {sum(moved.values())} outcome(s) changed"
+        + (f" ({detail})" if detail else "")
+    )
+
+
+cache_app = typer.Typer(help="The stored answers that cache policy `reuse` and resumed runs read.",
+                        no_args_is_help=True)  # fmt: skip
+app.add_typer(cache_app, name="cache")
+
+
+@cache_app.command("clear")
+def cache_clear(
+    db: Annotated[str, typer.Option(help="DuckDB results file.")] = "results/numerate.duckdb",
+    model: Annotated[
+        str | None, typer.Option(help="Only answers of this endpoint model id.")
+    ] = None,
+    before: Annotated[
+        str | None, typer.Option(help="Only answers stored before this date (YYYY-MM-DD).")
+    ] = None,
+) -> None:
+    """Remove stored answers, so that no later run can reuse them (graded responses keep
+    their text: no result is lost)."""
+    from datetime import UTC, datetime
+
+    from numerate.store import Store
+
+    try:
+        when = None
+        if before is not None:
+            try:
+                when = datetime.fromisoformat(before)
+            except ValueError:
+                raise ConfigError(f"--before {before!r}: expected a date, YYYY-MM-DD") from None
+            when = when if when.tzinfo else when.replace(tzinfo=UTC)
+        if not Path(db).exists():
+            raise ConfigError(f"no results database at {db}")
+        removed = Store.open(db).clear_completions(model, when)
+    except NumerateError as error:
+        fail(str(error))
+        return
+    typer.echo(f"removed {removed} stored answer(s) from {db}")
 
 
 @app.command("db")

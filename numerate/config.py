@@ -9,15 +9,16 @@ import hashlib
 import itertools
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from manifolds import registry
 from numerate.errors import ConfigError, describe_validation_error
 
-BASELINES = ("baseline:random", "baseline:oracle")
-"""Built-in models that need no network: a uniform guess, and one that answers the target."""
+BASELINES = ("baseline:random", "baseline:oracle", "baseline:heuristic")
+"""Built-in models that need no network: a uniform guess, one that answers the target, and
+one that plays each manifold's trivial strategy (see the README, "Chance and heuristics")."""
 
 _STRICT = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
@@ -34,11 +35,17 @@ class Sampling(BaseModel):
     top_p: float | None = Field(None, gt=0.0, le=1.0)
     """Nucleus sampling mass; left to the server when absent."""
     seed: int | None = None
-    """Sampling seed, for servers that honour one."""
+    """Sampling seed, for servers that honour one (sample k of a case is sent seed + k)."""
+    samples: int = Field(1, ge=1, le=100)
+    """Answers asked per case: distinct requests, each graded on its own."""
 
-    def request_fields(self) -> dict[str, Any]:
-        """The fields as the chat API takes them (absent ones left out)."""
-        return self.model_dump(exclude_none=True)
+    def request_fields(self, sample: int = 0) -> dict[str, Any]:
+        """The fields as the chat API takes them for sample `sample` of a case (absent ones
+        left out)."""
+        fields = self.model_dump(exclude_none=True, exclude={"samples"})
+        if self.seed is not None:
+            fields["seed"] = self.seed + sample
+        return fields
 
 
 class ModelConfig(BaseModel):
@@ -49,9 +56,17 @@ class ModelConfig(BaseModel):
     name: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:/@+-]+$")
     """Label stored in the results (letters, digits and _ . : / @ + -)."""
     model: str = Field(min_length=1)
-    """Model id the endpoint serves, or `baseline:random` / `baseline:oracle`."""
+    """Model id the endpoint serves, or `baseline:random` / `baseline:oracle` /
+    `baseline:heuristic`."""
     base_url: str | None = None
     """Endpoint root, e.g. http://127.0.0.1:8000/v1 (not needed for baselines)."""
+    revision: str | None = Field(None, min_length=1, max_length=200)
+    """Declared revision of what the endpoint serves (a checkpoint hash, a date): part of the
+    cache key, so answers of one revision are never reused for another."""
+    cache: Literal["resume", "reuse", "off"] = "resume"
+    """Which stored answers may stand in for a request: `resume` only those of the run being
+    resumed (every new run asks again), `reuse` those of any run (same endpoint, model id,
+    revision, messages, sampling and sample), `off` none."""
     api_key_env: str | None = None
     """Environment variable holding the API key; the key itself is never stored."""
     api_key_secret: str | None = None
@@ -274,6 +289,7 @@ DEFAULT_SWEEP: dict[str, Any] = {
     "seed": 42,
     "models": [
         {"name": "random", "model": "baseline:random"},
+        {"name": "heuristic", "model": "baseline:heuristic"},
         {"name": "oracle", "model": "baseline:oracle"},
     ],
     "manifolds": [
@@ -286,4 +302,4 @@ DEFAULT_SWEEP: dict[str, Any] = {
         {"manifold": "sequence", "count": 50, "grid": {"seq_length": [2, 4], "num_rules": [1, 2]}},
     ],
 }
-"""The sweep `numerate run` runs without --config: both baselines, every manifold, a small grid."""
+"""The sweep `numerate run` runs without --config: the baselines, every manifold, a small grid."""

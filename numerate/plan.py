@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from manifolds import registry
@@ -28,6 +27,10 @@ class PlannedCase:
     manifold: str
     point_key: str
     chance: float
+    """The floor of the grid point: the stronger of a uniform guess and the trivial strategy."""
+    chance_random: float
+    chance_heuristic: float
+    generator_version: str
     params: str
     """The generation parameters as JSON, keys sorted."""
     seed: int
@@ -42,28 +45,53 @@ class PlannedCase:
         return registry.get(self.manifold).case_model.model_validate_json(self.case_json)
 
     @classmethod
-    def of(cls, case: CaseBase, case_id: str, point_key: str, chance: float) -> PlannedCase:
+    def of(cls, case: CaseBase, floor: PointFloor, point_key: str,
+           generator_version: str) -> PlannedCase:  # fmt: skip
         return cls(
-            case_id, case.manifold, point_key, chance, json.dumps(case.params, sort_keys=True),
-            case.seed, case.index, case.input, case.target, case.model_dump_json(),
+            case_id(case.manifold, generator_version, case.seed, case.index), case.manifold,
+            point_key, max(floor.random, floor.heuristic), floor.random, floor.heuristic,
+            generator_version, json.dumps(case.params, sort_keys=True), case.seed, case.index,
+            case.input, case.target, case.model_dump_json(),
         )  # fmt: skip
 
 
-def case_id(manifold: str, seed: int, index: int) -> str:
-    """Stable id of a case: the same case has the same id in every run and sweep."""
-    return f"{manifold}-{seed:016x}-{index}"
+@dataclass(frozen=True, slots=True)
+class PointFloor:
+    """What a grid point's accuracy must beat: a uniform guess, and the trivial strategy."""
+
+    random: float
+    heuristic: float
 
 
-def plan_manifold(sweep: ManifoldSweep, base_seed: int) -> list[PlannedCase]:
-    """Every case of every grid point of one manifold entry, in a stable order."""
+def case_id(manifold: str, generator_version: str, seed: int, index: int) -> str:
+    """Id of a case: the same case (same generator) has the same id in every run and sweep; a
+    changed generator gives new ids, so stored text and targets are never mixed."""
+    return f"{manifold}-{generator_version.split('+')[0][:8]}-{seed:016x}-{index}"
+
+
+def plan_manifold(
+    sweep: ManifoldSweep, base_seed: int, generator_version: str | None = None
+) -> list[PlannedCase]:
+    """Every case of every grid point of one manifold entry, in a stable order.
+
+    Args:
+        sweep: the manifold entry of a sweep config.
+        base_seed: the sweep's seed.
+        generator_version: the manifold's generator version, stored with each case and part
+            of its id (default: read from its sources by numerate.provenance).
+    """
+    if generator_version is None:
+        from numerate.provenance import generator_label
+
+        generator_version = generator_label(sweep.manifold)
     spec = registry.get(sweep.manifold)
     planned = []
     for key, params in sweep.points():
-        chance = spec.chance_level(params)
         seed = point_seed(spec.name, params, base_seed)
+        floor = PointFloor(spec.chance_level(params), spec.heuristic_level(params, seed))
         for index in range(sweep.count):
             case = spec.generate(params, seed, index)
-            planned.append(PlannedCase.of(case, case_id(spec.name, seed, index), key, chance))
+            planned.append(PlannedCase.of(case, floor, key, generator_version))
     return planned
 
 
@@ -80,19 +108,10 @@ def case_row(planned: PlannedCase) -> dict[str, Any]:
         "target": planned.target,
         "chance": planned.chance,
         "data": planned.case_json,
+        "generator_version": planned.generator_version,
+        "chance_random": planned.chance_random,
+        "chance_heuristic": planned.chance_heuristic,
     }
-
-
-def generator_version() -> str:
-    """Hash of the code that makes a sweep's cases: the manifolds, and the config and planning
-    modules. A change to any of them is never answered from Prefect's cache."""
-    digest = hashlib.sha256()
-    sources = sorted(Path(registry.__file__).parent.glob("*.py"))
-    sources += [Path(__file__), Path(__file__).with_name("config.py")]
-    for path in sources:
-        digest.update(path.name.encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()[:16]
 
 
 # ---------------------------------------------------------------------------- requests
@@ -106,10 +125,19 @@ def messages_for(model: ModelConfig, planned: PlannedCase) -> list[dict[str, str
     return messages
 
 
-def request_hash(model_id: str, messages: list[dict[str, str]], sampling: dict[str, Any]) -> str:
-    """Key of a request: a hash of (endpoint model id, messages, sampling parameters)."""
+def request_hash(model: ModelConfig, messages: list[dict[str, str]], sample: int = 0) -> str:
+    """Key of a request: a hash of everything that decides its answer — the endpoint (base
+    URL), the model id, its declared revision, the messages, the sampling parameters and the
+    sample index. Two servers, revisions or samples never share a key."""
     payload = json.dumps(
-        {"model": model_id, "messages": messages, "sampling": sampling},
+        {
+            "endpoint": model.base_url,
+            "model": model.model,
+            "revision": model.revision,
+            "messages": messages,
+            "sampling": model.sampling.request_fields(sample),
+            "sample": sample,
+        },
         sort_keys=True,
         separators=(",", ":"),
     )
@@ -133,29 +161,43 @@ class Completion:
     error: str | None = None
     fetched_by: str | None = None
     """Run that sent the request (None for an error, which is never stored as an answer)."""
+    sample: int = 0
+    """Which of the case's `samples` answers this is (0-based)."""
+
+
+def judge(
+    manifold: str, case: CaseBase, text: str | None, finish_reason: str | None,
+    error: str | None = None,
+) -> tuple[Outcome, str | None]:  # fmt: skip
+    """The outcome of one answer and the answer as the grader read it.
+
+    An error ended the request's retries; a response cut at max_tokens (finish_reason
+    "length") is `truncated` even when an answer can be read from it (the answer is kept).
+    """
+    if error is not None:
+        return Outcome.ERROR, None
+    grade = registry.get(manifold).grade(case, text or "")
+    if finish_reason == "length":
+        return Outcome.TRUNCATED, grade.answer
+    return grade.outcome, grade.answer
 
 
 def grade_response(
     planned: PlannedCase, completion: Completion, run_id: str, model: ModelConfig
 ) -> dict[str, Any]:
-    """The `responses` row of one case: outcome correct | wrong | unparsed | truncated | error.
-
-    An error ended the request's retries; a response cut at max_tokens (finish_reason
-    "length") is `truncated` even when an answer can be read from it (the answer is kept).
-    """
-    answer = None
-    if completion.error is not None:
-        outcome = Outcome.ERROR
-    else:
-        grade = registry.get(planned.manifold).grade(planned.case, completion.text or "")
-        answer = grade.answer
-        outcome = Outcome.TRUNCATED if completion.finish_reason == "length" else grade.outcome
+    """The `responses` row of one answer: outcome correct | wrong | unparsed | truncated |
+    error (see `judge`)."""
+    outcome, answer = judge(
+        planned.manifold, planned.case, completion.text, completion.finish_reason,
+        completion.error,
+    )  # fmt: skip
     return {
         "run_id": run_id,
         "model": model.name,
         "model_id": model.model,
         "manifold": planned.manifold,
         "case_id": planned.case_id,
+        "sample_index": completion.sample,
         "point_key": planned.point_key,
         "request_hash": completion.request_hash,
         "raw_text": completion.text,

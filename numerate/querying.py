@@ -15,6 +15,8 @@ import asyncio
 import contextlib
 import dataclasses
 import email.utils
+import functools
+import json
 import os
 import random
 import time
@@ -172,23 +174,24 @@ class EndpointAnswerer:
         self.retry_base_s = retry_base_s
         self.rng = random.Random()
         self.client = client
-        self.sampling = model.sampling.request_fields()
 
     async def answer(self, planned: PlannedCase, messages: list[dict[str, str]],
-                     request_id: str) -> Completion:  # fmt: skip
+                     request_id: str, sample: int = 0) -> Completion:  # fmt: skip
+        sampling = self.model.sampling.request_fields(sample)
         attempt = 0
         while True:
             attempt += 1
             started = time.monotonic()
             try:
                 response = await self.client.chat.completions.create(
-                    model=self.model.model, messages=messages, **self.sampling
+                    model=self.model.model, messages=messages, **sampling
                 )
             except Exception as error:
                 if not is_retryable(error) or attempt > self.model.max_retries:
                     return Completion(
-                        request_id, None, attempts=attempt, error=describe_error(error)
-                    )
+                        request_id, None, attempts=attempt, error=describe_error(error),
+                        sample=sample,
+                    )  # fmt: skip
                 response_obj = getattr(error, "response", None)
                 headers = getattr(response_obj, "headers", None)
                 delay = retry_after_s(headers)
@@ -197,41 +200,83 @@ class EndpointAnswerer:
                 await asyncio.sleep(delay)
                 continue
             latency = time.monotonic() - started
-            if not response.choices:
-                return Completion(request_id, None, attempts=attempt, error="empty response")
-            choice = response.choices[0]
-            usage = response.usage
+            return read_completion(response, request_id, attempt, latency, sample)
+
+
+def read_completion(
+    response: Any, request_id: str, attempts: int, latency_s: float, sample: int
+) -> Completion:
+    """The Completion of a chat completions answer; a body that is not one (an HTML page, no
+    choices) or that holds no text is an `error` with its cause (never stored as an answer)."""
+    choices = getattr(response, "choices", None)
+    if not choices:
+        cause = "no choices" if isinstance(choices, list) else "not a chat completion"
+        return Completion(
+            request_id, None, attempts=attempts, error=f"malformed answer: {cause}", sample=sample
+        )
+    choice = choices[0]
+    message = getattr(choice, "message", None)
+    content = getattr(message, "content", None)
+    finish_reason = getattr(choice, "finish_reason", None)
+    usage = getattr(response, "usage", None)
+    tokens = {
+        "prompt_tokens": getattr(usage, "prompt_tokens", None),
+        "completion_tokens": getattr(usage, "completion_tokens", None),
+    }
+    if not isinstance(content, str) or not content.strip():
+        if finish_reason == "length":  # all of max_tokens spent before any answer text
             return Completion(
-                request_id,
-                choice.message.content or "",
-                finish_reason=choice.finish_reason,
-                prompt_tokens=usage.prompt_tokens if usage else None,
-                completion_tokens=usage.completion_tokens if usage else None,
-                latency_s=latency,
-                attempts=attempt,
-            )
+                request_id, "", finish_reason=finish_reason, latency_s=latency_s,
+                attempts=attempts, sample=sample, **tokens,
+            )  # fmt: skip
+        return Completion(
+            request_id, None, finish_reason=finish_reason, attempts=attempts, sample=sample,
+            error=f"empty answer: no content (finish_reason {finish_reason!r})",
+        )  # fmt: skip
+    return Completion(
+        request_id, content, finish_reason=finish_reason, latency_s=latency_s,
+        attempts=attempts, sample=sample, **tokens,
+    )  # fmt: skip
+
+
+def storable(completion: Completion) -> bool:
+    """Whether an answer may be stored for reuse: only complete ones (text received; never an
+    error, a malformed body or an empty answer)."""
+    return completion.error is None and bool(completion.text)
 
 
 class BaselineAnswerer:
     """`baseline:oracle` answers with the target; `baseline:random` guesses uniformly over the
-    manifold's response space, seeded by the request so the guess is reproducible."""
+    manifold's response space, seeded by the request so the guess is reproducible;
+    `baseline:heuristic` plays the manifold's trivial strategy (no reasoning)."""
 
     def __init__(self, model: ModelConfig) -> None:
         self.kind = model.model.removeprefix("baseline:")
 
     async def answer(self, planned: PlannedCase, messages: list[dict[str, str]],
-                     request_id: str) -> Completion:  # fmt: skip
+                     request_id: str, sample: int = 0) -> Completion:  # fmt: skip
         started = time.monotonic()
+        spec = registry.get(planned.manifold)
         if self.kind == "oracle":
             text = f"Answer: {planned.target}"
+        elif self.kind == "heuristic":
+            prior = heuristic_prior(planned.manifold, planned.params, planned.seed)
+            text = f"Answer: {spec.heuristic(planned.case, prior)}"
         else:
             rng = random.Random(request_id)
-            text = f"Answer: {registry.get(planned.manifold).guess(planned.case, rng)}"
+            text = f"Answer: {spec.guess(planned.case, rng)}"
         return Completion(
             request_id, text, finish_reason="stop", completion_tokens=len(text.split()),
             prompt_tokens=sum(len(m["content"].split()) for m in messages),
-            latency_s=time.monotonic() - started,
+            latency_s=time.monotonic() - started, sample=sample,
         )  # fmt: skip
+
+
+@functools.lru_cache(maxsize=1024)
+def heuristic_prior(manifold: str, params_json: str, seed: int) -> Any:
+    """What the trivial strategy knows of a grid point (computed once per point)."""
+    spec = registry.get(manifold)
+    return spec.heuristic_prior_of(spec.params(**json.loads(params_json)), seed)
 
 
 async def answerer_for(model: ModelConfig, retry_base_s: float = 1.0) -> Any:
@@ -341,36 +386,45 @@ async def query_cases(
     store: Store,
     run_id: str,
     retry_base_s: float = 1.0,
-) -> dict[str, Completion]:
-    """Answers for the cases, keyed by case id: from the store where the request was answered
-    before, otherwise from the model (and then stored)."""
+) -> dict[tuple[str, int], Completion]:
+    """Answers for the cases, keyed by (case id, sample): `model.sampling.samples` per case.
+
+    A stored answer stands in for a request only as the model's `cache` policy allows: `resume`
+    those of this run (a resumed run sends only what it lacks), `reuse` those of any run,
+    `off` none. The rest are asked of the model, and complete answers are stored.
+    """
     progress = current_progress()
-    sampling = model.sampling.request_fields()
-    by_case: dict[str, str] = {}
-    requests: dict[str, tuple[PlannedCase, list[dict[str, str]]]] = {}
+    samples = range(model.sampling.samples)
+    by_answer: dict[tuple[str, int], str] = {}
+    requests: dict[str, tuple[PlannedCase, list[dict[str, str]], int]] = {}
     for item in planned:
         messages = messages_for(model, item)
-        key = request_hash(model.model, messages, sampling)
-        by_case[item.case_id] = key
-        requests.setdefault(key, (item, messages))
+        for sample in samples:
+            key = request_hash(model, messages, sample)
+            by_answer[item.case_id, sample] = key
+            requests.setdefault(key, (item, messages, sample))
 
-    stored = await asyncio.to_thread(store.get_completions, list(requests))
-    results: dict[str, Completion] = {
-        key: Completion(
-            key,
-            row["text"],
-            finish_reason=row["finish_reason"],
-            prompt_tokens=row["prompt_tokens"],
-            completion_tokens=row["completion_tokens"],
-            latency_s=row["latency_s"],
-            attempts=row["attempts"],
-            fetched_by=row["run_id"],
-        )
-        for key, row in stored.items()
-    }
-    cases_per_request = Counter(by_case.values())
-    earlier = sum(cases_per_request[k] for k, c in results.items() if c.fetched_by != run_id)
-    progress.advance(sum(cases_per_request[k] for k in results), cached=earlier)
+    results: dict[str, Completion] = {}
+    if model.cache != "off":
+        only_run = run_id if model.cache == "resume" else None
+        stored = await asyncio.to_thread(store.get_completions, list(requests), only_run)
+        results = {
+            key: Completion(
+                key,
+                row["text"],
+                finish_reason=row["finish_reason"],
+                prompt_tokens=row["prompt_tokens"],
+                completion_tokens=row["completion_tokens"],
+                latency_s=row["latency_s"],
+                attempts=row["attempts"],
+                fetched_by=row["run_id"],
+                sample=requests[key][2],
+            )
+            for key, row in stored.items()
+        }
+    answers_per_request = Counter(by_answer.values())
+    earlier = sum(answers_per_request[k] for k, c in results.items() if c.fetched_by != run_id)
+    progress.advance(sum(answers_per_request[k] for k in results), cached=earlier)
 
     answerer = await answerer_for(model, retry_base_s)
     writer = CompletionWriter(store, max_rows=model.concurrency)
@@ -379,32 +433,39 @@ async def query_cases(
     slots, unsaved = model_limits(model)
 
     async def ask(key: str) -> None:
-        item, messages = requests[key]
+        item, messages, sample = requests[key]
         async with unsaved:
             async with slots:
-                completion = await answerer.answer(item, messages, key)
+                completion = await answerer.answer(item, messages, key, sample)
             if completion.error is None:
                 completion = dataclasses.replace(completion, fetched_by=run_id)
-                await writer.write(
-                    {
-                        "request_hash": key,
-                        "run_id": run_id,
-                        "model_id": model.model,
-                        "text": completion.text,
-                        "finish_reason": completion.finish_reason,
-                        "prompt_tokens": completion.prompt_tokens,
-                        "completion_tokens": completion.completion_tokens,
-                        "latency_s": completion.latency_s,
-                        "attempts": completion.attempts,
-                        "created_at": now(),
-                    }
-                )
+            if storable(completion):
+                await writer.write(completion_row(model, completion, run_id))
         results[key] = completion
-        weight = cases_per_request[key]
+        weight = answers_per_request[key]
         progress.advance(weight, errors=weight if completion.error is not None else 0)
 
     try:
         await asyncio.gather(*(ask(key) for key in requests if key not in results))
     finally:
         await writer.close()
-    return {case_id: results[key] for case_id, key in by_case.items()}
+    return {answer: results[key] for answer, key in by_answer.items()}
+
+
+def completion_row(model: ModelConfig, completion: Completion, run_id: str) -> dict[str, Any]:
+    """The `completions` row of an answer this run received."""
+    return {
+        "request_hash": completion.request_hash,
+        "run_id": run_id,
+        "base_url": model.base_url,
+        "model_id": model.model,
+        "revision": model.revision,
+        "sample_index": completion.sample,
+        "text": completion.text,
+        "finish_reason": completion.finish_reason,
+        "prompt_tokens": completion.prompt_tokens,
+        "completion_tokens": completion.completion_tokens,
+        "latency_s": completion.latency_s,
+        "attempts": completion.attempts,
+        "created_at": now(),
+    }

@@ -7,16 +7,17 @@ elsewhere returns rows for this process to write.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
 from numerate.errors import NumerateError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # Each migration moves the database from version i to i + 1. Never edit a released one:
 # add the next.
@@ -264,6 +265,89 @@ MIGRATIONS: list[tuple[str, str]] = [
         ORDER BY l.detector, t.target;
         """,
     ),
+    (
+        "provenance: completions keyed by (request, run) with endpoint, revision and sample; "
+        "responses per sample; cases with generator version and both chance floors; "
+        "summaries with their case set; leaderboard compares like with like",
+        """
+        CREATE TABLE completions_v4 (
+            request_hash       VARCHAR NOT NULL,
+            run_id             VARCHAR NOT NULL,
+            base_url           VARCHAR,
+            model_id           VARCHAR NOT NULL,
+            revision           VARCHAR,
+            sample_index       INTEGER NOT NULL,
+            text               VARCHAR NOT NULL,
+            finish_reason      VARCHAR,
+            prompt_tokens      INTEGER,
+            completion_tokens  INTEGER,
+            latency_s          DOUBLE NOT NULL,
+            attempts           INTEGER NOT NULL,
+            created_at         TIMESTAMPTZ NOT NULL,
+            PRIMARY KEY (request_hash, run_id)
+        );
+        -- earlier keys did not name the endpoint: kept as history, never matched again
+        INSERT INTO completions_v4
+        SELECT request_hash, run_id, NULL, model_id, NULL, 0, text, finish_reason,
+               prompt_tokens, completion_tokens, latency_s, attempts, created_at
+        FROM completions;
+        DROP TABLE completions;
+        ALTER TABLE completions_v4 RENAME TO completions;
+
+        CREATE TABLE responses_v4 (
+            run_id             VARCHAR NOT NULL,
+            model              VARCHAR NOT NULL,
+            model_id           VARCHAR NOT NULL,
+            manifold           VARCHAR NOT NULL,
+            case_id            VARCHAR NOT NULL,
+            sample_index       INTEGER NOT NULL,
+            point_key          VARCHAR NOT NULL,
+            request_hash       VARCHAR NOT NULL,
+            raw_text           VARCHAR,
+            answer             VARCHAR,
+            outcome            VARCHAR NOT NULL,
+            error              VARCHAR,
+            finish_reason      VARCHAR,
+            prompt_tokens      INTEGER,
+            completion_tokens  INTEGER,
+            latency_s          DOUBLE,
+            cached             BOOLEAN NOT NULL,
+            graded_at          TIMESTAMPTZ NOT NULL,
+            PRIMARY KEY (run_id, model, case_id, sample_index)
+        );
+        INSERT INTO responses_v4 BY NAME SELECT *, 0 AS sample_index FROM responses;
+        DROP TABLE responses;
+        ALTER TABLE responses_v4 RENAME TO responses;
+
+        ALTER TABLE cases ADD COLUMN generator_version VARCHAR DEFAULT 'unversioned';
+        ALTER TABLE cases ADD COLUMN chance_random DOUBLE;
+        ALTER TABLE cases ADD COLUMN chance_heuristic DOUBLE;
+        UPDATE cases SET chance_random = chance;
+        ALTER TABLE points ADD COLUMN chance_random DOUBLE;
+        ALTER TABLE points ADD COLUMN chance_heuristic DOUBLE;
+        ALTER TABLE summaries ADD COLUMN chance_random DOUBLE;
+        ALTER TABLE summaries ADD COLUMN chance_heuristic DOUBLE;
+        ALTER TABLE summaries ADD COLUMN case_set VARCHAR;
+        ALTER TABLE summaries ADD COLUMN manifolds VARCHAR;
+
+        CREATE OR REPLACE VIEW leaderboard AS
+        WITH latest AS (
+            SELECT s.*, r.sweep_name, r.finished_at,
+                   row_number() OVER (
+                       PARTITION BY s.case_set, s.model ORDER BY r.started_at DESC
+                   ) AS recency
+            FROM summaries s JOIN runs r USING (run_id)
+            WHERE s.level = 'model' AND r.status = 'finished'
+        )
+        SELECT case_set, manifolds,
+               rank() OVER (PARTITION BY case_set ORDER BY accuracy DESC NULLS LAST) AS rank,
+               model, sweep_name, run_id, finished_at, n, n_scored, accuracy, ci_low, ci_high,
+               chance, chance_adjusted, truncation_rate, unparsed_rate, error_rate,
+               mean_completion_tokens
+        FROM latest WHERE recency = 1
+        ORDER BY case_set, accuracy DESC NULLS LAST, model;
+        """,
+    ),
 ]
 
 # What a run exports as Parquet shards, and how ingesting one merges it: cases and
@@ -288,17 +372,17 @@ SHARD_TABLES: dict[str, tuple[str, str]] = {
 NUMGEN_TABLES = ("numgen_images", "numgen_detections", "numgen_metrics", "numgen_targets")
 
 COMPLETION_COLUMNS = (
-    "request_hash", "run_id", "model_id", "text", "finish_reason", "prompt_tokens",
-    "completion_tokens", "latency_s", "attempts", "created_at",
+    "request_hash", "run_id", "base_url", "model_id", "revision", "sample_index", "text",
+    "finish_reason", "prompt_tokens", "completion_tokens", "latency_s", "attempts", "created_at",
 )  # fmt: skip
 RESPONSE_COLUMNS = (
-    "run_id", "model", "model_id", "manifold", "case_id", "point_key", "request_hash",
-    "raw_text", "answer", "outcome", "error", "finish_reason", "prompt_tokens",
+    "run_id", "model", "model_id", "manifold", "case_id", "sample_index", "point_key",
+    "request_hash", "raw_text", "answer", "outcome", "error", "finish_reason", "prompt_tokens",
     "completion_tokens", "latency_s", "cached", "graded_at",
 )  # fmt: skip
 CASE_COLUMNS = (
     "case_id", "manifold", "point_key", "params", "seed", "case_index", "input", "target",
-    "chance", "data",
+    "chance", "data", "generator_version", "chance_random", "chance_heuristic",
 )  # fmt: skip
 
 
@@ -515,26 +599,85 @@ class Store:
         if rows and not self._append_rows("completions", COMPLETION_COLUMNS, rows):
             self._insert_rows("completions", COMPLETION_COLUMNS, rows, conflict="OR IGNORE")
 
-    def get_completions(self, request_hashes: Iterable[str]) -> dict[str, dict[str, Any]]:
-        """Stored completions for the given request hashes."""
+    def get_completions(
+        self, request_hashes: Iterable[str], run_id: str | None = None
+    ) -> dict[str, dict[str, Any]]:
+        """Stored answers for the given request hashes: those of run `run_id` only, or (None)
+        the latest answer of any run."""
         hashes = list(request_hashes)
         if not hashes:
             return {}
         names = ", ".join(COMPLETION_COLUMNS)
+        only_run = "AND run_id = ?" if run_id is not None else ""
         with self.lock:
             cursor = self.con.execute(
-                f"SELECT {names} FROM completions WHERE request_hash IN (SELECT unnest(?))",
-                [hashes],
+                f"SELECT {names} FROM completions "
+                f"WHERE request_hash IN (SELECT unnest(?)) {only_run} "
+                "QUALIFY row_number() OVER (PARTITION BY request_hash "
+                "ORDER BY created_at DESC, run_id) = 1",
+                [hashes] if run_id is None else [hashes, run_id],
             )
             return {
                 row[0]: dict(zip(COMPLETION_COLUMNS, row, strict=True)) for row in cursor.fetchall()
             }
+
+    def clear_completions(self, model_id: str | None = None, before: datetime | None = None) -> int:
+        """Remove stored answers (all, one endpoint model id's, or those stored before a
+        time); returns how many. Graded responses keep their text: no result is lost."""
+        where, params = ["TRUE"], []
+        if model_id is not None:
+            where.append("model_id = ?")
+            params.append(model_id)
+        if before is not None:
+            where.append("created_at < ?")
+            params.append(before)
+        condition = " AND ".join(where)
+        with self.lock:
+            count = self.con.execute(
+                f"SELECT count(*) FROM completions WHERE {condition}", params
+            ).fetchall()[0][0]
+            self.con.execute(f"DELETE FROM completions WHERE {condition}", params)
+        return int(count)
 
     def put_responses(self, rows: list[dict[str, Any]]) -> None:
         """Graded responses of a run; grading a case again replaces its row."""
         graded_at = now()
         rows = [{**row, "graded_at": row.get("graded_at") or graded_at} for row in rows]
         self._insert_rows("responses", RESPONSE_COLUMNS, rows, conflict="OR REPLACE")
+
+    def update_grades(self, run_id: str, rows: list[dict[str, Any]]) -> None:
+        """New outcomes and answers for some of a run's responses (model, case_id,
+        sample_index, outcome, answer), in one transaction."""
+        if not rows:
+            return
+        import pyarrow as pa
+
+        columns = ("model", "case_id", "sample_index", "outcome", "answer")
+        batch = pa.Table.from_pydict({c: [r[c] for r in rows] for c in columns})
+        with self.lock, self.transaction():
+            self.con.register("regraded_rows", batch)
+            try:
+                self.con.execute(
+                    "UPDATE responses SET outcome = g.outcome, answer = g.answer, "
+                    "graded_at = ? FROM regraded_rows g WHERE responses.run_id = ? "
+                    "AND responses.model = g.model AND responses.case_id = g.case_id "
+                    "AND responses.sample_index = g.sample_index",
+                    [now(), run_id],
+                )
+            finally:
+                self.con.unregister("regraded_rows")
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """BEGIN ... COMMIT around the block; ROLLBACK when it raises."""
+        with self.lock:
+            self.con.execute("BEGIN TRANSACTION")
+            try:
+                yield
+            except BaseException:
+                self.con.execute("ROLLBACK")
+                raise
+            self.con.execute("COMMIT")
 
     # ------------------------------------------------------------------ shards
 
@@ -558,23 +701,16 @@ class Store:
     def ingest_run(self, run_id: str, folder: str, source: str) -> None:
         """Load a run's Parquet shards (a local folder) in one transaction; loading the same
         run again changes nothing."""
-        with self.lock:
-            self.con.execute("BEGIN TRANSACTION")
-            try:
-                for table, (_, conflict) in SHARD_TABLES.items():
-                    path = _sql_path(str(Path(folder) / f"{table}.parquet"))
-                    self.con.execute(
-                        f"INSERT {conflict} INTO {table} BY NAME "
-                        f"SELECT * FROM read_parquet('{path}')"
-                    )
+        with self.transaction():
+            for table, (_, conflict) in SHARD_TABLES.items():
+                path = _sql_path(str(Path(folder) / f"{table}.parquet"))
                 self.con.execute(
-                    "INSERT OR REPLACE INTO ingested_shards VALUES (?, ?, ?)",
-                    [run_id, source, now()],
+                    f"INSERT {conflict} INTO {table} BY NAME SELECT * FROM read_parquet('{path}')"
                 )
-                self.con.execute("COMMIT")
-            except Exception:
-                self.con.execute("ROLLBACK")
-                raise
+            self.con.execute(
+                "INSERT OR REPLACE INTO ingested_shards VALUES (?, ?, ?)",
+                [run_id, source, now()],
+            )
 
     # ------------------------------------------------------------------ NumGen
 
@@ -598,17 +734,11 @@ class Store:
 
     def replace_aggregates(self, run_id: str, points: Any, summaries: Any) -> None:
         """Swap in a run's points and summaries (polars frames) in one transaction."""
-        with self.lock:
-            self.con.execute("BEGIN TRANSACTION")
-            try:
-                self.con.execute("DELETE FROM points WHERE run_id = ?", [run_id])
-                self.con.execute("DELETE FROM summaries WHERE run_id = ?", [run_id])
-                for table, frame in (("points", points), ("summaries", summaries)):
-                    if frame.height:
-                        self.con.register("incoming_rows", frame.to_arrow())
-                        self.con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming_rows")
-                        self.con.unregister("incoming_rows")
-                self.con.execute("COMMIT")
-            except Exception:
-                self.con.execute("ROLLBACK")
-                raise
+        with self.transaction():
+            self.con.execute("DELETE FROM points WHERE run_id = ?", [run_id])
+            self.con.execute("DELETE FROM summaries WHERE run_id = ?", [run_id])
+            for table, frame in (("points", points), ("summaries", summaries)):
+                if frame.height:
+                    self.con.register("incoming_rows", frame.to_arrow())
+                    self.con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming_rows")
+                    self.con.unregister("incoming_rows")

@@ -7,7 +7,7 @@ import asyncio
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from numerate.aggregate import aggregate
+from numerate.regrade import aggregate_stored_run
 from numerate.store import Store
 
 
@@ -18,17 +18,4 @@ async def aggregate_run(run_id: str, db: str) -> int:
 
 
 def _aggregate(run_id: str, db: str) -> int:
-    store = Store.open(db)
-    responses = store.frame(
-        "SELECT run_id, model, manifold, case_id, point_key, outcome, completion_tokens, "
-        "latency_s FROM responses WHERE run_id = ?",
-        [run_id],
-    )
-    cases = store.frame(
-        "SELECT case_id, params, chance FROM cases WHERE case_id IN "
-        "(SELECT case_id FROM responses WHERE run_id = ?)",
-        [run_id],
-    )
-    points, summaries = aggregate(responses, cases)
-    store.replace_aggregates(run_id, points, summaries)
-    return points.height
+    return aggregate_stored_run(Store.open(db), run_id)

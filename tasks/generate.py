@@ -17,7 +17,8 @@ def generate_cases(
 ) -> list[PlannedCase]:
     """Generate the cases of every grid point of one manifold entry.
 
-    `generator_version` (a hash of the manifolds' source) is an input so that a change to a
-    generator is never answered from the cache.
+    `generator_version` (a hash of the manifold's generator source, numerate.provenance) is
+    part of each case id, and an input so that a changed generator is never answered from
+    Prefect's cache.
     """
-    return plan_manifold(ManifoldSweep.model_validate(sweep), base_seed)
+    return plan_manifold(ManifoldSweep.model_validate(sweep), base_seed, generator_version)

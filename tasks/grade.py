@@ -13,9 +13,14 @@ from numerate.plan import Completion, PlannedCase, grade_response
 
 @task(cache_policy=NO_CACHE)
 async def grade_batch(
-    planned: list[PlannedCase], completions: dict[str, Completion], run_id: str,
+    planned: list[PlannedCase], completions: dict[tuple[str, int], Completion], run_id: str,
     model: dict[str, Any],
 ) -> list[dict[str, Any]]:  # fmt: skip
-    """Grade each case's answer: correct, wrong, unparsed, truncated or error."""
+    """Grade each answer (every sample of each case): correct, wrong, unparsed, truncated or
+    error."""
     config = ModelConfig.model_validate(model)
-    return [grade_response(p, completions[p.case_id], run_id, config) for p in planned]
+    return [
+        grade_response(p, completions[p.case_id, sample], run_id, config)
+        for p in planned
+        for sample in range(config.sampling.samples)
+    ]

@@ -12,6 +12,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from numerate.progress import current as current_progress
+from numerate.provenance import code_version
 from numerate.store import Store
 from numgen.baselines import baseline_counts
 from numgen.config import NumGenConfig
@@ -27,7 +28,6 @@ from numgen.runner import (
     read_manifest,
     slug,
 )
-from tasks.store import code_version
 
 IMAGES_MANIFEST = "images.jsonl"
 DETECTIONS_MANIFEST = "detections.jsonl"

@@ -76,6 +76,7 @@ async def check_endpoints(models: list[dict[str, Any]]) -> list[str]:
 )
 async def query_batch(
     model: dict[str, Any], planned: list[PlannedCase], run_id: str, db: str
-) -> dict[str, Completion]:
-    """Answers for a batch of cases (cached ones from the store, the rest from the model)."""
+) -> dict[tuple[str, int], Completion]:
+    """Answers for a batch of cases, keyed by (case id, sample): stored ones where the model's
+    cache policy allows, the rest from the model."""
     return await query_cases(ModelConfig.model_validate(model), planned, Store.open(db), run_id)

@@ -9,29 +9,10 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from numerate import __version__
 from numerate.config import SweepConfig
 from numerate.plan import PlannedCase, case_row
+from numerate.provenance import code_version
 from numerate.store import Store
-
-
-def code_version() -> str:
-    """numerate's version, with the git commit when running from a checkout."""
-    import subprocess
-    from pathlib import Path
-
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=Path(__file__).resolve().parent,
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return __version__
-    return f"{__version__}+{commit}"
 
 
 @task(cache_policy=NO_CACHE)

@@ -31,12 +31,17 @@ MODEL_ID = "fake-model"
 class Reply:
     """What the server does for one request."""
 
-    content: str = "Answer: 7"
+    content: str | None = "Answer: 7"
+    """The message content (None: JSON null, as some servers send)."""
     finish_reason: str = "stop"
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
     error_message: str = "injected failure"
+    choices: list[Any] | None = None
+    """When set, the body's `choices` as given (e.g. [] for a body with no answer)."""
+    raw_body: str | None = None
+    """When set, the body is this text served as text/html (a proxy's error page)."""
 
 
 def prompt_of(body: dict[str, Any]) -> str:
@@ -104,9 +109,10 @@ class FakeOpenAI:
                     writer.write(self.fixed_reply)
                     continue
                 status, payload, extra = await self._route(method, path, headers, body)
-                data = json.dumps(payload).encode()
+                is_raw = isinstance(payload, str)
+                data = payload.encode() if is_raw else json.dumps(payload).encode()
                 response_headers = {
-                    "Content-Type": "application/json",
+                    "Content-Type": "text/html" if is_raw else "application/json",
                     "Content-Length": str(len(data)),
                     **extra,
                 }
@@ -125,7 +131,7 @@ class FakeOpenAI:
 
     async def _route(
         self, method: str, path: str, headers: dict[str, str], body: bytes
-    ) -> tuple[int, dict[str, Any], dict[str, str]]:
+    ) -> tuple[int, dict[str, Any] | str, dict[str, str]]:
         authorization = headers.get("authorization", "")
         with self._lock:
             self.authorizations.append(authorization)
@@ -149,7 +155,13 @@ class FakeOpenAI:
                 self.in_flight -= 1
         if reply.status != 200:
             return reply.status, _error(reply.error_message, "injected"), reply.headers
-        words = len(reply.content.split())
+        if reply.raw_body is not None:
+            return 200, reply.raw_body, reply.headers
+        words = len((reply.content or "").split())
+        choices = reply.choices
+        if choices is None:
+            message = {"role": "assistant", "content": reply.content}
+            choices = [{"index": 0, "message": message, "finish_reason": reply.finish_reason}]
         return (
             200,
             {
@@ -157,13 +169,7 @@ class FakeOpenAI:
                 "object": "chat.completion",
                 "created": int(time.time()),
                 "model": request.get("model", self.model_id),
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": reply.content},
-                        "finish_reason": reply.finish_reason,
-                    }
-                ],
+                "choices": choices,
                 "usage": {
                     "prompt_tokens": len(prompt_of(request).split()),
                     "completion_tokens": words,

@@ -40,7 +40,9 @@ def run_query(model, planned, db_path, run_id="run-1"):
 
 
 def grades(model, planned, completions, run_id="run-1"):
-    return {p.case_id: grade_response(p, completions[p.case_id], run_id, model) for p in planned}
+    return {
+        p.case_id: grade_response(p, completions[p.case_id, 0], run_id, model) for p in planned
+    }
 
 
 # ---------------------------------------------------------------- pure parts
@@ -107,7 +109,7 @@ def test_every_outcome_is_recorded(fake_openai, db_path):
         sent[prompt] += 1
     assert sent[inputs[4]] == 1  # a 400 is never retried
     assert sent[inputs[5]] == 1 + model.max_retries
-    errors = {p.input: completions[p.case_id].error for p in planned}
+    errors = {p.input: completions[p.case_id, 0].error for p in planned}
     assert errors[inputs[4]].startswith("HTTP 400") and "bad request" in errors[inputs[4]]
     assert errors[inputs[5]].startswith("HTTP 500")
     # errors are not cached: only the four answered requests are stored
@@ -126,11 +128,13 @@ def test_429_honours_retry_after_then_succeeds(fake_openai, db_path):
 
     fake_openai.responder = responder
     model = endpoint(fake_openai)
-    completion = run_query(model, planned, db_path)[planned[0].case_id]
+    completion = run_query(model, planned, db_path)[planned[0].case_id, 0]
     assert completion.error is None and completion.attempts == 2
     assert calls[1] - calls[0] >= 0.29
     assert (
-        grades(model, planned, {planned[0].case_id: completion})[planned[0].case_id]["outcome"]
+        grades(model, planned, {(planned[0].case_id, 0): completion})[planned[0].case_id][
+            "outcome"
+        ]
         == "correct"
     )
 
@@ -139,25 +143,114 @@ def test_timeouts_are_retried_then_recorded_as_errors(fake_openai, db_path):
     planned = planned_cases(1)
     fake_openai.responder = lambda body: Reply(delay_s=2.0)
     model = endpoint(fake_openai, timeout_s=0.2, max_retries=1)
-    completion = run_query(model, planned, db_path)[planned[0].case_id]
+    completion = run_query(model, planned, db_path)[planned[0].case_id, 0]
     assert completion.error == "timeout: no answer in time"
     assert completion.attempts == 2
     assert len(fake_openai.prompts()) == 2
 
 
-def test_a_second_query_sends_nothing(fake_openai, db_path):
+def test_with_cache_reuse_a_second_run_sends_nothing(fake_openai, db_path):
     planned = planned_cases(8)
-    model = endpoint(fake_openai)
+    model = endpoint(fake_openai, cache="reuse")
     first = run_query(model, planned, db_path, run_id="run-1")
     assert len(fake_openai.prompts()) == 8
     second = run_query(model, planned, db_path, run_id="run-2")
     assert len(fake_openai.prompts()) == 8
     for p in planned:
-        assert second[p.case_id].text == first[p.case_id].text
-        assert second[p.case_id].fetched_by == "run-1"
+        assert second[p.case_id, 0].text == first[p.case_id, 0].text
+        assert second[p.case_id, 0].fetched_by == "run-1"
     rows = grades(model, planned, second, run_id="run-2")
     assert all(r["cached"] for r in rows.values())
     assert not any(r["cached"] for r in grades(model, planned, first).values())
+
+
+def test_by_default_a_new_run_asks_again_and_a_resumed_run_does_not(fake_openai, db_path):
+    planned = planned_cases(5)
+    model = endpoint(fake_openai)
+    assert model.cache == "resume"
+    run_query(model, planned, db_path, run_id="night-1")
+    run_query(model, planned, db_path, run_id="night-2")  # a new night measures again
+    assert len(fake_openai.prompts()) == 10
+    again = run_query(model, planned, db_path, run_id="night-2")  # resuming night 2
+    assert len(fake_openai.prompts()) == 10
+    assert {c.fetched_by for c in again.values()} == {"night-2"}
+    assert not any(r["cached"] for r in grades(model, planned, again, "night-2").values())
+    stored = Store.open(db_path).query("SELECT run_id, count(*) FROM completions GROUP BY 1")
+    assert sorted(stored) == [("night-1", 5), ("night-2", 5)]
+
+
+def test_an_answer_is_never_reused_for_another_server_or_revision(fake_openai, db_path):
+    """Two servers serving the same model id: the second is asked, even with cache: reuse."""
+    from tests.fake_openai import FakeOpenAI
+
+    planned = planned_cases(4)
+    fake_openai.responder = lambda body: Reply(content="Answer: 1")
+    run_query(endpoint(fake_openai, cache="reuse"), planned, db_path, run_id="a")
+    with FakeOpenAI() as other:
+        other.responder = lambda body: Reply(content="Answer: 2")
+        answers = run_query(endpoint(other, cache="reuse"), planned, db_path, run_id="b")
+        assert len(other.prompts()) == 4
+    assert {c.text for c in answers.values()} == {"Answer: 2"}
+    revised = run_query(
+        endpoint(fake_openai, cache="reuse", revision="ckpt-2"), planned, db_path, run_id="c"
+    )
+    assert len(fake_openai.prompts()) == 8
+    assert {c.fetched_by for c in revised.values()} == {"c"}
+
+
+def test_cache_off_never_reads_stored_answers(fake_openai, db_path):
+    planned = planned_cases(3)
+    model = endpoint(fake_openai, cache="off")
+    run_query(model, planned, db_path, run_id="r")
+    run_query(model, planned, db_path, run_id="r")
+    assert len(fake_openai.prompts()) == 6
+
+
+def test_samples_are_distinct_requests_each_graded(fake_openai, db_path):
+    planned = planned_cases(3)
+    model = endpoint(fake_openai, sampling=Sampling(temperature=0.8, samples=3, seed=10))
+    answers = run_query(model, planned, db_path)
+    assert len(fake_openai.requests) == 9
+    assert sorted({body["seed"] for body in fake_openai.requests}) == [10, 11, 12]
+    assert set(answers) == {(p.case_id, k) for p in planned for k in range(3)}
+    assert len({c.request_hash for c in answers.values()}) == 9
+    rows = [grade_response(p, answers[p.case_id, k], "run-1", model)
+            for p in planned for k in range(3)]  # fmt: skip
+    assert sorted({r["sample_index"] for r in rows}) == [0, 1, 2]
+
+
+@pytest.mark.parametrize(
+    ("reply", "error"),
+    [
+        (Reply(content=None), "empty answer"),
+        (Reply(content=""), "empty answer"),
+        (Reply(content="   "), "empty answer"),
+        (Reply(choices=[]), "malformed answer: no choices"),
+        (Reply(raw_body="<html><body>502 Bad Gateway</body></html>"), "malformed answer"),
+    ],
+)
+def test_empty_and_malformed_answers_are_errors_and_never_cached(fake_openai, db_path, reply,
+                                                                 error):  # fmt: skip
+    planned = planned_cases(1)
+    fake_openai.responder = lambda body: reply
+    model = endpoint(fake_openai, cache="reuse", max_retries=0)
+    first = run_query(model, planned, db_path, run_id="a")[planned[0].case_id, 0]
+    assert first.error is not None and first.error.startswith(error), first.error
+    assert grade_response(planned[0], first, "a", model)["outcome"] == "error"
+    assert Store.open(db_path).query("SELECT count(*) FROM completions")[0][0] == 0
+    fake_openai.responder = lambda body: Reply(content=f"Answer: {planned[0].target}")
+    second = run_query(model, planned, db_path, run_id="b")[planned[0].case_id, 0]
+    assert second.text == f"Answer: {planned[0].target}"  # asked again, not cached
+    assert len(fake_openai.prompts()) == 2
+
+
+def test_an_empty_answer_cut_at_max_tokens_is_truncated_and_not_cached(fake_openai, db_path):
+    planned = planned_cases(1)
+    fake_openai.responder = lambda body: Reply(content=None, finish_reason="length")
+    model = endpoint(fake_openai, cache="reuse")
+    answer = run_query(model, planned, db_path)[planned[0].case_id, 0]
+    assert grade_response(planned[0], answer, "run-1", model)["outcome"] == "truncated"
+    assert Store.open(db_path).query("SELECT count(*) FROM completions")[0][0] == 0
 
 
 def test_identical_requests_are_sent_once(fake_openai, db_path):
@@ -221,6 +314,23 @@ def test_baselines(db_path):
     oracle = ModelConfig(name="o", model="baseline:oracle")
     completions = run_query(oracle, planned, db_path)
     assert all(
-        grade_response(p, completions[p.case_id], "run-1", oracle)["outcome"] == Outcome.CORRECT
+        grade_response(p, completions[p.case_id, 0], "run-1", oracle)["outcome"]
+        == Outcome.CORRECT
         for p in planned
     )
+
+
+@pytest.mark.parametrize("manifold", ["objects", "shuffle", "sequence"])
+def test_the_heuristic_baseline_scores_its_measured_floor(manifold, db_path):
+    """baseline:heuristic plays the trivial strategy; on the cases of a point it scores what
+    the point's chance_heuristic says (measured on other reference cases), within noise."""
+    planned = planned_cases(200, manifold)
+    heuristic = ModelConfig(name="h", model="baseline:heuristic")
+    answers = run_query(heuristic, planned, db_path)
+    right = sum(
+        grade_response(p, answers[p.case_id, 0], "run-1", heuristic)["outcome"] == "correct"
+        for p in planned
+    )
+    level = planned[0].chance_heuristic
+    assert abs(right / len(planned) - level) < 4 * max(0.02, (level * (1 - level) / 200) ** 0.5)
+    assert planned[0].chance == max(planned[0].chance_random, level)

@@ -41,17 +41,50 @@ def test_runs_resume_only_when_unfinished(db_path):
     assert store.query("SELECT finished_at IS NOT NULL FROM runs")[0][0]
 
 
-def test_completions_keep_the_first_answer(db_path):
-    store = Store.open(db_path)
-    row = {"request_hash": "h", "run_id": "r", "model_id": "m", "text": "first",
-           "finish_reason": "stop", "prompt_tokens": 1, "completion_tokens": 1,
-           "latency_s": 0.1, "attempts": 1, "created_at": None}  # fmt: skip
+def completion(key, text, run_id="r", **overrides):
     from numerate.store import now
 
-    row["created_at"] = now()
+    row = {"request_hash": key, "run_id": run_id, "base_url": "http://127.0.0.1:1/v1",
+           "model_id": "m", "revision": None, "sample_index": 0, "text": text,
+           "finish_reason": "stop", "prompt_tokens": 1, "completion_tokens": 1,
+           "latency_s": 0.1, "attempts": 1, "created_at": now()}  # fmt: skip
+    return {**row, **overrides}
+
+
+def test_completions_keep_the_first_answer_of_a_run(db_path):
+    store = Store.open(db_path)
+    row = completion("h", "first")
     store.put_completions([row])
     store.put_completions([{**row, "text": "second"}])
     assert store.get_completions(["h", "missing"])["h"]["text"] == "first"
+
+
+def test_each_run_keeps_its_own_answers_and_reuse_reads_the_latest(db_path):
+    from datetime import timedelta
+
+    store = Store.open(db_path)
+    early = completion("h", "night 1", run_id="n1")
+    late = completion("h", "night 2", run_id="n2", created_at=early["created_at"] + timedelta(1))
+    store.put_completions([early])
+    store.put_completions([late])
+    assert store.get_completions(["h"], run_id="n1")["h"]["text"] == "night 1"
+    assert store.get_completions(["h"], run_id="n2")["h"]["text"] == "night 2"
+    assert store.get_completions(["h"], run_id="n3") == {}
+    assert store.get_completions(["h"])["h"]["text"] == "night 2"
+
+
+def test_cache_clear_by_model_and_date(db_path):
+    from datetime import timedelta
+
+    store = Store.open(db_path)
+    old = completion("a", "x", model_id="m1")
+    store.put_completions([old, completion("b", "y", model_id="m2",
+                                           created_at=old["created_at"] + timedelta(2))])  # fmt: skip
+    assert store.clear_completions(model_id="nope") == 0
+    assert store.clear_completions(before=old["created_at"] + timedelta(1)) == 1
+    assert set(store.get_completions(["a", "b"])) == {"b"}
+    assert store.clear_completions(model_id="m2") == 1
+    assert store.query("SELECT count(*) FROM completions")[0][0] == 0
 
 
 def test_a_database_held_by_another_writer_gives_a_clear_error(tmp_path):
@@ -74,14 +107,8 @@ def test_a_database_held_by_another_writer_gives_a_clear_error(tmp_path):
 
 
 def test_a_batch_with_a_stored_request_keeps_the_rest_and_the_first_answer(db_path):
-    from numerate.store import now
-
     store = Store.open(db_path)
-
-    def row(key, text):
-        return {"request_hash": key, "run_id": "r", "model_id": "m", "text": text,
-                "finish_reason": "stop", "prompt_tokens": 1, "completion_tokens": 1,
-                "latency_s": 0.1, "attempts": 1, "created_at": now()}  # fmt: skip
+    row = completion
 
     store.put_completions([row("a", "first a")])
     store.put_completions([row("b", "b"), row("a", "second a"), row("c", "c")])
@@ -89,3 +116,37 @@ def test_a_batch_with_a_stored_request_keeps_the_rest_and_the_first_answer(db_pa
     assert {k: v["text"] for k, v in stored.items()} == {"a": "first a", "b": "b", "c": "c"}
     store.put_completions([row("d", "d")])  # the appender still works after a conflict
     assert "d" in store.get_completions(["d"])
+
+
+def test_a_version_3_database_keeps_its_rows_through_migration_4(tmp_path):
+    from numerate.store import now
+
+    path = str(tmp_path / "v3.duckdb")
+    con = duckdb.connect(path)
+    con.execute(
+        "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, "
+        "description VARCHAR NOT NULL, applied_at TIMESTAMPTZ NOT NULL)"
+    )
+    for version, (description, sql) in enumerate(MIGRATIONS[:3], start=1):
+        con.execute(sql)
+        con.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", [version, description, now()])
+    con.execute(
+        "INSERT INTO cases VALUES ('objects-00ff-0', 'objects', 'default', '{}', 255, 0, 'q', "
+        "'3', 0.25, '{}')"
+    )
+    con.execute("INSERT INTO completions VALUES ('h', 'r', 'm', 'Answer: 3', 'stop', 1, 2, 0.1, "
+                "1, now())")  # fmt: skip
+    con.execute(
+        "INSERT INTO responses VALUES ('r', 'm', 'm', 'objects', 'objects-00ff-0', 'default', "
+        "'h', 'Answer: 3', '3', 'correct', NULL, 'stop', 1, 2, 0.1, false, now())"
+    )
+    con.close()
+    store = Store(path)
+    assert store.query("SELECT generator_version, chance_random, chance_heuristic FROM cases") == [
+        ("unversioned", 0.25, None)
+    ]
+    assert store.query("SELECT base_url, sample_index, text FROM completions") == [
+        (None, 0, "Answer: 3")
+    ]
+    assert store.query("SELECT sample_index, outcome FROM responses") == [(0, "correct")]
+    store.close()

@@ -44,27 +44,30 @@ def test_baselines_oracle_is_perfect_and_random_sits_at_chance(db_path):
     run_id = run(cfg, db_path)
     store = Store.open(db_path)
     rows = store.query(
-        "SELECT model, manifold, n, correct, accuracy, chance FROM summaries "
+        "SELECT model, manifold, n, correct, accuracy, chance_random, chance FROM summaries "
         "WHERE run_id = ? AND level = 'manifold'",
         [run_id],
     )
     assert len(rows) == 6
-    for model, manifold, n, correct, accuracy, chance in rows:
+    for model, manifold, n, correct, accuracy, chance_random, floor in rows:
+        assert floor >= chance_random  # the floor is the stronger of guessing and heuristics
         if model == "oracle":
             assert accuracy == 1.0, manifold
         else:
-            # chance levels: 1/(2*2+1), 1/3, 0 — each inside the 99.9% interval of the result
+            # uniform guessing: 1/(2*2+1), 1/3, 0 — each inside the 99.9% interval of the result
             low, high = wilson_interval(correct, n, z=3.29)
-            assert low <= chance <= high, (manifold, accuracy, chance)
+            assert low <= chance_random <= high, (manifold, accuracy, chance_random)
     assert store.query("SELECT status FROM runs WHERE run_id = ?", [run_id])[0][0] == "finished"
     assert gc.get_freeze_count() == 0  # the sweep gave its frozen objects back to the collector
-    leaderboard = store.query("SELECT model FROM leaderboard WHERE sweep_name = 'test'")
-    assert [r[0] for r in leaderboard] == ["oracle", "random"]
+    leaderboard = store.query(
+        "SELECT model, rank FROM leaderboard WHERE sweep_name = 'test' ORDER BY rank"
+    )
+    assert leaderboard == [("oracle", 1), ("random", 2)]
 
 
-def test_endpoint_sweep_records_every_outcome_and_a_rerun_sends_nothing(fake_openai, db_path):
+def test_with_cache_reuse_a_rerun_sends_nothing(fake_openai, db_path):
     cfg = config([{"name": "fake", "model": "fake-model", "base_url": fake_openai.base_url,
-                   "concurrency": 8, "max_retries": 1}])  # fmt: skip
+                   "concurrency": 8, "max_retries": 1, "cache": "reuse"}])  # fmt: skip
     first = run(cfg, db_path)
     sent = len(fake_openai.prompts())
     store = Store.open(db_path)
@@ -86,6 +89,47 @@ def test_endpoint_sweep_records_every_outcome_and_a_rerun_sends_nothing(fake_ope
         [first, second],
     )
     assert same[0][0] == total_cases
+
+
+def test_by_default_every_run_asks_the_model_again(fake_openai, db_path):
+    """A nightly sweep measures the model every night: the default cache policy (resume)
+    reuses answers only within the run being resumed."""
+    cfg = config([{"name": "fake", "model": "fake-model", "base_url": fake_openai.base_url}],
+                 [{"manifold": "objects", "count": 10}])  # fmt: skip
+    first = run(cfg, db_path)
+    second = run(cfg, db_path)
+    assert len(fake_openai.prompts()) == 20
+    store = Store.open(db_path)
+    rows = store.query(
+        "SELECT run_id, count(*) FILTER (WHERE cached) FROM responses GROUP BY 1 ORDER BY 1"
+    )
+    assert sorted(rows) == sorted([(first, 0), (second, 0)])
+
+
+def test_a_changed_generator_gets_new_case_ids_and_keeps_old_text(fake_openai, db_path,
+                                                                 monkeypatch):  # fmt: skip
+    """Responses always join to the exact case text they were graded against."""
+    import numerate.provenance as provenance
+
+    cfg = config([{"name": "oracle", "model": "baseline:oracle"}],
+                 [{"manifold": "objects", "count": 5}])  # fmt: skip
+    first = run(cfg, db_path)
+    monkeypatch.setattr(provenance, "generator_label", lambda manifold: "0123456789abcdef+dirty")
+    import flows.sweep
+
+    monkeypatch.setattr(flows.sweep, "generator_label", provenance.generator_label)
+    second = run(cfg, db_path)
+    store = Store.open(db_path)
+    ids = dict(
+        store.query("SELECT run_id, list(DISTINCT case_id) FROM responses GROUP BY run_id")
+    )
+    assert not set(ids[first]) & set(ids[second])
+    versions = store.query(
+        "SELECT DISTINCT r.run_id, c.generator_version FROM responses r JOIN cases c "
+        "USING (case_id) ORDER BY 2"
+    )
+    assert (second, "0123456789abcdef+dirty") in versions
+    assert all(cid.startswith("objects-01234567-") for cid in ids[second])
 
 
 def test_outcomes_through_the_whole_chain(fake_openai, db_path):
@@ -147,12 +191,12 @@ def test_the_api_key_never_reaches_results_or_logs(fake_openai, db_path, monkeyp
 
 
 def test_generation_is_cached_by_prefect(db_path):
-    from numerate.plan import generator_version
+    from numerate.provenance import generator_label
     from tasks.generate import generate_cases
 
     sweep_entry = {"manifold": "objects", "count": 5, "grid": {}}
-    first = generate_cases(sweep_entry, 1, generator_version(), return_state=True)
-    second = generate_cases(sweep_entry, 1, generator_version(), return_state=True)
+    first = generate_cases(sweep_entry, 1, generator_label("objects"), return_state=True)
+    second = generate_cases(sweep_entry, 1, generator_label("objects"), return_state=True)
     assert second.name == "Cached"
     assert [p.case_id for p in first.result()] == [p.case_id for p in second.result()]
 
@@ -163,3 +207,21 @@ def test_prompt_content_reaches_the_endpoint(fake_openai, db_path):
     run(cfg, db_path)
     stored = {r[0] for r in Store.open(db_path).query("SELECT input FROM cases")}
     assert {prompt_of(b) for b in fake_openai.requests} == stored
+
+
+def test_the_leaderboard_ranks_only_runs_on_the_same_case_set(db_path):
+    """An on-demand run restricted to one manifold is not ranked against a full run."""
+    models = [{"name": "oracle", "model": "baseline:oracle"},
+              {"name": "random", "model": "baseline:random"}]  # fmt: skip
+    full = [{"manifold": "objects", "count": 20}, {"manifold": "shuffle", "count": 20}]
+    run(config(models, full), db_path)
+    run(config(models[1:], full[1:]), db_path)  # random alone, on shuffle alone
+    rows = Store.open(db_path).query(
+        "SELECT case_set, manifolds, model, rank, n FROM leaderboard ORDER BY manifolds, rank"
+    )
+    assert [(m, model, rank, n) for _, m, model, rank, n in rows] == [
+        ("objects,shuffle", "oracle", 1, 40),
+        ("objects,shuffle", "random", 2, 40),
+        ("shuffle", "random", 1, 20),
+    ]
+    assert rows[0][0] == rows[1][0] != rows[2][0]
