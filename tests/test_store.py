@@ -78,8 +78,8 @@ def test_cache_clear_by_model_and_date(db_path):
 
     store = Store.open(db_path)
     old = completion("a", "x", model_id="m1")
-    store.put_completions([old, completion("b", "y", model_id="m2",
-                                           created_at=old["created_at"] + timedelta(2))])  # fmt: skip
+    later = completion("b", "y", model_id="m2", created_at=old["created_at"] + timedelta(2))
+    store.put_completions([old, later])
     assert store.clear_completions(model_id="nope") == 0
     assert store.clear_completions(before=old["created_at"] + timedelta(1)) == 1
     assert set(store.get_completions(["a", "b"])) == {"b"}
