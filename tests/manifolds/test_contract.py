@@ -118,3 +118,30 @@ def test_invalid_params_raise_naming_field_and_value(name, field, value):
 
 def test_every_manifold_has_invalid_param_cases():
     assert {name for name, _, _ in INVALID_PARAMS} == set(NAMES)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_trivial_strategy_answers_in_the_response_space_and_is_measured(name):
+    manifold = registry.get(name)
+    params = manifold.params()
+    prior = manifold.heuristic_prior_of(params, 5)
+    for case in manifold.cases(manifold.params(count=50), 5):
+        verdict = manifold.grade(case, f"Answer: {manifold.heuristic(case, prior)}")
+        assert verdict.outcome in (Outcome.CORRECT, Outcome.WRONG)  # never unparsed
+    level = manifold.heuristic_level(params, 5)
+    assert 0.0 <= level <= 1.0
+    assert level == manifold.heuristic_level(params, 5)  # deterministic
+    # reference cases are never the point's own cases
+    own = {c.input for c in manifold.cases(manifold.params(count=200), 5)}
+    assert not own & {c.input for c in manifold.reference_cases(params, 5, 1)}
+
+
+def test_the_trivial_strategies_beat_guessing_where_the_issue_measured_it():
+    """Shuffle at length 7 with 2 swaps: starting items score far above 1/7 (about 0.5);
+    objects at length 4, max_count 5: the most common total beats 1/21."""
+    shuffle = registry.get("shuffle")
+    params = shuffle.params(length=7, max_depth=2)
+    assert shuffle.heuristic_level(params, 1) > 2 * shuffle.chance_level(params)
+    objects = registry.get("objects")
+    params = objects.params(length=4, max_count=5)
+    assert objects.heuristic_level(params, 1) > 1.5 * objects.chance_level(params)

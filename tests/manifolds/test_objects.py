@@ -279,3 +279,21 @@ def test_large_totals_with_thousands_separator():
     case = next(MANIFOLD.cases(ObjectCountingGenerationParams(count=1), 0))
     case = case.model_copy(update={"target_count": 1234, "target": "1234"})
     assert grade(case, "Answer: 1,234").outcome is Outcome.CORRECT
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    seed=st.integers(0, 2**32),
+    index=st.integers(0, 1000),
+    groups=st.integers(1, 3),
+    distractors=st.integers(0, 30),
+)
+def test_no_distractor_could_be_counted_in_an_asked_category(seed, index, groups, distractors):
+    from manifolds.objects import COUNTABLE_AS
+
+    params = ObjectCountingGenerationParams(target_groups=groups, distractor_count=distractors,
+                                            length=3)  # fmt: skip
+    case = generate(params, seed, index)
+    for item in case.items:
+        if item.category not in case.target_categories:
+            assert not COUNTABLE_AS.get(item.name, frozenset()) & set(case.target_categories)

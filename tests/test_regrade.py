@@ -1,0 +1,153 @@
+"""`numerate grade`, `numerate regrade` and `numerate cache clear`, and the provenance of
+stored numbers (code and generator versions)."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from numerate.cli import app
+from numerate.store import Store
+
+runner = CliRunner()
+
+
+def cases_file(tmp_path, manifold="objects", count=4):
+    out = tmp_path / "cases.jsonl"
+    result = runner.invoke(app, ["generate", manifold, "--count", str(count), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+def test_grade_writes_outcome_and_answer_for_every_line(tmp_path):
+    cases = cases_file(tmp_path)
+    responses = [f"Answer: {cases[0]['target']}", "Answer: 999", "no idea", None]
+    lines = [{**case, "response": r} for case, r in zip(cases, responses, strict=True)]
+    lines[1]["finish_reason"] = "length"
+    source = tmp_path / "answers.jsonl"
+    source.write_text("".join(json.dumps(line) + "\n" for line in lines) + "\n")
+    out = tmp_path / "graded.jsonl"
+    result = runner.invoke(app, ["grade", str(source), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    graded = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(g["outcome"], g["answer"]) for g in graded] == [
+        ("correct", cases[0]["target"]), ("truncated", "999"), ("unparsed", None),
+        ("error", None),
+    ]  # fmt: skip
+    assert graded[0]["input"] == cases[0]["input"]  # the line comes back whole
+    assert "graded 4 answers" in result.stderr
+    stdout = runner.invoke(app, ["grade", str(source)])
+    assert [json.loads(x) for x in stdout.stdout.splitlines()] == graded
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{not json\n", "line 1: not valid JSON"),
+        ("[1, 2]\n", "line 1: expected a JSON object"),
+        ('{"manifold": "nope", "response": "x"}\n', "unknown manifold 'nope'"),
+        ('{"manifold": "objects", "response": "x"}\n', "line 1"),
+        ("{}\n", "manifold = None"),
+    ],
+)
+def test_grade_names_the_bad_line(tmp_path, content, message):
+    source = tmp_path / "bad.jsonl"
+    source.write_text(content)
+    out = tmp_path / "graded.jsonl"
+    result = runner.invoke(app, ["grade", str(source), "--out", str(out)])
+    assert result.exit_code == 2
+    assert message in result.stderr and result.stderr.startswith("error: ")
+    assert not out.exists()  # nothing written
+
+
+def test_grade_refuses_a_line_without_response_and_a_non_utf8_file(tmp_path):
+    case = cases_file(tmp_path, count=1)[0]
+    source = tmp_path / "x.jsonl"
+    source.write_text(json.dumps(case) + "\n")
+    assert "no `response` field" in runner.invoke(app, ["grade", str(source)]).stderr
+    source.write_bytes(b"\xff\xfe{}")
+    assert "is not UTF-8" in runner.invoke(app, ["grade", str(source)]).stderr
+
+
+def test_regrade_restores_outcomes_from_the_stored_answers(tmp_path):
+    db = str(tmp_path / "r.duckdb")
+    result = runner.invoke(app, ["run", "--db", db, "--model", "baseline:oracle"])
+    assert result.exit_code == 0, result.output
+    store = Store.open(db)
+    run_id = store.query("SELECT run_id FROM runs")[0][0]
+    # a grader of the past marked some right answers wrong
+    store.query(
+        "UPDATE responses SET outcome = 'wrong' WHERE case_id IN "
+        "(SELECT case_id FROM responses WHERE manifold = 'shuffle' LIMIT 7)"
+    )
+    from numerate.regrade import aggregate_stored_run
+
+    aggregate_stored_run(store, run_id)
+    assert store.query("SELECT min(accuracy) FROM summaries")[0][0] < 1.0
+    texts = store.query("SELECT list(raw_text ORDER BY case_id) FROM responses")[0][0]
+    Store.close_all()
+    result = runner.invoke(app, ["regrade", "--run", run_id, "--db", db])
+    assert result.exit_code == 0, result.output
+    assert "7 outcome(s) changed (wrong -> correct: 7)" in result.stdout
+    store = Store.open(db)
+    assert store.query("SELECT min(accuracy) FROM summaries")[0][0] == 1.0
+    assert store.query("SELECT list(raw_text ORDER BY case_id) FROM responses")[0][0] == texts
+    Store.close_all()
+    missing = runner.invoke(app, ["regrade", "--run", "nope", "--db", db])
+    assert missing.exit_code == 2 and "has no run 'nope'" in missing.stderr
+
+
+def test_cache_clear(tmp_path):
+    db = str(tmp_path / "c.duckdb")
+    assert runner.invoke(app, ["run", "--db", db, "--model", "baseline:oracle"]).exit_code == 0
+    Store.close_all()
+    result = runner.invoke(app, ["cache", "clear", "--db", db, "--before", "2000-01-01"])
+    assert result.stdout.startswith("removed 0 stored answer(s)")
+    result = runner.invoke(app, ["cache", "clear", "--db", db, "--model", "baseline:oracle"])
+    assert result.exit_code == 0 and result.stdout.startswith("removed 600 stored answer(s)")
+    bad = runner.invoke(app, ["cache", "clear", "--db", db, "--before", "yesterday"])
+    assert bad.exit_code == 2 and "--before 'yesterday'" in bad.stderr
+    store = Store.open(db)
+    assert store.query("SELECT count(*) FROM responses")[0][0] == 600  # results stay
+    Store.close_all()
+
+
+# ---------------------------------------------------------------- provenance
+
+
+def test_code_version_marks_uncommitted_changes(monkeypatch):
+    import numerate.provenance as provenance
+
+    answers = {"rev-parse": "abc1234", "status": " M numerate/plan.py"}
+    monkeypatch.setattr(provenance, "_git", lambda *args: answers[args[0]])
+    provenance.code_version.cache_clear()
+    try:
+        assert provenance.code_version().endswith("+abc1234.dirty")
+        answers["status"] = ""
+        provenance.code_version.cache_clear()
+        assert provenance.code_version().endswith("+abc1234")
+    finally:
+        provenance.code_version.cache_clear()
+
+
+def test_generator_version_follows_the_generator_sources(tmp_path, monkeypatch):
+    import numerate.provenance as provenance
+
+    source = tmp_path / "objects.py"
+    source.write_text("WORDS = ['glove']\n")
+    monkeypatch.setattr(provenance, "generator_sources", lambda manifold: [source])
+    provenance.generator_version.cache_clear()
+    try:
+        before = provenance.generator_version("objects")
+        source.write_text("WORDS = ['sock']\n")  # a word moved between categories
+        provenance.generator_version.cache_clear()
+        assert provenance.generator_version("objects") != before
+    finally:
+        provenance.generator_version.cache_clear()
+
+
+def test_the_real_generator_sources_are_the_module_and_common():
+    from numerate.provenance import generator_sources
+
+    names = {p.name for p in generator_sources("shuffle")}
+    assert names == {"shuffle.py", "common.py"}
