@@ -57,7 +57,13 @@ def sweep_config(base_url: str, cases: int, name: str) -> dict:
         "seed": 7,
         "batch_size": 1000,
         "models": [
-            {"name": "loopback", "model": "fake-model", "base_url": base_url, "concurrency": 32}
+            {
+                "name": "loopback",
+                "model": "fake-model",
+                "base_url": base_url,
+                "concurrency": 32,
+                "cache": "reuse",
+            }  # a re-run reuses answers: what the cached figure measures
         ],
         "manifolds": [
             {"manifold": "objects", "count": per_manifold // 4, "grid": {"length": [2, 4, 6, 8]}},

@@ -5,6 +5,7 @@ Spec: shared/specs/objects.md. Pure code: no Prefect, no I/O.
 
 from __future__ import annotations
 
+import functools
 import random
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -19,7 +20,15 @@ from manifolds.common import (
     join_english,
     number_word,
 )
-from manifolds.grading import Grade, Outcome, answer_span, parse_numbers
+from manifolds.grading import (
+    AnswerSpan,
+    Grade,
+    Outcome,
+    drop_parenthesised,
+    find_answer,
+    is_hedge,
+    parse_numbers,
+)
 
 NAME = "objects"
 
@@ -377,6 +386,18 @@ def render_items(phrases: list[str], params: ObjectCountingGenerationParams) -> 
     return "".join(parts)
 
 
+@functools.lru_cache(maxsize=4096)
+def _pool(category_keys: tuple[str, ...], asked: frozenset[str]) -> tuple[tuple[str, Item], ...]:
+    """The (category, item) pairs a draw picks from, in a stable order: every item of the
+    categories, less those a person could count in an `asked` category."""
+    return tuple(
+        (key, item)
+        for key in category_keys
+        for item in CATEGORIES[key].items
+        if not COUNTABLE_AS.get(item.name, frozenset()) & asked
+    )
+
+
 def generate(
     params: ObjectCountingGenerationParams, seed: int, index: int
 ) -> ObjectCountingTestCaseResult:
@@ -386,17 +407,11 @@ def generate(
     target_keys = rng.sample(keys, params.target_groups)
     other_keys = [k for k in keys if k not in target_keys]
 
-    def draw(category_keys: list[str], n: int, exclude: set[str]) -> list[tuple[str, Item]]:
-        pool = [
-            (k, item)
-            for k in category_keys
-            for item in CATEGORIES[k].items
-            if not COUNTABLE_AS.get(item.name, frozenset()) & exclude
-        ]
-        return rng.sample(pool, n)
+    def draw(category_keys: list[str], n: int, asked: frozenset[str]) -> list[tuple[str, Item]]:
+        return rng.sample(_pool(tuple(category_keys), asked), n)
 
-    chosen = [(key, item, True) for key, item in draw(target_keys, params.length, set())]
-    distractors = draw(other_keys, params.distractor_count, set(target_keys))
+    chosen = [(key, item, True) for key, item in draw(target_keys, params.length, frozenset())]
+    distractors = draw(other_keys, params.distractor_count, frozenset(target_keys))
     chosen += [(key, item, False) for key, item in distractors]
     rng.shuffle(chosen)  # distractors anywhere in the list, no positional cue
 
@@ -439,21 +454,34 @@ def guess(case: ObjectCountingTestCaseResult, rng: random.Random) -> str:
     return str(rng.randint(0, case.params["length"] * case.params["max_count"]))
 
 
+def _read_count(span: AnswerSpan) -> int | float | None:
+    """The count an answer span holds, or None."""
+    if is_hedge(span.text, thousands_separators=True, ranges=True):
+        return None  # "14 or 15", "14-15": two answers are none
+    text = drop_parenthesised(span.text)  # "14 (= 5 + 2 + 2 + 5)", "17 (not 14)"
+    if not parse_numbers(text, thousands_separators=True):
+        text = span.text  # "(14)"
+    parts = [
+        parse_numbers(part, thousands_separators=True, skip_negated=True)
+        for part in text.split("=")
+    ]
+    if not span.explicit:
+        return parts[-1][0] if len(parts[-1]) == 1 else None
+    alone = [numbers for numbers in parts if len(numbers) == 1]
+    numbers = alone[-1] if alone else parts[-1]
+    return numbers[0] if numbers else None
+
+
 def parse_answer(output: str) -> int | float | None:
     """The count a response gives, or None (see README, "How answers are extracted").
 
-    In the answer span the number after the last "=" wins ("3 + 4 = 7"); otherwise the first
-    number ("7 fruits (3 apples and 4 pears)"). A bare last line counts only when it holds
-    exactly one number.
+    Parenthesised text is dropped ("14 (= 5 + 2 + 2 + 5)"). Of the parts an "=" separates,
+    the last that holds a single number wins ("3 + 4 = 7", "14 = 5 + 2 + 2 + 5"); otherwise the
+    first number ("7 fruits, 3 apples and 4 pears"). A number after "not" does not count; two
+    different numbers offered as alternatives ("14 or 15") are no answer. A bare last line
+    counts only when it (after its last "=") holds exactly one number.
     """
-    span = answer_span(output)
-    if span is None:
-        return None
-    text = span.text.rsplit("=", 1)[-1]
-    numbers = parse_numbers(text, thousands_separators=True)
-    if not numbers or (not span.explicit and len(numbers) != 1):
-        return None
-    return numbers[0]
+    return find_answer(output, _read_count)
 
 
 def grade(case: ObjectCountingTestCaseResult, output: str) -> Grade:
