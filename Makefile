@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev,dask,numgen]'
 	touch $(STAMP)
 
-## run: the built-in sweep (both baselines, every manifold), then NumGen on synthetic stimuli
+## run: the built-in sweep (the three baselines, every manifold), then NumGen on synthetic stimuli
 ## (no weights needed), both into $(RESULTS)/numerate.duckdb
 run: $(STAMP)
 	$(BIN)/numerate run --db $(RESULTS)/numerate.duckdb
