@@ -2,27 +2,45 @@
 
 The rules, applied in order (documented in the README, "How answers are extracted"):
 
-1. Reasoning is removed: every ``<think>…</think>`` block; text before a lone ``</think>``;
-   everything after an unclosed ``<think>`` (a model still thinking has given no answer).
-2. The *answer span* is the first of these that exists:
-   a. the content of the last ``\\boxed{…}``;
-   b. the text after the last answer marker: ``Answer:``, ``Final answer:``, ``The answer is``
-      (any case, markdown emphasis allowed around it), up to the end of its line — or the next
-      non-empty line when the marker stands alone on its line (``## Answer``);
-   c. the last ``**bold**`` or ``__bold__`` text of the last non-empty line;
-   d. the last non-empty line.
-3. Each manifold parses the span (an integer, an item of the case, a list of integers). When
-   the span comes from rule 2d the manifold is stricter (see each grader), because the last line
-   of an explanation is not always an answer.
+1. Reasoning is removed. The wrappers are ``<think>``, ``<thinking>``, ``<reasoning>``,
+   ``[THINK]`` and ``◁think▷``, each closed by its ``/`` form (any case): every closed block
+   goes; a lone closing tag drops everything before it (servers that strip the opening tag);
+   an unclosed opening tag drops everything after it (a model still thinking has given no
+   answer).
+2. *Candidate spans* are tried in this order; the first one the manifold can read is the
+   answer (so a marker followed by no value, "I hope this answer is helpful!", does not count):
+   a. ``\\boxed{…}`` (``\\text{…}`` and other LaTeX wrappers unwrapped): the last one, or
+      every one, in order, when the manifold wants a list;
+   b. each answer marker, the last first: ``Answer:``, ``Final answer:``, ``The answer is``
+      (any case, markdown emphasis allowed around it), spanning the text after it up to the
+      end of its line or the next marker. A marker with nothing after it (``## Answer``,
+      ``**Answer:**``) spans the next non-empty line, or the bullet list that starts there
+      (bullets stripped; only when the manifold wants a list). Markers on a *remark line*, one
+      entirely in parentheses with words in it ("(If pants counted, the answer is 17.)"), do
+      not count;
+   c. the last ``**bold**`` or ``__bold__`` text of the last line;
+   d. the last line, a *bare* span.
+   Blank lines, remark lines and closing pleasantries ("I hope this helps!") are not lines
+   for 2b's next line, 2c or 2d.
+3. Each manifold reads the span (an integer, an item of the case, a list of integers). A bare
+   span is read more strictly (see each grader), because the last line of an explanation is
+   not always an answer. A hedge naming two different values ("14 or 15") is not an answer.
 
-An answer that cannot be found is ``unparsed``, never ``wrong``.
+An answer that cannot be found is ``unparsed``, never ``wrong``. Everything here runs in time
+linear in the length of the response: nesting is followed to a bounded depth (three levels of
+braces, two of parentheses), so adversarial input cannot make a regex backtrack.
 """
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 class Outcome(StrEnum):
@@ -53,75 +71,224 @@ class AnswerSpan:
     """True when marked as the answer (boxed, answer marker, bold); False for a bare last line."""
 
 
-_THINK_BLOCK = re.compile(r"<think(?:ing)?>.*?</think(?:ing)?>", re.DOTALL | re.IGNORECASE)
-_THINK_OPEN = re.compile(r"<think(?:ing)?>", re.IGNORECASE)
-_THINK_CLOSE = re.compile(r"</think(?:ing)?>", re.IGNORECASE)
-_BOXED = re.compile(r"\\boxed\s*\{")
+_REASONING_OPEN = re.compile(r"<(?:think|thinking|reasoning)>|\[think\]|◁think▷", re.IGNORECASE)
+_REASONING_LAST_CLOSE = re.compile(
+    r"(?s:.*)(?:</(?:think|thinking|reasoning)>|\[/think\]|◁/think▷)", re.IGNORECASE
+)
+# \boxed{…} with up to three levels of braces inside; possessive, so never backtracking.
+_BOXED = re.compile(r"\\boxed\s*+\{((?:[^{}]++|\{(?:[^{}]++|\{[^{}]*+\})*+\})*+)\}")
+_LATEX_WRAPPER = re.compile(
+    r"\\(?:boxed|text|textbf|textit|textrm|mathrm|mathbf|mathit|mbox|emph)\s*+\{([^{}]*+)\}"
+)
+_LATEX_SPACE = re.compile(r"\\[,;:! ]|\\[()\[\]]|\\q?quad\b|\$")
 _MARKER = re.compile(
-    r"(?:final\s+answer|\banswer)\s*(?:[*_]{1,2}\s*)?(?:is\b\s*[:=]?|[:=：])|"
-    r"\banswer\s+is\b\s*[:=]?",
+    r"^[ \t#>*_`-]*+(?:final[ \t]+)?answer[ \t*_`:]*+$"  # a heading: "## Answer", "**Answer:**"
+    r"|(?:final[ \t]+answer|\banswer)[ \t]*+(?:[*_]{1,2}[ \t]*+)?(?:is\b[ \t]*+[:=]?|[:=：])",
+    re.IGNORECASE | re.MULTILINE,
+)
+# A parenthesised group, nested two deep at most; a *remark* is one with a letter in it.
+_PARENTHESISED = re.compile(r"\((?:[^()]++|\([^()]*+\))*+\)")
+_REMARK_PATTERN = (
+    r"\((?:[^()a-zA-Z]++|\([^()a-zA-Z]*+\))*+"  # what comes before the first letter
+    r"(?:[a-zA-Z]|\([^()a-zA-Z]*+[a-zA-Z][^()]*+\))"  # the first letter
+    r"(?:[^()]++|\([^()]*+\))*+\)"
+)
+_REMARK = re.compile(_REMARK_PATTERN)
+_REMARK_LINE = re.compile(rf"[ \t>*_]*+{_REMARK_PATTERN}[ \t*_.]*+")
+_CLOSING_LINE = re.compile(
+    r"[ \t>*_]*+(?:i hope|hope (?:this|that|it)|let me know|feel free|if you have (?:any|more)|"
+    r"is there anything|happy to help|glad to help|good luck|thanks?\b|thank you)",
     re.IGNORECASE,
 )
-_MARKER_ALONE = re.compile(r"^[\s#>*_`-]*(?:final\s+)?answer[\s*_`:]*$", re.IGNORECASE)
-_BOLD = re.compile(r"\*\*(.+?)\*\*|__(.+?)__")
+_LINE = re.compile(r"^[^\S\n]*+\S[^\n]*", re.MULTILINE)
+_BULLET = re.compile(r"[-*+•][ \t]++")
+_NUMBERED = re.compile(r"(\d{1,3})[.)][ \t]++")
+_BOLD = re.compile(r"\*\*([^*\n]++)\*\*|__([^_\n]++)__")
 _DECORATION = " \t*_`#>:.\"'“”"
+_ASIDES_SKIPPED = 3
+"""Remark and closing lines passed over when looking for a line that holds the answer."""
+_LIST_ITEMS = 50
+"""A longer bullet list after a marker is not an answer."""
+MAX_SPAN_CHARS = 10_000
+"""A longer span is not an answer: it is not read (this also bounds the cost of reading)."""
 
 
 def strip_reasoning(text: str) -> str:
-    """The response without its reasoning blocks (rule 1)."""
-    text = _THINK_BLOCK.sub("\n", text)
-    closes = list(_THINK_CLOSE.finditer(text))
-    if closes:  # the server dropped the opening tag: keep what follows the last close
-        text = text[closes[-1].end() :]
-    opened = _THINK_OPEN.search(text)
-    if opened:
-        text = text[: opened.start()]
-    return text
+    """The response without its reasoning (rule 1): only the text after the last closing tag
+    counts, and nothing at all while an opening tag is left unclosed."""
+    last_close = _REASONING_LAST_CLOSE.match(text)
+    if last_close:
+        text = text[last_close.end() :]
+    return "" if _REASONING_OPEN.search(text) else text
 
 
-def _last_boxed(text: str) -> str | None:
-    starts = list(_BOXED.finditer(text))
-    for match in reversed(starts):
-        depth, i = 1, match.end()
-        while i < len(text) and depth:
-            depth += {"{": 1, "}": -1}.get(text[i], 0)
-            i += 1
-        if depth == 0:
-            return text[match.end() : i - 1]
-    return None
+def _unlatex(text: str) -> str:
+    if "\\" not in text and "$" not in text:
+        return text
+    text = text.replace("{,}", ",").replace("\\&", "&")
+    for _ in range(3):  # nested wrappers, the innermost first
+        text, found = _LATEX_WRAPPER.subn(r"\1", text)
+        if not found:
+            break
+    return _LATEX_SPACE.sub(" ", text)
 
 
 def _clean(span: str) -> str:
-    return span.strip().strip(_DECORATION).strip()
+    return _unlatex(span).strip().strip(_DECORATION).strip()
 
 
-def answer_span(output: str) -> AnswerSpan | None:
-    """The span of `output` that holds the final answer (rules 1 and 2), or None."""
-    text = strip_reasoning(output)
-    boxed = _last_boxed(text)
-    if boxed is not None and boxed.strip():
-        return AnswerSpan(_clean(re.sub(r"\\text\{([^}]*)\}", r"\1", boxed)), True)
+def drop_parenthesised(text: str, *, remarks_only: bool = False) -> str:
+    """`text` without its parenthesised groups (nested two deep at most).
 
-    lines = [line for line in text.splitlines() if line.strip()]
-    for line_no in range(len(lines) - 1, -1, -1):
-        line = lines[line_no]
-        if _MARKER_ALONE.match(line) and line_no + 1 < len(lines):
-            return AnswerSpan(_clean(lines[line_no + 1]), True)
-        markers = list(_MARKER.finditer(line))
-        if markers:
-            rest = _clean(line[markers[-1].end() :])
-            if rest:
-                return AnswerSpan(rest, True)
-            if line_no + 1 < len(lines):
-                return AnswerSpan(_clean(lines[line_no + 1]), True)
-    if not lines:
+    Args:
+        text: the text.
+        remarks_only: drop only *remarks*, groups with a letter in them ("(each adds 3)"),
+            and keep "(11, 14, 17)" or "(= 5 + 2)".
+    """
+    return (_REMARK if remarks_only else _PARENTHESISED).sub(" ", text)
+
+
+def _is_aside(text: str, start: int, end: int) -> bool:
+    """Whether text[start:end], a line, is a remark or a closing pleasantry."""
+    return bool(_REMARK_LINE.fullmatch(text, start, end) or _CLOSING_LINE.match(text, start, end))
+
+
+def _lines_after(text: str, pos: int) -> Iterator[str]:
+    """The non-blank lines after `pos`, stripped, passing over a few asides."""
+    skipped = 0
+    for line in _LINE.finditer(text, pos):
+        if _is_aside(text, line.start(), line.end()):
+            skipped += 1
+            if skipped > _ASIDES_SKIPPED:
+                return
+            continue
+        yield line.group().strip()
+
+
+def _list_items(lines: list[str]) -> list[str] | None:
+    """The items of a bullet list ("- 6", "1. 6"), or None when the lines are not one."""
+    bullets = [_BULLET.match(line) for line in lines]
+    if all(bullets):
+        return [line[m.end() :] for line, m in zip(lines, bullets, strict=True) if m]
+    numbered = [m for line in lines if (m := _NUMBERED.match(line))]
+    if len(numbered) < len(lines):
         return None
-    last = lines[-1]
+    numbers = [int(m.group(1)) for m in numbered]
+    consecutive = numbers == list(range(numbers[0], numbers[0] + len(numbers)))
+    if not consecutive or (len(numbers) == 1 and numbers[0] != 1):
+        return None  # "14. That is all." is a line, not a list
+    return [line[m.end() :] for line, m in zip(lines, numbered, strict=True)]
+
+
+def _next_block(text: str, pos: int, many: bool) -> str | None:
+    """What a marker that ends its line points at: the next line, or the bullet list that
+    starts there (its items joined by commas) when the manifold wants a list."""
+    lines = _lines_after(text, pos)
+    first = next(lines, None)
+    if first is None:
+        return None
+    if not (_BULLET.match(first) or _NUMBERED.match(first)):
+        return first
+    block = [first]
+    for line in lines:
+        if not (_BULLET.match(line) or _NUMBERED.match(line)) or len(block) > _LIST_ITEMS:
+            break
+        block.append(line)
+    if len(block) > _LIST_ITEMS or (len(block) > 1 and not many):
+        return None  # a long list, or a list where one value is wanted, is not the answer
+    items = _list_items(block)
+    return first if items is None else ", ".join(items)
+
+
+def _last_line(text: str) -> str | None:
+    """The last line that is neither blank nor an aside (a few asides passed over)."""
+    end = len(text.rstrip())
+    for _ in range(_ASIDES_SKIPPED + 1):
+        if end == 0:
+            return None
+        start = text.rfind("\n", 0, end) + 1
+        if not _is_aside(text, start, end):
+            return text[start:end]
+        end = len(text[:start].rstrip())
+    return None
+
+
+def _marker_spans(text: str, many: bool) -> Iterator[AnswerSpan]:
+    """Rule 2b: the span of each answer marker, the last first."""
+    markers = list(_MARKER.finditer(text))
+    line = (0, 0, False)  # (start, end, is a remark line) of the last line looked at
+    for i in range(len(markers) - 1, -1, -1):
+        marker = markers[i]
+        limit = markers[i + 1].start() if i + 1 < len(markers) else len(text)
+        newline = text.find("\n", marker.end(), limit)
+        end = newline if newline >= 0 else limit
+        rest = text[marker.end() : end]
+        if not rest.strip(_DECORATION) and newline < 0 and limit < len(text):
+            continue  # another marker follows on the same line
+        if not line[0] <= marker.start() < line[1]:
+            start = text.rfind("\n", 0, marker.start()) + 1
+            stop = text.find("\n", marker.start())
+            stop = len(text) if stop < 0 else stop
+            line = (start, stop, bool(_REMARK_LINE.fullmatch(text, start, stop)))
+        if line[2]:
+            continue  # "(If pants counted, the answer is 17.)": a remark, not the answer
+        if len(rest) > MAX_SPAN_CHARS:
+            continue
+        span = _clean(rest) or _clean(_next_block(text, end, many) or "")
+        if span and len(span) <= MAX_SPAN_CHARS:
+            yield AnswerSpan(span, True)
+
+
+def answer_spans(output: str, *, many: bool = False) -> Iterator[AnswerSpan]:
+    """The candidate answer spans of `output`, in the order rule 2 tries them.
+
+    Args:
+        output: the model's response.
+        many: the manifold wants a list: take every ``\\boxed{}`` and a bullet list after a
+            marker that ends its line.
+    """
+    text = strip_reasoning(output).replace("\r\n", "\n").replace("\r", "\n")
+    if "\\boxed" in text:
+        boxed = [span for m in _BOXED.finditer(text) if (span := _clean(m.group(1)))]
+        if boxed:
+            span = ", ".join(boxed) if many else boxed[-1]
+            if len(span) <= MAX_SPAN_CHARS:
+                yield AnswerSpan(span, True)
+    yield from _marker_spans(text, many)
+    last = _last_line(text)
+    if last is None or len(last) > MAX_SPAN_CHARS:
+        return
     bolds = _BOLD.findall(last)
     if bolds:
         first, second = bolds[-1]
-        return AnswerSpan(_clean(first or second), True)
-    return AnswerSpan(_clean(last), False)
+        bold = _clean(first or second)
+        if bold:
+            yield AnswerSpan(bold, True)
+    last = _clean(last)
+    if last:
+        yield AnswerSpan(last, False)
+
+
+def find_answer(
+    output: str, read: Callable[[AnswerSpan], T | None], *, many: bool = False
+) -> T | None:
+    """The first reading of a candidate span (rule 2) that `read` accepts, or None.
+
+    Args:
+        output: the model's response.
+        read: the manifold's reading of a span: its value, or None when the span holds none.
+        many: the manifold wants a list (see `answer_spans`).
+    """
+    for span in answer_spans(output, many=many):
+        value = read(span)
+        if value is not None:
+            return value
+    return None
+
+
+def answer_span(output: str) -> AnswerSpan | None:
+    """The first candidate span of `output` (rules 1 and 2, any text accepted), or None."""
+    return next(answer_spans(output), None)
 
 
 # ---------------------------------------------------------------------------- numbers
@@ -141,16 +308,33 @@ _WORD_VALUES.update(
 )
 _WORD_VALUES["none"] = 0
 _SCALES = {"hundred": 100, "thousand": 1000, "million": 1_000_000}
-_TOKEN = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?|[a-z]+")
+_NUMERAL = r"(?<![\w.])-?\d+(?:\.\d+)?"
+# Numerals; words (with digits glued on: "t4" is a label, not a number); single symbols.
+_TOKEN = re.compile(rf"{_NUMERAL}|[a-z]+\d*|[^\w\s]")
 _TOKEN_GROUPED = re.compile(
-    r"(?<![\w.])-?\d{1,3}(?:,\d{3})+(?![\d])|(?<![\w.])-?\d+(?:\.\d+)?|[a-z]+"
+    rf"(?<![\w.])-?\d{{1,3}}(?:,\d{{3}})++(?!\d)|{_NUMERAL}|[a-z]+\d*|[^\w\s]"
 )
+_LONGEST_NUMERAL = 18
+"""Digits beyond which a numeral reads as infinity: no target is that large."""
+
+Token = int | float | str
+"""A number, or a word or symbol of the text between numbers."""
 
 
-def parse_numbers(text: str, *, thousands_separators: bool = False) -> list[int | float]:
-    """Every number written in `text`, in order: numerals and English number words.
+def _numeral(token: str) -> int | float:
+    whole, _, fraction = token.replace(",", "").partition(".")
+    if len(whole.lstrip("-")) > _LONGEST_NUMERAL:
+        return -math.inf if whole.startswith("-") else math.inf
+    if not fraction.strip("0"):
+        return int(whole)  # "7.0" is 7
+    value = float(f"{whole}.{fraction[:_LONGEST_NUMERAL]}")
+    # "14.000000000000000001" is not 14, however close the float
+    return math.nextafter(value, math.inf) if value.is_integer() else value
 
-    "twenty-one" -> 21, "one hundred and five" -> 105, "-3" -> -3, "7.0" -> 7, "7.5" -> 7.5.
+
+def number_tokens(text: str, *, thousands_separators: bool = False) -> list[Token]:
+    """`text` as numbers (numerals and English number words) and the words and symbols between
+    them, in order. Inside a number written in words, "and" and hyphens belong to the number.
 
     Args:
         text: the text to scan.
@@ -159,30 +343,30 @@ def parse_numbers(text: str, *, thousands_separators: bool = False) -> list[int 
     """
     text = text.lower().replace("−", "-").replace("–", "-")
     pattern = _TOKEN_GROUPED if thousands_separators else _TOKEN
-    numbers: list[int | float] = []
+    tokens: list[Token] = []
     total = current = 0
     in_words = False
 
     def flush() -> None:
         nonlocal total, current, in_words
         if in_words:
-            numbers.append(total + current)
+            tokens.append(total + current)
         total = current = 0
         in_words = False
 
     for token in pattern.findall(text):
-        if token[0].isdigit() or token[0] == "-":
+        if token[0].isdigit() or (token[0] == "-" and len(token) > 1):
             flush()
-            value = float(token.replace(",", ""))
-            numbers.append(int(value) if value.is_integer() else value)
+            tokens.append(_numeral(token))
         elif token in _WORD_VALUES:
-            if in_words and current % 10 == 0 and current > 0 and _WORD_VALUES[token] < 10:
-                current += _WORD_VALUES[token]  # "twenty" "one"
-            elif in_words and current and _WORD_VALUES[token]:
+            value = _WORD_VALUES[token]
+            if in_words and current % 10 == 0 and current > 0 and value < 10:
+                current += value  # "twenty" "one"
+            elif in_words and current and value:
                 flush()  # "three four": two numbers
-                current, in_words = _WORD_VALUES[token], True
+                current, in_words = value, True
             else:
-                current += _WORD_VALUES[token]
+                current += value
                 in_words = True
         elif token in _SCALES and in_words:
             scale = _SCALES[token]
@@ -191,20 +375,106 @@ def parse_numbers(text: str, *, thousands_separators: bool = False) -> list[int 
             else:
                 total += (current or 1) * scale
                 current = 0
-        elif token == "and" and in_words:
-            continue
+        elif in_words and (token == "and" or not token[0].isalpha()):
+            continue  # "one hundred and five", "twenty-one"
         else:
             flush()
+            tokens.append(token)
     flush()
+    return tokens
+
+
+def parse_numbers(
+    text: str, *, thousands_separators: bool = False, skip_negated: bool = False
+) -> list[int | float]:
+    """Every number written in `text`, in order: numerals and English number words.
+
+    "twenty-one" -> 21, "one hundred and five" -> 105, "-3" -> -3, "7.0" -> 7, "7.5" -> 7.5.
+
+    Args:
+        text: the text to scan.
+        thousands_separators: read "1,234" as one number (else as 1 and 234, which a
+            comma-separated list of integers needs).
+        skip_negated: leave out a number that directly follows "not" ("17, not 14").
+    """
+    numbers: list[int | float] = []
+    negated = False
+    for token in number_tokens(text, thousands_separators=thousands_separators):
+        if isinstance(token, str):
+            negated = token == "not" or (negated and not token[0].isalpha())
+        elif not (skip_negated and negated):
+            numbers.append(token)
     return numbers
+
+
+_RUN_JOINERS = frozenset({"and", "then"})
+_RUN_BREAKERS = frozenset("+=×÷^")
+
+
+def number_runs(text: str) -> list[list[int | float]]:
+    """The runs of numbers in `text` that no word interrupts, in order: "6, 12 and 18" is one
+    run; "6 12 18, adding 6 each time" is two. "and", "then" and punctuation join; arithmetic
+    ("+", "=") breaks. A run that directly follows "not" is left out.
+    """
+    runs: list[list[int | float]] = []
+    run: list[int | float] = []
+    negated = last_word_not = False
+
+    def close() -> None:
+        nonlocal run
+        if run and not negated:
+            runs.append(run)
+        run = []
+
+    for token in number_tokens(text):
+        if not isinstance(token, str):
+            if not run:
+                negated = last_word_not
+            run.append(token)
+        elif token[0].isalpha():
+            if token not in _RUN_JOINERS:
+                close()
+                last_word_not = token == "not"
+        elif token in _RUN_BREAKERS:
+            close()
+            last_word_not = False
+    close()
+    return runs
+
+
+_HEDGE_FILLERS = frozenset({"(", ")", ",", "maybe", "perhaps", "possibly", "probably", "even"})
+
+
+def is_hedge(text: str, *, thousands_separators: bool = False, ranges: bool = False) -> bool:
+    """Whether `text` offers two different numbers as alternatives: "14 or 15", "14 (or maybe
+    15)", "between 14 and 15"; with `ranges`, also "14-15" and "14 to 15"."""
+    tokens = number_tokens(text, thousands_separators=thousands_separators)
+    previous: int | float | None = None
+    gap: list[str] = []  # the words and symbols since the previous number
+    gap_before_previous: list[str] = []
+    for token in tokens:
+        if isinstance(token, str):
+            gap.append(token)
+            continue
+        if previous is not None and token != previous:
+            words = [t for t in gap if t not in _HEDGE_FILLERS]
+            if words == ["or"]:
+                return True
+            if ranges and words in (["to"], ["-"]) and previous < token:
+                return True
+            if words in ([], ["and"]) and gap_before_previous[-1:] == ["between"]:
+                return True
+        previous, gap_before_previous, gap = token, gap, []
+    return False
 
 
 # ---------------------------------------------------------------------------- phrases
 
 
 def normalise_phrase(text: str) -> str:
-    """Lower case, punctuation and markdown to spaces, articles dropped, spaces collapsed."""
-    words = re.sub(r"[^0-9a-z]+", " ", text.lower()).split()
+    """Lower case, "&" as "and", punctuation and markdown to spaces, articles dropped, spaces
+    collapsed."""
+    words = re.sub(r"[^0-9a-z]+", " ", text.lower().replace("&", " and ")).split()
     return " ".join(w for w in words if w not in ("a", "an", "the"))
 
 
@@ -224,15 +494,16 @@ def find_phrases(text: str, aliases: dict[str, str]) -> list[str]:
         needle = f" {phrase} "
         start = haystack.find(needle)
         while start != -1:
-            spans.append((start, start + len(needle), key))
+            spans.append((start, -(start + len(needle)), key))
             start = haystack.find(needle, start + 1)
-    kept = [
-        s
-        for s in spans
-        if not any(o[0] <= s[0] and s[1] <= o[1] and (o[1] - o[0]) > (s[1] - s[0]) for o in spans)
-    ]
+    # By start, the longest first: a span lies inside an earlier one exactly when it ends no
+    # later than the furthest end seen so far (two aliases never share both ends).
     order: list[str] = []
-    for _, _, key in sorted(kept):
+    furthest = 0
+    for _start, negative_end, key in sorted(spans):
+        if -negative_end <= furthest:
+            continue
+        furthest = -negative_end
         if key not in order:
             order.append(key)
     return order

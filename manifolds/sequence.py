@@ -13,12 +13,21 @@ import random
 import re
 from collections.abc import Callable, Sequence
 from enum import IntFlag
+from functools import partial
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from manifolds.common import CaseBase, canonical_params, case_rng
-from manifolds.grading import Grade, Outcome, answer_span, parse_numbers
+from manifolds.grading import (
+    AnswerSpan,
+    Grade,
+    Outcome,
+    drop_parenthesised,
+    find_answer,
+    is_hedge,
+    number_runs,
+)
 
 NAME = "sequence"
 TERM_LIMIT = 10**6
@@ -358,29 +367,41 @@ def chance_level(params: SequenceGenerationParams) -> float:
     return 0.0
 
 
-# A parenthesised remark holds words: "(each term adds 3)"; "(11, 14, 17)" is the answer itself.
 def guess(case: SequenceTestCaseResult, rng: random.Random) -> str:
     """A guess: `seq_length` integers drawn uniformly from the allowed range of terms."""
     return " ".join(str(rng.randint(-TERM_LIMIT, TERM_LIMIT)) for _ in range(case.seq_length))
 
 
-_REMARK = re.compile(r"\([^()]*[a-zA-Z][^()]*\)")
+# Labels before the terms, not terms: "t4 = 6", "a_{5} = 12", "Term 6: 18".
+_LABEL = re.compile(r"\b(?:[a-z]_?\{?\d+\}?|(?:term|position)[ \t]+\d+)[ \t]*[:=]", re.IGNORECASE)
+
+
+def _read_terms(seq_length: int, span: AnswerSpan) -> list[int | float] | None:
+    """The terms an answer span holds, or None."""
+    if is_hedge(span.text):
+        return None  # "6 12 18 or 6 12 24"
+    # A parenthesised remark holds words: "(each term adds 3)"; "(11, 14, 17)" is the answer.
+    text = _LABEL.sub(" ", drop_parenthesised(span.text, remarks_only=True))
+    runs = number_runs(text)
+    numbers = [term for run in runs for term in run]
+    if not numbers or (not span.explicit and len(numbers) != seq_length):
+        return None
+    long_enough = [run for run in runs if len(run) >= seq_length]
+    return (long_enough[-1] if long_enough else numbers)[-seq_length:]
 
 
 def parse_answer(case: SequenceTestCaseResult, output: str) -> list[int | float] | None:
     """The terms a response gives, or None.
 
-    Parenthesised remarks (with words in them) are dropped; when the span holds more numbers
-    than asked for, the last `seq_length` count ("the next 3 terms are 11, 14, 17"). A bare
-    last line counts only when it holds exactly `seq_length` numbers.
+    Every ``\\boxed{}`` counts, and a bullet list after "Answer:". Parenthesised remarks (with
+    words in them) and labels ("t4 =") are dropped. The terms are read from the last run of
+    numbers that no word interrupts and that is long enough ("6 12 18, adding 6 each time");
+    when it holds more numbers than asked for, the last `seq_length` count ("the next 3 terms
+    are 11, 14, 17", "2 5 8 11 14 17"). A run after "not" does not count; alternatives
+    ("... or ...") are no answer. A bare last line counts only when it holds exactly
+    `seq_length` numbers.
     """
-    span = answer_span(output)
-    if span is None:
-        return None
-    numbers = parse_numbers(_REMARK.sub(" ", span.text))
-    if not numbers or (not span.explicit and len(numbers) != case.seq_length):
-        return None
-    return numbers[-case.seq_length :]
+    return find_answer(output, partial(_read_terms, case.seq_length), many=True)
 
 
 def grade(case: SequenceTestCaseResult, output: str) -> Grade:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 from enum import StrEnum
+from functools import partial
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -20,7 +21,15 @@ from manifolds.common import (
     indefinite_article,
     join_english,
 )
-from manifolds.grading import Grade, Outcome, answer_span, find_phrases, normalise_phrase
+from manifolds.grading import (
+    AnswerSpan,
+    Grade,
+    Outcome,
+    drop_parenthesised,
+    find_answer,
+    find_phrases,
+    normalise_phrase,
+)
 
 NAME = "shuffle"
 
@@ -464,13 +473,23 @@ def item_aliases(case: ShuffleTestCaseResult) -> dict[str, str]:
     return aliases
 
 
-def parse_answer(case: ShuffleTestCaseResult, output: str) -> str | None:
-    """The item a response names, or None when it names none or several of them."""
-    span = answer_span(output)
-    if span is None:
-        return None
-    found = find_phrases(span.text, item_aliases(case))
+def _read_item(aliases: dict[str, str], span: AnswerSpan) -> str | None:
+    """The item an answer span names, or None when it names none or several."""
+    text = drop_parenthesised(span.text)
+    if not normalise_phrase(text):
+        text = span.text  # "(Dracula)"
+    # Outside its parentheses the span must name the item: "P&P (Alice has Dracula)" names none.
+    found = find_phrases(text, aliases)
     return found[0] if len(found) == 1 else None
+
+
+def parse_answer(case: ShuffleTestCaseResult, output: str) -> str | None:
+    """The item a response names, or None when it names none or several of them.
+
+    Parenthesised text is left out when anything remains ("Dracula (Alice has Emma)"), and "&"
+    reads as "and". Abbreviations are not guessed.
+    """
+    return find_answer(output, partial(_read_item, item_aliases(case)))
 
 
 def grade(case: ShuffleTestCaseResult, output: str) -> Grade:
