@@ -22,10 +22,12 @@ run: $(STAMP)
 	$(BIN)/numerate numgen run --generator synthetic --detector blobs \
 		--db $(RESULTS)/numerate.duckdb --images-dir $(RESULTS)/numgen
 
-## test: lint, then the whole test suite (what CI runs)
+## test: lint, the import contract (layers), the type check, then the whole test suite (what CI runs)
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
+	$(BIN)/mypy
 	$(BIN)/pytest
 
 ## bench: generation throughput per manifold, then pipeline throughput and caching
@@ -34,4 +36,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/pipeline.py
 
 clean:
-	rm -rf $(VENV) $(RESULTS) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(RESULTS) .pytest_cache .ruff_cache .mypy_cache .import_linter_cache .hypothesis

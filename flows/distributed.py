@@ -13,8 +13,8 @@ from prefect.cache_policies import NO_CACHE
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.sweep import sweep
-from numerate.config import parse_sweep_config, split_by_model
-from tasks.store import ingest_shards, release_database
+from numerate.config import default_db, parse_sweep_config, split_by_model
+from tasks.database import ingest_shards, release_database
 
 CONFIG_EXAMPLE: dict[str, Any] = {
     "name": "distributed-example",
@@ -51,7 +51,7 @@ async def evaluate_part(part: dict[str, Any], db: str) -> str:
 @flow(name="distributed-sweep", task_runner=task_runner())
 async def distributed_sweep(
     config: dict[str, Any] = CONFIG_EXAMPLE,
-    db: str = "results/numerate.duckdb",
+    db: str | None = None,
     work_dir: str = "results/parts",
 ) -> list[str]:
     """Evaluate each model of `config` as its own part, wherever the task runner puts it, then
@@ -60,9 +60,11 @@ async def distributed_sweep(
     Args:
         config: the sweep config; its `results_dir` (default: `<work_dir>/shards`) must be
             reachable from every Dask worker and from here.
-        db: the database that receives every part.
+        db: the database that receives every part (default: $NUMERATE_DB, else
+            results/numerate.duckdb).
         work_dir: where each part keeps its own database (on the machine that runs it).
     """
+    db = db or default_db()
     sweep_config = parse_sweep_config(config)
     results_dir = sweep_config.results_dir or os.path.join(work_dir, "shards")
     parts = split_by_model(sweep_config, results_dir)
@@ -76,4 +78,4 @@ async def distributed_sweep(
     run_ids = await asyncio.gather(*(asyncio.to_thread(future.result) for future in futures))
     await ingest_shards(results_dir, db)
     await release_database(db)
-    return list(run_ids)
+    return [str(run_id) for run_id in run_ids]

@@ -23,13 +23,15 @@ async def evaluate(
     """Evaluate one model (or a config's models) on some manifolds; returns the run id.
 
     Args:
-        model: model id (or baseline:oracle / baseline:random); default: the config's models.
+        model: model id (or a baseline: baseline:oracle, baseline:random,
+            baseline:heuristic); default: the config's models.
         base_url: the model's OpenAI-compatible endpoint.
         name: label for the model in the results (default: the model id).
         manifolds: manifold names to keep (default: all of the config's).
         count: cases per grid point (default: the config's).
         config_path: sweep config to start from (default: the built-in sweep).
-        db: DuckDB results file (default: the config's, else results/numerate.duckdb).
+        db: DuckDB results file (default: the config's, else $NUMERATE_DB, else
+            results/numerate.duckdb).
         results_dir: shared results location to publish the run's Parquet shards to.
     """
     base = (

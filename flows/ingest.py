@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from prefect import flow, get_run_logger
 
-from tasks.store import ingest_shards, release_database
+from numerate.config import default_db
+from tasks.database import ingest_shards, release_database
 
 
 @flow(name="ingest")
-async def ingest(results_dir: str, db: str = "results/numerate.duckdb") -> list[str]:
-    """Load every complete run in `results_dir` that `db` lacks; returns their run ids."""
+async def ingest(results_dir: str, db: str | None = None) -> list[str]:
+    """Load every complete run in `results_dir` that `db` (default: $NUMERATE_DB, else
+    results/numerate.duckdb) lacks; returns their run ids."""
+    db = db or default_db()
     loaded = await ingest_shards(results_dir, db)
     await release_database(db)
     get_run_logger().info("ingested %d run(s) from %s into %s", len(loaded), results_dir, db)

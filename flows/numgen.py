@@ -8,17 +8,17 @@ JSON Lines manifests in the run's folder (DuckDB has one writer: the `numgen` fl
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from prefect import flow, get_run_logger
-from prefect.utilities.annotations import quote
 
-from numerate.errors import NumerateError
+from numerate.config import default_db
 from numerate.progress import current as current_progress
+from numgen.batches import read_manifest, write_manifest
 from numgen.config import NumGenConfig
-from numgen.runner import read_manifest, write_manifest
+from tasks.database import release_database
+from tasks.dispatch import Dispatch, run_step
 from tasks.numgen import (
     DETECTIONS_MANIFEST,
     IMAGES_MANIFEST,
@@ -32,28 +32,22 @@ from tasks.numgen import (
     run_folder,
     score_run,
 )
-from tasks.store import release_database
+from tasks.passing import unwalked
 
-DEFAULT_DB = "results/numerate.duckdb"
 GENERATE_DEPLOYMENT = "numgen-generate/numgen-generate"
 DETECT_DEPLOYMENT = "numgen-detect/numgen-detect"
-Dispatch = Literal["auto", "local", "deployments"]
-
-
-class DispatchError(NumerateError):
-    """A GPU step's deployment did not complete."""
 
 
 @flow(name="numgen-generate")
 async def numgen_generate(config: dict[str, Any], run_dir: str) -> int:
     """Generate every prompt's image (on a GPU worker); the rows go to run_dir/images.jsonl."""
-    numgen = NumGenConfig.model_validate(config)
+    settings = NumGenConfig.model_validate(config)
     prompts = build_prompts(config)
     current_progress().add_total(len(prompts))
     rows: list[dict[str, Any]] = []
-    for start in range(0, len(prompts), numgen.task_batch):
-        batch = prompts[start : start + numgen.task_batch]
-        rows.extend(await generate_images(config, quote(batch)))
+    for start in range(0, len(prompts), settings.task_batch):
+        batch = prompts[start : start + settings.task_batch]
+        rows.extend(await generate_images(config, unwalked(batch)))
         get_run_logger().info("generated %d/%d images", len(rows), len(prompts))
     write_manifest(rows, Path(run_dir) / IMAGES_MANIFEST)
     return len(rows)
@@ -63,48 +57,16 @@ async def numgen_generate(config: dict[str, Any], run_dir: str) -> int:
 async def numgen_detect(config: dict[str, Any], run_dir: str) -> int:
     """Count the objects of every image in run_dir/images.jsonl (on a GPU worker); the rows go
     to run_dir/detections.jsonl."""
-    numgen = NumGenConfig.model_validate(config)
+    settings = NumGenConfig.model_validate(config)
     images = read_manifest(Path(run_dir) / IMAGES_MANIFEST)
     current_progress().add_total(len(images))
     rows: list[dict[str, Any]] = []
-    for start in range(0, len(images), numgen.task_batch):
-        rows.extend(await detect_images(config, quote(images[start : start + numgen.task_batch])))
+    batch = settings.task_batch
+    for start in range(0, len(images), batch):
+        rows.extend(await detect_images(config, unwalked(images[start : start + batch])))
         get_run_logger().info("counted objects in %d/%d images", len(rows), len(images))
     write_manifest(rows, Path(run_dir) / DETECTIONS_MANIFEST)
     return len(rows)
-
-
-async def _deployed(name: str) -> bool:
-    """Whether deployment `name` exists on a real Prefect server this process talks to."""
-    from prefect.client.orchestration import get_client
-    from prefect.exceptions import ObjectNotFound
-    from prefect.settings import PREFECT_API_URL
-
-    if not PREFECT_API_URL.value():
-        return False
-    async with get_client() as client:
-        try:
-            await client.read_deployment_by_name(name)
-        except ObjectNotFound:
-            return False
-    return True
-
-
-async def run_step(
-    deployment: str, local: Any, parameters: dict[str, Any], dispatch: Dispatch
-) -> None:
-    """Run a GPU step as its deployment (work pool `gpu`) or in this process."""
-    remote = dispatch == "deployments" or (dispatch == "auto" and await _deployed(deployment))
-    if not remote:
-        await local(**parameters)
-        return
-    from prefect.deployments import run_deployment
-
-    get_run_logger().info("dispatching %s to its work pool", deployment)
-    run = await run_deployment(name=deployment, parameters=parameters, timeout=None)
-    if run.state is None or not run.state.is_completed():
-        state = run.state.name if run.state else "unknown"
-        raise DispatchError(f"{deployment} run {run.name} ended {state}: see its logs")
 
 
 @flow(name="numgen")
@@ -118,17 +80,17 @@ async def numgen(
     Args:
         config: the NumGen config (generator, detector, prompts, ...); default: synthetic
             stimuli counted by the blob counter.
-        db: DuckDB results file (default: results/numerate.duckdb).
+        db: DuckDB results file (default: $NUMERATE_DB, else results/numerate.duckdb).
         dispatch: `deployments` sends generation and detection to their deployments on pool
             `gpu`; `local` runs them here; `auto` sends them when they are deployed.
     """
-    numgen = NumGenConfig.model_validate(config or {})
-    data = numgen.model_dump(mode="json")
-    db_path = db or os.environ.get("NUMERATE_DB") or DEFAULT_DB
+    settings = NumGenConfig.model_validate(config or {})
+    data = settings.model_dump(mode="json")
+    db_path = db or default_db()
     run_id = await open_numgen_run(data, db_path)
     try:
-        if numgen.needs_images:
-            folder = str(run_folder(numgen, run_id))
+        if settings.needs_images:
+            folder = str(run_folder(settings, run_id))
             parameters = {"config": data, "run_dir": folder}
             await run_step(GENERATE_DEPLOYMENT, numgen_generate, parameters, dispatch)
             await run_step(DETECT_DEPLOYMENT, numgen_detect, parameters, dispatch)
@@ -136,7 +98,7 @@ async def numgen(
         else:
             prompts = build_prompts(data)
             current_progress().add_total(len(prompts))
-            await answer_with_baseline(data, quote(prompts), run_id, db_path)
+            await answer_with_baseline(data, unwalked(prompts), run_id, db_path)
         metrics = await score_run(run_id, data, db_path)
     except BaseException:
         await finish_numgen_run(run_id, db_path, "failed")

@@ -1,4 +1,4 @@
-"""The sweep flow: generate -> query -> grade -> store -> aggregate. Wiring only."""
+"""The sweep flow: generate -> ask -> grade -> store -> aggregate. Wiring only."""
 
 from __future__ import annotations
 
@@ -9,19 +9,17 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 from prefect.concurrency.asyncio import concurrency
-from prefect.utilities.annotations import quote
 
-from numerate.config import ModelConfig, load_sweep_config, parse_sweep_config
+from numerate.config import ModelConfig, default_db, load_sweep_config, parse_sweep_config
+from numerate.endpoints import close_clients
 from numerate.env import startup_objects_frozen
-from numerate.plan import Completion, PlannedCase
+from numerate.grading import Completion
+from numerate.plan import PlannedCase
 from numerate.progress import current as current_progress
 from numerate.provenance import generator_label
-from numerate.querying import close_clients
 from tasks.aggregate import aggregate_run
-from tasks.generate import generate_cases
-from tasks.grade import grade_batch
-from tasks.query import check_endpoints, query_batch
-from tasks.store import (
+from tasks.answer import answer_batch, check_endpoints
+from tasks.database import (
     finish_run,
     open_run,
     publish_shards,
@@ -29,46 +27,47 @@ from tasks.store import (
     store_cases,
     store_responses,
 )
-
-DEFAULT_DB = "results/numerate.duckdb"
+from tasks.generate import generate_cases
+from tasks.grade import grade_batch
+from tasks.passing import unwalked
 
 
 async def evaluate_model(
     model: ModelConfig, planned: list[PlannedCase], run_id: str, db: str, batch_size: int
 ) -> None:
-    """Query, grade and store one model's answers, one batch of cases per task. Two batches
-    are queried at a time, and a batch is graded and stored while later ones are queried."""
+    """Ask, grade and store one model's answers, one batch of cases per task. Two batches
+    are asked at a time, and a batch is graded and stored while later ones are asked."""
     model_data = model.model_dump(mode="json")
 
     async def grade_and_store(batch: Any, completions: Any) -> None:
-        rows = await grade_batch(batch, quote(completions), run_id, model_data)
-        await store_responses(quote(rows), db)
+        rows = await grade_batch(batch, unwalked(completions), run_id, model_data)
+        await store_responses(unwalked(rows), db)
 
     storing: list[asyncio.Task[None]] = []
-    querying: deque[tuple[Any, asyncio.Task[dict[tuple[str, int], Completion]]]] = deque()
+    asking: deque[tuple[Any, asyncio.Task[dict[tuple[str, int], Completion]]]] = deque()
 
     async def collect_oldest() -> None:
-        batch, query = querying.popleft()
-        storing.append(asyncio.create_task(grade_and_store(batch, await query)))
+        batch, answering = asking.popleft()
+        storing.append(asyncio.create_task(grade_and_store(batch, await answering)))
 
     try:
         for start in range(0, len(planned), batch_size):
-            # quote(): Prefect would otherwise walk every case of a batch, looking for futures
-            batch = quote(planned[start : start + batch_size])
+            # unwalked(): Prefect would otherwise walk every case of a batch, looking for futures
+            batch = unwalked(planned[start : start + batch_size])
             # Two batches at a time: the next fills the model's slots as this one drains
             # (they share its concurrency limit), so the endpoint never idles between tasks.
-            query = asyncio.create_task(query_batch(model_data, batch, run_id, db))
-            querying.append((batch, query))
-            if len(querying) == 2:
+            answering = asyncio.create_task(answer_batch(model_data, batch, run_id, db))
+            asking.append((batch, answering))
+            if len(asking) == 2:
                 await collect_oldest()
-        while querying:
+        while asking:
             await collect_oldest()
         await asyncio.gather(*storing)
     except BaseException:
         # stop asking; let what was answered be graded and stored, then report the failure
-        for _, query in querying:
-            query.cancel()
-        await asyncio.gather(*(q for _, q in querying), *storing, return_exceptions=True)
+        for _, answering in asking:
+            answering.cancel()
+        await asyncio.gather(*(a for _, a in asking), *storing, return_exceptions=True)
         raise
 
 
@@ -88,13 +87,14 @@ async def sweep(config: dict[str, Any], db: str | None = None, fresh: bool = Fal
 
     Args:
         config: the sweep config (as YAML would give it).
-        db: DuckDB file (default: the config's `db`, else results/numerate.duckdb).
+        db: DuckDB file (default: the config's `db`, else $NUMERATE_DB, else
+            results/numerate.duckdb).
         fresh: start a new run even if an unfinished run of the same sweep can be resumed.
     """
     # the garbage collector walks the sweep's objects, not all of Prefect's (numerate.env)
     with startup_objects_frozen():
         sweep_config = parse_sweep_config(config)
-        db_path = db or sweep_config.db or DEFAULT_DB
+        db_path = db or sweep_config.db or default_db()
         models = sweep_config.models
         for warning in await check_endpoints([m.model_dump(mode="json") for m in models]):
             get_run_logger().warning(warning)
@@ -109,7 +109,7 @@ async def sweep(config: dict[str, Any], db: str | None = None, fresh: bool = Fal
         current_progress().add_total(len(planned) * sum(m.sampling.samples for m in models))
         try:
             await asyncio.gather(
-                store_cases(quote(planned), db_path),  # while the first batches are queried
+                store_cases(unwalked(planned), db_path),  # while the first batches are queried
                 *(
                     within_endpoint_limit(
                         m, evaluate_model(m, planned, run_id, db_path, sweep_config.batch_size)

@@ -74,10 +74,10 @@ class Manifold:
         """Validated parameters; raises pydantic.ValidationError naming the bad field."""
         return self.params_model(**values)
 
-    def cases(self, params: BaseModel, base_seed: int) -> Iterator[CaseBase]:
+    def cases(self, params: Any, base_seed: int) -> Iterator[CaseBase]:
         """The `params.count` cases of a grid point, in index order."""
         seed = point_seed(self.name, params, base_seed)
-        for index in range(params.count):  # type: ignore[attr-defined]
+        for index in range(params.count):
             yield self.generate(params, seed, index)
 
     def load_case(self, data: dict[str, Any]) -> CaseBase:

@@ -346,6 +346,48 @@ def _ordinal(i: int, total: int) -> str:
     return "Finally" if i == total - 1 else "Then"
 
 
+def _draw_swaps(rng: random.Random, people: list[str], depth: int) -> list[tuple[str, str]]:
+    """`depth` swaps of two people; the same pair twice in a row (it undoes itself) is drawn
+    again."""
+    swaps: list[tuple[str, str]] = []
+    while len(swaps) < depth:
+        a, b = rng.sample(people, 2)
+        if not swaps or {a, b} != set(swaps[-1]):
+            swaps.append((a, b))
+    return swaps
+
+
+def _statements(
+    rng: random.Random, text: DomainText, people: list[str], swaps: list[tuple[str, str]],
+    params: ShuffleGenerationParams,
+) -> tuple[list[str], list[int]]:  # fmt: skip
+    """The story's statements after the transition, and the positions of the confounding
+    ones: they go between swaps (never before the first), at random places."""
+    swap_sentences = [
+        f"{_ordinal(i, len(swaps))}, {a} and {b} {text.verb}" for i, (a, b) in enumerate(swaps)
+    ]
+    statements = list(swap_sentences)
+    for _ in range(params.confounding_count):
+        person1, person2 = rng.sample(people, 2)
+        template = rng.choice(CONFOUNDING_TEMPLATES)
+        statements.insert(
+            rng.randint(1, len(statements)), template.format(person1=person1, person2=person2)
+        )
+    confounding_indices = [i for i, s in enumerate(statements) if s not in swap_sentences]
+    return statements, confounding_indices
+
+
+def _anchored(statements: list[str], params: ShuffleGenerationParams) -> str:
+    """The statements as one paragraph, or one anchored line each."""
+    if params.anchor is AnchorFormat.NONE:
+        return " " + " ".join(s + "." for s in statements)
+    return "".join(
+        f"{params.anchor_prefix}{anchor_label(params.anchor, i, len(statements))}"
+        f"{params.anchor_suffix} {s}"
+        for i, s in enumerate(statements)
+    )
+
+
 def generate(params: ShuffleGenerationParams, seed: int, index: int) -> ShuffleTestCaseResult:
     """Case `index` of the grid point (params, seed): a pure function of its arguments."""
     rng = case_rng(seed, index)
@@ -362,24 +404,8 @@ def generate(params: ShuffleGenerationParams, seed: int, index: int) -> ShuffleT
         for core in cores
     ]
 
-    swaps: list[tuple[str, str]] = []
-    while len(swaps) < params.max_depth:
-        a, b = rng.sample(people, 2)
-        # The same pair twice in a row undoes itself: draw again.
-        if not swaps or {a, b} != set(swaps[-1]):
-            swaps.append((a, b))
-    swap_sentences = [
-        f"{_ordinal(i, len(swaps))}, {a} and {b} {text.verb}" for i, (a, b) in enumerate(swaps)
-    ]
-    # Confounding statements go between swaps (never before the first), at random places.
-    statements = list(swap_sentences)
-    for _ in range(params.confounding_count):
-        person1, person2 = rng.sample(people, 2)
-        template = rng.choice(CONFOUNDING_TEMPLATES)
-        statements.insert(
-            rng.randint(1, len(statements)), template.format(person1=person1, person2=person2)
-        )
-    confounding_indices = [i for i, s in enumerate(statements) if s not in swap_sentences]
+    swaps = _draw_swaps(rng, people, params.max_depth)
+    statements, confounding_indices = _statements(rng, text, people, swaps, params)
     query_person = rng.choice(people)
 
     holder = apply_swaps(people, items, swaps)
@@ -390,14 +416,7 @@ def generate(params: ShuffleGenerationParams, seed: int, index: int) -> ShuffleT
             for p, item in zip(people, items, strict=True)
         ]
     )
-    if params.anchor is AnchorFormat.NONE:
-        body = " " + " ".join(s + "." for s in statements)
-    else:
-        body = "".join(
-            f"{params.anchor_prefix}{anchor_label(params.anchor, i, len(statements))}"
-            f"{params.anchor_suffix} {s}"
-            for i, s in enumerate(statements)
-        )
+    body = _anchored(statements, params)
     prompt = (
         text.intro.format(people=join_english(people), assignments=assignments)
         + "\n\n"

@@ -1,6 +1,6 @@
 """Aggregation of graded responses into per-point and summary statistics. Pure polars.
 
-Definitions (README, "What the numbers mean"):
+Definitions (README, "Results in DuckDB"):
 - n: cases; n_scored = n - error (a transport error says nothing about the model).
 - accuracy = correct / n_scored, with its 95% Wilson interval; unparsed and truncated
   responses count as not correct.
@@ -20,7 +20,7 @@ import hashlib
 
 import polars as pl
 
-from numerate.stats import chance_adjusted, wilson_interval
+from kernel.stats import chance_adjusted, wilson_interval
 
 OUTCOMES = ("correct", "wrong", "unparsed", "truncated", "error")
 

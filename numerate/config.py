@@ -8,13 +8,24 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import os
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from kernel.errors import ConfigError, describe_validation_error
 from manifolds import registry
-from numerate.errors import ConfigError, describe_validation_error
+
+DEFAULT_DB = "results/numerate.duckdb"
+"""Where results go when nothing says otherwise."""
+
+
+def default_db() -> str:
+    """The one default-database rule: $NUMERATE_DB when set, else results/numerate.duckdb.
+    A command's --db and a sweep config's `db` win over it."""
+    return os.environ.get("NUMERATE_DB") or DEFAULT_DB
+
 
 BASELINES = ("baseline:random", "baseline:oracle", "baseline:heuristic")
 """Built-in models that need no network: a uniform guess, one that answers the target, and
@@ -149,17 +160,17 @@ class ManifoldSweep(BaseModel):
                 raise ValueError(f"grid.{key}: an axis needs at least one value")
         points = []
         for combination in itertools.product(*axes.values()):
-            values = dict(zip(axes, combination, strict=True))
+            point = dict(zip(axes, combination, strict=True))
             try:
-                params = spec.params(count=self.count, **values)
+                params = spec.params(count=self.count, **point)
             except ValidationError as error:
                 problem = error.errors()[0]
                 field = ".".join(str(p) for p in problem["loc"])
                 shown = f" = {problem['input']!r}" if field else ""
                 message = problem["msg"].removeprefix("Value error, ")
-                where = f"grid.{field}" if field else f"grid point {values}"
+                where = f"grid.{field}" if field else f"grid point {point}"
                 raise ValueError(f"{where}{shown}: {message}") from None
-            key = ",".join(f"{k}={_show(v)}" for k, v in values.items()) or "default"
+            key = ",".join(f"{k}={_show(v)}" for k, v in point.items()) or "default"
             points.append((key, params))
         return points
 
@@ -183,7 +194,7 @@ class SweepConfig(BaseModel):
     """Shared results location (folder or fsspec URL): each finished run also publishes its
     rows there as Parquet shards, for `numerate ingest` to load centrally."""
     batch_size: int = Field(500, ge=1, le=100_000)
-    """Cases per Prefect task when querying: one task per batch keeps orchestration cheap."""
+    """Cases per Prefect task when asking a model: one task per batch keeps orchestration cheap."""
     models: list[ModelConfig] = Field(min_length=1)
     """The models to evaluate."""
     manifolds: list[ManifoldSweep] = Field(min_length=1)

@@ -1,4 +1,4 @@
-"""From a sweep config to the cases it evaluates, and from a response to its grade. Pure code."""
+"""From a sweep config to the cases it evaluates and the requests that ask them. Pure code."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from typing import Any
 
 from manifolds import registry
 from manifolds.common import CaseBase, point_seed
-from manifolds.grading import Outcome
 from numerate.config import ManifoldSweep, ModelConfig
 
 
@@ -142,71 +141,3 @@ def request_hash(model: ModelConfig, messages: list[dict[str, str]], sample: int
         separators=(",", ":"),
     )
     return hashlib.sha256(payload.encode()).hexdigest()
-
-
-# ---------------------------------------------------------------------------- grading
-
-
-@dataclass(frozen=True, slots=True)
-class Completion:
-    """What came back for one request: an answer, or the error that ended its retries."""
-
-    request_hash: str
-    text: str | None
-    finish_reason: str | None = None
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    latency_s: float | None = None
-    attempts: int = 1
-    error: str | None = None
-    fetched_by: str | None = None
-    """Run that sent the request (None for an error, which is never stored as an answer)."""
-    sample: int = 0
-    """Which of the case's `samples` answers this is (0-based)."""
-
-
-def judge(
-    manifold: str, case: CaseBase, text: str | None, finish_reason: str | None,
-    error: str | None = None,
-) -> tuple[Outcome, str | None]:  # fmt: skip
-    """The outcome of one answer and the answer as the grader read it.
-
-    An error ended the request's retries; a response cut at max_tokens (finish_reason
-    "length") is `truncated` even when an answer can be read from it (the answer is kept).
-    """
-    if error is not None:
-        return Outcome.ERROR, None
-    grade = registry.get(manifold).grade(case, text or "")
-    if finish_reason == "length":
-        return Outcome.TRUNCATED, grade.answer
-    return grade.outcome, grade.answer
-
-
-def grade_response(
-    planned: PlannedCase, completion: Completion, run_id: str, model: ModelConfig
-) -> dict[str, Any]:
-    """The `responses` row of one answer: outcome correct | wrong | unparsed | truncated |
-    error (see `judge`)."""
-    outcome, answer = judge(
-        planned.manifold, planned.case, completion.text, completion.finish_reason,
-        completion.error,
-    )  # fmt: skip
-    return {
-        "run_id": run_id,
-        "model": model.name,
-        "model_id": model.model,
-        "manifold": planned.manifold,
-        "case_id": planned.case_id,
-        "sample_index": completion.sample,
-        "point_key": planned.point_key,
-        "request_hash": completion.request_hash,
-        "raw_text": completion.text,
-        "answer": answer,
-        "outcome": outcome.value,
-        "error": completion.error,
-        "finish_reason": completion.finish_reason,
-        "prompt_tokens": completion.prompt_tokens,
-        "completion_tokens": completion.completion_tokens,
-        "latency_s": completion.latency_s,
-        "cached": completion.fetched_by is not None and completion.fetched_by != run_id,
-    }

@@ -13,8 +13,9 @@ import tempfile
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from numerate.errors import ConfigError
-from numerate.store import SHARD_TABLES, Store
+from kernel.errors import ConfigError
+from numerate.schema import SHARD_TABLES
+from numerate.store import Store
 
 SUCCESS = "_SUCCESS"
 

@@ -1,4 +1,4 @@
-"""The DuckDB store: the schema (one place, versioned migrations) and every read and write.
+"""The DuckDB store: every read and write of the results (the schema is numerate/schema.py).
 
 DuckDB allows one writing process. The pipeline opens the database once per process
 (`Store.open`) and every task of that process shares the connection under a lock; work done
@@ -11,421 +11,28 @@ import contextlib
 import json
 import threading
 from collections.abc import Iterable, Iterator, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
-from numerate.errors import NumerateError
+from numerate.schema import (
+    CASE_COLUMNS,
+    COMPLETION_COLUMNS,
+    NUMGEN_TABLES,
+    RESPONSE_COLUMNS,
+    SHARD_TABLES,
+    StoreError,
+    migrate,
+    now,
+    transaction,
+)
 
-SCHEMA_VERSION = 4
-
-# Each migration moves the database from version i to i + 1. Never edit a released one:
-# add the next.
-MIGRATIONS: list[tuple[str, str]] = [
-    (
-        "runs, cases, completions, responses, points, summaries, leaderboard",
-        """
-        CREATE TABLE runs (
-            run_id        VARCHAR PRIMARY KEY,
-            sweep_name    VARCHAR NOT NULL,
-            config_hash   VARCHAR NOT NULL,
-            config        JSON NOT NULL,
-            code_version  VARCHAR NOT NULL,
-            status        VARCHAR NOT NULL,
-            started_at    TIMESTAMPTZ NOT NULL,
-            finished_at   TIMESTAMPTZ
-        );
-        CREATE TABLE cases (
-            case_id     VARCHAR PRIMARY KEY,
-            manifold    VARCHAR NOT NULL,
-            point_key   VARCHAR NOT NULL,
-            params      JSON NOT NULL,
-            seed        UBIGINT NOT NULL,
-            case_index  INTEGER NOT NULL,
-            input       VARCHAR NOT NULL,
-            target      VARCHAR NOT NULL,
-            chance      DOUBLE NOT NULL,
-            data        JSON NOT NULL
-        );
-        CREATE TABLE completions (
-            request_hash       VARCHAR PRIMARY KEY,
-            run_id             VARCHAR NOT NULL,
-            model_id           VARCHAR NOT NULL,
-            text               VARCHAR NOT NULL,
-            finish_reason      VARCHAR,
-            prompt_tokens      INTEGER,
-            completion_tokens  INTEGER,
-            latency_s          DOUBLE NOT NULL,
-            attempts           INTEGER NOT NULL,
-            created_at         TIMESTAMPTZ NOT NULL
-        );
-        CREATE TABLE responses (
-            run_id             VARCHAR NOT NULL,
-            model              VARCHAR NOT NULL,
-            model_id           VARCHAR NOT NULL,
-            manifold           VARCHAR NOT NULL,
-            case_id            VARCHAR NOT NULL,
-            point_key          VARCHAR NOT NULL,
-            request_hash       VARCHAR NOT NULL,
-            raw_text           VARCHAR,
-            answer             VARCHAR,
-            outcome            VARCHAR NOT NULL,
-            error              VARCHAR,
-            finish_reason      VARCHAR,
-            prompt_tokens      INTEGER,
-            completion_tokens  INTEGER,
-            latency_s          DOUBLE,
-            cached             BOOLEAN NOT NULL,
-            graded_at          TIMESTAMPTZ NOT NULL,
-            PRIMARY KEY (run_id, model, case_id)
-        );
-        CREATE TABLE points (
-            run_id                    VARCHAR NOT NULL,
-            model                     VARCHAR NOT NULL,
-            manifold                  VARCHAR NOT NULL,
-            point_key                 VARCHAR NOT NULL,
-            params                    JSON NOT NULL,
-            n                         INTEGER NOT NULL,
-            n_scored                  INTEGER NOT NULL,
-            correct                   INTEGER NOT NULL,
-            wrong                     INTEGER NOT NULL,
-            unparsed                  INTEGER NOT NULL,
-            truncated                 INTEGER NOT NULL,
-            error                     INTEGER NOT NULL,
-            accuracy                  DOUBLE,
-            ci_low                    DOUBLE NOT NULL,
-            ci_high                   DOUBLE NOT NULL,
-            chance                    DOUBLE NOT NULL,
-            chance_adjusted           DOUBLE,
-            truncation_rate           DOUBLE,
-            unparsed_rate             DOUBLE,
-            error_rate                DOUBLE NOT NULL,
-            mean_completion_tokens    DOUBLE,
-            median_completion_tokens  DOUBLE,
-            mean_latency_s            DOUBLE,
-            PRIMARY KEY (run_id, model, manifold, point_key)
-        );
-        CREATE TABLE summaries (
-            level                     VARCHAR NOT NULL,
-            run_id                    VARCHAR NOT NULL,
-            model                     VARCHAR NOT NULL,
-            manifold                  VARCHAR NOT NULL,
-            n                         INTEGER NOT NULL,
-            n_scored                  INTEGER NOT NULL,
-            correct                   INTEGER NOT NULL,
-            wrong                     INTEGER NOT NULL,
-            unparsed                  INTEGER NOT NULL,
-            truncated                 INTEGER NOT NULL,
-            error                     INTEGER NOT NULL,
-            accuracy                  DOUBLE,
-            ci_low                    DOUBLE NOT NULL,
-            ci_high                   DOUBLE NOT NULL,
-            chance                    DOUBLE NOT NULL,
-            chance_adjusted           DOUBLE,
-            truncation_rate           DOUBLE,
-            unparsed_rate             DOUBLE,
-            error_rate                DOUBLE NOT NULL,
-            mean_completion_tokens    DOUBLE,
-            median_completion_tokens  DOUBLE,
-            mean_latency_s            DOUBLE,
-            PRIMARY KEY (level, run_id, model, manifold)
-        );
-        CREATE VIEW leaderboard AS
-        WITH latest AS (
-            SELECT s.*, r.sweep_name, r.finished_at,
-                   row_number() OVER (
-                       PARTITION BY r.sweep_name, s.model ORDER BY r.started_at DESC
-                   ) AS recency
-            FROM summaries s JOIN runs r USING (run_id)
-            WHERE s.level = 'model' AND r.status = 'finished'
-        )
-        SELECT sweep_name, model, run_id, finished_at, n, n_scored, accuracy, ci_low, ci_high,
-               chance_adjusted, truncation_rate, unparsed_rate, error_rate,
-               mean_completion_tokens
-        FROM latest WHERE recency = 1
-        ORDER BY sweep_name, accuracy DESC NULLS LAST, model;
-        """,
-    ),
-    (
-        "ingested_shards: runs loaded from Parquet shards",
-        """
-        CREATE TABLE ingested_shards (
-            run_id       VARCHAR PRIMARY KEY,
-            source       VARCHAR NOT NULL,
-            ingested_at  TIMESTAMPTZ NOT NULL
-        );
-        """,
-    ),
-    (
-        "NumGen: numgen_runs, numgen_images, numgen_detections, numgen_metrics, "
-        "numgen_targets, numgen_leaderboard, numgen_calibration",
-        """
-        CREATE TABLE numgen_runs (
-            run_id        VARCHAR PRIMARY KEY,
-            kind          VARCHAR NOT NULL,
-            generator     VARCHAR NOT NULL,
-            detector      VARCHAR NOT NULL,
-            config        JSON NOT NULL,
-            code_version  VARCHAR NOT NULL,
-            status        VARCHAR NOT NULL,
-            started_at    TIMESTAMPTZ NOT NULL,
-            finished_at   TIMESTAMPTZ
-        );
-        CREATE TABLE numgen_images (
-            run_id        VARCHAR NOT NULL,
-            prompt_id     VARCHAR NOT NULL,
-            prompt_index  INTEGER NOT NULL,
-            target        INTEGER NOT NULL,
-            object        VARCHAR NOT NULL,
-            prompt        VARCHAR NOT NULL,
-            image_seed    UBIGINT NOT NULL,
-            generator     VARCHAR NOT NULL,
-            path          VARCHAR,
-            width         INTEGER,
-            height        INTEGER,
-            cached        BOOLEAN NOT NULL,
-            error         VARCHAR,
-            created_at    TIMESTAMPTZ NOT NULL,
-            PRIMARY KEY (run_id, prompt_id)
-        );
-        CREATE TABLE numgen_detections (
-            run_id          VARCHAR NOT NULL,
-            prompt_id       VARCHAR NOT NULL,
-            detector        VARCHAR NOT NULL,
-            caption         VARCHAR NOT NULL,
-            raw_count       INTEGER,
-            count           INTEGER,
-            overflow        BOOLEAN,
-            boxes           JSON,
-            scores          JSON,
-            annotated_path  VARCHAR,
-            error           VARCHAR,
-            created_at      TIMESTAMPTZ NOT NULL,
-            PRIMARY KEY (run_id, prompt_id)
-        );
-        CREATE TABLE numgen_metrics (
-            run_id              VARCHAR PRIMARY KEY,
-            generator           VARCHAR NOT NULL,
-            detector            VARCHAR NOT NULL,
-            n                   INTEGER NOT NULL,
-            errors              INTEGER NOT NULL,
-            accuracy            DOUBLE,
-            ci_low              DOUBLE NOT NULL,
-            ci_high             DOUBLE NOT NULL,
-            mwe                 DOUBLE,
-            knower_level        INTEGER NOT NULL,
-            human_correlation   DOUBLE,
-            random_correlation  DOUBLE,
-            sv_slope            DOUBLE,
-            sv_intercept        DOUBLE,
-            sv_r_squared        DOUBLE,
-            sv_slope_se         DOUBLE,
-            sv_p_slope_is_1     DOUBLE,
-            sv_points           INTEGER NOT NULL,
-            zero_rate           DOUBLE,
-            overflow_rate       DOUBLE,
-            confusion           JSON NOT NULL
-        );
-        CREATE TABLE numgen_targets (
-            run_id      VARCHAR NOT NULL,
-            target      INTEGER NOT NULL,
-            n           INTEGER NOT NULL,
-            correct     INTEGER NOT NULL,
-            accuracy    DOUBLE,
-            ci_low      DOUBLE NOT NULL,
-            ci_high     DOUBLE NOT NULL,
-            mean_count  DOUBLE,
-            PRIMARY KEY (run_id, target)
-        );
-        CREATE VIEW numgen_leaderboard AS
-        WITH latest AS (
-            SELECT m.*, r.finished_at,
-                   row_number() OVER (
-                       PARTITION BY m.generator, m.detector ORDER BY r.started_at DESC
-                   ) AS recency
-            FROM numgen_metrics m JOIN numgen_runs r USING (run_id)
-            WHERE r.status = 'finished' AND r.kind = 'benchmark'
-        )
-        SELECT generator AS model, detector, run_id, finished_at, n, errors, accuracy,
-               ci_low, ci_high, mwe, knower_level AS counting_level,
-               human_correlation AS webers_law, random_correlation
-        FROM latest WHERE recency = 1
-        ORDER BY accuracy DESC NULLS LAST, model;
-        CREATE VIEW numgen_calibration AS
-        WITH latest AS (
-            SELECT r.run_id, r.detector,
-                   row_number() OVER (PARTITION BY r.detector ORDER BY r.started_at DESC)
-                       AS recency
-            FROM numgen_runs r
-            WHERE r.status = 'finished' AND r.kind = 'calibration'
-        )
-        SELECT l.detector, t.*
-        FROM latest l JOIN numgen_targets t USING (run_id)
-        WHERE l.recency = 1
-        ORDER BY l.detector, t.target;
-        """,
-    ),
-    (
-        "provenance: completions keyed by (request, run) with endpoint, revision and sample; "
-        "responses per sample; cases with generator version and both chance floors; "
-        "summaries with their case set; leaderboard compares like with like",
-        """
-        CREATE TABLE completions_v4 (
-            request_hash       VARCHAR NOT NULL,
-            run_id             VARCHAR NOT NULL,
-            base_url           VARCHAR,
-            model_id           VARCHAR NOT NULL,
-            revision           VARCHAR,
-            sample_index       INTEGER NOT NULL,
-            text               VARCHAR NOT NULL,
-            finish_reason      VARCHAR,
-            prompt_tokens      INTEGER,
-            completion_tokens  INTEGER,
-            latency_s          DOUBLE NOT NULL,
-            attempts           INTEGER NOT NULL,
-            created_at         TIMESTAMPTZ NOT NULL,
-            PRIMARY KEY (request_hash, run_id)
-        );
-        -- earlier keys did not name the endpoint: kept as history, never matched again
-        INSERT INTO completions_v4
-        SELECT request_hash, run_id, NULL, model_id, NULL, 0, text, finish_reason,
-               prompt_tokens, completion_tokens, latency_s, attempts, created_at
-        FROM completions;
-        DROP TABLE completions;
-        ALTER TABLE completions_v4 RENAME TO completions;
-
-        CREATE TABLE responses_v4 (
-            run_id             VARCHAR NOT NULL,
-            model              VARCHAR NOT NULL,
-            model_id           VARCHAR NOT NULL,
-            manifold           VARCHAR NOT NULL,
-            case_id            VARCHAR NOT NULL,
-            sample_index       INTEGER NOT NULL,
-            point_key          VARCHAR NOT NULL,
-            request_hash       VARCHAR NOT NULL,
-            raw_text           VARCHAR,
-            answer             VARCHAR,
-            outcome            VARCHAR NOT NULL,
-            error              VARCHAR,
-            finish_reason      VARCHAR,
-            prompt_tokens      INTEGER,
-            completion_tokens  INTEGER,
-            latency_s          DOUBLE,
-            cached             BOOLEAN NOT NULL,
-            graded_at          TIMESTAMPTZ NOT NULL,
-            PRIMARY KEY (run_id, model, case_id, sample_index)
-        );
-        INSERT INTO responses_v4 BY NAME SELECT *, 0 AS sample_index FROM responses;
-        DROP TABLE responses;
-        ALTER TABLE responses_v4 RENAME TO responses;
-
-        ALTER TABLE cases ADD COLUMN generator_version VARCHAR DEFAULT 'unversioned';
-        ALTER TABLE cases ADD COLUMN chance_random DOUBLE;
-        ALTER TABLE cases ADD COLUMN chance_heuristic DOUBLE;
-        UPDATE cases SET chance_random = chance;
-        ALTER TABLE points ADD COLUMN chance_random DOUBLE;
-        ALTER TABLE points ADD COLUMN chance_heuristic DOUBLE;
-        ALTER TABLE summaries ADD COLUMN chance_random DOUBLE;
-        ALTER TABLE summaries ADD COLUMN chance_heuristic DOUBLE;
-        ALTER TABLE summaries ADD COLUMN case_set VARCHAR;
-        ALTER TABLE summaries ADD COLUMN manifolds VARCHAR;
-
-        CREATE OR REPLACE VIEW leaderboard AS
-        WITH latest AS (
-            SELECT s.*, r.sweep_name, r.finished_at,
-                   row_number() OVER (
-                       PARTITION BY s.case_set, s.model ORDER BY r.started_at DESC
-                   ) AS recency
-            FROM summaries s JOIN runs r USING (run_id)
-            WHERE s.level = 'model' AND r.status = 'finished'
-        )
-        SELECT case_set, manifolds,
-               rank() OVER (PARTITION BY case_set ORDER BY accuracy DESC NULLS LAST) AS rank,
-               model, sweep_name, run_id, finished_at, n, n_scored, accuracy, ci_low, ci_high,
-               chance, chance_adjusted, truncation_rate, unparsed_rate, error_rate,
-               mean_completion_tokens
-        FROM latest WHERE recency = 1
-        ORDER BY case_set, accuracy DESC NULLS LAST, model;
-        """,
-    ),
-]
-
-# What a run exports as Parquet shards, and how ingesting one merges it: cases and
-# completions are shared by runs (the first copy stays); the run's own rows replace any
-# earlier copy of themselves.
-SHARD_TABLES: dict[str, tuple[str, str]] = {
-    "runs": ("SELECT * FROM runs WHERE run_id = $run", "OR REPLACE"),
-    "cases": (
-        "SELECT * FROM cases WHERE case_id IN (SELECT case_id FROM responses WHERE run_id = $run)",
-        "OR IGNORE",
-    ),
-    "completions": (
-        "SELECT * FROM completions WHERE request_hash IN "
-        "(SELECT request_hash FROM responses WHERE run_id = $run)",
-        "OR IGNORE",
-    ),
-    "responses": ("SELECT * FROM responses WHERE run_id = $run", "OR REPLACE"),
-    "points": ("SELECT * FROM points WHERE run_id = $run", "OR REPLACE"),
-    "summaries": ("SELECT * FROM summaries WHERE run_id = $run", "OR REPLACE"),
-}
-
-NUMGEN_TABLES = ("numgen_images", "numgen_detections", "numgen_metrics", "numgen_targets")
-
-COMPLETION_COLUMNS = (
-    "request_hash", "run_id", "base_url", "model_id", "revision", "sample_index", "text",
-    "finish_reason", "prompt_tokens", "completion_tokens", "latency_s", "attempts", "created_at",
-)  # fmt: skip
-RESPONSE_COLUMNS = (
-    "run_id", "model", "model_id", "manifold", "case_id", "sample_index", "point_key",
-    "request_hash", "raw_text", "answer", "outcome", "error", "finish_reason", "prompt_tokens",
-    "completion_tokens", "latency_s", "cached", "graded_at",
-)  # fmt: skip
-CASE_COLUMNS = (
-    "case_id", "manifold", "point_key", "params", "seed", "case_index", "input", "target",
-    "chance", "data", "generator_version", "chance_random", "chance_heuristic",
-)  # fmt: skip
-
-
-class StoreError(NumerateError):
-    """The results database cannot be used."""
+__all__ = ["Store", "StoreError", "now"]
 
 
 def _sql_path(path: str) -> str:
     """A file path as a SQL string literal's content."""
     return path.replace("'", "''")
-
-
-def now() -> datetime:
-    return datetime.now(UTC)
-
-
-def migrate(con: Any) -> int:
-    """Bring the schema to SCHEMA_VERSION; returns the version found before."""
-    con.execute(
-        "CREATE TABLE IF NOT EXISTS schema_migrations ("
-        " version INTEGER PRIMARY KEY, description VARCHAR NOT NULL,"
-        " applied_at TIMESTAMPTZ NOT NULL)"
-    )
-    # fetchall: duckdb 2.0 refuses other work on a connection whose result is not exhausted
-    found = con.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchall()[0][0]
-    if found > SCHEMA_VERSION:
-        raise StoreError(
-            f"the database has schema version {found}, newer than this numerate "
-            f"({SCHEMA_VERSION}): upgrade numerate"
-        )
-    for version in range(found + 1, SCHEMA_VERSION + 1):
-        description, sql = MIGRATIONS[version - 1]
-        con.execute("BEGIN TRANSACTION")
-        try:
-            con.execute(sql)
-            con.execute(
-                "INSERT INTO schema_migrations VALUES (?, ?, ?)", [version, description, now()]
-            )
-            con.execute("COMMIT")
-        except Exception:
-            con.execute("ROLLBACK")
-            raise
-    return found
 
 
 class Store:
@@ -624,7 +231,8 @@ class Store:
     def clear_completions(self, model_id: str | None = None, before: datetime | None = None) -> int:
         """Remove stored answers (all, one endpoint model id's, or those stored before a
         time); returns how many. Graded responses keep their text: no result is lost."""
-        where, params = ["TRUE"], []
+        where: list[str] = ["TRUE"]
+        params: list[Any] = []
         if model_id is not None:
             where.append("model_id = ?")
             params.append(model_id)
@@ -669,15 +277,9 @@ class Store:
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
-        """BEGIN ... COMMIT around the block; ROLLBACK when it raises."""
-        with self.lock:
-            self.con.execute("BEGIN TRANSACTION")
-            try:
-                yield
-            except BaseException:
-                self.con.execute("ROLLBACK")
-                raise
-            self.con.execute("COMMIT")
+        """One transaction around the block, holding the store's lock (see schema.transaction)."""
+        with self.lock, transaction(self.con):
+            yield
 
     # ------------------------------------------------------------------ shards
 

@@ -1,1 +1,1 @@
-"""NumGen: number sense of text-to-image models (added by the NumGen issue)."""
+"""NumGen: number sense of text-to-image models. A leaf: it imports only the kernel."""

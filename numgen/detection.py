@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 from PIL import Image, ImageDraw
@@ -112,7 +112,7 @@ def filter_boxes(
         return Detection()
     kept = nms(b, s, settings.nms_iou)
     return Detection(
-        boxes=[tuple(float(v) for v in b[i]) for i in kept],  # type: ignore[misc]
+        boxes=[(float(b[i][0]), float(b[i][1]), float(b[i][2]), float(b[i][3])) for i in kept],
         scores=[float(s[i]) for i in kept],
     )
 
@@ -151,7 +151,7 @@ class BlobDetector:
 
 
 @functools.cache
-def _load_grounding_dino(model_id: str, device: str, dtype: str) -> tuple[object, object]:
+def _load_grounding_dino(model_id: str, device: str, dtype: str) -> tuple[Any, Any]:
     """Processor and model, loaded once per process for each (model, device, dtype)."""
     from numgen.torch_utils import resolve_dtype, transformers_quietly
 
@@ -202,10 +202,10 @@ class GroundingDinoDetector:
             inputs = processor(images=batch, text=captions, return_tensors="pt", padding=True)
             inputs = inputs.to(self.device)
             if "pixel_values" in inputs:
-                inputs["pixel_values"] = inputs["pixel_values"].to(model.dtype)  # type: ignore[attr-defined]
+                inputs["pixel_values"] = inputs["pixel_values"].to(model.dtype)
             with torch.inference_mode():
-                outputs = model(**inputs)  # type: ignore[operator]
-            results = processor.post_process_grounded_object_detection(  # type: ignore[attr-defined]
+                outputs = model(**inputs)
+            results = processor.post_process_grounded_object_detection(
                 outputs,
                 inputs["input_ids"],
                 threshold=self.settings.box_threshold,

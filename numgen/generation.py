@@ -15,7 +15,8 @@ import numpy as np
 from PIL import Image, PngImagePlugin
 from pydantic import BaseModel, Field
 
-from numerate.errors import NumerateError
+from kernel.errors import NumerateError
+from kernel.files import write_atomically
 from numgen.prompts import Prompt
 
 log = logging.getLogger("numerate.numgen")
@@ -164,7 +165,7 @@ def load_callable(reference: str) -> Callable[[str, int], Any]:
         raise ValueError(f"generator callable {reference!r} cannot be loaded: {error}") from None
     if not callable(function):
         raise ValueError(f"generator callable {reference!r} is not callable")
-    return function  # type: ignore[no-any-return]
+    return function
 
 
 @functools.cache
@@ -289,10 +290,7 @@ def save_png(image: Image.Image, path: Path, prompt: Prompt, model: str) -> None
     }
     for key in METADATA_KEYS:
         info.add_text(key, values[key])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(".png.partial")
-    image.save(partial, format="PNG", pnginfo=info)
-    partial.replace(path)
+    write_atomically(path, lambda partial: image.save(partial, format="PNG", pnginfo=info))
 
 
 def read_png_metadata(path: Path) -> tuple[dict[str, str], tuple[int, int]]:

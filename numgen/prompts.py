@@ -10,7 +10,7 @@ import json
 import random
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 
 from pydantic import BaseModel, Field, model_validator
 
@@ -109,7 +109,7 @@ def make_prompts(spec: PromptSpec) -> list[Prompt]:
             rng.shuffle(round_)
             deck.extend(round_)
         dealt[n] = deck[: spec.per_number]
-    prompts = []
+    prompts: list[Prompt] = []
     for repeat in range(spec.per_number):
         for n in numbers:
             plural = dealt[n][repeat]
@@ -146,8 +146,7 @@ def write_prompts(
 ) -> Path:
     """Write prompts to `path`; the format defaults to the file's suffix."""
     path = Path(path)
-    fmt = fmt or path.suffix.lstrip(".")  # type: ignore[assignment]
-    text = format_prompts(prompts, fmt)  # type: ignore[arg-type]
+    text = format_prompts(prompts, fmt or cast(ExportFormat, path.suffix.lstrip(".")))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     return path

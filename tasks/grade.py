@@ -8,7 +8,8 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from numerate.config import ModelConfig
-from numerate.plan import Completion, PlannedCase, grade_response
+from numerate.grading import Completion, grade_response
+from numerate.plan import PlannedCase
 
 
 @task(cache_policy=NO_CACHE)

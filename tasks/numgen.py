@@ -15,12 +15,7 @@ from numerate.progress import current as current_progress
 from numerate.provenance import code_version
 from numerate.store import Store
 from numgen.baselines import baseline_counts
-from numgen.config import NumGenConfig
-from numgen.detection import make_detector
-from numgen.generation import make_generator
-from numgen.metrics import confusion_matrix, per_target_accuracy, score
-from numgen.prompts import Prompt, make_prompts
-from numgen.runner import (
+from numgen.batches import (
     detect_batch,
     detection_row,
     generate_batch,
@@ -28,6 +23,11 @@ from numgen.runner import (
     read_manifest,
     slug,
 )
+from numgen.config import NumGenConfig
+from numgen.detection import make_detector
+from numgen.generation import make_generator
+from numgen.metrics import confusion_matrix, per_target_accuracy, score
+from numgen.prompts import Prompt, make_prompts
 
 IMAGES_MANIFEST = "images.jsonl"
 DETECTIONS_MANIFEST = "detections.jsonl"

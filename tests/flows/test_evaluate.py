@@ -8,7 +8,7 @@ from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate
 
 from flows.evaluate import evaluate
 from flows.sweep import sweep
-from numerate.errors import ConfigError
+from kernel.errors import ConfigError
 from numerate.store import Store
 from tests.fake_openai import Reply
 

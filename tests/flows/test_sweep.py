@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from flows.sweep import sweep
-from numerate.stats import wilson_interval
+from kernel.stats import wilson_interval
 from numerate.store import Store
 from tests.fake_openai import Reply, prompt_of
 
@@ -120,9 +120,7 @@ def test_a_changed_generator_gets_new_case_ids_and_keeps_old_text(fake_openai, d
     monkeypatch.setattr(flows.sweep, "generator_label", provenance.generator_label)
     second = run(cfg, db_path)
     store = Store.open(db_path)
-    ids = dict(
-        store.query("SELECT run_id, list(DISTINCT case_id) FROM responses GROUP BY run_id")
-    )
+    ids = dict(store.query("SELECT run_id, list(DISTINCT case_id) FROM responses GROUP BY run_id"))
     assert not set(ids[first]) & set(ids[second])
     versions = store.query(
         "SELECT DISTINCT r.run_id, c.generator_version FROM responses r JOIN cases c "

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from numgen.batches import detect_batch
 from numgen.detection import (
     BlobDetector,
     Detection,
@@ -15,7 +16,6 @@ from numgen.detection import (
     filter_boxes,
     nms,
 )
-from numgen.runner import detect_batch
 from numgen.synthetic import draw_stimulus
 from numgen.torch_utils import ModelLoadError
 

@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from numgen.batches import generate_batch
 from numgen.generation import (
     CallableGenerator,
     DiffusersGenerator,
@@ -13,7 +14,6 @@ from numgen.generation import (
     to_image,
 )
 from numgen.prompts import PromptSpec, make_prompts
-from numgen.runner import generate_batch
 from numgen.torch_utils import ModelLoadError
 
 

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from numerate.stats import chance_adjusted, wilson_interval
+from kernel.stats import chance_adjusted, wilson_interval
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Querying models: endpoint checks and one task per batch of cases."""
+"""Asking models: endpoint checks and one task per batch of cases."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ from prefect.cache_policies import NO_CACHE
 from prefect.client.schemas.objects import State, TaskRun
 from prefect.tasks import exponential_backoff
 
+from kernel.errors import ConfigError
 from numerate.config import ModelConfig
-from numerate.errors import ConfigError
-from numerate.plan import Completion, PlannedCase
-from numerate.querying import check_endpoint, query_cases
+from numerate.endpoints import answer_cases, check_endpoint
+from numerate.grading import Completion
+from numerate.plan import PlannedCase
 from numerate.store import Store
 
 
@@ -74,9 +75,9 @@ async def check_endpoints(models: list[dict[str, Any]]) -> list[str]:
     retry_jitter_factor=0.5,
     retry_condition_fn=retry_transient,
 )
-async def query_batch(
+async def answer_batch(
     model: dict[str, Any], planned: list[PlannedCase], run_id: str, db: str
 ) -> dict[tuple[str, int], Completion]:
     """Answers for a batch of cases, keyed by (case id, sample): stored ones where the model's
     cache policy allows, the rest from the model."""
-    return await query_cases(ModelConfig.model_validate(model), planned, Store.open(db), run_id)
+    return await answer_cases(ModelConfig.model_validate(model), planned, Store.open(db), run_id)

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import typer
 
-from numerate.errors import ConfigError, NumerateError
+from kernel.errors import ConfigError, NumerateError
+from numerate.cli.common import DB_HELP, check_format, fail, results_db, settle_prefect
 
 app = typer.Typer(
     name="numgen",
@@ -21,7 +22,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-DB_OPTION = typer.Option(help="DuckDB results file.")
+DB_OPTION = typer.Option(help=DB_HELP)
 LEADERBOARD_COLUMNS = {
     "model": "Model",
     "accuracy": "Accuracy",
@@ -31,15 +32,10 @@ LEADERBOARD_COLUMNS = {
 }
 
 
-def fail(message: str, code: int = 2) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(code)
-
-
 def _validate(data: dict[str, Any]) -> Any:
     from pydantic import ValidationError
 
-    from numerate.errors import describe_validation_error
+    from kernel.errors import describe_validation_error
     from numgen.config import NumGenConfig
 
     try:
@@ -80,19 +76,22 @@ def _run_flow(config: Any, db: str, dispatch: str) -> dict[str, Any]:
     import asyncio
     import os
 
-    from numerate.cli import _settle_prefect, _terminal_progress
+    from numerate.cli.common import terminal_progress
     from numerate.progress import reporting_to
 
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     from flows.numgen import numgen
+    from tasks.dispatch import Dispatch
 
     def short(name: str) -> str:
         return name.rstrip("/").rsplit("/", 1)[-1][:24]
 
     label = f"numgen {short(config.generator)} / {short(config.detector_label)}"
     try:
-        with reporting_to(_terminal_progress(label)):
-            result = asyncio.run(numgen(config.model_dump(mode="json"), db, dispatch))  # type: ignore[arg-type]
+        with reporting_to(terminal_progress(label)):
+            result: dict[str, Any] = asyncio.run(
+                numgen(config.model_dump(mode="json"), db, cast(Dispatch, dispatch))
+            )
     except KeyboardInterrupt:
         typer.echo(
             "interrupted: the images made so far are kept; run the same command again to "
@@ -104,7 +103,7 @@ def _run_flow(config: Any, db: str, dispatch: str) -> dict[str, Any]:
         raise
     except Exception as error:  # a generator or detector failing for every image
         fail(f"NumGen run failed: {type(error).__name__}: {error}", code=1)
-    _settle_prefect()
+    settle_prefect()
     return result
 
 
@@ -120,7 +119,7 @@ def _calibration_note(db: str, detector: str) -> str:
             f"detector {detector} is not calibrated: `numerate numgen calibrate --detector "
             f"{detector}` measures how much of the error is the detector's"
         )
-    from numerate.stats import wilson_interval
+    from kernel.stats import wilson_interval
 
     low, high = wilson_interval(int(correct), int(n))
     return (
@@ -153,7 +152,7 @@ def run(
     config: Annotated[
         Path | None, typer.Option("--config", "-c", help="NumGen config (YAML); options win.")
     ] = None,
-    db: Annotated[str, DB_OPTION] = "results/numerate.duckdb",
+    db: Annotated[str | None, DB_OPTION] = None,
     images_dir: Annotated[str | None, typer.Option(help="Folder for images.")] = None,
     steps: Annotated[int | None, typer.Option(help="Denoising steps.")] = None,
     guidance: Annotated[float | None, typer.Option(help="Guidance scale.")] = None,
@@ -171,48 +170,58 @@ def run(
     output: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
 ) -> None:
     """Generate images for "An image with {n} {object}", count the objects, score, store."""
+    db = results_db(db)
+    generation = {"steps": steps, "guidance": guidance, "height": size, "width": size,
+                  "device": device, "dtype": dtype, "batch_size": batch_size}  # fmt: skip
+    prompts = {"per_number": count, "objects": objects, "seed": seed}
     try:
+        check_format(output, ("table", "json"))
+        check_dispatch(dispatch)
         data = _load_yaml(config) if config else {}
-        if output not in ("table", "json"):
-            raise ConfigError(f"--format {output!r}: choose table or json")
-        if dispatch not in ("auto", "local", "deployments"):
-            raise ConfigError(f"--dispatch {dispatch!r}: choose auto, local or deployments")
-        if generator is not None:
-            data["generator"] = generator
-        data.setdefault("generator", "synthetic")
-        if detector is not None:
-            data["detector"] = detector
-        elif "detector" not in data and data["generator"] == "synthetic":
-            data["detector"] = "blobs"
-        prompts = data.setdefault("prompts", {})
-        for key, value in (("per_number", count), ("objects", objects), ("seed", seed)):
-            if value is not None:
-                prompts[key] = value
-        generation = data.setdefault("generation", {})
-        for key, value in (
-            ("steps", steps), ("guidance", guidance), ("height", size), ("width", size),
-            ("device", device), ("dtype", dtype), ("batch_size", batch_size),
-        ):  # fmt: skip
-            if value is not None:
-                generation[key] = value
-        if images_dir:
-            data["images_dir"] = images_dir
-        numgen_config = _validate(data)
+        settings = _with_options(data, generator, detector, prompts, generation, images_dir)
+        numgen_config = _validate(settings)
         result = _run_flow(numgen_config, db, dispatch)
-    except NumerateError as error:
-        fail(str(error))
-        return
-    except ValueError as error:  # a model id, device or file the backends refuse
-        fail(str(error))
-        return
+    except (NumerateError, ValueError) as error:  # ValueError: a model id, device or file
+        fail(str(error))  # the backends refuse
     if output == "json":
         typer.echo(json.dumps(result, indent=2))
         return
-    from numerate.report import render
+    _show_run(numgen_config, result, db)
 
-    title = f"{numgen_config.generator} / {numgen_config.detector_label}: run {result['run_id']}"
+
+def check_dispatch(dispatch: str) -> None:
+    """`--dispatch` is one of auto, local or deployments."""
+    if dispatch not in ("auto", "local", "deployments"):
+        raise ConfigError(f"--dispatch {dispatch!r}: choose auto, local or deployments")
+
+
+def _with_options(
+    data: dict[str, Any], generator: str | None, detector: str | None,
+    prompts: dict[str, Any], generation: dict[str, Any], images_dir: str | None,
+) -> dict[str, Any]:  # fmt: skip
+    """A NumGen config (from its YAML, or empty) with the command line's options over it."""
+    if generator is not None:
+        data["generator"] = generator
+    data.setdefault("generator", "synthetic")
+    if detector is not None:
+        data["detector"] = detector
+    elif "detector" not in data and data["generator"] == "synthetic":
+        data["detector"] = "blobs"
+    for section, values in (("prompts", prompts), ("generation", generation)):
+        given = {key: value for key, value in values.items() if value is not None}
+        if given:
+            data.setdefault(section, {}).update(given)
+    if images_dir:
+        data["images_dir"] = images_dir
+    return data
+
+
+def _show_run(numgen_config: Any, result: dict[str, Any], db: str) -> None:
+    """A NumGen run's metrics as stored, its errors, heatmap and the detector's calibration."""
+    from numerate.report import render
     from numerate.store import Store
 
+    title = f"{numgen_config.generator} / {numgen_config.detector_label}: run {result['run_id']}"
     [stored] = Store.open(db).query(
         f"SELECT {', '.join(SHOWN_METRICS)} FROM numgen_metrics WHERE run_id = ?",
         [result["run_id"]],
@@ -229,7 +238,7 @@ def run(
 def calibrate(
     detector: Annotated[str, typer.Option(help="Grounding DINO model id or path, or blobs.")],
     count: Annotated[int, typer.Option(help="Images per number.")] = 10,
-    db: Annotated[str, DB_OPTION] = "results/numerate.duckdb",
+    db: Annotated[str | None, DB_OPTION] = None,
     images_dir: Annotated[str | None, typer.Option(help="Folder for images.")] = None,
     device: Annotated[str | None, typer.Option(help="auto, cpu, cuda, cuda:N or mps.")] = None,
     dispatch: Annotated[str, typer.Option(help="auto, local or deployments.")] = "auto",
@@ -237,10 +246,12 @@ def calibrate(
     """Measure a detector on synthetic images of known count: its accuracy per number."""
     from numgen.config import calibration_config
 
+    db = results_db(db)
     try:
         extra: dict[str, Any] = {"images_dir": images_dir} if images_dir else {}
         if device:
             extra["generation"] = {"device": device}
+        check_dispatch(dispatch)
         numgen_config = calibration_config(detector, per_number=count, **extra)
         result = _run_flow(numgen_config, db, dispatch)
     except (NumerateError, ValueError) as error:
@@ -338,7 +349,7 @@ def score(
 
 @app.command()
 def report(
-    db: Annotated[str, DB_OPTION] = "results/numerate.duckdb",
+    db: Annotated[str | None, DB_OPTION] = None,
     output: Annotated[
         str, typer.Option("--format", help="table, csv, json or markdown.")
     ] = "table",
@@ -351,12 +362,12 @@ def report(
 ) -> None:
     """The NumGen leaderboard (Accuracy, MWE, Counting Level, Weber's Law), latest run of each
     generator and detector."""
-    from numerate.cli import _check_format
     from numerate.report import render
     from numerate.store import Store
 
+    db = results_db(db)
     try:
-        _check_format(output)
+        fmt = check_format(output)
         if not Path(db).exists():
             raise ConfigError(f"no results database at {db} (run `numerate numgen run` first)")
         store = Store.open(db)
@@ -372,10 +383,10 @@ def report(
         fail(str(error))
         return
     shown = frame.rename(LEADERBOARD_COLUMNS)
-    if output == "table":
-        output = "markdown"  # the reference's table layout
-    typer.echo(render(shown, output, title="NumGen leaderboard"), nl=False)  # type: ignore[arg-type]
-    if output == "markdown":
+    if fmt == "table":
+        fmt = "markdown"  # the reference's table layout
+    typer.echo(render(shown, fmt, title="NumGen leaderboard"), nl=False)
+    if fmt == "markdown":
         for detector in frame["detector"].unique().sort().to_list():
             if detector not in ("none", "blobs"):
                 typer.echo(_calibration_note(db, detector))
@@ -419,8 +430,8 @@ def prompts(
     """Export the prompts ("An image with 7 apples") as JSON, JSON Lines or text."""
     from pydantic import ValidationError
 
-    from numerate.errors import describe_validation_error
-    from numgen.prompts import PromptSpec, format_prompts, make_prompts
+    from kernel.errors import describe_validation_error
+    from numgen.prompts import ExportFormat, PromptSpec, format_prompts, make_prompts
 
     try:
         if output not in ("json", "jsonl", "txt"):
@@ -436,7 +447,7 @@ def prompts(
         fail(str(error))
         return
     made = make_prompts(spec)
-    text = format_prompts(made, output)  # type: ignore[arg-type]
+    text = format_prompts(made, cast(ExportFormat, output))
     if out:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text)

@@ -2,10 +2,10 @@ from pathlib import Path
 
 import pytest
 
+from kernel.errors import ConfigError
 from numerate.config import DEFAULT_SWEEP, load_sweep_config, one_model_config, parse_sweep_config
-from numerate.errors import ConfigError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "deployments" / "sweeps").glob("*.yaml")))

@@ -1,5 +1,4 @@
-"""`numerate grade`, `numerate regrade` and `numerate cache clear`, and the provenance of
-stored numbers (code and generator versions)."""
+"""`numerate grade`, `numerate regrade` and `numerate cache clear`."""
 
 import json
 
@@ -110,44 +109,3 @@ def test_cache_clear(tmp_path):
     store = Store.open(db)
     assert store.query("SELECT count(*) FROM responses")[0][0] == 600  # results stay
     Store.close_all()
-
-
-# ---------------------------------------------------------------- provenance
-
-
-def test_code_version_marks_uncommitted_changes(monkeypatch):
-    import numerate.provenance as provenance
-
-    answers = {"rev-parse": "abc1234", "status": " M numerate/plan.py"}
-    monkeypatch.setattr(provenance, "_git", lambda *args: answers[args[0]])
-    provenance.code_version.cache_clear()
-    try:
-        assert provenance.code_version().endswith("+abc1234.dirty")
-        answers["status"] = ""
-        provenance.code_version.cache_clear()
-        assert provenance.code_version().endswith("+abc1234")
-    finally:
-        provenance.code_version.cache_clear()
-
-
-def test_generator_version_follows_the_generator_sources(tmp_path, monkeypatch):
-    import numerate.provenance as provenance
-
-    source = tmp_path / "objects.py"
-    source.write_text("WORDS = ['glove']\n")
-    monkeypatch.setattr(provenance, "generator_sources", lambda manifold: [source])
-    provenance.generator_version.cache_clear()
-    try:
-        before = provenance.generator_version("objects")
-        source.write_text("WORDS = ['sock']\n")  # a word moved between categories
-        provenance.generator_version.cache_clear()
-        assert provenance.generator_version("objects") != before
-    finally:
-        provenance.generator_version.cache_clear()
-
-
-def test_the_real_generator_sources_are_the_module_and_common():
-    from numerate.provenance import generator_sources
-
-    names = {p.name for p in generator_sources("shuffle")}
-    assert names == {"shuffle.py", "common.py"}

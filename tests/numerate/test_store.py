@@ -1,7 +1,8 @@
 import duckdb
 import pytest
 
-from numerate.store import MIGRATIONS, SCHEMA_VERSION, Store, StoreError, migrate
+from numerate.schema import MIGRATIONS, SCHEMA_VERSION, migrate
+from numerate.store import Store, StoreError
 
 
 def test_a_new_database_gets_the_current_schema(db_path):

@@ -1,6 +1,7 @@
 """Sending cases to models: OpenAI-compatible endpoints and built-in baselines.
 
-- One request per distinct request hash; a hash already in the store is never sent again.
+- One request per distinct request hash (endpoint, model id, revision, messages, sampling,
+  sample); a stored answer stands in for it only as the model's cache policy allows.
 - At most `concurrency` requests per model are being answered at once, and at most
   2 x `concurrency` are in flight: sent, or answered but not yet committed to the store.
   A process killed at any moment loses only those; they are sent again on resume.
@@ -22,12 +23,13 @@ import random
 import time
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
+from kernel.errors import ConfigError
 from manifolds import registry
 from numerate.config import ModelConfig
-from numerate.errors import ConfigError
-from numerate.plan import Completion, PlannedCase, messages_for, request_hash
+from numerate.grading import Completion
+from numerate.plan import PlannedCase, messages_for, request_hash
 from numerate.progress import current as current_progress
 from numerate.store import Store, now
 
@@ -47,7 +49,7 @@ async def api_key(model: ModelConfig) -> str:
         from prefect.blocks.system import Secret
 
         try:
-            secret = await Secret.aload(model.api_key_secret)
+            secret: Any = await Secret.aload(model.api_key_secret)
         except ValueError:
             raise ConfigError(
                 f"model {model.name!r}: no Prefect Secret block named {model.api_key_secret!r}"
@@ -166,6 +168,17 @@ async def close_clients() -> None:
         del _limits[limit_key]
 
 
+class Answerer(Protocol):
+    """Something that answers one request of a case: an endpoint, or a built-in baseline."""
+
+    async def answer(
+        self, planned: PlannedCase, messages: list[dict[str, str]], request_id: str,
+        sample: int = 0,
+    ) -> Completion:  # fmt: skip
+        """The answer to one request (an error Completion when it failed for good)."""
+        ...
+
+
 class EndpointAnswerer:
     """Sends requests to an OpenAI-compatible chat completions endpoint."""
 
@@ -279,7 +292,7 @@ def heuristic_prior(manifold: str, params_json: str, seed: int) -> Any:
     return spec.heuristic_prior_of(spec.params(**json.loads(params_json)), seed)
 
 
-async def answerer_for(model: ModelConfig, retry_base_s: float = 1.0) -> Any:
+async def answerer_for(model: ModelConfig, retry_base_s: float = 1.0) -> Answerer:
     if model.is_baseline:
         return BaselineAnswerer(model)
     return EndpointAnswerer(model, await shared_client(model), retry_base_s)
@@ -380,7 +393,52 @@ class CompletionWriter:
         await self.task
 
 
-async def query_cases(
+Requests = dict[str, tuple[PlannedCase, list[dict[str, str]], int]]
+"""Request hash -> (the case, its messages, the sample index)."""
+
+
+def plan_requests(
+    model: ModelConfig, planned: Sequence[PlannedCase]
+) -> tuple[dict[tuple[str, int], str], Requests]:
+    """The requests the cases need: every (case id, sample) -> its request hash, and each
+    distinct request once (identical cases share one)."""
+    by_answer: dict[tuple[str, int], str] = {}
+    requests: Requests = {}
+    for item in planned:
+        messages = messages_for(model, item)
+        for sample in range(model.sampling.samples):
+            key = request_hash(model, messages, sample)
+            by_answer[item.case_id, sample] = key
+            requests.setdefault(key, (item, messages, sample))
+    return by_answer, requests
+
+
+async def stored_answers(
+    model: ModelConfig, store: Store, requests: Requests, run_id: str
+) -> dict[str, Completion]:
+    """The stored answers the model's cache policy lets stand in for these requests:
+    `resume` those of this run, `reuse` those of any run, `off` none."""
+    if model.cache == "off":
+        return {}
+    only_run = run_id if model.cache == "resume" else None
+    stored = await asyncio.to_thread(store.get_completions, list(requests), only_run)
+    return {
+        key: Completion(
+            key,
+            row["text"],
+            finish_reason=row["finish_reason"],
+            prompt_tokens=row["prompt_tokens"],
+            completion_tokens=row["completion_tokens"],
+            latency_s=row["latency_s"],
+            attempts=row["attempts"],
+            fetched_by=row["run_id"],
+            sample=requests[key][2],
+        )
+        for key, row in stored.items()
+    }
+
+
+async def answer_cases(
     model: ModelConfig,
     planned: Sequence[PlannedCase],
     store: Store,
@@ -389,39 +447,13 @@ async def query_cases(
 ) -> dict[tuple[str, int], Completion]:
     """Answers for the cases, keyed by (case id, sample): `model.sampling.samples` per case.
 
-    A stored answer stands in for a request only as the model's `cache` policy allows: `resume`
-    those of this run (a resumed run sends only what it lacks), `reuse` those of any run,
-    `off` none. The rest are asked of the model, and complete answers are stored.
+    A stored answer stands in for a request only as the model's `cache` policy allows (see
+    `stored_answers`): a resumed run sends only what it lacks. The rest are asked of the
+    model, and complete answers are stored.
     """
     progress = current_progress()
-    samples = range(model.sampling.samples)
-    by_answer: dict[tuple[str, int], str] = {}
-    requests: dict[str, tuple[PlannedCase, list[dict[str, str]], int]] = {}
-    for item in planned:
-        messages = messages_for(model, item)
-        for sample in samples:
-            key = request_hash(model, messages, sample)
-            by_answer[item.case_id, sample] = key
-            requests.setdefault(key, (item, messages, sample))
-
-    results: dict[str, Completion] = {}
-    if model.cache != "off":
-        only_run = run_id if model.cache == "resume" else None
-        stored = await asyncio.to_thread(store.get_completions, list(requests), only_run)
-        results = {
-            key: Completion(
-                key,
-                row["text"],
-                finish_reason=row["finish_reason"],
-                prompt_tokens=row["prompt_tokens"],
-                completion_tokens=row["completion_tokens"],
-                latency_s=row["latency_s"],
-                attempts=row["attempts"],
-                fetched_by=row["run_id"],
-                sample=requests[key][2],
-            )
-            for key, row in stored.items()
-        }
+    by_answer, requests = plan_requests(model, planned)
+    results = await stored_answers(model, store, requests, run_id)
     answers_per_request = Counter(by_answer.values())
     earlier = sum(answers_per_request[k] for k, c in results.items() if c.fetched_by != run_id)
     progress.advance(sum(answers_per_request[k] for k in results), cached=earlier)

@@ -10,8 +10,9 @@ import pytest
 
 from manifolds.grading import Outcome
 from numerate.config import ModelConfig, Sampling, parse_sweep_config
-from numerate.plan import grade_response, plan_manifold
-from numerate.querying import backoff_s, check_endpoint, query_cases, retry_after_s
+from numerate.endpoints import answer_cases, backoff_s, check_endpoint, retry_after_s
+from numerate.grading import grade_response
+from numerate.plan import plan_manifold
 from numerate.store import Store
 from tests.fake_openai import Reply, prompt_of
 
@@ -36,13 +37,11 @@ def endpoint(server, **overrides):
 
 def run_query(model, planned, db_path, run_id="run-1"):
     store = Store.open(db_path)
-    return asyncio.run(query_cases(model, planned, store, run_id, retry_base_s=0.01))
+    return asyncio.run(answer_cases(model, planned, store, run_id, retry_base_s=0.01))
 
 
 def grades(model, planned, completions, run_id="run-1"):
-    return {
-        p.case_id: grade_response(p, completions[p.case_id, 0], run_id, model) for p in planned
-    }
+    return {p.case_id: grade_response(p, completions[p.case_id, 0], run_id, model) for p in planned}
 
 
 # ---------------------------------------------------------------- pure parts
@@ -132,9 +131,7 @@ def test_429_honours_retry_after_then_succeeds(fake_openai, db_path):
     assert completion.error is None and completion.attempts == 2
     assert calls[1] - calls[0] >= 0.29
     assert (
-        grades(model, planned, {(planned[0].case_id, 0): completion})[planned[0].case_id][
-            "outcome"
-        ]
+        grades(model, planned, {(planned[0].case_id, 0): completion})[planned[0].case_id]["outcome"]
         == "correct"
     )
 
@@ -286,8 +283,8 @@ def test_api_key_is_sent_from_the_environment(fake_openai, db_path, monkeypatch)
 
 
 def test_check_endpoint_reports_clear_problems(fake_openai, monkeypatch):
-    from numerate.errors import ConfigError
-    from numerate.querying import EndpointError
+    from kernel.errors import ConfigError
+    from numerate.endpoints import EndpointError
 
     assert asyncio.run(check_endpoint(endpoint(fake_openai))) is None
     warning = asyncio.run(check_endpoint(endpoint(fake_openai, model="other-model")))
@@ -302,7 +299,7 @@ def test_check_endpoint_reports_clear_problems(fake_openai, monkeypatch):
 
 
 def test_unreachable_endpoint():
-    from numerate.querying import EndpointError
+    from numerate.endpoints import EndpointError
 
     model = ModelConfig(name="gone", model="m", base_url="http://127.0.0.1:9/v1")
     with pytest.raises(EndpointError, match=r"cannot reach model 'gone' at http://127.0.0.1:9/v1"):
@@ -314,8 +311,7 @@ def test_baselines(db_path):
     oracle = ModelConfig(name="o", model="baseline:oracle")
     completions = run_query(oracle, planned, db_path)
     assert all(
-        grade_response(p, completions[p.case_id, 0], "run-1", oracle)["outcome"]
-        == Outcome.CORRECT
+        grade_response(p, completions[p.case_id, 0], "run-1", oracle)["outcome"] == Outcome.CORRECT
         for p in planned
     )
 

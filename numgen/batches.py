@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from kernel.files import write_atomically
 from numgen.detection import Detection, Detector, annotate, caption_for
 from numgen.generation import ImageError, ImageGenerator, read_png_metadata, save_png, to_image
 from numgen.prompts import Prompt
@@ -184,11 +185,7 @@ def detect_batch(
 
 def write_manifest(rows: Sequence[dict[str, Any]], path: Path) -> Path:
     """Rows as JSON Lines, written to a temporary name and renamed (readers never see half)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(path.suffix + ".partial")
-    partial.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    partial.replace(path)
-    return path
+    return write_atomically(path, "".join(json.dumps(row) + "\n" for row in rows))
 
 
 def read_manifest(path: Path) -> list[dict[str, Any]]:

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from numerate.cli import app
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
 
 COMMON = {"manifold", "index", "seed", "params", "input", "target"}

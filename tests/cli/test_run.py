@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from numerate.cli import app
 from tests.fake_openai import spawn
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
 
 

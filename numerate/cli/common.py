@@ -1,0 +1,119 @@
+"""What every command shares: one-line errors, output formats, the database option, the
+progress bar, and settling Prefect before exit.
+
+Imports stay inside functions: `numerate --help` must answer fast and never load torch.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal, NoReturn, cast
+
+import typer
+
+from kernel.errors import ConfigError
+
+Format = Literal["table", "csv", "json", "markdown"]
+FORMATS: tuple[Format, ...] = ("table", "csv", "json", "markdown")
+
+DB_HELP = "DuckDB results file (default: $NUMERATE_DB, else results/numerate.duckdb)."
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    """Print an error for the user and leave with `code`."""
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def results_db(db: str | None) -> str:
+    """The database a command uses: its --db, else the one default rule (numerate.config)."""
+    from numerate.config import default_db
+
+    return db or default_db()
+
+
+def check_format(output: str, allowed: tuple[str, ...] = FORMATS) -> Format:
+    """`--format` checked against the formats a command offers."""
+    if output not in allowed:
+        choices = ", ".join(allowed[:-1]) + f" or {allowed[-1]}"
+        raise ConfigError(f"--format {output!r}: choose {choices}")
+    return cast(Format, output)
+
+
+def parse_assignments(assignments: list[str]) -> dict[str, Any]:
+    """`key=value` pairs; values are read as JSON where they parse ("8", "0.5", "true",
+    "\\"\\\\n\\""), else as plain strings ("ROMAN")."""
+    values: dict[str, Any] = {}
+    for assignment in assignments:
+        key, sep, raw = assignment.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set expects key=value, got {assignment!r}")
+        try:
+            values[key.strip()] = json.loads(raw)
+        except json.JSONDecodeError:
+            values[key.strip()] = raw
+    return values
+
+
+def terminal_progress(description: str) -> Any:
+    """A rich progress bar on standard error (rich is imported only when a sweep runs)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, TextColumn, TimeRemainingColumn
+    from rich.progress import Progress as RichBar
+
+    from numerate.progress import Progress
+
+    class TerminalProgress(Progress):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bar = RichBar(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                TextColumn("{task.completed:,}/{task.total:,}"),
+                TextColumn("{task.fields[rate]:,.0f}/s"),
+                TextColumn("{task.fields[errors]:,} errors"),
+                TextColumn("{task.fields[cached]:,} cached"),
+                TextColumn("ETA"),
+                TimeRemainingColumn(),
+                console=Console(stderr=True),
+                transient=False,
+            )
+            self.task_id = self.bar.add_task(description, total=0, rate=0.0, errors=0, cached=0)
+            self.bar.start()
+
+        def render(self) -> None:
+            self.bar.update(
+                self.task_id, total=self.total, completed=self.done, rate=self.rate(),
+                errors=self.errors, cached=self.cached,
+            )  # fmt: skip
+
+        def close(self) -> None:
+            self.render()
+            self.bar.stop()
+
+    return TerminalProgress()
+
+
+def settle_prefect() -> None:
+    """Let a temporary Prefect server record the last task runs before the process exits.
+
+    Without a PREFECT_API_URL, Prefect runs a server inside this process; exiting while it
+    writes the last task-run events cancels those writes (lost history, tracebacks on exit).
+    """
+    import os
+    import time
+
+    if os.environ.get("PREFECT_API_URL"):
+        return
+    from prefect.events.worker import EventsWorker
+
+    EventsWorker.drain_all(timeout=5)
+    time.sleep(1.0)
+
+
+def print_report(store: Any, run_id: str, output: Format) -> None:
+    """A run's summaries, per model and manifold, in the format asked for."""
+    from numerate.report import render, run_summaries
+
+    frame = run_summaries(store, run_id)
+    typer.echo(render(frame, output, title=f"run {run_id}"), nl=False)

@@ -1,0 +1,131 @@
+"""`numerate run`: a sweep from the command line, with a progress bar and its report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from kernel.errors import ConfigError, NumerateError
+from numerate.cli.app import app
+from numerate.cli.common import (
+    check_format,
+    fail,
+    print_report,
+    settle_prefect,
+    terminal_progress,
+)
+
+
+@app.command()
+def run(
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", "-c", help="Sweep config (YAML). Default: the built-in sweep."),
+    ] = None,
+    db: Annotated[
+        str | None,
+        typer.Option(
+            help="DuckDB results file (overrides the config; default: $NUMERATE_DB, else "
+            "results/numerate.duckdb)."
+        ),
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option(help="Evaluate only this model id (with --base-url).")
+    ] = None,
+    base_url: Annotated[
+        str | None, typer.Option(help="Endpoint for --model, e.g. http://127.0.0.1:8000/v1.")
+    ] = None,
+    name: Annotated[str | None, typer.Option(help="Label for --model in the results.")] = None,
+    fresh: Annotated[
+        bool, typer.Option(help="Start a new run instead of resuming an unfinished one.")
+    ] = False,
+    output: Annotated[
+        str, typer.Option("--format", help="Report format: table, csv, json or markdown.")
+    ] = "table",
+) -> None:
+    """Run a sweep: generate, ask, grade, aggregate, store; then print the results."""
+    from numerate.config import default_db
+    from numerate.store import Store
+
+    try:
+        sweep_config = sweep_to_run(config, model, base_url, name)
+        fmt = check_format(output)
+        warn_about_endpoints(sweep_config)
+    except NumerateError as error:
+        fail(str(error))
+    db_path = db or sweep_config.db or default_db()
+    run_id = run_sweep(sweep_config, db_path, fresh)
+    settle_prefect()
+    print_report(Store.open(db_path), run_id, fmt)
+    Store.close_all()
+
+
+def sweep_to_run(
+    config: Path | None, model: str | None, base_url: str | None, name: str | None
+) -> Any:
+    """The sweep the options ask for: a config file or the built-in sweep, optionally
+    narrowed to one model."""
+    from numerate.config import (
+        DEFAULT_SWEEP,
+        load_sweep_config,
+        one_model_config,
+        parse_sweep_config,
+    )
+
+    sweep_config = (
+        load_sweep_config(config) if config else parse_sweep_config(DEFAULT_SWEEP, "built-in sweep")
+    )
+    if model:
+        return one_model_config(sweep_config, model, base_url, name)
+    if base_url:
+        raise ConfigError("--base-url needs --model")
+    return sweep_config
+
+
+def warn_about_endpoints(sweep_config: Any) -> None:
+    """Check every endpoint before anything runs: a dead one or a refused key raises, a model
+    id an endpoint does not list is a warning."""
+    import asyncio
+
+    from numerate.endpoints import check_endpoint
+
+    async def check_all() -> list[str]:
+        return [w for m in sweep_config.models if (w := await check_endpoint(m))]
+
+    for warning in asyncio.run(check_all()):
+        typer.echo(f"warning: {warning}", err=True)
+
+
+def run_sweep(sweep_config: Any, db_path: str, fresh: bool) -> str:
+    """Run the sweep flow with a progress bar; returns the run id. Ctrl-C stops it cleanly."""
+    import asyncio
+    import os
+
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")  # keep the progress bar readable
+    from flows.sweep import sweep
+    from numerate.progress import reporting_to
+    from numerate.store import Store
+
+    config_data = sweep_config.model_dump(mode="json")
+    cases = sweep_config.total_cases()
+    typer.echo(
+        f"sweep {sweep_config.name!r}: {len(sweep_config.models)} model(s) x {cases:,} cases "
+        f"-> {db_path}",
+        err=True,
+    )
+    try:
+        with reporting_to(terminal_progress(sweep_config.name)):
+            return asyncio.run(sweep(config_data, db_path, fresh))
+    except KeyboardInterrupt:
+        Store.open(db_path).mark_interrupted(sweep_config.name, sweep_config.fingerprint())
+        Store.close_all()
+        typer.echo(
+            "interrupted: every answer received so far is stored; run the same command again "
+            "to resume",
+            err=True,
+        )
+        raise typer.Exit(130) from None
+    except NumerateError as error:
+        fail(str(error))

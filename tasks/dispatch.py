@@ -1,0 +1,50 @@
+"""Running a flow where it belongs: as its deployment on a work pool, or in this process."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from prefect import get_run_logger
+
+from kernel.errors import NumerateError
+
+Dispatch = Literal["auto", "local", "deployments"]
+"""`deployments`: always send the step to its deployment; `local`: run it here; `auto`: send
+it when it is deployed on the Prefect server this process talks to."""
+
+
+class DispatchError(NumerateError):
+    """A GPU step's deployment did not complete."""
+
+
+async def deployed(name: str) -> bool:
+    """Whether deployment `name` exists on a real Prefect server this process talks to."""
+    from prefect.client.orchestration import get_client
+    from prefect.exceptions import ObjectNotFound
+    from prefect.settings import PREFECT_API_URL
+
+    if not PREFECT_API_URL.value():
+        return False
+    async with get_client() as client:
+        try:
+            await client.read_deployment_by_name(name)
+        except ObjectNotFound:
+            return False
+    return True
+
+
+async def run_step(
+    deployment: str, local: Any, parameters: dict[str, Any], dispatch: Dispatch
+) -> None:
+    """Run a GPU step as its deployment (work pool `gpu`) or in this process."""
+    remote = dispatch == "deployments" or (dispatch == "auto" and await deployed(deployment))
+    if not remote:
+        await local(**parameters)
+        return
+    from prefect.deployments.flow_runs import arun_deployment
+
+    get_run_logger().info("dispatching %s to its work pool", deployment)
+    run = await arun_deployment(name=deployment, parameters=parameters, timeout=None)
+    if run.state is None or not run.state.is_completed():
+        state = run.state.name if run.state else "unknown"
+        raise DispatchError(f"{deployment} run {run.name} ended {state}: see its logs")

@@ -1,0 +1,65 @@
+"""The tasks' own logic: which failures a batch retries, where a GPU step runs, grading a
+batch (tasks are called through `.fn`, without Prefect)."""
+
+import asyncio
+
+import pytest
+
+from kernel.errors import ConfigError
+from numerate.config import ModelConfig, parse_sweep_config
+from numerate.grading import Completion
+from numerate.plan import plan_manifold
+from tasks.answer import retry_transient
+from tasks.dispatch import deployed, run_step
+from tasks.grade import grade_batch
+
+
+class FailedState:
+    def __init__(self, error):
+        self.error = error
+
+    def result(self):
+        raise self.error
+
+
+@pytest.mark.parametrize(
+    ("error", "retried"),
+    [(OSError("disk"), True), (TimeoutError(), True), (ConfigError("bad"), False),
+     (ValueError("bug"), False)],
+)  # fmt: skip
+def test_a_batch_is_retried_only_for_failures_that_can_pass(error, retried):
+    assert retry_transient(None, None, FailedState(error)) is retried
+
+
+def test_without_a_server_a_gpu_step_runs_in_this_process(monkeypatch):
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    calls = []
+
+    async def local(**parameters):
+        calls.append(parameters)
+
+    with temporary_settings(updates={PREFECT_API_URL: None}):
+        assert asyncio.run(deployed("numgen-generate/numgen-generate")) is False
+        asyncio.run(run_step("numgen-generate/numgen-generate", local, {"a": 1}, "auto"))
+        asyncio.run(run_step("numgen-generate/numgen-generate", local, {"a": 2}, "local"))
+    assert calls == [{"a": 1}, {"a": 2}]
+
+
+def test_grade_batch_grades_every_sample_of_every_case():
+    config = parse_sweep_config(
+        {"name": "t", "models": [{"name": "o", "model": "baseline:oracle"}],
+         "manifolds": [{"manifold": "objects", "count": 3}]}
+    )  # fmt: skip
+    planned = plan_manifold(config.manifolds[0], 1)
+    model = ModelConfig(name="m", model="baseline:oracle", sampling={"samples": 2})
+    answers = {
+        (p.case_id, k): Completion(
+            f"h{k}", f"Answer: {p.target}" if k == 0 else "Answer: -1", sample=k
+        )
+        for p in planned
+        for k in range(2)
+    }
+    rows = asyncio.run(grade_batch.fn(planned, answers, "run", model.model_dump(mode="json")))
+    assert [(r["sample_index"], r["outcome"]) for r in rows] == [(0, "correct"), (1, "wrong")] * 3
