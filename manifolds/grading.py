@@ -3,32 +3,34 @@
 The rules, applied in order (documented in the README, "How answers are extracted"):
 
 1. Reasoning is removed. The wrappers are ``<think>``, ``<thinking>``, ``<reasoning>``,
-   ``[THINK]`` and ``◁think▷``, each closed by its ``/`` form (any case): every closed block
-   goes; a lone closing tag drops everything before it (servers that strip the opening tag);
-   an unclosed opening tag drops everything after it (a model still thinking has given no
-   answer).
+   ``[THINK]`` and ``◁think▷``, each closed by its ``/`` form, in any case. Only the text after
+   the last closing tag counts (also when a server dropped the opening tag); an opening tag
+   left unclosed after it means the model is still thinking: no answer.
 2. *Candidate spans* are tried in this order; the first one the manifold can read is the
-   answer (so a marker followed by no value, "I hope this answer is helpful!", does not count):
+   answer, so a marker followed by no value ("I hope this answer is helpful!") does not count:
    a. ``\\boxed{…}`` (``\\text{…}`` and other LaTeX wrappers unwrapped): the last one, or
-      every one, in order, when the manifold wants a list;
+      all of them in order when the manifold wants a list;
    b. each answer marker, the last first: ``Answer:``, ``Final answer:``, ``The answer is``
       (any case, markdown emphasis allowed around it), spanning the text after it up to the
-      end of its line or the next marker. A marker with nothing after it (``## Answer``,
-      ``**Answer:**``) spans the next non-empty line, or the bullet list that starts there
-      (bullets stripped; only when the manifold wants a list). Markers on a *remark line*, one
-      entirely in parentheses with words in it ("(If pants counted, the answer is 17.)"), do
-      not count;
+      end of its line or the next marker. A marker that ends its line (``## Answer``,
+      ``**Answer:**``) spans the next line, or the bullet list that starts there when the
+      manifold wants a list (bullets stripped; for one value, a list of several items is no
+      span); a next line with a marker of its own is that marker's. Markers on a *remark
+      line*, one entirely in parentheses with a word in it ("(If pants counted, the answer is
+      17.)"), do not count. Only the last 200 markers are looked at;
    c. the last ``**bold**`` or ``__bold__`` text of the last line;
    d. the last line, a *bare* span.
-   Blank lines, remark lines and closing pleasantries ("I hope this helps!") are not lines
-   for 2b's next line, 2c or 2d.
+   Remark lines and closing pleasantries ("I hope this helps!") are passed over (three at
+   most) when looking for 2b's next line and for the last line. A span longer than 10,000
+   characters is not an answer.
 3. Each manifold reads the span (an integer, an item of the case, a list of integers). A bare
    span is read more strictly (see each grader), because the last line of an explanation is
-   not always an answer. A hedge naming two different values ("14 or 15") is not an answer.
+   not always an answer. Two different values offered as alternatives ("14 or 15") are no
+   answer (`is_hedge`).
 
 An answer that cannot be found is ``unparsed``, never ``wrong``. Everything here runs in time
 linear in the length of the response: nesting is followed to a bounded depth (three levels of
-braces, two of parentheses), so adversarial input cannot make a regex backtrack.
+braces, two of parentheses) with possessive patterns, so no input makes a regex backtrack.
 """
 
 from __future__ import annotations
@@ -75,17 +77,23 @@ _REASONING_OPEN = re.compile(r"<(?:think|thinking|reasoning)>|\[think\]|◁think
 _REASONING_LAST_CLOSE = re.compile(
     r"(?s:.*)(?:</(?:think|thinking|reasoning)>|\[/think\]|◁/think▷)", re.IGNORECASE
 )
-# \boxed{…} with up to three levels of braces inside; possessive, so never backtracking.
-_BOXED = re.compile(r"\\boxed\s*+\{((?:[^{}]++|\{(?:[^{}]++|\{[^{}]*+\})*+\})*+)\}")
+# \boxed{…} with up to three levels of braces inside and no other \boxed: possessive, and an
+# attempt stops at the next \boxed, so no character is scanned twice.
+_BOXED_CHARS = r"(?:[^{}\\]++|\\(?!boxed))"
+_BOXED = re.compile(
+    rf"\\boxed\s*+\{{((?:{_BOXED_CHARS}|\{{(?:{_BOXED_CHARS}|\{{{_BOXED_CHARS}*+\}})*+\}})*+)\}}"
+)
 _LATEX_WRAPPER = re.compile(
     r"\\(?:boxed|text|textbf|textit|textrm|mathrm|mathbf|mathit|mbox|emph)\s*+\{([^{}]*+)\}"
 )
 _LATEX_SPACE = re.compile(r"\\[,;:! ]|\\[()\[\]]|\\q?quad\b|\$")
-_MARKER = re.compile(
-    r"^[ \t#>*_`-]*+(?:final[ \t]+)?answer[ \t*_`:]*+$"  # a heading: "## Answer", "**Answer:**"
-    r"|(?:final[ \t]+answer|\banswer)[ \t]*+(?:[*_]{1,2}[ \t]*+)?(?:is\b[ \t]*+[:=]?|[:=：])",
-    re.IGNORECASE | re.MULTILINE,
-)
+# An answer marker is the word "answer" followed by ":", "=" or "is" ("**Answer:**", "The final
+# answer is"), or alone on its line with decoration ("## Answer"). The word is found by a plain
+# scan: one regex for whole markers, tried at every position, costs ten times more.
+_ANSWER_WORD = re.compile(r"[aA][nN][sS][wW][eE][rR]")
+_MARKER_SUFFIX = re.compile(r"[ \t]*+(?:[*_]{1,2}[ \t]*+)?(?:[iI][sS]\b[ \t]*+[:=]?|[:=：])")
+_HEADING_PREFIX = re.compile(r"[ \t#>*_`-]*+(?:[fF][iI][nN][aA][lL][ \t]++)?")
+_HEADING_SUFFIX = re.compile(r"[ \t*_`:]*+(?=\n|\Z)")
 # A parenthesised group, nested two deep at most; a *remark* is one with a letter in it.
 _PARENTHESISED = re.compile(r"\((?:[^()]++|\([^()]*+\))*+\)")
 _REMARK_PATTERN = (
@@ -109,6 +117,8 @@ _ASIDES_SKIPPED = 3
 """Remark and closing lines passed over when looking for a line that holds the answer."""
 _LIST_ITEMS = 50
 """A longer bullet list after a marker is not an answer."""
+_MARKERS_TRIED = 200
+"""Only the last markers are looked at: a response with more is read from its last ones."""
 MAX_SPAN_CHARS = 10_000
 """A longer span is not an answer: it is not read (this also bounds the cost of reading)."""
 
@@ -123,7 +133,7 @@ def strip_reasoning(text: str) -> str:
 
 
 def _unlatex(text: str) -> str:
-    if "\\" not in text and "$" not in text:
+    if "\\" not in text and "$" not in text and "{" not in text:
         return text
     text = text.replace("{,}", ",").replace("\\&", "&")
     for _ in range(3):  # nested wrappers, the innermost first
@@ -180,18 +190,40 @@ def _list_items(lines: list[str]) -> list[str] | None:
     return [line[m.end() :] for line, m in zip(lines, numbered, strict=True)]
 
 
+def _marker_end(text: str, hit: int) -> int | None:
+    """Where the answer marker ends whose word "answer" starts at `hit`, or None when that word
+    is not a marker."""
+    if hit and text[hit - 1].isalnum():
+        return None  # "reanswer"
+    after = hit + len("answer")
+    inline = _MARKER_SUFFIX.match(text, after)
+    if inline:
+        return inline.end()
+    alone = _HEADING_SUFFIX.match(text, after)  # the word ends its line: a heading?
+    if alone and _HEADING_PREFIX.fullmatch(text, text.rfind("\n", 0, hit) + 1, hit):
+        return alone.end()
+    return None
+
+
+def _has_marker(line: str) -> bool:
+    return any(_marker_end(line, word.start()) is not None for word in _ANSWER_WORD.finditer(line))
+
+
 def _next_block(text: str, pos: int, many: bool) -> str | None:
     """What a marker that ends its line points at: the next line, or the bullet list that
-    starts there (its items joined by commas) when the manifold wants a list."""
+    starts there (its items joined by commas) when the manifold wants a list. A line with a
+    marker of its own is read as that marker's span instead."""
     lines = _lines_after(text, pos)
     first = next(lines, None)
-    if first is None:
+    if first is None or _has_marker(first):
         return None
     if not (_BULLET.match(first) or _NUMBERED.match(first)):
         return first
     block = [first]
     for line in lines:
-        if not (_BULLET.match(line) or _NUMBERED.match(line)) or len(block) > _LIST_ITEMS:
+        if len(block) > _LIST_ITEMS or not (_BULLET.match(line) or _NUMBERED.match(line)):
+            break
+        if _has_marker(line):
             break
         block.append(line)
     if len(block) > _LIST_ITEMS or (len(block) > 1 and not many):
@@ -215,19 +247,26 @@ def _last_line(text: str) -> str | None:
 
 def _marker_spans(text: str, many: bool) -> Iterator[AnswerSpan]:
     """Rule 2b: the span of each answer marker, the last first."""
-    markers = list(_MARKER.finditer(text))
+    words = [word.start() for word in _ANSWER_WORD.finditer(text)]
+    following = len(text)  # where the marker after the current one starts
     line = (0, 0, False)  # (start, end, is a remark line) of the last line looked at
-    for i in range(len(markers) - 1, -1, -1):
-        marker = markers[i]
-        limit = markers[i + 1].start() if i + 1 < len(markers) else len(text)
-        newline = text.find("\n", marker.end(), limit)
+    tried = 0
+    for hit in reversed(words):
+        marker_end = _marker_end(text, hit)
+        if marker_end is None:
+            continue
+        tried += 1
+        if tried > _MARKERS_TRIED:
+            return
+        limit, following = following, hit
+        newline = text.find("\n", marker_end, limit)
         end = newline if newline >= 0 else limit
-        rest = text[marker.end() : end]
+        rest = text[marker_end:end]
         if not rest.strip(_DECORATION) and newline < 0 and limit < len(text):
             continue  # another marker follows on the same line
-        if not line[0] <= marker.start() < line[1]:
-            start = text.rfind("\n", 0, marker.start()) + 1
-            stop = text.find("\n", marker.start())
+        if not line[0] <= hit < line[1]:
+            start = text.rfind("\n", 0, hit) + 1
+            stop = text.find("\n", hit)
             stop = len(text) if stop < 0 else stop
             line = (start, stop, bool(_REMARK_LINE.fullmatch(text, start, stop)))
         if line[2]:
@@ -445,26 +484,40 @@ def number_runs(text: str) -> list[list[int | float]]:
 _HEDGE_FILLERS = frozenset({"(", ")", ",", "maybe", "perhaps", "possibly", "probably", "even"})
 
 
-def is_hedge(text: str, *, thousands_separators: bool = False, ranges: bool = False) -> bool:
-    """Whether `text` offers two different numbers as alternatives: "14 or 15", "14 (or maybe
-    15)", "between 14 and 15"; with `ranges`, also "14-15" and "14 to 15"."""
-    tokens = number_tokens(text, thousands_separators=thousands_separators)
-    previous: int | float | None = None
-    gap: list[str] = []  # the words and symbols since the previous number
-    gap_before_previous: list[str] = []
-    for token in tokens:
+def is_hedge(
+    text: str, *, thousands_separators: bool = False, ranges: bool = False, width: int = 1
+) -> bool:
+    """Whether `text` offers two different answers as alternatives: "14 or 15", "14 (or maybe
+    15)", "between 14 and 15"; with `ranges`, also "14-15" and "14 to 15".
+
+    Args:
+        text: the span.
+        thousands_separators: as for `parse_numbers`.
+        ranges: a dash or "to" between an increasing pair is a hedge (counts, not lists).
+        width: how many numbers an answer holds: around "or", up to that many numbers on each
+            side are compared ("1 2 1 or 1 1 1" is a hedge between two lists).
+    """
+    numbers: list[int | float] = []
+    gaps: list[list[str]] = []  # gaps[i]: the words and symbols just before numbers[i]
+    gap: list[str] = []
+    for token in number_tokens(text, thousands_separators=thousands_separators):
         if isinstance(token, str):
             gap.append(token)
+        else:
+            numbers.append(token)
+            gaps.append(gap)
+            gap = []
+    for i in range(1, len(numbers)):
+        words = [t for t in gaps[i] if t not in _HEDGE_FILLERS]
+        if words == ["or"]:
+            k = min(width, i, len(numbers) - i)
+            if numbers[i - k : i] != numbers[i : i + k]:
+                return True
             continue
-        if previous is not None and token != previous:
-            words = [t for t in gap if t not in _HEDGE_FILLERS]
-            if words == ["or"]:
-                return True
-            if ranges and words in (["to"], ["-"]) and previous < token:
-                return True
-            if words in ([], ["and"]) and gap_before_previous[-1:] == ["between"]:
-                return True
-        previous, gap_before_previous, gap = token, gap, []
+        ranged = ranges and words in (["to"], ["-"]) and numbers[i - 1] < numbers[i]
+        between = words in ([], ["and"]) and gaps[i - 1][-1:] == ["between"]
+        if (ranged or between) and numbers[i] != numbers[i - 1]:
+            return True
     return False
 
 

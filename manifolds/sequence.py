@@ -378,7 +378,7 @@ _LABEL = re.compile(r"\b(?:[a-z]_?\{?\d+\}?|(?:term|position)[ \t]+\d+)[ \t]*[:=
 
 def _read_terms(seq_length: int, span: AnswerSpan) -> list[int | float] | None:
     """The terms an answer span holds, or None."""
-    if is_hedge(span.text):
+    if is_hedge(span.text, width=seq_length):
         return None  # "6 12 18 or 6 12 24"
     # A parenthesised remark holds words: "(each term adds 3)"; "(11, 14, 17)" is the answer.
     text = _LABEL.sub(" ", drop_parenthesised(span.text, remarks_only=True))
