@@ -9,16 +9,19 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 from prefect.concurrency.asyncio import concurrency
+from prefect.states import Failed
 
+from kernel.errors import NumerateError
 from numerate.config import ModelConfig, default_db, load_sweep_config, parse_sweep_config
 from numerate.endpoints import close_clients
 from numerate.env import startup_objects_frozen
 from numerate.grading import Completion
+from numerate.outcome import PartOutcome, RunFailed, run_verdict
 from numerate.plan import PlannedCase
 from numerate.progress import current as current_progress
 from numerate.provenance import generator_label
 from tasks.aggregate import aggregate_run
-from tasks.answer import answer_batch, check_endpoints
+from tasks.answer import answer_batch, check_endpoints, model_outcome
 from tasks.database import (
     finish_run,
     open_run,
@@ -81,9 +84,27 @@ async def within_endpoint_limit(model: ModelConfig, work: Coroutine[Any, Any, No
         await work
 
 
+async def evaluate_part(
+    model: ModelConfig, planned: list[PlannedCase], run_id: str, db: str, batch_size: int,
+    stopped: str | None,
+) -> PartOutcome:  # fmt: skip
+    """One model's part of the run, and how it ended. A model that fails (its endpoint is
+    down, it refuses the key) fails its own part only: the other models go on."""
+    if stopped is None:
+        try:
+            work = evaluate_model(model, planned, run_id, db, batch_size)
+            await within_endpoint_limit(model, work)
+        except NumerateError as error:
+            stopped = str(error)
+    return await model_outcome(run_id, model.model_dump(mode="json"), db, stopped)
+
+
 @flow(name="sweep")
-async def sweep(config: dict[str, Any], db: str | None = None, fresh: bool = False) -> str:
+async def sweep(config: dict[str, Any], db: str | None = None, fresh: bool = False) -> Any:
     """Evaluate every model of a sweep config on every grid point; returns the run id.
+
+    The flow run ends Failed, naming the model, the cause and the counts, when a model's part
+    is degraded (too many errors) or failed (stopped); the results are stored all the same.
 
     Args:
         config: the sweep config (as YAML would give it).
@@ -96,7 +117,8 @@ async def sweep(config: dict[str, Any], db: str | None = None, fresh: bool = Fal
         sweep_config = parse_sweep_config(config)
         db_path = db or sweep_config.db or default_db()
         models = sweep_config.models
-        for warning in await check_endpoints([m.model_dump(mode="json") for m in models]):
+        warnings, unusable = await check_endpoints([m.model_dump(mode="json") for m in models])
+        for warning in warnings:
             get_run_logger().warning(warning)
         run_id = await open_run(sweep_config.model_dump(mode="json"), db_path, fresh)
         planned = [
@@ -108,23 +130,35 @@ async def sweep(config: dict[str, Any], db: str | None = None, fresh: bool = Fal
         ]
         current_progress().add_total(len(planned) * sum(m.sampling.samples for m in models))
         try:
-            await asyncio.gather(
-                store_cases(unwalked(planned), db_path),  # while the first batches are queried
+            _, *outcomes = await asyncio.gather(
+                store_cases(unwalked(planned), db_path),  # while the first batches are asked
                 *(
-                    within_endpoint_limit(
-                        m, evaluate_model(m, planned, run_id, db_path, sweep_config.batch_size)
+                    evaluate_part(
+                        m, planned, run_id, db_path, sweep_config.batch_size, unusable.get(m.name)
                     )
                     for m in models
                 ),
             )
         finally:
             await close_clients()
-        await aggregate_run(run_id, db_path)
-        await finish_run(run_id, db_path)
-        if sweep_config.results_dir:
-            await publish_shards(run_id, db_path, sweep_config.results_dir)
-        await release_database(db_path)
+        return await conclude(run_id, db_path, sweep_config.results_dir, outcomes)
+
+
+async def conclude(
+    run_id: str, db: str, results_dir: str | None, outcomes: list[PartOutcome]
+) -> Any:
+    """Aggregate, record how every part ended, publish; the run id, or a Failed state naming
+    every part that is not ok."""
+    await aggregate_run(run_id, db)
+    status, message = run_verdict(outcomes)
+    await finish_run(run_id, db, status, unwalked(outcomes))
+    if results_dir:
+        await publish_shards(run_id, db, results_dir)
+    await release_database(db)
+    if message is None:
         return run_id
+    get_run_logger().error("run %s: %s", run_id, message)
+    return Failed(message=message, data=RunFailed(message, run_id))
 
 
 @flow(name="nightly-sweep")
@@ -133,4 +167,5 @@ async def nightly_sweep(
 ) -> str:
     """The scheduled sweep: the config file's models and manifolds; returns the run id."""
     sweep_config = load_sweep_config(config_path)
-    return await sweep(sweep_config.model_dump(mode="json"), db)
+    run_id: str = await sweep(sweep_config.model_dump(mode="json"), db)
+    return run_id

@@ -91,6 +91,14 @@ class ModelConfig(BaseModel):
     """Seconds one request may take before it is retried."""
     max_retries: int = Field(6, ge=0, le=100)
     """Retries of a request after a timeout, connection error, 429 or 5xx."""
+    max_error_rate: float = Field(0.02, ge=0.0, le=1.0)
+    """Share of the model's answers that may end as `error` before its part of the run counts
+    as degraded (the run then exits non-zero)."""
+    breaker_after: int = Field(10, ge=1, le=100_000)
+    """Non-retryable answers (HTTP 400, 401, 403, 404, 422) before any success that stop the
+    model at once (its unsent requests stay unsent)."""
+    down_after_s: float = Field(30.0, gt=0.0, le=86_400.0)
+    """Seconds a server may stay unreachable (no answer at all) before the model is stopped."""
     system_prompt: str | None = None
     """Optional system message sent before every case."""
     sampling: Sampling = Sampling()

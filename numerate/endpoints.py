@@ -20,6 +20,7 @@ import functools
 import json
 import os
 import random
+import re
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -103,7 +104,8 @@ def is_retryable(error: BaseException) -> bool:
         return True
     if isinstance(error, openai.APIStatusError):
         return error.status_code in RETRYABLE_STATUS or error.status_code >= 500
-    return False
+    # a body that is not what it claims (cut JSON, an unexpected shape): a glitch
+    return isinstance(error, openai.APIResponseValidationError | ValueError)
 
 
 def describe_error(error: BaseException) -> str:
@@ -117,7 +119,22 @@ def describe_error(error: BaseException) -> str:
         return f"connection error: {type(cause).__name__}: {cause}".strip()
     if isinstance(error, openai.APIStatusError):
         return f"HTTP {error.status_code}: {error.message}"[:500]
+    if isinstance(error, openai.APIResponseValidationError | ValueError):
+        return f"malformed answer: {type(error).__name__}: {error}"[:500]
     return f"{type(error).__name__}: {error}"[:500]
+
+
+_BEARER = re.compile(r"(?i)\b(bearer\s+)[^\s\"',;]+")
+_KEY_LIKE = re.compile(r"\b(sk|pk|rk)-[A-Za-z0-9_\-]{8,}")
+
+
+def redact(text: str, secret: str | None = None) -> str:
+    """`text` (an error a server sent back) without the API key: the configured key, bearer
+    tokens and key-shaped strings (sk-...) are replaced by [redacted]."""
+    if secret and len(secret) >= 4 and secret != "EMPTY":
+        text = text.replace(secret, "[redacted]")
+    text = _BEARER.sub(r"\1[redacted]", text)
+    return _KEY_LIKE.sub(lambda match: f"{match.group(1)}-[redacted]", text)
 
 
 _clients: dict[tuple[int, str | None, str | None, float], Any] = {}
@@ -166,6 +183,8 @@ async def close_clients() -> None:
         await _clients.pop(key).close()
     for limit_key in [k for k in _limits if k[0] == loop_id]:
         del _limits[limit_key]
+    for breaker_key in [k for k in _breakers if k[0] == loop_id]:
+        del _breakers[breaker_key]
 
 
 class Answerer(Protocol):
@@ -179,6 +198,81 @@ class Answerer(Protocol):
         ...
 
 
+REFUSED_STATUS = frozenset({400, 401, 403, 404, 422})
+"""Answers that say the endpoint will not serve these requests at all (when nothing succeeds)."""
+
+
+class Breaker:
+    """Stops asking a model that cannot answer, within seconds rather than hours.
+
+    It trips when the first `breaker_after` answers of the model are all refusals (HTTP 400,
+    401, 403, 404, 422: a wrong key, an unknown model, a proxy that refuses every request), or
+    when the server has given no answer at all for `down_after_s` seconds (connection refused
+    or reset; a slow answer is not "down"). Once tripped, requests not yet sent stay unsent
+    and retries stop: a re-run after the fix sends only those and the failed ones.
+    """
+
+    def __init__(self, model: ModelConfig) -> None:
+        self.model = model
+        self.successes = 0
+        self.refusals = 0
+        self.unreachable_since: float | None = None
+        self.cause: str | None = None
+
+    @property
+    def tripped(self) -> bool:
+        return self.cause is not None
+
+    def success(self) -> None:
+        self.successes += 1
+        self.unreachable_since = None
+
+    def failure(self, error: BaseException, detail: str) -> None:
+        """Count a failed attempt (`detail`: its description, secrets redacted); trip when the
+        model is clearly unusable."""
+        import openai
+
+        if isinstance(error, openai.APIStatusError) and error.status_code in REFUSED_STATUS:
+            self.refusals += 1
+            if self.successes == 0 and self.refusals >= self.model.breaker_after:
+                self.cause = refusal_cause(error.status_code, detail)
+        elif isinstance(error, openai.APIConnectionError) and not isinstance(
+            error, openai.APITimeoutError
+        ):
+            now = time.monotonic()
+            if self.unreachable_since is None:
+                self.unreachable_since = now
+            elif now - self.unreachable_since >= self.model.down_after_s:
+                self.cause = f"endpoint unreachable for {self.model.down_after_s:.0f} s ({detail})"
+
+
+def refusal_cause(status: int, detail: str) -> str:
+    """What a refusal says about the endpoint, in one line."""
+    text = detail.lower()
+    if status in (401, 403) or "auth" in text or "api key" in text:
+        return f"endpoint refused the key ({detail})"
+    if status == 404:
+        return f"endpoint does not serve this model ({detail})"
+    return f"endpoint refused every request ({detail})"
+
+
+_breakers: dict[tuple[int, str], Breaker] = {}
+
+
+def model_breaker(model: ModelConfig) -> Breaker:
+    """The model's breaker, shared by every batch of this event loop."""
+    key = (id(asyncio.get_running_loop()), model.name)
+    if key not in _breakers:
+        _breakers[key] = Breaker(model)
+    return _breakers[key]
+
+
+def stopped_cause(model: ModelConfig) -> str | None:
+    """Why the model was stopped in this event loop, if it was."""
+    breaker = _breakers.get((id(asyncio.get_running_loop()), model.name))
+    return breaker.cause if breaker else None
+
+
 class EndpointAnswerer:
     """Sends requests to an OpenAI-compatible chat completions endpoint."""
 
@@ -187,6 +281,7 @@ class EndpointAnswerer:
         self.retry_base_s = retry_base_s
         self.rng = random.Random()
         self.client = client
+        self.breaker = model_breaker(model)
 
     async def answer(self, planned: PlannedCase, messages: list[dict[str, str]],
                      request_id: str, sample: int = 0) -> Completion:  # fmt: skip
@@ -200,20 +295,30 @@ class EndpointAnswerer:
                     model=self.model.model, messages=messages, **sampling
                 )
             except Exception as error:
-                if not is_retryable(error) or attempt > self.model.max_retries:
+                detail = redact(describe_error(error), self.client.api_key)
+                self.breaker.failure(error, detail)
+                last = not is_retryable(error) or attempt > self.model.max_retries
+                if last or self.breaker.tripped:
                     return Completion(
-                        request_id, None, attempts=attempt, error=describe_error(error),
-                        sample=sample,
-                    )  # fmt: skip
+                        request_id, None, attempts=attempt, error=detail, sample=sample
+                    )
                 response_obj = getattr(error, "response", None)
                 headers = getattr(response_obj, "headers", None)
                 delay = retry_after_s(headers)
                 if delay is None:
                     delay = backoff_s(attempt, self.retry_base_s, self.rng)
                 await asyncio.sleep(delay)
+                if self.breaker.tripped:
+                    return Completion(request_id, None, attempts=attempt, sample=sample,
+                                      error=f"stopped: {self.breaker.cause}")  # fmt: skip
                 continue
+            self.breaker.success()
             latency = time.monotonic() - started
-            return read_completion(response, request_id, attempt, latency, sample)
+            completion = read_completion(response, request_id, attempt, latency, sample)
+            if completion.error is None or attempt > self.model.max_retries:
+                return completion
+            # a malformed or empty answer: a proxy's error page, a cut body; ask again
+            await asyncio.sleep(backoff_s(attempt, self.retry_base_s, self.rng))
 
 
 def read_completion(
@@ -301,39 +406,67 @@ async def answerer_for(model: ModelConfig, retry_base_s: float = 1.0) -> Answere
 async def check_endpoint(model: ModelConfig) -> str | None:
     """Fail early and clearly when an endpoint is unreachable or refuses the key.
 
-    Returns a warning (the endpoint does not list the model id) or None.
+    Returns a warning (the endpoint does not list the model id) or None. An endpoint whose
+    model listing answers anything but a list (an error status, an HTML page) is asked one
+    tiny chat request instead: it is usable only when that request is answered.
     """
     if model.is_baseline:
         return None
     import openai
 
-    client = openai.AsyncOpenAI(
-        base_url=model.base_url, api_key=await api_key(model), max_retries=1, timeout=15.0
-    )
+    key = await api_key(model)
+    client = openai.AsyncOpenAI(base_url=model.base_url, api_key=key, max_retries=1, timeout=15.0)
     where = f"model {model.name!r} at {model.base_url}"
     try:
         listed = await client.models.list()
+        served = [m.id for m in listed.data]
     except (openai.AuthenticationError, openai.PermissionDeniedError) as error:
-        if model.api_key_secret:
-            source = f"Secret block {model.api_key_secret!r}"
-        elif model.api_key_env:
-            source = f"${model.api_key_env}"
-        else:
-            source = "no key (api_key_env unset)"
         raise EndpointError(
-            f"{where} refused the API key from {source}: HTTP {error.status_code}"
+            f"{where} refused the API key from {key_source(model)}: HTTP {error.status_code}"
         ) from None
     except openai.APIConnectionError as error:
         cause = error.__cause__ or error
         raise EndpointError(f"cannot reach {where}: {type(cause).__name__}: {cause}") from None
-    except openai.APIStatusError:
-        return None  # no model listing here; requests will tell
+    except Exception:  # no usable model listing here (LiteLLM: 400; transformers: 500)
+        await probe(client, model, where, key)
+        return None
     finally:
         await client.close()
-    served = [m.id for m in listed.data]
     if served and model.model not in served:
         return f"{where} does not list {model.model!r} (it lists: {', '.join(served[:10])})"
     return None
+
+
+def key_source(model: ModelConfig) -> str:
+    """Where the model's key comes from, for messages (never the key itself)."""
+    if model.api_key_secret:
+        return f"Secret block {model.api_key_secret!r}"
+    if model.api_key_env:
+        return f"${model.api_key_env}"
+    return "no key (api_key_env unset)"
+
+
+async def probe(client: Any, model: ModelConfig, where: str, key: str) -> None:
+    """One chat request of one token: raises EndpointError unless the endpoint answers it."""
+    import openai
+
+    try:
+        response = await client.chat.completions.create(
+            model=model.model, messages=[{"role": "user", "content": "Say OK."}], max_tokens=1
+        )
+    except openai.APIStatusError as error:
+        detail = redact(describe_error(error), key)
+        raise EndpointError(f"{where}: {refusal_cause(error.status_code, detail)}") from None
+    except openai.APIConnectionError as error:
+        cause = error.__cause__ or error
+        raise EndpointError(f"cannot reach {where}: {type(cause).__name__}: {cause}") from None
+    except Exception as error:
+        detail = redact(describe_error(error), key)
+        raise EndpointError(f"{where} is not an OpenAI-compatible endpoint ({detail})") from None
+    if not getattr(response, "choices", None):
+        raise EndpointError(
+            f"{where} is not an OpenAI-compatible endpoint (its answer is not a chat completion)"
+        )
 
 
 class CompletionWriter:
@@ -464,11 +597,17 @@ async def answer_cases(
     # 2 x concurrency per model, which is all a SIGKILL can make us send again
     slots, unsaved = model_limits(model)
 
+    breaker = model_breaker(model)
+
     async def ask(key: str) -> None:
         item, messages, sample = requests[key]
         async with unsaved:
             async with slots:
-                completion = await answerer.answer(item, messages, key, sample)
+                if breaker.tripped:  # never sent: a re-run sends it
+                    completion = Completion(key, None, attempts=0, sample=sample,
+                                            error=f"not sent: {breaker.cause}")  # fmt: skip
+                else:
+                    completion = await answerer.answer(item, messages, key, sample)
             if completion.error is None:
                 completion = dataclasses.replace(completion, fetched_by=run_id)
             if storable(completion):

@@ -13,7 +13,7 @@ from typing import Any
 
 from kernel.errors import NumerateError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # Each migration moves the database from version i to i + 1. Never edit a released one:
 # add the next.
@@ -344,6 +344,42 @@ MIGRATIONS: list[tuple[str, str]] = [
         ORDER BY case_set, accuracy DESC NULLS LAST, model;
         """,
     ),
+    (
+        "run_models: how each model's part of a run ended; the leaderboard leaves out failed "
+        "parts and unfinished runs",
+        """
+        CREATE TABLE run_models (
+            run_id      VARCHAR NOT NULL,
+            model       VARCHAR NOT NULL,
+            status      VARCHAR NOT NULL,
+            cause       VARCHAR,
+            n           INTEGER NOT NULL,
+            errors      INTEGER NOT NULL,
+            error_rate  DOUBLE NOT NULL,
+            decided_at  TIMESTAMPTZ NOT NULL,
+            PRIMARY KEY (run_id, model)
+        );
+
+        CREATE OR REPLACE VIEW leaderboard AS
+        WITH latest AS (
+            SELECT s.*, r.sweep_name, r.finished_at,
+                   row_number() OVER (
+                       PARTITION BY s.case_set, s.model ORDER BY r.started_at DESC
+                   ) AS recency
+            FROM summaries s JOIN runs r USING (run_id)
+            LEFT JOIN run_models m ON m.run_id = s.run_id AND m.model = s.model
+            WHERE s.level = 'model' AND r.status IN ('finished', 'degraded', 'failed')
+              AND coalesce(m.status, 'ok') <> 'failed'
+        )
+        SELECT case_set, manifolds,
+               rank() OVER (PARTITION BY case_set ORDER BY accuracy DESC NULLS LAST) AS rank,
+               model, sweep_name, run_id, finished_at, n, n_scored, accuracy, ci_low, ci_high,
+               chance, chance_adjusted, truncation_rate, unparsed_rate, error_rate,
+               mean_completion_tokens
+        FROM latest WHERE recency = 1
+        ORDER BY case_set, accuracy DESC NULLS LAST, model;
+        """,
+    ),
 ]
 
 # What a run exports as Parquet shards, and how ingesting one merges it: cases and
@@ -361,9 +397,13 @@ SHARD_TABLES: dict[str, tuple[str, str]] = {
         "OR IGNORE",
     ),
     "responses": ("SELECT * FROM responses WHERE run_id = $run", "OR REPLACE"),
+    "run_models": ("SELECT * FROM run_models WHERE run_id = $run", "OR REPLACE"),
     "points": ("SELECT * FROM points WHERE run_id = $run", "OR REPLACE"),
     "summaries": ("SELECT * FROM summaries WHERE run_id = $run", "OR REPLACE"),
 }
+
+OPTIONAL_SHARD_TABLES = frozenset({"run_models"})
+"""Shard tables that runs published by earlier versions lack."""
 
 NUMGEN_TABLES = ("numgen_images", "numgen_detections", "numgen_metrics", "numgen_targets")
 

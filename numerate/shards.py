@@ -10,11 +10,12 @@ marker is written last, and every file is written under a temporary name and the
 from __future__ import annotations
 
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from kernel.errors import ConfigError
-from numerate.schema import SHARD_TABLES
+from numerate.schema import OPTIONAL_SHARD_TABLES, SHARD_TABLES
 from numerate.store import Store
 
 SUCCESS = "_SUCCESS"
@@ -50,6 +51,8 @@ def complete_runs(results_dir: str) -> list[str]:
     fs, root = _filesystem(results_dir)
     if not fs.exists(root):
         raise ConfigError(f"no results location at {results_dir}")
+    if not fs.isdir(root):
+        raise ConfigError(f"results location {results_dir} is a file, not a folder of run shards")
     runs = []
     for entry in fs.ls(root, detail=False):
         if fs.exists(f"{entry}/{SUCCESS}"):
@@ -57,16 +60,36 @@ def complete_runs(results_dir: str) -> list[str]:
     return sorted(runs)
 
 
-def ingest(store: Store, results_dir: str) -> list[str]:
-    """Load every complete run not ingested yet; returns the run ids loaded."""
+@dataclass
+class Ingested:
+    """What an ingest did: the runs it loaded, and those it skipped with why."""
+
+    loaded: list[str] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+
+
+def ingest(store: Store, results_dir: str) -> Ingested:
+    """Load every complete run not ingested yet. A run whose shards cannot be read (a file
+    missing or truncated) is skipped, named with why, and the others are loaded; nothing of a
+    skipped run is written, so the next ingest tries it again."""
+    import duckdb
+
     fs, root = _filesystem(results_dir)
-    loaded = []
+    done = Ingested()
     for run_id in complete_runs(results_dir):
         if store.ingested(run_id):
             continue
         with tempfile.TemporaryDirectory(prefix="numerate-ingest-") as local:
-            for table in SHARD_TABLES:
-                fs.get_file(f"{root}/{run_id}/{table}.parquet", f"{local}/{table}.parquet")
-            store.ingest_run(run_id, local, source=f"{results_dir.rstrip('/')}/{run_id}")
-        loaded.append(run_id)
-    return loaded
+            try:
+                for table in SHARD_TABLES:
+                    shard = f"{root}/{run_id}/{table}.parquet"
+                    if table in OPTIONAL_SHARD_TABLES and not fs.exists(shard):
+                        continue  # published before the table existed
+                    fs.get_file(shard, f"{local}/{table}.parquet")
+                store.ingest_run(run_id, local, source=f"{results_dir.rstrip('/')}/{run_id}")
+            except (OSError, duckdb.Error) as error:
+                reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+                done.skipped.append((run_id, reason[:300]))
+                continue
+        done.loaded.append(run_id)
+    return done

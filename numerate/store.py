@@ -19,6 +19,7 @@ from numerate.schema import (
     CASE_COLUMNS,
     COMPLETION_COLUMNS,
     NUMGEN_TABLES,
+    OPTIONAL_SHARD_TABLES,
     RESPONSE_COLUMNS,
     SHARD_TABLES,
     StoreError,
@@ -175,14 +176,38 @@ class Store:
         merging it (not a later one) and readers get one self-contained file."""
         if table not in ("runs", "numgen_runs"):
             raise ValueError(f"not a table of runs: {table!r}")
-        finished = now() if status == "finished" else None
+        finished = now() if status in ("finished", "degraded", "failed") else None
         with self.lock:
             self.con.execute(
                 f"UPDATE {table} SET status = ?, finished_at = ? WHERE run_id = ?",
                 [status, finished, run_id],
             )
-            if status == "finished" and self.path != ":memory:":
+            if finished is not None and self.path != ":memory:":
                 self.con.execute("CHECKPOINT")
+
+    def record_outcomes(self, run_id: str, outcomes: list[Any]) -> None:
+        """How each model's part of the run ended (numerate.outcome.PartOutcome)."""
+        rows = [
+            {"run_id": run_id, "model": o.model, "status": o.status, "cause": o.cause,
+             "n": o.n, "errors": o.errors, "error_rate": o.error_rate, "decided_at": now()}
+            for o in outcomes
+        ]  # fmt: skip
+        columns = ("run_id", "model", "status", "cause", "n", "errors", "error_rate", "decided_at")
+        self._insert_rows("run_models", columns, rows, conflict="OR REPLACE")
+
+    def error_counts(self, run_id: str, model: str) -> tuple[int, int, str | None]:
+        """(answers, errors, the most frequent error text) of a model in a run."""
+        [(n, errors)] = self.query(
+            "SELECT count(*), count(*) FILTER (WHERE outcome = 'error') FROM responses "
+            "WHERE run_id = ? AND model = ?",
+            [run_id, model],
+        )
+        common = self.query(
+            "SELECT error FROM responses WHERE run_id = ? AND model = ? AND error IS NOT NULL "
+            "GROUP BY error ORDER BY count(*) DESC, error LIMIT 1",
+            [run_id, model],
+        )
+        return int(n), int(errors), common[0][0] if common else None
 
     def mark_interrupted(self, sweep_name: str, config_hash: str) -> None:
         """Runs of this sweep still marked running were stopped by the user (Ctrl-C)."""
@@ -306,6 +331,8 @@ class Store:
         with self.transaction():
             for table, (_, conflict) in SHARD_TABLES.items():
                 path = _sql_path(str(Path(folder) / f"{table}.parquet"))
+                if table in OPTIONAL_SHARD_TABLES and not Path(path).exists():
+                    continue
                 self.con.execute(
                     f"INSERT {conflict} INTO {table} BY NAME SELECT * FROM read_parquet('{path}')"
                 )

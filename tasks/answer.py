@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from prefect import Task, task
@@ -11,8 +12,9 @@ from prefect.tasks import exponential_backoff
 
 from kernel.errors import ConfigError
 from numerate.config import ModelConfig
-from numerate.endpoints import answer_cases, check_endpoint
+from numerate.endpoints import EndpointError, answer_cases, check_endpoint, stopped_cause
 from numerate.grading import Completion
+from numerate.outcome import PartOutcome, part_outcome
 from numerate.plan import PlannedCase
 from numerate.store import Store
 
@@ -55,17 +57,32 @@ async def check_concurrency_limit(model: ModelConfig) -> None:
 
 
 @task(cache_policy=NO_CACHE)
-async def check_endpoints(models: list[dict[str, Any]]) -> list[str]:
-    """Fail early when an endpoint is unreachable or refuses its key, or its concurrency limit
-    cannot be held; return warnings."""
-    warnings = []
+async def check_endpoints(models: list[dict[str, Any]]) -> tuple[list[str], dict[str, str]]:
+    """Check each endpoint before anything is sent: returns warnings, and the models that
+    cannot be asked at all (unreachable, or refusing the key) with why. A model's concurrency
+    limit that cannot be held is a config error."""
+    warnings, failed = [], {}
     for data in models:
         model = ModelConfig.model_validate(data)
         await check_concurrency_limit(model)
-        warning = await check_endpoint(model)
+        try:
+            warning = await check_endpoint(model)
+        except EndpointError as error:
+            failed[model.name] = str(error)
+            continue
         if warning:
             warnings.append(warning)
-    return warnings
+    return warnings, failed
+
+
+@task(cache_policy=NO_CACHE)
+async def model_outcome(
+    run_id: str, model: dict[str, Any], db: str, stopped: str | None
+) -> PartOutcome:
+    """How the model's part of the run ended: ok, degraded or failed (and why)."""
+    config = ModelConfig.model_validate(model)
+    n, errors, common = await asyncio.to_thread(Store.open(db).error_counts, run_id, config.name)
+    return part_outcome(config, n, errors, stopped or stopped_cause(config), common)
 
 
 @task(

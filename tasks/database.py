@@ -6,10 +6,12 @@ import asyncio
 import uuid
 from typing import Any
 
-from prefect import task
+from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
+from kernel.errors import NumerateError
 from numerate.config import SweepConfig
+from numerate.outcome import PartOutcome
 from numerate.plan import PlannedCase, case_row
 from numerate.provenance import code_version
 from numerate.store import Store
@@ -65,13 +67,25 @@ async def publish_shards(run_id: str, db: str, results_dir: str) -> str:
 
 @task(cache_policy=NO_CACHE)
 async def ingest_shards(results_dir: str, db: str) -> list[str]:
-    """Load every complete run in the results location that the database lacks."""
+    """Load every complete run in the results location that the database lacks; a run whose
+    shards cannot be read is skipped with a warning, and the task fails once the rest is in."""
     from numerate.shards import ingest
 
-    return await asyncio.to_thread(ingest, Store.open(db), results_dir)
+    done = await asyncio.to_thread(ingest, Store.open(db), results_dir)
+    for run_id, reason in done.skipped:
+        get_run_logger().warning("skipped run %s: its shards cannot be read: %s", run_id, reason)
+    if done.skipped:
+        names = ", ".join(run_id for run_id, _ in done.skipped)
+        raise NumerateError(f"{len(done.skipped)} run(s) skipped ({names}); the rest is loaded")
+    return done.loaded
 
 
 @task(cache_policy=NO_CACHE)
-async def finish_run(run_id: str, db: str, status: str = "finished") -> None:
-    """Record how the run ended."""
-    await asyncio.to_thread(Store.open(db).set_run_status, run_id, status)
+async def finish_run(
+    run_id: str, db: str, status: str = "finished", outcomes: list[PartOutcome] | None = None
+) -> None:
+    """Record how the run ended, and how each model's part did."""
+    store = Store.open(db)
+    if outcomes:
+        await asyncio.to_thread(store.record_outcomes, run_id, outcomes)
+    await asyncio.to_thread(store.set_run_status, run_id, status)

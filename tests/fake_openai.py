@@ -76,6 +76,9 @@ class FakeOpenAI:
         self._server: asyncio.Server | None = None
         self._thread: threading.Thread | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        self.models_status = 200
+        """What GET /models answers (LiteLLM without a database answers 400, transformers
+        serve 500)."""
         self.fixed_reply: bytes | None = None
         """When set, every chat request gets these bytes unparsed and unrecorded: the cheapest
         possible endpoint, for benchmarks."""
@@ -138,6 +141,8 @@ class FakeOpenAI:
         if self.api_key is not None and authorization != f"Bearer {self.api_key}":
             return 401, _error("Incorrect API key provided", "invalid_api_key"), {}
         if method == "GET" and path.rstrip("/").endswith("/models"):
+            if self.models_status != 200:
+                return self.models_status, _error("No connected db.", "no_db"), {}
             return 200, {"object": "list", "data": [{"id": self.model_id, "object": "model"}]}, {}
         if method != "POST" or not path.rstrip("/").endswith("/chat/completions"):
             return 404, _error(f"no route {method} {path}", "not_found"), {}

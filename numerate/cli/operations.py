@@ -95,13 +95,19 @@ def ingest(
 ) -> None:
     """Load the Parquet shards of runs made on other workers (complete, not yet loaded)."""
     from numerate import shards
+    from numerate.outcome import EXIT_RUN_FAILED
     from numerate.store import Store
 
     db = results_db(db)
     try:
         shards.complete_runs(results_dir)  # a missing location fails before the database opens
-        loaded = shards.ingest(Store.open(db), results_dir)
+        done = shards.ingest(Store.open(db), results_dir)
     except NumerateError as error:
         fail(str(error))
-        return
+    loaded = done.loaded
     typer.echo(f"ingested {len(loaded)} run(s) into {db}" + "".join(f"\n  {r}" for r in loaded))
+    for run_id, reason in done.skipped:
+        typer.echo(f"warning: skipped run {run_id}: its shards cannot be read: {reason}", err=True)
+    if done.skipped:
+        fail(f"{len(done.skipped)} run(s) skipped; fix or remove their shards and ingest again",
+             EXIT_RUN_FAILED)  # fmt: skip

@@ -47,6 +47,7 @@ def run(
 ) -> None:
     """Run a sweep: generate, ask, grade, aggregate, store; then print the results."""
     from numerate.config import default_db
+    from numerate.outcome import EXIT_RUN_FAILED, RunFailed
     from numerate.store import Store
 
     try:
@@ -54,12 +55,18 @@ def run(
         fmt = check_format(output)
         warn_about_endpoints(sweep_config)
     except NumerateError as error:
-        fail(str(error))
+        fail(str(error), EXIT_RUN_FAILED if isinstance(error, RunFailed) else 2)
     db_path = db or sweep_config.db or default_db()
-    run_id = run_sweep(sweep_config, db_path, fresh)
+    failure = None
+    try:
+        run_id = run_sweep(sweep_config, db_path, fresh)
+    except RunFailed as error:  # stored all the same: show it, then say why it failed
+        run_id, failure = error.run_id, error
     settle_prefect()
     print_report(Store.open(db_path), run_id, fmt)
     Store.close_all()
+    if failure is not None:
+        fail(f"run {run_id}: {failure}", EXIT_RUN_FAILED)
 
 
 def sweep_to_run(
@@ -85,16 +92,29 @@ def sweep_to_run(
 
 
 def warn_about_endpoints(sweep_config: Any) -> None:
-    """Check every endpoint before anything runs: a dead one or a refused key raises, a model
-    id an endpoint does not list is a warning."""
+    """Check every endpoint before anything runs. A model id an endpoint does not list is a
+    warning; so is a dead endpoint or a refused key while other models can run (that model's
+    part fails, the others go on); when no model can run, RunFailed says why, before anything
+    is written."""
     import asyncio
 
-    from numerate.endpoints import check_endpoint
+    from numerate.endpoints import EndpointError, check_endpoint
+    from numerate.outcome import RunFailed
 
-    async def check_all() -> list[str]:
-        return [w for m in sweep_config.models if (w := await check_endpoint(m))]
+    async def check_all() -> tuple[list[str], list[str]]:
+        warnings, failures = [], []
+        for model in sweep_config.models:
+            try:
+                if warning := await check_endpoint(model):
+                    warnings.append(warning)
+            except EndpointError as error:
+                failures.append(str(error))
+        return warnings, failures
 
-    for warning in asyncio.run(check_all()):
+    warnings, failures = asyncio.run(check_all())
+    if failures and len(failures) == len(sweep_config.models):
+        raise RunFailed("; ".join(failures), run_id="")
+    for warning in warnings + [f"{f} (its part of the run will fail)" for f in failures]:
         typer.echo(f"warning: {warning}", err=True)
 
 
@@ -104,7 +124,13 @@ def run_sweep(sweep_config: Any, db_path: str, fresh: bool) -> str:
     import os
 
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")  # keep the progress bar readable
+    import logging
+
     from flows.sweep import sweep
+
+    # the CLI says itself how the run ended, in one line: not again in Prefect's run logs
+    logging.getLogger("prefect.flow_runs").setLevel(logging.CRITICAL)
+    from numerate.outcome import RunFailed
     from numerate.progress import reporting_to
     from numerate.store import Store
 
@@ -127,5 +153,7 @@ def run_sweep(sweep_config: Any, db_path: str, fresh: bool) -> str:
             err=True,
         )
         raise typer.Exit(130) from None
+    except RunFailed:
+        raise  # stored all the same: the caller reports it
     except NumerateError as error:
         fail(str(error))

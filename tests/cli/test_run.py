@@ -27,8 +27,10 @@ def write_config(path, models, manifolds=None, **extra):
     return path
 
 
-def one_error_line(result):
-    assert result.exit_code == 2, result.output
+def one_error_line(result, code=2):
+    """One line on standard error naming the problem, and the exit code: 2 for bad input,
+    3 for a run that could not be done."""
+    assert result.exit_code == code, result.output
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("error: ")
@@ -77,8 +79,12 @@ def test_missing_config_file(tmp_path):
 def test_an_unreachable_endpoint_gives_one_clear_error_line(tmp_path):
     gone = {"name": "gone", "model": "m", "base_url": "http://127.0.0.1:9/v1"}
     path = write_config(tmp_path / "s.yaml", [gone])
-    line = one_error_line(runner.invoke(app, ["run", "--config", str(path)]))
+    db = tmp_path / "r.duckdb"
+    line = one_error_line(
+        runner.invoke(app, ["run", "--config", str(path), "--db", str(db)]), code=3
+    )
     assert "cannot reach model 'gone' at http://127.0.0.1:9/v1" in line
+    assert not db.exists()  # no model could run: nothing was written
 
 
 def test_a_wrong_api_key_gives_one_clear_error_line(tmp_path, fake_openai, monkeypatch):
@@ -86,7 +92,7 @@ def test_a_wrong_api_key_gives_one_clear_error_line(tmp_path, fake_openai, monke
     monkeypatch.setenv("SWEEP_KEY", "wrong-key")
     path = write_config(tmp_path / "s.yaml", [{"name": "fake", "model": "fake-model",
                         "base_url": fake_openai.base_url, "api_key_env": "SWEEP_KEY"}])  # fmt: skip
-    line = one_error_line(runner.invoke(app, ["run", "--config", str(path)]))
+    line = one_error_line(runner.invoke(app, ["run", "--config", str(path)]), code=3)
     assert "refused the API key from $SWEEP_KEY: HTTP 401" in line
     assert "wrong-key" not in line
 
@@ -248,3 +254,19 @@ def test_ctrl_c_stops_cleanly_and_keeps_every_answer(tmp_path):
     finally:
         endpoint.kill()
         endpoint.wait()
+
+
+def test_a_night_with_a_dead_endpoint_exits_3_after_storing_the_rest(tmp_path):
+    gone = {"name": "gone", "model": "m", "base_url": "http://127.0.0.1:9/v1"}
+    oracle = {"name": "oracle", "model": "baseline:oracle"}
+    path = write_config(tmp_path / "s.yaml", [gone, oracle])
+    db = tmp_path / "r.duckdb"
+    result = runner.invoke(app, ["run", "--config", str(path), "--db", str(db)])
+    assert result.exit_code == 3, result.output
+    assert "oracle" in result.stdout  # the report of what was measured
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: run cli-") and "model 'gone' failed: cannot reach" in last
+    assert "Traceback" not in result.output
+    con = duckdb.connect(str(db), read_only=True)
+    assert con.execute("SELECT status FROM runs").fetchall() == [("failed",)]
+    con.close()

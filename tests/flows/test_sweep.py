@@ -139,7 +139,7 @@ def test_outcomes_through_the_whole_chain(fake_openai, db_path):
     fake_openai.responder = lambda body: next(answers)
     cfg = config(
         [{"name": "fake", "model": "fake-model", "base_url": fake_openai.base_url,
-          "concurrency": 1, "max_retries": 0}],
+          "concurrency": 1, "max_retries": 0, "max_error_rate": 0.5}],
         [{"manifold": "objects", "count": 8, "grid": {"max_count": 0}}],
     )  # fmt: skip
     run_id = run(cfg, db_path)
@@ -223,3 +223,101 @@ def test_the_leaderboard_ranks_only_runs_on_the_same_case_set(db_path):
         ("shuffle", "random", 1, 20),
     ]
     assert rows[0][0] == rows[1][0] != rows[2][0]
+
+
+# ---------------------------------------------------------------- failures look failed
+
+
+def fake_model(server, **overrides):
+    return {"name": "fake", "model": "fake-model", "base_url": server.base_url,
+            "concurrency": 4, "max_retries": 1, **overrides}  # fmt: skip
+
+
+def test_too_many_errors_fail_the_flow_run_naming_model_cause_and_counts(fake_openai, db_path):
+    answers = iter([Reply(content="Answer: 0"), Reply(status=400, error_message="too long")] * 20)
+    fake_openai.responder = lambda body: next(answers)
+    cfg = config([fake_model(fake_openai, concurrency=1)],
+                 [{"manifold": "objects", "count": 8, "grid": {"max_count": 0}}])  # fmt: skip
+    state = asyncio.run(sweep(cfg, db_path, return_state=True))
+    assert state.is_failed()
+    assert "model 'fake' degraded: 4 of 8 requests failed (50.0% > max_error_rate 2.0%)" in (
+        state.message
+    )
+    assert "HTTP 400" in state.message
+    store = Store.open(db_path)
+    [(run_id, status)] = store.query("SELECT run_id, status FROM runs")
+    assert status == "degraded"
+    assert store.query("SELECT model, status, n, errors FROM run_models") == [
+        ("fake", "degraded", 8, 4)
+    ]
+    assert store.query("SELECT count(*) FROM responses WHERE run_id = ?", [run_id]) == [(8,)]
+
+
+def test_a_key_refused_with_400_stops_the_model_within_a_few_requests(fake_openai, db_path):
+    """A LiteLLM proxy answers 400 to a bad key, and 400 on /v1/models."""
+    fake_openai.models_status = 400
+    calls = []
+
+    def responder(body):
+        calls.append(1)
+        if len(calls) == 1:  # the endpoint check's probe gets through
+            return Reply(content="OK")
+        return Reply(status=400, error_message="Authentication Error, Invalid proxy server token")
+
+    fake_openai.responder = responder
+    cfg = config([fake_model(fake_openai, breaker_after=5)])
+    state = asyncio.run(sweep(cfg, db_path, return_state=True))
+    assert state.is_failed()
+    assert "model 'fake' failed: endpoint refused the key (HTTP 400" in state.message
+    assert len(calls) <= 1 + 5 + 2 * 4  # the probe, the breaker's five, what was in flight
+    store = Store.open(db_path)
+    not_sent = store.query(
+        "SELECT count(*) FROM responses WHERE error LIKE 'not sent: endpoint refused the key%'"
+    )[0][0]
+    assert not_sent >= 30 * 5 - len(calls)
+    assert store.query("SELECT status FROM runs") == [("failed",)]
+
+
+def test_one_dead_endpoint_fails_its_own_part_and_the_others_go_on(db_path):
+    gone = {"name": "gone", "model": "m", "base_url": "http://127.0.0.1:9/v1"}
+    cfg = config([gone, {"name": "oracle", "model": "baseline:oracle"}],
+                 [{"manifold": "objects", "count": 10}])  # fmt: skip
+    state = asyncio.run(sweep(cfg, db_path, return_state=True))
+    assert state.is_failed() and "model 'gone' failed: cannot reach model 'gone'" in state.message
+    store = Store.open(db_path)
+    assert sorted(store.query("SELECT model, status FROM run_models")) == [
+        ("gone", "failed"), ("oracle", "ok"),
+    ]  # fmt: skip
+    assert store.query("SELECT model, accuracy FROM summaries WHERE level = 'model'") == [
+        ("oracle", 1.0)
+    ]
+    # a failed part stays out of the leaderboard; the oracle's part is in it
+    assert store.query("SELECT model FROM leaderboard") == [("oracle",)]
+
+
+def test_a_server_that_dies_mid_sweep_stops_the_model_after_down_after_s(db_path):
+    import threading
+    import time
+
+    from tests.fake_openai import FakeOpenAI
+
+    server = FakeOpenAI().__enter__()
+    calls = []
+
+    def responder(body):
+        calls.append(1)
+        if len(calls) == 20:  # the server goes away while answering its 20th request
+            threading.Thread(target=server.__exit__, args=(None, None, None)).start()
+        return Reply(content="Answer: 1", delay_s=0.01)
+
+    server.responder = responder
+    cfg = config([fake_model(server, max_retries=100, down_after_s=1.0)],
+                 [{"manifold": "objects", "count": 200}])  # fmt: skip
+    started = time.monotonic()
+    state = asyncio.run(sweep(cfg, db_path, return_state=True))
+    elapsed = time.monotonic() - started
+    assert state.is_failed() and "endpoint unreachable for 1 s" in state.message
+    assert elapsed < 30  # not the minutes of backoff each request would otherwise spend
+    store = Store.open(db_path)
+    errors = store.query("SELECT count(*) FROM responses WHERE outcome = 'error'")[0][0]
+    assert 150 <= errors <= 200

@@ -330,3 +330,81 @@ def test_the_heuristic_baseline_scores_its_measured_floor(manifold, db_path):
     level = planned[0].chance_heuristic
     assert abs(right / len(planned) - level) < 4 * max(0.02, (level * (1 - level) / 200) ** 0.5)
     assert planned[0].chance == max(planned[0].chance_random, level)
+
+
+# ---------------------------------------------------------------- failing endpoints
+
+
+def test_a_key_echoed_by_the_server_is_never_stored(fake_openai, db_path, monkeypatch):
+    secret = "sk-live-0123456789abcdef"
+    monkeypatch.setenv("ECHO_KEY", secret)
+    fake_openai.responder = lambda body: Reply(
+        status=401, error_message=f"Incorrect API key provided: {secret}. Bearer {secret}"
+    )
+    model = endpoint(fake_openai, api_key_env="ECHO_KEY", max_retries=0)
+    answers = run_query(model, planned_cases(2), db_path)
+    for completion in answers.values():
+        assert secret not in completion.error and "[redacted]" in completion.error
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("HTTP 401: bad key sk-abcdefghijklmnop", "HTTP 401: bad key sk-[redacted]"),
+        ("got Authorization: Bearer abc.def-ghi", "got Authorization: Bearer [redacted]"),
+        ("key my-own-key-1234 refused", "key [redacted] refused"),
+        ("nothing secret here", "nothing secret here"),
+    ],
+)
+def test_redact(text, shown):
+    from numerate.endpoints import redact
+
+    assert redact(text, "my-own-key-1234") == shown
+
+
+def test_a_malformed_answer_is_asked_again_then_answered(fake_openai, db_path):
+    planned = planned_cases(1)
+    replies = iter([Reply(raw_body="<html>502 Bad Gateway</html>"), Reply(content=None),
+                    Reply(content=f"Answer: {planned[0].target}")])  # fmt: skip
+    fake_openai.responder = lambda body: next(replies)
+    completion = run_query(endpoint(fake_openai), planned, db_path)[planned[0].case_id, 0]
+    assert completion.error is None and completion.attempts == 3
+    assert completion.text == f"Answer: {planned[0].target}"
+
+
+def test_an_endpoint_without_a_model_listing_is_probed(fake_openai):
+    from numerate.endpoints import EndpointError
+
+    fake_openai.models_status = 500  # transformers serve; LiteLLM without a database: 400
+    assert asyncio.run(check_endpoint(endpoint(fake_openai))) is None  # the probe was answered
+    fake_openai.responder = lambda body: Reply(status=400, error_message="Authentication Error")
+    with pytest.raises(EndpointError, match="endpoint refused the key"):
+        asyncio.run(check_endpoint(endpoint(fake_openai)))
+    fake_openai.responder = lambda body: Reply(raw_body="<html>login</html>")
+    with pytest.raises(EndpointError, match="is not an OpenAI-compatible endpoint"):
+        asyncio.run(check_endpoint(endpoint(fake_openai)))
+
+
+def test_the_breaker_trips_on_refusals_only_before_any_success():
+    import httpx2 as httpx
+    import openai
+
+    from numerate.endpoints import Breaker
+
+    def refusal(status):
+        request = httpx.Request("POST", "http://x/v1/chat/completions")
+        response = httpx.Response(status, request=request)
+        return openai.APIStatusError("refused", response=response, body=None)
+
+    model = ModelConfig(name="m", model="m", base_url="http://x/v1", breaker_after=3)
+    breaker = Breaker(model)
+    for _ in range(2):
+        breaker.failure(refusal(404), "HTTP 404: no such model")
+    assert not breaker.tripped
+    breaker.failure(refusal(404), "HTTP 404: no such model")
+    assert breaker.cause == "endpoint does not serve this model (HTTP 404: no such model)"
+    working = Breaker(model)
+    working.success()
+    for _ in range(10):  # a model that answers: refusals of single requests (context too long)
+        working.failure(refusal(400), "HTTP 400: context too long")
+    assert not working.tripped

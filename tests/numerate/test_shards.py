@@ -69,3 +69,33 @@ def test_ingest_from_the_cli(tmp_path):
         app, ["ingest", str(tmp_path / "nowhere"), "--db", str(tmp_path / "c.duckdb")]
     )
     assert missing.exit_code == 2 and "no results location" in missing.stderr
+
+
+def test_a_corrupt_or_incomplete_shard_is_skipped_and_named(tmp_path):
+    shared = tmp_path / "shared"
+    good = asyncio.run(sweep(config("oracle", shared), str(tmp_path / "a.duckdb")))
+    cut = asyncio.run(sweep(config("random", shared), str(tmp_path / "b.duckdb")))
+    Store.close_all()
+    (shared / cut / "responses.parquet").write_bytes(b"PAR1 truncated")  # a cut upload
+    lacking = shared / "lacking"
+    lacking.mkdir()
+    (lacking / SUCCESS).write_bytes(b"")  # marked complete, yet no table files
+    central = str(tmp_path / "central.duckdb")
+    result = CliRunner().invoke(app, ["ingest", str(shared), "--db", central])
+    assert result.exit_code == 3, result.output
+    assert f"ingested 1 run(s) into {central}\n  {good}" in result.stdout
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 2 and any(cut in w for w in warnings)
+    assert any("lacking" in w for w in warnings)
+    assert result.stderr.splitlines()[-1].startswith("error: 2 run(s) skipped")
+    # nothing of a skipped run was written (its transaction rolled back): a later ingest of
+    # its fixed shards loads it whole
+    assert table(central, "SELECT DISTINCT run_id FROM responses") == [(good,)]
+    assert table(central, "SELECT run_id FROM runs") == [(good,)]
+
+
+def test_ingest_of_a_file_is_an_error(tmp_path):
+    a_file = tmp_path / "shard.parquet"
+    a_file.write_bytes(b"x")
+    result = CliRunner().invoke(app, ["ingest", str(a_file), "--db", str(tmp_path / "c.duckdb")])
+    assert result.exit_code == 2 and "is a file, not a folder of run shards" in result.stderr
