@@ -24,10 +24,22 @@ def describe_validation_error(error: ValidationError, where: str) -> str:
         where: what was being validated ("objects parameters", "sweep config").
     """
     lines = []
-    for problem in error.errors():
+    problems = error.errors()
+    for problem in problems[:MAX_PROBLEMS]:
         field = ".".join(str(part) for part in problem["loc"]) or "(whole object)"
         value = problem.get("input")
-        shown = "" if isinstance(value, dict) else f" = {value!r}"
-        message = problem["msg"].removeprefix("Value error, ")
+        shown = "" if isinstance(value, dict | list) else f" = {shorten(repr(value))}"
+        message = shorten(problem["msg"].removeprefix("Value error, "), 300)
         lines.append(f"{where}: {field}{shown}: {message}")
+    if len(problems) > MAX_PROBLEMS:
+        lines.append(f"{where}: ... and {len(problems) - MAX_PROBLEMS} more problem(s)")
     return "\n".join(lines)
+
+
+MAX_PROBLEMS = 10
+"""Problems an error message lists at most: a broken config gets a readable answer."""
+
+
+def shorten(text: str, limit: int = 120) -> str:
+    """`text` cut to `limit` characters, saying so."""
+    return text if len(text) <= limit else f"{text[: limit - 1]}…"

@@ -5,9 +5,11 @@ Pure code: validation only. `load_sweep_config` is the one function that reads a
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any, Literal
@@ -16,6 +18,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from kernel.errors import ConfigError, describe_validation_error
 from manifolds import registry
+
+MAX_POINTS = 100_000
+"""Most grid points one manifold entry may have (a typo such as a 1,000 x 1,000 grid is
+refused at once instead of being planned)."""
 
 DEFAULT_DB = "results/numerate.duckdb"
 """Where results go when nothing says otherwise."""
@@ -119,6 +125,8 @@ class ModelConfig(BaseModel):
             raise ValueError(f"model {self.name!r} needs a base_url (or a baseline: model)")
         elif not self.base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url = {self.base_url!r} must start with http:// or https://")
+        else:
+            _check_url(self.base_url)
         if self.api_key_env and self.api_key_secret:
             raise ValueError(f"model {self.name!r}: set api_key_env or api_key_secret, not both")
         return self
@@ -166,6 +174,12 @@ class ManifoldSweep(BaseModel):
         for key, values in axes.items():
             if not values:
                 raise ValueError(f"grid.{key}: an axis needs at least one value")
+        sizes = [len(values) for values in axes.values()]
+        if math.prod(sizes) > MAX_POINTS:
+            shown = " x ".join(f"{len(v)} {k}" for k, v in axes.items())
+            raise ValueError(
+                f"grid: {shown} = {math.prod(sizes):,} grid points, more than {MAX_POINTS:,}"
+            )
         points = []
         for combination in itertools.product(*axes.values()):
             point = dict(zip(axes, combination, strict=True))
@@ -181,6 +195,19 @@ class ManifoldSweep(BaseModel):
             key = ",".join(f"{k}={_show(v)}" for k, v in point.items()) or "default"
             points.append((key, params))
         return points
+
+
+def _check_url(url: str) -> None:
+    """A URL that an HTTP client can use: a host, and a port if any that is a number."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (parsing the port is the check)
+    except ValueError as error:
+        raise ValueError(f"base_url = {url!r} is not a valid URL ({error})") from None
+    if not parts.hostname:
+        raise ValueError(f"base_url = {url!r} names no host")
 
 
 def _show(value: Any) -> str:
@@ -203,6 +230,9 @@ class SweepConfig(BaseModel):
     rows there as Parquet shards, for `numerate ingest` to load centrally."""
     batch_size: int = Field(500, ge=1, le=100_000)
     """Cases per Prefect task when asking a model: one task per batch keeps orchestration cheap."""
+    max_cases: int = Field(10_000_000, ge=1)
+    """Most answers a run may ask for (models x cases x samples): a larger sweep is refused
+    before anything runs."""
     models: list[ModelConfig] = Field(min_length=1)
     """The models to evaluate."""
     manifolds: list[ManifoldSweep] = Field(min_length=1)
@@ -214,6 +244,17 @@ class SweepConfig(BaseModel):
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ValueError(f"models: the name {duplicates[0]!r} is used twice")
+        return self
+
+    @model_validator(mode="after")
+    def _bounded(self) -> SweepConfig:
+        cases = self.total_cases()
+        answers = sum(cases * m.sampling.samples for m in self.models)
+        if answers > self.max_cases:
+            raise ValueError(
+                f"max_cases: {len(self.models)} model(s) x {cases:,} cases (with their samples) "
+                f"= {answers:,} answers, more than max_cases = {self.max_cases:,}"
+            )
         return self
 
     def fingerprint(self) -> str:
@@ -237,6 +278,24 @@ def parse_sweep_config(data: Any, source: str = "sweep config") -> SweepConfig:
         raise ConfigError(describe_validation_error(error, source)) from None
 
 
+@functools.cache
+def no_alias_loader() -> type:
+    """YAML's safe loader without aliases (`*name`): a few hundred bytes of nested aliases
+    expand to billions of nodes (and hang any code that reads them)."""
+    import yaml
+
+    class NoAliasLoader(yaml.SafeLoader):
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                event = self.peek_event()
+                raise yaml.composer.ComposerError(
+                    None, None, "YAML aliases (*name) are not allowed", event.start_mark
+                )
+            return super().compose_node(parent, index)
+
+    return NoAliasLoader
+
+
 def load_sweep_config(path: str | Path) -> SweepConfig:
     """Read and validate a YAML sweep config."""
     import yaml
@@ -244,10 +303,12 @@ def load_sweep_config(path: str | Path) -> SweepConfig:
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"sweep config {path} is not UTF-8 text") from None
     except OSError as error:
         raise ConfigError(f"cannot read sweep config {path}: {error.strerror}") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=no_alias_loader())  # a safe loader, without aliases
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""

@@ -46,12 +46,15 @@ class Store:
         import duckdb
 
         self.path = path
-        if path != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
         try:
+            if path != ":memory:":
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
             self.con = duckdb.connect(path)
-        except duckdb.IOException as error:
-            raise StoreError(f"cannot open results database {path}: {error}") from None
+        except OSError as error:
+            raise StoreError(f"cannot open results database {path}: {error.strerror}") from None
+        except duckdb.Error as error:
+            first = str(error).splitlines()[0] if str(error) else type(error).__name__
+            raise StoreError(f"cannot open results database {path}: {first}") from None
         self.lock = threading.RLock()
         self._appenders: dict[str, Any] = {}
         with self.lock:

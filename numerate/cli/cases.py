@@ -37,7 +37,15 @@ def generate(
 
     try:
         spec = registry.get(manifold)
+        if seed < 0:
+            raise ConfigError(f"--seed {seed}: a seed is a whole number, 0 or more")
         values = parse_assignments(set_ or [])
+        for key, value in values.items():
+            field = spec.params_model.model_fields.get(key)
+            if isinstance(value, bool) and field is not None and field.annotation is not bool:
+                raise ConfigError(
+                    f"--set {key}={str(value).lower()}: expected a value, not true or false"
+                )
         values["count"] = count
         unknown = sorted(set(values) - set(spec.params_model.model_fields))
         if unknown:
@@ -62,7 +70,10 @@ def generate(
             for case in cases:
                 handle.write(case.model_dump_json() + "\n")
 
-    write_atomically(out, write)
+    try:
+        write_atomically(out, write)
+    except OSError as error:
+        fail(f"cannot write {out}: {error.strerror}")
     typer.echo(f"wrote {count} {manifold} cases to {out}", err=True)
 
 

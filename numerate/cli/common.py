@@ -45,6 +45,11 @@ def parse_assignments(assignments: list[str]) -> dict[str, Any]:
     "\\"\\\\n\\""), else as plain strings ("ROMAN")."""
     values: dict[str, Any] = {}
     for assignment in assignments:
+        try:
+            assignment.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = assignment.encode("utf-8", "backslashreplace").decode()
+            raise ConfigError(f"--set {shown}: not valid text (undecodable bytes)") from None
         key, sep, raw = assignment.partition("=")
         if not sep or not key.strip():
             raise ConfigError(f"--set expects key=value, got {assignment!r}")
@@ -117,3 +122,64 @@ def print_report(store: Any, run_id: str, output: Format) -> None:
 
     frame = run_summaries(store, run_id)
     typer.echo(render(frame, output, title=f"run {run_id}"), nl=False)
+
+
+# The watchdog: a tiny process that outlives nothing. It waits for the CLI to end, however it
+# ends (SIGKILL included), then stops Prefect's temporary server (TERM, then KILL).
+_WATCHDOG = """
+import os, signal, sys, time
+parent, child = int(sys.argv[1]), int(sys.argv[2])
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    return True
+while alive(parent) and alive(child):
+    time.sleep(0.5)
+for sig in (signal.SIGTERM, signal.SIGKILL):
+    if not alive(child):
+        break
+    try:
+        os.kill(child, sig)
+    except OSError:
+        break
+    time.sleep(5)
+"""
+
+
+def start_temporary_server() -> None:
+    """Start Prefect's temporary server now (when no PREFECT_API_URL is set), so that it dies
+    with this process: Prefect stops it at a normal exit, and a watchdog process stops it
+    when this process is killed (SIGKILL leaves no chance to clean up)."""
+    import os
+    import subprocess
+    import sys
+
+    from prefect.settings import PREFECT_API_URL
+
+    if PREFECT_API_URL.value():
+        return
+    from prefect.server.api.server import SubprocessASGIServer
+
+    server = SubprocessASGIServer()  # the one Prefect's client would start
+    server.start()
+    if server.server_process is None:
+        return
+    subprocess.Popen(
+        [sys.executable, "-c", _WATCHDOG, str(os.getpid()), str(server.server_process.pid)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
+
+
+def quiet_exit(code: int) -> NoReturn:
+    """Leave after an interruption, saying nothing more: what the user needs was said, and
+    DuckDB's bindings would report the objects an interrupted run left alive at exit."""
+    import os
+    import sys
+
+    sys.stderr.flush()
+    sys.stdout.flush()
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
+    raise typer.Exit(code)

@@ -244,6 +244,9 @@ def calibrate(
     dispatch: Annotated[str, typer.Option(help="auto, local or deployments.")] = "auto",
 ) -> None:
     """Measure a detector on synthetic images of known count: its accuracy per number."""
+    from pydantic import ValidationError
+
+    from kernel.errors import describe_validation_error
     from numgen.config import calibration_config
 
     db = results_db(db)
@@ -252,7 +255,10 @@ def calibrate(
         if device:
             extra["generation"] = {"device": device}
         check_dispatch(dispatch)
-        numgen_config = calibration_config(detector, per_number=count, **extra)
+        try:
+            numgen_config = calibration_config(detector, per_number=count, **extra)
+        except ValidationError as error:
+            raise ConfigError(describe_validation_error(error, "calibration")) from None
         result = _run_flow(numgen_config, db, dispatch)
     except (NumerateError, ValueError) as error:
         fail(str(error))

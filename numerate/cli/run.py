@@ -13,7 +13,9 @@ from numerate.cli.common import (
     check_format,
     fail,
     print_report,
+    quiet_exit,
     settle_prefect,
+    start_temporary_server,
     terminal_progress,
 )
 
@@ -118,6 +120,22 @@ def warn_about_endpoints(sweep_config: Any) -> None:
         typer.echo(f"warning: {warning}", err=True)
 
 
+def stop_on_sigterm() -> list[bool]:
+    """Make SIGTERM (how Prefect and process managers stop a run) stop the sweep the way
+    Ctrl-C does: cleanly, with what was answered stored. The list becomes [True] once it
+    came."""
+    import signal
+
+    came: list[bool] = []
+
+    def on_term(signum: int, frame: Any) -> None:
+        came.append(True)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
+    return came
+
+
 def run_sweep(sweep_config: Any, db_path: str, fresh: bool) -> str:
     """Run the sweep flow with a progress bar; returns the run id. Ctrl-C stops it cleanly."""
     import asyncio
@@ -129,7 +147,8 @@ def run_sweep(sweep_config: Any, db_path: str, fresh: bool) -> str:
     from flows.sweep import sweep
 
     # the CLI says itself how the run ended, in one line: not again in Prefect's run logs
-    logging.getLogger("prefect.flow_runs").setLevel(logging.CRITICAL)
+    for name in ("prefect.flow_runs", "prefect.task_runs"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
     from numerate.outcome import RunFailed
     from numerate.progress import reporting_to
     from numerate.store import Store
@@ -141,18 +160,23 @@ def run_sweep(sweep_config: Any, db_path: str, fresh: bool) -> str:
         f"-> {db_path}",
         err=True,
     )
+    from prefect.exceptions import TerminationSignal
+
+    terminated = stop_on_sigterm()
     try:
+        start_temporary_server()
         with reporting_to(terminal_progress(sweep_config.name)):
             return asyncio.run(sweep(config_data, db_path, fresh))
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, TerminationSignal) as stop:
         Store.open(db_path).mark_interrupted(sweep_config.name, sweep_config.fingerprint())
         Store.close_all()
+        by_term = bool(terminated) or isinstance(stop, TerminationSignal)
         typer.echo(
-            "interrupted: every answer received so far is stored; run the same command again "
-            "to resume",
+            f"{'terminated' if by_term else 'interrupted'}: every answer received so far is "
+            "stored; run the same command again to resume",
             err=True,
         )
-        raise typer.Exit(130) from None
+        quiet_exit(143 if by_term else 130)
     except RunFailed:
         raise  # stored all the same: the caller reports it
     except NumerateError as error:

@@ -218,7 +218,11 @@ def test_a_sweep_killed_with_sigkill_resumes_to_the_same_result(tmp_path):
 
 
 @pytest.mark.slow
-def test_ctrl_c_stops_cleanly_and_keeps_every_answer(tmp_path):
+@pytest.mark.parametrize(
+    ("stop", "code", "said"),
+    [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")],
+)
+def test_ctrl_c_and_sigterm_stop_cleanly_and_keep_every_answer(tmp_path, stop, code, said):
     endpoint, base_url, log = start_endpoint(tmp_path, delay=0.05)
     try:
         config = write_config(
@@ -234,10 +238,15 @@ def test_ctrl_c_stops_cleanly_and_keeps_every_answer(tmp_path):
         while len(logged(log)) < 20:
             assert sweep.poll() is None and time.monotonic() < deadline
             time.sleep(0.02)
-        sweep.send_signal(signal.SIGINT)
+        sweep.send_signal(stop)
         _, stderr = sweep.communicate(timeout=60)
-        assert sweep.returncode == 130, stderr
-        assert "interrupted: every answer received so far is stored" in stderr
+        assert sweep.returncode == code, stderr
+        lines = [line for line in stderr.splitlines() if line.strip()]
+        # the progress bar, then one line: no traceback, no crash or leak noise
+        assert lines[-1] == (
+            f"{said}: every answer received so far is stored; run the same command again to resume"
+        ), stderr
+        assert not any(word in stderr for word in ("Traceback", "Crash", "leaked", "ERROR"))
         sent = len(logged(log))
 
         con = duckdb.connect(str(tmp_path / "r.duckdb"), read_only=True)
@@ -270,3 +279,63 @@ def test_a_night_with_a_dead_endpoint_exits_3_after_storing_the_rest(tmp_path):
     con = duckdb.connect(str(db), read_only=True)
     assert con.execute("SELECT status FROM runs").fetchall() == [("failed",)]
     con.close()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["generate", "objects", "--count", "ten"], "Invalid value for '--count'"),
+        (["frobnicate"], "No such command 'frobnicate'"),
+        (["generate", "objects", "--seed", "-1"], "--seed -1"),
+        (["generate", "objects", "--set", "length=true"], "--set length=true"),
+        (["generate", "objects", "--set", "anchor=\udcff"], "undecodable"),
+        (["run", "--model", "m", "--base-url", "http://[::1:bad"], "is not a valid URL"),
+        (["run", "--model", "baseline:oracle", "--db", "/proc/nonexistent/x.duckdb"],
+         "cannot open results database /proc/nonexistent/x.duckdb"),
+        (["numgen", "calibrate", "--detector", "blobs", "--count", "-1"],
+         "prompts.per_number = -1"),
+    ],
+)  # fmt: skip
+def test_garbage_on_the_command_line_is_one_line_and_exit_2(tmp_path, arguments, message):
+    """Through the console script's own entry point, as a user runs it."""
+    env = numerate_env(tmp_path / "prefect")
+    done = subprocess.run(
+        [sys.executable, "-m", "numerate.cli", *arguments], cwd=tmp_path, env=env,
+        capture_output=True, text=True, timeout=120, errors="surrogateescape",
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    assert len(lines) == 1 and message in lines[0], done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"name: x\xff\n", "is not UTF-8 text"),
+        (b"a: &a [1, 2]\nb: [*a, *a]\n", "YAML aliases (*name) are not allowed"),
+        (
+            b"name: x\nmodels: [{name: a, model: baseline:random}]\nmanifolds:\n"
+            b"  - {manifold: objects, grid: {length: ["
+            + b",".join(b"%d" % i for i in range(1, 400))
+            + b"], max_count: ["
+            + b",".join(b"%d" % i for i in range(400))
+            + b"]}}\n",
+            "= 159,600 grid points, more than 100,000",
+        ),
+        (
+            b"name: x\nmax_cases: 1000\nmodels: [{name: a, model: baseline:random}]\n"
+            b"manifolds: [{manifold: objects, count: 600, grid: {length: [2, 3]}}]\n",
+            "1 model(s) x 1,200 cases (with their samples) = 1,200 answers, more than max_cases",
+        ),
+    ],
+)  # fmt: skip
+def test_a_hostile_config_is_refused_at_once(tmp_path, content, message):
+    path = tmp_path / "sweep.yaml"
+    path.write_bytes(content)
+    db = tmp_path / "r.duckdb"
+    started = time.monotonic()
+    result = runner.invoke(app, ["run", "--config", str(path), "--db", str(db)])
+    assert time.monotonic() - started < 10
+    assert message in one_error_line(result)
+    assert not db.exists()
