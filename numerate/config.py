@@ -103,6 +103,9 @@ class ModelConfig(BaseModel):
     breaker_after: int = Field(10, ge=1, le=100_000)
     """Non-retryable answers (HTTP 400, 401, 403, 404, 422) before any success that stop the
     model at once (its unsent requests stay unsent)."""
+    throttle_budget_s: float = Field(600.0, gt=0.0, le=86_400.0)
+    """Seconds one request may keep being refused by a rate limit (429, 503) before it ends
+    as an error; rate limits lower the concurrency and do not spend `max_retries`."""
     down_after_s: float = Field(30.0, gt=0.0, le=86_400.0)
     """Seconds a server may stay unreachable (no answer at all) before the model is stopped."""
     system_prompt: str | None = None

@@ -30,6 +30,7 @@ from kernel.errors import ConfigError
 from manifolds import registry
 from numerate.config import ModelConfig
 from numerate.grading import Completion
+from numerate.pacing import AdaptiveLimit
 from numerate.plan import PlannedCase, messages_for, request_hash
 from numerate.progress import current as current_progress
 from numerate.store import Store, now
@@ -37,6 +38,7 @@ from numerate.store import Store, now
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 MAX_BACKOFF_S = 60.0
 MAX_RETRY_AFTER_S = 300.0
+MAX_THROTTLE_WAIT_S = 2.0
 
 
 class EndpointError(ConfigError):
@@ -159,20 +161,20 @@ async def shared_client(model: ModelConfig) -> Any:
     return client
 
 
-_limits: dict[tuple[int, str], tuple[asyncio.Semaphore, asyncio.Semaphore]] = {}
+_limits: dict[tuple[int, str], tuple[AdaptiveLimit, asyncio.Semaphore]] = {}
 
 
-def model_limits(model: ModelConfig) -> tuple[asyncio.Semaphore, asyncio.Semaphore]:
+def model_limits(model: ModelConfig) -> tuple[AdaptiveLimit, asyncio.Semaphore]:
     """The model's two bounds, shared by every batch of this event loop: requests being
-    answered (`concurrency`), and requests in flight: sent, or answered but not committed
-    (2 x `concurrency`). Waiters are served first come, first served, so an earlier batch
-    keeps its turn while a later one fills the slots it frees."""
+    answered (an adaptive limit under `concurrency`), and requests in flight: sent, waiting to
+    be retried, or answered but not committed (2 x `concurrency`). Waiters are served first
+    come, first served, so an earlier batch keeps its turn while a later one fills the slots
+    it frees."""
     key = (id(asyncio.get_running_loop()), model.name)
     if key not in _limits:
-        _limits[key] = (
-            asyncio.Semaphore(model.concurrency),
-            asyncio.Semaphore(2 * model.concurrency),
-        )
+        limit = AdaptiveLimit(model.concurrency)
+        _limits[key] = (limit, asyncio.Semaphore(2 * model.concurrency))
+        current_progress().watch_limit(model.name, limit)
     return _limits[key]
 
 
@@ -282,43 +284,81 @@ class EndpointAnswerer:
         self.rng = random.Random()
         self.client = client
         self.breaker = model_breaker(model)
+        self.limit = model_limits(model)[0]
 
     async def answer(self, planned: PlannedCase, messages: list[dict[str, str]],
                      request_id: str, sample: int = 0) -> Completion:  # fmt: skip
+        """Ask until answered: a slot of the model's adaptive limit per attempt (none while
+        waiting to retry); rate limits lower the limit and are waited out within
+        `throttle_budget_s`, other failures spend `max_retries`."""
         sampling = self.model.sampling.request_fields(sample)
-        attempt = 0
+        tries = attempts = 0
+        throttled_since: float | None = None
         while True:
-            attempt += 1
-            started = time.monotonic()
-            try:
-                response = await self.client.chat.completions.create(
-                    model=self.model.model, messages=messages, **sampling
-                )
-            except Exception as error:
-                detail = redact(describe_error(error), self.client.api_key)
-                self.breaker.failure(error, detail)
-                last = not is_retryable(error) or attempt > self.model.max_retries
-                if last or self.breaker.tripped:
-                    return Completion(
-                        request_id, None, attempts=attempt, error=detail, sample=sample
+            attempts += 1
+            async with self.limit:
+                sent_at = time.monotonic()
+                try:
+                    response = await self.client.chat.completions.create(
+                        model=self.model.model, messages=messages, **sampling
                     )
-                response_obj = getattr(error, "response", None)
-                headers = getattr(response_obj, "headers", None)
-                delay = retry_after_s(headers)
-                if delay is None:
-                    delay = backoff_s(attempt, self.retry_base_s, self.rng)
-                await asyncio.sleep(delay)
-                if self.breaker.tripped:
-                    return Completion(request_id, None, attempts=attempt, sample=sample,
-                                      error=f"stopped: {self.breaker.cause}")  # fmt: skip
+                except Exception as caught:
+                    error: Exception | None = caught
+                else:
+                    error = None
+            if error is None:
+                self.limit.succeeded()
+                self.breaker.success()
+                latency = time.monotonic() - sent_at
+                completion = read_completion(response, request_id, attempts, latency, sample)
+                tries += 1
+                if completion.error is None or tries > self.model.max_retries:
+                    return completion
+                # a malformed or empty answer: a proxy's error page, a cut body; ask again
+                await asyncio.sleep(backoff_s(tries, self.retry_base_s, self.rng))
                 continue
-            self.breaker.success()
-            latency = time.monotonic() - started
-            completion = read_completion(response, request_id, attempt, latency, sample)
-            if completion.error is None or attempt > self.model.max_retries:
-                return completion
-            # a malformed or empty answer: a proxy's error page, a cut body; ask again
-            await asyncio.sleep(backoff_s(attempt, self.retry_base_s, self.rng))
+            detail = redact(describe_error(error), self.client.api_key)
+            self.breaker.failure(error, detail)
+            if is_throttle(error):
+                self.limit.throttled()
+                current_progress().retried()
+                throttled_since = throttled_since or sent_at
+                waited = time.monotonic() - throttled_since
+                if waited <= self.model.throttle_budget_s and not self.breaker.tripped:
+                    await asyncio.sleep(self.throttle_delay_s(error, attempts))
+                    continue
+                refused = f"{detail} (still refused after {waited:.0f} s)"
+                return Completion(request_id, None, attempts=attempts, sample=sample, error=refused)
+            tries += 1
+            if not is_retryable(error) or tries > self.model.max_retries or self.breaker.tripped:
+                return Completion(request_id, None, attempts=attempts, error=detail, sample=sample)
+            current_progress().retried()
+            await asyncio.sleep(self.retry_delay_s(error, tries))
+            if self.breaker.tripped:
+                return Completion(request_id, None, attempts=attempts, sample=sample,
+                                  error=f"stopped: {self.breaker.cause}")  # fmt: skip
+
+    def retry_delay_s(self, error: Exception, tries: int) -> float:
+        """Wait before a retry: what the server asked for (with jitter), else backoff."""
+        asked = retry_after_s(getattr(getattr(error, "response", None), "headers", None))
+        if asked is not None:
+            return asked * self.rng.uniform(1.0, 1.5)  # jitter: no retries in lockstep
+        return backoff_s(tries, self.retry_base_s, self.rng)
+
+    def throttle_delay_s(self, error: Exception, attempts: int) -> float:
+        """Wait after a rate limit: as asked (with jitter); without Retry-After a short wait,
+        since the lowered limit already slows the model down."""
+        asked = retry_after_s(getattr(getattr(error, "response", None), "headers", None))
+        if asked is not None:
+            return asked * self.rng.uniform(1.0, 1.5)
+        return min(MAX_THROTTLE_WAIT_S, backoff_s(attempts, 0.1 * self.retry_base_s, self.rng))
+
+
+def is_throttle(error: BaseException) -> bool:
+    """A rate limit (429) or an overloaded server (503): too many requests, not a failure."""
+    import openai
+
+    return isinstance(error, openai.APIStatusError) and error.status_code in (429, 503)
 
 
 def read_completion(
@@ -595,19 +635,17 @@ async def answer_cases(
     writer = CompletionWriter(store, max_rows=model.concurrency)
     # in flight = sent, or answered and waiting for the writer's next commit: at most
     # 2 x concurrency per model, which is all a SIGKILL can make us send again
-    slots, unsaved = model_limits(model)
-
+    _, unsaved = model_limits(model)
     breaker = model_breaker(model)
 
     async def ask(key: str) -> None:
         item, messages, sample = requests[key]
         async with unsaved:
-            async with slots:
-                if breaker.tripped:  # never sent: a re-run sends it
-                    completion = Completion(key, None, attempts=0, sample=sample,
-                                            error=f"not sent: {breaker.cause}")  # fmt: skip
-                else:
-                    completion = await answerer.answer(item, messages, key, sample)
+            if breaker.tripped:  # never sent: a re-run sends it
+                completion = Completion(key, None, attempts=0, sample=sample,
+                                        error=f"not sent: {breaker.cause}")  # fmt: skip
+            else:
+                completion = await answerer.answer(item, messages, key, sample)
             if completion.error is None:
                 completion = dataclasses.replace(completion, fetched_by=run_id)
             if storable(completion):

@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 logger = logging.getLogger("numerate")
 
@@ -23,7 +24,9 @@ class Progress:
         self.done = 0
         self.errors = 0
         self.cached = 0
+        self.retries = 0
         self.started = time.monotonic()
+        self._limits: dict[str, Any] = {}
         self._lock = threading.Lock()
 
     def add_total(self, n: int) -> None:
@@ -38,6 +41,23 @@ class Progress:
             self.cached += cached
         self.render()
 
+    def retried(self, n: int = 1) -> None:
+        """A request is being sent again (a rate limit, a timeout, a 5xx)."""
+        with self._lock:
+            self.retries += n
+        self.render()
+
+    def watch_limit(self, name: str, limit: Any) -> None:
+        """Show a model's adaptive limit (anything with `allowed`) beside the counts."""
+        with self._lock:
+            self._limits[name] = limit
+
+    def in_flight_limit(self) -> int | None:
+        """The current limit on requests in flight, over every model (None: no endpoint)."""
+        with self._lock:
+            limits = list(self._limits.values())
+        return sum(limit.allowed for limit in limits) if limits else None
+
     def rate(self) -> float:
         """Requests per second so far (cached answers included)."""
         elapsed = time.monotonic() - self.started
@@ -50,9 +70,12 @@ class Progress:
     def line(self) -> str:
         eta = self.eta_s()
         shown_eta = f", ETA {eta:,.0f} s" if eta is not None and self.done < self.total else ""
+        limit = self.in_flight_limit()
+        shown_limit = f", at most {limit} in flight" if limit is not None else ""
         return (
             f"{self.done:,}/{self.total:,} requests ({self.cached:,} cached), "
-            f"{self.rate():,.0f}/s, {self.errors:,} errors{shown_eta}"
+            f"{self.rate():,.1f}/s, {self.errors:,} errors, {self.retries:,} retries"
+            f"{shown_limit}{shown_eta}"
         )
 
     def render(self) -> None:

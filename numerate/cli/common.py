@@ -75,21 +75,27 @@ def terminal_progress(description: str) -> Any:
                 TextColumn("[bold]{task.description}"),
                 BarColumn(),
                 TextColumn("{task.completed:,}/{task.total:,}"),
-                TextColumn("{task.fields[rate]:,.0f}/s"),
+                TextColumn("{task.fields[rate]:,.1f}/s"),
                 TextColumn("{task.fields[errors]:,} errors"),
+                TextColumn("{task.fields[retries]:,} retries"),
                 TextColumn("{task.fields[cached]:,} cached"),
+                TextColumn("{task.fields[limit]}"),
                 TextColumn("ETA"),
                 TimeRemainingColumn(),
                 console=Console(stderr=True),
                 transient=False,
             )
-            self.task_id = self.bar.add_task(description, total=0, rate=0.0, errors=0, cached=0)
+            self.task_id = self.bar.add_task(
+                description, total=0, rate=0.0, errors=0, retries=0, cached=0, limit=""
+            )
             self.bar.start()
 
         def render(self) -> None:
+            limit = self.in_flight_limit()
             self.bar.update(
                 self.task_id, total=self.total, completed=self.done, rate=self.rate(),
-                errors=self.errors, cached=self.cached,
+                errors=self.errors, retries=self.retries, cached=self.cached,
+                limit="" if limit is None else f"≤{limit} in flight",
             )  # fmt: skip
 
         def close(self) -> None:

@@ -408,3 +408,79 @@ def test_the_breaker_trips_on_refusals_only_before_any_success():
     for _ in range(10):  # a model that answers: refusals of single requests (context too long)
         working.failure(refusal(400), "HTTP 400: context too long")
     assert not working.tripped
+
+
+def rate_limited(server, most_in_flight, retry_after=True):
+    """A server that refuses (429) every request beyond `most_in_flight` at once."""
+
+    def responder(body):
+        if server.in_flight > most_in_flight:
+            headers = {"Retry-After": "0.05"} if retry_after else {}
+            return Reply(status=429, headers=headers, error_message="rate limit")
+        return Reply(content="Answer: 1", delay_s=0.02)
+
+    return responder
+
+
+@pytest.mark.parametrize("retry_after", [True, False])
+def test_a_rate_limited_server_loses_no_case_and_the_limit_adapts(fake_openai, db_path,
+                                                                  retry_after):  # fmt: skip
+    """A server that takes 4 requests at once: concurrency 16 loses nothing, 429s stay a
+    small share of the requests, and the run takes about as long as at concurrency 4."""
+    fake_openai.responder = rate_limited(fake_openai, 4, retry_after)
+    planned = planned_cases(300)
+
+    def timed(concurrency, run_id):
+        sent = len(fake_openai.requests)
+        model = endpoint(fake_openai, concurrency=concurrency, max_retries=0, cache="off")
+        started = time.monotonic()
+        answers = run_query(model, planned, db_path, run_id=run_id)
+        return time.monotonic() - started, answers, len(fake_openai.requests) - sent
+
+    baseline, _, _ = timed(4, "c4")
+    elapsed, answers, sent = timed(16, "c16")
+    assert all(a.error is None for a in answers.values())  # max_retries 0: 429s spend none
+    refused = sent - len(planned)
+    assert refused < 0.25 * sent, (refused, sent)
+    assert elapsed < 1.3 * baseline + 0.2, (elapsed, baseline)  # target 1.1 (bench/)
+
+
+def test_the_adaptive_limit_drops_to_what_the_server_takes_and_grows_back():
+    from numerate.pacing import AdaptiveLimit
+
+    limit = AdaptiveLimit(16)
+    limit.in_flight = 15  # 16 sent, one refused (its slot given back)
+    limit.throttled()
+    assert limit.allowed == 14  # at least a tenth fewer
+    limit.in_flight = 4  # the server took only four
+    limit.throttled()
+    assert limit.allowed == 4 and limit.throttles == 2
+    limit.in_flight = 0
+    for _ in range(60):  # half a request per round: sqrt(4^2 + 60) = 8.7
+        limit.succeeded()
+    assert limit.allowed == 8
+    for _ in range(2000):
+        limit.succeeded()
+    assert limit.allowed == 16  # never above the ceiling
+    limit.in_flight = 0
+    limit.throttled()
+    assert limit.allowed == 1  # refused with nothing else in flight: one at a time
+
+
+def test_the_adaptive_limit_bounds_requests_in_flight():
+    from numerate.pacing import AdaptiveLimit
+
+    limit = AdaptiveLimit(3)
+    peak = 0
+
+    async def one():
+        nonlocal peak
+        async with limit:
+            peak = max(peak, limit.in_flight)
+            await asyncio.sleep(0.001)
+
+    async def main():
+        await asyncio.gather(*(one() for _ in range(50)))
+
+    asyncio.run(main())
+    assert peak == 3 and limit.in_flight == 0
