@@ -46,6 +46,20 @@ def publish_run(store: Store, run_id: str, results_dir: str) -> str:
     return folder
 
 
+def check_writable(results_dir: str) -> None:
+    """Raise ConfigError unless shards can be published to `results_dir` (checked before a
+    run starts, so that a finished run never fails to publish)."""
+    fs, root = _filesystem(results_dir)
+    probe = f"{root}/.numerate-write-check"
+    try:
+        fs.makedirs(root, exist_ok=True)
+        fs.pipe_file(probe, b"")
+        fs.rm(probe)
+    except OSError as error:
+        reason = error.strerror or str(error)
+        raise ConfigError(f"results_dir {results_dir!r} cannot be written: {reason}") from None
+
+
 def complete_runs(results_dir: str) -> list[str]:
     """Run ids whose shards are complete in the results location, sorted."""
     fs, root = _filesystem(results_dir)

@@ -21,6 +21,10 @@ from numerate.store import Store
 async def open_run(config: dict[str, Any], db: str, fresh: bool = False) -> str:
     """Resume the unfinished run of this exact sweep, or start a new one; returns its id."""
     sweep = SweepConfig.model_validate(config)
+    if sweep.results_dir:
+        from numerate.shards import check_writable
+
+        await asyncio.to_thread(check_writable, sweep.results_dir)
     store = await asyncio.to_thread(Store.open, db)
     fingerprint = sweep.fingerprint()
     if not fresh:

@@ -280,13 +280,16 @@ def calibrate(
 def _read_responses(path: Path) -> tuple[list[int], list[int]]:
     """`target,generated` rows; generated may be written 20+."""
     import csv
+    import io
 
     try:
-        handle = path.open(newline="")
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path} is not UTF-8 text") from None
     except OSError as error:
         raise ConfigError(f"cannot read {path}: {error.strerror}") from None
     targets, generated = [], []
-    with handle:
+    with io.StringIO(text, newline="") as handle:
         reader = csv.DictReader(handle)
         missing = {"target", "generated"} - set(reader.fieldnames or [])
         if missing:

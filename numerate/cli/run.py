@@ -55,6 +55,10 @@ def run(
     try:
         sweep_config = sweep_to_run(config, model, base_url, name)
         fmt = check_format(output)
+        if sweep_config.results_dir:
+            from numerate.shards import check_writable
+
+            check_writable(sweep_config.results_dir)
         warn_about_endpoints(sweep_config)
     except NumerateError as error:
         fail(str(error), EXIT_RUN_FAILED if isinstance(error, RunFailed) else 2)

@@ -117,3 +117,10 @@ def test_a_generator_failing_everywhere_is_one_error_line(tmp_path, db_path):
 def test_report_without_results(tmp_path):
     result = runner.invoke(app, ["numgen", "report", "--db", str(tmp_path / "none.duckdb")])
     assert result.exit_code == 2 and "no results database" in result.stderr
+
+
+def test_score_refuses_a_file_that_is_not_utf8(tmp_path):
+    responses = tmp_path / "r.csv"
+    responses.write_bytes(b"target,generated\n3,\xff\n")
+    result = runner.invoke(app, ["numgen", "score", "--responses", str(responses)])
+    assert result.exit_code == 2 and "is not UTF-8 text" in result.stderr

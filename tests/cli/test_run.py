@@ -339,3 +339,12 @@ def test_a_hostile_config_is_refused_at_once(tmp_path, content, message):
     assert time.monotonic() - started < 10
     assert message in one_error_line(result)
     assert not db.exists()
+
+
+def test_an_unwritable_results_dir_is_refused_before_the_run(tmp_path):
+    path = write_config(tmp_path / "s.yaml", [{"name": "o", "model": "baseline:oracle"}],
+                        results_dir="/proc/forbidden/shards")  # fmt: skip
+    db = tmp_path / "r.duckdb"
+    line = one_error_line(runner.invoke(app, ["run", "--config", str(path), "--db", str(db)]))
+    assert "results_dir '/proc/forbidden/shards' cannot be written" in line
+    assert not db.exists()
