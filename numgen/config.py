@@ -50,6 +50,19 @@ class NumGenConfig(BaseModel):
     def needs_images(self) -> bool:
         return self.generator not in BASELINES
 
+    def check_models(self) -> None:
+        """Raise ModelLoadError when the generator or detector can surely not be loaded (see
+        torch_utils.check_available), before any image is asked for."""
+        from numgen.torch_utils import check_available
+
+        if not self.needs_images:
+            return
+        builtin = self.generator == "synthetic" or self.generator.startswith("callable:")
+        if not builtin:
+            check_available(self.generator, "model_index.json", "generator")
+        if self.detector != "blobs":
+            check_available(self.detector, "config.json", "detector")
+
     @property
     def detector_label(self) -> str:
         """The detector as results name it (`none` for baselines that answer directly)."""

@@ -22,6 +22,32 @@ class ModelLoadError(NumerateError):
     """A model id or path that cannot be loaded (unknown, not downloaded, not a model)."""
 
 
+def check_available(model_id: str, marker: str, what: str) -> None:
+    """Raise ModelLoadError when `model_id` can surely not be loaded: a local folder without
+    its `marker` file, or a hub id that is not in the Hugging Face cache while downloads are
+    off (HF_HUB_OFFLINE=1). Checked before a run starts, so a missing model writes nothing."""
+    import os
+    from pathlib import Path
+
+    path = Path(model_id).expanduser()
+    if path.exists() or model_id.startswith((".", "/", "~")):
+        if not (path / marker).is_file():
+            raise ModelLoadError(f"{what} {model_id!r}: no {marker} in that folder")
+        return
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() not in ("1", "true", "yes", "on"):
+        return  # it may be downloaded
+    hub = require("huggingface_hub")
+    try:
+        found = hub.try_to_load_from_cache(model_id, marker)
+    except ValueError as error:  # not a valid repo id
+        raise ModelLoadError(f"{what} {model_id!r}: {error}") from None
+    if not isinstance(found, str):
+        raise ModelLoadError(
+            f"{what} {model_id!r} is not in the Hugging Face cache, and HF_HUB_OFFLINE=1 "
+            "forbids downloading it (download it on a connected machine, or give a local path)"
+        )
+
+
 def require(module: str) -> Any:
     """Import `module` or explain how to install it."""
     try:

@@ -180,6 +180,7 @@ def run(
         data = _load_yaml(config) if config else {}
         settings = _with_options(data, generator, detector, prompts, generation, images_dir)
         numgen_config = _validate(settings)
+        numgen_config.check_models()
         result = _run_flow(numgen_config, db, dispatch)
     except (NumerateError, ValueError) as error:  # ValueError: a model id, device or file
         fail(str(error))  # the backends refuse
@@ -259,6 +260,7 @@ def calibrate(
             numgen_config = calibration_config(detector, per_number=count, **extra)
         except ValidationError as error:
             raise ConfigError(describe_validation_error(error, "calibration")) from None
+        numgen_config.check_models()
         result = _run_flow(numgen_config, db, dispatch)
     except (NumerateError, ValueError) as error:
         fail(str(error))

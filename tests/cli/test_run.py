@@ -348,3 +348,43 @@ def test_an_unwritable_results_dir_is_refused_before_the_run(tmp_path):
     line = one_error_line(runner.invoke(app, ["run", "--config", str(path), "--db", str(db)]))
     assert "results_dir '/proc/forbidden/shards' cannot be written" in line
     assert not db.exists()
+
+
+@pytest.mark.slow
+def test_prefect_s_temporary_server_dies_with_a_killed_cli(tmp_path):
+    psutil = pytest.importorskip("psutil")
+    endpoint, base_url, log = start_endpoint(tmp_path, delay=0.05)
+    try:
+        config = write_config(
+            tmp_path / "sweep.yaml",
+            [{"name": "fake", "model": "fake-model", "base_url": base_url, "concurrency": 2}],
+            [{"manifold": "objects", "count": 300}],
+        )
+        command = [sys.executable, "-m", "numerate.cli", "run", "--config", str(config),
+                   "--db", str(tmp_path / "r.duckdb")]  # fmt: skip
+        cli = subprocess.Popen(command, cwd=ROOT, env=numerate_env(tmp_path / "prefect"),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        deadline = time.monotonic() + 120
+        while len(logged(log)) < 10:
+            assert cli.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        servers = [p for p in psutil.Process(cli.pid).children(recursive=True)
+                   if "uvicorn" in " ".join(p.cmdline())]  # fmt: skip
+        assert servers, "Prefect's temporary server is not a child of the CLI"
+        cli.kill()  # SIGKILL: the CLI can clean nothing up itself
+        cli.wait()
+        _, alive = psutil.wait_procs(servers, timeout=20)
+        assert not alive, f"still running after the CLI was killed: {alive}"
+    finally:
+        endpoint.kill()
+        endpoint.wait()
+
+
+def test_a_model_that_cannot_be_loaded_offline_is_refused_before_the_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    db = tmp_path / "n.duckdb"
+    result = runner.invoke(
+        app, ["numgen", "run", "--generator", "acme/not-a-model", "--db", str(db)]
+    )
+    assert "generator 'acme/not-a-model' is not in the Hugging Face cache" in one_error_line(result)
+    assert not db.exists()
