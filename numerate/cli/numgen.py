@@ -346,10 +346,14 @@ def score(
         return
     scores = score_matrix(cm)
     if heatmap:
+        from kernel.files import write_atomically
         from numgen.heatmap import render_heatmap
 
-        heatmap.parent.mkdir(parents=True, exist_ok=True)
-        render_heatmap(cm, f"{responses.name} (n = {cm.n})").save(heatmap)
+        image = render_heatmap(cm, f"{responses.name} (n = {cm.n})")
+        try:
+            write_atomically(heatmap, lambda partial: image.save(partial, format="PNG"))
+        except OSError as error:
+            fail(f"cannot write {heatmap}: {error.strerror}")
     if output == "json":
         typer.echo(json.dumps(scores.as_dict(), indent=2))
         return
@@ -423,8 +427,13 @@ def _draw_run_heatmap(store: Any, run_id: str | None, path: Path) -> None:
     found, generator, detector, confusion = rows[0]
     data = json.loads(confusion)
     cm = ConfusionMatrix(tuple(data["targets"]), np.asarray(data["counts"], dtype=np.int64))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    render_heatmap(cm, f"{generator} / {detector}: {found} (n = {cm.n})").save(path)
+    from kernel.files import write_atomically
+
+    image = render_heatmap(cm, f"{generator} / {detector}: {found} (n = {cm.n})")
+    try:
+        write_atomically(path, lambda partial: image.save(partial, format="PNG"))
+    except OSError as error:
+        raise ConfigError(f"cannot write {path}: {error.strerror}") from None
     typer.echo(f"heatmap of run {found}: {path}", err=True)
 
 
@@ -460,8 +469,12 @@ def prompts(
     made = make_prompts(spec)
     text = format_prompts(made, cast(ExportFormat, output))
     if out:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text)
+        from kernel.files import write_atomically
+
+        try:
+            write_atomically(out, text)
+        except OSError as error:
+            fail(f"cannot write {out}: {error.strerror}")
         typer.echo(f"wrote {len(made)} prompts to {out}", err=True)
     else:
         typer.echo(text, nl=False)

@@ -124,3 +124,15 @@ def test_score_refuses_a_file_that_is_not_utf8(tmp_path):
     responses.write_bytes(b"target,generated\n3,\xff\n")
     result = runner.invoke(app, ["numgen", "score", "--responses", str(responses)])
     assert result.exit_code == 2 and "is not UTF-8 text" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [["numgen", "prompts", "--out"], ["numgen", "score", "--responses", "{csv}", "--heatmap"]],
+)
+def test_an_output_path_that_is_a_folder_is_one_error_line(tmp_path, arguments):
+    responses = tmp_path / "r.csv"
+    responses.write_text("target,generated\n3,3\n4,5\n")
+    args = [a.replace("{csv}", str(responses)) for a in arguments] + [str(tmp_path)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2 and f"cannot write {tmp_path}: Is a directory" in result.stderr
