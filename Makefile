@@ -30,10 +30,11 @@ test: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/pytest
 
-## bench: generation throughput per manifold, then pipeline throughput and caching
+## bench: generation throughput per manifold, pipeline throughput and caching, rate limits
 bench: $(STAMP)
 	$(BIN)/python bench/generate.py
 	$(BIN)/python bench/pipeline.py
+	$(BIN)/python bench/rate_limit.py
 
 clean:
 	rm -rf $(VENV) $(RESULTS) .pytest_cache .ruff_cache .mypy_cache .import_linter_cache .hypothesis

@@ -1,0 +1,73 @@
+"""Adaptive concurrency against a rate-limited server, measured in one run.
+
+A loopback endpoint (20 ms per answer) refuses with 429 every request beyond 4 in flight. The
+same 1,000 requests are asked at concurrency 4 and at concurrency 16, alternately, `--repeats`
+times (with and without Retry-After). Target: concurrency 16 loses no case, takes at most 1.1x
+the wall time of concurrency 4, and fewer than a quarter of its requests get a 429.
+
+Run with `make bench` (or `python bench/rate_limit.py`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--cases", type=int, default=1000)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+
+    from numerate.endpoints import answer_cases, close_clients
+    from numerate.store import Store
+    from tests.fake_openai import FakeOpenAI
+    from tests.numerate.test_endpoints import endpoint, planned_cases, rate_limited
+
+    planned = planned_cases(args.cases)
+    store = Store.open(os.path.join(tempfile.mkdtemp(prefix="numerate-bench-"), "r.duckdb"))
+    with FakeOpenAI() as server:
+        for retry_after in (True, False):
+            server.responder = rate_limited(server, 4, retry_after)
+            times: dict[int, list[float]] = {4: [], 16: []}
+            refused = []
+            for repeat in range(args.repeats):
+                for concurrency in (4, 16):
+                    sent = len(server.requests)
+                    model = endpoint(server, concurrency=concurrency, max_retries=0, cache="off")
+
+                    async def ask(model=model, run_id=f"{retry_after}-{repeat}-{concurrency}"):
+                        started = time.monotonic()
+                        answers = await answer_cases(model, planned, store, run_id)
+                        await close_clients()
+                        return time.monotonic() - started, answers
+
+                    elapsed, answers = asyncio.run(ask())
+                    lost = sum(a.error is not None for a in answers.values())
+                    assert lost == 0, f"{lost} cases lost at concurrency {concurrency}"
+                    times[concurrency].append(elapsed)
+                    if concurrency == 16:
+                        total = len(server.requests) - sent
+                        refused.append((total - len(planned)) / total)
+            c4, c16 = statistics.median(times[4]), statistics.median(times[16])
+            print(
+                f"Retry-After {'sent' if retry_after else 'absent'}: concurrency 4 {c4:.2f} s, "
+                f"16 {c16:.2f} s: ratio {c16 / c4:.2f} (target <= 1.10); 429s "
+                f"{statistics.median(refused):.1%} of requests at 16 (target < 25%); no case "
+                f"lost (median of {args.repeats})"
+            )
+    Store.close_all()
+
+
+if __name__ == "__main__":
+    main()
