@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from kernel.errors import ConfigError, describe_validation_error
+from kernel.files import read_text
 from manifolds import registry
 
 MAX_POINTS = 100_000
@@ -299,25 +300,25 @@ def no_alias_loader() -> type:
     return NoAliasLoader
 
 
-def load_sweep_config(path: str | Path) -> SweepConfig:
-    """Read and validate a YAML sweep config."""
+def load_yaml(path: Path, what: str) -> Any:
+    """A YAML file's data, read with the safe loader and no aliases; ConfigError naming
+    `what`, the path and the line when it cannot be read or parsed."""
     import yaml
 
-    path = Path(path)
+    text = read_text(path, what)
     try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise ConfigError(f"sweep config {path} is not UTF-8 text") from None
-    except OSError as error:
-        raise ConfigError(f"cannot read sweep config {path}: {error.strerror}") from None
-    try:
-        data = yaml.load(text, Loader=no_alias_loader())  # a safe loader, without aliases
+        return yaml.load(text, Loader=no_alias_loader())  # a safe loader, without aliases
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
         problem = getattr(error, "problem", None) or str(error)
-        raise ConfigError(f"sweep config {path}{where}: not valid YAML: {problem}") from None
-    return parse_sweep_config(data, f"sweep config {path}")
+        raise ConfigError(f"{what} {path}{where}: not valid YAML: {problem}") from None
+
+
+def load_sweep_config(path: str | Path) -> SweepConfig:
+    """Read and validate a YAML sweep config."""
+    path = Path(path)
+    return parse_sweep_config(load_yaml(path, "sweep config"), f"sweep config {path}")
 
 
 def one_model_config(

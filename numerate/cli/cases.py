@@ -109,17 +109,11 @@ def grade(
     Each line is a case as `numerate generate` writes it plus `response` (and optionally
     `finish_reason`); each is written back with `outcome` and `answer`.
     """
-    from kernel.files import write_atomically
+    from kernel.files import read_text, write_atomically
     from numerate.regrade import grade_lines
 
     try:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            raise ConfigError(f"{path} is not UTF-8 text") from None
-        except OSError as error:
-            raise ConfigError(f"cannot read {path}: {error.strerror}") from None
-        graded = grade_lines(text.splitlines(), str(path))
+        graded = grade_lines(read_text(path).splitlines(), str(path))
     except NumerateError as error:
         fail(str(error))
         return

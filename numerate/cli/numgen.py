@@ -45,14 +45,9 @@ def _validate(data: dict[str, Any]) -> Any:
 
 
 def _load_yaml(path: Path) -> dict[str, Any]:
-    import yaml
+    from numerate.config import load_yaml
 
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as error:
-        raise ConfigError(f"cannot read {path}: {error.strerror}") from None
-    except yaml.YAMLError as error:
-        raise ConfigError(f"{path} is not valid YAML: {error}") from None
+    data = load_yaml(path, "numgen config")
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of settings, got {type(data).__name__}")
     return data
@@ -284,12 +279,9 @@ def _read_responses(path: Path) -> tuple[list[int], list[int]]:
     import csv
     import io
 
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path} is not UTF-8 text") from None
-    except OSError as error:
-        raise ConfigError(f"cannot read {path}: {error.strerror}") from None
+    from kernel.files import read_text
+
+    text = read_text(path)
     targets, generated = [], []
     with io.StringIO(text, newline="") as handle:
         reader = csv.DictReader(handle)

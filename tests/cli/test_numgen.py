@@ -136,3 +136,19 @@ def test_an_output_path_that_is_a_folder_is_one_error_line(tmp_path, arguments):
     args = [a.replace("{csv}", str(responses)) for a in arguments] + [str(tmp_path)]
     result = runner.invoke(app, args)
     assert result.exit_code == 2 and f"cannot write {tmp_path}: Is a directory" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"generator: synthetic\xff\n", "numgen config"),
+        (b"a: &a [1]\nprompts: {objects: *a}\n", "YAML aliases (*name) are not allowed"),
+        (b"- a list\n", "expected a mapping of settings"),
+    ],
+)
+def test_a_bad_numgen_config_is_one_error_line(tmp_path, content, message):
+    path = tmp_path / "numgen.yaml"
+    path.write_bytes(content)
+    result = runner.invoke(app, ["numgen", "run", "--config", str(path)])
+    assert result.exit_code == 2 and message in result.stderr
+    assert result.stderr.startswith("error: ") and len(result.stderr.splitlines()) == 1
