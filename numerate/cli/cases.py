@@ -12,7 +12,7 @@ import typer
 
 from kernel.errors import ConfigError, NumerateError
 from numerate.cli.app import app
-from numerate.cli.common import fail, parse_assignments
+from numerate.cli.common import fail, parse_assignments, write_output
 
 
 @app.command()
@@ -32,7 +32,6 @@ def generate(
     from pydantic import ValidationError
 
     from kernel.errors import describe_validation_error
-    from kernel.files import write_atomically
     from manifolds import registry
 
     try:
@@ -70,10 +69,7 @@ def generate(
             for case in cases:
                 handle.write(case.model_dump_json() + "\n")
 
-    try:
-        write_atomically(out, write)
-    except OSError as error:
-        fail(f"cannot write {out}: {error.strerror}")
+    write_output(out, write)
     typer.echo(f"wrote {count} {manifold} cases to {out}", err=True)
 
 
@@ -109,7 +105,7 @@ def grade(
     Each line is a case as `numerate generate` writes it plus `response` (and optionally
     `finish_reason`); each is written back with `outcome` and `answer`.
     """
-    from kernel.files import read_text, write_atomically
+    from kernel.files import read_text
     from numerate.regrade import grade_lines
 
     try:
@@ -121,10 +117,7 @@ def grade(
     if out is None:
         sys.stdout.write(lines)
         return
-    try:
-        write_atomically(out, lines)
-    except OSError as error:
-        fail(f"cannot write {out}: {error.strerror}")
+    write_output(out, lines)
     counts = Counter(r["outcome"] for r in graded)
     summary = ", ".join(f"{n} {o}" for o, n in sorted(counts.items()))
     typer.echo(f"graded {len(graded)} answers ({summary or 'none'}) -> {out}", err=True)

@@ -7,6 +7,8 @@ Imports stay inside functions: `numerate --help` must answer fast and never load
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Literal, NoReturn, cast
 
 import typer
@@ -23,6 +25,17 @@ def fail(message: str, code: int = 2) -> NoReturn:
     """Print an error for the user and leave with `code`."""
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(code)
+
+
+def write_output(path: Path, content: str | bytes | Callable[[Path], None]) -> None:
+    """Write a command's output file atomically (kernel.files.write_atomically); a path that
+    cannot be written (a folder, no permission) is one error line and exit 2."""
+    from kernel.files import write_atomically
+
+    try:
+        write_atomically(path, content)
+    except OSError as error:
+        fail(f"cannot write {path}: {error.strerror}")
 
 
 def results_db(db: str | None) -> str:

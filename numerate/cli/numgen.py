@@ -12,7 +12,14 @@ from typing import Annotated, Any, cast
 import typer
 
 from kernel.errors import ConfigError, NumerateError
-from numerate.cli.common import DB_HELP, check_format, fail, results_db, settle_prefect
+from numerate.cli.common import (
+    DB_HELP,
+    check_format,
+    fail,
+    results_db,
+    settle_prefect,
+    write_output,
+)
 
 app = typer.Typer(
     name="numgen",
@@ -325,8 +332,7 @@ def score(
 ) -> None:
     """Score (target, generated) pairs from any source: every NumGen metric."""
     try:
-        if output not in ("json", "table"):
-            raise ConfigError(f"--format {output!r}: choose json or table")
+        check_format(output, ("json", "table"))
         targets, generated = _read_responses(responses)
         from numgen.metrics import confusion_matrix
         from numgen.metrics import score as score_matrix
@@ -338,14 +344,10 @@ def score(
         return
     scores = score_matrix(cm)
     if heatmap:
-        from kernel.files import write_atomically
         from numgen.heatmap import render_heatmap
 
         image = render_heatmap(cm, f"{responses.name} (n = {cm.n})")
-        try:
-            write_atomically(heatmap, lambda partial: image.save(partial, format="PNG"))
-        except OSError as error:
-            fail(f"cannot write {heatmap}: {error.strerror}")
+        write_output(heatmap, lambda partial: image.save(partial, format="PNG"))
     if output == "json":
         typer.echo(json.dumps(scores.as_dict(), indent=2))
         return
@@ -419,13 +421,8 @@ def _draw_run_heatmap(store: Any, run_id: str | None, path: Path) -> None:
     found, generator, detector, confusion = rows[0]
     data = json.loads(confusion)
     cm = ConfusionMatrix(tuple(data["targets"]), np.asarray(data["counts"], dtype=np.int64))
-    from kernel.files import write_atomically
-
     image = render_heatmap(cm, f"{generator} / {detector}: {found} (n = {cm.n})")
-    try:
-        write_atomically(path, lambda partial: image.save(partial, format="PNG"))
-    except OSError as error:
-        raise ConfigError(f"cannot write {path}: {error.strerror}") from None
+    write_output(path, lambda partial: image.save(partial, format="PNG"))
     typer.echo(f"heatmap of run {found}: {path}", err=True)
 
 
@@ -446,8 +443,7 @@ def prompts(
     from numgen.prompts import ExportFormat, PromptSpec, format_prompts, make_prompts
 
     try:
-        if output not in ("json", "jsonl", "txt"):
-            raise ConfigError(f"--format {output!r}: choose json, jsonl or txt")
+        check_format(output, ("json", "jsonl", "txt"))
         values: dict[str, Any] = {"per_number": count, "seed": seed}
         if objects:
             values["objects"] = objects
@@ -461,12 +457,7 @@ def prompts(
     made = make_prompts(spec)
     text = format_prompts(made, cast(ExportFormat, output))
     if out:
-        from kernel.files import write_atomically
-
-        try:
-            write_atomically(out, text)
-        except OSError as error:
-            fail(f"cannot write {out}: {error.strerror}")
+        write_output(out, text)
         typer.echo(f"wrote {len(made)} prompts to {out}", err=True)
     else:
         typer.echo(text, nl=False)
