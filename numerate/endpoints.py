@@ -477,6 +477,23 @@ async def check_endpoint(model: ModelConfig) -> str | None:
     return None
 
 
+async def check_endpoints(
+    models: Sequence[ModelConfig],
+) -> tuple[list[str], dict[str, str]]:
+    """`check_endpoint` for each model: the warnings, and the models that cannot be asked at
+    all (unreachable, or refusing the key) with why."""
+    warnings, unusable = [], {}
+    for model in models:
+        try:
+            warning = await check_endpoint(model)
+        except EndpointError as error:
+            unusable[model.name] = str(error)
+            continue
+        if warning:
+            warnings.append(warning)
+    return warnings, unusable
+
+
 def key_source(model: ModelConfig) -> str:
     """Where the model's key comes from, for messages (never the key itself)."""
     if model.api_key_secret:

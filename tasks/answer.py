@@ -11,8 +11,9 @@ from prefect.client.schemas.objects import State, TaskRun
 from prefect.tasks import exponential_backoff
 
 from kernel.errors import ConfigError
+from numerate import endpoints
 from numerate.config import ModelConfig
-from numerate.endpoints import EndpointError, answer_cases, check_endpoint, stopped_cause
+from numerate.endpoints import answer_cases, stopped_cause
 from numerate.grading import Completion
 from numerate.outcome import PartOutcome, part_outcome
 from numerate.plan import PlannedCase
@@ -61,18 +62,10 @@ async def check_endpoints(models: list[dict[str, Any]]) -> tuple[list[str], dict
     """Check each endpoint before anything is sent: returns warnings, and the models that
     cannot be asked at all (unreachable, or refusing the key) with why. A model's concurrency
     limit that cannot be held is a config error."""
-    warnings, failed = [], {}
-    for data in models:
-        model = ModelConfig.model_validate(data)
+    configs = [ModelConfig.model_validate(data) for data in models]
+    for model in configs:
         await check_concurrency_limit(model)
-        try:
-            warning = await check_endpoint(model)
-        except EndpointError as error:
-            failed[model.name] = str(error)
-            continue
-        if warning:
-            warnings.append(warning)
-    return warnings, failed
+    return await endpoints.check_endpoints(configs)
 
 
 @task(cache_policy=NO_CACHE)

@@ -104,20 +104,11 @@ def warn_about_endpoints(sweep_config: Any) -> None:
     is written."""
     import asyncio
 
-    from numerate.endpoints import EndpointError, check_endpoint
+    from numerate.endpoints import check_endpoints
     from numerate.outcome import RunFailed
 
-    async def check_all() -> tuple[list[str], list[str]]:
-        warnings, failures = [], []
-        for model in sweep_config.models:
-            try:
-                if warning := await check_endpoint(model):
-                    warnings.append(warning)
-            except EndpointError as error:
-                failures.append(str(error))
-        return warnings, failures
-
-    warnings, failures = asyncio.run(check_all())
+    warnings, unusable = asyncio.run(check_endpoints(sweep_config.models))
+    failures = list(unusable.values())
     if failures and len(failures) == len(sweep_config.models):
         raise RunFailed("; ".join(failures), run_id="")
     for warning in warnings + [f"{f} (its part of the run will fail)" for f in failures]:
