@@ -59,6 +59,8 @@ def grade_lines(lines: list[str], source: str) -> list[dict[str, Any]]:
         except json.JSONDecodeError as error:
             raise ConfigError(f"{where}: not valid JSON: {error.msg}") from None
         graded.append(grade_record(record, where))
+    if not graded:
+        raise ConfigError(f"{source} holds no answers to grade")
     return graded
 
 

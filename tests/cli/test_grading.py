@@ -47,6 +47,7 @@ def test_grade_writes_outcome_and_answer_for_every_line(tmp_path):
         ('{"manifold": "nope", "response": "x"}\n', "unknown manifold 'nope'"),
         ('{"manifold": "objects", "response": "x"}\n', "line 1"),
         ("{}\n", "manifold = None"),
+        ("\n\n", "holds no answers to grade"),
     ],
 )
 def test_grade_names_the_bad_line(tmp_path, content, message):
