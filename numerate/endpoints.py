@@ -174,7 +174,8 @@ def model_limits(model: ModelConfig) -> tuple[AdaptiveLimit, asyncio.Semaphore]:
     if key not in _limits:
         limit = AdaptiveLimit(model.concurrency)
         _limits[key] = (limit, asyncio.Semaphore(2 * model.concurrency))
-        current_progress().watch_limit(model.name, limit)
+        if not model.is_baseline:  # a baseline answers at once: it has no limit to show
+            current_progress().watch_limit(model.name, limit)
     return _limits[key]
 
 
