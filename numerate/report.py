@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import io
 import json
-from typing import Any, Literal
-
-from numerate.store import Store
+from collections.abc import Sequence
+from typing import Any, Literal, Protocol
 
 Format = Literal["table", "csv", "json", "markdown"]
 
@@ -16,19 +15,70 @@ SUMMARY_COLUMNS = (
 )  # fmt: skip
 
 
-def latest_run(store: Store) -> str | None:
-    rows = store.query("SELECT run_id FROM runs ORDER BY started_at DESC LIMIT 1")
-    return rows[0][0] if rows else None
+class Source(Protocol):
+    """What reports read from: a numerate.store.Store or a numerate.reader.Reader."""
+
+    def query(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]: ...
+
+    def frame(self, sql: str, params: Sequence[Any] | None = None) -> Any: ...
 
 
-def run_summaries(store: Store, run_id: str) -> Any:
-    """The run's summaries: per model over all manifolds (manifold '*'), then per manifold."""
+def _filters(models: Sequence[str], manifolds: Sequence[str]) -> tuple[str, list[Any]]:
+    """SQL conditions (and their parameters) keeping only the given models and manifolds."""
+    sql = ""
+    params: list[Any] = []
+    if models:
+        sql += " AND list_contains(?, model)"
+        params.append(list(models))
+    if manifolds:
+        sql += " AND (manifold = '*' OR list_contains(?, manifold))"
+        params.append(list(manifolds))
+    return sql, params
+
+
+def run_summaries(
+    source: Source, run_id: str, models: Sequence[str] = (), manifolds: Sequence[str] = ()
+) -> Any:
+    """The run's summaries: per model over all manifolds (manifold '*'), then per manifold;
+    only the given models and manifolds when any are given."""
     names = ", ".join(SUMMARY_COLUMNS)
-    return store.frame(
-        f"SELECT {names} FROM summaries WHERE run_id = ? "
+    where, params = _filters(models, manifolds)
+    return source.frame(
+        f"SELECT {names} FROM summaries WHERE run_id = ?{where} "
         "ORDER BY model, (manifold = '*') DESC, manifold",
-        [run_id],
+        [run_id, *params],
     )
+
+
+def run_points(
+    source: Source, run_id: str, models: Sequence[str] = (), manifolds: Sequence[str] = ()
+) -> Any:
+    """The run's grid points, filtered like run_summaries."""
+    where, params = _filters(models, manifolds)
+    return source.frame(
+        "SELECT model, manifold, point_key, n, accuracy, ci_low, ci_high, chance_adjusted, "
+        f"unparsed_rate, truncation_rate, error_rate FROM points WHERE run_id = ?{where} "
+        "ORDER BY model, manifold, point_key",
+        [run_id, *params],
+    )
+
+
+def run_state(source: Source, run_id: str) -> str | None:
+    """A line for a run that is not finished (still running, degraded, failed...), else None."""
+    rows = source.query(
+        "SELECT status, started_at, (SELECT count(*) FROM responses r WHERE r.run_id = ?) "
+        "FROM runs WHERE run_id = ?",
+        [run_id, run_id],
+    )
+    if not rows or rows[0][0] == "finished":
+        return None
+    status, started, answered = rows[0]
+    if status == "running":
+        return (
+            f"run {run_id} is still running (started {started:%Y-%m-%d %H:%M}, "
+            f"{answered} answers so far): the figures are partial"
+        )
+    return f"run {run_id} ended {status}"
 
 
 def _cell(column: str, value: Any) -> str:
@@ -39,18 +89,17 @@ def _cell(column: str, value: Any) -> str:
     return str(value)
 
 
-_SUMMARY_FIELDS = {
-    "accuracy", "ci_low", "ci_high", "chance_adjusted", "unparsed_rate", "truncation_rate",
-    "error_rate",
-}  # fmt: skip
+_RATES = {"unparsed_rate": "unparsed", "truncation_rate": "truncated", "error_rate": "errors"}
+_FORMATTED = {"accuracy [95% CI]", "adjusted", "tokens", *_RATES.values()}
 
 
 def for_terminal(frame: Any) -> Any:
-    """Summary columns made readable: accuracy with its interval, rates as percentages."""
+    """A frame made readable, every column kept in its place: accuracy with its interval in one
+    column (when ci_low and ci_high are there), rates as percentages, tokens to one decimal."""
     import polars as pl
 
-    if not _SUMMARY_FIELDS.issubset(frame.columns):
-        return frame  # not a summary (e.g. the result of a user's SQL): shown as it is
+    columns = frame.columns
+    interval = {"accuracy", "ci_low", "ci_high"}.issubset(columns)
 
     def num(value: float | None, digits: int = 3) -> str:
         return "-" if value is None else f"{value:.{digits}f}"
@@ -60,20 +109,25 @@ def for_terminal(frame: Any) -> Any:
 
     rows = []
     for row in frame.iter_rows(named=True):
-        shown = {k: row[k] for k in ("model", "manifold", "point_key", "n") if k in row}
-        shown["accuracy [95% CI]"] = (
-            f"{num(row['accuracy'])} [{num(row['ci_low'])}, {num(row['ci_high'])}]"
-        )
-        if "chance" in row:
-            shown["chance"] = num(row["chance"])
-        shown["adjusted"] = num(row["chance_adjusted"])
-        shown["unparsed"] = pct(row["unparsed_rate"])
-        shown["truncated"] = pct(row["truncation_rate"])
-        shown["errors"] = pct(row["error_rate"])
-        if "mean_completion_tokens" in row:
-            shown["tokens"] = num(row["mean_completion_tokens"], 1)
+        shown: dict[str, Any] = {}
+        for column in columns:
+            value = row[column]
+            if interval and column in ("ci_low", "ci_high"):
+                continue
+            if interval and column == "accuracy":
+                shown["accuracy [95% CI]"] = (
+                    f"{num(value)} [{num(row['ci_low'])}, {num(row['ci_high'])}]"
+                )
+            elif column in _RATES and isinstance(value, float | None):
+                shown[_RATES[column]] = pct(value)
+            elif column == "chance_adjusted" and isinstance(value, float | None):
+                shown["adjusted"] = num(value)
+            elif column == "mean_completion_tokens" and isinstance(value, float | None):
+                shown["tokens"] = num(value, 1)
+            else:
+                shown[column] = value
         rows.append(shown)
-    return pl.DataFrame(rows) if rows else frame
+    return pl.DataFrame(rows, infer_schema_length=None) if rows else frame
 
 
 def render(frame: Any, fmt: Format, title: str = "") -> str:
@@ -85,6 +139,7 @@ def render(frame: Any, fmt: Format, title: str = "") -> str:
     if fmt == "json":
         return json.dumps(frame.to_dicts(), indent=2, default=str) + "\n"
     columns = frame.columns
+    numeric = {c for c, dtype in frame.schema.items() if dtype.is_numeric()}
     rows = [[_cell(c, v) for c, v in zip(columns, row, strict=True)] for row in frame.iter_rows()]
     if fmt == "markdown":
         lines = [
@@ -98,7 +153,8 @@ def render(frame: Any, fmt: Format, title: str = "") -> str:
 
     table = Table(title=title or None)
     for column in columns:
-        table.add_column(column, justify="left" if column in ("model", "manifold") else "right")
+        right = column in numeric or column in _FORMATTED
+        table.add_column(column, justify="right" if right else "left")
     for row in rows:
         table.add_row(*row)
     buffer = io.StringIO()

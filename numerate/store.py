@@ -2,14 +2,18 @@
 
 DuckDB allows one writing process. The pipeline opens the database once per process
 (`Store.open`) and every task of that process shares the connection under a lock; work done
-elsewhere returns rows for this process to write.
+elsewhere returns rows for this process to write. While a store is open, no other process can
+open the file, not even read-only: `LivePublisher` copies the database to a snapshot next to it
+(numerate.reader.live_path) every few seconds while it changes, for readers to open instead.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import threading
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -28,7 +32,80 @@ from numerate.schema import (
     transaction,
 )
 
-__all__ = ["Store", "StoreError", "now"]
+__all__ = ["LivePublisher", "Store", "StoreError", "now"]
+
+
+class LivePublisher:
+    """Keeps `numerate.reader.live_path(store.path)` a recent copy of an open store's database.
+
+    A daemon thread looks every `seconds` at the database file and its write-ahead log; when
+    either changed, it copies the database (`COPY FROM DATABASE`, under the store's lock, into a
+    temporary file renamed over the snapshot: a reader never sees half a copy). A copy may take
+    at most a tenth of the time between copies: a large database is published less often. The
+    snapshot is removed when the store closes (the file itself is then readable again).
+    """
+
+    seconds: ClassVar[float] = float(os.environ.get("NUMERATE_LIVE_SECONDS", "5"))
+
+    def __init__(self, store: Store) -> None:
+        from numerate.reader import live_path
+
+        self.store = store
+        self.target = live_path(store.path)
+        self._seen: tuple[int, ...] = ()
+        self._wait = self.seconds
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="numerate-live", daemon=True)
+        self._thread.start()
+
+    def _signature(self) -> tuple[int, ...]:
+        stats = []
+        for name in (self.store.path, self.store.path + ".wal"):
+            try:
+                info = os.stat(name)
+                stats += [info.st_mtime_ns, info.st_size]
+            except OSError:
+                stats += [0, 0]
+        return tuple(stats)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._wait):
+            signature = self._signature()
+            if signature == self._seen:
+                continue
+            started = time.monotonic()
+            try:
+                self.publish()
+            except Exception:  # a snapshot is a convenience: never let it stop a sweep
+                continue
+            self._seen = signature
+            self._wait = max(self.seconds, 10 * (time.monotonic() - started))
+
+    def publish(self) -> None:
+        """Copy the database to the snapshot now."""
+        temporary = f"{self.target}.{os.getpid()}.tmp"
+        for leftover in (temporary, temporary + ".wal"):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(leftover)
+        with self.store.lock:
+            if self._stop.is_set():
+                return
+            con = self.store.con
+            [(source,)] = con.execute("SELECT current_database()").fetchall()
+            con.execute(f"ATTACH '{_sql_path(temporary)}' AS numerate_live")
+            try:
+                con.execute(f'COPY FROM DATABASE "{source}" TO numerate_live')
+            finally:
+                con.execute("DETACH numerate_live")
+        os.replace(temporary, self.target)
+
+    def stop(self) -> None:
+        """Stop publishing and remove the snapshot."""
+        self._stop.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout=30)
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(self.target)
 
 
 def _sql_path(path: str) -> str:
@@ -59,6 +136,8 @@ class Store:
         self._appenders: dict[str, Any] = {}
         with self.lock:
             migrate(self.con)
+        live = path != ":memory:" and LivePublisher.seconds > 0
+        self.publisher = LivePublisher(self) if live else None
 
     @staticmethod
     def _key(path: str) -> str:
@@ -74,6 +153,8 @@ class Store:
             return cls._open[key]
 
     def close(self) -> None:
+        if self.publisher is not None:
+            self.publisher.stop()
         with self.lock:
             self._appenders.clear()
             self.con.close()

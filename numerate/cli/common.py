@@ -7,7 +7,7 @@ Imports stay inside functions: `numerate --help` must answer fast and never load
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal, NoReturn, cast
 
@@ -135,11 +135,17 @@ def settle_prefect() -> None:
     time.sleep(1.0)
 
 
-def print_report(store: Any, run_id: str, output: Format) -> None:
+def print_report(
+    source: Any,
+    run_id: str,
+    output: Format,
+    models: Sequence[str] = (),
+    manifolds: Sequence[str] = (),
+) -> None:
     """A run's summaries, per model and manifold, in the format asked for."""
     from numerate.report import render, run_summaries
 
-    frame = run_summaries(store, run_id)
+    frame = run_summaries(source, run_id, models, manifolds)
     typer.echo(render(frame, output, title=f"run {run_id}"), nl=False)
 
 

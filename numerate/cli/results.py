@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -11,45 +11,56 @@ from kernel.errors import ConfigError, NumerateError
 from numerate.cli.app import app
 from numerate.cli.common import DB_HELP, check_format, fail, print_report, results_db
 
+RUN_HELP = "Run id, a unique prefix of one, latest or previous."
+
+
+def open_reader(db: str | None, numerate_schema: bool = True) -> Any:
+    """The results database opened read-only (numerate.reader.Reader), saying on stderr when a
+    sweep is writing it and its live snapshot is read instead."""
+    from numerate.reader import Reader
+
+    reader = Reader.open(results_db(db), numerate_schema)
+    if reader.note:
+        typer.echo(f"note: {reader.note}", err=True)
+    return reader
+
 
 @app.command()
 def report(
     db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
     run_id: Annotated[
-        str | None, typer.Option("--run", help="Run id (default: the latest run).")
+        str | None, typer.Option("--run", help=RUN_HELP + " Default: latest.")
     ] = None,
     output: Annotated[
         str, typer.Option("--format", help="table, csv, json or markdown.")
     ] = "table",
     points: Annotated[bool, typer.Option(help="Also show every grid point.")] = False,
+    model: Annotated[
+        list[str] | None, typer.Option(help="Only this model (repeat for several).")
+    ] = None,
+    manifold: Annotated[
+        list[str] | None, typer.Option(help="Only this manifold (repeat for several).")
+    ] = None,
 ) -> None:
-    """Show a run's results: per model and per manifold, with 95% intervals."""
-    from numerate.report import latest_run, render
-    from numerate.store import Store
+    """Show a run's results: per model and per manifold, with 95% intervals. Never writes:
+    while a sweep runs, it reads the sweep's live snapshot."""
+    from numerate.report import render, run_points, run_state
+    from numerate.runs import resolve_run
 
-    db = results_db(db)
+    models, manifolds = model or [], manifold or []
     try:
         fmt = check_format(output)
-        if not Path(db).exists():
-            raise ConfigError(f"no results database at {db} (run `numerate run` first)")
-        store = Store.open(db)
-        run_id = run_id or latest_run(store)
-        if run_id is None:
-            raise ConfigError(f"{db} holds no runs yet")
-        if not store.query("SELECT 1 FROM runs WHERE run_id = ?", [run_id]):
-            raise ConfigError(f"{db} has no run {run_id!r}")
+        with open_reader(db) as reader:
+            run_id = resolve_run(reader, run_id)
+            state = run_state(reader, run_id)
+            if state:
+                typer.echo(f"note: {state}", err=True)
+            print_report(reader, run_id, fmt, models, manifolds)
+            if points:
+                frame = run_points(reader, run_id, models, manifolds)
+                typer.echo(render(frame, fmt, title="grid points"), nl=False)
     except NumerateError as error:
         fail(str(error))
-        return
-    print_report(store, run_id, fmt)
-    if points:
-        frame = store.frame(
-            "SELECT model, manifold, point_key, n, accuracy, ci_low, ci_high, chance_adjusted, "
-            "unparsed_rate, truncation_rate, error_rate FROM points WHERE run_id = ? "
-            "ORDER BY model, manifold, point_key",
-            [run_id],
-        )
-        typer.echo(render(frame, fmt, title="grid points"), nl=False)
 
 
 @app.command("db")
@@ -65,34 +76,21 @@ def db_command(
         str, typer.Option("--format", help="table, csv, json or markdown.")
     ] = "table",
 ) -> None:
-    """Query the results with SQL (read-only); without SQL, list the tables and views."""
-    import duckdb
-
+    """Query the results with SQL, read-only: nothing can be written, and no file other than
+    the database can be read (COPY, EXPORT, ATTACH and file functions are refused). Any DuckDB
+    file can be opened; while a sweep writes one, its live snapshot is read."""
     from numerate.report import render
 
-    path = results_db(path)
-    try:
-        fmt = check_format(output)
-        if not Path(path).exists():
-            raise ConfigError(f"no results database at {path}")
-        con = duckdb.connect(path, read_only=True)
-    except NumerateError as error:
-        fail(str(error))
-        return
-    except duckdb.Error as error:
-        fail(f"cannot open {path}: {error}")
-        return
     query = sql or (
         "SELECT table_name AS name, table_type AS kind FROM information_schema.tables "
         "ORDER BY table_type, table_name"
     )
     try:
-        frame = con.sql(query).pl()  # duckdb 2.0: only relations have .pl()
-    except duckdb.Error as error:
-        fail(str(error).splitlines()[0])
-        return
-    finally:
-        con.close()
+        fmt = check_format(output)
+        with open_reader(path, numerate_schema=False) as reader:
+            frame = reader.frame(query)
+    except NumerateError as error:
+        fail(str(error))
     typer.echo(render(frame, fmt), nl=False)
 
 

@@ -1,0 +1,149 @@
+"""Reading results: `report` and `db` never write, keep every column, filter, and read a sweep
+that is still writing (its live snapshot)."""
+
+import os
+import subprocess
+import sys
+import time
+
+import duckdb
+import pytest
+from typer.testing import CliRunner
+
+from numerate.cli import app
+from tests.cli.test_run import ROOT, numerate_env, one_error_line, start_endpoint, write_config
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory):
+    """A database with two finished runs of two baselines on two manifolds."""
+    folder = tmp_path_factory.mktemp("results")
+    db = str(folder / "numerate.duckdb")
+    models = [{"name": "oracle", "model": "baseline:oracle"},
+              {"name": "random", "model": "baseline:random"}]  # fmt: skip
+    manifolds = [{"manifold": "objects", "count": 4}, {"manifold": "sequence", "count": 4}]
+    for seed in (1, 2):
+        config = write_config(folder / f"sweep{seed}.yaml", models, manifolds, seed=seed)
+        result = runner.invoke(app, ["run", "--config", str(config), "--db", db])
+        assert result.exit_code == 0, result.output
+    return db
+
+
+def run_ids(db):
+    con = duckdb.connect(db, read_only=True)
+    try:
+        return [r[0] for r in con.execute("SELECT run_id FROM runs ORDER BY started_at").fetchall()]
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "COPY (SELECT 42) TO '{out}'",
+        "EXPORT DATABASE '{out}'",
+        "SELECT * FROM read_text('/etc/hostname')",
+        "ATTACH '{out}' AS other",
+        "CREATE TABLE x AS SELECT 1",
+        "SET enable_external_access = true",
+        "INSTALL httpfs",
+    ],
+)
+def test_db_is_read_only_and_reaches_no_other_file(two_runs, tmp_path, sql):
+    out = tmp_path / "written"
+    line = one_error_line(runner.invoke(app, ["db", two_runs, sql.format(out=out)]))
+    assert "Traceback" not in line
+    assert not out.exists()
+
+
+def test_db_keeps_every_column_of_a_result(two_runs):
+    sql = (
+        "SELECT rank, model, sweep_name, run_id, accuracy, ci_low, ci_high, error_rate "
+        "FROM leaderboard"
+    )
+    shown = runner.invoke(app, ["db", two_runs, sql])
+    assert shown.exit_code == 0, shown.output
+    header = shown.stdout.splitlines()[1]
+    for column in ("rank", "model", "sweep_name", "run_id", "accuracy [95% CI]", "errors"):
+        assert column in header
+    for run_id in run_ids(two_runs):
+        assert run_id in shown.stdout  # both runs of the oracle are told apart
+
+
+def test_report_names_runs_by_prefix_latest_and_previous(two_runs):
+    first, second = run_ids(two_runs)
+    for name, expected in [(first[:6], first), ("previous", first), ("latest", second)]:
+        shown = runner.invoke(app, ["report", "--db", two_runs, "--run", name, "--format", "json"])
+        assert shown.exit_code == 0, shown.output
+        assert f"run {expected}" not in shown.stderr
+    line = one_error_line(runner.invoke(app, ["report", "--db", two_runs, "--run", "zzz"]))
+    assert "'zzz'" in line
+
+
+def test_report_filters_models_and_manifolds(two_runs):
+    import json
+
+    shown = runner.invoke(
+        app,
+        ["report", "--db", two_runs, "--model", "oracle", "--manifold", "objects",
+         "--format", "json", "--points"],
+    )  # fmt: skip
+    assert shown.exit_code == 0, shown.output
+    first, _, second = shown.stdout.partition("]\n")
+    summaries, points = json.loads(first + "]"), json.loads(second)
+    assert {r["model"] for r in summaries} == {"oracle"}
+    assert {r["manifold"] for r in summaries} == {"*", "objects"}
+    assert {(r["model"], r["manifold"]) for r in points} == {("oracle", "objects")}
+
+
+def test_report_does_not_touch_a_foreign_database(tmp_path):
+    path = tmp_path / "other.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute("CREATE TABLE mine AS SELECT 1 AS x")
+    con.close()
+    before = (path.read_bytes(), os.stat(path).st_mtime_ns)
+    line = one_error_line(runner.invoke(app, ["report", "--db", str(path)]))
+    assert "not a numerate results database" in line
+    assert (path.read_bytes(), os.stat(path).st_mtime_ns) == before
+
+
+@pytest.mark.slow
+def test_report_and_duckdb_read_a_sweep_while_it_runs(tmp_path):
+    """A sweep that writes for a while: another process reads its results, marked running,
+    and after the sweep the file itself is read again."""
+    endpoint, base_url, _ = start_endpoint(tmp_path, delay=0.05)
+    db = tmp_path / "live.duckdb"
+    config = write_config(
+        tmp_path / "sweep.yaml",
+        [{"name": "fake", "model": "fake-model", "base_url": base_url, "concurrency": 2}],
+        [{"manifold": "objects", "count": 200}],
+        batch_size=20,
+    )
+    env = {**numerate_env(tmp_path / "prefect"), "NUMERATE_LIVE_SECONDS": "0.5"}
+    report = [sys.executable, "-m", "numerate.cli", "report", "--db", str(db), "--format", "json"]
+    sweep = subprocess.Popen(
+        [sys.executable, "-m", "numerate.cli", "run", "--config", str(config), "--db", str(db)],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert sweep.poll() is None, "the sweep ended before it was read"
+            assert time.monotonic() < deadline, "no live read succeeded"
+            live = subprocess.run(report, cwd=ROOT, env=env, capture_output=True, text=True)
+            if live.returncode == 0 and "answers so far" in live.stderr:
+                break
+            time.sleep(0.5)
+        assert "live snapshot" in live.stderr and "still running" in live.stderr
+        assert sweep.poll() is None  # read while the sweep still held the file
+        assert sweep.wait(timeout=300) == 0
+    finally:
+        sweep.kill()
+        endpoint.kill()
+        endpoint.wait()
+    after = subprocess.run(report, cwd=ROOT, env=env, capture_output=True, text=True)
+    assert after.returncode == 0, after.stderr
+    assert "snapshot" not in after.stderr and "still running" not in after.stderr
+    assert not (tmp_path / "live.live.duckdb").exists()
