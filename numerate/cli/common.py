@@ -45,6 +45,17 @@ def results_db(db: str | None) -> str:
     return db or default_db()
 
 
+def open_reader(db: str | None, numerate_schema: bool = True) -> Any:
+    """The results database opened read-only (numerate.reader.Reader), saying on stderr when a
+    sweep is writing it and its live snapshot is read instead."""
+    from numerate.reader import Reader
+
+    reader = Reader.open(results_db(db), numerate_schema)
+    if reader.note:
+        typer.echo(f"note: {reader.note}", err=True)
+    return reader
+
+
 def check_format(output: str, allowed: tuple[str, ...] = FORMATS) -> Format:
     """`--format` checked against the formats a command offers."""
     if output not in allowed:

@@ -16,6 +16,7 @@ from numerate.cli.common import (
     DB_HELP,
     check_format,
     fail,
+    open_reader,
     results_db,
     settle_prefect,
     write_output,
@@ -109,13 +110,11 @@ def _run_flow(config: Any, db: str, dispatch: str) -> dict[str, Any]:
     return result
 
 
-def _calibration_note(db: str, detector: str) -> str:
-    from numerate.store import Store
-
-    rows = Store.open(db).query(
+def _calibration_note(source: Any, detector: str) -> str:
+    rows = source.query(
         "SELECT sum(correct), sum(n) FROM numgen_calibration WHERE detector = ?", [detector]
     )
-    correct, n = rows[0] if rows else (None, None)
+    correct, n = rows[0] if rows else (0, 0)
     if not n:
         return (
             f"detector {detector} is not calibrated: `numerate numgen calibrate --detector "
@@ -123,7 +122,7 @@ def _calibration_note(db: str, detector: str) -> str:
         )
     from kernel.stats import wilson_interval
 
-    low, high = wilson_interval(int(correct), int(n))
+    low, high = wilson_interval(int(correct or 0), int(n))
     return (
         f"detector {detector}: {correct / n:.3f} [{low:.3f}, {high:.3f}] exact counts on {n} "
         f"synthetic images of known count (numgen_calibration)"
@@ -234,7 +233,7 @@ def _show_run(numgen_config: Any, result: dict[str, Any], db: str) -> None:
     typer.echo(f"errors: {result['errors']} images without a count")
     typer.echo(f"confusion matrix heatmap: {result['heatmap']}")
     if numgen_config.needs_images and numgen_config.detector != "blobs":
-        typer.echo(_calibration_note(db, numgen_config.detector))
+        typer.echo(_calibration_note(Store.open(db), numgen_config.detector))
 
 
 @app.command()
@@ -372,33 +371,28 @@ def report(
     """The NumGen leaderboard (Accuracy, MWE, Counting Level, Weber's Law), latest run of each
     generator and detector."""
     from numerate.report import render
-    from numerate.store import Store
 
-    db = results_db(db)
     try:
         fmt = check_format(output)
-        if not Path(db).exists():
-            raise ConfigError(f"no results database at {db} (run `numerate numgen run` first)")
-        store = Store.open(db)
-        frame = store.frame(
-            "SELECT model, detector, accuracy, ci_low, ci_high, mwe, counting_level, "
-            "webers_law, n, errors FROM numgen_leaderboard"
-        )
-        if frame.height == 0:
-            raise ConfigError(f"{db} holds no finished NumGen runs yet")
-        if heatmap:
-            _draw_run_heatmap(store, run_id, heatmap)
+        with open_reader(db) as reader:
+            frame = reader.frame(
+                "SELECT model, detector, accuracy, ci_low, ci_high, mwe, counting_level, "
+                "webers_law, n, errors FROM numgen_leaderboard"
+            )
+            if frame.height == 0:
+                raise ConfigError(f"{reader.path} holds no finished NumGen runs yet")
+            if heatmap:
+                _draw_run_heatmap(reader, run_id, heatmap)
+            shown = frame.rename(LEADERBOARD_COLUMNS)
+            if fmt == "table":
+                fmt = "markdown"  # the reference's table layout
+            typer.echo(render(shown, fmt, title="NumGen leaderboard"), nl=False)
+            if fmt == "markdown":
+                for detector in frame["detector"].unique().sort().to_list():
+                    if detector not in ("none", "blobs"):
+                        typer.echo(_calibration_note(reader, detector))
     except NumerateError as error:
         fail(str(error))
-        return
-    shown = frame.rename(LEADERBOARD_COLUMNS)
-    if fmt == "table":
-        fmt = "markdown"  # the reference's table layout
-    typer.echo(render(shown, fmt, title="NumGen leaderboard"), nl=False)
-    if fmt == "markdown":
-        for detector in frame["detector"].unique().sort().to_list():
-            if detector not in ("none", "blobs"):
-                typer.echo(_calibration_note(db, detector))
 
 
 def _draw_run_heatmap(store: Any, run_id: str | None, path: Path) -> None:

@@ -3,26 +3,22 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from kernel.errors import ConfigError, NumerateError
 from numerate.cli.app import app
-from numerate.cli.common import DB_HELP, check_format, fail, print_report, results_db
+from numerate.cli.common import (
+    DB_HELP,
+    check_format,
+    fail,
+    open_reader,
+    print_report,
+    results_db,
+)
 
 RUN_HELP = "Run id, a unique prefix of one, latest or previous."
-
-
-def open_reader(db: str | None, numerate_schema: bool = True) -> Any:
-    """The results database opened read-only (numerate.reader.Reader), saying on stderr when a
-    sweep is writing it and its live snapshot is read instead."""
-    from numerate.reader import Reader
-
-    reader = Reader.open(results_db(db), numerate_schema)
-    if reader.note:
-        typer.echo(f"note: {reader.note}", err=True)
-    return reader
 
 
 @app.command()

@@ -98,13 +98,14 @@ def test_report_filters_models_and_manifolds(two_runs):
     assert {(r["model"], r["manifold"]) for r in points} == {("oracle", "objects")}
 
 
-def test_report_does_not_touch_a_foreign_database(tmp_path):
+@pytest.mark.parametrize("command", [["report"], ["numgen", "report"]])
+def test_reports_do_not_touch_a_foreign_database(tmp_path, command):
     path = tmp_path / "other.duckdb"
     con = duckdb.connect(str(path))
     con.execute("CREATE TABLE mine AS SELECT 1 AS x")
     con.close()
     before = (path.read_bytes(), os.stat(path).st_mtime_ns)
-    line = one_error_line(runner.invoke(app, ["report", "--db", str(path)]))
+    line = one_error_line(runner.invoke(app, [*command, "--db", str(path)]))
     assert "not a numerate results database" in line
     assert (path.read_bytes(), os.stat(path).st_mtime_ns) == before
 
