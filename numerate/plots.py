@@ -1,0 +1,693 @@
+"""Plots of a run's results: difficulty curves, heatmaps and a comparison of two runs. Pure:
+polars frames of `points` rows in; matplotlib figures, PNG bytes or an HTML page out.
+
+A frame holds one row per (model, manifold, grid point): model, manifold, point_key, params
+(the point's parameters as JSON), n_scored, correct, and chance when the floor should be drawn.
+
+Where points are pooled (a curve averages over the grid parameters it does not show; a
+comparison sums a model's points on a manifold), accuracy is sum(correct) / sum(n_scored) and
+its 95% interval is the Wilson interval of the pooled counts. Every grid point has the same
+number of cases, so (errors aside) this is the plain mean of the points' accuracies; and since
+the grid is fixed, not sampled, the interval is if anything a little wide (conservative).
+
+matplotlib is imported inside the functions and draws on its Agg canvas, never through pyplot's
+global state: a library function must not open windows or keep figures alive.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import itertools
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+import polars as pl
+
+from kernel.errors import ConfigError
+from kernel.stats import wilson_interval
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure, FigureBase, SubFigure
+
+__all__ = [
+    "KINDS",
+    "POINT_COLUMNS",
+    "Kind",
+    "OutputFormat",
+    "Panel",
+    "check_points",
+    "choose_x",
+    "compare_points",
+    "compose",
+    "curve_points",
+    "figure_png",
+    "grid_parameters",
+    "output_format",
+    "panels",
+    "pool",
+    "render_run",
+    "run_figure_png",
+    "run_html",
+]
+
+Kind = Literal["curves", "heatmap", "all", "compare"]
+KINDS: tuple[Kind, ...] = ("curves", "heatmap", "all", "compare")
+"""curves and heatmap: one plot each; all: both; compare: only the comparison of two runs."""
+
+POINT_COLUMNS = ("model", "manifold", "point_key", "params", "n_scored", "correct")
+"""The columns every plot reads from a frame of `points` rows."""
+
+ALL_POINTS = json.dumps("all")
+"""The one x level of a manifold without a grid parameter: all of its points pooled."""
+
+DPI = 100
+MAX_LABELLED_COLUMNS = 40
+"""Heatmap columns (grid points) beyond which their labels would overlap: left out."""
+MAX_ANNOTATED_CELLS = 400
+"""Heatmap cells beyond which the accuracy is not written in each cell."""
+
+
+# ---------------------------------------------------------------------------- data
+
+
+def check_points(points: pl.DataFrame, what: str = "points") -> None:
+    """ValueError when a column the plots read is missing; ConfigError when there is no row."""
+    missing = [c for c in POINT_COLUMNS if c not in points.columns]
+    if missing:
+        raise ValueError(f"{what} frame lacks column(s) {', '.join(missing)}")
+    if points.is_empty():
+        raise ConfigError(f"no grid points to plot in {what}")
+
+
+def _params(value: Any) -> dict[str, Any]:
+    loaded = json.loads(value) if isinstance(value, str) else value
+    return dict(loaded) if isinstance(loaded, dict) else {}
+
+
+def _encode(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _show(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _order(encoded: str) -> tuple[int, float, str]:
+    """Sort key of an encoded parameter value: numbers by value, then the rest by text."""
+    value = json.loads(encoded)
+    return (0, float(value), "") if _is_number(value) else (1, 0.0, _show(value))
+
+
+def grid_parameters(points: pl.DataFrame) -> dict[str, list[str]]:
+    """Per manifold, its grid parameters: those its point keys name or its points vary (never
+    `count`, the cases per point), most distinct values first, ties by name. A manifold run
+    without a grid has none."""
+    values: dict[str, dict[str, set[str]]] = {}
+    named: dict[str, set[str]] = {}
+    rows = points.select("manifold", "point_key", "params").unique(maintain_order=True)
+    for manifold, key, params in rows.iter_rows():
+        seen = values.setdefault(manifold, {})
+        for name, value in _params(params).items():
+            seen.setdefault(name, set()).add(_encode(value))
+        named.setdefault(manifold, set()).update(part.split("=", 1)[0] for part in key.split(","))
+    grids = {}
+    for manifold, seen in sorted(values.items()):
+        counts = {p: len(v) for p, v in seen.items() if p != "count"}
+        grid = [p for p, count in counts.items() if count > 1 or p in named[manifold]]
+        grids[manifold] = sorted(grid, key=lambda p: (-counts[p], p))
+    return grids
+
+
+def choose_x(points: pl.DataFrame, x: str | None = None) -> dict[str, str | None]:
+    """The parameter each manifold's curve runs along: `x` where the manifold has it (the others
+    are left out), else its grid parameter with most distinct values (None: no grid).
+
+    Args:
+        points: the rows to plot.
+        x: a grid parameter; ConfigError naming it and the valid ones when no manifold has it.
+    """
+    grids = grid_parameters(points)
+    if x is None:
+        return {manifold: (grid[0] if grid else None) for manifold, grid in grids.items()}
+    chosen: dict[str, str | None] = {m: x for m, grid in grids.items() if x in grid}
+    if not chosen:
+        valid = "; ".join(f"{m}: {', '.join(g) or '(no grid)'}" for m, g in grids.items())
+        raise ConfigError(f"--x {x!r} is not a grid parameter of any manifold plotted ({valid})")
+    return chosen
+
+
+def pool(points: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
+    """Points pooled per group: n_scored and correct summed, accuracy = correct / n_scored (null
+    without a scored case), its Wilson interval from the pooled counts, chance weighted by
+    n_scored when the frame has it. Groups keep their first appearance's order."""
+    scored = pl.col("n_scored")
+    sums = [scored.sum(), pl.col("correct").sum()]
+    if "chance" in points.columns:
+        weighted = (pl.col("chance") * scored).sum() / scored.sum()
+        sums.append(pl.when(scored.sum() > 0).then(weighted).alias("chance"))
+    pooled = points.group_by(list(by), maintain_order=True).agg(*sums)
+    intervals = [
+        wilson_interval(int(c), int(n))
+        for c, n in zip(pooled["correct"], pooled["n_scored"], strict=True)
+    ]
+    return pooled.with_columns(
+        accuracy=pl.when(scored > 0).then(pl.col("correct") / scored),
+        ci_low=pl.Series([low for low, _ in intervals], dtype=pl.Float64),
+        ci_high=pl.Series([high for _, high in intervals], dtype=pl.Float64),
+    )
+
+
+def curve_points(points: pl.DataFrame, xs: Mapping[str, str | None]) -> pl.DataFrame:
+    """The points of the manifolds in `xs` pooled per (manifold, model, x): x is the value of
+    the manifold's parameter `xs[manifold]` as JSON (ALL_POINTS when None)."""
+    rows = points.filter(pl.col("manifold").is_in(list(xs)))
+    levels = [
+        _encode(_params(params).get(name)) if (name := xs[manifold]) else ALL_POINTS
+        for manifold, params in zip(rows["manifold"], rows["params"], strict=True)
+    ]
+    return pool(rows.with_columns(x=pl.Series(levels, dtype=pl.String)), ["manifold", "model", "x"])
+
+
+def compare_points(base: pl.DataFrame, new: pl.DataFrame) -> tuple[pl.DataFrame, int, int]:
+    """Two runs per (manifold, model), pooled over the grid points both have: the columns of
+    `pool` for base, the same with suffix `_new` for new; then how many points only base and
+    only new have (left out, so that both figures cover the same grid points)."""
+    keys = ["model", "manifold", "point_key"]
+    common = base.select(keys).unique().join(new.select(keys).unique(), on=keys, how="inner")
+    if common.is_empty():
+        raise ConfigError("the two runs share no grid point of the same model and manifold")
+    sides = [
+        pool(side.join(common, on=keys, how="semi"), ["manifold", "model"]) for side in (base, new)
+    ]
+    joined = sides[0].join(sides[1], on=["manifold", "model"], suffix="_new")
+    return joined.sort("manifold", "model"), base.height - common.height, new.height - common.height
+
+
+# ---------------------------------------------------------------------------- drawing
+
+
+def _colors(points: pl.DataFrame) -> dict[str, str]:
+    """One colour per model, the same in every panel."""
+    return {model: f"C{i % 10}" for i, model in enumerate(sorted(set(points["model"])))}
+
+
+def _positions(levels: list[str]) -> tuple[dict[str, float], bool]:
+    """x position of each level: its value when all are numbers, else its rank."""
+    decoded = [json.loads(level) for level in levels]
+    numeric = all(_is_number(value) for value in decoded)
+    positions = {
+        level: float(value) if numeric else float(rank)
+        for rank, (level, value) in enumerate(zip(levels, decoded, strict=True))
+    }
+    return positions, numeric
+
+
+def _series(rows: pl.DataFrame, position: Mapping[str, float]) -> tuple[list[float], ...]:
+    """x, accuracy (NaN without a scored case), interval low and high, in x order."""
+    found = rows.select("x", "accuracy", "ci_low", "ci_high").iter_rows()
+    ordered = sorted(
+        (position[x], math.nan if acc is None else acc, low, high) for x, acc, low, high in found
+    )
+    return tuple(list(column) for column in zip(*ordered, strict=True))
+
+
+def _interval(acc: list[float], low: list[float], high: list[float]) -> list[list[float]]:
+    """matplotlib's error bar lengths below and above each estimate."""
+    below = [a - lo for a, lo in zip(acc, low, strict=True)]
+    above = [h - a for a, h in zip(acc, high, strict=True)]
+    return [below, above]
+
+
+def _draw_chance(ax: Axes, rows: pl.DataFrame, position: Mapping[str, float]) -> None:
+    if "chance" not in rows.columns:
+        return
+    floor = pool(rows, ["x"]).filter(pl.col("chance").is_not_null())
+    at = sorted((position[x], chance) for x, chance in floor.select("x", "chance").iter_rows())
+    style: dict[str, Any] = {"linestyle": "--", "color": "grey", "linewidth": 1, "label": "chance"}
+    if len(at) == 1:  # one level: a line across
+        ax.axhline(at[0][1], **style)
+    elif at:
+        xs, ys = zip(*at, strict=True)
+        ax.plot(xs, ys, **style)
+
+
+def _draw_curve(
+    ax: Axes, rows: pl.DataFrame, x_name: str | None, colors: Mapping[str, str]
+) -> None:
+    """One manifold's accuracy against x: a line per model with its intervals, dodged sideways
+    so that they do not hide each other; the chance floor dashed."""
+    levels = sorted(set(rows["x"]), key=_order)
+    position, numeric = _positions(levels)
+    ordered = sorted(position.values())
+    spacing = min((b - a for a, b in itertools.pairwise(ordered)), default=1.0)
+    models = [model for model in colors if model in set(rows["model"])]
+    for rank, model in enumerate(models):
+        xs, acc, low, high = _series(rows.filter(pl.col("model") == model), position)
+        shift = (rank - (len(models) - 1) / 2) * spacing * 0.04
+        ax.errorbar(
+            [x + shift for x in xs],
+            acc,
+            yerr=_interval(acc, low, high),
+            marker="o",
+            markersize=4,
+            capsize=3,
+            linewidth=1.2,
+            color=colors[model],
+            label=model,
+        )
+    _draw_chance(ax, rows, position)
+    if not numeric or len(levels) <= 12:
+        shown = [_show(json.loads(level)) for level in levels]
+        ax.set_xticks([position[level] for level in levels], labels=shown)
+    if not numeric or len(levels) == 1:
+        ax.set_xlim(min(ordered) - 0.5 * spacing, max(ordered) + 0.5 * spacing)
+    ax.set_xlabel(x_name or "(no grid: all points)")
+    ax.set_ylabel("accuracy")
+    ax.set_ylim(-0.03, 1.03)
+    ax.grid(alpha=0.3)
+
+
+def draw_curves(
+    target: FigureBase,
+    rows: pl.DataFrame,
+    xs: Mapping[str, str | None],
+    colors: Mapping[str, str],
+) -> None:
+    """Difficulty curves (rows from `curve_points`): one panel per manifold, three to a row,
+    one legend below them."""
+    manifolds = sorted(xs)
+    columns = min(3, len(manifolds))
+    axes = target.subplots(math.ceil(len(manifolds) / columns), columns, squeeze=False)
+    for ax, manifold in zip(axes.ravel(), manifolds, strict=False):
+        _draw_curve(ax, rows.filter(pl.col("manifold") == manifold), xs[manifold], colors)
+        ax.set_title(manifold)
+    for ax in axes.ravel()[len(manifolds) :]:
+        ax.set_visible(False)
+    legend: dict[str, Any] = {}
+    for ax in axes.ravel()[: len(manifolds)]:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            legend.setdefault(label, handle)
+    target.legend(
+        list(legend.values()), list(legend), loc="outside lower center", ncols=min(len(legend), 6)
+    )
+
+
+def _heatmap_matrix(
+    rows: pl.DataFrame, models: list[str], grid: list[str]
+) -> tuple[Any, list[str]]:
+    """Accuracy per (model, grid point), masked where a point has no scored case; the point
+    keys in grid order."""
+    import numpy as np
+
+    params = {key: _params(p) for key, p in rows.select("point_key", "params").iter_rows()}
+
+    def order(key: str) -> tuple[Any, ...]:
+        return (*(_order(_encode(params[key].get(name))) for name in grid), key)
+
+    keys = sorted(params, key=order)
+    row_of = {model: row for row, model in enumerate(models)}
+    column_of = {key: column for column, key in enumerate(keys)}
+    matrix = np.full((len(models), len(keys)), np.nan)
+    counts = rows.select("model", "point_key", "correct", "n_scored").iter_rows()
+    for model, key, correct, scored in counts:
+        if scored:
+            matrix[row_of[model], column_of[key]] = correct / scored
+    return np.ma.masked_invalid(matrix), keys
+
+
+def _draw_heatmap(ax: Axes, rows: pl.DataFrame, grid: list[str]) -> Any:
+    import matplotlib
+
+    models = sorted(set(rows["model"]))
+    matrix, keys = _heatmap_matrix(rows, models, grid)
+    cmap = matplotlib.colormaps["viridis"].with_extremes(bad="lightgrey")
+    image = ax.imshow(matrix, vmin=0, vmax=1, cmap=cmap, aspect="auto", interpolation="nearest")
+    ax.set_yticks(range(len(models)), labels=models)
+    if len(keys) <= MAX_LABELLED_COLUMNS:
+        ax.set_xticks(range(len(keys)), labels=keys, rotation=45, ha="right", fontsize=8)
+    else:
+        ax.set_xticks([])
+        ax.set_xlabel(f"{len(keys)} grid points (too many to label)")
+    if matrix.size <= MAX_ANNOTATED_CELLS:
+        for row, column in zip(*(~matrix.mask).nonzero(), strict=True):
+            value = float(matrix[row, column])
+            ax.text(
+                column,
+                row,
+                f"{value:.2f}",
+                ha="center",
+                va="center",
+                fontsize=7,
+                color="white" if value < 0.5 else "black",
+            )
+    return image
+
+
+def draw_heatmaps(target: FigureBase, points: pl.DataFrame) -> None:
+    """Accuracy of each model (rows) at each grid point (columns), one panel per manifold, one
+    colour scale; grey: no scored case."""
+    grids = grid_parameters(points)
+    sizes = [points.filter(pl.col("manifold") == m)["model"].n_unique() + 2.5 for m in grids]
+    axes = target.subplots(len(grids), 1, squeeze=False, height_ratios=sizes)
+    images = []
+    for ax, (manifold, grid) in zip(axes[:, 0], grids.items(), strict=True):
+        images.append(_draw_heatmap(ax, points.filter(pl.col("manifold") == manifold), grid))
+        ax.set_title(manifold)
+    target.colorbar(images[0], ax=list(axes[:, 0]), label="accuracy", shrink=0.8)
+
+
+def _draw_pair(ax: Axes, y: float, row: Mapping[str, Any]) -> None:
+    """One (model, manifold) of a comparison: base hollow above, new filled below, an arrow
+    from base to new, the change at the right edge."""
+    for suffix, shift, face in (("", 0.15, "white"), ("_new", -0.15, "C0")):
+        acc = row[f"accuracy{suffix}"]
+        value = math.nan if acc is None else acc
+        errors = _interval([value], [row[f"ci_low{suffix}"]], [row[f"ci_high{suffix}"]])
+        ax.errorbar(
+            [value],
+            [y + shift],
+            xerr=errors,
+            fmt="o",
+            color="C0",
+            markerfacecolor=face,
+            capsize=3,
+            markersize=5,
+        )
+    before, after = row["accuracy"], row["accuracy_new"]
+    if before is None or after is None:
+        return
+    change = after - before
+    color = "tab:green" if change > 0 else "tab:red" if change < 0 else "grey"
+    arrow = {"arrowstyle": "->", "color": color}
+    ax.annotate("", xy=(after, y), xytext=(before, y), arrowprops=arrow)
+    ax.text(
+        1.02,
+        y,
+        f"{change:+.3f}",
+        transform=ax.get_yaxis_transform(),
+        va="center",
+        color=color,
+        fontsize=8,
+    )
+
+
+def draw_comparison(target: FigureBase, rows: pl.DataFrame, labels: tuple[str, str]) -> None:
+    """Two runs per (model, manifold), rows from `compare_points`: see `_draw_pair`."""
+    ax = target.subplots()
+    ys = list(range(rows.height - 1, -1, -1))  # the first row on top
+    for y, row in zip(ys, rows.iter_rows(named=True), strict=True):
+        _draw_pair(ax, y, row)
+    pairs = rows.select("manifold", "model").iter_rows()
+    names = [f"{model} · {manifold}" for manifold, model in pairs]
+    ax.set_yticks(ys, labels=names)
+    ax.set_xlim(-0.03, 1.03)
+    ax.set_ylim(-0.7, rows.height - 0.3)
+    ax.set_xlabel("accuracy (95% interval)")
+    ax.grid(axis="x", alpha=0.3)
+    ax.plot([], [], "o", color="C0", markerfacecolor="white", label=f"base: {labels[0]}")
+    ax.plot([], [], "o", color="C0", label=f"new: {labels[1]}")
+    target.legend(loc="outside lower center", ncols=2)
+
+
+# ---------------------------------------------------------------------------- composing
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One plot of a figure: drawn into a (sub)figure of its own size."""
+
+    title: str
+    """Shown above the panel."""
+    width: float
+    """Inches."""
+    height: float
+    """Inches."""
+    draw: Callable[[FigureBase], None]
+    """Draws the panel into the (sub)figure it is given."""
+
+
+def _curves_panel(points: pl.DataFrame, x: str | None) -> Panel:
+    xs = choose_x(points, x)
+    rows = curve_points(points, xs)
+    columns, lines = min(3, len(xs)), math.ceil(len(xs) / 3)
+    colors = _colors(points)
+    return Panel(
+        "Accuracy by difficulty (other grid parameters pooled; 95% Wilson intervals)",
+        4.6 * columns + 0.6,
+        3.6 * lines + 1.2,
+        lambda target: draw_curves(target, rows, xs, colors),
+    )
+
+
+def _heatmap_panel(points: pl.DataFrame) -> Panel:
+    widest = max(points.group_by("manifold").agg(pl.col("point_key").n_unique())["point_key"])
+    labelled = widest <= MAX_LABELLED_COLUMNS
+    models = points.group_by("manifold").agg(pl.col("model").n_unique())["model"]
+    height = sum(0.32 * count + (2.2 if labelled else 1.2) for count in models)
+    return Panel(
+        "Accuracy per grid point",
+        min(max(0.55 * widest + 3.5, 7.0), 22.0),
+        height + 0.6,
+        lambda target: draw_heatmaps(target, points),
+    )
+
+
+def _comparison_panel(base: pl.DataFrame, new: pl.DataFrame, labels: tuple[str, str]) -> Panel:
+    rows, only_base, only_new = compare_points(base, new)
+    left_out = (
+        f"; left out: {only_base} point(s) only in base, {only_new} only in new"
+        if only_base or only_new
+        else ""
+    )
+    return Panel(
+        f"Against the base run (grid points of both pooled{left_out})",
+        8.5,
+        0.5 * rows.height + 1.8,
+        lambda target: draw_comparison(target, rows, labels),
+    )
+
+
+def panels(
+    points: pl.DataFrame,
+    *,
+    kind: Kind = "all",
+    x: str | None = None,
+    against: pl.DataFrame | None = None,
+    labels: tuple[str, str] = ("base", "new"),
+) -> list[Panel]:
+    """The panels of a run's figure: the comparison first when `against` is given, then the
+    curves and heatmaps that `kind` asks for.
+
+    Args:
+        points: the run's `points` rows (POINT_COLUMNS; chance to draw the floor).
+        kind: curves, heatmap, all (both) or compare (only the comparison: needs `against`).
+        x: the parameter of the curves (default: per manifold, see `choose_x`).
+        against: another run's rows to compare with: the base, `points` being the new.
+        labels: names of the base and the new run.
+    """
+    check_points(points, labels[1])
+    if kind not in KINDS:
+        raise ConfigError(f"kind {kind!r}: choose {', '.join(KINDS)}")
+    found: list[Panel] = []
+    if against is not None:
+        check_points(against, labels[0])
+        found.append(_comparison_panel(against, points, labels))
+    elif kind == "compare":
+        raise ConfigError("kind compare needs a second run to compare against")
+    if kind in ("curves", "all"):
+        found.append(_curves_panel(points, x))
+    elif x is not None:
+        choose_x(points, x)  # a wrong --x is an error whatever is drawn
+    if kind in ("heatmap", "all"):
+        found.append(_heatmap_panel(points))
+    return found
+
+
+def compose(parts: Sequence[Panel], title: str) -> Figure:
+    """The panels stacked in one figure, each in a subfigure under its own title."""
+    from matplotlib.figure import Figure
+
+    heights = [panel.height for panel in parts]
+    figure = Figure(
+        figsize=(max(panel.width for panel in parts), sum(heights) + 0.5),
+        dpi=DPI,
+        layout="constrained",
+    )
+    subfigures = figure.subfigures(len(parts), 1, squeeze=False, height_ratios=heights)
+    for subfigure, panel in zip(subfigures.ravel(), parts, strict=True):
+        cast("SubFigure", subfigure).suptitle(panel.title, fontsize=11)
+        panel.draw(subfigure)
+    figure.suptitle(title, fontsize=14, fontweight="bold")
+    return figure
+
+
+def figure_png(figure: Figure) -> bytes:
+    """The figure as PNG bytes, drawn on the Agg canvas."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    buffer = io.BytesIO()
+    FigureCanvasAgg(figure).print_png(buffer)
+    return buffer.getvalue()
+
+
+def _title(run_id: str, against_id: str | None) -> str:
+    return f"numerate run {run_id}" + (f" against {against_id}" if against_id else "")
+
+
+def run_figure_png(
+    points: pl.DataFrame,
+    run_id: str,
+    *,
+    kind: Kind = "all",
+    x: str | None = None,
+    against: pl.DataFrame | None = None,
+    against_id: str | None = None,
+) -> bytes:
+    """A run's plots (see `panels`) in one PNG, titled with the run id.
+
+    Args:
+        points: the run's `points` rows (POINT_COLUMNS; chance to draw the floor).
+        run_id: the run's id, for the title.
+        kind, x, against: as in `panels`.
+        against_id: the id of the run `against` holds.
+    """
+    labels = (against_id or "base", run_id)
+    parts = panels(points, kind=kind, x=x, against=against, labels=labels)
+    return figure_png(compose(parts, _title(run_id, against_id)))
+
+
+def _panel_png(panel: Panel) -> bytes:
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(panel.width, panel.height), dpi=DPI, layout="constrained")
+    panel.draw(figure)
+    return figure_png(figure)
+
+
+def _estimate(acc: float | None, low: float, high: float) -> str:
+    return "–" if acc is None else f"{acc:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(str(cell))}</td>" for cell in row) + "</tr>"
+        for row in rows
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _summary_table(points: pl.DataFrame) -> str:
+    """Per model and manifold: scored cases, pooled accuracy and its 95% interval."""
+    pooled = pool(points.sort("model", "manifold"), ["model", "manifold"])
+    rows = [
+        (
+            r["model"],
+            r["manifold"],
+            r["n_scored"],
+            _estimate(r["accuracy"], r["ci_low"], r["ci_high"]),
+        )
+        for r in pooled.iter_rows(named=True)
+    ]
+    return _table(("model", "manifold", "scored", "accuracy [95% interval]"), rows)
+
+
+def _comparison_table(base: pl.DataFrame, new: pl.DataFrame, labels: tuple[str, str]) -> str:
+    compared, _, _ = compare_points(base, new)
+    rows = []
+    for r in compared.sort("model", "manifold").iter_rows(named=True):
+        before, after = r["accuracy"], r["accuracy_new"]
+        change = "–" if before is None or after is None else f"{after - before:+.3f}"
+        rows.append(
+            (
+                r["model"],
+                r["manifold"],
+                _estimate(before, r["ci_low"], r["ci_high"]),
+                _estimate(after, r["ci_low_new"], r["ci_high_new"]),
+                change,
+            )
+        )
+    return _table(("model", "manifold", labels[0], labels[1], "change"), rows)
+
+
+PAGE_STYLE = (
+    "body{font-family:system-ui,sans-serif;margin:2em;color:#222}"
+    "table{border-collapse:collapse;margin:1em 0}"
+    "th,td{border:1px solid #ccc;padding:.25em .6em;text-align:left}"
+    "th{background:#f3f3f3}img{max-width:100%;height:auto}"
+)
+
+
+def run_html(
+    points: pl.DataFrame,
+    run_id: str,
+    *,
+    kind: Kind = "all",
+    x: str | None = None,
+    against: pl.DataFrame | None = None,
+    against_id: str | None = None,
+) -> str:
+    """A self-contained HTML page of a run's plots: its title and run id, a table per model and
+    manifold (of both runs with `against`), then each panel as an embedded PNG. Arguments as
+    in `run_figure_png`."""
+    labels = (against_id or "base", run_id)
+    parts = panels(points, kind=kind, x=x, against=against, labels=labels)
+    title = html.escape(_title(run_id, against_id))
+    tables = ["<h2>Per model and manifold (grid points pooled)</h2>", _summary_table(points)]
+    if against is not None:
+        compared = _comparison_table(against, points, labels)
+        tables[:0] = ["<h2>Against the base run (grid points of both pooled)</h2>", compared]
+    images = "".join(
+        f'<h2>{html.escape(panel.title)}</h2><img alt="{html.escape(panel.title)}" '
+        f'src="data:image/png;base64,{base64.b64encode(_panel_png(panel)).decode()}">'
+        for panel in parts
+    )
+    return (
+        f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}</title>'
+        f"<style>{PAGE_STYLE}</style></head><body><h1>{title}</h1>"
+        f"<p>run id: <code>{html.escape(run_id)}</code></p>{''.join(tables)}{images}"
+        "</body></html>\n"
+    )
+
+
+OutputFormat = Literal["png", "html"]
+
+
+def output_format(path: str | Path) -> OutputFormat:
+    """What a file name asks for, by its suffix: .png or .html (.htm); ConfigError naming any
+    other suffix."""
+    suffix = Path(path).suffix.lower()
+    if suffix == ".png":
+        return "png"
+    if suffix in (".html", ".htm"):
+        return "html"
+    shown = f"no {suffix} output" if suffix else "no suffix"
+    raise ConfigError(f"--out {path}: {shown}; give a .png or .html file name")
+
+
+def render_run(
+    points: pl.DataFrame,
+    run_id: str,
+    fmt: OutputFormat,
+    *,
+    kind: Kind = "all",
+    x: str | None = None,
+    against: pl.DataFrame | None = None,
+    against_id: str | None = None,
+) -> bytes | str:
+    """A run's plots as PNG bytes or an HTML page (see `run_figure_png` and `run_html`)."""
+    options: dict[str, Any] = {"kind": kind, "x": x, "against": against, "against_id": against_id}
+    if fmt == "html":
+        return run_html(points, run_id, **options)
+    return run_figure_png(points, run_id, **options)
