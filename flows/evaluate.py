@@ -3,9 +3,9 @@ bigger count). Wiring only."""
 
 from __future__ import annotations
 
-from prefect import flow
+from prefect import flow, tags
 
-from flows.sweep import sweep
+from flows.sweep import run_tags, sweep
 from numerate.config import DEFAULT_SWEEP, evaluate_config, load_sweep_config, parse_sweep_config
 
 
@@ -43,4 +43,6 @@ async def evaluate(
     data = config.model_dump(mode="json")
     if results_dir:
         data["results_dir"] = results_dir
-    return await sweep(data, db)
+    with tags(*run_tags(data)):
+        run_id: str = await sweep(data, db)
+    return run_id

@@ -7,7 +7,7 @@ from collections import deque
 from collections.abc import Coroutine
 from typing import Any
 
-from prefect import flow, get_run_logger
+from prefect import flow, get_run_logger, tags
 from prefect.concurrency.asyncio import concurrency
 from prefect.states import Failed
 
@@ -22,6 +22,7 @@ from numerate.progress import current as current_progress
 from numerate.provenance import generator_label
 from tasks.aggregate import aggregate_run
 from tasks.answer import answer_batch, check_endpoints, model_outcome
+from tasks.artifacts import progress_artifact, publish_run_artifacts
 from tasks.database import (
     finish_run,
     open_run,
@@ -42,16 +43,16 @@ async def evaluate_model(
     are asked at a time, and a batch is graded and stored while later ones are asked."""
     model_data = model.model_dump(mode="json")
 
-    async def grade_and_store(batch: Any, completions: Any) -> None:
-        rows = await grade_batch(batch, unwalked(completions), run_id, model_data)
+    async def grade_and_store(batch: Any, completions: Any, first: int) -> None:
+        rows = await grade_batch(batch, unwalked(completions), run_id, model_data, first)
         await store_responses(unwalked(rows), db)
 
     storing: list[asyncio.Task[None]] = []
-    asking: deque[tuple[Any, asyncio.Task[dict[tuple[str, int], Completion]]]] = deque()
+    asking: deque[tuple[Any, int, asyncio.Task[dict[tuple[str, int], Completion]]]] = deque()
 
     async def collect_oldest() -> None:
-        batch, answering = asking.popleft()
-        storing.append(asyncio.create_task(grade_and_store(batch, await answering)))
+        batch, first, answering = asking.popleft()
+        storing.append(asyncio.create_task(grade_and_store(batch, await answering, first)))
 
     try:
         for start in range(0, len(planned), batch_size):
@@ -59,8 +60,8 @@ async def evaluate_model(
             batch = unwalked(planned[start : start + batch_size])
             # Two batches at a time: the next fills the model's slots as this one drains
             # (they share its concurrency limit), so the endpoint never idles between tasks.
-            answering = asyncio.create_task(answer_batch(model_data, batch, run_id, db))
-            asking.append((batch, answering))
+            answering = asyncio.create_task(answer_batch(model_data, batch, run_id, db, start))
+            asking.append((batch, start, answering))
             if len(asking) == 2:
                 await collect_oldest()
         while asking:
@@ -68,9 +69,9 @@ async def evaluate_model(
         await asyncio.gather(*storing)
     except BaseException:
         # stop asking; let what was answered be graded and stored, then report the failure
-        for _, answering in asking:
+        for _, _, answering in asking:
             answering.cancel()
-        await asyncio.gather(*(a for _, a in asking), *storing, return_exceptions=True)
+        await asyncio.gather(*(a for _, _, a in asking), *storing, return_exceptions=True)
         raise
 
 
@@ -99,7 +100,24 @@ async def evaluate_part(
     return await model_outcome(run_id, model.model_dump(mode="json"), db, stopped)
 
 
-@flow(name="sweep")
+def run_tags(config: dict[str, Any]) -> list[str]:
+    """Tags of a sweep's flow run: `sweep:<name>` and `model:<name>` for each model."""
+    models = [m.get("name") or m.get("model") for m in config.get("models", [])]
+    return [f"sweep:{config.get('name', 'sweep')}", *(f"model:{m}" for m in models)]
+
+
+def sweep_run_name() -> str:
+    """A sweep flow run's name: the sweep's, and when it started."""
+    from datetime import UTC, datetime
+
+    from prefect.runtime import flow_run
+
+    config = flow_run.parameters.get("config") or {}
+    name = config.get("name", "sweep") if isinstance(config, dict) else "sweep"
+    return f"{name} {datetime.now(UTC):%Y-%m-%d %H:%M}"
+
+
+@flow(name="sweep", flow_run_name=sweep_run_name)
 async def sweep(config: dict[str, Any], db: str | None = None, fresh: bool = False) -> Any:
     """Evaluate every model of a sweep config on every grid point; returns the run id.
 
@@ -121,6 +139,7 @@ async def sweep(config: dict[str, Any], db: str | None = None, fresh: bool = Fal
         for warning in warnings:
             get_run_logger().warning(warning)
         run_id = await open_run(sweep_config.model_dump(mode="json"), db_path, fresh)
+        get_run_logger().info("run %s of sweep %r -> %s", run_id, sweep_config.name, db_path)
         planned = [
             case
             for entry in sweep_config.manifolds
@@ -130,15 +149,15 @@ async def sweep(config: dict[str, Any], db: str | None = None, fresh: bool = Fal
         ]
         current_progress().add_total(len(planned) * sum(m.sampling.samples for m in models))
         try:
-            _, *outcomes = await asyncio.gather(
-                store_cases(unwalked(planned), db_path),  # while the first batches are asked
-                *(
-                    evaluate_part(
-                        m, planned, run_id, db_path, sweep_config.batch_size, unusable.get(m.name)
-                    )
-                    for m in models
-                ),
-            )
+            batch = sweep_config.batch_size
+            async with progress_artifact(sweep_config.name):
+                _, *outcomes = await asyncio.gather(
+                    store_cases(unwalked(planned), db_path),  # while the first batches are asked
+                    *(
+                        evaluate_part(m, planned, run_id, db_path, batch, unusable.get(m.name))
+                        for m in models
+                    ),
+                )
         finally:
             await close_clients()
         return await conclude(run_id, db_path, sweep_config.results_dir, outcomes)
@@ -152,6 +171,10 @@ async def conclude(
     await aggregate_run(run_id, db)
     status, message = run_verdict(outcomes)
     await finish_run(run_id, db, status, unwalked(outcomes))
+    try:
+        await publish_run_artifacts(run_id, db)
+    except Exception as error:  # artifacts show results; they never fail a stored run
+        get_run_logger().warning("run %s: artifacts not published: %s", run_id, error)
     if results_dir:
         await publish_shards(run_id, db, results_dir)
     await release_database(db)
@@ -167,5 +190,7 @@ async def nightly_sweep(
 ) -> str:
     """The scheduled sweep: the config file's models and manifolds; returns the run id."""
     sweep_config = load_sweep_config(config_path)
-    run_id: str = await sweep(sweep_config.model_dump(mode="json"), db)
+    data = sweep_config.model_dump(mode="json")
+    with tags(*run_tags(data)):
+        run_id: str = await sweep(data, db)
     return run_id

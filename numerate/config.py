@@ -11,6 +11,7 @@ import itertools
 import json
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -322,15 +323,23 @@ def load_sweep_config(path: str | Path) -> SweepConfig:
 
 
 def one_model_config(
-    base: SweepConfig, model: str, base_url: str | None, name: str | None = None
+    base: SweepConfig,
+    model: str,
+    base_url: str | None,
+    name: str | None = None,
+    api_key_env: str | None = None,
 ) -> SweepConfig:
-    """`base` with its models replaced by one (the CLI's --model/--base-url)."""
+    """`base` with its models replaced by one (the CLI's --model/--base-url/--api-key-env).
+    A run of the built-in sweep is then named after the model, not `baselines`."""
     template = base.models[0].model_dump() if base.models else {}
     template.update(name=name or model.replace(" ", "_"), model=model, base_url=base_url)
+    template.update(api_key_env=api_key_env, api_key_secret=None)
     if model.startswith("baseline:"):
         template["base_url"] = None
     data = base.model_dump(mode="json")
     data["models"] = [template]
+    if data["name"] == DEFAULT_SWEEP["name"]:
+        data["name"] = re.sub(r"[^A-Za-z0-9_.-]+", "-", template["name"]).strip("-.") or "model"
     return parse_sweep_config(data, "--model/--base-url")
 
 

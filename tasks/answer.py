@@ -18,6 +18,7 @@ from numerate.grading import Completion
 from numerate.outcome import PartOutcome, part_outcome
 from numerate.plan import PlannedCase
 from numerate.store import Store
+from tasks.naming import batch_run_name
 
 
 def retry_transient(task: Task[Any, Any], task_run: TaskRun, state: State[Any]) -> bool:
@@ -79,6 +80,7 @@ async def model_outcome(
 
 
 @task(
+    task_run_name=batch_run_name("query"),
     cache_policy=NO_CACHE,  # the store is the cache: a batch asks only what is not answered
     retries=2,
     retry_delay_seconds=exponential_backoff(backoff_factor=5),
@@ -86,8 +88,9 @@ async def model_outcome(
     retry_condition_fn=retry_transient,
 )
 async def answer_batch(
-    model: dict[str, Any], planned: list[PlannedCase], run_id: str, db: str
+    model: dict[str, Any], planned: list[PlannedCase], run_id: str, db: str, first: int = 0
 ) -> dict[tuple[str, int], Completion]:
     """Answers for a batch of cases, keyed by (case id, sample): stored ones where the model's
-    cache policy allows, the rest from the model."""
+    cache policy allows, the rest from the model. `first`: the batch's place in the model's
+    cases (for the task run's name)."""
     return await answer_cases(ModelConfig.model_validate(model), planned, Store.open(db), run_id)

@@ -10,12 +10,13 @@ from prefect.cache_policies import NO_CACHE
 from numerate.config import ModelConfig
 from numerate.grading import Completion, grade_response
 from numerate.plan import PlannedCase
+from tasks.naming import batch_run_name
 
 
-@task(cache_policy=NO_CACHE)
+@task(cache_policy=NO_CACHE, task_run_name=batch_run_name("grade"))
 async def grade_batch(
     planned: list[PlannedCase], completions: dict[tuple[str, int], Completion], run_id: str,
-    model: dict[str, Any],
+    model: dict[str, Any], first: int = 0,
 ) -> list[dict[str, Any]]:  # fmt: skip
     """Grade each answer (every sample of each case): correct, wrong, unparsed, truncated or
     error."""

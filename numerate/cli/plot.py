@@ -21,11 +21,11 @@ if TYPE_CHECKING:
 
 RUN_HELP = "An id, a unique prefix of one, latest or previous."
 
-# What numerate.plots reads of each grid point; params as JSON text.
-POINTS_SQL = (
-    "SELECT model, manifold, point_key, CAST(params AS VARCHAR) AS params, n, n_scored, correct, "
-    "chance FROM points WHERE run_id = ? ORDER BY manifold, model, point_key"
-)
+
+def _points_sql() -> str:
+    from numerate.plots import POINTS_SQL
+
+    return POINTS_SQL
 
 
 def _check_kind(kind: str) -> Kind:
@@ -66,7 +66,7 @@ def _run_points(
     reader: Reader, run_id: str, models: Sequence[str], manifolds: Sequence[str]
 ) -> pl.DataFrame:
     """A run's grid points to plot; ConfigError when it has none."""
-    frame = reader.frame(POINTS_SQL, [run_id])
+    frame = reader.frame(_points_sql(), [run_id])
     if frame.is_empty():
         (status,) = reader.query("SELECT status FROM runs WHERE run_id = ?", [run_id])[0]
         raise ConfigError(f"run {run_id} ({status}) has no grid points to plot: nothing was graded")
@@ -84,7 +84,7 @@ def _base_points(
     base_id = resolve_run(reader, against)
     if base_id == run_id:
         raise ConfigError(f"--against {against!r} names run {run_id} itself: nothing to compare")
-    frame = reader.frame(POINTS_SQL, [base_id])
+    frame = reader.frame(_points_sql(), [base_id])
     if frame.is_empty():
         raise ConfigError(f"run {base_id} (--against) has no grid points to compare")
     if models:

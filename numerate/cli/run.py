@@ -40,6 +40,10 @@ def run(
         str | None, typer.Option(help="Endpoint for --model, e.g. http://127.0.0.1:8000/v1.")
     ] = None,
     name: Annotated[str | None, typer.Option(help="Label for --model in the results.")] = None,
+    api_key_env: Annotated[
+        str | None,
+        typer.Option(help="Environment variable holding the API key for --model."),
+    ] = None,
     fresh: Annotated[
         bool, typer.Option(help="Start a new run instead of resuming an unfinished one.")
     ] = False,
@@ -53,7 +57,7 @@ def run(
     from numerate.store import Store
 
     try:
-        sweep_config = sweep_to_run(config, model, base_url, name)
+        sweep_config = sweep_to_run(config, model, base_url, name, api_key_env)
         fmt = check_format(output)
         if sweep_config.results_dir:
             from numerate.shards import check_writable
@@ -76,7 +80,11 @@ def run(
 
 
 def sweep_to_run(
-    config: Path | None, model: str | None, base_url: str | None, name: str | None
+    config: Path | None,
+    model: str | None,
+    base_url: str | None,
+    name: str | None,
+    api_key_env: str | None = None,
 ) -> Any:
     """The sweep the options ask for: a config file or the built-in sweep, optionally
     narrowed to one model."""
@@ -91,9 +99,9 @@ def sweep_to_run(
         load_sweep_config(config) if config else parse_sweep_config(DEFAULT_SWEEP, "built-in sweep")
     )
     if model:
-        return one_model_config(sweep_config, model, base_url, name)
-    if base_url:
-        raise ConfigError("--base-url needs --model")
+        return one_model_config(sweep_config, model, base_url, name, api_key_env)
+    if base_url or api_key_env:
+        raise ConfigError(f"{'--base-url' if base_url else '--api-key-env'} needs --model")
     return sweep_config
 
 
@@ -131,6 +139,25 @@ def stop_on_sigterm() -> list[bool]:
     return came
 
 
+def say_if_resuming(sweep_config: Any, db_path: str, fresh: bool) -> None:
+    """One line when the run resumes an unfinished run of the same sweep and config."""
+    from pathlib import Path
+
+    from numerate.store import Store
+
+    if fresh or not Path(db_path).exists():
+        return
+    store = Store.open(db_path)
+    run_id = store.unfinished_run(sweep_config.name, sweep_config.fingerprint())
+    if run_id:
+        [(stored,)] = store.query("SELECT count(*) FROM responses WHERE run_id = ?", [run_id])
+        typer.echo(
+            f"resuming run {run_id}: {stored:,} answers already stored are not asked again "
+            "(--fresh starts a new run)",
+            err=True,
+        )
+
+
 def run_sweep(sweep_config: Any, db_path: str, fresh: bool) -> str:
     """Run the sweep flow with a progress bar; returns the run id. Ctrl-C stops it cleanly."""
     import asyncio
@@ -139,7 +166,9 @@ def run_sweep(sweep_config: Any, db_path: str, fresh: bool) -> str:
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")  # keep the progress bar readable
     import logging
 
-    from flows.sweep import sweep
+    from prefect import tags
+
+    from flows.sweep import run_tags, sweep
 
     # the CLI says itself how the run ended, in one line: not again in Prefect's run logs
     for name in ("prefect.flow_runs", "prefect.task_runs"):
@@ -157,10 +186,11 @@ def run_sweep(sweep_config: Any, db_path: str, fresh: bool) -> str:
     )
     from prefect.exceptions import TerminationSignal
 
+    say_if_resuming(sweep_config, db_path, fresh)
     terminated = stop_on_sigterm()
     try:
         start_temporary_server()
-        with reporting_to(terminal_progress(sweep_config.name)):
+        with reporting_to(terminal_progress(sweep_config.name)), tags(*run_tags(config_data)):
             return asyncio.run(sweep(config_data, db_path, fresh))
     except (KeyboardInterrupt, TerminationSignal) as stop:
         Store.open(db_path).mark_interrupted(sweep_config.name, sweep_config.fingerprint())

@@ -1,0 +1,155 @@
+"""What a run shows in the Prefect UI: its results table and its summary, built from the store.
+
+Pure of Prefect: tasks/artifacts.py publishes what these functions build. Keys are stable per
+sweep (`nightly-results`, `nightly-summary`), so the UI keeps each night's version under one
+key and shows their history.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from numerate.report import Source, run_summaries
+
+__all__ = [
+    "artifact_key", "comparison_lines", "previous_run", "results_table", "run_answers",
+    "run_markdown",
+]  # fmt: skip
+
+
+def artifact_key(name: str, what: str) -> str:
+    """A Prefect artifact key (lowercase letters, digits and dashes) for a sweep's `what`."""
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "run"
+    return f"{slug}-{what}"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def results_table(source: Source, run_id: str) -> list[dict[str, Any]]:
+    """One row per model x manifold (manifold `all`: every manifold pooled): n, accuracy with
+    its 95% interval, chance-adjusted accuracy, error, truncation and unparsed rates."""
+    rows = []
+    for row in run_summaries(source, run_id).iter_rows(named=True):
+        rows.append(
+            {
+                "model": row["model"],
+                "manifold": "all" if row["manifold"] == "*" else row["manifold"],
+                "n": row["n"],
+                "accuracy": _num(row["accuracy"]),
+                "95% interval": f"[{_num(row['ci_low'])}, {_num(row['ci_high'])}]",
+                "adjusted": _num(row["chance_adjusted"]),
+                "errors": _pct(row["error_rate"]),
+                "truncated": _pct(row["truncation_rate"]),
+                "unparsed": _pct(row["unparsed_rate"]),
+            }
+        )
+    return rows
+
+
+def previous_run(source: Source, run_id: str) -> str | None:
+    """The latest run of the same sweep that started before `run_id` and was not interrupted
+    or left running: what tonight is compared with."""
+    rows = source.query(
+        "SELECT p.run_id FROM runs p JOIN runs r ON p.sweep_name = r.sweep_name "
+        "WHERE r.run_id = ? AND p.started_at < r.started_at "
+        "AND p.status IN ('finished', 'degraded', 'failed') "
+        "ORDER BY p.started_at DESC LIMIT 1",
+        [run_id],
+    )
+    return str(rows[0][0]) if rows else None
+
+
+def run_answers(source: Source, run_id: str) -> Any:
+    """A run's answers as numerate.compare reads them (one query)."""
+    from numerate.compare import answers_from_outcomes
+
+    return answers_from_outcomes(
+        source.frame(
+            "SELECT model, manifold, point_key, case_id, sample_index, outcome FROM responses "
+            "WHERE run_id = ?",
+            [run_id],
+        )
+    )
+
+
+def comparison_lines(source: Source, base: str, new: str) -> list[str]:
+    """The paired comparison of `new` with `base` (numerate.compare, per model and manifold)
+    as Markdown lines: its summary line and the table."""
+    from numerate.compare import compare_runs, for_display, summary_line
+    from numerate.report import render
+
+    comparison = compare_runs(run_answers(source, base), run_answers(source, new))
+    if comparison.is_empty():
+        return [f"Run `{base}` shares no answered case with this run."]
+    table = render(for_display(comparison), "markdown").rstrip("\n").splitlines()
+    return [
+        f"Against `{base}` (`numerate compare {base} {new}`): {summary_line(comparison)}.",
+        "",
+        *table,
+    ]
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in rows]
+    return lines
+
+
+def run_markdown(
+    source: Source,
+    run_id: str,
+    db: str,
+    comparison: Sequence[str] = (),
+    plot: str | None = None,
+) -> str:
+    """The run's summary: id, database, sweep and config, how each model's part ended, the
+    pooled results, the comparison with the previous run (its lines) and where the plot is."""
+    [(sweep, status, config_hash, code, started, finished)] = source.query(
+        "SELECT sweep_name, status, config_hash, code_version, started_at, finished_at "
+        "FROM runs WHERE run_id = ?",
+        [run_id],
+    )
+    parts = source.query(
+        "SELECT model, status, coalesce(cause, ''), n, errors FROM run_models "
+        "WHERE run_id = ? ORDER BY model",
+        [run_id],
+    )
+    pooled = [
+        [r["model"], r["n"], r["accuracy"], r["95% interval"], r["adjusted"], r["errors"]]
+        for r in results_table(source, run_id)
+        if r["manifold"] == "all"
+    ]
+    lines = [
+        f"# {sweep}: run `{run_id}` ({status})",
+        "",
+        f"- database: `{db}` (`numerate report --db {db} --run {run_id}`)",
+        f"- config `{config_hash}`, code `{code}`",
+        f"- started {started:%Y-%m-%d %H:%M:%S %Z}"
+        + (f", finished {finished:%Y-%m-%d %H:%M:%S %Z}" if finished else ""),
+        "",
+        "## Models",
+        "",
+        *_table(
+            ["model", "part", "cause", "answers", "errors"],
+            [list(p) for p in parts],
+        ),
+        "",
+        "## Results (every manifold pooled)",
+        "",
+        *_table(["model", "n", "accuracy", "95% interval", "adjusted", "errors"], pooled),
+        "",
+        "## Compared with the previous run",
+        "",
+        *(comparison or ["No previous run of this sweep to compare with."]),
+    ]
+    if plot:
+        lines += ["", f"Plot: `{plot}` (`numerate plot {run_id}` draws it again)"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,114 @@
+"""Prefect artifacts of a run: results table, summary, plot link, and progress while it runs."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from prefect import get_run_logger, task
+from prefect.artifacts import (
+    acreate_link_artifact,
+    acreate_markdown_artifact,
+    acreate_progress_artifact,
+    acreate_table_artifact,
+    aupdate_progress_artifact,
+)
+from prefect.cache_policies import NO_CACHE
+
+from numerate.artifacts import (
+    artifact_key,
+    comparison_lines,
+    previous_run,
+    results_table,
+    run_markdown,
+)
+from numerate.progress import LogProgress
+from numerate.progress import current as current_progress
+from numerate.store import Store
+
+
+def _draw_plot(store: Store, run_id: str, db: str) -> str | None:
+    """The run's plot as a PNG beside the database (plots/<run id>.png), or None when the run
+    has no grid point."""
+    from kernel.files import write_atomically
+    from numerate.plots import POINTS_SQL, run_figure_png
+
+    points = store.frame(POINTS_SQL, [run_id])
+    if points.is_empty():
+        return None
+    path = Path(db).resolve().parent / "plots" / f"{run_id}.png"
+    write_atomically(path, run_figure_png(points, run_id))
+    return str(path)
+
+
+def _build(run_id: str, db: str) -> tuple[str, list[dict[str, Any]], str, str | None]:
+    store = Store.open(db)
+    [(sweep,)] = store.query("SELECT sweep_name FROM runs WHERE run_id = ?", [run_id])
+    base = previous_run(store, run_id)
+    comparison = comparison_lines(store, base, run_id) if base else []
+    try:
+        plot = _draw_plot(store, run_id, db)
+    except OSError:
+        plot = None  # a plot is a convenience: the results are stored all the same
+    return (
+        sweep,
+        results_table(store, run_id),
+        run_markdown(store, run_id, db, comparison, plot),
+        plot,
+    )
+
+
+@task(cache_policy=NO_CACHE, task_run_name="publish artifacts")
+async def publish_run_artifacts(run_id: str, db: str) -> None:
+    """The run's results table and summary (with the comparison against the previous run of
+    the sweep) as Prefect artifacts keyed by the sweep's name, and a link to its plot."""
+    sweep, table, markdown, plot = await asyncio.to_thread(_build, run_id, db)
+    description = f"run {run_id}"
+    await acreate_table_artifact(
+        table=table, key=artifact_key(sweep, "results"), description=description
+    )
+    await acreate_markdown_artifact(
+        markdown=markdown, key=artifact_key(sweep, "summary"), description=description
+    )
+    if plot:
+        await acreate_link_artifact(
+            link=Path(plot).as_uri(), link_text=plot, key=artifact_key(sweep, "plot"),
+            description=description,
+        )  # fmt: skip
+
+
+@contextlib.asynccontextmanager
+async def progress_artifact(name: str, every_s: float = 5.0) -> AsyncIterator[None]:
+    """A progress artifact of the flow run, updated every `every_s` seconds from
+    numerate.progress; where no terminal shows progress (a worker), each update is also a
+    line in the flow run's log."""
+    logger = get_run_logger()
+    artifact = await acreate_progress_artifact(
+        progress=0.0, key=artifact_key(name, "progress"), description=f"{name}: requests done"
+    )
+
+    async def update() -> None:
+        progress = current_progress()
+        share = 100.0 * progress.done / progress.total if progress.total else 0.0
+        await aupdate_progress_artifact(artifact, progress=min(share, 100.0))
+        if isinstance(progress, LogProgress) and progress.total:
+            logger.info("progress: %s", progress.line())
+
+    async def watch() -> None:
+        while True:
+            await asyncio.sleep(every_s)
+            with contextlib.suppress(Exception):  # progress must never stop the run
+                await update()
+
+    watcher = asyncio.create_task(watch())
+    try:
+        yield
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(BaseException):
+            await watcher
+        with contextlib.suppress(Exception):
+            await update()

@@ -1,0 +1,23 @@
+"""Task run names that say what a task does: `query oracle/objects 1–500`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+
+def batch_run_name(verb: str) -> Callable[[], str]:
+    """A `task_run_name` for a task over a batch of planned cases: the verb, the model, the
+    batch's manifolds and its place in the model's cases (parameter `first`)."""
+
+    def name() -> str:
+        from prefect.runtime import task_run
+
+        params = task_run.parameters
+        planned = params.get("planned") or []
+        planned = planned.unquote() if hasattr(planned, "unquote") else planned
+        model = params.get("model") or {}
+        manifolds = "+".join(sorted({case.manifold for case in planned})) or "-"
+        first = int(params.get("first") or 0)
+        return f"{verb} {model.get('name', '?')}/{manifolds} {first + 1}–{first + len(planned)}"
+
+    return name

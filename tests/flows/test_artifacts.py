@@ -1,0 +1,81 @@
+"""What a sweep shows in Prefect, read back from the harness's server: its results table and
+summary under keys that keep each night's version, progress, names and tags."""
+
+import asyncio
+
+import pytest
+from prefect import get_client
+from prefect.client.schemas.filters import (
+    ArtifactFilter,
+    ArtifactFilterKey,
+    FlowRunFilter,
+    FlowRunFilterTags,
+)
+from prefect.client.schemas.sorting import ArtifactSort
+
+from flows.sweep import sweep
+
+pytestmark = pytest.mark.usefixtures("prefect_harness")
+
+CONFIG = {
+    "name": "artifacts-test",
+    "seed": 5,
+    "batch_size": 10,
+    "models": [
+        {"name": "oracle", "model": "baseline:oracle"},
+        {"name": "random", "model": "baseline:random"},
+    ],
+    "manifolds": [{"manifold": "objects", "count": 10, "grid": {"length": [2, 3]}}],
+}
+
+
+async def artifacts(key):
+    async with get_client() as client:
+        return await client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])),
+            sort=ArtifactSort.CREATED_DESC,
+        )
+
+
+async def tagged_runs(tag):
+    async with get_client() as client:
+        runs = await client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(tags=FlowRunFilterTags(all_=[tag]))
+        )
+        tasks = await client.read_task_runs()
+    return runs, tasks
+
+
+def test_a_sweep_publishes_results_summary_comparison_and_progress(db_path, tmp_path):
+    from prefect import tags
+
+    from flows.sweep import run_tags
+
+    with tags(*run_tags(CONFIG)):
+        first = asyncio.run(sweep(CONFIG, db_path))
+        second = asyncio.run(sweep(CONFIG, db_path, fresh=True))
+
+    tables = asyncio.run(artifacts("artifacts-test-results"))
+    assert [t.description for t in tables] == [f"run {second}", f"run {first}"]
+    rows = tables[0].data
+    rows = rows if isinstance(rows, list) else __import__("json").loads(rows)
+    oracle = [r for r in rows if r["model"] == "oracle" and r["manifold"] == "objects"]
+    assert oracle and oracle[0]["accuracy"] == "1.000" and oracle[0]["n"] == 20
+
+    [summary, earlier] = asyncio.run(artifacts("artifacts-test-summary"))
+    assert second in summary.data and "finished" in summary.data
+    assert f"Against `{first}`" in summary.data  # compared with the previous night
+    assert "0 regressions, 0 improvements, 2 no change" in summary.data
+    assert "No previous run" in earlier.data
+    assert "Plot: `" in summary.data
+
+    progress = asyncio.run(artifacts("artifacts-test-progress"))
+    assert progress and float(progress[0].data) == pytest.approx(100.0)
+
+    runs, task_runs = asyncio.run(tagged_runs("sweep:artifacts-test"))
+    named = [r for r in runs if r.name.startswith("artifacts-test ")]
+    assert len(named) == 2
+    assert {"model:oracle", "model:random"} <= set(named[0].tags)
+    names = {t.name for t in task_runs}
+    assert {"query oracle/objects 1–10", "query oracle/objects 11–20"} <= names
+    assert "grade random/objects 11–20" in names
