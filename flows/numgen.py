@@ -17,6 +17,7 @@ from numerate.config import default_db
 from numerate.progress import current as current_progress
 from numgen.batches import read_manifest, write_manifest
 from numgen.config import NumGenConfig
+from tasks.artifacts import publish_numgen_artifacts
 from tasks.database import release_database
 from tasks.dispatch import Dispatch, run_step
 from tasks.numgen import (
@@ -69,7 +70,20 @@ async def numgen_detect(config: dict[str, Any], run_dir: str) -> int:
     return len(rows)
 
 
-@flow(name="numgen")
+def numgen_run_name() -> str:
+    """A NumGen flow run's name: its generator and detector, and when it started."""
+    from datetime import UTC, datetime
+
+    from prefect.runtime import flow_run
+
+    config = flow_run.parameters.get("config") or {}
+    config = config if isinstance(config, dict) else {}
+    generator = config.get("generator", "synthetic")
+    detector = config.get("detector", "blobs")
+    return f"numgen {generator}/{detector} {datetime.now(UTC):%Y-%m-%d %H:%M}"
+
+
+@flow(name="numgen", flow_run_name=numgen_run_name)
 async def numgen(
     config: dict[str, Any] | None = None,
     db: str | None = None,
@@ -104,5 +118,11 @@ async def numgen(
         await finish_numgen_run(run_id, db_path, "failed")
         raise
     await finish_numgen_run(run_id, db_path)
+    try:
+        await publish_numgen_artifacts(
+            run_id, db_path, settings.generator, settings.detector_label, metrics
+        )
+    except Exception as error:  # artifacts show results; they never fail a stored run
+        get_run_logger().warning("run %s: artifacts not published: %s", run_id, error)
     await release_database(db_path)
     return {"run_id": run_id, **metrics}

@@ -14,8 +14,8 @@ from typing import Any
 from numerate.report import Source, run_summaries
 
 __all__ = [
-    "artifact_key", "comparison_lines", "previous_run", "results_table", "run_answers",
-    "run_markdown",
+    "artifact_key", "comparison_lines", "numgen_markdown", "previous_run", "results_table",
+    "run_answers", "run_markdown",
 ]  # fmt: skip
 
 
@@ -52,6 +52,27 @@ def results_table(source: Source, run_id: str) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def numgen_markdown(
+    run_id: str, db: str, generator: str, detector: str, metrics: dict[str, Any]
+) -> tuple[list[dict[str, Any]], str]:
+    """A NumGen run's metrics as a one-row table (numbers to 3 decimals) and its summary."""
+    shown = {
+        k: (f"{v:.3f}" if isinstance(v, float) else v)
+        for k, v in metrics.items()
+        if isinstance(v, int | float | str) and k not in ("heatmap", "run_id")
+    }
+    table = [{"generator": generator, "detector": detector, **shown}]
+    lines = [
+        f"# NumGen: {generator} / {detector}, run `{run_id}`",
+        "",
+        f"- database: `{db}` (`numerate numgen report --db {db}`)",
+        f"- confusion matrix heatmap: `{metrics.get('heatmap', '-')}`",
+        "",
+        *_table(list(table[0]), [list(table[0].values())]),
+    ]
+    return table, "\n".join(lines) + "\n"
 
 
 def previous_run(source: Source, run_id: str) -> str | None:

@@ -21,6 +21,7 @@ from prefect.cache_policies import NO_CACHE
 from numerate.artifacts import (
     artifact_key,
     comparison_lines,
+    numgen_markdown,
     previous_run,
     results_table,
     run_markdown,
@@ -78,6 +79,22 @@ async def publish_run_artifacts(run_id: str, db: str) -> None:
             link=Path(plot).as_uri(), link_text=plot, key=artifact_key(sweep, "plot"),
             description=description,
         )  # fmt: skip
+
+
+@task(cache_policy=NO_CACHE, task_run_name="publish artifacts")
+async def publish_numgen_artifacts(
+    run_id: str, db: str, generator: str, detector: str, metrics: dict[str, Any]
+) -> None:
+    """A NumGen run's metrics table and summary, keyed by generator and detector."""
+    table, markdown = numgen_markdown(run_id, db, generator, detector, metrics)
+    name = f"numgen-{generator}-{detector}"
+    description = f"NumGen run {run_id}"
+    await acreate_table_artifact(
+        table=table, key=artifact_key(name, "results"), description=description
+    )
+    await acreate_markdown_artifact(
+        markdown=markdown, key=artifact_key(name, "summary"), description=description
+    )
 
 
 @contextlib.asynccontextmanager

@@ -109,3 +109,26 @@ def test_a_broken_generator_marks_the_run_failed(db_path, tmp_path):
 
 def unreachable(text, seed):
     raise ConnectionError("image API unreachable")
+
+
+def test_a_numgen_run_publishes_its_metrics_as_artifacts(db_path, tmp_path):
+    from prefect import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+    from prefect.client.schemas.sorting import ArtifactSort
+
+    async def latest(key):
+        async with get_client() as client:
+            found = await client.read_artifacts(
+                artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])),
+                sort=ArtifactSort.CREATED_DESC,
+            )
+        return found[0] if found else None
+
+    config = {"generator": "random", "images_dir": str(tmp_path), "prompts": {"per_number": 5}}
+    run_id = run(config, db_path)["run_id"]
+    table = asyncio.run(latest("numgen-random-none-results"))
+    summary = asyncio.run(latest("numgen-random-none-summary"))
+    assert table is not None and summary is not None
+    rows = table.data if isinstance(table.data, list) else __import__("json").loads(table.data)
+    assert rows[0]["generator"] == "random" and rows[0]["n"] == 50
+    assert run_id in summary.data and "knower_level" in summary.data
