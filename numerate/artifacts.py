@@ -15,7 +15,7 @@ from numerate.report import Source, run_summaries
 
 __all__ = [
     "artifact_key", "comparison_lines", "numgen_markdown", "previous_run", "results_table",
-    "run_answers", "run_markdown",
+    "run_markdown",
 ]  # fmt: skip
 
 
@@ -88,27 +88,14 @@ def previous_run(source: Source, run_id: str) -> str | None:
     return str(rows[0][0]) if rows else None
 
 
-def run_answers(source: Source, run_id: str) -> Any:
-    """A run's answers as numerate.compare reads them (one query)."""
-    from numerate.compare import answers_from_outcomes
-
-    return answers_from_outcomes(
-        source.frame(
-            "SELECT model, manifold, point_key, case_id, sample_index, outcome FROM responses "
-            "WHERE run_id = ?",
-            [run_id],
-        )
-    )
-
-
 def comparison_lines(source: Source, base: str, new: str) -> list[str]:
     """The paired comparison of `new` with `base` (numerate.compare, per model and manifold)
     as Markdown lines: its summary line and the table."""
-    from numerate.compare import compare_runs, for_display, summary_line
+    from numerate.compare import compare_runs, for_display, run_answers, summary_line
     from numerate.report import render
 
     comparison = compare_runs(run_answers(source, base), run_answers(source, new))
-    if comparison.is_empty():
+    if comparison.is_empty() or int(comparison["n"].sum()) == 0:
         return [f"Run `{base}` shares no answered case with this run."]
     table = render(for_display(comparison), "markdown").rstrip("\n").splitlines()
     return [

@@ -6,13 +6,17 @@ from typing import Any, Protocol
 
 from kernel.errors import ConfigError
 
-__all__ = ["resolve_run"]
+__all__ = ["list_runs", "resolve_run"]
 
 
 class Queryable(Protocol):
     path: str
 
     def query(self, sql: str, params: Any = None) -> list[tuple[Any, ...]]: ...
+
+
+class Framing(Queryable, Protocol):
+    def frame(self, sql: str, params: Any = None) -> Any: ...
 
 
 def resolve_run(source: Queryable, text: str | None, sweep: str | None = None) -> str:
@@ -44,3 +48,45 @@ def resolve_run(source: Queryable, text: str | None, sweep: str | None = None) -
         ids = ", ".join(r[0] for r in rows[:5])
         raise ConfigError(f"run {text!r} is ambiguous: it starts {ids}; give more of the id")
     return str(rows[0][0]) if len(rows) == 1 else text
+
+
+# The newest runs first, each with the models that answered in it or whose part was recorded
+# (a model that failed before its first answer has only its run_models row).
+_LIST_RUNS = """
+WITH recent AS (
+    SELECT * FROM runs {where} ORDER BY started_at DESC, run_id LIMIT ?
+),
+models AS (
+    SELECT DISTINCT run_id, model FROM responses WHERE run_id IN (SELECT run_id FROM recent)
+    UNION
+    SELECT run_id, model FROM run_models WHERE run_id IN (SELECT run_id FROM recent)
+),
+answered AS (
+    SELECT run_id, count(*) AS n FROM responses
+    WHERE run_id IN (SELECT run_id FROM recent) GROUP BY run_id
+)
+SELECT r.run_id AS id, r.sweep_name AS sweep,
+       coalesce((SELECT string_agg(m.model, ', ' ORDER BY m.model) FROM models m
+                 WHERE m.run_id = r.run_id), '') AS models,
+       r.status,
+       date_trunc('second', r.started_at) AS started,
+       date_trunc('second', r.finished_at) AS finished,
+       coalesce(a.n, 0) AS n
+FROM recent r LEFT JOIN answered a USING (run_id)
+ORDER BY r.started_at DESC, r.run_id
+"""
+
+
+def list_runs(source: Framing, limit: int = 20, sweep: str | None = None) -> Any:
+    """The newest runs first, as a polars frame: id, sweep, models (comma-separated), status,
+    started, finished (times to the second) and n (answers stored).
+
+    Args:
+        source: a read-only connection (numerate.reader.Reader).
+        limit: at most this many runs, >= 1.
+        sweep: only the runs of this sweep.
+    """
+    if limit < 1:
+        raise ConfigError(f"--limit {limit}: need at least 1")
+    where, params = ("WHERE sweep_name = ?", [sweep]) if sweep else ("", [])
+    return source.frame(_LIST_RUNS.format(where=where), [*params, limit])

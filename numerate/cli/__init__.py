@@ -14,7 +14,8 @@ import typer
 from numerate.cli.app import app
 from numerate.cli.numgen import app as numgen_app
 
-for _group in ("cases", "run", "results", "plot", "operations"):  # each adds its commands, in order
+# each adds its commands, in order
+for _group in ("cases", "run", "results", "compare", "plot", "operations"):
     importlib.import_module(f"numerate.cli.{_group}")
 app.add_typer(numgen_app, name="numgen")
 

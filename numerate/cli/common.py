@@ -184,29 +184,77 @@ for sig in (signal.SIGTERM, signal.SIGKILL):
 """
 
 
-def start_temporary_server() -> None:
-    """Start Prefect's temporary server now (when no PREFECT_API_URL is set), so that it dies
-    with this process: Prefect stops it at a normal exit, and a watchdog process stops it
-    when this process is killed (SIGKILL leaves no chance to clean up)."""
+def reuse_local_server() -> str | None:
+    """Point this process at a Prefect server already running on this machine, when no
+    PREFECT_API_URL is set and one answers at 127.0.0.1 on Prefect's port
+    ($PREFECT_SERVER_API_PORT, default 4200): its UI then shows the run, and the ~8 s start of
+    a temporary server is saved. Returns the API URL used, or None. Must run before Prefect is
+    imported; NUMERATE_REUSE_SERVER=0 turns it off."""
     import os
-    import subprocess
-    import sys
+    import urllib.request
 
-    from prefect.settings import PREFECT_API_URL
+    if os.environ.get("PREFECT_API_URL") or os.environ.get("NUMERATE_REUSE_SERVER") == "0":
+        return None
+    url = f"http://127.0.0.1:{os.environ.get('PREFECT_SERVER_API_PORT', '4200')}/api"
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=0.3) as answer:
+            if answer.status != 200 or answer.read().strip() != b"true":
+                return None
+    except (OSError, ValueError):
+        return None
+    os.environ["PREFECT_API_URL"] = url
+    return url
 
-    if PREFECT_API_URL.value():
-        return
-    from prefect.server.api.server import SubprocessASGIServer
 
-    server = SubprocessASGIServer()  # the one Prefect's client would start
-    server.start()
-    if server.server_process is None:
-        return
-    subprocess.Popen(
-        [sys.executable, "-c", _WATCHDOG, str(os.getpid()), str(server.server_process.pid)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )  # fmt: skip
+class TemporaryServer:
+    """Prefect's temporary server (when no PREFECT_API_URL is set), started in a thread so that
+    the command checks its input and endpoints meanwhile; `wait()` before the first flow.
+
+    It dies with this process: Prefect stops it at a normal exit, and a watchdog process stops
+    it when this process is killed (SIGKILL leaves no chance to clean up)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        from prefect.settings import PREFECT_API_URL
+
+        self.error: BaseException | None = None
+        self.thread: threading.Thread | None = None
+        if not PREFECT_API_URL.value():
+            typer.echo(
+                "starting Prefect's temporary server (about 8 s; a running `prefect server "
+                "start` or PREFECT_API_URL skips this)",
+                err=True,
+            )
+            self.thread = threading.Thread(target=self._start, daemon=True)
+            self.thread.start()
+
+    def _start(self) -> None:
+        import os
+        import subprocess
+        import sys
+
+        from prefect.server.api.server import SubprocessASGIServer
+
+        try:
+            server = SubprocessASGIServer()  # the one Prefect's client would start
+            server.start()
+        except BaseException as error:  # reported by wait(), in the command's thread
+            self.error = error
+            return
+        if server.server_process is None:
+            return
+        subprocess.Popen(
+            [sys.executable, "-c", _WATCHDOG, str(os.getpid()), str(server.server_process.pid)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )  # fmt: skip
+
+    def wait(self) -> None:
+        if self.thread is not None:
+            self.thread.join()
+        if self.error is not None:
+            raise self.error
 
 
 def quiet_exit(code: int) -> NoReturn:

@@ -79,9 +79,10 @@ def _run_flow(config: Any, db: str, dispatch: str) -> dict[str, Any]:
     import asyncio
     import os
 
-    from numerate.cli.common import terminal_progress
+    from numerate.cli.common import reuse_local_server, terminal_progress
     from numerate.progress import reporting_to
 
+    reuse_local_server()
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     from flows.numgen import numgen
     from tasks.dispatch import Dispatch

@@ -10,12 +10,13 @@ import typer
 from kernel.errors import ConfigError, NumerateError
 from numerate.cli.app import app
 from numerate.cli.common import (
+    TemporaryServer,
     check_format,
     fail,
     print_report,
     quiet_exit,
+    reuse_local_server,
     settle_prefect,
-    start_temporary_server,
     terminal_progress,
 )
 
@@ -63,13 +64,15 @@ def run(
             from numerate.shards import check_writable
 
             check_writable(sweep_config.results_dir)
+        reuse_local_server()
+        server = TemporaryServer()  # starts while the endpoints are checked
         warn_about_endpoints(sweep_config)
     except NumerateError as error:
         fail(str(error), EXIT_RUN_FAILED if isinstance(error, RunFailed) else 2)
     db_path = db or sweep_config.db or default_db()
     failure = None
     try:
-        run_id = run_sweep(sweep_config, db_path, fresh)
+        run_id = run_sweep(sweep_config, db_path, fresh, server)
     except RunFailed as error:  # stored all the same: show it, then say why it failed
         run_id, failure = error.run_id, error
     settle_prefect()
@@ -158,7 +161,7 @@ def say_if_resuming(sweep_config: Any, db_path: str, fresh: bool) -> None:
         )
 
 
-def run_sweep(sweep_config: Any, db_path: str, fresh: bool) -> str:
+def run_sweep(sweep_config: Any, db_path: str, fresh: bool, server: TemporaryServer) -> str:
     """Run the sweep flow with a progress bar; returns the run id. Ctrl-C stops it cleanly."""
     import asyncio
     import os
@@ -189,7 +192,7 @@ def run_sweep(sweep_config: Any, db_path: str, fresh: bool) -> str:
     say_if_resuming(sweep_config, db_path, fresh)
     terminated = stop_on_sigterm()
     try:
-        start_temporary_server()
+        server.wait()
         with reporting_to(terminal_progress(sweep_config.name)), tags(*run_tags(config_data)):
             return asyncio.run(sweep(config_data, db_path, fresh))
     except (KeyboardInterrupt, TerminationSignal) as stop:

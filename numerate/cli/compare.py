@@ -1,0 +1,244 @@
+"""Listing and comparing runs: `numerate runs` and `numerate compare`, both read-only."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, cast
+
+import typer
+
+from kernel.errors import ConfigError, NumerateError
+from numerate.cli.app import app
+from numerate.cli.common import DB_HELP, check_format, fail, open_reader, results_db
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from numerate.cli.common import Format
+    from numerate.compare import Grouping
+    from numerate.reader import Reader
+
+RUN_HELP = "an id, a unique prefix of one, latest or previous"
+
+
+@app.command("runs")
+def list_runs_command(
+    db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
+    sweep: Annotated[str | None, typer.Option(help="Only the runs of this sweep.")] = None,
+    limit: Annotated[int, typer.Option(help="Show at most this many runs.")] = 20,
+    output: Annotated[
+        str, typer.Option("--format", help="table, csv, json or markdown.")
+    ] = "table",
+) -> None:
+    """List the runs, newest first: id, sweep, models, status, times and answers stored.
+    Never writes: while a sweep runs, it reads the sweep's live snapshot."""
+    from numerate.report import render
+    from numerate.runs import list_runs
+
+    try:
+        fmt = check_format(output)
+        with open_reader(db) as reader:
+            frame = list_runs(reader, limit=limit, sweep=sweep)
+    except NumerateError as error:
+        fail(str(error))
+    if frame.is_empty() and fmt in ("table", "markdown"):
+        scope = f" of sweep {sweep!r}" if sweep else ""
+        typer.echo(f"{results_db(db)} holds no runs{scope}", err=True)
+        return
+    typer.echo(render(frame, fmt), nl=False)
+
+
+@app.command()
+def compare(
+    base: Annotated[str, typer.Argument(metavar="BASE", help=f"The reference run: {RUN_HELP}.")],
+    new: Annotated[str, typer.Argument(metavar="NEW", help=f"The run under test: {RUN_HELP}.")],
+    db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
+    by: Annotated[
+        str,
+        typer.Option(help="Groups: model x manifold, or model x grid point: manifold or point."),
+    ] = "manifold",
+    model: Annotated[
+        list[str] | None, typer.Option(help="Only this model (repeat for several).")
+    ] = None,
+    base_model: Annotated[
+        str | None, typer.Option(help="Pair this model of BASE with --new-model of NEW.")
+    ] = None,
+    new_model: Annotated[
+        str | None, typer.Option(help="Pair this model of NEW with --base-model of BASE.")
+    ] = None,
+    manifold: Annotated[
+        list[str] | None, typer.Option(help="Only this manifold (repeat for several).")
+    ] = None,
+    sweep: Annotated[
+        str | None, typer.Option(help="Resolve latest and previous within this sweep.")
+    ] = None,
+    alpha: Annotated[float, typer.Option(help="Family-wise error rate of the verdicts.")] = 0.05,
+    output: Annotated[
+        str, typer.Option("--format", help="table, csv, json or markdown.")
+    ] = "table",
+    fail_on_regression: Annotated[
+        bool, typer.Option(help="Exit with code 4 when any group is a regression.")
+    ] = False,
+) -> None:
+    """Compare two runs' accuracy on the cases both answered, pair by pair.
+
+    By default each model is compared with itself: did model X get worse from BASE to NEW
+    (`numerate compare previous latest`)? To compare two models, name them with
+    --base-model and --new-model (BASE and NEW may be the same run); when each run holds
+    exactly one model, under different names, those two are paired.
+
+    Each group gets both accuracies with 95% Wilson intervals, the paired difference with
+    its 95% interval, the exact McNemar test, and a verdict (regression, improvement or no
+    change) at --alpha after Holm's adjustment over all groups. Unparsed and truncated
+    answers count as wrong; pairs with an error on either side are left out and counted.
+
+    Exit codes: 0; 2 for bad input (unknown run, no shared cases); 4 with
+    --fail-on-regression when any group regressed, so a nightly job can gate on
+    `numerate compare previous latest --sweep nightly --fail-on-regression`.
+    """
+    try:
+        fmt = check_format(output)
+        grouping = _check_options(by, alpha)
+        with open_reader(db) as reader:
+            runs = (_resolve(reader, base, sweep, "BASE"), _resolve(reader, new, sweep, "NEW"))
+            pair = _load_pair(reader, runs, model or [], (base_model, new_model), manifold or [])
+        comparison = _compare(*pair, by=grouping, alpha=alpha, runs=runs)
+    except NumerateError as error:
+        fail(str(error))
+    _report(comparison, fmt, f"{runs[0]} -> {runs[1]}", fail_on_regression)
+
+
+def _report(comparison: pl.DataFrame, fmt: Format, title: str, gate: bool) -> None:
+    """The comparison and its one-line summary (on stderr after CSV or JSON); with `gate`,
+    the regressions named on stderr and exit code 4 when there is any."""
+    from numerate.compare import EXIT_REGRESSION, any_regression, for_display, summary_line
+    from numerate.report import render
+
+    shown = for_display(comparison) if fmt in ("table", "markdown") else comparison
+    typer.echo(render(shown, fmt, title=title), nl=False)
+    typer.echo(summary_line(comparison), err=fmt in ("csv", "json"))
+    if gate and any_regression(comparison):
+        regressed = comparison.filter(comparison["verdict"] == "regression")
+        keys = [k for k in ("model", "manifold", "point_key") if k in regressed.columns]
+        names = ", ".join("/".join(row) for row in regressed.select(keys).iter_rows())
+        typer.echo(f"regression: {names}", err=True)
+        raise typer.Exit(EXIT_REGRESSION)
+
+
+def _resolve(reader: Reader, text: str, sweep: str | None, role: str) -> str:
+    """The run `text` names; a note on stderr when it has not finished."""
+    from numerate.report import run_state
+    from numerate.runs import resolve_run
+
+    try:
+        run_id = resolve_run(reader, text, sweep)
+    except ConfigError as error:
+        raise ConfigError(f"{role}: {error}") from None
+    state = run_state(reader, run_id)
+    if state:
+        typer.echo(f"note: {role}: {state}", err=True)
+    return run_id
+
+
+def _present(reader: Reader, run_id: str, column: str) -> list[str]:
+    """The models or manifolds a run answered for."""
+    rows = reader.query(
+        f"SELECT DISTINCT {column} FROM responses WHERE run_id = ? ORDER BY 1", [run_id]
+    )
+    return [str(row[0]) for row in rows]
+
+
+def _check_present(reader: Reader, wanted: list[tuple[str, str, list[str]]]) -> None:
+    """ConfigError naming what a run has when it lacks a model or manifold asked for."""
+    for run_id, column, values in wanted:
+        found = _present(reader, run_id, column) if values else []
+        for value in values:
+            if value not in found:
+                has = ", ".join(found) or "no answers"
+                raise ConfigError(f"run {run_id} has no {column} {value!r} (it has: {has})")
+
+
+def _answers(reader: Reader, run_id: str, models: list[str], manifolds: list[str]) -> pl.DataFrame:
+    from numerate.compare import run_answers
+
+    try:
+        return run_answers(reader, run_id, models, manifolds)
+    except ValueError as error:
+        raise ConfigError(f"run {run_id}: {error}") from None
+
+
+def _load_pair(
+    reader: Reader,
+    runs: tuple[str, str],
+    models: list[str],
+    pairing: tuple[str | None, str | None],
+    manifolds: list[str],
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Both runs' answers, their models paired: the same model on both sides (all, or
+    --model), two named models (--base-model, --new-model) or each run's only model."""
+    from numerate.compare import relabel_model
+
+    (base_id, new_id), (base_model, new_model) = runs, pairing
+    if models and (base_model or new_model):
+        raise ConfigError("--model cannot be combined with --base-model / --new-model")
+    if (base_model is None) != (new_model is None):
+        raise ConfigError("--base-model and --new-model go together: name both")
+    _check_present(reader, [
+        (base_id, "model", [base_model] if base_model else models),
+        (new_id, "model", [new_model] if new_model else models),
+        (base_id, "manifold", manifolds), (new_id, "manifold", manifolds),
+    ])  # fmt: skip
+    found = {run_id: _present(reader, run_id, "model") for run_id in runs}
+    one_each = len(found[base_id]) == len(found[new_id]) == 1
+    if base_model is None and one_each and found[base_id] != found[new_id]:
+        # one model in each run, under different names (renamed, or two baselines): pair them
+        base_model, new_model = found[base_id][0], found[new_id][0]
+        typer.echo(
+            f"note: pairing model {base_model!r} of BASE with {new_model!r} of NEW", err=True
+        )
+    if base_model is None or new_model is None:
+        base, new = (_answers(reader, run_id, models, manifolds) for run_id in runs)
+        return base, new
+    label = base_model if base_model == new_model else f"{base_model} -> {new_model}"
+    base = _answers(reader, base_id, [base_model], manifolds)
+    new = _answers(reader, new_id, [new_model], manifolds)
+    return relabel_model(base, base_model, label), relabel_model(new, new_model, label)
+
+
+def _check_options(by: str, alpha: float) -> Grouping:
+    from numerate.compare import GROUPINGS
+
+    if by not in GROUPINGS:
+        raise ConfigError(f"--by {by!r}: choose {' or '.join(GROUPINGS)}")
+    if not 0.0 < alpha < 1.0:
+        raise ConfigError(f"--alpha {alpha}: need 0 < alpha < 1")
+    return cast("Grouping", by)
+
+
+def _compare(
+    base: pl.DataFrame, new: pl.DataFrame, by: Grouping, alpha: float, runs: tuple[str, str]
+) -> pl.DataFrame:
+    """compare_runs, then ConfigError, saying why, when no answer pairs up."""
+    from numerate.compare import compare_runs
+
+    comparison = compare_runs(base, new, by=by, alpha=alpha)
+    if comparison.is_empty() or comparison["n"].sum() == 0:
+        raise ConfigError(_nothing_shared(base, new, comparison, runs))
+    return comparison
+
+
+def _nothing_shared(
+    base: pl.DataFrame, new: pl.DataFrame, comparison: pl.DataFrame, runs: tuple[str, str]
+) -> str:
+    said = f"runs {runs[0]} and {runs[1]} share no answered cases to compare"
+    if base.is_empty() or new.is_empty():
+        side = "BASE" if base.is_empty() else "NEW"
+        return f"{said}: {side} has no answers (with these options)"
+    if not comparison.is_empty() and comparison["n_errors"].sum() > 0:
+        return f"{said}: every answer they share is an error on one side"
+    base_models, new_models = set(base["model"]), set(new["model"])
+    if not base_models & new_models:
+        return (
+            f"{said}: their models differ ({', '.join(sorted(base_models))} vs "
+            f"{', '.join(sorted(new_models))}); pair two with --base-model and --new-model"
+        )
+    return f"{said}: they asked different cases (another seed, manifolds or grid points)"

@@ -1,0 +1,295 @@
+"""Did a model get better or worse? Two runs' answers to the same cases, compared in pairs.
+
+The statistics (compare_runs) are pure polars. Reading a run's answers (run_answers, one
+query) goes through any source with `.frame(sql, params)`: a numerate.reader.Reader for
+`numerate compare`, or a numerate.store.Store.
+
+Statistics (README, "Comparing runs"): per group, each run's accuracy with its Wilson 95%
+interval; the paired difference with the Bonett–Price adjusted Wald interval; the exact
+McNemar test on the discordant pairs; Holm's adjustment across all groups of one comparison.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal, Protocol, get_args
+
+import polars as pl
+
+from kernel.stats import holm, mcnemar_exact, paired_difference_interval, wilson_interval
+
+__all__ = [
+    "EXIT_REGRESSION",
+    "Grouping",
+    "answers_from_outcomes",
+    "any_regression",
+    "compare_runs",
+    "for_display",
+    "relabel_model",
+    "run_answers",
+    "summary_line",
+]
+
+EXIT_REGRESSION = 4
+"""Exit code of `numerate compare --fail-on-regression` when a group regressed (2 is bad
+input, 3 a failed run)."""
+
+Grouping = Literal["manifold", "point"]
+GROUPINGS: tuple[str, ...] = get_args(Grouping)
+
+Verdict = Literal["regression", "improvement", "no change"]
+
+ANSWER_COLUMNS = ("model", "manifold", "point_key", "case_id", "sample_index", "correct")
+"""What compare_runs reads of each run: one row per answer."""
+
+CORRECT_BY_OUTCOME: dict[str, bool | None] = {
+    "correct": True,
+    "wrong": False,
+    "unparsed": False,  # an answer that cannot be read is a wrong answer
+    "truncated": False,  # so is one the model did not finish
+    "error": None,  # a transport error says nothing about the model: not an answer
+}
+
+_PAIR_KEYS = ["model", "manifold", "point_key", "case_id", "sample_index"]
+
+
+class AnswerSource(Protocol):
+    """Where answers are read from: a numerate.reader.Reader or a numerate.store.Store."""
+
+    def frame(self, sql: str, params: Sequence[Any] | None = None) -> Any: ...
+
+
+def run_answers(
+    source: AnswerSource, run_id: str, models: Sequence[str] = (), manifolds: Sequence[str] = ()
+) -> pl.DataFrame:
+    """One run's answers, as compare_runs reads them (one query); only the given models and
+    manifolds when any are given. ValueError names an outcome this module does not know."""
+    sql = (
+        "SELECT model, manifold, point_key, case_id, sample_index, outcome FROM responses "
+        "WHERE run_id = ?"
+    )
+    params: list[Any] = [run_id]
+    for column, values in (("model", models), ("manifold", manifolds)):
+        if values:
+            sql += f" AND list_contains(?, {column})"
+            params.append(list(values))
+    frame = source.frame(sql, params)
+    if frame.is_empty():  # a query without rows may carry no column types
+        frame = pl.DataFrame(schema={c: pl.String for c in (*_PAIR_KEYS, "outcome")})
+    return answers_from_outcomes(frame)
+
+
+def answers_from_outcomes(responses: pl.DataFrame) -> pl.DataFrame:
+    """Responses with an `outcome` column as compare_runs' answers: `correct` is True, False,
+    or null for an `error` (see CORRECT_BY_OUTCOME). ValueError names an unknown outcome."""
+    unknown = set(responses["outcome"].unique().to_list()) - set(CORRECT_BY_OUTCOME)
+    if unknown:
+        raise ValueError(f"unknown outcome(s): {', '.join(sorted(map(str, unknown)))}")
+    correct = pl.col("outcome").replace_strict(CORRECT_BY_OUTCOME, return_dtype=pl.Boolean)
+    return responses.with_columns(correct=correct).drop("outcome")
+
+
+def relabel_model(answers: pl.DataFrame, model: str, label: str) -> pl.DataFrame:
+    """One model's answers under another name: how two different models are paired
+    (`--base-model a --new-model b` relabels both to "a -> b")."""
+    return answers.filter(pl.col("model") == model).with_columns(model=pl.lit(label))
+
+
+def _checked(answers: pl.DataFrame, side: str) -> pl.DataFrame:
+    missing = [c for c in ANSWER_COLUMNS if c not in answers.columns]
+    if missing:
+        raise ValueError(f"{side} answers lack column(s) {', '.join(missing)}")
+    frame = answers.select(ANSWER_COLUMNS).with_columns(
+        pl.col("model", "manifold", "point_key", "case_id").cast(pl.String),
+        pl.col("sample_index").cast(pl.Int64),
+        pl.col("correct").cast(pl.Boolean),
+    )
+    if frame.select(_PAIR_KEYS).is_duplicated().any():
+        raise ValueError(f"{side} answers: a (model, case_id, sample_index) appears twice")
+    return frame.with_columns(**{f"in_{side}": pl.lit(True)})
+
+
+def _counts(base: pl.DataFrame, new: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """Per group: pairs, answers on one side only, pairs dropped for an error, and the 2x2
+    table's correct counts and discordant cells."""
+    joined = base.join(new, on=_PAIR_KEYS, how="full", coalesce=True, suffix="_new")
+    in_base, in_new = pl.col("in_base").fill_null(False), pl.col("in_new").fill_null(False)
+    shared = in_base & in_new
+    pair = shared & pl.col("correct").is_not_null() & pl.col("correct_new").is_not_null()
+    old_right, new_right = (
+        pl.col("correct").fill_null(False),
+        pl.col("correct_new").fill_null(False),
+    )
+    return (
+        joined.group_by(keys)
+        .agg(
+            n=pair.sum(),
+            n_base_only=(in_base & ~in_new).sum(),
+            n_new_only=(in_new & ~in_base).sum(),
+            n_errors=(shared & ~pair).sum(),
+            base_correct=(pair & old_right).sum(),
+            new_correct=(pair & new_right).sum(),
+            lost=(pair & old_right & ~new_right).sum(),
+            gained=(pair & ~old_right & new_right).sum(),
+        )
+        .with_columns(pl.exclude(keys).cast(pl.Int64))
+        .sort(keys)
+    )
+
+
+def _group_statistics(row: dict[str, Any]) -> dict[str, Any]:
+    n, lost, gained = row["n"], row["lost"], row["gained"]
+    base_low, base_high = wilson_interval(row["base_correct"], n)
+    new_low, new_high = wilson_interval(row["new_correct"], n)
+    low, high = paired_difference_interval(lost, gained, n)
+    compared = n > 0
+    return {
+        "base_accuracy": row["base_correct"] / n if compared else None,
+        "base_low": base_low,
+        "base_high": base_high,
+        "new_accuracy": row["new_correct"] / n if compared else None,
+        "new_low": new_low,
+        "new_high": new_high,
+        "difference": (gained - lost) / n if compared else None,
+        "difference_low": low,
+        "difference_high": high,
+        "p_value": mcnemar_exact(lost, gained) if compared else None,
+        "p_holm": None,
+    }
+
+
+def _note(row: dict[str, Any]) -> str:
+    if row["n"] > 0:
+        return ""
+    if row["n_new_only"] == 0 and row["n_errors"] == 0:
+        return "only in the base run"
+    if row["n_base_only"] == 0 and row["n_errors"] == 0:
+        return "only in the new run"
+    if row["n_errors"]:
+        return "every shared answer is an error"
+    return "no shared cases"
+
+
+def _verdict(difference: float | None, p_holm: float | None, alpha: float) -> Verdict | None:
+    if difference is None or p_holm is None:
+        return None
+    if p_holm >= alpha or difference == 0:
+        return "no change"
+    return "regression" if difference < 0 else "improvement"
+
+
+def compare_runs(
+    base: pl.DataFrame, new: pl.DataFrame, by: Grouping = "manifold", alpha: float = 0.05
+) -> pl.DataFrame:
+    """Paired comparison of two runs' accuracy, per model and manifold (or grid point).
+
+    Answers pair up by (model, case_id, sample_index): the cases both runs answered. An
+    unparsed or truncated answer is wrong (it is a wrong answer); an `error` is no answer
+    at all (the endpoint failed, the model said nothing), so a pair with an error on either
+    side is dropped and counted in `n_errors`. Answers without a partner are counted in
+    `n_base_only` / `n_new_only`; a group with no pair at all gets null statistics, no
+    verdict and a `note` saying why (e.g. "only in the base run").
+
+    Args:
+        base: the reference run's answers: model, manifold, point_key, case_id,
+            sample_index, correct (bool, null for an error); see answers_from_outcomes.
+        new: the run under test, the same columns.
+        by: "manifold" groups by model x manifold; "point" by model x manifold x point_key.
+        alpha: family-wise error rate: a group's verdict is a regression or improvement when
+            its Holm-adjusted McNemar p-value is below alpha, else "no change".
+
+    Returns one row per group: the keys, n (pairs), n_base_only, n_new_only, n_errors,
+    base_accuracy / new_accuracy with their Wilson bounds (*_low, *_high), difference
+    (new - base) with difference_low / difference_high, lost (base right, new wrong:
+    McNemar's b), gained (base wrong, new right: c), p_value, p_holm, verdict, note.
+    """
+    if by not in GROUPINGS:
+        raise ValueError(f"by={by!r}: choose {' or '.join(GROUPINGS)}")
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha={alpha}: need 0 < alpha < 1")
+    keys = ["model", "manifold"] + (["point_key"] if by == "point" else [])
+    counts = _counts(_checked(base, "base"), _checked(new, "new"), keys)
+    rows = [row | _group_statistics(row) for row in counts.iter_rows(named=True)]
+    tested = [i for i, row in enumerate(rows) if row["p_value"] is not None]
+    for i, adjusted in zip(tested, holm([rows[i]["p_value"] for i in tested]), strict=True):
+        rows[i]["p_holm"] = adjusted
+    for row in rows:
+        row["verdict"] = _verdict(row["difference"], row["p_holm"], alpha)
+        row["note"] = _note(row)
+    return pl.DataFrame(rows, schema=_schema(keys))
+
+
+def _schema(keys: list[str]) -> dict[str, Any]:
+    counts = ["n", "n_base_only", "n_new_only", "n_errors", "base_correct", "new_correct"]
+    floats = ["base_accuracy", "base_low", "base_high", "new_accuracy", "new_low", "new_high",
+              "difference", "difference_low", "difference_high"]  # fmt: skip
+    return (
+        {k: pl.String for k in keys}
+        | {c: pl.Int64 for c in counts}
+        | {f: pl.Float64 for f in floats}
+        | {"lost": pl.Int64, "gained": pl.Int64, "p_value": pl.Float64, "p_holm": pl.Float64}
+        | {"verdict": pl.String, "note": pl.String}
+    )
+
+
+def any_regression(comparison: pl.DataFrame) -> bool:
+    """Whether some group of a comparison is a significant regression."""
+    return bool((comparison["verdict"] == "regression").any())
+
+
+def summary_line(comparison: pl.DataFrame) -> str:
+    """One line for people: "2 regressions, 1 improvement, 5 no change over 3,000 paired
+    cases", then groups that could not be compared and answers left unpaired."""
+    verdicts = comparison["verdict"].to_list()
+    total = {c: int(comparison[c].sum()) for c in ("n", "n_base_only", "n_new_only", "n_errors")}
+
+    def count(verdict: str, plural: str) -> str:
+        k = verdicts.count(verdict)
+        return f"{k} {verdict if k == 1 else plural}"
+
+    line = (
+        f"{count('regression', 'regressions')}, {count('improvement', 'improvements')}, "
+        f"{verdicts.count('no change')} no change over {total['n']:,} paired "
+        f"case{'' if total['n'] == 1 else 's'}"
+    )
+    skipped = verdicts.count(None)
+    unpaired = total["n_base_only"] + total["n_new_only"]
+    errors = total["n_errors"]
+    extra = [
+        f"{skipped} group(s) not compared" if skipped else "",
+        f"{unpaired:,} answer(s) without a partner" if unpaired else "",
+        f"{errors:,} pair(s) dropped for an error" if errors else "",
+    ]
+    return "; ".join([line, *filter(None, extra)])
+
+
+def for_display(comparison: pl.DataFrame) -> pl.DataFrame:
+    """A comparison made readable in a terminal or Markdown: each estimate with its 95%
+    interval in one cell, the Holm-adjusted p-value, and the counts of unpaired or errored
+    answers only where some group has any."""
+
+    def interval(value: float | None, low: float, high: float, signed: bool = False) -> str:
+        if value is None:
+            return "-"
+        fmt = "+.3f" if signed else ".3f"
+        return f"{value:{fmt}} [{low:{fmt}}, {high:{fmt}}]"
+
+    def p(value: float | None) -> str:
+        return "-" if value is None else f"{value:.2g}" if value < 0.001 else f"{value:.3f}"
+
+    optional = [c for c in ("n_base_only", "n_new_only", "n_errors") if comparison[c].sum() > 0]
+    rows = []
+    for row in comparison.iter_rows(named=True):
+        shown: dict[str, Any] = {
+            k: row[k] for k in ("model", "manifold", "point_key", "n") if k in row
+        }
+        shown |= {c.removeprefix("n_").replace("_", " "): row[c] for c in optional}
+        shown["base [95% CI]"] = interval(row["base_accuracy"], row["base_low"], row["base_high"])
+        shown["new [95% CI]"] = interval(row["new_accuracy"], row["new_low"], row["new_high"])
+        shown["new - base [95% CI]"] = interval(
+            row["difference"], row["difference_low"], row["difference_high"], signed=True
+        )
+        shown |= {"lost": row["lost"], "gained": row["gained"], "p (Holm)": p(row["p_holm"])}
+        shown["verdict"] = row["verdict"] or row["note"]
+        rows.append(shown)
+    return pl.DataFrame(rows) if rows else comparison

@@ -1,0 +1,186 @@
+"""`numerate runs` and `numerate compare` on a real database of baseline runs."""
+
+import json
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from numerate.cli import app
+from numerate.compare import EXIT_REGRESSION
+
+runner = CliRunner()
+
+ORACLE, RANDOM = "baseline:oracle", "baseline:random"
+
+
+def sweep(folder, name, models, grid=None, count=25):
+    """A small sweep config: objects, one grid point, the same seed for every sweep."""
+    manifold = {"manifold": "objects", "count": count, **({"grid": grid} if grid else {})}
+    data = {"name": name, "seed": 1, "manifolds": [manifold],
+            "models": [{"name": n, "model": m} for n, m in models.items()]}  # fmt: skip
+    path = folder / f"{name}-{len(list(folder.iterdir()))}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    """Five runs, oldest first: two one-model runs of sweep "solo" (oracle "o", random "g")
+    on another grid point; then sweep "cmp" with models m and r: m the oracle, then a
+    random guesser, then the oracle again (r guesses throughout)."""
+    from numerate.store import Store
+
+    folder = tmp_path_factory.mktemp("compare")
+    db = str(folder / "results.duckdb")
+    configs = [
+        sweep(folder, "solo", {"o": ORACLE}, grid={"length": [3]}),
+        sweep(folder, "solo", {"g": RANDOM}, grid={"length": [3]}),
+        sweep(folder, "cmp", {"m": ORACLE, "r": RANDOM}),
+        sweep(folder, "cmp", {"m": RANDOM, "r": RANDOM}),
+        sweep(folder, "cmp", {"m": ORACLE, "r": RANDOM}),
+    ]
+    for config in configs:
+        done = runner.invoke(app, ["run", "--config", str(config), "--db", db, "--format", "csv"])
+        assert done.exit_code == 0, done.output
+    Store.close_all()
+    listed = runner.invoke(app, ["runs", "--db", db, "--format", "json"])
+    assert listed.exit_code == 0, listed.output
+    ids = [row["id"] for row in json.loads(listed.stdout)]
+    assert len(ids) == 5
+    yield db, ids[::-1]  # oldest first: solo_o, solo_g, oracle, guesser, oracle_again
+    Store.close_all()
+
+
+def compare(db, *arguments):
+    return runner.invoke(app, ["compare", *arguments, "--db", db])
+
+
+def unique_prefix(run_id, ids):
+    for size in range(1, len(run_id) + 1):
+        if sum(other.startswith(run_id[:size]) for other in ids) == 1:
+            return run_id[:size]
+    raise AssertionError(run_id)
+
+
+def one_error_line(result):
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert "Traceback" not in result.output
+    return lines[0]
+
+
+def test_runs_lists_the_newest_first(results):
+    db, ids = results
+    done = runner.invoke(app, ["runs", "--db", db, "--format", "json", "--limit", "2"])
+    assert done.exit_code == 0, done.output
+    rows = json.loads(done.stdout)
+    assert [row["id"] for row in rows] == [ids[4], ids[3]]
+    assert rows[0]["models"] == "m, r" and rows[0]["n"] == 50
+    assert rows[0]["sweep"] == "cmp" and rows[0]["status"] == "finished"
+    assert rows[0]["started"] <= rows[0]["finished"]
+    solo = runner.invoke(app, ["runs", "--db", db, "--sweep", "solo", "--format", "csv"])
+    assert solo.stdout.splitlines()[0] == "id,sweep,models,status,started,finished,n"
+    assert [line.split(",")[2] for line in solo.stdout.splitlines()[1:]] == ["g", "o"]
+    table = runner.invoke(app, ["runs", "--db", db])
+    assert table.exit_code == 0 and ids[0] in table.stdout
+    none = runner.invoke(app, ["runs", "--db", db, "--sweep", "nope"])
+    assert none.exit_code == 0 and "holds no runs of sweep 'nope'" in none.stderr
+
+
+def test_a_model_that_got_worse_fails_the_gate(results):
+    db, ids = results
+    oracle, guesser = (unique_prefix(ids[i], ids) for i in (2, 3))
+    done = compare(db, oracle, guesser, "--fail-on-regression")
+    assert done.exit_code == EXIT_REGRESSION, done.output
+    assert "regression" in done.stdout
+    assert "1 regression, 0 improvements, 1 no change over 50 paired cases" in done.stdout
+    assert done.stderr.strip() == "regression: m/objects"
+    assert compare(db, oracle, guesser).exit_code == 0  # without the gate: a report
+
+
+def test_the_reverse_is_an_improvement(results):
+    db, _ = results
+    done = compare(db, "previous", "latest", "--fail-on-regression")  # guesser -> oracle
+    assert done.exit_code == 0, done.output
+    assert "0 regressions, 1 improvement, 1 no change over 50 paired cases" in done.stdout
+
+
+def test_identical_runs_change_nothing(results):
+    db, ids = results
+    done = compare(db, ids[2], ids[4], "--fail-on-regression", "--format", "json")
+    assert done.exit_code == 0, done.output
+    rows = json.loads(done.stdout)
+    assert {(row["model"], row["verdict"]) for row in rows} == {
+        ("m", "no change"), ("r", "no change"),
+    }  # fmt: skip
+    assert all(row["lost"] == row["gained"] == 0 for row in rows)
+    assert "0 regressions, 0 improvements, 2 no change" in done.stderr  # stdout is JSON
+
+
+def test_two_models_of_one_run(results):
+    db, ids = results
+    done = compare(db, ids[2], ids[2], "--base-model", "m", "--new-model", "r",
+                   "--fail-on-regression", "--by", "point", "--format", "csv")  # fmt: skip
+    assert done.exit_code == EXIT_REGRESSION, done.output
+    header, row = done.stdout.splitlines()[:2]
+    assert header.startswith("model,manifold,point_key,n,")
+    assert row.startswith("m -> r,objects,")
+
+
+def test_two_one_model_runs_pair_their_models(results):
+    db, ids = results
+    done = compare(db, "previous", "latest", "--sweep", "solo", "--model", "o")
+    assert "run " + ids[1] + " has no model 'o' (it has: g)" in one_error_line(done)
+    done = compare(db, "previous", "latest", "--sweep", "solo", "--fail-on-regression")
+    assert done.exit_code == EXIT_REGRESSION, done.output
+    assert "pairing model 'o' of BASE with 'g' of NEW" in done.stderr
+    assert "o -> g" in done.stdout
+
+
+def test_filters(results):
+    db, ids = results
+    done = compare(db, ids[2], ids[3], "--model", "r", "--manifold", "objects")
+    assert done.exit_code == 0, done.output
+    assert "0 regressions, 0 improvements, 1 no change over 25 paired cases" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["nope", "latest"], "BASE: run 'nope': no run in"),
+        (["latest", "nope"], "NEW: run 'nope': no run in"),
+        (["latest", "previous", "--by", "weird"], "--by 'weird': choose manifold or point"),
+        (["latest", "previous", "--alpha", "2"], "--alpha 2.0: need 0 < alpha < 1"),
+        (["latest", "previous", "--format", "xml"], "--format 'xml'"),
+        (["latest", "previous", "--base-model", "m"], "--base-model and --new-model go together"),
+        (["latest", "previous", "--model", "m", "--base-model", "m", "--new-model", "r"],
+         "--model cannot be combined"),
+        (["latest", "previous", "--manifold", "shuffle"], "has no manifold 'shuffle'"),
+    ],
+)  # fmt: skip
+def test_bad_input_is_one_line_and_exit_2(results, arguments, message):
+    db, _ = results
+    assert message in one_error_line(compare(db, *arguments))
+
+
+def test_runs_without_shared_cases_say_so(results):
+    db, ids = results
+    done = compare(db, ids[0], ids[2], "--base-model", "o", "--new-model", "m")
+    line = one_error_line(done)
+    assert f"runs {ids[0]} and {ids[2]} share no answered cases to compare" in line
+    assert "different cases" in line
+    line = one_error_line(compare(db, ids[0], ids[2]))  # one model vs two: nothing pairs
+    assert "their models differ (o vs m, r)" in line
+    assert "--base-model" in line
+
+
+def test_an_ambiguous_prefix_and_a_missing_database(results, tmp_path):
+    db, ids = results
+    assert "is ambiguous" in one_error_line(compare(db, ids[2][:1], "latest"))
+    missing = str(tmp_path / "none.duckdb")
+    assert "no results database" in one_error_line(compare(missing, "previous", "latest"))
+    listed = runner.invoke(app, ["runs", "--db", missing])
+    assert "no results database" in one_error_line(listed)
+    assert "--limit 0" in one_error_line(runner.invoke(app, ["runs", "--db", db, "--limit", "0"]))
