@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 app = typer.Typer(
@@ -11,3 +13,32 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _version(value: bool) -> None:
+    """`numerate --version`: the package version and the code version stored with each run."""
+    if not value:
+        return
+    from importlib.metadata import PackageNotFoundError, version
+
+    from numerate.provenance import code_version
+
+    try:
+        package = version("numerate")
+    except PackageNotFoundError:  # pragma: no cover - run from a checkout without install
+        package = "unknown"
+    typer.echo(f"numerate {package} (code {code_version()})")
+    raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Show the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Evaluate language models on reasoning test manifolds and text-to-image models on
+    NumGen."""

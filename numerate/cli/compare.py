@@ -30,6 +30,7 @@ def list_runs_command(
     ] = "table",
 ) -> None:
     """List the runs, newest first: id, sweep, models, status, times and answers stored.
+
     Never writes: while a sweep runs, it reads the sweep's live snapshot."""
     from numerate.report import render
     from numerate.runs import list_runs

@@ -157,8 +157,10 @@ def plot(
         typer.Option("--out", help="File to write, .png or .html (default: plot-<run id>.png)."),
     ] = None,
 ) -> None:
-    """Plot a run: accuracy by difficulty with 95% intervals, a heatmap of every grid point, and
-    with --against a comparison with another run. Prints the path written."""
+    """Plot a run: difficulty curves with 95% intervals, heatmaps, comparisons.
+
+    Accuracy against a difficulty parameter per manifold and model, a heatmap of every grid
+    point, and with --against a comparison with another run. Prints the path written."""
     from numerate.plots import OutputFormat, output_format, render_run
 
     try:

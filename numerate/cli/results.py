@@ -38,8 +38,9 @@ def report(
         list[str] | None, typer.Option(help="Only this manifold (repeat for several).")
     ] = None,
 ) -> None:
-    """Show a run's results: per model and per manifold, with 95% intervals. Never writes:
-    while a sweep runs, it reads the sweep's live snapshot."""
+    """Show a run's results: per model and per manifold, with 95% intervals.
+
+    Never writes: while a sweep runs, it reads the sweep's live snapshot."""
     from numerate.report import render, run_points, run_state
     from numerate.runs import resolve_run
 
@@ -72,9 +73,11 @@ def db_command(
         str, typer.Option("--format", help="table, csv, json or markdown.")
     ] = "table",
 ) -> None:
-    """Query the results with SQL, read-only: nothing can be written, and no file other than
-    the database can be read (COPY, EXPORT, ATTACH and file functions are refused). Any DuckDB
-    file can be opened; while a sweep writes one, its live snapshot is read."""
+    """Query the results with SQL, read-only; without SQL, list the tables and views.
+
+    Nothing can be written, and no file other than the database can be read (COPY, EXPORT,
+    ATTACH and file functions are refused). Any DuckDB file can be opened; while a sweep
+    writes one, its live snapshot is read."""
     from numerate.report import render
 
     query = sql or (

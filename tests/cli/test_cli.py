@@ -104,6 +104,14 @@ def test_help_imports_nothing_heavy():
     assert out.stdout.strip().splitlines()[-1] == "[]"
 
 
+def test_version_names_the_package_and_the_code():
+    import re
+
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert re.fullmatch(r"numerate \S+ \(code \S+\)\n", result.stdout)
+
+
 def test_every_command_is_documented_in_the_readme():
     readme = (ROOT / "README.md").read_text()
     commands = [c.name or c.callback.__name__ for c in app.registered_commands]
