@@ -39,12 +39,18 @@ GENERATE_DEPLOYMENT = "numgen-generate/numgen-generate"
 DETECT_DEPLOYMENT = "numgen-detect/numgen-detect"
 
 
+def _expect(n: int) -> None:
+    """A step's work for the progress bar, unless the numgen flow announced both steps."""
+    if current_progress().total == 0:  # run as a deployment of its own, on a worker
+        current_progress().add_total(n)
+
+
 @flow(name="numgen-generate")
 async def numgen_generate(config: dict[str, Any], run_dir: str) -> int:
     """Generate every prompt's image (on a GPU worker); the rows go to run_dir/images.jsonl."""
     settings = NumGenConfig.model_validate(config)
     prompts = build_prompts(config)
-    current_progress().add_total(len(prompts))
+    _expect(len(prompts))
     rows: list[dict[str, Any]] = []
     for start in range(0, len(prompts), settings.task_batch):
         batch = prompts[start : start + settings.task_batch]
@@ -60,7 +66,7 @@ async def numgen_detect(config: dict[str, Any], run_dir: str) -> int:
     to run_dir/detections.jsonl."""
     settings = NumGenConfig.model_validate(config)
     images = read_manifest(Path(run_dir) / IMAGES_MANIFEST)
-    current_progress().add_total(len(images))
+    _expect(len(images))
     rows: list[dict[str, Any]] = []
     batch = settings.task_batch
     for start in range(0, len(images), batch):
@@ -104,6 +110,8 @@ async def numgen(
     run_id = await open_numgen_run(data, db_path)
     try:
         if settings.needs_images:
+            # both steps up front: images, then counts (the bar does not jump from n/n to n/2n)
+            current_progress().add_total(2 * len(build_prompts(data)))
             folder = str(run_folder(settings, run_id))
             parameters = {"config": data, "run_dir": folder}
             await run_step(GENERATE_DEPLOYMENT, numgen_generate, parameters, dispatch)

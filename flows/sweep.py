@@ -31,7 +31,7 @@ from tasks.database import (
     store_cases,
     store_responses,
 )
-from tasks.generate import generate_cases
+from tasks.generate import case_generator
 from tasks.grade import grade_batch
 from tasks.passing import unwalked
 
@@ -139,6 +139,7 @@ async def sweep(config: dict[str, Any], db: str | None = None, fresh: bool = Fal
         for warning in warnings:
             get_run_logger().warning(warning)
         run_id = await open_run(sweep_config.model_dump(mode="json"), db_path, fresh)
+        generate_cases = await case_generator()
         get_run_logger().info("run %s of sweep %r -> %s", run_id, sweep_config.name, db_path)
         planned = [
             case

@@ -1,17 +1,31 @@
-"""Case generation, cached by Prefect on its inputs."""
+"""Case generation, cached by Prefect on its inputs, in a folder of its own that is pruned."""
 
 from __future__ import annotations
 
+import time
+from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from prefect import task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
+from prefect.filesystems import LocalFileSystem
+from prefect.settings import PREFECT_HOME
 
 from numerate.config import ManifoldSweep
 from numerate.plan import PlannedCase, plan_manifold
 
+CASE_CACHE_DAYS = 7
+"""Generated cases are reused for a week; older cache files are removed (prune_case_cache)."""
 
-@task(cache_policy=INPUTS + TASK_SOURCE, persist_result=True)
+CASE_CACHE = Path(PREFECT_HOME.value()) / "storage" / "numerate-cases"
+
+
+@task(
+    cache_policy=INPUTS + TASK_SOURCE,
+    persist_result=True,
+    cache_expiration=timedelta(days=CASE_CACHE_DAYS),
+)
 def generate_cases(
     sweep: dict[str, Any], base_seed: int, generator_version: str
 ) -> list[PlannedCase]:
@@ -22,3 +36,30 @@ def generate_cases(
     Prefect's cache.
     """
     return plan_manifold(ManifoldSweep.model_validate(sweep), base_seed, generator_version)
+
+
+async def case_generator() -> Any:
+    """generate_cases storing its cache in CASE_CACHE (a LocalFileSystem block saved as
+    `numerate-cases`: Prefect takes only saved blocks as result storage), after removing the
+    files older than CASE_CACHE_DAYS there."""
+    import asyncio
+
+    await asyncio.to_thread(prune_case_cache)
+    storage = LocalFileSystem(basepath=str(CASE_CACHE))
+    await storage.save("numerate-cases", overwrite=True)
+    return generate_cases.with_options(result_storage=storage)
+
+
+def prune_case_cache(days: float = CASE_CACHE_DAYS, folder: Path = CASE_CACHE) -> int:
+    """Remove cached cases older than `days` (Prefect keeps result files forever); returns how
+    many files went. A file another process removes first is not an error."""
+    cutoff = time.time() - days * 86400
+    removed = 0
+    for path in folder.glob("*") if folder.is_dir() else ():
+        try:
+            if path.is_file() and path.stat().st_mtime < cutoff:
+                path.unlink()
+                removed += 1
+        except FileNotFoundError:
+            continue
+    return removed

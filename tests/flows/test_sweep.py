@@ -199,6 +199,25 @@ def test_generation_is_cached_by_prefect(db_path):
     assert [p.case_id for p in first.result()] == [p.case_id for p in second.result()]
 
 
+def test_the_case_cache_lives_in_its_own_folder_and_old_files_are_pruned(db_path, tmp_path):
+    import os
+    import time
+
+    from tasks.generate import CASE_CACHE, prune_case_cache
+
+    manifolds = [{"manifold": "sequence", "count": 3}]
+    run(config([{"name": "oracle", "model": "baseline:oracle"}], manifolds), db_path)
+    assert CASE_CACHE.is_dir() and any(CASE_CACHE.iterdir())
+    old, new = tmp_path / "old", tmp_path / "new"
+    old.write_text("x")
+    new.write_text("y")
+    week_ago = time.time() - 8 * 86400
+    os.utime(old, (week_ago, week_ago))
+    assert prune_case_cache(7, tmp_path) == 1
+    assert not old.exists() and new.exists()
+    assert prune_case_cache(7, tmp_path / "absent") == 0
+
+
 def test_prompt_content_reaches_the_endpoint(fake_openai, db_path):
     cfg = config([{"name": "fake", "model": "fake-model", "base_url": fake_openai.base_url}],
                  [{"manifold": "sequence", "count": 3}])  # fmt: skip
