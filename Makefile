@@ -30,11 +30,13 @@ test: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/pytest
 
-## bench: generation throughput per manifold, pipeline throughput and caching, rate limits
+## bench: generation throughput per manifold, pipeline throughput and caching, rate limits,
+## start-up of `numerate run`
 bench: $(STAMP)
 	$(BIN)/python bench/generate.py
 	$(BIN)/python bench/pipeline.py
 	$(BIN)/python bench/rate_limit.py
+	$(BIN)/python bench/startup.py
 
 clean:
 	rm -rf $(VENV) $(RESULTS) .pytest_cache .ruff_cache .mypy_cache .import_linter_cache .hypothesis

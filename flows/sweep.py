@@ -118,7 +118,13 @@ def sweep_run_name() -> str:
 
 
 @flow(name="sweep", flow_run_name=sweep_run_name)
-async def sweep(config: dict[str, Any], db: str | None = None, fresh: bool = False) -> Any:
+async def sweep(
+    config: dict[str, Any],
+    db: str | None = None,
+    fresh: bool = False,
+    unusable: dict[str, str] | None = None,
+    plot: bool = True,
+) -> Any:
     """Evaluate every model of a sweep config on every grid point; returns the run id.
 
     The flow run ends Failed, naming the model, the cause and the counts, when a model's part
@@ -129,15 +135,19 @@ async def sweep(config: dict[str, Any], db: str | None = None, fresh: bool = Fal
         db: DuckDB file (default: the config's `db`, else $NUMERATE_DB, else
             results/numerate.duckdb).
         fresh: start a new run even if an unfinished run of the same sweep can be resumed.
+        unusable: the models a check of the endpoints just found unusable, with why (the
+            CLI checks before it starts); given, the endpoints are not checked again.
+        plot: draw the run's plot for its artifacts (about 0.6 s).
     """
     # the garbage collector walks the sweep's objects, not all of Prefect's (numerate.env)
     with startup_objects_frozen():
         sweep_config = parse_sweep_config(config)
         db_path = db or sweep_config.db or default_db()
         models = sweep_config.models
-        warnings, unusable = await check_endpoints([m.model_dump(mode="json") for m in models])
-        for warning in warnings:
-            get_run_logger().warning(warning)
+        if unusable is None:
+            warnings, unusable = await check_endpoints([m.model_dump(mode="json") for m in models])
+            for warning in warnings:
+                get_run_logger().warning(warning)
         run_id = await open_run(sweep_config.model_dump(mode="json"), db_path, fresh)
         generate_cases = await case_generator()
         get_run_logger().info("run %s of sweep %r -> %s", run_id, sweep_config.name, db_path)
@@ -161,11 +171,11 @@ async def sweep(config: dict[str, Any], db: str | None = None, fresh: bool = Fal
                 )
         finally:
             await close_clients()
-        return await conclude(run_id, db_path, sweep_config.results_dir, outcomes)
+        return await conclude(run_id, db_path, sweep_config.results_dir, outcomes, plot)
 
 
 async def conclude(
-    run_id: str, db: str, results_dir: str | None, outcomes: list[PartOutcome]
+    run_id: str, db: str, results_dir: str | None, outcomes: list[PartOutcome], plot: bool = True
 ) -> Any:
     """Aggregate, record how every part ended, publish; the run id, or a Failed state naming
     every part that is not ok."""
@@ -173,7 +183,7 @@ async def conclude(
     status, message = run_verdict(outcomes)
     await finish_run(run_id, db, status, unwalked(outcomes))
     try:
-        await publish_run_artifacts(run_id, db)
+        await publish_run_artifacts(run_id, db, plot)
     except Exception as error:  # artifacts show results; they never fail a stored run
         get_run_logger().warning("run %s: artifacts not published: %s", run_id, error)
     if results_dir:

@@ -45,13 +45,13 @@ def _draw_plot(store: Store, run_id: str, db: str) -> str | None:
     return str(path)
 
 
-def _build(run_id: str, db: str) -> tuple[str, list[dict[str, Any]], str, str | None]:
+def _build(run_id: str, db: str, draw: bool) -> tuple[str, list[dict[str, Any]], str, str | None]:
     store = Store.open(db)
     [(sweep,)] = store.query("SELECT sweep_name FROM runs WHERE run_id = ?", [run_id])
     base = previous_run(store, run_id)
     comparison = comparison_lines(store, base, run_id) if base else []
     try:
-        plot = _draw_plot(store, run_id, db)
+        plot = _draw_plot(store, run_id, db) if draw else None
     except OSError:
         plot = None  # a plot is a convenience: the results are stored all the same
     return (
@@ -63,10 +63,11 @@ def _build(run_id: str, db: str) -> tuple[str, list[dict[str, Any]], str, str | 
 
 
 @task(cache_policy=NO_CACHE, task_run_name="publish artifacts")
-async def publish_run_artifacts(run_id: str, db: str) -> None:
+async def publish_run_artifacts(run_id: str, db: str, draw: bool = True) -> None:
     """The run's results table and summary (with the comparison against the previous run of
-    the sweep) as Prefect artifacts keyed by the sweep's name, and a link to its plot."""
-    sweep, table, markdown, plot = await asyncio.to_thread(_build, run_id, db)
+    the sweep) as Prefect artifacts keyed by the sweep's name, and a link to its plot (when
+    `draw`)."""
+    sweep, table, markdown, plot = await asyncio.to_thread(_build, run_id, db, draw)
     description = f"run {run_id}"
     await acreate_table_artifact(
         table=table, key=artifact_key(sweep, "results"), description=description
