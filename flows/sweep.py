@@ -22,7 +22,7 @@ from numerate.progress import current as current_progress
 from numerate.provenance import generator_label
 from tasks.aggregate import aggregate_run
 from tasks.answer import answer_batch, check_endpoints, model_outcome
-from tasks.artifacts import progress_artifact, publish_run_artifacts
+from tasks.artifacts import progress_artifact, publish_run_artifacts, regressions
 from tasks.database import (
     finish_run,
     open_run,
@@ -197,11 +197,24 @@ async def conclude(
 
 @flow(name="nightly-sweep")
 async def nightly_sweep(
-    config_path: str = "deployments/sweeps/nightly.yaml", db: str | None = None
-) -> str:
-    """The scheduled sweep: the config file's models and manifolds; returns the run id."""
+    config_path: str = "deployments/sweeps/nightly.yaml",
+    db: str | None = None,
+    fail_on_regression: bool = True,
+) -> Any:
+    """The scheduled sweep: the config file's models and manifolds; returns the run id.
+
+    With `fail_on_regression`, the flow run ends Failed, naming each regression, when some
+    model x manifold is significantly worse than in the previous run of the sweep (the
+    comparison of the summary artifact, `numerate compare previous latest`)."""
     sweep_config = load_sweep_config(config_path)
     data = sweep_config.model_dump(mode="json")
+    db_path = db or sweep_config.db or default_db()
     with tags(*run_tags(data)):
-        run_id: str = await sweep(data, db)
+        run_id: str = await sweep(data, db_path)
+    if fail_on_regression:
+        found = await regressions(run_id, db_path)
+        if found:
+            message = f"run {run_id} regressed against the previous run: {'; '.join(found)}"
+            get_run_logger().error(message)
+            return Failed(message=message, data=run_id)
     return run_id

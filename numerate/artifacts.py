@@ -14,8 +14,8 @@ from typing import Any
 from numerate.report import Source, run_summaries
 
 __all__ = [
-    "artifact_key", "comparison_lines", "numgen_markdown", "previous_run", "results_table",
-    "run_markdown",
+    "artifact_key", "comparison_lines", "find_regressions", "numgen_markdown", "previous_run",
+    "results_table", "run_markdown",
 ]  # fmt: skip
 
 
@@ -102,6 +102,20 @@ def comparison_lines(source: Source, base: str, new: str) -> list[str]:
         f"Against `{base}` (`numerate compare {base} {new}`): {summary_line(comparison)}.",
         "",
         *table,
+    ]
+
+
+def find_regressions(source: Source, base: str, new: str) -> list[str]:
+    """Each model x manifold significantly worse in `new` than in `base`, as a line:
+    "oracle/objects 1.000 -> 0.400 (p = 0.0001)"."""
+    from numerate.compare import compare_runs, run_answers
+
+    comparison = compare_runs(run_answers(source, base), run_answers(source, new))
+    worse = comparison.filter(comparison["verdict"] == "regression")
+    return [
+        f"{row['model']}/{row['manifold']} {row['base_accuracy']:.3f} -> "
+        f"{row['new_accuracy']:.3f} (p = {row['p_holm']:.2g})"
+        for row in worse.iter_rows(named=True)
     ]
 
 

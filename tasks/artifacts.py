@@ -98,6 +98,20 @@ async def publish_numgen_artifacts(
     )
 
 
+@task(cache_policy=NO_CACHE)
+async def regressions(run_id: str, db: str) -> list[str]:
+    """The model x manifold groups of `run_id` significantly worse than in the previous run of
+    its sweep (numerate.compare, McNemar with Holm), one line each; [] without a previous run."""
+    from numerate.artifacts import find_regressions
+
+    def find() -> list[str]:
+        store = Store.open(db)
+        base = previous_run(store, run_id)
+        return find_regressions(store, base, run_id) if base else []
+
+    return await asyncio.to_thread(find)
+
+
 @contextlib.asynccontextmanager
 async def progress_artifact(name: str, every_s: float = 5.0) -> AsyncIterator[None]:
     """A progress artifact of the flow run, updated every `every_s` seconds from

@@ -79,3 +79,24 @@ def test_a_sweep_publishes_results_summary_comparison_and_progress(db_path, tmp_
     names = {t.name for t in task_runs}
     assert {"query oracle/objects 1–10", "query oracle/objects 11–20"} <= names
     assert "grade random/objects 11–20" in names
+
+
+def test_the_nightly_flow_fails_on_a_regression_against_the_previous_night(db_path, tmp_path):
+    import yaml
+
+    from flows.sweep import nightly_sweep
+
+    def night(model):
+        path = tmp_path / f"{model}.yaml"
+        models = [{"name": "m", "model": f"baseline:{model}"}]
+        manifolds = [{"manifold": "objects", "count": 30, "grid": {"length": 3}}]
+        path.write_text(yaml.safe_dump({"name": "gate", "models": models, "manifolds": manifolds}))
+        return asyncio.run(nightly_sweep(str(path), db_path, return_state=True))
+
+    first = night("random")
+    assert first.is_completed()  # nothing to compare with on the first night
+    better = night("oracle")
+    assert better.is_completed()  # an improvement passes
+    worse = night("random")
+    assert worse.is_failed()
+    assert "regressed against the previous run: m/objects 1.000 -> " in worse.message
