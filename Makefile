@@ -31,12 +31,13 @@ test: $(STAMP)
 	$(BIN)/pytest
 
 ## bench: generation throughput per manifold, pipeline throughput and caching, rate limits,
-## start-up of `numerate run`
+## start-up of `numerate run`, requests saved by adaptive sampling
 bench: $(STAMP)
 	$(BIN)/python bench/generate.py
 	$(BIN)/python bench/pipeline.py
 	$(BIN)/python bench/rate_limit.py
 	$(BIN)/python bench/startup.py
+	$(BIN)/python bench/adaptive.py
 
 clean:
 	rm -rf $(VENV) $(RESULTS) .pytest_cache .ruff_cache .mypy_cache .import_linter_cache .hypothesis

@@ -12,7 +12,14 @@ from prefect.concurrency.asyncio import concurrency
 from prefect.states import Failed
 
 from kernel.errors import NumerateError
-from numerate.config import ModelConfig, default_db, load_sweep_config, parse_sweep_config
+from numerate.adaptive import Sampler
+from numerate.config import (
+    ModelConfig,
+    Precision,
+    default_db,
+    load_sweep_config,
+    parse_sweep_config,
+)
 from numerate.endpoints import close_clients
 from numerate.env import startup_objects_frozen
 from numerate.grading import Completion
@@ -29,50 +36,76 @@ from tasks.database import (
     publish_shards,
     release_database,
     store_cases,
+    store_point_stops,
     store_responses,
+    stored_counts,
 )
 from tasks.generate import case_generator
 from tasks.grade import grade_batch
 from tasks.passing import unwalked
 
+Plan = tuple[Precision | None, list[PlannedCase]]
+"""A manifold entry's adaptive sampling (None: a fixed count) and its cases."""
+
 
 async def evaluate_model(
-    model: ModelConfig, planned: list[PlannedCase], run_id: str, db: str, batch_size: int
+    model: ModelConfig, plans: list[Plan], run_id: str, db: str, batch_size: int
 ) -> None:
     """Ask, grade and store one model's answers, one batch of cases per task. Two batches
-    are asked at a time, and a batch is graded and stored while later ones are asked."""
+    are asked at a time, and a batch is graded and stored while later ones are asked. The
+    cases come from a numerate.adaptive.Sampler: all of a fixed entry's at once, an adaptive
+    entry's a round at a time as earlier rounds are graded."""
     model_data = model.model_dump(mode="json")
+    samples = model.sampling.samples
+    stored = await stored_counts(run_id, model.name, db) if any(p for p, _ in plans) else {}
+    sampler = Sampler(plans, samples, stored)
+    progress = current_progress()
+    progress.add_total(sampler.opened * samples)
 
     async def grade_and_store(batch: Any, completions: Any, first: int) -> None:
         rows = await grade_batch(batch, unwalked(completions), run_id, model_data, first)
         await store_responses(unwalked(rows), db)
+        progress.add_total(sampler.graded(rows) * samples)  # a round more for open points
+        progress.points_open(model.name, sampler.open_points)
 
-    storing: list[asyncio.Task[None]] = []
+    storing: set[asyncio.Task[None]] = set()
     asking: deque[tuple[Any, int, asyncio.Task[dict[tuple[str, int], Completion]]]] = deque()
 
     async def collect_oldest() -> None:
         batch, first, answering = asking.popleft()
-        storing.append(asyncio.create_task(grade_and_store(batch, await answering, first)))
+        storing.add(asyncio.create_task(grade_and_store(batch, await answering, first)))
 
+    first = 0
     try:
-        for start in range(0, len(planned), batch_size):
-            # unwalked(): Prefect would otherwise walk every case of a batch, looking for futures
-            batch = unwalked(planned[start : start + batch_size])
-            # Two batches at a time: the next fills the model's slots as this one drains
-            # (they share its concurrency limit), so the endpoint never idles between tasks.
-            answering = asyncio.create_task(answer_batch(model_data, batch, run_id, db, start))
-            asking.append((batch, start, answering))
-            if len(asking) == 2:
+        while True:
+            taken = sampler.take(batch_size)
+            if taken:
+                # unwalked(): Prefect would otherwise walk every case of a batch for futures
+                batch = unwalked(taken)
+                # Two batches at a time: the next fills the model's slots as this one drains
+                # (they share its concurrency limit), so the endpoint never idles between tasks.
+                answering = asyncio.create_task(answer_batch(model_data, batch, run_id, db, first))
+                asking.append((batch, first, answering))
+                first += len(batch)
+                if len(asking) == 2:
+                    await collect_oldest()
+            elif asking:
                 await collect_oldest()
-        while asking:
-            await collect_oldest()
-        await asyncio.gather(*storing)
+            elif storing:  # nothing to ask until a round is graded
+                done, _ = await asyncio.wait(storing, return_when=asyncio.FIRST_COMPLETED)
+                storing.difference_update(done)
+                for task in done:
+                    task.result()  # a failure to store stops the model's part
+            else:
+                break
     except BaseException:
         # stop asking; let what was answered be graded and stored, then report the failure
         for _, _, answering in asking:
             answering.cancel()
         await asyncio.gather(*(a for _, _, a in asking), *storing, return_exceptions=True)
         raise
+    if sampler.stops():
+        await store_point_stops(run_id, model.name, sampler.stops(), db)
 
 
 async def within_endpoint_limit(model: ModelConfig, work: Coroutine[Any, Any, None]) -> None:
@@ -86,14 +119,14 @@ async def within_endpoint_limit(model: ModelConfig, work: Coroutine[Any, Any, No
 
 
 async def evaluate_part(
-    model: ModelConfig, planned: list[PlannedCase], run_id: str, db: str, batch_size: int,
+    model: ModelConfig, plans: list[Plan], run_id: str, db: str, batch_size: int,
     stopped: str | None,
 ) -> PartOutcome:  # fmt: skip
     """One model's part of the run, and how it ended. A model that fails (its endpoint is
     down, it refuses the key) fails its own part only: the other models go on."""
     if stopped is None:
         try:
-            work = evaluate_model(model, planned, run_id, db, batch_size)
+            work = evaluate_model(model, plans, run_id, db, batch_size)
             await within_endpoint_limit(model, work)
         except NumerateError as error:
             stopped = str(error)
@@ -151,21 +184,25 @@ async def sweep(
         run_id = await open_run(sweep_config.model_dump(mode="json"), db_path, fresh)
         generate_cases = await case_generator()
         get_run_logger().info("run %s of sweep %r -> %s", run_id, sweep_config.name, db_path)
-        planned = [
-            case
-            for entry in sweep_config.manifolds
-            for case in generate_cases(
-                entry.model_dump(mode="json"), sweep_config.seed, generator_label(entry.manifold)
+        plans: list[Plan] = [
+            (
+                entry.precision,
+                generate_cases(
+                    entry.model_dump(mode="json"),
+                    sweep_config.seed,
+                    generator_label(entry.manifold),
+                ),
             )
+            for entry in sweep_config.manifolds
         ]
-        current_progress().add_total(len(planned) * sum(m.sampling.samples for m in models))
+        planned = [case for _, cases in plans for case in cases]
         try:
             batch = sweep_config.batch_size
             async with progress_artifact(sweep_config.name):
                 _, *outcomes = await asyncio.gather(
                     store_cases(unwalked(planned), db_path),  # while the first batches are asked
                     *(
-                        evaluate_part(m, planned, run_id, db_path, batch, unusable.get(m.name))
+                        evaluate_part(m, plans, run_id, db_path, batch, unusable.get(m.name))
                         for m in models
                     ),
                 )

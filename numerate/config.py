@@ -137,6 +137,34 @@ class ModelConfig(BaseModel):
         return self
 
 
+DEFAULT_COUNT = 20
+"""Cases per grid point when a manifold entry gives neither `count` nor `precision`."""
+
+
+class Precision(BaseModel):
+    """Adaptive sampling of a manifold entry (numerate.adaptive): each grid point asks
+    `min_count` cases, then `step` more at a time, until the full width of the 95% Wilson
+    interval of its accuracy is at most `ci_width` or `max_count` cases were asked."""
+
+    model_config = _STRICT
+
+    ci_width: float = Field(gt=0, le=1)
+    """Target full width of the 95% interval (0.10: accuracy +- about 0.05)."""
+    min_count: int = Field(20, ge=1, le=1_000_000)
+    max_count: int = Field(400, ge=1, le=1_000_000)
+    step: int = Field(20, ge=1, le=1_000_000)
+    min_scored: float = Field(0.5, ge=0, le=1)
+    """A point stops (`unscored`) when fewer than this share of its answers can be scored
+    (truncated, unparsed and failed requests count as asked): more of them would not narrow
+    the interval."""
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Precision:
+        if self.max_count < self.min_count:
+            raise ValueError(f"max_count = {self.max_count} is below min_count = {self.min_count}")
+        return self
+
+
 class ManifoldSweep(BaseModel):
     """One manifold and its difficulty grid."""
 
@@ -144,10 +172,33 @@ class ManifoldSweep(BaseModel):
 
     manifold: str
     """Registered manifold name: objects, shuffle or sequence."""
-    count: int = Field(20, ge=1, le=1_000_000)
-    """Cases per grid point."""
+    count: int | None = Field(None, ge=1, le=1_000_000)
+    """Cases per grid point (default 20 when there is no `precision`)."""
+    precision: Precision | None = None
+    """Instead of `count`: sample each point until its interval is narrow enough."""
     grid: dict[str, Any] = {}
     """Parameter -> list of values (an axis of the cartesian product) or a scalar (fixed)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_count(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("precision") is None and data.get("count") is None:
+            return {**data, "count": DEFAULT_COUNT}
+        return data
+
+    @model_validator(mode="after")
+    def _count_or_precision(self) -> ManifoldSweep:
+        if self.precision is not None and self.count is not None:
+            raise ValueError(
+                "count and precision: give one (count asks a fixed number of cases per point; "
+                "precision asks until the interval is narrow enough, at most max_count)"
+            )
+        return self
+
+    @property
+    def planned_count(self) -> int:
+        """Cases generated per point: `count`, or the most `precision` may ask."""
+        return self.precision.max_count if self.precision else self.count or DEFAULT_COUNT
 
     @field_validator("manifold")
     @classmethod
@@ -189,7 +240,7 @@ class ManifoldSweep(BaseModel):
         for combination in itertools.product(*axes.values()):
             point = dict(zip(axes, combination, strict=True))
             try:
-                params = spec.params(count=self.count, **point)
+                params = spec.params(count=self.planned_count, **point)
             except ValidationError as error:
                 problem = error.errors()[0]
                 field = ".".join(str(p) for p in problem["loc"])
@@ -269,8 +320,8 @@ class SweepConfig(BaseModel):
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
     def total_cases(self) -> int:
-        """Cases per model."""
-        return sum(m.count * len(m.points()) for m in self.manifolds)
+        """Cases per model (at most, with adaptive sampling)."""
+        return sum(m.planned_count * len(m.points()) for m in self.manifolds)
 
 
 def parse_sweep_config(data: Any, source: str = "sweep config") -> SweepConfig:
@@ -360,9 +411,9 @@ def evaluate_config(
             present = ", ".join(m["manifold"] for m in data["manifolds"])
             raise ConfigError(f"manifolds: {unknown[0]!r} is not in the sweep ({present})")
         data["manifolds"] = [m for m in data["manifolds"] if m["manifold"] in manifolds]
-    if count is not None:
+    if count is not None:  # a fixed count replaces adaptive sampling
         for entry in data["manifolds"]:
-            entry["count"] = count
+            entry.update(count=count, precision=None)
     return parse_sweep_config(data, "evaluate parameters")
 
 

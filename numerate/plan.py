@@ -88,7 +88,7 @@ def plan_manifold(
     for key, params in sweep.points():
         seed = point_seed(spec.name, params, base_seed)
         floor = PointFloor(spec.chance_level(params), spec.heuristic_level(params, seed))
-        for index in range(sweep.count):
+        for index in range(sweep.planned_count):
             case = spec.generate(params, seed, index)
             planned.append(PlannedCase.of(case, floor, key, generator_version))
     return planned

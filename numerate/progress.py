@@ -27,6 +27,7 @@ class Progress:
         self.retries = 0
         self.started = time.monotonic()
         self._limits: dict[str, Any] = {}
+        self._open: dict[str, int] = {}
         self._lock = threading.Lock()
 
     def add_total(self, n: int) -> None:
@@ -40,6 +41,17 @@ class Progress:
             self.errors += errors
             self.cached += cached
         self.render()
+
+    def points_open(self, name: str, n: int) -> None:
+        """Grid points of a model still sampling adaptively (the total grows as they go on)."""
+        with self._lock:
+            self._open[name] = n
+        self.render()
+
+    def open_points(self) -> int | None:
+        """Adaptive grid points still open, over every model (None: no adaptive sampling)."""
+        with self._lock:
+            return sum(self._open.values()) if self._open else None
 
     def retried(self, n: int = 1) -> None:
         """A request is being sent again (a rate limit, a timeout, a 5xx)."""
@@ -72,8 +84,10 @@ class Progress:
         shown_eta = f", ETA {eta:,.0f} s" if eta is not None and self.done < self.total else ""
         limit = self.in_flight_limit()
         shown_limit = f", at most {limit} in flight" if limit is not None else ""
+        open_points = self.open_points()
+        shown_open = f" planned so far, {open_points} points still sampling" if open_points else ""
         return (
-            f"{self.done:,}/{self.total:,} requests ({self.cached:,} cached), "
+            f"{self.done:,}/{self.total:,} requests{shown_open} ({self.cached:,} cached), "
             f"{self.rate():,.1f}/s, {self.errors:,} errors, {self.retries:,} retries"
             f"{shown_limit}{shown_eta}"
         )

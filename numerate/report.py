@@ -56,8 +56,9 @@ def run_points(
     """The run's grid points, filtered like run_summaries."""
     where, params = _filters(models, manifolds)
     return source.frame(
-        "SELECT model, manifold, point_key, n, accuracy, ci_low, ci_high, chance_adjusted, "
-        f"unparsed_rate, truncation_rate, error_rate FROM points WHERE run_id = ?{where} "
+        "SELECT model, manifold, point_key, n, accuracy, ci_low, ci_high, ci_width, stop_reason, "
+        "chance_adjusted, unparsed_rate, truncation_rate, error_rate "
+        f"FROM points WHERE run_id = ?{where} "
         "ORDER BY model, manifold, point_key",
         [run_id, *params],
     )

@@ -13,7 +13,7 @@ from typing import Any
 
 from kernel.errors import NumerateError
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # Each migration moves the database from version i to i + 1. Never edit a released one:
 # add the next.
@@ -380,6 +380,25 @@ MIGRATIONS: list[tuple[str, str]] = [
         ORDER BY case_set, accuracy DESC NULLS LAST, model;
         """,
     ),
+    (
+        "point_stops: how each adaptively sampled grid point stopped; points.stop_reason and "
+        "points.ci_width",
+        """
+        CREATE TABLE point_stops (
+            run_id      VARCHAR NOT NULL,
+            model       VARCHAR NOT NULL,
+            manifold    VARCHAR NOT NULL,
+            point_key   VARCHAR NOT NULL,
+            asked       INTEGER NOT NULL,
+            reason      VARCHAR NOT NULL,
+            width       DOUBLE NOT NULL,
+            decided_at  TIMESTAMPTZ NOT NULL,
+            PRIMARY KEY (run_id, model, manifold, point_key)
+        );
+        ALTER TABLE points ADD COLUMN stop_reason VARCHAR;
+        ALTER TABLE points ADD COLUMN ci_width DOUBLE;
+        """,
+    ),
 ]
 
 # What a run exports as Parquet shards, and how ingesting one merges it: cases and
@@ -399,10 +418,11 @@ SHARD_TABLES: dict[str, tuple[str, str]] = {
     "responses": ("SELECT * FROM responses WHERE run_id = $run", "OR REPLACE"),
     "run_models": ("SELECT * FROM run_models WHERE run_id = $run", "OR REPLACE"),
     "points": ("SELECT * FROM points WHERE run_id = $run", "OR REPLACE"),
+    "point_stops": ("SELECT * FROM point_stops WHERE run_id = $run", "OR REPLACE"),
     "summaries": ("SELECT * FROM summaries WHERE run_id = $run", "OR REPLACE"),
 }
 
-OPTIONAL_SHARD_TABLES = frozenset({"run_models"})
+OPTIONAL_SHARD_TABLES = frozenset({"run_models", "point_stops"})
 """Shard tables that runs published by earlier versions lack."""
 
 NUMGEN_TABLES = ("numgen_images", "numgen_detections", "numgen_metrics", "numgen_targets")

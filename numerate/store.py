@@ -446,7 +446,8 @@ class Store:
     # ------------------------------------------------------------------ aggregates
 
     def replace_aggregates(self, run_id: str, points: Any, summaries: Any) -> None:
-        """Swap in a run's points and summaries (polars frames) in one transaction."""
+        """Swap in a run's points and summaries (polars frames) in one transaction; each point
+        gets its interval's width and, when sampled adaptively, why it stopped."""
         with self.transaction():
             self.con.execute("DELETE FROM points WHERE run_id = ?", [run_id])
             self.con.execute("DELETE FROM summaries WHERE run_id = ?", [run_id])
@@ -455,3 +456,19 @@ class Store:
                     self.con.register("incoming_rows", frame.to_arrow())
                     self.con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming_rows")
                     self.con.unregister("incoming_rows")
+            self.con.execute(
+                "UPDATE points SET ci_width = ci_high - ci_low, stop_reason = s.reason "
+                "FROM (SELECT p.model, p.manifold, p.point_key, s.reason FROM points p "
+                "      LEFT JOIN point_stops s USING (run_id, model, manifold, point_key) "
+                "      WHERE p.run_id = $run) s "
+                "WHERE points.run_id = $run AND points.model = s.model "
+                "AND points.manifold = s.manifold AND points.point_key = s.point_key",
+                {"run": run_id},
+            )
+
+    def put_point_stops(self, run_id: str, model: str, stops: list[dict[str, Any]]) -> None:
+        """Record how a model's adaptive grid points stopped (a resumed run replaces them)."""
+        rows = [{**stop, "run_id": run_id, "model": model, "decided_at": now()} for stop in stops]
+        columns = ("run_id", "model", "manifold", "point_key", "asked", "reason", "width",
+                   "decided_at")  # fmt: skip
+        self._insert_rows("point_stops", columns, rows, conflict="OR REPLACE")

@@ -55,6 +55,25 @@ async def store_responses(rows: list[dict[str, Any]], db: str) -> int:
 
 
 @task(cache_policy=NO_CACHE)
+async def stored_counts(run_id: str, model: str, db: str) -> dict[tuple[str, str], int]:
+    """Cases of each (manifold, point key) the model already answered in this run: where a
+    resumed adaptive run takes up each point."""
+    rows = await asyncio.to_thread(
+        Store.open(db).query,
+        "SELECT manifold, point_key, count(DISTINCT case_id) FROM responses "
+        "WHERE run_id = ? AND model = ? GROUP BY ALL",
+        [run_id, model],
+    )
+    return {(manifold, point): n for manifold, point, n in rows}
+
+
+@task(cache_policy=NO_CACHE)
+async def store_point_stops(run_id: str, model: str, stops: list[dict[str, Any]], db: str) -> None:
+    """How each adaptive grid point of the model stopped (numerate.adaptive.Sampler.stops)."""
+    await asyncio.to_thread(Store.open(db).put_point_stops, run_id, model, stops)
+
+
+@task(cache_policy=NO_CACHE)
 async def release_database(db: str) -> None:
     """Close the results database, so readers and other runs can open it at once (a worker's
     flow process may linger after the run is done)."""

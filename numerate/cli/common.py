@@ -104,13 +104,14 @@ def terminal_progress(description: str) -> Any:
                 TextColumn("{task.fields[retries]:,} retries"),
                 TextColumn("{task.fields[cached]:,} cached"),
                 TextColumn("{task.fields[limit]}"),
+                TextColumn("{task.fields[open]}"),
                 TextColumn("ETA"),
                 TimeRemainingColumn(),
                 console=Console(stderr=True),
                 transient=False,
             )
             self.task_id = self.bar.add_task(
-                description, total=0, rate=0.0, errors=0, retries=0, cached=0, limit=""
+                description, total=0, rate=0.0, errors=0, retries=0, cached=0, limit="", open=""
             )
             self.bar.start()
 
@@ -120,6 +121,7 @@ def terminal_progress(description: str) -> Any:
                 self.task_id, total=self.total, completed=self.done, rate=self.rate(),
                 errors=self.errors, retries=self.retries, cached=self.cached,
                 limit="" if limit is None else f"≤{limit} in flight",
+                open=f"{points} points still sampling" if (points := self.open_points()) else "",
             )  # fmt: skip
 
         def close(self) -> None:

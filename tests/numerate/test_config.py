@@ -85,3 +85,31 @@ def test_one_model_override():
     ]
     with pytest.raises(ConfigError, match="needs a base_url"):
         one_model_config(parse_sweep_config(base()), "served-id", None)
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ({"count": 20, "precision": {"ci_width": 0.1}}, "manifolds.0: count and precision"),
+        ({"precision": {"ci_width": 0}}, "manifolds.0.precision.ci_width = 0"),
+        ({"precision": {}}, "manifolds.0.precision.ci_width: Field required"),
+        ({"precision": {"ci_width": 0.1, "min_count": 50, "max_count": 10}},
+         "max_count = 10 is below min_count = 50"),
+    ],
+)  # fmt: skip
+def test_precision_is_checked_and_excludes_count(entry, message):
+    data = {"name": "x", "models": [{"name": "o", "model": "baseline:oracle"}],
+            "manifolds": [{"manifold": "objects", **entry}]}  # fmt: skip
+    with pytest.raises(ConfigError, match=message):
+        parse_sweep_config(data)
+
+
+def test_an_adaptive_entry_plans_up_to_max_count_and_survives_a_round_trip():
+    data = {"name": "x", "models": [{"name": "o", "model": "baseline:oracle"}],
+            "manifolds": [{"manifold": "objects", "precision": {"ci_width": 0.1}},
+                          {"manifold": "sequence"}]}  # fmt: skip
+    config = parse_sweep_config(data)
+    assert [m.count for m in config.manifolds] == [None, 20]
+    assert config.manifolds[0].planned_count == 400
+    again = parse_sweep_config(config.model_dump(mode="json"))
+    assert again.fingerprint() == config.fingerprint()
