@@ -86,7 +86,7 @@ async def evaluate_model(
                 # (they share its concurrency limit), so the endpoint never idles between tasks.
                 answering = asyncio.create_task(answer_batch(model_data, batch, run_id, db, first))
                 asking.append((batch, first, answering))
-                first += len(batch)
+                first += len(taken)
                 if len(asking) == 2:
                     await collect_oldest()
             elif asking:

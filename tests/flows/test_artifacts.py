@@ -9,6 +9,7 @@ from prefect.client.schemas.filters import (
     ArtifactFilter,
     ArtifactFilterKey,
     FlowRunFilter,
+    FlowRunFilterId,
     FlowRunFilterTags,
 )
 from prefect.client.schemas.sorting import ArtifactSort
@@ -42,7 +43,9 @@ async def tagged_runs(tag):
         runs = await client.read_flow_runs(
             flow_run_filter=FlowRunFilter(tags=FlowRunFilterTags(all_=[tag]))
         )
-        tasks = await client.read_task_runs()
+        tasks = await client.read_task_runs(
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[r.id for r in runs]))
+        )
     return runs, tasks
 
 
