@@ -97,6 +97,27 @@ def test_a_wrong_api_key_gives_one_clear_error_line(tmp_path, fake_openai, monke
     assert "wrong-key" not in line
 
 
+def test_run_model_reads_its_key_from_api_key_env_and_is_named_after_the_model(
+    tmp_path, fake_openai, monkeypatch
+):
+    fake_openai.api_key = "right-key"
+    monkeypatch.setenv("MY_KEY", "right-key")
+    db = tmp_path / "r.duckdb"
+    args = ["run", "--model", "fake-model", "--base-url", fake_openai.base_url,
+            "--api-key-env", "MY_KEY", "--db", str(db), "--format", "json"]  # fmt: skip
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert set(fake_openai.authorizations) == {"Bearer right-key"}
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        [(sweep, run_id)] = con.execute("SELECT sweep_name, run_id FROM runs").fetchall()
+    finally:
+        con.close()
+    assert sweep == "fake-model" and run_id.startswith("fake-model-")
+    line = one_error_line(runner.invoke(app, ["run", "--api-key-env", "MY_KEY"]))
+    assert "--api-key-env needs --model" in line
+
+
 def test_base_url_without_model(tmp_path):
     assert "--base-url needs --model" in one_error_line(
         runner.invoke(app, ["run", "--base-url", "http://127.0.0.1:1/v1"])
@@ -191,6 +212,7 @@ def test_a_sweep_killed_with_sigkill_resumes_to_the_same_result(tmp_path):
             cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
         )  # fmt: skip
         assert resumed.returncode == 0, resumed.stderr
+        assert "resuming run cli-" in resumed.stderr  # it says so, and how much is stored
         after_resume = logged(log)[len(before_kill) :]
         resent = set(after_resume) & set(before_kill)
         # in flight = sent, or answered but not yet committed: at most 2 x concurrency
@@ -259,6 +281,7 @@ def test_ctrl_c_and_sigterm_stop_cleanly_and_keep_every_answer(tmp_path, stop, c
         resumed = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
                                  timeout=300)  # fmt: skip
         assert resumed.returncode == 0, resumed.stderr
+        assert "resuming run cli-" in resumed.stderr  # it says so, and how much is stored
         assert len(logged(log)) - sent <= 200 - stored + 2
     finally:
         endpoint.kill()
