@@ -64,6 +64,27 @@ def run_points(
     )
 
 
+def check_filters(
+    source: Source, run_id: str, models: Sequence[str], manifolds: Sequence[str]
+) -> None:
+    """ConfigError naming a model or manifold the run does not have, and those it has."""
+    from kernel.errors import ConfigError
+
+    for option, column, wanted in (
+        ("--model", "model", models),
+        ("--manifold", "manifold", manifolds),
+    ):
+        if not wanted:
+            continue
+        known = [r[0] for r in source.query(
+            f"SELECT DISTINCT {column} FROM summaries WHERE run_id = ? AND {column} <> '*' "
+            "ORDER BY 1", [run_id])]  # fmt: skip
+        unknown = [name for name in wanted if name not in known]
+        if unknown:
+            has = ", ".join(known) or "no results yet"
+            raise ConfigError(f"{option} {unknown[0]!r}: run {run_id} has no such {column} ({has})")
+
+
 def run_state(source: Source, run_id: str) -> str | None:
     """A line for a run that is not finished (still running, degraded, failed...), else None."""
     rows = source.query(

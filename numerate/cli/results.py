@@ -41,7 +41,7 @@ def report(
     """Show a run's results: per model and per manifold, with 95% intervals.
 
     Never writes: while a sweep runs, it reads the sweep's live snapshot."""
-    from numerate.report import render, run_points, run_state
+    from numerate.report import check_filters, render, run_points, run_state
     from numerate.runs import resolve_run
 
     models, manifolds = model or [], manifold or []
@@ -49,6 +49,7 @@ def report(
         fmt = check_format(output)
         with open_reader(db) as reader:
             run_id = resolve_run(reader, run_id)
+            check_filters(reader, run_id, models, manifolds)
             state = run_state(reader, run_id)
             if state:
                 typer.echo(f"note: {state}", err=True)

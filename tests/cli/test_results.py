@@ -96,6 +96,8 @@ def test_report_filters_models_and_manifolds(two_runs):
     assert {r["model"] for r in summaries} == {"oracle"}
     assert {r["manifold"] for r in summaries} == {"*", "objects"}
     assert {(r["model"], r["manifold"]) for r in points} == {("oracle", "objects")}
+    line = one_error_line(runner.invoke(app, ["report", "--db", two_runs, "--model", "nope"]))
+    assert "--model 'nope'" in line and "(oracle, random)" in line
 
 
 @pytest.mark.parametrize("command", [["report"], ["numgen", "report"]])
