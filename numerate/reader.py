@@ -96,7 +96,7 @@ class Reader:
             upgrade = (
                 "upgrade numerate"
                 if found > SCHEMA_VERSION
-                else "any writing command (e.g. `numerate run`) upgrades it"
+                else f"`numerate upgrade --db {self.path}` brings it up to date, keeping every row"
             )
             raise ConfigError(
                 f"{self.path} has schema version {found}, this numerate reads version "

@@ -135,7 +135,8 @@ class Store:
         self.lock = threading.RLock()
         self._appenders: dict[str, Any] = {}
         with self.lock:
-            migrate(self.con)
+            # the schema version the file had when it was opened (0: a new file)
+            self.found_version = migrate(self.con)
         live = path != ":memory:" and LivePublisher.seconds > 0
         self.publisher = LivePublisher(self) if live else None
 

@@ -126,6 +126,28 @@ def regrade(
     )
 
 
+@app.command()
+def upgrade(db: Annotated[str | None, typer.Option(help=DB_HELP)] = None) -> None:
+    """Bring a results database to this numerate's schema (readers never write, so they ask
+    for this); every row is kept."""
+    from numerate.schema import SCHEMA_VERSION
+    from numerate.store import Store
+
+    db = results_db(db)
+    try:
+        if not Path(db).is_file():
+            raise ConfigError(f"no results database at {db}")
+        store = Store.open(db)
+    except NumerateError as error:
+        fail(str(error))
+    found = store.found_version
+    Store.close_all()
+    if found == SCHEMA_VERSION:
+        typer.echo(f"{db} already has schema version {SCHEMA_VERSION}")
+    else:
+        typer.echo(f"{db}: schema version {found} -> {SCHEMA_VERSION}, every row kept")
+
+
 cache_app = typer.Typer(
     help="The stored answers that cache policy `reuse` and resumed runs read.",
     no_args_is_help=True,

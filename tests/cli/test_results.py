@@ -150,3 +150,26 @@ def test_report_and_duckdb_read_a_sweep_while_it_runs(tmp_path):
     assert after.returncode == 0, after.stderr
     assert "snapshot" not in after.stderr and "still running" not in after.stderr
     assert not (tmp_path / "live.live.duckdb").exists()
+
+
+def test_a_database_of_an_older_schema_is_refused_by_readers_until_upgraded(two_runs, tmp_path):
+    import shutil
+
+    old = tmp_path / "old.duckdb"
+    shutil.copy(two_runs, old)
+    con = duckdb.connect(str(old))
+    con.execute("DROP TABLE point_stops")
+    con.execute("ALTER TABLE points DROP COLUMN stop_reason")
+    con.execute("ALTER TABLE points DROP COLUMN ci_width")
+    con.execute("DELETE FROM schema_migrations WHERE version = 6")
+    con.close()
+    line = one_error_line(runner.invoke(app, ["report", "--db", str(old)]))
+    assert "schema version 5" in line and f"numerate upgrade --db {old}" in line
+    upgraded = runner.invoke(app, ["upgrade", "--db", str(old)])
+    assert upgraded.exit_code == 0, upgraded.output
+    assert "schema version 5 -> 6, every row kept" in upgraded.stdout
+    shown = runner.invoke(app, ["report", "--db", str(old), "--points", "--format", "json"])
+    assert shown.exit_code == 0, shown.output
+    assert (
+        "already has schema version 6" in runner.invoke(app, ["upgrade", "--db", str(old)]).stdout
+    )
