@@ -64,12 +64,25 @@ def run_points(
     )
 
 
+def require_known(
+    run_id: str, option: str, column: str, wanted: Sequence[str], known: Sequence[str]
+) -> None:
+    """ConfigError naming the first of `wanted` that is not among the run's `known` models or
+    manifolds, and listing those it has (the check of report, compare and plot filters)."""
+    from kernel.errors import ConfigError
+
+    unknown = [name for name in wanted if name not in known]
+    if unknown:
+        has = ", ".join(known) or "no results yet"
+        raise ConfigError(
+            f"{option} {unknown[0]!r}: run {run_id} has no such {column} (it has {has})"
+        )
+
+
 def check_filters(
     source: Source, run_id: str, models: Sequence[str], manifolds: Sequence[str]
 ) -> None:
     """ConfigError naming a model or manifold the run does not have, and those it has."""
-    from kernel.errors import ConfigError
-
     for option, column, wanted in (
         ("--model", "model", models),
         ("--manifold", "manifold", manifolds),
@@ -79,10 +92,7 @@ def check_filters(
         known = [r[0] for r in source.query(
             f"SELECT DISTINCT {column} FROM summaries WHERE run_id = ? AND {column} <> '*' "
             "ORDER BY 1", [run_id])]  # fmt: skip
-        unknown = [name for name in wanted if name not in known]
-        if unknown:
-            has = ", ".join(known) or "no results yet"
-            raise ConfigError(f"{option} {unknown[0]!r}: run {run_id} has no such {column} ({has})")
+        require_known(run_id, option, column, wanted, known)
 
 
 def run_state(source: Source, run_id: str) -> str | None:

@@ -148,14 +148,13 @@ def _present(reader: Reader, run_id: str, column: str) -> list[str]:
     return [str(row[0]) for row in rows]
 
 
-def _check_present(reader: Reader, wanted: list[tuple[str, str, list[str]]]) -> None:
+def _check_present(reader: Reader, wanted: list[tuple[str, str, str, list[str]]]) -> None:
     """ConfigError naming what a run has when it lacks a model or manifold asked for."""
-    for run_id, column, values in wanted:
-        found = _present(reader, run_id, column) if values else []
-        for value in values:
-            if value not in found:
-                has = ", ".join(found) or "no answers"
-                raise ConfigError(f"run {run_id} has no {column} {value!r} (it has: {has})")
+    from numerate.report import require_known
+
+    for run_id, option, column, values in wanted:
+        if values:
+            require_known(run_id, option, column, values, _present(reader, run_id, column))
 
 
 def _answers(reader: Reader, run_id: str, models: list[str], manifolds: list[str]) -> pl.DataFrame:
@@ -184,9 +183,12 @@ def _load_pair(
     if (base_model is None) != (new_model is None):
         raise ConfigError("--base-model and --new-model go together: name both")
     _check_present(reader, [
-        (base_id, "model", [base_model] if base_model else models),
-        (new_id, "model", [new_model] if new_model else models),
-        (base_id, "manifold", manifolds), (new_id, "manifold", manifolds),
+        (base_id, "--base-model" if base_model else "--model", "model",
+         [base_model] if base_model else models),
+        (new_id, "--new-model" if new_model else "--model", "model",
+         [new_model] if new_model else models),
+        (base_id, "--manifold", "manifold", manifolds),
+        (new_id, "--manifold", "manifold", manifolds),
     ])  # fmt: skip
     found = {run_id: _present(reader, run_id, "model") for run_id in runs}
     one_each = len(found[base_id]) == len(found[new_id]) == 1

@@ -44,15 +44,13 @@ def _select(
     naming a model or manifold the run does not have, and the ones it has."""
     import polars as pl
 
-    asked = (("--model", "model", models), ("--manifold", "manifold", manifolds))
-    for option, column, wanted in asked:
-        known = sorted(set(frame[column]))
-        unknown = [name for name in wanted if name not in known]
-        if unknown:
-            raise ConfigError(
-                f"{option} {unknown[0]!r}: run {run_id} has no such {column} "
-                f"(it has {', '.join(known)})"
-            )
+    from numerate.report import require_known
+
+    for option, column, wanted in (
+        ("--model", "model", models),
+        ("--manifold", "manifold", manifolds),
+    ):
+        require_known(run_id, option, column, wanted, sorted(set(frame[column])))
     if models:
         frame = frame.filter(pl.col("model").is_in(list(models)))
     if manifolds:

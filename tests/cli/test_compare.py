@@ -132,7 +132,7 @@ def test_two_models_of_one_run(results):
 def test_two_one_model_runs_pair_their_models(results):
     db, ids = results
     done = compare(db, "previous", "latest", "--sweep", "solo", "--model", "o")
-    assert "run " + ids[1] + " has no model 'o' (it has: g)" in one_error_line(done)
+    assert "--model 'o': run " + ids[1] + " has no such model (it has g)" in one_error_line(done)
     done = compare(db, "previous", "latest", "--sweep", "solo", "--fail-on-regression")
     assert done.exit_code == EXIT_REGRESSION, done.output
     assert "pairing model 'o' of BASE with 'g' of NEW" in done.stderr
@@ -157,7 +157,7 @@ def test_filters(results):
         (["latest", "previous", "--base-model", "m"], "--base-model and --new-model go together"),
         (["latest", "previous", "--model", "m", "--base-model", "m", "--new-model", "r"],
          "--model cannot be combined"),
-        (["latest", "previous", "--manifold", "shuffle"], "has no manifold 'shuffle'"),
+        (["latest", "previous", "--manifold", "shuffle"], "--manifold 'shuffle': run"),
     ],
 )  # fmt: skip
 def test_bad_input_is_one_line_and_exit_2(results, arguments, message):

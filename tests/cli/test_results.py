@@ -97,7 +97,7 @@ def test_report_filters_models_and_manifolds(two_runs):
     assert {r["manifold"] for r in summaries} == {"*", "objects"}
     assert {(r["model"], r["manifold"]) for r in points} == {("oracle", "objects")}
     line = one_error_line(runner.invoke(app, ["report", "--db", two_runs, "--model", "nope"]))
-    assert "--model 'nope'" in line and "(oracle, random)" in line
+    assert "--model 'nope'" in line and "(it has oracle, random)" in line
 
 
 @pytest.mark.parametrize("command", [["report"], ["numgen", "report"]])
