@@ -449,33 +449,60 @@ async def check_endpoint(model: ModelConfig) -> str | None:
 
     Returns a warning (the endpoint does not list the model id) or None. An endpoint whose
     model listing answers anything but a list (an error status, an HTML page) is asked one
-    tiny chat request instead: it is usable only when that request is answered.
+    tiny chat request instead: it is usable only when that request is answered. The listing
+    is read with httpx, not the OpenAI client, whose import (0.3 s) a fully cached run never
+    needs.
     """
     if model.is_baseline:
         return None
-    import openai
-
     key = await api_key(model)
-    client = openai.AsyncOpenAI(base_url=model.base_url, api_key=key, max_retries=1, timeout=15.0)
     where = f"model {model.name!r} at {model.base_url}"
-    try:
-        listed = await client.models.list()
-        served = [m.id for m in listed.data]
-    except (openai.AuthenticationError, openai.PermissionDeniedError) as error:
-        raise EndpointError(
-            f"{where} refused the API key from {key_source(model)}: HTTP {error.status_code}"
-        ) from None
-    except openai.APIConnectionError as error:
-        cause = error.__cause__ or error
-        raise EndpointError(f"cannot reach {where}: {type(cause).__name__}: {cause}") from None
-    except Exception:  # no usable model listing here (LiteLLM: 400; transformers: 500)
-        await probe(client, model, where, key)
+    listed = await list_models(model, key, where)
+    if listed is None:  # no usable model listing here (LiteLLM: 400; transformers: 500)
+        import openai
+
+        client = openai.AsyncOpenAI(base_url=model.base_url, api_key=key, max_retries=1,
+                                    timeout=CHECK_TIMEOUT_S)  # fmt: skip
+        try:
+            await probe(client, model, where, key)
+        finally:
+            await client.close()
         return None
-    finally:
-        await client.close()
-    if served and model.model not in served:
-        return f"{where} does not list {model.model!r} (it lists: {', '.join(served[:10])})"
+    if listed and model.model not in listed:
+        return f"{where} does not list {model.model!r} (it lists: {', '.join(listed[:10])})"
     return None
+
+
+CHECK_TIMEOUT_S = 15.0
+
+
+async def list_models(model: ModelConfig, key: str, where: str) -> list[str] | None:
+    """The model ids `GET {base_url}/models` lists; None when it answers no such list.
+    EndpointError when the endpoint cannot be reached (after one retry) or refuses the key."""
+    import httpx
+
+    url = f"{(model.base_url or '').rstrip('/')}/models"
+    headers = {"Authorization": f"Bearer {key}", "Accept": "application/json"}
+    async with httpx.AsyncClient(timeout=CHECK_TIMEOUT_S) as client:
+        for attempt in (1, 2):
+            try:
+                response = await client.get(url, headers=headers)
+                break
+            except httpx.TransportError as error:
+                if attempt == 2:
+                    raise EndpointError(
+                        f"cannot reach {where}: {type(error).__name__}: {error}"
+                    ) from None
+                await asyncio.sleep(0.5)
+    if response.status_code in (401, 403):
+        raise EndpointError(
+            f"{where} refused the API key from {key_source(model)}: HTTP {response.status_code}"
+        )
+    try:
+        data = response.json()["data"] if response.is_success else None
+        return [str(m["id"]) for m in data] if isinstance(data, list) else None
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 async def check_endpoints(
@@ -649,6 +676,9 @@ async def answer_cases(
     earlier = sum(answers_per_request[k] for k, c in results.items() if c.fetched_by != run_id)
     progress.advance(sum(answers_per_request[k] for k in results), cached=earlier)
 
+    pending = [key for key in requests if key not in results]
+    if not pending:  # all stored: no client (nor its import) is needed
+        return {answer: results[key] for answer, key in by_answer.items()}
     answerer = await answerer_for(model, retry_base_s)
     writer = CompletionWriter(store, max_rows=model.concurrency)
     # in flight = sent, or answered and waiting for the writer's next commit: at most
@@ -673,7 +703,7 @@ async def answer_cases(
         progress.advance(weight, errors=weight if completion.error is not None else 0)
 
     try:
-        await asyncio.gather(*(ask(key) for key in requests if key not in results))
+        await asyncio.gather(*(ask(key) for key in pending))
     finally:
         await writer.close()
     return {answer: results[key] for answer, key in by_answer.items()}
