@@ -223,11 +223,6 @@ class TemporaryServer:
         self.error: BaseException | None = None
         self.thread: threading.Thread | None = None
         if not PREFECT_API_URL.value():
-            typer.echo(
-                "starting Prefect's temporary server (about 8 s; a running `prefect server "
-                "start` or PREFECT_API_URL skips this)",
-                err=True,
-            )
             self.thread = threading.Thread(target=self._start, daemon=True)
             self.thread.start()
 
@@ -253,7 +248,15 @@ class TemporaryServer:
         )  # fmt: skip
 
     def wait(self) -> None:
+        """Until the server answers; says why the command waits, when it does (a command that
+        stops before, on bad input, says only why it stopped)."""
         if self.thread is not None:
+            if self.thread.is_alive():
+                typer.echo(
+                    "starting Prefect's temporary server (about 8 s; a running `prefect server "
+                    "start` or PREFECT_API_URL skips this)",
+                    err=True,
+                )
             self.thread.join()
         if self.error is not None:
             raise self.error
