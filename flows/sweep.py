@@ -187,7 +187,7 @@ async def sweep(
         plans: list[Plan] = [
             (
                 entry.precision,
-                generate_cases(
+                await generate_cases(
                     entry.model_dump(mode="json"),
                     sweep_config.seed,
                     generator_label(entry.manifold),

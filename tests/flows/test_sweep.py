@@ -193,8 +193,9 @@ def test_generation_is_cached_by_prefect(db_path):
     from tasks.generate import generate_cases
 
     sweep_entry = {"manifold": "objects", "count": 5, "grid": {}}
-    first = generate_cases(sweep_entry, 1, generator_label("objects"), return_state=True)
-    second = generate_cases(sweep_entry, 1, generator_label("objects"), return_state=True)
+    label = generator_label("objects")
+    first = asyncio.run(generate_cases(sweep_entry, 1, label, return_state=True))
+    second = asyncio.run(generate_cases(sweep_entry, 1, label, return_state=True))
     assert second.name == "Cached"
     assert [p.case_id for p in first.result()] == [p.case_id for p in second.result()]
 
