@@ -40,6 +40,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import lru_cache
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -524,9 +525,10 @@ def is_hedge(
 # ---------------------------------------------------------------------------- phrases
 
 
+@lru_cache(maxsize=8192)
 def normalise_phrase(text: str) -> str:
     """Lower case, "&" as "and", punctuation and markdown to spaces, articles dropped, spaces
-    collapsed."""
+    collapsed. (Cached: graders normalise the same item names for every response.)"""
     words = re.sub(r"[^0-9a-z]+", " ", text.lower().replace("&", " and ")).split()
     return " ".join(w for w in words if w not in ("a", "an", "the"))
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import random
 from enum import StrEnum
-from functools import partial
+from functools import lru_cache, partial
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -482,14 +482,20 @@ def guess(case: ShuffleTestCaseResult, rng: random.Random) -> str:
 def item_aliases(case: ShuffleTestCaseResult) -> dict[str, str]:
     """Normalised phrases naming each item of the case -> the item: its full name, its name
     without adjective, and the bare item (for balls, the colour alone)."""
-    domain = Domain(case.domain)
+    return dict(_aliases(case.domain, tuple(case.items)))
+
+
+@lru_cache(maxsize=1024)
+def _aliases(domain_name: str, items: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """item_aliases of a domain's items (cases share them: grading asks once per set)."""
+    domain = Domain(domain_name)
     text = DOMAINS[domain]
     aliases: dict[str, str] = {}
-    for item in case.items:
+    for item in items:
         core = _CORE_OF[domain, item]
         for phrase in (item, display(text, core, None), core):
             aliases.setdefault(normalise_phrase(phrase), item)
-    return aliases
+    return tuple(aliases.items())
 
 
 def _read_item(aliases: dict[str, str], span: AnswerSpan) -> str | None:

@@ -31,7 +31,7 @@ from manifolds import registry
 from numerate.config import ModelConfig
 from numerate.grading import Completion
 from numerate.pacing import AdaptiveLimit
-from numerate.plan import PlannedCase, messages_for, request_hash
+from numerate.plan import PlannedCase, messages_for, request_hasher
 from numerate.progress import current as current_progress
 from numerate.store import Store, now
 
@@ -624,10 +624,11 @@ def plan_requests(
     distinct request once (identical cases share one)."""
     by_answer: dict[tuple[str, int], str] = {}
     requests: Requests = {}
+    hashers = [request_hasher(model, sample) for sample in range(model.sampling.samples)]
     for item in planned:
         messages = messages_for(model, item)
-        for sample in range(model.sampling.samples):
-            key = request_hash(model, messages, sample)
+        for sample, hasher in enumerate(hashers):
+            key = hasher(messages)
             by_answer[item.case_id, sample] = key
             requests.setdefault(key, (item, messages, sample))
     return by_answer, requests

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -128,16 +129,30 @@ def request_hash(model: ModelConfig, messages: list[dict[str, str]], sample: int
     """Key of a request: a hash of everything that decides its answer — the endpoint (base
     URL), the model id, its declared revision, the messages, the sampling parameters and the
     sample index. Two servers, revisions or samples never share a key."""
-    payload = json.dumps(
-        {
-            "endpoint": model.base_url,
-            "model": model.model,
-            "revision": model.revision,
-            "messages": messages,
-            "sampling": model.sampling.request_fields(sample),
-            "sample": sample,
-        },
-        sort_keys=True,
-        separators=(",", ":"),
-    )
-    return hashlib.sha256(payload.encode()).hexdigest()
+    return request_hasher(model, sample)(messages)
+
+
+def request_hasher(model: ModelConfig, sample: int = 0) -> Callable[[list[dict[str, str]]], str]:
+    """`request_hash(model, messages, sample)` as a function of the messages, for many cases.
+
+    The key is the SHA-256 of the JSON object {endpoint, messages, model, revision, sample,
+    sampling} with sorted keys and no spaces. Everything but the messages is serialised once,
+    before and after them (the same bytes as serialising the whole object each time).
+    """
+
+    def dumps(value: Any) -> str:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+    head = ('{"endpoint":' + dumps(model.base_url) + ',"messages":').encode()
+    tail = (
+        f',"model":{dumps(model.model)},"revision":{dumps(model.revision)},'
+        f'"sample":{dumps(sample)},"sampling":{dumps(model.sampling.request_fields(sample))}}}'
+    ).encode()
+
+    def key(messages: list[dict[str, str]]) -> str:
+        digest = hashlib.sha256(head)
+        digest.update(dumps(messages).encode())
+        digest.update(tail)
+        return digest.hexdigest()
+
+    return key

@@ -78,3 +78,47 @@ def test_an_error_inside_the_block_unfreezes():
     with pytest.raises(RuntimeError), startup_objects_frozen():
         raise RuntimeError("boom")
     assert gc.get_freeze_count() == 0
+
+
+_text = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=40)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    base_url=st.sampled_from(["http://127.0.0.1:8000/v1", "https://api.example.com/v1/"]),
+    revision=st.none() | _text.filter(str.strip),
+    system=st.none() | _text.filter(str.strip),
+    inputs=st.lists(_text, min_size=1, max_size=4),
+    sampling=st.fixed_dictionaries(
+        {"temperature": st.sampled_from([0.0, 0.7]), "samples": st.integers(1, 3)},
+        optional={"top_p": st.sampled_from([0.5, 1.0]), "seed": st.integers(0, 2**31)},
+    ),
+)
+def test_request_keys_hash_the_whole_request_in_sorted_json(
+    base_url, revision, system, inputs, sampling
+):
+    """The key of a stored answer: SHA-256 of {endpoint, messages, model, revision, sample,
+    sampling} as sorted, compact JSON. The serialised-once parts give exactly these bytes."""
+    import hashlib
+
+    from numerate.config import ModelConfig
+    from numerate.plan import request_hash, request_hasher
+
+    model = ModelConfig.model_validate({
+        "name": "m", "model": "org/model", "base_url": base_url, "revision": revision,
+        "system_prompt": system, "sampling": sampling,
+    })  # fmt: skip
+    for sample in range(model.sampling.samples):
+        hasher = request_hasher(model, sample)
+        for text in inputs:
+            messages = [{"role": "user", "content": text}]
+            if system:
+                messages.insert(0, {"role": "system", "content": system})
+            whole = json.dumps(
+                {"endpoint": base_url, "model": "org/model", "revision": revision,
+                 "messages": messages, "sampling": model.sampling.request_fields(sample),
+                 "sample": sample},
+                sort_keys=True, separators=(",", ":"),
+            )  # fmt: skip
+            expected = hashlib.sha256(whole.encode()).hexdigest()
+            assert hasher(messages) == request_hash(model, messages, sample) == expected
