@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import deque
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator
 from typing import Any
 
 from prefect import flow, get_run_logger, tags
@@ -139,6 +140,18 @@ def run_tags(config: dict[str, Any]) -> list[str]:
     return [f"sweep:{config.get('name', 'sweep')}", *(f"model:{m}" for m in models)]
 
 
+@contextlib.contextmanager
+def untagged_tasks(config: dict[str, Any]) -> Iterator[None]:
+    """The sweep's own tags (run_tags) label its flow run, not its task runs: Prefect asks the
+    API for a tag's concurrency slots before and after every tagged task run, two calls per
+    task run for labels nobody limits. Tags set by the caller for a limit stay."""
+    from prefect.context import TagsContext
+
+    kept = TagsContext.get().current_tags - set(run_tags(config))
+    with TagsContext(current_tags=kept):
+        yield
+
+
 def sweep_run_name() -> str:
     """A sweep flow run's name: the sweep's, and when it started."""
     from datetime import UTC, datetime
@@ -173,7 +186,7 @@ async def sweep(
         plot: draw the run's plot for its artifacts (about 0.6 s).
     """
     # the garbage collector walks the sweep's objects, not all of Prefect's (numerate.env)
-    with startup_objects_frozen():
+    with startup_objects_frozen(), untagged_tasks(config):
         sweep_config = parse_sweep_config(config)
         db_path = db or sweep_config.db or default_db()
         models = sweep_config.models

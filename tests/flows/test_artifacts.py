@@ -79,6 +79,7 @@ def test_a_sweep_publishes_results_summary_comparison_and_progress(db_path, tmp_
     named = [r for r in runs if r.name.startswith("artifacts-test ")]
     assert len(named) == 2
     assert {"model:oracle", "model:random"} <= set(named[0].tags)
+    assert not any(tag.startswith(("sweep:", "model:")) for t in task_runs for tag in t.tags)
     names = {t.name for t in task_runs}
     assert {"query oracle/objects 1–10", "query oracle/objects 11–20"} <= names
     assert "grade random/objects 11–20" in names
