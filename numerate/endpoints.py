@@ -492,8 +492,13 @@ async def list_models(model: ModelConfig, key: str, where: str) -> list[str] | N
                 break
             except httpx.TransportError as error:
                 if attempt == 2:
+                    detail = str(error) or (
+                        f"no answer within {CHECK_TIMEOUT_S:g} s"
+                        if isinstance(error, httpx.TimeoutException)
+                        else "no details"
+                    )
                     raise EndpointError(
-                        f"cannot reach {where}: {type(error).__name__}: {error}"
+                        f"cannot reach {where}: {type(error).__name__}: {detail}"
                     ) from None
                 await asyncio.sleep(0.5)
     if response.status_code in (401, 403):

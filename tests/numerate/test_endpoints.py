@@ -484,3 +484,21 @@ def test_the_adaptive_limit_bounds_requests_in_flight():
 
     asyncio.run(main())
     assert peak == 3 and limit.in_flight == 0
+
+
+def test_an_endpoint_that_never_answers_is_reported_after_the_timeout(monkeypatch):
+    import socket
+
+    import numerate.endpoints as endpoints
+    from numerate.config import ModelConfig
+
+    monkeypatch.setattr(endpoints, "CHECK_TIMEOUT_S", 0.2)
+    with socket.socket() as silent:  # accepts connections, never says a word
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/v1"
+        model = ModelConfig.model_validate({"name": "mute", "model": "m", "base_url": url})
+        with pytest.raises(endpoints.EndpointError) as raised:
+            asyncio.run(check_endpoint(model))
+    message = str(raised.value)
+    assert message == f"cannot reach model 'mute' at {url}: ReadTimeout: no answer within 0.2 s"
