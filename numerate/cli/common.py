@@ -7,6 +7,7 @@ Imports stay inside functions: `numerate --help` must answer fast and never load
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal, NoReturn, cast
@@ -208,6 +209,9 @@ def reuse_local_server() -> str | None:
     return url
 
 
+_SERVER_START = threading.Lock()
+
+
 class TemporaryServer:
     """Prefect's temporary server (when no PREFECT_API_URL is set), started in a thread so that
     the command checks its input and endpoints meanwhile; `wait()` before the first flow.
@@ -216,8 +220,6 @@ class TemporaryServer:
     it when this process is killed (SIGKILL leaves no chance to clean up)."""
 
     def __init__(self) -> None:
-        import threading
-
         from prefect.settings import PREFECT_API_URL
 
         self.error: BaseException | None = None
@@ -233,13 +235,18 @@ class TemporaryServer:
 
         from prefect.server.api.server import SubprocessASGIServer
 
-        try:
-            server = SubprocessASGIServer()  # the one Prefect's client would start
-            server.start()
-        except BaseException as error:  # reported by wait(), in the command's thread
-            self.error = error
-            return
-        if server.server_process is None:
+        # One start at a time in a process: a command that stopped early (bad input) leaves its
+        # start running, and a second one beside it would migrate the same SQLite database
+        # concurrently ("index ... already exists"). The next one finds it running.
+        with _SERVER_START:
+            try:
+                server = SubprocessASGIServer()  # the one Prefect's client would start
+                started_here = not server.running
+                server.start()
+            except BaseException as error:  # reported by wait(), in the command's thread
+                self.error = error
+                return
+        if server.server_process is None or not started_here:
             return
         subprocess.Popen(
             [sys.executable, "-c", _WATCHDOG, str(os.getpid()), str(server.server_process.pid)],
