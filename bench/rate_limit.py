@@ -48,7 +48,7 @@ def main() -> None:
 
                     async def ask(model=model, run_id=f"{retry_after}-{repeat}-{concurrency}"):
                         started = time.monotonic()
-                        answers = await answer_cases(model, planned, store, run_id)
+                        answers = (await answer_cases(model, planned, store, run_id)).completions
                         await close_clients()
                         return time.monotonic() - started, answers
 

@@ -1,4 +1,5 @@
-"""The sweep flow: generate -> ask -> grade -> store -> aggregate. Wiring only."""
+"""The sweep flow: generate -> ask and grade (each answer graded and journaled as it arrives) ->
+aggregate. Wiring only."""
 
 from __future__ import annotations
 
@@ -23,7 +24,6 @@ from numerate.config import (
 )
 from numerate.endpoints import close_clients
 from numerate.env import startup_objects_frozen
-from numerate.grading import Completion
 from numerate.outcome import PartOutcome, RunFailed, run_verdict
 from numerate.plan import PlannedCase
 from numerate.progress import current as current_progress
@@ -38,11 +38,9 @@ from tasks.database import (
     release_database,
     store_cases,
     store_point_stops,
-    store_responses,
     stored_counts,
 )
 from tasks.generate import case_generator
-from tasks.grade import grade_batch
 from tasks.passing import unwalked
 
 Plan = tuple[Precision | None, list[PlannedCase]]
@@ -52,10 +50,10 @@ Plan = tuple[Precision | None, list[PlannedCase]]
 async def evaluate_model(
     model: ModelConfig, plans: list[Plan], run_id: str, db: str, batch_size: int
 ) -> None:
-    """Ask, grade and store one model's answers, one batch of cases per task. Two batches
-    are asked at a time, and a batch is graded and stored while later ones are asked. The
-    cases come from a numerate.adaptive.Sampler: all of a fixed entry's at once, an adaptive
-    entry's a round at a time as earlier rounds are graded."""
+    """Ask for and grade one model's answers, one batch of cases per task (each answer is
+    graded and journaled as it arrives). Two batches are asked at a time. The cases come from
+    a numerate.adaptive.Sampler: all of a fixed entry's at once, an adaptive entry's a round
+    at a time as earlier rounds are graded."""
     model_data = model.model_dump(mode="json")
     samples = model.sampling.samples
     stored = await stored_counts(run_id, model.name, db) if any(p for p, _ in plans) else {}
@@ -63,18 +61,15 @@ async def evaluate_model(
     progress = current_progress()
     progress.add_total(sampler.opened * samples)
 
-    async def grade_and_store(batch: Any, completions: Any, first: int) -> None:
-        rows = await grade_batch(batch, unwalked(completions), run_id, model_data, first)
-        await store_responses(unwalked(rows), db)
+    def graded(rows: list[dict[str, Any]]) -> None:
         progress.add_total(sampler.graded(rows) * samples)  # a round more for open points
         progress.points_open(model.name, sampler.open_points)
 
-    storing: set[asyncio.Task[None]] = set()
-    asking: deque[tuple[Any, int, asyncio.Task[dict[tuple[str, int], Completion]]]] = deque()
+    asking: deque[tuple[Any, int, asyncio.Task[list[dict[str, Any]]]]] = deque()
 
     async def collect_oldest() -> None:
-        batch, first, answering = asking.popleft()
-        storing.add(asyncio.create_task(grade_and_store(batch, await answering, first)))
+        _, _, answering = asking.popleft()
+        graded(await answering)
 
     first = 0
     try:
@@ -90,20 +85,15 @@ async def evaluate_model(
                 first += len(taken)
                 if len(asking) == 2:
                     await collect_oldest()
-            elif asking:
+            elif asking:  # nothing more to ask until a round is graded
                 await collect_oldest()
-            elif storing:  # nothing to ask until a round is graded
-                done, _ = await asyncio.wait(storing, return_when=asyncio.FIRST_COMPLETED)
-                storing.difference_update(done)
-                for task in done:
-                    task.result()  # a failure to store stops the model's part
             else:
                 break
     except BaseException:
-        # stop asking; let what was answered be graded and stored, then report the failure
+        # stop asking (what was answered is graded and journaled already), then report it
         for _, _, answering in asking:
             answering.cancel()
-        await asyncio.gather(*(a for _, _, a in asking), *storing, return_exceptions=True)
+        await asyncio.gather(*(a for _, _, a in asking), return_exceptions=True)
         raise
     if sampler.stops():
         await store_point_stops(run_id, model.name, sampler.stops(), db)

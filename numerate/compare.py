@@ -1,7 +1,7 @@
 """Did a model get better or worse? Two runs' answers to the same cases, compared in pairs.
 
 The statistics (compare_runs) are pure polars. Reading a run's answers (run_answers, one
-query) goes through any source with `.frame(sql, params)`: a numerate.reader.Reader for
+query) goes through any source with `.frame(sql, params)`: a numerate.store.reader.Reader for
 `numerate compare`, or a numerate.store.Store.
 
 Statistics (README, "Comparing runs"): per group, each run's accuracy with its Wilson 95%
@@ -54,7 +54,7 @@ _PAIR_KEYS = ["model", "manifold", "point_key", "case_id", "sample_index"]
 
 
 class AnswerSource(Protocol):
-    """Where answers are read from: a numerate.reader.Reader or a numerate.store.Store."""
+    """Where answers are read from: a numerate.store.reader.Reader or a numerate.store.Store."""
 
     def frame(self, sql: str, params: Sequence[Any] | None = None) -> Any: ...
 

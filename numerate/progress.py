@@ -95,6 +95,11 @@ class Progress:
     def render(self) -> None:
         """Show the current state (nothing by default)."""
 
+    def note(self, message: str) -> None:
+        """Say something the user should know while the work goes on (a wait for the results
+        database): a warning in the log by default."""
+        logger.warning("%s", message)
+
     def close(self) -> None:
         """Final display."""
 

@@ -16,7 +16,7 @@ SUMMARY_COLUMNS = (
 
 
 class Source(Protocol):
-    """What reports read from: a numerate.store.Store or a numerate.reader.Reader."""
+    """What reports read from: a numerate.store.Store or a numerate.store.reader.Reader."""
 
     def query(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]: ...
 

@@ -31,9 +31,16 @@ def resolve_run(source: Queryable, text: str | None, sweep: str | None = None) -
             params,
         )
         if not rows:
+            from numerate.store.journal import live_owners
+
             scope = f" of sweep {sweep!r}" if sweep else ""
-            wanted = "a previous run" if offset else "any run"
-            raise ConfigError(f"{source.path} holds no {wanted}{scope}")
+            wanted = "previous run" if offset else "run"
+            starting = (
+                ": a run is starting to write it (try again in a few seconds)"
+                if live_owners(source.path)
+                else ""
+            )
+            raise ConfigError(f"{source.path} holds no {wanted}{scope} yet{starting}")
         return str(rows[0][0])
     text = text.strip()
     if not text:
@@ -82,7 +89,7 @@ def list_runs(source: Framing, limit: int = 20, sweep: str | None = None) -> Any
     started, finished (times to the second) and n (answers stored).
 
     Args:
-        source: a read-only connection (numerate.reader.Reader).
+        source: a read-only connection (numerate.store.reader.Reader).
         limit: at most this many runs, >= 1.
         sweep: only the runs of this sweep.
     """

@@ -14,7 +14,6 @@ from kernel.errors import ConfigError
 from numerate import endpoints
 from numerate.config import ModelConfig
 from numerate.endpoints import answer_cases, stopped_cause
-from numerate.grading import Completion
 from numerate.outcome import PartOutcome, part_outcome
 from numerate.plan import PlannedCase
 from numerate.store import Store
@@ -89,8 +88,11 @@ async def model_outcome(
 )
 async def answer_batch(
     model: dict[str, Any], planned: list[PlannedCase], run_id: str, db: str, first: int = 0
-) -> dict[tuple[str, int], Completion]:
-    """Answers for a batch of cases, keyed by (case id, sample): stored ones where the model's
-    cache policy allows, the rest from the model. `first`: the batch's place in the model's
+) -> list[dict[str, Any]]:
+    """Answer and grade a batch of cases: stored answers where the model's cache policy allows,
+    the rest from the model, each graded and journaled as it arrives (in the database within
+    seconds). Returns the graded `responses` rows. `first`: the batch's place in the model's
     cases (for the task run's name)."""
-    return await answer_cases(ModelConfig.model_validate(model), planned, Store.open(db), run_id)
+    config = ModelConfig.model_validate(model)
+    answered = await answer_cases(config, planned, Store.open(db), run_id)
+    return answered.responses

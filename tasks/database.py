@@ -1,4 +1,5 @@
-"""Writing to the results database (one writer: the process running the flow)."""
+"""The flow's steps that read or write the results database (numerate.store: short sessions, so
+other runs, ingests and readers use the same database meanwhile)."""
 
 from __future__ import annotations
 
@@ -22,18 +23,25 @@ async def open_run(config: dict[str, Any], db: str, fresh: bool = False) -> str:
     """Resume the unfinished run of this exact sweep, or start a new one; returns its id."""
     sweep = SweepConfig.model_validate(config)
     if sweep.results_dir:
-        from numerate.shards import check_writable
+        from numerate.store.shards import check_writable
 
         await asyncio.to_thread(check_writable, sweep.results_dir)
     store = await asyncio.to_thread(Store.open, db)
     fingerprint = sweep.fingerprint()
     if not fresh:
-        resumable = store.unfinished_run(sweep.name, fingerprint)
-        if resumable:
-            store.set_run_status(resumable, "running")
+        resumable = await asyncio.to_thread(store.unfinished_run, sweep.name, fingerprint)
+        if resumable and store.claim_run(resumable):
+            await asyncio.to_thread(store.set_run_status, resumable, "running")
             return resumable
+        if resumable:  # another live process runs it: never two processes on one run
+            get_run_logger().warning(
+                "run %s of sweep %r is being run by another process: starting a new run",
+                resumable, sweep.name,
+            )  # fmt: skip
     run_id = f"{sweep.name}-{uuid.uuid4().hex[:12]}"
-    store.start_run(run_id, sweep.name, fingerprint, config, code_version())
+    await asyncio.to_thread(
+        store.start_run, run_id, sweep.name, fingerprint, config, code_version()
+    )
     return run_id
 
 
@@ -45,13 +53,6 @@ async def store_cases(planned: list[PlannedCase], db: str) -> int:
     rows = [case_row(p) for p in planned if p.case_id in missing]
     await asyncio.to_thread(store.put_cases, rows)
     return len(planned)
-
-
-@task(cache_policy=NO_CACHE)
-async def store_responses(rows: list[dict[str, Any]], db: str) -> int:
-    """Store graded responses."""
-    await asyncio.to_thread(Store.open(db).put_responses, rows)
-    return len(rows)
 
 
 @task(cache_policy=NO_CACHE)
@@ -75,15 +76,15 @@ async def store_point_stops(run_id: str, model: str, stops: list[dict[str, Any]]
 
 @task(cache_policy=NO_CACHE)
 async def release_database(db: str) -> None:
-    """Close the results database, so readers and other runs can open it at once (a worker's
-    flow process may linger after the run is done)."""
+    """Write what the run's journal still holds and give up its journal and run claims (a
+    worker's flow process may linger after the run is done)."""
     await asyncio.to_thread(Store.release, db)
 
 
 @task(cache_policy=NO_CACHE)
 async def publish_shards(run_id: str, db: str, results_dir: str) -> str:
     """Publish the run's rows as Parquet shards to the shared results location."""
-    from numerate.shards import publish_run
+    from numerate.store.shards import publish_run
 
     return await asyncio.to_thread(publish_run, Store.open(db), run_id, results_dir)
 
@@ -92,7 +93,7 @@ async def publish_shards(run_id: str, db: str, results_dir: str) -> str:
 async def ingest_shards(results_dir: str, db: str) -> list[str]:
     """Load every complete run in the results location that the database lacks; a run whose
     shards cannot be read is skipped with a warning, and the task fails once the rest is in."""
-    from numerate.shards import ingest
+    from numerate.store.shards import ingest
 
     done = await asyncio.to_thread(ingest, Store.open(db), results_dir)
     for run_id, reason in done.skipped:

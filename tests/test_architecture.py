@@ -51,3 +51,19 @@ def test_every_readme_section_the_code_cites_exists():
     assert cited
     missing = [f"{name}: {section}" for name, section in cited if section not in headings]
     assert not missing, "README has no such section:\n" + "\n".join(missing)
+
+
+def test_every_package_is_installed():
+    """The wheel lists its packages one by one: a subpackage left out works in a checkout (an
+    editable install) and is missing from `pip install .`."""
+    import tomllib
+
+    listed = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    )
+    found = {
+        ".".join(init.parent.relative_to(ROOT).parts)
+        for package in PACKAGES
+        for init in (ROOT / package).rglob("__init__.py")
+    }
+    assert found <= listed, f"not installed by pyproject.toml: {sorted(found - listed)}"

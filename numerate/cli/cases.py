@@ -55,7 +55,7 @@ def generate(
         except ValidationError as error:
             raise ConfigError(describe_validation_error(error, f"{manifold} parameters")) from None
     except (NumerateError, registry.UnknownManifoldError) as error:
-        fail(str(error))
+        fail(error)
         return
 
     cases = spec.cases(params, seed)
@@ -111,7 +111,7 @@ def grade(
     try:
         graded = grade_lines(read_text(path).splitlines(), str(path))
     except NumerateError as error:
-        fail(str(error))
+        fail(error)
         return
     lines = "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in graded)
     if out is None:

@@ -22,8 +22,15 @@ FORMATS: tuple[Format, ...] = ("table", "csv", "json", "markdown")
 DB_HELP = "DuckDB results file (default: $NUMERATE_DB, else results/numerate.duckdb)."
 
 
-def fail(message: str, code: int = 2) -> NoReturn:
-    """Print an error for the user and leave with `code`."""
+def fail(message: str | BaseException, code: int = 2) -> NoReturn:
+    """Print an error for the user and leave with `code`. Given an error rather than a
+    message, a results database that stayed busy past the wait allowed leaves with 3 (the
+    command failed for now: nothing is lost, and running it again goes on), like a failed
+    run."""
+    from numerate.store.access import DatabaseBusy
+
+    if isinstance(message, DatabaseBusy):
+        code = 3
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(code)
 
@@ -47,14 +54,11 @@ def results_db(db: str | None) -> str:
 
 
 def open_reader(db: str | None, numerate_schema: bool = True) -> Any:
-    """The results database opened read-only (numerate.reader.Reader), saying on stderr when a
-    sweep is writing it and its live snapshot is read instead."""
-    from numerate.reader import Reader
+    """The results database opened read-only (numerate.store.reader.Reader), waiting while a
+    writer holds it."""
+    from numerate.store.reader import Reader
 
-    reader = Reader.open(results_db(db), numerate_schema)
-    if reader.note:
-        typer.echo(f"note: {reader.note}", err=True)
-    return reader
+    return Reader.open(results_db(db), numerate_schema)
 
 
 def check_format(output: str, allowed: tuple[str, ...] = FORMATS) -> Format:
@@ -124,6 +128,9 @@ def terminal_progress(description: str) -> Any:
                 limit="" if limit is None else f"≤{limit} in flight",
                 open=f"{points} points still sampling" if (points := self.open_points()) else "",
             )  # fmt: skip
+
+        def note(self, message: str) -> None:
+            self.bar.console.print(f"note: {message}", markup=False, highlight=False)
 
         def close(self) -> None:
             self.render()

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
     from numerate.cli.common import Format
     from numerate.compare import Grouping
-    from numerate.reader import Reader
+    from numerate.store.reader import Reader
 
 RUN_HELP = "an id, a unique prefix of one, latest or previous"
 
@@ -40,7 +40,7 @@ def list_runs_command(
         with open_reader(db) as reader:
             frame = list_runs(reader, limit=limit, sweep=sweep)
     except NumerateError as error:
-        fail(str(error))
+        fail(error)
     if frame.is_empty() and fmt in ("table", "markdown"):
         scope = f" of sweep {sweep!r}" if sweep else ""
         typer.echo(f"{results_db(db)} holds no runs{scope}", err=True)
@@ -104,7 +104,7 @@ def compare(
             pair = _load_pair(reader, runs, model or [], (base_model, new_model), manifold or [])
         comparison = _compare(*pair, by=grouping, alpha=alpha, runs=runs)
     except NumerateError as error:
-        fail(str(error))
+        fail(error)
     _report(comparison, fmt, f"{runs[0]} -> {runs[1]}", fail_on_regression)
 
 

@@ -185,7 +185,7 @@ def run(
         numgen_config.check_models()
         result = _run_flow(numgen_config, db, dispatch)
     except (NumerateError, ValueError) as error:  # ValueError: a model id, device or file
-        fail(str(error))  # the backends refuse
+        fail(error)  # the backends refuse
     if output == "json":
         typer.echo(json.dumps(result, indent=2))
         return
@@ -265,7 +265,7 @@ def calibrate(
         numgen_config.check_models()
         result = _run_flow(numgen_config, db, dispatch)
     except (NumerateError, ValueError) as error:
-        fail(str(error))
+        fail(error)
         return
     from numerate.report import render
     from numerate.store import Store
@@ -340,7 +340,7 @@ def score(
         design = range(1, max(10, *targets) + 1)
         cm = confusion_matrix(targets, generated, design)
     except NumerateError as error:
-        fail(str(error))
+        fail(error)
         return
     scores = score_matrix(cm)
     if heatmap:
@@ -393,7 +393,7 @@ def report(
                     if detector not in ("none", "blobs"):
                         typer.echo(_calibration_note(reader, detector))
     except NumerateError as error:
-        fail(str(error))
+        fail(error)
 
 
 def _draw_run_heatmap(store: Any, run_id: str | None, path: Path) -> None:
@@ -447,7 +447,7 @@ def prompts(
         except ValidationError as error:
             raise ConfigError(describe_validation_error(error, "prompts")) from None
     except NumerateError as error:
-        fail(str(error))
+        fail(error)
         return
     made = make_prompts(spec)
     text = format_prompts(made, cast(ExportFormat, output))

@@ -39,7 +39,7 @@ def deploy(
             raise ConfigError(f"no {prefect_file}: run numerate deploy from a numerate checkout")
         _check_schedule(cron, timezone)
     except NumerateError as error:
-        fail(str(error))
+        fail(error)
         return
     from numerate.env import configure
 
@@ -94,16 +94,15 @@ def ingest(
     db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
 ) -> None:
     """Load the Parquet shards of runs made on other workers (complete, not yet loaded)."""
-    from numerate import shards
     from numerate.outcome import EXIT_RUN_FAILED
-    from numerate.store import Store
+    from numerate.store import Store, shards
 
     db = results_db(db)
     try:
         shards.complete_runs(results_dir)  # a missing location fails before the database opens
         done = shards.ingest(Store.open(db), results_dir)
     except NumerateError as error:
-        fail(str(error))
+        fail(error)
     loaded = done.loaded
     typer.echo(f"ingested {len(loaded)} run(s) into {db}" + "".join(f"\n  {r}" for r in loaded))
     for run_id, reason in done.skipped:

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     import polars as pl
 
     from numerate.plots import Kind
-    from numerate.reader import Reader
+    from numerate.store.reader import Reader
 
 RUN_HELP = "An id, a unique prefix of one, latest or previous."
 
@@ -170,7 +170,7 @@ def plot(
         _note_left_out(read["points"], x, chosen)
         content = render_run(fmt=fmt, kind=chosen, x=x, **read)
     except NumerateError as error:
-        fail(str(error))
+        fail(error)
     path = Path(out if out is not None else f"plot-{read['run_id']}.png")
     write_output(path, content)
     typer.echo(str(path))

@@ -58,7 +58,7 @@ def report(
                 frame = run_points(reader, run_id, models, manifolds)
                 typer.echo(render(frame, fmt, title="grid points"), nl=False)
     except NumerateError as error:
-        fail(str(error))
+        fail(error)
 
 
 @app.command("db")
@@ -90,7 +90,7 @@ def db_command(
         with open_reader(path, numerate_schema=False) as reader:
             frame = reader.frame(query)
     except NumerateError as error:
-        fail(str(error))
+        fail(error)
     typer.echo(render(frame, fmt), nl=False)
 
 
@@ -115,7 +115,7 @@ def regrade(
             raise ConfigError(f"{db} has no run {run_id!r}")
         changes = regrade_run(store, run_id)
     except NumerateError as error:
-        fail(str(error))
+        fail(error)
         return
     total = sum(changes.values())
     moved = {k: n for k, n in changes.items() if k[0] != k[1]}
@@ -130,8 +130,8 @@ def regrade(
 def upgrade(db: Annotated[str | None, typer.Option(help=DB_HELP)] = None) -> None:
     """Bring a results database to this numerate's schema (readers never write, so they ask
     for this); every row is kept."""
-    from numerate.schema import SCHEMA_VERSION
     from numerate.store import Store
+    from numerate.store.schema import SCHEMA_VERSION
 
     db = results_db(db)
     try:
@@ -139,7 +139,7 @@ def upgrade(db: Annotated[str | None, typer.Option(help=DB_HELP)] = None) -> Non
             raise ConfigError(f"no results database at {db}")
         store = Store.open(db)
     except NumerateError as error:
-        fail(str(error))
+        fail(error)
     found = store.found_version
     Store.close_all()
     if found == SCHEMA_VERSION:
@@ -186,6 +186,6 @@ def cache_clear(
             raise ConfigError(f"no results database at {db}")
         removed = Store.open(db).clear_completions(model, when)
     except NumerateError as error:
-        fail(str(error))
+        fail(error)
         return
     typer.echo(f"removed {removed} stored answer(s) from {db}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -53,33 +54,69 @@ def run(
     ] = "table",
 ) -> None:
     """Run a sweep: generate, ask, grade, aggregate, store; then print the results."""
-    from numerate.config import default_db
     from numerate.outcome import EXIT_RUN_FAILED, RunFailed
     from numerate.store import Store
 
-    try:
-        sweep_config = sweep_to_run(config, model, base_url, name, api_key_env)
-        fmt = check_format(output)
-        if sweep_config.results_dir:
-            from numerate.shards import check_writable
-
-            check_writable(sweep_config.results_dir)
-        reuse_local_server()
-        server = TemporaryServer()  # starts while the endpoints are checked
-        unusable = warn_about_endpoints(sweep_config)
-    except NumerateError as error:
-        fail(str(error), EXIT_RUN_FAILED if isinstance(error, RunFailed) else 2)
-    db_path = db or sweep_config.db or default_db()
+    sweep_config, fmt, db_path, server, unusable = prepare(
+        (config, model, base_url, name, api_key_env), db, fresh, output
+    )
     failure = None
     try:
         run_id = run_sweep(sweep_config, db_path, fresh, server, unusable)
     except RunFailed as error:  # stored all the same: show it, then say why it failed
         run_id, failure = error.run_id, error
     settle_prefect()
-    print_report(Store.open(db_path), run_id, fmt)
+    try:
+        print_report(Store.open(db_path), run_id, fmt)
+    except NumerateError as error:  # the run is stored: only its report could not be read
+        fail(error)
     Store.close_all()
     if failure is not None:
         fail(f"run {run_id}: {failure}", EXIT_RUN_FAILED)
+
+
+def prepare(options: tuple[Any, ...], db: str | None, fresh: bool,
+            output: str) -> tuple[Any, Any, str, TemporaryServer, dict[str, str]]:  # fmt: skip
+    """Everything checked before the flow runs: the sweep (`sweep_to_run(*options)`), the format,
+    the results location, the endpoints, the database (created or upgraded now, so readers
+    see it at once). Returns the sweep, the format, the database, the Prefect server being
+    started and the unusable models; leaves with one error line when anything is wrong."""
+    from numerate.config import default_db
+    from numerate.outcome import EXIT_RUN_FAILED, RunFailed
+    from numerate.store import Store
+
+    starting = None
+    try:
+        sweep_config = sweep_to_run(*options)
+        fmt = check_format(output)
+        if sweep_config.results_dir:
+            from numerate.store.shards import check_writable
+
+            check_writable(sweep_config.results_dir)
+        db_path = db or sweep_config.db or default_db()
+        starting = announce_start(db_path)  # readers meanwhile hear that a run is starting
+        reuse_local_server()
+        server = TemporaryServer()  # starts while the endpoints are checked
+        unusable = warn_about_endpoints(sweep_config)
+        Store.open(db_path).adopt(starting)
+        say_if_resuming(sweep_config, db_path, fresh)
+    except NumerateError as error:
+        if starting is not None:
+            starting.close()
+        fail(error, EXIT_RUN_FAILED if isinstance(error, RunFailed) else 2)
+    return sweep_config, fmt, db_path, server, unusable
+
+
+def announce_start(db_path: str) -> Any:
+    """A journal for the run, taken before anything else, so that a reader of the database
+    hears "a run is starting" rather than "no results database"; None where the database's
+    folder cannot be written (the store says why when it opens)."""
+    from numerate.store.journal import Journal
+
+    try:
+        return Journal(db_path)
+    except OSError:
+        return None
 
 
 def sweep_to_run(
@@ -144,16 +181,15 @@ def stop_on_sigterm() -> list[bool]:
 
 
 def say_if_resuming(sweep_config: Any, db_path: str, fresh: bool) -> None:
-    """One line when the run resumes an unfinished run of the same sweep and config."""
-    from pathlib import Path
-
+    """One line when the run resumes an unfinished run of the same sweep and config (and
+    holds it: another process resuming it at the same time would start a new run)."""
     from numerate.store import Store
 
-    if fresh or not Path(db_path).exists():
+    if fresh:
         return
     store = Store.open(db_path)
     run_id = store.unfinished_run(sweep_config.name, sweep_config.fingerprint())
-    if run_id:
+    if run_id and store.claim_run(run_id):
         [(stored,)] = store.query("SELECT count(*) FROM responses WHERE run_id = ?", [run_id])
         typer.echo(
             f"resuming run {run_id}: {stored:,} answers already stored are not asked again "
@@ -187,7 +223,7 @@ def run_sweep(
         logging.getLogger(name).setLevel(logging.CRITICAL)
     from numerate.outcome import RunFailed
     from numerate.progress import reporting_to
-    from numerate.store import Store
+    from numerate.store import Store, StoreError
 
     config_data = sweep_config.model_dump(mode="json")
     cases = sweep_config.total_cases()
@@ -198,15 +234,18 @@ def run_sweep(
     )
     from prefect.exceptions import TerminationSignal
 
-    say_if_resuming(sweep_config, db_path, fresh)
     terminated = stop_on_sigterm()
     try:
         server.wait()
         with reporting_to(terminal_progress(sweep_config.name)), tags(*run_tags(config_data)):
             return asyncio.run(sweep(config_data, db_path, fresh, unusable, plot=False))
     except (KeyboardInterrupt, TerminationSignal) as stop:
-        Store.open(db_path).mark_interrupted(sweep_config.name, sweep_config.fingerprint())
-        Store.close_all()
+        from numerate.store import access
+
+        access.hurry(5)  # no wait for the database outlives the stop by more than seconds
+        with contextlib.suppress(StoreError):  # busy: the run stays 'running', resumable
+            Store.open(db_path).mark_interrupted(sweep_config.name, sweep_config.fingerprint())
+        Store.close_all()  # what cannot be written now stays in the journal
         by_term = bool(terminated) or isinstance(stop, TerminationSignal)
         typer.echo(
             f"{'terminated' if by_term else 'interrupted'}: every answer received so far is "
@@ -217,4 +256,4 @@ def run_sweep(
     except RunFailed:
         raise  # stored all the same: the caller reports it
     except NumerateError as error:
-        fail(str(error))
+        fail(error, 3 if isinstance(error, StoreError) else 2)

@@ -137,7 +137,7 @@ def test_every_table_and_column_is_documented_in_the_readme(tmp_path):
         "SELECT table_name, column_name FROM information_schema.columns "
         "WHERE table_name <> 'schema_migrations'"
     )
-    store.con.close()
+    store.close()
     assert columns
     for table, column in columns:
         assert f"**`{table}`**" in readme, f"README does not describe table {table}"

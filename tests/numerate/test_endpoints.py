@@ -37,7 +37,8 @@ def endpoint(server, **overrides):
 
 def run_query(model, planned, db_path, run_id="run-1"):
     store = Store.open(db_path)
-    return asyncio.run(answer_cases(model, planned, store, run_id, retry_base_s=0.01))
+    answered = asyncio.run(answer_cases(model, planned, store, run_id, retry_base_s=0.01))
+    return answered.completions
 
 
 def grades(model, planned, completions, run_id="run-1"):
@@ -490,9 +491,10 @@ def test_an_endpoint_that_never_answers_is_reported_after_the_timeout(monkeypatc
     import socket
 
     import numerate.endpoints as endpoints
+    import numerate.endpoints.checks as checks
     from numerate.config import ModelConfig
 
-    monkeypatch.setattr(endpoints, "CHECK_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(checks, "CHECK_TIMEOUT_S", 0.2)
     with socket.socket() as silent:  # accepts connections, never says a word
         silent.bind(("127.0.0.1", 0))
         silent.listen()

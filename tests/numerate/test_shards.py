@@ -8,8 +8,8 @@ from typer.testing import CliRunner
 from flows.ingest import ingest
 from flows.sweep import sweep
 from numerate.cli import app
-from numerate.shards import SUCCESS, complete_runs
 from numerate.store import Store
+from numerate.store.shards import SUCCESS, complete_runs
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 

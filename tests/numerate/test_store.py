@@ -1,8 +1,8 @@
 import duckdb
 import pytest
 
-from numerate.schema import MIGRATIONS, SCHEMA_VERSION, migrate
 from numerate.store import Store, StoreError
+from numerate.store.schema import MIGRATIONS, SCHEMA_VERSION, migrate
 
 
 def test_a_new_database_gets_the_current_schema(db_path):
@@ -88,7 +88,9 @@ def test_cache_clear_by_model_and_date(db_path):
     assert store.query("SELECT count(*) FROM completions")[0][0] == 0
 
 
-def test_a_database_held_by_another_writer_gives_a_clear_error(tmp_path):
+def test_a_database_held_by_another_writer_past_the_wait_gives_a_clear_error(
+    tmp_path, monkeypatch
+):
     import subprocess
     import sys
 
@@ -100,7 +102,8 @@ def test_a_database_held_by_another_writer_gives_a_clear_error(tmp_path):
     holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "ready"
-        with pytest.raises(StoreError, match="cannot open results database"):
+        monkeypatch.setenv("NUMERATE_LOCK_TIMEOUT", "0.3")
+        with pytest.raises(StoreError, match=f"stayed busy .* PID {holder.pid}"):
             Store(path)
     finally:
         holder.kill()

@@ -1,5 +1,5 @@
-"""The tasks' own logic: which failures a batch retries, where a GPU step runs, grading a
-batch (tasks are called through `.fn`, without Prefect)."""
+"""The tasks' own logic: which failures a batch retries, where a GPU step runs, answering and
+grading a batch (tasks are called through `.fn`, without Prefect)."""
 
 import asyncio
 
@@ -7,11 +7,10 @@ import pytest
 
 from kernel.errors import ConfigError
 from numerate.config import ModelConfig, parse_sweep_config
-from numerate.grading import Completion
 from numerate.plan import plan_manifold
-from tasks.answer import retry_transient
+from numerate.store import Store
+from tasks.answer import answer_batch, retry_transient
 from tasks.dispatch import deployed, run_step
-from tasks.grade import grade_batch
 
 
 class FailedState:
@@ -47,19 +46,18 @@ def test_without_a_server_a_gpu_step_runs_in_this_process(monkeypatch):
     assert calls == [{"a": 1}, {"a": 2}]
 
 
-def test_grade_batch_grades_every_sample_of_every_case():
+def test_a_batch_is_answered_and_graded_every_sample_of_every_case(db_path):
     config = parse_sweep_config(
         {"name": "t", "models": [{"name": "o", "model": "baseline:oracle"}],
          "manifolds": [{"manifold": "objects", "count": 3}]}
     )  # fmt: skip
     planned = plan_manifold(config.manifolds[0], 1)
     model = ModelConfig(name="m", model="baseline:oracle", sampling={"samples": 2})
-    answers = {
-        (p.case_id, k): Completion(
-            f"h{k}", f"Answer: {p.target}" if k == 0 else "Answer: -1", sample=k
-        )
-        for p in planned
-        for k in range(2)
-    }
-    rows = asyncio.run(grade_batch.fn(planned, answers, "run", model.model_dump(mode="json")))
-    assert [(r["sample_index"], r["outcome"]) for r in rows] == [(0, "correct"), (1, "wrong")] * 3
+    rows = asyncio.run(answer_batch.fn(model.model_dump(mode="json"), planned, "run", db_path))
+    assert [(r["case_id"], r["sample_index"], r["outcome"]) for r in rows] == [
+        (p.case_id, k, "correct") for p in planned for k in range(2)
+    ]
+    stored = Store.open(db_path).query(
+        "SELECT case_id, sample_index FROM responses ORDER BY ALL"
+    )  # every graded answer is written (the session writes the journal first)
+    assert stored == sorted((r["case_id"], r["sample_index"]) for r in rows)

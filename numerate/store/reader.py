@@ -2,40 +2,33 @@
 
 A reader's connection is read-only and cannot touch any file outside the database (DuckDB's
 `enable_external_access = false`, locked): no `COPY ... TO`, `EXPORT DATABASE`, `read_text`,
-`ATTACH` or extension install. While a sweep writes, DuckDB lets no other process open the file,
-not even read-only; the writing process then publishes a snapshot next to it
-(`live_path`, see `numerate.store.LivePublisher`) and a reader opens that instead, saying so.
+`ATTACH` or extension install.
+
+Writers hold the file only for short sessions (numerate.store.writer), so a reader opens the
+database itself, waiting (bounded, visibly: numerate.store.access) while a writer has it, and
+sees every answer graded more than a few seconds ago. A reader holds the file while it is open:
+open one for a command, not for an afternoon.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from kernel.errors import ConfigError
-from numerate.schema import SCHEMA_VERSION
+from numerate.store.schema import SCHEMA_VERSION
 
-__all__ = ["Reader", "live_path"]
+__all__ = ["Reader"]
 
 # Settings of every reader connection: nothing outside the database file can be reached.
 READ_ONLY_CONFIG = {"enable_external_access": False, "lock_configuration": True}
 
 
-def live_path(path: str) -> str:
-    """Where the writing process publishes its snapshot: numerate.duckdb ->
-    numerate.live.duckdb (any other name gets `.live.duckdb` appended)."""
-    file = Path(path)
-    if file.suffix == ".duckdb":
-        return str(file.with_suffix(".live.duckdb"))
-    return str(file) + ".live.duckdb"
-
-
 def _connect(path: str) -> Any:
-    import duckdb
+    from numerate.store import access
 
-    return duckdb.connect(path, read_only=True, config=dict(READ_ONLY_CONFIG))
+    return access.connect(path, read_only=True, config=READ_ONLY_CONFIG)
 
 
 def _first_line(error: BaseException) -> str:
@@ -43,48 +36,45 @@ def _first_line(error: BaseException) -> str:
 
 
 class Reader:
-    """A read-only connection to a results database, or to its live snapshot while a sweep
-    writes (then `live_age` is the snapshot's age in seconds)."""
+    """A read-only connection to a results database."""
 
-    def __init__(self, path: str, con: Any, live_age: float | None = None) -> None:
+    def __init__(self, path: str, con: Any) -> None:
         self.path = path
         self.con = con
-        self.live_age = live_age
 
     @classmethod
     def open(cls, path: str, numerate_schema: bool = True) -> Reader:
-        """Open `path` read-only. ConfigError, in the user's words, when it does not exist,
-        cannot be read, is not a numerate database (when `numerate_schema`) or is locked by a
-        writer that has not published a snapshot yet."""
+        """Open `path` read-only, waiting while a writer holds it. ConfigError, in the user's
+        words, when it does not exist (or a run is only starting to write it), is not a file,
+        cannot be read or is not a numerate database (when `numerate_schema`); DatabaseBusy
+        when writers held it past NUMERATE_LOCK_TIMEOUT."""
         import duckdb
 
-        if not Path(path).is_file():
+        from numerate.store.journal import live_owners
+
+        file = Path(path)
+        if file.is_dir():
+            raise ConfigError(f"{path} is a folder, not a results database")
+        if not file.is_file():
+            if live_owners(path):
+                raise ConfigError(
+                    f"no results in {path} yet: a run is starting to write it (try again in a "
+                    "few seconds)"
+                )
             raise ConfigError(f"no results database at {path} (run `numerate run` first)")
         try:
             reader = cls(path, _connect(path))
-        except duckdb.IOException as error:
-            if "lock" not in str(error).lower():
-                raise ConfigError(f"cannot open {path}: {_first_line(error)}") from None
-            reader = cls._open_live(path)
         except duckdb.Error as error:
             raise ConfigError(f"cannot open {path}: {_first_line(error)}") from None
+        except OSError as error:
+            raise ConfigError(f"cannot open {path}: {error.strerror}") from None
         if numerate_schema:
-            reader.check_schema()
+            try:
+                reader.check_schema()
+            except BaseException:
+                reader.close()
+                raise
         return reader
-
-    @classmethod
-    def _open_live(cls, path: str) -> Reader:
-        import duckdb
-
-        live = live_path(path)
-        try:
-            age = max(0.0, time.time() - Path(live).stat().st_mtime)
-            return cls(path, _connect(live), live_age=age)
-        except (OSError, duckdb.Error):
-            raise ConfigError(
-                f"{path} is being written by another process and has no live snapshot yet "
-                f"({live} appears within seconds of a sweep's start): try again shortly"
-            ) from None
 
     def check_schema(self) -> None:
         """ConfigError unless the database has numerate's current schema."""
@@ -102,15 +92,6 @@ class Reader:
                 f"{self.path} has schema version {found}, this numerate reads version "
                 f"{SCHEMA_VERSION}: {upgrade}"
             )
-
-    @property
-    def note(self) -> str | None:
-        """What a user should know about where the rows come from, or None."""
-        if self.live_age is None:
-            return None
-        return (
-            f"a sweep is writing {self.path}: showing its live snapshot, {self.live_age:.0f} s old"
-        )
 
     def query(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
         import duckdb

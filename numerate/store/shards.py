@@ -1,10 +1,12 @@
 """Results from several workers or machines: Parquet shards in a shared location.
 
-DuckDB has one writing process. A run on another worker writes its own database, then
-publishes its rows as Parquet files to a results location (a folder or any fsspec URL:
-s3://..., gs://..., an NFS path); one ingest step loads every complete, not yet ingested run
-into the central database. A run's folder is complete when its `_SUCCESS` marker exists: the
-marker is written last, and every file is written under a temporary name and then renamed.
+A DuckDB file is shared by the processes of one machine (numerate.store.access); it must not be
+shared across machines (its lock is not reliable on a network filesystem). A run on another
+machine writes its own database, then publishes its rows as Parquet files to a results location
+(a folder or any fsspec URL: s3://..., gs://..., an NFS path); an ingest loads every complete,
+not yet ingested run into the central database, one run a short session, while other runs
+write it. A run's folder is complete when its `_SUCCESS` marker exists: the marker is written
+last, and every file is written under a temporary name and then renamed.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from kernel.errors import ConfigError
-from numerate.schema import OPTIONAL_SHARD_TABLES, SHARD_TABLES
-from numerate.store import Store
+from numerate.store.schema import OPTIONAL_SHARD_TABLES, SHARD_TABLES, now
+from numerate.store.writer import Store
 
 SUCCESS = "_SUCCESS"
 
@@ -36,7 +38,7 @@ def publish_run(store: Store, run_id: str, results_dir: str) -> str:
     fs, root = _filesystem(results_dir)
     folder = f"{root}/{run_id}"
     with tempfile.TemporaryDirectory(prefix="numerate-shards-") as local:
-        files = store.export_run(run_id, local)
+        files = export_run(store, run_id, local)
         fs.makedirs(folder, exist_ok=True)
         for path in files:
             name = Path(path).name
@@ -44,6 +46,45 @@ def publish_run(store: Store, run_id: str, results_dir: str) -> str:
             fs.mv(f"{folder}/{name}.partial", f"{folder}/{name}")
         fs.pipe_file(f"{folder}/{SUCCESS}", b"")
     return folder
+
+
+def _sql_path(path: str) -> str:
+    """A file path as a SQL string literal's content."""
+    return path.replace("'", "''")
+
+
+def export_run(store: Store, run_id: str, folder: str) -> list[str]:
+    """Write the run's rows as one Parquet file per table into a local folder (one session)."""
+    written = []
+    with store.session() as con:
+        for table, (query, _) in SHARD_TABLES.items():
+            target = str(Path(folder) / f"{table}.parquet")
+            con.execute(
+                f"COPY ({query.replace('$run', '$1')}) TO '{_sql_path(target)}' (FORMAT parquet)",
+                [run_id],
+            )
+            written.append(target)
+    return written
+
+
+def ingested(store: Store, run_id: str) -> bool:
+    return bool(store.query("SELECT 1 FROM ingested_shards WHERE run_id = ?", [run_id]))
+
+
+def ingest_run(store: Store, run_id: str, folder: str, source: str) -> None:
+    """Load a run's Parquet shards (a local folder) in one transaction; loading the same run
+    again changes nothing (two ingests of one location at once are harmless)."""
+    with store.transaction() as con:
+        for table, (_, conflict) in SHARD_TABLES.items():
+            path = _sql_path(str(Path(folder) / f"{table}.parquet"))
+            if table in OPTIONAL_SHARD_TABLES and not Path(path).exists():
+                continue
+            con.execute(
+                f"INSERT {conflict} INTO {table} BY NAME SELECT * FROM read_parquet('{path}')"
+            )
+        con.execute(
+            "INSERT OR REPLACE INTO ingested_shards VALUES (?, ?, ?)", [run_id, source, now()]
+        )
 
 
 def check_writable(results_dir: str) -> None:
@@ -91,7 +132,7 @@ def ingest(store: Store, results_dir: str) -> Ingested:
     fs, root = _filesystem(results_dir)
     done = Ingested()
     for run_id in complete_runs(results_dir):
-        if store.ingested(run_id):
+        if ingested(store, run_id):
             continue
         with tempfile.TemporaryDirectory(prefix="numerate-ingest-") as local:
             try:
@@ -100,7 +141,7 @@ def ingest(store: Store, results_dir: str) -> Ingested:
                     if table in OPTIONAL_SHARD_TABLES and not fs.exists(shard):
                         continue  # published before the table existed
                     fs.get_file(shard, f"{local}/{table}.parquet")
-                store.ingest_run(run_id, local, source=f"{results_dir.rstrip('/')}/{run_id}")
+                ingest_run(store, run_id, local, source=f"{results_dir.rstrip('/')}/{run_id}")
             except (OSError, duckdb.Error) as error:
                 reason = str(error).splitlines()[0] if str(error) else type(error).__name__
                 done.skipped.append((run_id, reason[:300]))

@@ -1,19 +1,10 @@
-"""The DuckDB schema, in one place: versioned migrations recorded in the database, the column
-lists the store writes, and what a run's Parquet shards hold.
+"""The schema's history: each migration moves the results database from version i to i + 1.
 
-Never edit a released migration: add the next.
+Never edit a released migration: add the next (and raise SCHEMA_VERSION in
+numerate.store.schema).
 """
 
 from __future__ import annotations
-
-import contextlib
-from collections.abc import Iterator
-from datetime import UTC, datetime
-from typing import Any
-
-from kernel.errors import NumerateError
-
-SCHEMA_VERSION = 6
 
 # Each migration moves the database from version i to i + 1. Never edit a released one:
 # add the next.
@@ -400,87 +391,3 @@ MIGRATIONS: list[tuple[str, str]] = [
         """,
     ),
 ]
-
-# What a run exports as Parquet shards, and how ingesting one merges it: cases and
-# completions are shared by runs (the first copy stays); the run's own rows replace any
-# earlier copy of themselves.
-SHARD_TABLES: dict[str, tuple[str, str]] = {
-    "runs": ("SELECT * FROM runs WHERE run_id = $run", "OR REPLACE"),
-    "cases": (
-        "SELECT * FROM cases WHERE case_id IN (SELECT case_id FROM responses WHERE run_id = $run)",
-        "OR IGNORE",
-    ),
-    "completions": (
-        "SELECT * FROM completions WHERE request_hash IN "
-        "(SELECT request_hash FROM responses WHERE run_id = $run)",
-        "OR IGNORE",
-    ),
-    "responses": ("SELECT * FROM responses WHERE run_id = $run", "OR REPLACE"),
-    "run_models": ("SELECT * FROM run_models WHERE run_id = $run", "OR REPLACE"),
-    "points": ("SELECT * FROM points WHERE run_id = $run", "OR REPLACE"),
-    "point_stops": ("SELECT * FROM point_stops WHERE run_id = $run", "OR REPLACE"),
-    "summaries": ("SELECT * FROM summaries WHERE run_id = $run", "OR REPLACE"),
-}
-
-OPTIONAL_SHARD_TABLES = frozenset({"run_models", "point_stops"})
-"""Shard tables that runs published by earlier versions lack."""
-
-NUMGEN_TABLES = ("numgen_images", "numgen_detections", "numgen_metrics", "numgen_targets")
-
-COMPLETION_COLUMNS = (
-    "request_hash", "run_id", "base_url", "model_id", "revision", "sample_index", "text",
-    "finish_reason", "prompt_tokens", "completion_tokens", "latency_s", "attempts", "created_at",
-)  # fmt: skip
-RESPONSE_COLUMNS = (
-    "run_id", "model", "model_id", "manifold", "case_id", "sample_index", "point_key",
-    "request_hash", "raw_text", "answer", "outcome", "error", "finish_reason", "prompt_tokens",
-    "completion_tokens", "latency_s", "cached", "graded_at",
-)  # fmt: skip
-CASE_COLUMNS = (
-    "case_id", "manifold", "point_key", "params", "seed", "case_index", "input", "target",
-    "chance", "data", "generator_version", "chance_random", "chance_heuristic",
-)  # fmt: skip
-
-
-class StoreError(NumerateError):
-    """The results database cannot be used."""
-
-
-def now() -> datetime:
-    return datetime.now(UTC)
-
-
-def migrate(con: Any) -> int:
-    """Bring the schema to SCHEMA_VERSION; returns the version found before."""
-    con.execute(
-        "CREATE TABLE IF NOT EXISTS schema_migrations ("
-        " version INTEGER PRIMARY KEY, description VARCHAR NOT NULL,"
-        " applied_at TIMESTAMPTZ NOT NULL)"
-    )
-    # fetchall: duckdb 2.0 refuses other work on a connection whose result is not exhausted
-    found = con.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchall()[0][0]
-    if found > SCHEMA_VERSION:
-        raise StoreError(
-            f"the database has schema version {found}, newer than this numerate "
-            f"({SCHEMA_VERSION}): upgrade numerate"
-        )
-    for version in range(found + 1, SCHEMA_VERSION + 1):
-        description, sql = MIGRATIONS[version - 1]
-        with transaction(con):
-            con.execute(sql)
-            con.execute(
-                "INSERT INTO schema_migrations VALUES (?, ?, ?)", [version, description, now()]
-            )
-    return found
-
-
-@contextlib.contextmanager
-def transaction(con: Any) -> Iterator[None]:
-    """BEGIN ... COMMIT around the block on a DuckDB connection; ROLLBACK when it raises."""
-    con.execute("BEGIN TRANSACTION")
-    try:
-        yield
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
-    con.execute("COMMIT")

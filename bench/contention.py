@@ -1,0 +1,154 @@
+"""A soak of one results database under many users (README, "Many users, one database").
+
+Four writers share one database for a few minutes: three sweeps against a slow loopback endpoint
+(each its own config, one of them started twice in a row so that a second process meets a run in
+progress) and a stream of `numerate ingest` calls loading Parquet shards; two readers poll
+`numerate report` and `numerate db` every second. It reports:
+
+- answers lost: graded answers a sweep should have stored and did not (must be 0);
+- reader errors: reader commands that failed (must be 0);
+- the longest lock hold: the longest session any writer held the file (NUMERATE_LOCK_LOG);
+- the longest reader staleness: the longest time between an answer being graded and a reader
+  first seeing it (an upper bound: it includes the reader's poll interval and start-up).
+
+Run with `python bench/contention.py` (about 4 minutes; `--cases` and `--delay` scale it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.contention import (  # noqa: E402
+    GRADED_QUERY,
+    NUMERATE,
+    Reader,
+    environment,
+    first_seen,
+    lock_holds,
+    start,
+    sweep_config,
+    wait_for_file,
+)
+from tests.fake_openai import spawn  # noqa: E402
+from tests.prefect_server import start_prefect_server, stop  # noqa: E402
+
+
+def make_shards(work: Path, env: dict[str, str], parts: int) -> Path:
+    """`parts` small baseline runs published as shards, to be ingested during the soak."""
+    shards = work / "shards"
+    for part in range(parts):
+        config = work / f"part-{part}.yaml"
+        config.write_text(
+            f"name: part-{part}\nmodels: [{{name: oracle, model: 'baseline:oracle'}}]\n"
+            f"manifolds: [{{manifold: objects, count: 20}}]\nseed: {part}\n"
+            f"results_dir: {shards}\n"
+        )
+        subprocess.run([*NUMERATE, "run", "--config", str(config), "--db",
+                        str(work / f"part-{part}.duckdb")], cwd=ROOT, env=env, check=True,
+                       capture_output=True, timeout=600)  # fmt: skip
+    return shards
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--cases", type=int, default=300, help="cases per sweep")
+    parser.add_argument("--delay", type=float, default=0.2, help="seconds per answer")
+    parser.add_argument("--shards", type=int, default=4, help="runs ingested during the soak")
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="numerate-contention-"))
+    lock_log = work / "locks.jsonl"
+    endpoint, base_url = spawn(work, "--delay", str(args.delay))
+    server, api_url = start_prefect_server(environment(work / "prefect", None, lock_log))
+    env = environment(work / "prefect", api_url, lock_log)
+    db = work / "shared.duckdb"
+    readers: list[Reader] = []
+    print(f"work folder: {work}", file=sys.stderr)
+    try:
+        shards = make_shards(work, env, args.shards)
+        lock_log.unlink(missing_ok=True)  # only the soak's sessions count
+        sweeps = {
+            name: sweep_config(work / f"{name}.yaml", name, base_url, manifold, args.cases, 4)
+            for name, manifold in (
+                ("soak-a", "objects"),
+                ("soak-b", "shuffle"),
+                ("soak-c", "sequence"),
+            )  # fmt: skip
+        }
+        started = time.time()
+        writers = {
+            name: start(
+                [*NUMERATE, "run", "--config", str(path), "--db", str(db)],
+                env,
+                work / f"{name}.log",
+            )  # fmt: skip
+            for name, path in sweeps.items()
+        }
+        wait_for_file(db, 120)
+        time.sleep(5)
+        readers = [
+            Reader([*NUMERATE, "report", "--db", str(db)], env).start(),
+            Reader([*NUMERATE, "db", str(db), GRADED_QUERY, "--format", "csv"], env).start(),
+        ]
+        ingests: list[subprocess.CompletedProcess[str]] = []
+        while any(w.poll() is None for w in writers.values()):
+            # the fourth writer: an ingest every few seconds while the sweeps run
+            ingests.append(subprocess.run([*NUMERATE, "ingest", str(shards), "--db", str(db)],
+                                          cwd=ROOT, env=env, capture_output=True, text=True))  # fmt: skip
+            time.sleep(3)
+        elapsed = time.time() - started
+        time.sleep(2)
+    finally:
+        for reader in readers:
+            reader.stop()
+        endpoint.kill()
+        endpoint.wait()
+        stop(server)
+
+    import duckdb
+
+    con = duckdb.connect(str(db), read_only=True)
+    stored = dict(
+        con.execute(
+            "SELECT r.sweep_name, count(*) FROM responses s JOIN runs r USING (run_id) GROUP BY ALL"
+        ).fetchall()
+    )
+    [(ingested,)] = con.execute("SELECT count(*) FROM ingested_shards").fetchall()
+    con.close()
+    lost = sum(max(0, args.cases - stored.get(name, 0)) for name in sweeps)
+    failed_writers = [n for n, w in writers.items() if w.returncode != 0]
+    failed_writers += [f"ingest ({i.returncode})" for i in ingests if i.returncode != 0]
+    reader_errors = sum(len(r.failures) for r in readers)
+    holds = [h["held_s"] for h in lock_holds(lock_log) if h["kind"] == "write"]
+    waits = [h["waited_s"] for h in lock_holds(lock_log)]
+    seen = first_seen(readers[1].polls)
+    lags = [when - graded for graded, when in seen.values()]
+
+    print(f"soak: {elapsed:.0f} s, 3 sweeps x {args.cases} cases at {args.delay} s an answer, "
+          f"{len(ingests)} ingests ({ingested} runs loaded), 2 readers every second")  # fmt: skip
+    print(f"answers lost: {lost} (must be 0)")
+    print(f"writers that failed: {len(failed_writers)} {failed_writers or ''}")
+    print(f"reader errors: {reader_errors} of {sum(len(r.polls) for r in readers)} polls "
+          "(must be 0)")  # fmt: skip
+    print(f"lock holds: {len(holds)} sessions, median {statistics.median(holds) * 1000:.0f} ms, "
+          f"longest {max(holds):.2f} s")  # fmt: skip
+    print(
+        f"lock waits: median {statistics.median(waits) * 1000:.0f} ms, longest {max(waits):.2f} s"
+    )
+    if lags:
+        print(f"reader staleness: median {statistics.median(lags):.1f} s, longest "
+              f"{max(lags):.1f} s over {len(lags)} answers")  # fmt: skip
+    return 0 if lost == 0 and reader_errors == 0 and not failed_writers else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,37 @@
+"""Sending cases to models: OpenAI-compatible endpoints and built-in baselines.
+
+- `keys`: API keys (environment or Prefect Secret blocks), never stored or logged;
+- `retries`: what is retried and how long to wait (Retry-After wins);
+- `limits`: a model's shared client, in-flight bounds and breaker;
+- `answerers`: an endpoint's answerer (retries, rate limits) and the baselines';
+- `checks`: checking endpoints before anything is sent;
+- `answering`: a batch's answers, graded as they arrive and journaled at once.
+"""
+
+from numerate.endpoints.answerers import Answerer, BaselineAnswerer, EndpointAnswerer, storable
+from numerate.endpoints.answering import Answered, answer_cases, completion_row, plan_requests
+from numerate.endpoints.checks import check_endpoint, check_endpoints
+from numerate.endpoints.keys import EndpointError, api_key, redact
+from numerate.endpoints.limits import Breaker, close_clients, stopped_cause
+from numerate.endpoints.retries import backoff_s, retry_after_s
+
+__all__ = [
+    "Answered",
+    "Answerer",
+    "BaselineAnswerer",
+    "Breaker",
+    "EndpointAnswerer",
+    "EndpointError",
+    "answer_cases",
+    "api_key",
+    "backoff_s",
+    "check_endpoint",
+    "check_endpoints",
+    "close_clients",
+    "completion_row",
+    "plan_requests",
+    "redact",
+    "retry_after_s",
+    "stopped_cause",
+    "storable",
+]

@@ -1,0 +1,199 @@
+"""Answerers: an OpenAI-compatible endpoint (with retries, rate limits and the breaker), and the
+built-in baselines."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import random
+import time
+from typing import Any, Protocol
+
+from manifolds import registry
+from numerate.config import ModelConfig
+from numerate.endpoints.keys import redact
+from numerate.endpoints.limits import model_breaker, model_limits, shared_client
+from numerate.endpoints.retries import (
+    MAX_THROTTLE_WAIT_S,
+    backoff_s,
+    describe_error,
+    is_retryable,
+    is_throttle,
+    retry_after_s,
+)
+from numerate.grading import Completion
+from numerate.plan import PlannedCase
+from numerate.progress import current as current_progress
+
+
+class Answerer(Protocol):
+    """Something that answers one request of a case: an endpoint, or a built-in baseline."""
+
+    async def answer(
+        self, planned: PlannedCase, messages: list[dict[str, str]], request_id: str,
+        sample: int = 0,
+    ) -> Completion:  # fmt: skip
+        """The answer to one request (an error Completion when it failed for good)."""
+        ...
+
+
+class EndpointAnswerer:
+    """Sends requests to an OpenAI-compatible chat completions endpoint."""
+
+    def __init__(self, model: ModelConfig, client: Any, retry_base_s: float = 1.0) -> None:
+        self.model = model
+        self.retry_base_s = retry_base_s
+        self.rng = random.Random()
+        self.client = client
+        self.breaker = model_breaker(model)
+        self.limit = model_limits(model)[0]
+
+    async def answer(self, planned: PlannedCase, messages: list[dict[str, str]],
+                     request_id: str, sample: int = 0) -> Completion:  # fmt: skip
+        """Ask until answered: a slot of the model's adaptive limit per attempt (none while
+        waiting to retry); rate limits lower the limit and are waited out within
+        `throttle_budget_s`, other failures spend `max_retries`."""
+        sampling = self.model.sampling.request_fields(sample)
+        tries = attempts = 0
+        throttled_since: float | None = None
+        while True:
+            attempts += 1
+            async with self.limit:
+                sent_at = time.monotonic()
+                try:
+                    response = await self.client.chat.completions.create(
+                        model=self.model.model, messages=messages, **sampling
+                    )
+                except Exception as caught:
+                    error: Exception | None = caught
+                else:
+                    error = None
+            if error is None:
+                self.limit.succeeded()
+                self.breaker.success()
+                latency = time.monotonic() - sent_at
+                completion = read_completion(response, request_id, attempts, latency, sample)
+                tries += 1
+                if completion.error is None or tries > self.model.max_retries:
+                    return completion
+                # a malformed or empty answer: a proxy's error page, a cut body; ask again
+                await asyncio.sleep(backoff_s(tries, self.retry_base_s, self.rng))
+                continue
+            detail = redact(describe_error(error), self.client.api_key)
+            self.breaker.failure(error, detail)
+            if is_throttle(error):
+                self.limit.throttled()
+                current_progress().retried()
+                throttled_since = throttled_since or sent_at
+                waited = time.monotonic() - throttled_since
+                if waited <= self.model.throttle_budget_s and not self.breaker.tripped:
+                    await asyncio.sleep(self.throttle_delay_s(error, attempts))
+                    continue
+                refused = f"{detail} (still refused after {waited:.0f} s)"
+                return Completion(request_id, None, attempts=attempts, sample=sample, error=refused)
+            tries += 1
+            if not is_retryable(error) or tries > self.model.max_retries or self.breaker.tripped:
+                return Completion(request_id, None, attempts=attempts, error=detail, sample=sample)
+            current_progress().retried()
+            await asyncio.sleep(self.retry_delay_s(error, tries))
+            if self.breaker.tripped:
+                return Completion(request_id, None, attempts=attempts, sample=sample,
+                                  error=f"stopped: {self.breaker.cause}")  # fmt: skip
+
+    def retry_delay_s(self, error: Exception, tries: int) -> float:
+        """Wait before a retry: what the server asked for (with jitter), else backoff."""
+        asked = retry_after_s(getattr(getattr(error, "response", None), "headers", None))
+        if asked is not None:
+            return asked * self.rng.uniform(1.0, 1.5)  # jitter: no retries in lockstep
+        return backoff_s(tries, self.retry_base_s, self.rng)
+
+    def throttle_delay_s(self, error: Exception, attempts: int) -> float:
+        """Wait after a rate limit: as asked (with jitter); without Retry-After a short wait,
+        since the lowered limit already slows the model down."""
+        asked = retry_after_s(getattr(getattr(error, "response", None), "headers", None))
+        if asked is not None:
+            return asked * self.rng.uniform(1.0, 1.5)
+        return min(MAX_THROTTLE_WAIT_S, backoff_s(attempts, 0.1 * self.retry_base_s, self.rng))
+
+
+def read_completion(
+    response: Any, request_id: str, attempts: int, latency_s: float, sample: int
+) -> Completion:
+    """The Completion of a chat completions answer; a body that is not one (an HTML page, no
+    choices) or that holds no text is an `error` with its cause (never stored as an answer)."""
+    choices = getattr(response, "choices", None)
+    if not choices:
+        cause = "no choices" if isinstance(choices, list) else "not a chat completion"
+        return Completion(
+            request_id, None, attempts=attempts, error=f"malformed answer: {cause}", sample=sample
+        )
+    choice = choices[0]
+    message = getattr(choice, "message", None)
+    content = getattr(message, "content", None)
+    finish_reason = getattr(choice, "finish_reason", None)
+    usage = getattr(response, "usage", None)
+    tokens = {
+        "prompt_tokens": getattr(usage, "prompt_tokens", None),
+        "completion_tokens": getattr(usage, "completion_tokens", None),
+    }
+    if not isinstance(content, str) or not content.strip():
+        if finish_reason == "length":  # all of max_tokens spent before any answer text
+            return Completion(
+                request_id, "", finish_reason=finish_reason, latency_s=latency_s,
+                attempts=attempts, sample=sample, **tokens,
+            )  # fmt: skip
+        return Completion(
+            request_id, None, finish_reason=finish_reason, attempts=attempts, sample=sample,
+            error=f"empty answer: no content (finish_reason {finish_reason!r})",
+        )  # fmt: skip
+    return Completion(
+        request_id, content, finish_reason=finish_reason, latency_s=latency_s,
+        attempts=attempts, sample=sample, **tokens,
+    )  # fmt: skip
+
+
+def storable(completion: Completion) -> bool:
+    """Whether an answer may be stored for reuse: only complete ones (text received; never an
+    error, a malformed body or an empty answer)."""
+    return completion.error is None and bool(completion.text)
+
+
+class BaselineAnswerer:
+    """`baseline:oracle` answers with the target; `baseline:random` guesses uniformly over the
+    manifold's response space, seeded by the request so the guess is reproducible;
+    `baseline:heuristic` plays the manifold's trivial strategy (no reasoning)."""
+
+    def __init__(self, model: ModelConfig) -> None:
+        self.kind = model.model.removeprefix("baseline:")
+
+    async def answer(self, planned: PlannedCase, messages: list[dict[str, str]],
+                     request_id: str, sample: int = 0) -> Completion:  # fmt: skip
+        started = time.monotonic()
+        spec = registry.get(planned.manifold)
+        if self.kind == "oracle":
+            text = f"Answer: {planned.target}"
+        elif self.kind == "heuristic":
+            prior = heuristic_prior(planned.manifold, planned.params, planned.seed)
+            text = f"Answer: {spec.heuristic(planned.case, prior)}"
+        else:
+            rng = random.Random(request_id)
+            text = f"Answer: {spec.guess(planned.case, rng)}"
+        return Completion(
+            request_id, text, finish_reason="stop", completion_tokens=len(text.split()),
+            prompt_tokens=sum(len(m["content"].split()) for m in messages),
+            latency_s=time.monotonic() - started, sample=sample,
+        )  # fmt: skip
+
+
+@functools.lru_cache(maxsize=1024)
+def heuristic_prior(manifold: str, params_json: str, seed: int) -> Any:
+    """What the trivial strategy knows of a grid point (computed once per point)."""
+    spec = registry.get(manifold)
+    return spec.heuristic_prior_of(spec.params(**json.loads(params_json)), seed)
+
+
+async def answerer_for(model: ModelConfig, retry_base_s: float = 1.0) -> Answerer:
+    if model.is_baseline:
+        return BaselineAnswerer(model)
+    return EndpointAnswerer(model, await shared_client(model), retry_base_s)

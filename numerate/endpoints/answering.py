@@ -1,0 +1,178 @@
+"""Answering a batch of cases: stored answers where the cache policy allows, the rest from the
+model, each graded the moment it arrives.
+
+- One request per distinct request hash (endpoint, model id, revision, messages, sampling,
+  sample); a stored answer stands in for it only as the model's cache policy allows.
+- At most `concurrency` requests per model are being answered at once, and at most
+  2 x `concurrency` are in flight (sent, or waiting to be retried).
+- A fresh answer and its grade go to the process's journal on disk as soon as they arrive
+  (numerate.store.Store.receive): a process killed at any moment loses only the requests in
+  flight, which a resumed run sends again; readers see the graded answer within seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from numerate.config import ModelConfig
+from numerate.endpoints.answerers import answerer_for, storable
+from numerate.endpoints.limits import model_breaker, model_limits
+from numerate.grading import Completion, grade_response
+from numerate.plan import PlannedCase, messages_for, request_hasher
+from numerate.progress import current as current_progress
+from numerate.store import Store, now
+
+Requests = dict[str, tuple[PlannedCase, list[dict[str, str]], int]]
+"""Request hash -> (the case, its messages, the sample index)."""
+
+
+def plan_requests(
+    model: ModelConfig, planned: Sequence[PlannedCase]
+) -> tuple[dict[tuple[str, int], str], Requests]:
+    """The requests the cases need: every (case id, sample) -> its request hash, and each
+    distinct request once (identical cases share one)."""
+    by_answer: dict[tuple[str, int], str] = {}
+    requests: Requests = {}
+    hashers = [request_hasher(model, sample) for sample in range(model.sampling.samples)]
+    for item in planned:
+        messages = messages_for(model, item)
+        for sample, hasher in enumerate(hashers):
+            key = hasher(messages)
+            by_answer[item.case_id, sample] = key
+            requests.setdefault(key, (item, messages, sample))
+    return by_answer, requests
+
+
+async def stored_answers(
+    model: ModelConfig, store: Store, requests: Requests, run_id: str
+) -> dict[str, Completion]:
+    """The stored answers the model's cache policy lets stand in for these requests:
+    `resume` those of this run, `reuse` those of any run, `off` none."""
+    if model.cache == "off":
+        return {}
+    only_run = run_id if model.cache == "resume" else None
+    stored = await asyncio.to_thread(store.get_completions, list(requests), only_run)
+    return {
+        key: Completion(
+            key,
+            row["text"],
+            finish_reason=row["finish_reason"],
+            prompt_tokens=row["prompt_tokens"],
+            completion_tokens=row["completion_tokens"],
+            latency_s=row["latency_s"],
+            attempts=row["attempts"],
+            fetched_by=row["run_id"],
+            sample=requests[key][2],
+        )
+        for key, row in stored.items()
+    }
+
+
+@dataclass
+class Answered:
+    """A batch's answers, keyed by (case id, sample), and their graded `responses` rows in the
+    batch's order (every sample of each case)."""
+
+    completions: dict[tuple[str, int], Completion]
+    responses: list[dict[str, Any]]
+
+
+async def answer_cases(
+    model: ModelConfig,
+    planned: Sequence[PlannedCase],
+    store: Store,
+    run_id: str,
+    retry_base_s: float = 1.0,
+) -> Answered:
+    """Answers for the cases, `model.sampling.samples` per case, each graded as it arrives.
+
+    A stored answer stands in for a request only as the model's `cache` policy allows (see
+    `stored_answers`): a resumed run sends only what it lacks. Their grades are written at
+    once, in one short session. The rest are asked of the model; each complete answer and
+    the grades of the cases it answers go to the store's journal when it arrives.
+    """
+    progress = current_progress()
+    by_answer, requests = plan_requests(model, planned)
+    cases = {p.case_id: p for p in planned}
+    answers_of: dict[str, list[PlannedCase]] = {}  # the cases a request answers
+    for (case_id, _), key in by_answer.items():
+        answers_of.setdefault(key, []).append(cases[case_id])
+    results = await stored_answers(model, store, requests, run_id)
+    graded: dict[tuple[str, int], dict[str, Any]] = {}
+
+    def grade(key: str, completion: Completion) -> list[dict[str, Any]]:
+        rows = [grade_response(p, completion, run_id, model) for p in answers_of[key]]
+        graded_at = now()
+        for row in rows:
+            row["graded_at"] = graded_at
+            graded[row["case_id"], completion.sample] = row
+        return rows
+
+    if results:
+        rows = [row for key, completion in results.items() for row in grade(key, completion)]
+        await asyncio.to_thread(store.put_responses, rows)
+    answers_per_request = Counter(by_answer.values())
+    earlier = sum(answers_per_request[k] for k, c in results.items() if c.fetched_by != run_id)
+    progress.advance(sum(answers_per_request[k] for k in results), cached=earlier)
+
+    pending = [key for key in requests if key not in results]
+    if pending:  # all stored: no client (nor its import) is needed
+        await _ask(model, requests, pending, store, run_id, retry_base_s, results, grade,
+                   answers_per_request)  # fmt: skip
+    return Answered(
+        completions={answer: results[key] for answer, key in by_answer.items()},
+        responses=[graded[answer] for answer in by_answer],
+    )
+
+
+async def _ask(model: ModelConfig, requests: Requests, pending: list[str], store: Store,
+               run_id: str, retry_base_s: float, results: dict[str, Completion],
+               grade: Any, answers_per_request: Counter[str]) -> None:  # fmt: skip
+    """Ask the model for the `pending` requests, at most 2 x concurrency in flight."""
+    progress = current_progress()
+    answerer = await answerer_for(model, retry_base_s)
+    _, in_flight = model_limits(model)
+    breaker = model_breaker(model)
+
+    async def ask(key: str) -> None:
+        item, messages, sample = requests[key]
+        async with in_flight:
+            if breaker.tripped:  # never sent: a re-run sends it
+                completion = Completion(key, None, attempts=0, sample=sample,
+                                        error=f"not sent: {breaker.cause}")  # fmt: skip
+            else:
+                completion = await answerer.answer(item, messages, key, sample)
+        if completion.error is None:
+            completion = dataclasses.replace(completion, fetched_by=run_id)
+        if storable(completion):
+            store.receive("completions", [completion_row(model, completion, run_id)])
+        store.receive("responses", grade(key, completion))
+        results[key] = completion
+        weight = answers_per_request[key]
+        progress.advance(weight, errors=weight if completion.error is not None else 0)
+
+    await asyncio.gather(*(ask(key) for key in pending))
+
+
+def completion_row(model: ModelConfig, completion: Completion, run_id: str) -> dict[str, Any]:
+    """The `completions` row of an answer this run received."""
+    return {
+        "request_hash": completion.request_hash,
+        "run_id": run_id,
+        "base_url": model.base_url,
+        "model_id": model.model,
+        "revision": model.revision,
+        "sample_index": completion.sample,
+        "text": completion.text,
+        "finish_reason": completion.finish_reason,
+        "prompt_tokens": completion.prompt_tokens,
+        "completion_tokens": completion.completion_tokens,
+        "latency_s": completion.latency_s,
+        "attempts": completion.attempts,
+        "created_at": now(),
+    }

@@ -1,0 +1,120 @@
+"""Checking endpoints before anything is sent: reachable, accepting the key, serving the model."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from numerate.config import ModelConfig
+from numerate.endpoints.keys import EndpointError, api_key, key_source, redact
+from numerate.endpoints.limits import refusal_cause
+from numerate.endpoints.retries import describe_error
+
+
+async def check_endpoint(model: ModelConfig) -> str | None:
+    """Fail early and clearly when an endpoint is unreachable or refuses the key.
+
+    Returns a warning (the endpoint does not list the model id) or None. An endpoint whose
+    model listing answers anything but a list (an error status, an HTML page) is asked one
+    tiny chat request instead: it is usable only when that request is answered. The listing
+    is read with httpx, not the OpenAI client, whose import (0.3 s) a fully cached run never
+    needs.
+    """
+    if model.is_baseline:
+        return None
+    key = await api_key(model)
+    where = f"model {model.name!r} at {model.base_url}"
+    listed = await list_models(model, key, where)
+    if listed is None:  # no usable model listing here (LiteLLM: 400; transformers: 500)
+        import openai
+
+        client = openai.AsyncOpenAI(base_url=model.base_url, api_key=key, max_retries=1,
+                                    timeout=CHECK_TIMEOUT_S)  # fmt: skip
+        try:
+            await probe(client, model, where, key)
+        finally:
+            await client.close()
+        return None
+    if listed and model.model not in listed:
+        return f"{where} does not list {model.model!r} (it lists: {', '.join(listed[:10])})"
+    return None
+
+
+CHECK_TIMEOUT_S = 15.0
+
+
+async def list_models(model: ModelConfig, key: str, where: str) -> list[str] | None:
+    """The model ids `GET {base_url}/models` lists; None when it answers no such list.
+    EndpointError when the endpoint cannot be reached (after one retry) or refuses the key."""
+    import httpx
+
+    url = f"{(model.base_url or '').rstrip('/')}/models"
+    headers = {"Authorization": f"Bearer {key}", "Accept": "application/json"}
+    # plain http has no TLS to verify: no certificate store to load (30 ms) for a local server
+    https = url.startswith("https:")
+    async with httpx.AsyncClient(timeout=CHECK_TIMEOUT_S, verify=https) as client:
+        for attempt in (1, 2):
+            try:
+                response = await client.get(url, headers=headers)
+                break
+            except httpx.TransportError as error:
+                if attempt == 2:
+                    detail = str(error) or (
+                        f"no answer within {CHECK_TIMEOUT_S:g} s"
+                        if isinstance(error, httpx.TimeoutException)
+                        else "no details"
+                    )
+                    raise EndpointError(
+                        f"cannot reach {where}: {type(error).__name__}: {detail}"
+                    ) from None
+                await asyncio.sleep(0.5)
+    if response.status_code in (401, 403):
+        raise EndpointError(
+            f"{where} refused the API key from {key_source(model)}: HTTP {response.status_code}"
+        )
+    try:
+        data = response.json()["data"] if response.is_success else None
+        return [str(m["id"]) for m in data] if isinstance(data, list) else None
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+async def check_endpoints(
+    models: Sequence[ModelConfig],
+) -> tuple[list[str], dict[str, str]]:
+    """`check_endpoint` for each model: the warnings, and the models that cannot be asked at
+    all (unreachable, or refusing the key) with why."""
+    warnings, unusable = [], {}
+    for model in models:
+        try:
+            warning = await check_endpoint(model)
+        except EndpointError as error:
+            unusable[model.name] = str(error)
+            continue
+        if warning:
+            warnings.append(warning)
+    return warnings, unusable
+
+
+async def probe(client: Any, model: ModelConfig, where: str, key: str) -> None:
+    """One chat request of one token: raises EndpointError unless the endpoint answers it."""
+    import openai
+
+    try:
+        response = await client.chat.completions.create(
+            model=model.model, messages=[{"role": "user", "content": "Say OK."}], max_tokens=1
+        )
+    except openai.APIStatusError as error:
+        detail = redact(describe_error(error), key)
+        raise EndpointError(f"{where}: {refusal_cause(error.status_code, detail)}") from None
+    except openai.APIConnectionError as error:
+        cause = error.__cause__ or error
+        raise EndpointError(f"cannot reach {where}: {type(cause).__name__}: {cause}") from None
+    except Exception as error:
+        detail = redact(describe_error(error), key)
+        raise EndpointError(f"{where} is not an OpenAI-compatible endpoint ({detail})") from None
+    if not getattr(response, "choices", None):
+        raise EndpointError(
+            f"{where} is not an OpenAI-compatible endpoint (its answer is not a chat completion)"
+        )

@@ -1,0 +1,138 @@
+"""What a model shares across the batches of one event loop: its client, its in-flight bounds
+and its breaker (which stops asking a model that cannot answer)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from numerate.config import ModelConfig
+from numerate.endpoints.keys import api_key
+from numerate.pacing import AdaptiveLimit
+from numerate.progress import current as current_progress
+
+_clients: dict[tuple[int, str | None, str | None, float], Any] = {}
+
+
+async def shared_client(model: ModelConfig) -> Any:
+    """One AsyncOpenAI client per endpoint and event loop, so that the batches of a run reuse
+    its connections (a client belongs to the loop it first ran on)."""
+    import openai
+
+    loop = asyncio.get_running_loop()
+    key = (id(loop), model.base_url, model.api_key_env or model.api_key_secret, model.timeout_s)
+    client = _clients.get(key)
+    if client is None:
+        client = openai.AsyncOpenAI(
+            base_url=model.base_url,
+            api_key=await api_key(model),
+            max_retries=0,  # retries are ours: we honour Retry-After and record attempts
+            timeout=model.timeout_s,
+        )
+        _clients[key] = client
+    return client
+
+
+_limits: dict[tuple[int, str], tuple[AdaptiveLimit, asyncio.Semaphore]] = {}
+
+
+def model_limits(model: ModelConfig) -> tuple[AdaptiveLimit, asyncio.Semaphore]:
+    """The model's two bounds, shared by every batch of this event loop: requests being
+    answered (an adaptive limit under `concurrency`), and requests in flight: sent, waiting to
+    be retried, or answered but not committed (2 x `concurrency`). Waiters are served first
+    come, first served, so an earlier batch keeps its turn while a later one fills the slots
+    it frees."""
+    key = (id(asyncio.get_running_loop()), model.name)
+    if key not in _limits:
+        limit = AdaptiveLimit(model.concurrency)
+        _limits[key] = (limit, asyncio.Semaphore(2 * model.concurrency))
+        if not model.is_baseline:  # a baseline answers at once: it has no limit to show
+            current_progress().watch_limit(model.name, limit)
+    return _limits[key]
+
+
+async def close_clients() -> None:
+    """Close the clients and drop the limits of the running event loop (end of a sweep)."""
+    loop_id = id(asyncio.get_running_loop())
+    for key in [k for k in _clients if k[0] == loop_id]:
+        await _clients.pop(key).close()
+    for limit_key in [k for k in _limits if k[0] == loop_id]:
+        del _limits[limit_key]
+    for breaker_key in [k for k in _breakers if k[0] == loop_id]:
+        del _breakers[breaker_key]
+
+
+REFUSED_STATUS = frozenset({400, 401, 403, 404, 422})
+"""Answers that say the endpoint will not serve these requests at all (when nothing succeeds)."""
+
+
+class Breaker:
+    """Stops asking a model that cannot answer, within seconds rather than hours.
+
+    It trips when the first `breaker_after` answers of the model are all refusals (HTTP 400,
+    401, 403, 404, 422: a wrong key, an unknown model, a proxy that refuses every request), or
+    when the server has given no answer at all for `down_after_s` seconds (connection refused
+    or reset; a slow answer is not "down"). Once tripped, requests not yet sent stay unsent
+    and retries stop: a re-run after the fix sends only those and the failed ones.
+    """
+
+    def __init__(self, model: ModelConfig) -> None:
+        self.model = model
+        self.successes = 0
+        self.refusals = 0
+        self.unreachable_since: float | None = None
+        self.cause: str | None = None
+
+    @property
+    def tripped(self) -> bool:
+        return self.cause is not None
+
+    def success(self) -> None:
+        self.successes += 1
+        self.unreachable_since = None
+
+    def failure(self, error: BaseException, detail: str) -> None:
+        """Count a failed attempt (`detail`: its description, secrets redacted); trip when the
+        model is clearly unusable."""
+        import openai
+
+        if isinstance(error, openai.APIStatusError) and error.status_code in REFUSED_STATUS:
+            self.refusals += 1
+            if self.successes == 0 and self.refusals >= self.model.breaker_after:
+                self.cause = refusal_cause(error.status_code, detail)
+        elif isinstance(error, openai.APIConnectionError) and not isinstance(
+            error, openai.APITimeoutError
+        ):
+            now = time.monotonic()
+            if self.unreachable_since is None:
+                self.unreachable_since = now
+            elif now - self.unreachable_since >= self.model.down_after_s:
+                self.cause = f"endpoint unreachable for {self.model.down_after_s:.0f} s ({detail})"
+
+
+def refusal_cause(status: int, detail: str) -> str:
+    """What a refusal says about the endpoint, in one line."""
+    text = detail.lower()
+    if status in (401, 403) or "auth" in text or "api key" in text:
+        return f"endpoint refused the key ({detail})"
+    if status == 404:
+        return f"endpoint does not serve this model ({detail})"
+    return f"endpoint refused every request ({detail})"
+
+
+_breakers: dict[tuple[int, str], Breaker] = {}
+
+
+def model_breaker(model: ModelConfig) -> Breaker:
+    """The model's breaker, shared by every batch of this event loop."""
+    key = (id(asyncio.get_running_loop()), model.name)
+    if key not in _breakers:
+        _breakers[key] = Breaker(model)
+    return _breakers[key]
+
+
+def stopped_cause(model: ModelConfig) -> str | None:
+    """Why the model was stopped in this event loop, if it was."""
+    breaker = _breakers.get((id(asyncio.get_running_loop()), model.name))
+    return breaker.cause if breaker else None

@@ -1,0 +1,81 @@
+"""Which failed requests to send again, and how long to wait first.
+
+Timeouts, connection errors, 408/409/429 and 5xx are retried with exponential backoff and
+jitter (a Retry-After header wins); other 4xx are not.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import random
+import time
+from typing import Any
+
+RETRYABLE_STATUS = frozenset({408, 409, 429})
+MAX_BACKOFF_S = 60.0
+MAX_RETRY_AFTER_S = 300.0
+MAX_THROTTLE_WAIT_S = 2.0
+
+
+def retry_after_s(headers: Any) -> float | None:
+    """Seconds a server asked us to wait (Retry-After / retry-after-ms), if it said."""
+    if headers is None:
+        return None
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return min(MAX_RETRY_AFTER_S, max(0.0, float(millis) / 1000))
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return min(MAX_RETRY_AFTER_S, max(0.0, float(value)))
+    except ValueError:
+        pass
+    try:  # an HTTP date
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None  # unreadable: fall back to our own backoff
+    return min(MAX_RETRY_AFTER_S, max(0.0, when.timestamp() - time.time()))
+
+
+def backoff_s(attempt: int, base_s: float, rng: random.Random) -> float:
+    """Exponential backoff with jitter: base * 2^(attempt-1), capped, times 0.5..1.5."""
+    return min(MAX_BACKOFF_S, base_s * 2 ** (attempt - 1)) * rng.uniform(0.5, 1.5)
+
+
+def is_retryable(error: BaseException) -> bool:
+    """Whether a failed request can succeed if sent again."""
+    import openai
+
+    if isinstance(error, openai.APIConnectionError):  # includes timeouts
+        return True
+    if isinstance(error, openai.APIStatusError):
+        return error.status_code in RETRYABLE_STATUS or error.status_code >= 500
+    # a body that is not what it claims (cut JSON, an unexpected shape): a glitch
+    return isinstance(error, openai.APIResponseValidationError | ValueError)
+
+
+def describe_error(error: BaseException) -> str:
+    """A one-line description of a request failure (never contains the API key)."""
+    import openai
+
+    if isinstance(error, openai.APITimeoutError):
+        return "timeout: no answer in time"
+    if isinstance(error, openai.APIConnectionError):
+        cause = error.__cause__ or error
+        return f"connection error: {type(cause).__name__}: {cause}".strip()
+    if isinstance(error, openai.APIStatusError):
+        return f"HTTP {error.status_code}: {error.message}"[:500]
+    if isinstance(error, openai.APIResponseValidationError | ValueError):
+        return f"malformed answer: {type(error).__name__}: {error}"[:500]
+    return f"{type(error).__name__}: {error}"[:500]
+
+
+def is_throttle(error: BaseException) -> bool:
+    """A rate limit (429) or an overloaded server (503): too many requests, not a failure."""
+    import openai
+
+    return isinstance(error, openai.APIStatusError) and error.status_code in (429, 503)

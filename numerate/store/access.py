@@ -1,0 +1,163 @@
+"""Holding the results database for a moment: DuckDB's file lock, waited for within a bound.
+
+DuckDB lets one process at a time open a database file for writing, and none open it (not even
+read-only) while a writer has it. numerate's writers and readers therefore hold the file only for
+short sessions and close it between them; a process that finds it held waits with jittered,
+growing pauses (5 ms up to 0.2 s) until it is free, up to `lock_timeout_s()` (NUMERATE_LOCK_TIMEOUT,
+default 600 s). A wait longer than a second is said once, naming the process that holds the file,
+and again every 30 s. The lock is the operating system's: a process that dies, however it dies,
+holds nothing afterwards.
+
+With NUMERATE_LOCK_LOG set to a file, every session appends one JSON line (pid, database, read or
+write, seconds waited, seconds held): `bench/contention.py` reads them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import random
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from numerate.store.schema import StoreError
+
+__all__ = ["DatabaseBusy", "connect", "held", "holder", "hurry", "lock_timeout_s"]
+
+logger = logging.getLogger("numerate.store")
+
+DEFAULT_LOCK_TIMEOUT_S = 600.0
+ANNOUNCE_AFTER_S = 1.0
+ANNOUNCE_EVERY_S = 30.0
+
+
+class DatabaseBusy(StoreError):
+    """Another process held the results database for longer than this one may wait."""
+
+
+_cap: float | None = None
+"""When set (time.monotonic()), every wait ends by then: see `hurry`."""
+
+
+def hurry(seconds: float) -> None:
+    """End every wait for the file, now and later in this process, within `seconds`: a
+    command that is stopping (Ctrl-C, SIGTERM) writes what it can, then leaves, instead of
+    waiting the whole NUMERATE_LOCK_TIMEOUT in some thread."""
+    global _cap
+    _cap = time.monotonic() + seconds
+
+
+def lock_timeout_s() -> float:
+    """How long a command waits for a results database another process holds
+    (NUMERATE_LOCK_TIMEOUT, seconds; default 600)."""
+    raw = os.environ.get("NUMERATE_LOCK_TIMEOUT", "")
+    if not raw.strip():
+        return DEFAULT_LOCK_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        raise StoreError(f"NUMERATE_LOCK_TIMEOUT={raw!r}: expected a number of seconds (>= 0)")
+    return value
+
+
+def is_lock_conflict(error: BaseException) -> bool:
+    """Whether DuckDB refused to open a file because another process holds its lock."""
+    text = str(error).lower()
+    return "lock" in text and ("conflicting" in text or "could not set lock" in text)
+
+
+_PID = re.compile(r"\(PID (\d+)\)")
+
+
+def holder(error: BaseException | str) -> str | None:
+    """The process DuckDB names in a lock conflict, described for a person
+    ("PID 4242: numerate run --config nightly.yaml"), or None when it names none."""
+    found = _PID.search(str(error))
+    if not found:
+        return None
+    pid = int(found.group(1))
+    return f"PID {pid}" + (f": {command}" if (command := _command_line(pid)) else "")
+
+
+def _command_line(pid: int) -> str | None:
+    """A short form of a process's command line (Linux /proc), or None."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    words = [w.decode(errors="replace") for w in raw.split(b"\0") if w]
+    # `python .../bin/numerate run ...`: from the program's name on; `python -m x ...`: from x
+    for index, word in enumerate(words):
+        if Path(word).name in ("numerate", "prefect"):
+            words = [Path(word).name, *words[index + 1 :]]
+            break
+        if word == "-m" and index + 1 < len(words):
+            words = words[index + 1 :]
+            break
+    text = " ".join(words)
+    return text if len(text) <= 100 else text[:97] + "..."
+
+
+def connect(path: str, *, read_only: bool = False, config: dict[str, Any] | None = None) -> Any:
+    """A DuckDB connection to `path`, waiting (bounded, visibly) while another process holds
+    the file. DatabaseBusy past the bound; any other DuckDB error is raised as it is."""
+    import duckdb
+
+    timeout = lock_timeout_s()
+    started = time.monotonic()
+    pause = 0.005
+    announced_at: float | None = None
+    while True:
+        try:
+            return duckdb.connect(path, read_only=read_only, config=dict(config or {}))
+        except duckdb.IOException as error:
+            if not is_lock_conflict(error):
+                raise
+            waited = time.monotonic() - started
+            other = holder(error)
+            if waited >= timeout or (_cap is not None and time.monotonic() >= _cap):
+                raise DatabaseBusy(
+                    f"results database {path} stayed busy for {waited:.0f} s"
+                    + (f" (held by {other})" if other else "")
+                    + ": nothing is lost; run the same command again once it is free, or "
+                    "wait longer with NUMERATE_LOCK_TIMEOUT=<seconds>"
+                ) from None
+            due = ANNOUNCE_AFTER_S if announced_at is None else announced_at + ANNOUNCE_EVERY_S
+            if waited >= due:
+                announced_at = waited
+                _announce(
+                    f"waiting for results database {path}"
+                    + (f", held by {other}" if other else "")
+                    + f" ({waited:.0f} s so far; up to {timeout:.0f} s, NUMERATE_LOCK_TIMEOUT)"
+                )
+            time.sleep(pause * random.uniform(0.5, 1.5))
+            pause = min(pause * 2, 0.2)
+
+
+def _announce(message: str) -> None:
+    """Say a wait where the user looks: the progress display (terminal, or the run's log)."""
+    from numerate.progress import current
+
+    current().note(message)
+
+
+@contextlib.contextmanager
+def held(path: str, kind: str, waited_s: float) -> Iterator[None]:
+    """Time a session that holds `path` (for NUMERATE_LOCK_LOG)."""
+    started = time.monotonic()
+    try:
+        yield
+    finally:
+        log = os.environ.get("NUMERATE_LOCK_LOG")
+        if log:
+            line = {"pid": os.getpid(), "db": path, "kind": kind, "waited_s": round(waited_s, 4),
+                    "held_s": round(time.monotonic() - started, 4), "at": time.time()}  # fmt: skip
+            with contextlib.suppress(OSError), open(log, "a") as out:
+                out.write(json.dumps(line) + "\n")

@@ -1,0 +1,260 @@
+"""A process's journal: rows received and not yet written to the results database.
+
+A fresh answer costs money and time, so it is never held only in memory: `Journal.append`
+writes its rows to a file at once (the operating system has them: a SIGKILL loses none), and the
+store writes them to the database in its next short session (numerate.store.writer). The
+journal lives beside the database, in `<database>.journal/`:
+
+    <host>-<pid>-<token>.owner          held (flock) by the live process that writes it
+    <host>-<pid>-<token>.<n>.jsonl      its segments, one JSON row a line
+
+A segment is deleted once its rows are committed. A process that dies leaves its owner file
+unlocked: the next process to open the database replays its segments (`replay_orphans`) and
+removes them. Replaying twice is harmless: journaled tables are written with a conflict rule
+(a stored completion is kept, a graded response replaced by the same row).
+
+The same folder holds run claims (`claim_run`): the process running a run holds
+`run-<run id>.claim`, so two processes never resume one run at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import IO, Any
+
+__all__ = [
+    "Journal",
+    "Segment",
+    "claim_run",
+    "journal_dir",
+    "live_owners",
+    "orphans",
+    "read_segment",
+]
+
+TIMESTAMP_COLUMNS = frozenset({"created_at", "graded_at", "decided_at"})
+"""Columns a journal line keeps as ISO text and a replay turns back into timestamps."""
+
+
+def journal_dir(db: str) -> Path:
+    """Where the journal of the database at `db` lives: `<db>.journal/`."""
+    return Path(f"{db}.journal")
+
+
+Rows = list[tuple[str, dict[str, Any]]]
+"""(table, row) pairs in the order they were received."""
+
+
+@dataclass
+class Segment:
+    """Rows taken from the journal to be written, and the file that holds them."""
+
+    path: Path
+    rows: Rows = field(default_factory=list)
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"cannot journal a {type(value).__name__}")
+
+
+def _decode(row: dict[str, Any]) -> dict[str, Any]:
+    for column in TIMESTAMP_COLUMNS & row.keys():
+        if isinstance(row[column], str):
+            row[column] = datetime.fromisoformat(row[column])
+    return row
+
+
+def _lock(file: IO[Any]) -> bool:
+    """Take the file's exclusive lock without waiting; False when another holder has it."""
+    try:
+        fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+class Journal:
+    """This process's journal for one database (thread-safe)."""
+
+    def __init__(self, db: str) -> None:
+        self.folder = journal_dir(db)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.stem = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        # created under another name and locked before it is visible: no other process can
+        # take a new journal for an orphan
+        hidden = self.folder / f".{self.stem}.owner"
+        self._owner = open(hidden, "w")  # noqa: SIM115 - held for the process's life
+        _lock(self._owner)
+        os.replace(hidden, self.folder / f"{self.stem}.owner")
+        self._lock = threading.Lock()
+        self._number = 0
+        self._file = self._next_file()
+        self._rows: Rows = []
+        self._taken: list[Segment] = []
+        self.closed = False
+
+    def _next_file(self) -> IO[str]:
+        self._number += 1
+        return open(self.folder / f"{self.stem}.{self._number:06d}.jsonl", "a")
+
+    def append(self, table: str, rows: list[dict[str, Any]]) -> None:
+        """Keep rows for `table` until they are written: on disk before this returns."""
+        if not rows:
+            return
+        text = "".join(json.dumps([table, row], default=_encode) + "\n" for row in rows)
+        with self._lock:
+            self._file.write(text)
+            self._file.flush()
+            self._rows.extend((table, row) for row in rows)
+
+    @property
+    def pending(self) -> int:
+        """Rows not yet written to the database."""
+        with self._lock:
+            return len(self._rows) + sum(len(s.rows) for s in self._taken)
+
+    def take(self) -> list[Segment]:
+        """Every segment not yet written (oldest first); new rows go to a new segment.
+        `written` removes a segment once its rows are committed."""
+        with self._lock:
+            if self._rows:
+                self._file.close()
+                segment = Segment(Path(self._file.name), self._rows)
+                self._taken.append(segment)
+                self._rows = []
+                self._file = self._next_file()
+            return list(self._taken)
+
+    def written(self, segment: Segment) -> None:
+        with self._lock:
+            self._taken.remove(segment)
+        with contextlib.suppress(FileNotFoundError):
+            segment.path.unlink()
+
+    def close(self) -> None:
+        """Give the journal up. Rows not written stay on disk, for the next process that opens
+        the database to replay."""
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+            self._file.close()
+            empty = not self._rows and not self._taken
+            if empty:
+                with contextlib.suppress(FileNotFoundError):
+                    Path(self._file.name).unlink()
+                with contextlib.suppress(FileNotFoundError):
+                    (self.folder / f"{self.stem}.owner").unlink()
+            self._owner.close()  # releases the lock
+        if empty:
+            with contextlib.suppress(OSError):  # not empty: another process's journal
+                self.folder.rmdir()
+
+
+def read_segment(path: Path) -> Rows:
+    """A segment's rows; a last line cut short (the writer died mid-line) is left out."""
+    rows: Rows = []
+    with open(path) as lines:
+        for line in lines:
+            try:
+                table, row = json.loads(line)
+            except (ValueError, TypeError):
+                continue
+            rows.append((table, _decode(row)))
+    return rows
+
+
+@contextlib.contextmanager
+def orphans(db: str) -> Iterator[list[Path]]:
+    """The segments of journals whose process died, oldest first, locked for the block; they
+    and their owner files are removed when the block ends without an error."""
+    folder = journal_dir(db)
+    if not folder.is_dir():
+        yield []
+        return
+    held: list[tuple[IO[str], Path]] = []
+    try:
+        for owner in sorted(folder.glob("*.owner")):
+            try:
+                file = open(owner)  # noqa: SIM115 - closed below
+            except OSError:
+                continue
+            if _lock(file) and owner.exists():
+                held.append((file, owner))
+            else:
+                file.close()
+        segments = [
+            segment
+            for _, owner in held
+            for segment in sorted(folder.glob(f"{owner.name.removesuffix('.owner')}.*.jsonl"))
+        ]
+        yield segments
+        for segment in segments:
+            with contextlib.suppress(FileNotFoundError):
+                segment.unlink()
+        for _, owner in held:
+            with contextlib.suppress(FileNotFoundError):
+                owner.unlink()
+    finally:
+        for locked, _ in held:
+            locked.close()
+
+
+def live_owners(db: str) -> int:
+    """How many live processes hold a journal of `db` (a run is writing it, or starting to)."""
+    folder = journal_dir(db)
+    if not folder.is_dir():
+        return 0
+    live = 0
+    for owner in folder.glob("*.owner"):
+        try:
+            with open(owner) as probe:
+                if _lock(probe):
+                    continue
+        except OSError:
+            continue
+        live += 1
+    return live
+
+
+class RunClaim:
+    """This process's hold on a run: no other process resumes it while held."""
+
+    def __init__(self, file: IO[str]) -> None:
+        self._file = file
+
+    def release(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            Path(self._file.name).unlink()
+        self._file.close()
+
+
+def claim_run(db: str, run_id: str) -> RunClaim | None:
+    """Hold run `run_id` of `db` for this process; None when another live process holds it."""
+    folder = journal_dir(db)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"run-{run_id}.claim"
+    while True:
+        file = open(path, "a")  # noqa: SIM115 - held until released
+        if not _lock(file):
+            file.close()
+            return None
+        try:
+            same = os.stat(path).st_ino == os.fstat(file.fileno()).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:  # not a file its last holder removed as we opened it
+            return RunClaim(file)
+        file.close()

@@ -1,0 +1,142 @@
+"""One results database, many users at once, with real processes (README, "Many users, one
+database"): two sweeps of different configs, a NumGen run and an ingest write one database at
+the same time while two readers poll `report` and `db` every second."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import duckdb
+import pytest
+
+from tests.contention import (
+    GRADED_QUERY,
+    NUMERATE,
+    ROOT,
+    Reader,
+    environment,
+    first_seen,
+    lock_holds,
+    start,
+    sweep_config,
+    wait_for_file,
+)
+from tests.fake_openai import spawn
+from tests.prefect_server import start_prefect_server, stop
+
+CASES = 45  # per sweep: at 0.25 s an answer, two at a time, about 6 s of asking
+
+
+def wait_for_a_run(db, env, timeout_s=120):
+    """Until a run has its first row (before, `report` says a run is starting: exit 2)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        done = subprocess.run([*NUMERATE, "report", "--db", str(db)], cwd=ROOT, env=env,
+                              capture_output=True, text=True)  # fmt: skip
+        if done.returncode == 0:
+            return
+        assert "a run is starting" in done.stderr, done.stderr
+        assert time.monotonic() < deadline, "no run row appeared"
+        time.sleep(0.2)
+
+
+@pytest.mark.slow
+def test_two_sweeps_numgen_and_an_ingest_share_one_database_with_two_readers(tmp_path):
+    lock_log = tmp_path / "locks.jsonl"
+    endpoint, base_url = spawn(tmp_path, "--delay", "0.25")
+    server, api_url = start_prefect_server(environment(tmp_path / "prefect", None, lock_log))
+    env = environment(tmp_path / "prefect", api_url, lock_log)
+    db = tmp_path / "shared.duckdb"
+    readers: list[Reader] = []
+    try:
+        # a run made "elsewhere", published as Parquet shards for the ingest
+        shards = tmp_path / "shards"
+        elsewhere = tmp_path / "elsewhere.yaml"
+        elsewhere.write_text(
+            "name: elsewhere\nmodels: [{name: oracle, model: 'baseline:oracle'}]\n"
+            f"manifolds: [{{manifold: sequence, count: 30}}]\nresults_dir: {shards}\n"
+        )
+        subprocess.run([*NUMERATE, "run", "--config", str(elsewhere), "--db",
+                        str(tmp_path / "elsewhere.duckdb")], cwd=ROOT, env=env, check=True,
+                       capture_output=True, timeout=300)  # fmt: skip
+
+        configs = {
+            name: sweep_config(tmp_path / f"{name}.yaml", name, base_url, manifold, CASES, 2)
+            for name, manifold in (("sweep-a", "objects"), ("sweep-b", "shuffle"))
+        }
+        writers = {
+            name: start(
+                [*NUMERATE, "run", "--config", str(path), "--db", str(db)],
+                env,
+                tmp_path / f"{name}.log",
+            )
+            for name, path in configs.items()
+        }
+        wait_for_file(db, 120)
+        wait_for_a_run(db, env)
+        readers = [
+            Reader([*NUMERATE, "report", "--db", str(db)], env).start(),
+            Reader([*NUMERATE, "db", str(db), GRADED_QUERY, "--format", "csv"], env).start(),
+        ]
+        writers["numgen"] = start(
+            [*NUMERATE, "numgen", "run", "--generator", "synthetic", "--detector", "blobs",
+             "--count", "2", "--db", str(db), "--images-dir", str(tmp_path / "images")],
+            env, tmp_path / "numgen.log",
+        )  # fmt: skip
+        writers["ingest"] = start([*NUMERATE, "ingest", str(shards), "--db", str(db)], env,
+                                  tmp_path / "ingest.log")  # fmt: skip
+        ended: dict[str, float] = {}
+        deadline = time.monotonic() + 400
+        while len(ended) < len(writers):
+            assert time.monotonic() < deadline, (
+                f"writers still running: {set(writers) - set(ended)}"
+            )
+            for name, process in writers.items():
+                if name not in ended and process.poll() is not None:
+                    ended[name] = time.time()
+            time.sleep(0.2)
+        time.sleep(1.5)  # a last poll of each reader after the writers
+    finally:
+        for reader in readers:
+            reader.stop()
+        endpoint.kill()
+        endpoint.wait()
+        stop(server)
+
+    for name, process in writers.items():
+        log = (tmp_path / f"{name}.log").read_text()
+        assert process.returncode == 0, f"{name} exited {process.returncode}:\n{log[-3000:]}"
+        assert "Traceback" not in log, f"{name}:\n{log[-3000:]}"
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        runs = dict(con.execute("SELECT sweep_name, status FROM runs").fetchall())
+        assert runs == {"sweep-a": "finished", "sweep-b": "finished", "elsewhere": "finished"}
+        answered = dict(
+            con.execute(
+                "SELECT r.sweep_name, count(*) FROM responses s JOIN runs r USING (run_id) "
+                "GROUP BY ALL"
+            ).fetchall()
+        )
+        assert answered == {"sweep-a": CASES, "sweep-b": CASES, "elsewhere": 30}
+        [(numgen_status, images)] = con.execute(
+            "SELECT status, (SELECT count(*) FROM numgen_images i WHERE i.run_id = r.run_id) "
+            "FROM numgen_runs r"
+        ).fetchall()
+        assert numgen_status == "finished" and images > 0
+    finally:
+        con.close()
+
+    for reader in readers:
+        assert reader.polls, "a reader never ran"
+        bad = [f"{p.returncode}: {p.stderr.strip()[-300:]}" for p in reader.failures]
+        assert not bad, f"{reader.command[3]} failed {len(bad)} of {len(reader.polls)}: {bad}"
+    seen = first_seen(readers[1].polls)
+    for name in ("sweep-a", "sweep-b"):
+        live = [k for k, (_, when) in seen.items() if k[1] == name and when < ended[name]]
+        assert live, f"no graded answer of {name} was visible while it ran"
+    staleness = max(when - graded for graded, when in seen.values())
+    assert staleness < 10, f"a graded answer took {staleness:.1f} s to be visible"
+    holds = [h["held_s"] for h in lock_holds(lock_log) if h["kind"] == "write"]
+    assert holds and max(holds) < 2.0, f"a writer held the database {max(holds):.2f} s"

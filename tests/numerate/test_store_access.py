@@ -1,0 +1,219 @@
+"""Sharing one results database between processes (numerate.store: access, journal, writer):
+bounded and visible lock waits, nothing lost when a process dies, runs claimed by one process,
+migrations that two processes may try at once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from numerate.store import DatabaseBusy, Store
+from numerate.store.access import connect, holder
+from numerate.store.journal import Journal, journal_dir, live_owners, orphans, read_segment
+from numerate.store.migrations import MIGRATIONS
+from numerate.store.schema import now
+
+ROOT = Path(__file__).resolve().parents[2]
+
+HOLD = textwrap.dedent(
+    """
+    import sys, time, duckdb
+    con = duckdb.connect(sys.argv[1], read_only=sys.argv[2] == "ro")
+    print("holding", flush=True)
+    time.sleep(float(sys.argv[3]))
+    con.close()
+    """
+)
+
+
+def hold(db: Path, seconds: float, read_only: bool = False) -> subprocess.Popen[str]:
+    """Another process that holds the database file for `seconds`."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(db), "ro" if read_only else "rw", str(seconds)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert process.stdout is not None and process.stdout.readline().strip() == "holding"
+    return process
+
+
+def completion(request_hash: str, run_id: str = "r") -> dict:
+    return {"request_hash": request_hash, "run_id": run_id, "base_url": None, "model_id": "m",
+            "revision": None, "sample_index": 0, "text": "Answer: 1", "finish_reason": "stop",
+            "prompt_tokens": 1, "completion_tokens": 1, "latency_s": 0.1, "attempts": 1,
+            "created_at": now()}  # fmt: skip
+
+
+def test_a_writer_waits_for_another_process_then_writes(tmp_path, db_path):
+    Store.open(db_path)
+    Store.close_all()
+    holder_process = hold(Path(db_path), 1.5)
+    started = time.monotonic()
+    Store.open(db_path).put_completions([completion("h1")])
+    assert time.monotonic() - started >= 1.0  # it waited for the other process
+    holder_process.wait()
+    assert Store.open(db_path).get_completions(["h1"]).keys() == {"h1"}
+
+
+def test_past_the_bound_the_wait_ends_in_one_error_naming_the_other_process(db_path, monkeypatch):
+    duckdb.connect(db_path).close()
+    other = hold(Path(db_path), 30)
+    monkeypatch.setenv("NUMERATE_LOCK_TIMEOUT", "0.5")
+    try:
+        with pytest.raises(DatabaseBusy) as raised:
+            connect(db_path)
+    finally:
+        other.kill()
+        other.wait()
+    message = str(raised.value)
+    assert f"PID {other.pid}" in message and "NUMERATE_LOCK_TIMEOUT" in message
+    assert "nothing is lost" in message
+
+
+def test_a_long_wait_is_said_with_the_process_that_holds_the_file(db_path, monkeypatch):
+    from numerate.progress import Progress, reporting_to
+
+    class Notes(Progress):
+        def __init__(self) -> None:
+            super().__init__()
+            self.notes: list[str] = []
+
+        def note(self, message: str) -> None:
+            self.notes.append(message)
+
+    duckdb.connect(db_path).close()
+    other = hold(Path(db_path), 1.6)
+    with reporting_to(Notes()) as progress:
+        connect(db_path).close()
+    other.wait()
+    assert len(progress.notes) == 1
+    assert f"waiting for results database {db_path}, held by PID {other.pid}" in progress.notes[0]
+
+
+def test_holder_reads_the_pid_duckdb_names():
+    assert holder("Conflicting lock is held in /usr/bin/python3 (PID 1)").startswith("PID 1")
+    assert holder("IO Error: something else") is None
+
+
+def test_a_process_killed_while_holding_the_file_blocks_no_one(db_path):
+    duckdb.connect(db_path).close()
+    other = hold(Path(db_path), 60)
+    other.send_signal(signal.SIGKILL)
+    other.wait()
+    started = time.monotonic()
+    Store.open(db_path).put_completions([completion("h1")])
+    assert time.monotonic() - started < 2
+
+
+KILLED_RUN = textwrap.dedent(
+    """
+    import os, signal, sys
+    from numerate.store import Store
+    from tests.numerate.test_store_access import completion
+    store = Store.open(sys.argv[1])
+    store.receive("completions", [completion(f"h{i}") for i in range(50)])
+    os.kill(os.getpid(), signal.SIGKILL)  # before the journal is written to the database
+    """
+)
+
+
+def test_answers_of_a_killed_process_are_written_by_the_next_one(db_path):
+    env = {**os.environ, "NUMERATE_FLUSH_SECONDS": "3600"}
+    killed = subprocess.run([sys.executable, "-c", KILLED_RUN, db_path], cwd=ROOT, env=env)
+    assert killed.returncode == -signal.SIGKILL
+    assert any(journal_dir(db_path).glob("*.jsonl"))  # left behind
+    stored = Store.open(db_path).get_completions([f"h{i}" for i in range(50)])
+    assert len(stored) == 50
+    assert not any(journal_dir(db_path).glob("*.jsonl"))  # replayed once, then removed
+
+
+def test_a_journal_line_cut_short_is_left_out(tmp_path):
+    segment = tmp_path / "x.000001.jsonl"
+    whole = json.dumps(["completions", {"request_hash": "a", "created_at": "2026-11-24T00:00:00"}])
+    segment.write_text(whole + "\n" + whole[:20])
+    [(table, row)] = read_segment(segment)
+    assert table == "completions" and row["created_at"].year == 2026
+
+
+def test_a_live_journal_is_no_orphan_and_a_closed_empty_one_leaves_nothing(db_path):
+    journal = Journal(db_path)
+    journal.append("completions", [completion("h1")])
+    with orphans(db_path) as found:
+        assert found == []  # its owner is alive (this process)
+    assert live_owners(db_path) == 1
+    for segment in journal.take():
+        journal.written(segment)
+    journal.close()
+    assert live_owners(db_path) == 0
+    assert not journal_dir(db_path).exists()
+
+
+CLAIM = textwrap.dedent(
+    """
+    import sys, time
+    from numerate.store import Store
+    store = Store.open(sys.argv[1])
+    print(store.claim_run("run-1"), flush=True)
+    time.sleep(30)
+    """
+)
+
+
+def test_a_run_is_held_by_one_process_at_a_time(db_path):
+    Store.open(db_path)
+    other = subprocess.Popen([sys.executable, "-c", CLAIM, db_path], cwd=ROOT,
+                             stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert other.stdout is not None and other.stdout.readline().strip() == "True"
+        assert Store.open(db_path).claim_run("run-1") is False
+        assert Store.open(db_path).claim_run("run-2") is True
+    finally:
+        other.kill()
+        other.wait()
+    assert Store.open(db_path).claim_run("run-1") is True  # its holder died
+
+
+MIGRATE = textwrap.dedent(
+    """
+    import sys
+    from numerate.store import Store
+    print(Store.open(sys.argv[1]).found_version, flush=True)
+    """
+)
+
+
+def test_two_processes_upgrading_one_old_database_at_once_migrate_it_once(db_path):
+    con = duckdb.connect(db_path)
+    con.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, "
+                "description VARCHAR NOT NULL, applied_at TIMESTAMPTZ NOT NULL)")  # fmt: skip
+    for version, (description, sql) in enumerate(MIGRATIONS[:3], start=1):
+        con.execute(sql)
+        con.execute("INSERT INTO schema_migrations VALUES (?, ?, now())", [version, description])
+    con.close()
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", MIGRATE, db_path],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    found = sorted(int(p.communicate(timeout=120)[0]) for p in processes)
+    assert [p.returncode for p in processes] == [0, 0]
+    assert found == [3, len(MIGRATIONS)]  # one migrated, the other found it done
+    con = duckdb.connect(db_path, read_only=True)
+    versions = [
+        v for (v,) in con.execute("SELECT version FROM schema_migrations ORDER BY 1").fetchall()
+    ]
+    con.close()
+    assert versions == list(range(1, len(MIGRATIONS) + 1))
