@@ -31,13 +31,14 @@ test: $(STAMP)
 	$(BIN)/pytest
 
 ## bench: generation throughput per manifold, pipeline throughput and caching, rate limits,
-## start-up of `numerate run`, requests saved by adaptive sampling
+## start-up of `numerate run`, requests saved by adaptive sampling, many users of one database
 bench: $(STAMP)
 	$(BIN)/python bench/generate.py
 	$(BIN)/python bench/pipeline.py
 	$(BIN)/python bench/rate_limit.py
 	$(BIN)/python bench/startup.py
 	$(BIN)/python bench/adaptive.py
+	$(BIN)/python bench/contention.py
 
 clean:
 	rm -rf $(VENV) $(RESULTS) .pytest_cache .ruff_cache .mypy_cache .import_linter_cache .hypothesis

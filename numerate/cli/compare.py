@@ -31,7 +31,7 @@ def list_runs_command(
 ) -> None:
     """List the runs, newest first: id, sweep, models, status, times and answers stored.
 
-    Never writes: while a sweep runs, it reads the sweep's live snapshot."""
+    Never writes; reads while sweeps write the database (README, "Many users, one database")."""
     from numerate.report import render
     from numerate.runs import list_runs
 

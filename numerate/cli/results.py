@@ -40,7 +40,7 @@ def report(
 ) -> None:
     """Show a run's results: per model and per manifold, with 95% intervals.
 
-    Never writes: while a sweep runs, it reads the sweep's live snapshot."""
+    Never writes; reads while sweeps write the database (README, "Many users, one database")."""
     from numerate.report import check_filters, render, run_points, run_state
     from numerate.runs import resolve_run
 
@@ -77,8 +77,8 @@ def db_command(
     """Query the results with SQL, read-only; without SQL, list the tables and views.
 
     Nothing can be written, and no file other than the database can be read (COPY, EXPORT,
-    ATTACH and file functions are refused). Any DuckDB file can be opened; while a sweep
-    writes one, its live snapshot is read."""
+    ATTACH and file functions are refused). Any DuckDB file can be opened, also while runs
+    write it; a long query makes them wait (README, "Many users, one database")."""
     from numerate.report import render
 
     query = sql or (

@@ -27,7 +27,16 @@ from typing import Any
 
 from numerate.store.schema import StoreError
 
-__all__ = ["DatabaseBusy", "connect", "held", "holder", "hurry", "lock_timeout_s"]
+__all__ = [
+    "DatabaseBusy",
+    "attach",
+    "connect",
+    "detach",
+    "held",
+    "holder",
+    "hurry",
+    "lock_timeout_s",
+]
 
 logger = logging.getLogger("numerate.store")
 
@@ -101,7 +110,7 @@ def _command_line(pid: int) -> str | None:
         if word == "-m" and index + 1 < len(words):
             words = words[index + 1 :]
             break
-    text = " ".join(words)
+    text = " ".join(" ".join(words).split())  # one line, whatever the arguments hold
     return text if len(text) <= 100 else text[:97] + "..."
 
 
@@ -110,13 +119,45 @@ def connect(path: str, *, read_only: bool = False, config: dict[str, Any] | None
     the file. DatabaseBusy past the bound; any other DuckDB error is raised as it is."""
     import duckdb
 
+    return _when_free(path, lambda: duckdb.connect(path, read_only=read_only,
+                                                   config=dict(config or {})))  # fmt: skip
+
+
+ATTACHED = "numerate_results"
+"""The name a writer's session gives the results database it attaches."""
+
+
+def attach(con: Any, path: str) -> None:
+    """Attach `path` to an open DuckDB connection as ATTACHED and make it the default database,
+    waiting like `connect`. Attaching is about 8x cheaper than connecting (a new DuckDB
+    instance costs some 20 ms, whatever the file): a writer keeps one in-memory instance and
+    attaches the file for each session; `detach` lets it go."""
+
+    def attached() -> None:
+        con.execute(f"ATTACH '{path.replace(chr(39), chr(39) * 2)}' AS {ATTACHED}")
+        con.execute(f"USE {ATTACHED}")
+
+    _when_free(path, attached)
+
+
+def detach(con: Any) -> None:
+    """Let the attached results database go (its file lock with it)."""
+    con.execute("USE memory")
+    con.execute(f"DETACH {ATTACHED}")
+
+
+def _when_free(path: str, open_it: Any) -> Any:
+    """`open_it()`, again and again while another process holds `path` (jittered, growing
+    pauses), up to `lock_timeout_s()` (or a `hurry`); said after a second and every 30 s."""
+    import duckdb
+
     timeout = lock_timeout_s()
     started = time.monotonic()
     pause = 0.005
     announced_at: float | None = None
     while True:
         try:
-            return duckdb.connect(path, read_only=read_only, config=dict(config or {}))
+            return open_it()
         except duckdb.IOException as error:
             if not is_lock_conflict(error):
                 raise

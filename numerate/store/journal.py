@@ -90,7 +90,7 @@ class Journal:
 
     def __init__(self, db: str) -> None:
         self.folder = journal_dir(db)
-        self.folder.mkdir(parents=True, exist_ok=True)
+        self.folder.mkdir(exist_ok=True)  # beside the database: its folder must exist
         self.stem = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         # created under another name and locked before it is visible: no other process can
         # take a new journal for an orphan

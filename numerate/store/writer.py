@@ -1,10 +1,11 @@
 """The writer: every write of the results, in short sessions (the schema is numerate.store.schema).
 
 DuckDB lets one process at a time hold a database file, and none read it meanwhile. So a
-`Store` never keeps the file: each call opens it (waiting, bounded and visibly, while another
-process holds it: numerate.store.access), does its work in one session and closes it, usually
-within tens of milliseconds. Fresh answers are not written one by one: `receive` puts them in
-the process's journal on disk at once (numerate.store.journal), and a background thread writes
+`Store` never keeps the file: each call attaches it to the process's in-memory DuckDB
+(waiting, bounded and visibly, while another process holds it: numerate.store.access), does its
+work in one session and detaches it, usually within a few milliseconds. Fresh answers are not
+written one by one: `receive` puts them in the process's journal on disk at once
+(numerate.store.journal), and a background thread writes
 what the journal holds every `flush_seconds()` (NUMERATE_FLUSH_SECONDS, default 2 s); every
 session also writes it first, so a process always reads its own answers. The first session of
 a process brings the schema up to date and replays the journals of processes that died.
@@ -85,6 +86,7 @@ class Store:
         self.path = path
         self.memory = path == ":memory:"
         self.lock = threading.RLock()
+        self._instance: Any = None
         self._con: Any = None
         self._depth = 0
         self._hold: Any = None
@@ -134,7 +136,13 @@ class Store:
 
         started = time.monotonic()
         try:
-            con = access.connect(self.path)
+            if self.memory:
+                con = duckdb.connect(":memory:")
+            else:
+                if self._instance is None:  # one in-memory DuckDB for the process's life
+                    self._instance = duckdb.connect()
+                con = self._instance
+                access.attach(con, self.path)
         except duckdb.Error as error:
             raise StoreError(f"cannot open results database {self.path}: {_first_line(error)}"
                              ) from None  # fmt: skip
@@ -158,7 +166,10 @@ class Store:
     def _disconnect(self) -> None:
         con, self._con = self._con, None
         try:
-            con.close()
+            if self.memory:
+                con.close()
+            else:
+                access.detach(con)  # checkpoints the file and lets its lock go
         finally:
             hold, self._hold = self._hold, None
             if hold is not None:
@@ -283,6 +294,9 @@ class Store:
                 self._journal.close()
             if self.memory and self._con is not None:
                 self._disconnect()
+            if self._instance is not None:
+                self._instance.close()
+                self._instance = None
 
     @classmethod
     def release(cls, path: str) -> None:

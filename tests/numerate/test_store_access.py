@@ -217,3 +217,96 @@ def test_two_processes_upgrading_one_old_database_at_once_migrate_it_once(db_pat
     ]
     con.close()
     assert versions == list(range(1, len(MIGRATIONS) + 1))
+
+
+def numerate(*args: str, env: dict[str, str] | None = None, **options):
+    return subprocess.run([sys.executable, "-m", "numerate.cli", *args], cwd=ROOT,
+                          env={**os.environ, **(env or {})}, capture_output=True, text=True,
+                          **options)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["cache", "clear"], ["report"], ["upgrade"], ["regrade", "--run", "x"], ["db", "{db}"]],
+)
+def test_a_database_busy_past_the_wait_is_one_line_and_exit_3(db_path, command):
+    Store.open(db_path)
+    Store.close_all()
+    other = hold(Path(db_path), 60)
+    try:
+        args = [a.replace("{db}", db_path) for a in command]
+        db_option = [] if command[0] == "db" else ["--db", db_path]
+        done = numerate(*args, *db_option, env={"NUMERATE_LOCK_TIMEOUT": "1"}, timeout=60)
+    finally:
+        other.kill()
+        other.wait()
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 3, done.stderr
+    assert "Traceback" not in done.stderr
+    assert lines[-1].startswith(f"error: results database {db_path} stayed busy")
+    assert f"PID {other.pid}" in lines[-1] and "nothing is lost" in lines[-1]
+
+
+def test_ctrl_c_stops_a_command_waiting_for_the_database_at_once(db_path):
+    Store.open(db_path)
+    Store.close_all()
+    other = hold(Path(db_path), 60)
+    try:
+        waiting = subprocess.Popen(
+            [sys.executable, "-m", "numerate.cli", "cache", "clear", "--db", db_path],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        time.sleep(3)  # it is waiting by now (the default wait is 600 s)
+        assert waiting.poll() is None
+        started = time.monotonic()
+        waiting.send_signal(signal.SIGINT)
+        _, stderr = waiting.communicate(timeout=30)
+        assert time.monotonic() - started < 5
+    finally:
+        other.kill()
+        other.wait()
+    assert waiting.returncode == 130
+    assert "Traceback" not in stderr
+
+
+CLAIMED_RUN = textwrap.dedent(
+    """
+    import sys, time
+    from numerate.store import Store
+    store = Store.open(sys.argv[1])
+    store.claim_run(sys.argv[2])
+    print("holding", flush=True)
+    time.sleep(60)
+    """
+)
+
+
+def test_a_run_another_process_runs_is_not_resumed_a_new_run_starts(db_path, prefect_harness):
+    import asyncio
+
+    from numerate.config import parse_sweep_config
+    from tasks.database import open_run
+
+    config = parse_sweep_config(
+        {"name": "twice", "models": [{"name": "o", "model": "baseline:oracle"}],
+         "manifolds": [{"manifold": "objects", "count": 2}]}
+    ).model_dump(mode="json")  # fmt: skip
+    first = asyncio.run(open_run.fn(config, db_path))
+    Store.close_all()  # this process lets go of it: like a first process still running it
+    other = subprocess.Popen([sys.executable, "-c", CLAIMED_RUN, db_path, first], cwd=ROOT,
+                             stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert other.stdout is not None and other.stdout.readline().strip() == "holding"
+        from prefect import flow
+
+        @flow
+        async def second_process() -> str:
+            return await open_run(config, db_path)
+
+        second = asyncio.run(second_process())
+    finally:
+        other.kill()
+        other.wait()
+    assert second != first  # never two processes on one run
+    Store.close_all()
+    assert asyncio.run(open_run.fn(config, db_path)) in (first, second)  # resumable again
