@@ -28,6 +28,7 @@ from numerate.outcome import PartOutcome, RunFailed, run_verdict
 from numerate.plan import PlannedCase
 from numerate.progress import current as current_progress
 from numerate.provenance import generator_label
+from numerate.store import StoreError
 from tasks.aggregate import aggregate_run
 from tasks.answer import answer_batch, check_endpoints, model_outcome
 from tasks.artifacts import progress_artifact, publish_run_artifacts, regressions
@@ -119,6 +120,8 @@ async def evaluate_part(
         try:
             work = evaluate_model(model, plans, run_id, db, batch_size)
             await within_endpoint_limit(model, work)
+        except StoreError:
+            raise  # the results database, not the model: the run stops, resumable
         except NumerateError as error:
             stopped = str(error)
     return await model_outcome(run_id, model.model_dump(mode="json"), db, stopped)

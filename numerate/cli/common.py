@@ -27,10 +27,11 @@ def fail(message: str | BaseException, code: int = 2) -> NoReturn:
     message, a results database that stayed busy past the wait allowed leaves with 3 (the
     command failed for now: nothing is lost, and running it again goes on), like a failed
     run."""
-    from numerate.store.access import DatabaseBusy
+    from numerate.store import access
 
-    if isinstance(message, DatabaseBusy):
+    if isinstance(message, access.DatabaseBusy):
         code = 3
+        access.hurry(0)  # leaving: no wait on the busy database at exit (the journal keeps all)
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(code)
 

@@ -16,28 +16,17 @@ a process brings the schema up to date and replays the journals of processes tha
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
-from datetime import datetime
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
 from numerate.store import access, journal
-from numerate.store.schema import (
-    CASE_COLUMNS,
-    COMPLETION_COLUMNS,
-    JOURNALED,
-    NUMGEN_TABLES,
-    RESPONSE_COLUMNS,
-    StoreError,
-    migrate,
-    now,
-    transaction,
-)
+from numerate.store.schema import JOURNALED, StoreError, migrate, now, transaction
+from numerate.store.tables import Tables, insert_rows
 
 __all__ = ["Store", "StoreError", "flush_seconds", "now"]
 
@@ -60,23 +49,7 @@ def _first_line(error: BaseException) -> str:
     return str(error).splitlines()[0] if str(error) else type(error).__name__
 
 
-def insert_rows(con: Any, table: str, columns: Sequence[str], rows: list[dict[str, Any]],
-                conflict: str = "") -> None:  # fmt: skip
-    """Bulk insert through Arrow (one statement for many rows); a missing key is NULL."""
-    if not rows:
-        return
-    import pyarrow as pa
-
-    batch = pa.Table.from_pydict({c: [r.get(c) for r in rows] for c in columns})
-    names = ", ".join(columns)
-    con.register("incoming_rows", batch)
-    try:
-        con.execute(f"INSERT {conflict} INTO {table} ({names}) SELECT {names} FROM incoming_rows")
-    finally:
-        con.unregister("incoming_rows")
-
-
-class Store:
+class Store(Tables):
     """This process's access to one results database."""
 
     _open: ClassVar[dict[str, Store]] = {}
@@ -252,8 +225,10 @@ class Store:
             if self._journal is not None and self._journal.pending:
                 try:
                     self.flush()
-                except Exception as error:  # the rows stay journaled; the run's next
-                    logger.warning("%s: received answers not written yet: %s", self.path, error)
+                except Exception as error:  # the rows stay journaled: tried again
+                    from numerate.progress import current
+
+                    current().note(f"received answers wait in the journal: {error}")
 
     def flush(self) -> None:
         """Write what the journal holds now."""
@@ -284,8 +259,8 @@ class Store:
         try:
             if self._journal is not None and self._journal.pending:
                 self.flush()
-        except StoreError as error:
-            logger.warning("%s: %s", self.path, error)
+        except StoreError as error:  # said by whoever met it; the journal keeps the rows
+            logger.info("%s: %s", self.path, error)
         finally:
             for claim in self._claims.values():
                 claim.release()
@@ -314,28 +289,6 @@ class Store:
         for store in stores:
             store.close()
 
-    # ------------------------------------------------------------------ reading
-
-    def query(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
-        with self.session() as con:
-            return list(con.execute(sql, params or []).fetchall())
-
-    def frame(self, sql: str, params: Sequence[Any] | None = None) -> Any:
-        """A query's result as a polars DataFrame."""
-        with self.session() as con:
-            # duckdb 2.0: connections have no .pl(); a relation from .sql() does
-            return con.sql(sql, params=list(params or [])).pl()
-
-    def missing_cases(self, case_ids: Sequence[str]) -> set[str]:
-        """The ids among `case_ids` that are not stored yet."""
-        rows = self.query(
-            "SELECT id FROM (SELECT unnest(?) AS id) WHERE id NOT IN (SELECT case_id FROM cases)",
-            [list(case_ids)],
-        )
-        return {r[0] for r in rows}
-
-    # ------------------------------------------------------------------ runs
-
     def claim_run(self, run_id: str) -> bool:
         """Hold `run_id` for this process (no other process resumes it meanwhile); False when
         another live process holds it."""
@@ -351,193 +304,6 @@ class Store:
             self._claims[run_id] = claim
             return True
 
-    def start_run(self, run_id: str, sweep_name: str, config_hash: str, config: dict[str, Any],
-                  code_version: str) -> None:  # fmt: skip
-        self.claim_run(run_id)
-        self.query(
-            "INSERT INTO runs VALUES (?, ?, ?, ?, ?, 'running', ?, NULL)",
-            [run_id, sweep_name, config_hash, json.dumps(config), code_version, now()],
-        )
-
-    def unfinished_run(self, sweep_name: str, config_hash: str) -> str | None:
-        """The latest run of this exact sweep that did not finish (to resume), if any."""
-        rows = self.query(
-            "SELECT run_id FROM runs WHERE sweep_name = ? AND config_hash = ? "
-            "AND status <> 'finished' ORDER BY started_at DESC LIMIT 1",
-            [sweep_name, config_hash],
-        )
-        return rows[0][0] if rows else None
-
-    def set_run_status(self, run_id: str, status: str, table: str = "runs") -> None:
-        """Record how a run (of a sweep, or in `numgen_runs` of NumGen) ended."""
-        if table not in ("runs", "numgen_runs"):
-            raise ValueError(f"not a table of runs: {table!r}")
-        finished = now() if status in ("finished", "degraded", "failed") else None
-        self.query(
-            f"UPDATE {table} SET status = ?, finished_at = ? WHERE run_id = ?",
-            [status, finished, run_id],
-        )
-
-    def record_outcomes(self, run_id: str, outcomes: list[Any]) -> None:
-        """How each model's part of the run ended (numerate.outcome.PartOutcome)."""
-        rows = [
-            {"run_id": run_id, "model": o.model, "status": o.status, "cause": o.cause,
-             "n": o.n, "errors": o.errors, "error_rate": o.error_rate, "decided_at": now()}
-            for o in outcomes
-        ]  # fmt: skip
-        columns = ("run_id", "model", "status", "cause", "n", "errors", "error_rate", "decided_at")
-        with self.session() as con:
-            insert_rows(con, "run_models", columns, rows, conflict="OR REPLACE")
-
-    def error_counts(self, run_id: str, model: str) -> tuple[int, int, str | None]:
-        """(answers, errors, the most frequent error text) of a model in a run."""
-        with self.session():
-            [(n, errors)] = self.query(
-                "SELECT count(*), count(*) FILTER (WHERE outcome = 'error') FROM responses "
-                "WHERE run_id = ? AND model = ?",
-                [run_id, model],
-            )
-            common = self.query(
-                "SELECT error FROM responses WHERE run_id = ? AND model = ? "
-                "AND error IS NOT NULL GROUP BY error ORDER BY count(*) DESC, error LIMIT 1",
-                [run_id, model],
-            )
-        return int(n), int(errors), common[0][0] if common else None
-
-    def mark_interrupted(self, sweep_name: str, config_hash: str) -> None:
-        """Runs of this sweep that this process was running were stopped by the user."""
-        mine = [run_id for run_id in self._claims]
-        if mine:
-            self.query(
-                "UPDATE runs SET status = 'interrupted' WHERE status = 'running' "
-                "AND sweep_name = ? AND config_hash = ? AND run_id IN (SELECT unnest(?))",
-                [sweep_name, config_hash, mine],
-            )
-
-    # ------------------------------------------------------------------ cases and answers
-
-    def put_cases(self, rows: list[dict[str, Any]]) -> None:
-        """Cases are deterministic: one already stored is left as it is."""
-        with self.session() as con:
-            insert_rows(con, "cases", CASE_COLUMNS, rows, conflict="OR IGNORE")
-
-    def put_completions(self, rows: list[dict[str, Any]]) -> None:
-        """Finished requests (the response cache), written now. A request already stored keeps
-        its first answer."""
-        with self.session() as con:
-            insert_rows(con, "completions", COMPLETION_COLUMNS, rows, conflict="OR IGNORE")
-
-    def get_completions(
-        self, request_hashes: Iterable[str], run_id: str | None = None
-    ) -> dict[str, dict[str, Any]]:
-        """Stored answers for the given request hashes: those of run `run_id` only, or (None)
-        the latest answer of any run."""
-        hashes = list(request_hashes)
-        if not hashes:
-            return {}
-        names = ", ".join(COMPLETION_COLUMNS)
-        only_run = "AND run_id = ?" if run_id is not None else ""
-        rows = self.query(
-            f"SELECT {names} FROM completions WHERE request_hash IN (SELECT unnest(?)) {only_run} "
-            "QUALIFY row_number() OVER (PARTITION BY request_hash "
-            "ORDER BY created_at DESC, run_id) = 1",
-            [hashes] if run_id is None else [hashes, run_id],
-        )
-        return {row[0]: dict(zip(COMPLETION_COLUMNS, row, strict=True)) for row in rows}
-
-    def clear_completions(self, model_id: str | None = None, before: datetime | None = None) -> int:
-        """Remove stored answers (all, one endpoint model id's, or those stored before a
-        time); returns how many. Graded responses keep their text: no result is lost."""
-        where: list[str] = ["TRUE"]
-        params: list[Any] = []
-        if model_id is not None:
-            where.append("model_id = ?")
-            params.append(model_id)
-        if before is not None:
-            where.append("created_at < ?")
-            params.append(before)
-        condition = " AND ".join(where)
-        with self.transaction() as con:
-            [(count,)] = con.execute(
-                f"SELECT count(*) FROM completions WHERE {condition}", params
-            ).fetchall()
-            con.execute(f"DELETE FROM completions WHERE {condition}", params)
-        return int(count)
-
-    def put_responses(self, rows: list[dict[str, Any]]) -> None:
-        """Graded responses of a run, written now; grading a case again replaces its row."""
-        graded_at = now()
-        rows = [{**row, "graded_at": row.get("graded_at") or graded_at} for row in rows]
-        with self.session() as con:
-            insert_rows(con, "responses", RESPONSE_COLUMNS, rows, conflict="OR REPLACE")
-
-    def update_grades(self, run_id: str, rows: list[dict[str, Any]]) -> None:
-        """New outcomes and answers for some of a run's responses (model, case_id,
-        sample_index, outcome, answer), in one transaction."""
-        if not rows:
-            return
-        import pyarrow as pa
-
-        columns = ("model", "case_id", "sample_index", "outcome", "answer")
-        batch = pa.Table.from_pydict({c: [r[c] for r in rows] for c in columns})
-        with self.transaction() as con:
-            con.register("regraded_rows", batch)
-            try:
-                con.execute(
-                    "UPDATE responses SET outcome = g.outcome, answer = g.answer, "
-                    "graded_at = ? FROM regraded_rows g WHERE responses.run_id = ? "
-                    "AND responses.model = g.model AND responses.case_id = g.case_id "
-                    "AND responses.sample_index = g.sample_index",
-                    [now(), run_id],
-                )
-            finally:
-                con.unregister("regraded_rows")
-
-    # ------------------------------------------------------------------ NumGen
-
-    def start_numgen_run(self, run_id: str, kind: str, generator: str, detector: str,
-                         config: dict[str, Any], code_version: str) -> None:  # fmt: skip
-        self.query(
-            "INSERT INTO numgen_runs VALUES (?, ?, ?, ?, ?, ?, 'running', ?, NULL)",
-            [run_id, kind, generator, detector, json.dumps(config), code_version, now()],
-        )
-
-    def put_numgen_rows(self, table: str, rows: list[dict[str, Any]]) -> None:
-        """Rows of one NumGen table (images, detections, metrics, calibration); a row already
-        stored for the same key is replaced, so re-ingesting a manifest changes nothing."""
-        if table not in NUMGEN_TABLES:
-            raise ValueError(f"not a NumGen table: {table!r}")
-        if rows:
-            with self.session() as con:
-                insert_rows(con, table, list(rows[0]), rows, conflict="OR REPLACE")
-
-    # ------------------------------------------------------------------ aggregates
-
-    def replace_aggregates(self, run_id: str, points: Any, summaries: Any) -> None:
-        """Swap in a run's points and summaries (polars frames) in one transaction; each point
-        gets its interval's width and, when sampled adaptively, why it stopped."""
-        with self.transaction() as con:
-            con.execute("DELETE FROM points WHERE run_id = ?", [run_id])
-            con.execute("DELETE FROM summaries WHERE run_id = ?", [run_id])
-            for table, frame in (("points", points), ("summaries", summaries)):
-                if frame.height:
-                    con.register("incoming_rows", frame.to_arrow())
-                    con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming_rows")
-                    con.unregister("incoming_rows")
-            con.execute(
-                "UPDATE points SET ci_width = ci_high - ci_low, stop_reason = s.reason "
-                "FROM (SELECT p.model, p.manifold, p.point_key, s.reason FROM points p "
-                "      LEFT JOIN point_stops s USING (run_id, model, manifold, point_key) "
-                "      WHERE p.run_id = $run) s "
-                "WHERE points.run_id = $run AND points.model = s.model "
-                "AND points.manifold = s.manifold AND points.point_key = s.point_key",
-                {"run": run_id},
-            )
-
-    def put_point_stops(self, run_id: str, model: str, stops: list[dict[str, Any]]) -> None:
-        """Record how a model's adaptive grid points stopped (a resumed run replaces them)."""
-        rows = [{**stop, "run_id": run_id, "model": model, "decided_at": now()} for stop in stops]
-        columns = ("run_id", "model", "manifold", "point_key", "asked", "reason", "width",
-                   "decided_at")  # fmt: skip
-        with self.session() as con:
-            insert_rows(con, "point_stops", columns, rows, conflict="OR REPLACE")
+    def claimed_runs(self) -> list[str]:
+        with self.lock:
+            return list(self._claims)

@@ -88,9 +88,7 @@ def test_cache_clear_by_model_and_date(db_path):
     assert store.query("SELECT count(*) FROM completions")[0][0] == 0
 
 
-def test_a_database_held_by_another_writer_past_the_wait_gives_a_clear_error(
-    tmp_path, monkeypatch
-):
+def test_a_database_held_by_another_writer_past_the_wait_gives_a_clear_error(tmp_path, monkeypatch):
     import subprocess
     import sys
 

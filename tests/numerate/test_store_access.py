@@ -27,7 +27,12 @@ ROOT = Path(__file__).resolve().parents[2]
 HOLD = textwrap.dedent(
     """
     import sys, time, duckdb
-    con = duckdb.connect(sys.argv[1], read_only=sys.argv[2] == "ro")
+    while True:  # a writer may hold the file this very moment: until it lets go
+        try:
+            con = duckdb.connect(sys.argv[1], read_only=sys.argv[2] == "ro")
+            break
+        except duckdb.IOException:
+            time.sleep(0.01)
     print("holding", flush=True)
     time.sleep(float(sys.argv[3]))
     con.close()
@@ -310,3 +315,53 @@ def test_a_run_another_process_runs_is_not_resumed_a_new_run_starts(db_path, pre
     assert second != first  # never two processes on one run
     Store.close_all()
     assert asyncio.run(open_run.fn(config, db_path)) in (first, second)  # resumable again
+
+
+@pytest.mark.slow
+def test_a_run_past_the_wait_fails_in_one_line_and_the_same_command_resumes_it(tmp_path):
+    from tests.cli.test_run import logged, numerate_env, start_endpoint, write_config
+
+    endpoint, base_url, log = start_endpoint(tmp_path, delay=0.1)
+    db = tmp_path / "r.duckdb"
+    config = write_config(
+        tmp_path / "sweep.yaml",
+        [{"name": "fake", "model": "fake-model", "base_url": base_url, "concurrency": 2}],
+        [{"manifold": "objects", "count": 60}],
+        batch_size=10,
+    )
+    command = [sys.executable, "-m", "numerate.cli", "run", "--config", str(config),
+               "--db", str(db)]  # fmt: skip
+    env = {**numerate_env(tmp_path / "prefect"), "NUMERATE_LOCK_TIMEOUT": "2"}
+    other = None
+    try:
+        run = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)  # fmt: skip
+        deadline = time.monotonic() + 120
+        while len(logged(log)) < 10:
+            assert run.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        other = hold(db, 120)  # an analyst's client that keeps the file open
+        _, stderr = run.communicate(timeout=120)
+        assert run.returncode == 3, stderr
+        assert "Traceback" not in stderr
+        assert stderr.strip().splitlines()[-1].startswith(f"error: results database {db} stayed")
+        sent = len(logged(log))
+        other.kill()
+        other.wait()
+        again = subprocess.run(command, cwd=ROOT, env=numerate_env(tmp_path / "prefect"),
+                               capture_output=True, text=True, timeout=300)  # fmt: skip
+        assert again.returncode == 0, again.stderr
+        assert "resuming run" in again.stderr
+    finally:
+        if other is not None:
+            other.kill()
+        endpoint.kill()
+        endpoint.wait()
+    con = duckdb.connect(str(db), read_only=True)
+    [(runs, responses)] = con.execute(
+        "SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM responses)"
+    ).fetchall()
+    con.close()
+    assert (runs, responses) == (1, 60)  # one run, resumed, with every answer
+    # nothing asked twice but what was in flight when the first process stopped
+    assert len(logged(log)) - 60 <= 4, f"{len(logged(log))} requests for 60 cases ({sent} first)"
