@@ -53,7 +53,7 @@ def answer_key() -> dict[str, tuple[str, int]]:
 
 
 def main() -> None:
-    from flows.sweep import sweep
+    from numerate.flows.sweep import sweep
     from numerate.store import Store
     from tests.fake_openai import FakeOpenAI, Reply, prompt_of
 

@@ -10,7 +10,7 @@ import argparse
 import statistics
 import time
 
-from manifolds import registry
+from numerate.manifolds import registry
 
 TARGET = 20_000
 

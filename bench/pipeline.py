@@ -101,7 +101,7 @@ async def bare_client(base_url: str, prompts: list[str], concurrency: int) -> fl
 
 
 def timed_sweep(config: dict, db: str) -> float:
-    from flows.sweep import sweep
+    from numerate.flows.sweep import sweep
 
     started = time.perf_counter()
     asyncio.run(sweep(config, db, fresh=True))

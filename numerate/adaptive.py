@@ -17,8 +17,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from kernel.stats import wilson_interval
 from numerate.config import Precision
+from numerate.kernel.stats import wilson_interval
 from numerate.plan import PlannedCase
 
 __all__ = ["PointKey", "PointState", "Sampler", "StopReason", "decide", "first_round"]

@@ -20,7 +20,7 @@ import hashlib
 
 import polars as pl
 
-from kernel.stats import chance_adjusted, wilson_interval
+from numerate.kernel.stats import chance_adjusted, wilson_interval
 
 OUTCOMES = ("correct", "wrong", "unparsed", "truncated", "error")
 

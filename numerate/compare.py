@@ -16,7 +16,7 @@ from typing import Any, Literal, Protocol, get_args
 
 import polars as pl
 
-from kernel.stats import holm, mcnemar_exact, paired_difference_interval, wilson_interval
+from numerate.kernel.stats import holm, mcnemar_exact, paired_difference_interval, wilson_interval
 
 __all__ = [
     "EXIT_REGRESSION",

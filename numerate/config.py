@@ -17,9 +17,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from kernel.errors import ConfigError, describe_validation_error
-from kernel.files import read_text
-from manifolds import registry
+from numerate.kernel.errors import ConfigError, describe_validation_error
+from numerate.kernel.files import read_text
+from numerate.manifolds import registry
 
 MAX_POINTS = 100_000
 """Most grid points one manifold entry may have (a typo such as a 1,000 x 1,000 grid is

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from manifolds import registry
-from manifolds.common import CaseBase
-from manifolds.grading import Outcome
 from numerate.config import ModelConfig
+from numerate.manifolds import registry
+from numerate.manifolds.common import CaseBase
+from numerate.manifolds.grading import Outcome
 from numerate.plan import PlannedCase
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from kernel.errors import NumerateError
 from numerate.config import ModelConfig
+from numerate.kernel.errors import NumerateError
 
 PartStatus = Literal["ok", "degraded", "failed"]
 RunStatus = Literal["finished", "degraded", "failed"]

@@ -8,9 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from manifolds import registry
-from manifolds.common import CaseBase, point_seed
 from numerate.config import ManifoldSweep, ModelConfig
+from numerate.manifolds import registry
+from numerate.manifolds.common import CaseBase, point_seed
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import polars as pl
 
-from kernel.errors import ConfigError
-from kernel.stats import wilson_interval
+from numerate.kernel.errors import ConfigError
+from numerate.kernel.stats import wilson_interval
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

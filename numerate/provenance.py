@@ -41,7 +41,7 @@ def code_version() -> str:
 def generator_sources(manifold: str) -> list[Path]:
     """The files that decide a manifold's cases: its module (code and word lists) and the
     helpers every generator shares."""
-    from manifolds import registry
+    from numerate.manifolds import registry
 
     spec = registry.get(manifold)
     module = sys.modules[spec.generate.__module__]

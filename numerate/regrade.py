@@ -9,9 +9,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from kernel.errors import ConfigError, describe_validation_error
-from manifolds import registry
 from numerate.grading import judge
+from numerate.kernel.errors import ConfigError, describe_validation_error
+from numerate.manifolds import registry
 from numerate.store import Store
 
 

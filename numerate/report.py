@@ -69,7 +69,7 @@ def require_known(
 ) -> None:
     """ConfigError naming the first of `wanted` that is not among the run's `known` models or
     manifolds, and listing those it has (the check of report, compare and plot filters)."""
-    from kernel.errors import ConfigError
+    from numerate.kernel.errors import ConfigError
 
     unknown = [name for name in wanted if name not in known]
     if unknown:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from kernel.errors import ConfigError
+from numerate.kernel.errors import ConfigError
 
 __all__ = ["list_runs", "resolve_run"]
 

@@ -1,22 +1,27 @@
-"""The project's structure, checked: short functions, and every package in the layering."""
+"""The project's structure, checked: one import package, short functions, and every part of
+it in the layering."""
 
 import ast
+import re
+import subprocess
+import sys
+import tomllib
+import zipfile
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("kernel", "manifolds", "numgen", "numerate", "tasks", "flows")
+PACKAGE = ROOT / "numerate"
+CARD_FOLDERS = ("flows", "tasks", "manifolds", "numgen", "kernel")
+"""The design card's top-level folders: links to numerate/<name> (README, "Architecture")."""
 MAX_FUNCTION_LINES = 60
 
 
 def project_functions():
-    for package in PACKAGES:
-        for path in sorted((ROOT / package).rglob("*.py")):
-            tree = ast.parse(path.read_text(encoding="utf-8"))
-            for node in ast.walk(tree):
-                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                    yield path.relative_to(ROOT), node
+    for path in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                yield path.relative_to(ROOT), node
 
 
 def test_no_function_is_longer_than_60_lines():
@@ -28,22 +33,58 @@ def test_no_function_is_longer_than_60_lines():
     assert not long, "split these functions:\n" + "\n".join(long)
 
 
-@pytest.mark.parametrize("package", PACKAGES)
-def test_every_package_is_in_the_import_contract(package):
-    config = (ROOT / "pyproject.toml").read_text()
-    assert f'"{package}"' in config.split("[tool.importlinter]", 1)[1]
+def layered_names(pyproject: str) -> list[str]:
+    """The parts of numerate that the import contract on the `numerate` container places in
+    a layer (each name once per layer it appears in)."""
+    contracts = tomllib.loads(pyproject)["tool"]["importlinter"]["contracts"]
+    [layers] = [c["layers"] for c in contracts if c.get("containers") == ["numerate"]]
+    return [name for layer in layers for name in re.split(r"\s*[|:]\s*", layer.strip())]
+
+
+def unlayered(pyproject: str) -> list[str]:
+    """What is wrong with the layering: a module or subpackage of numerate/ in no layer, a
+    layer naming something that does not exist, a name in two layers."""
+    names = layered_names(pyproject)
+    present = {
+        p.stem if p.is_file() else p.name
+        for p in PACKAGE.iterdir()
+        if (p.suffix == ".py" and p.stem not in ("__init__", "__main__"))
+        or (p.is_dir() and (p / "__init__.py").exists())
+    }
+    problems = [f"in no layer: numerate.{n}" for n in sorted(present - set(names))]
+    problems += [f"no such module: numerate.{n}" for n in sorted(set(names) - present)]
+    problems += [
+        f"in two layers: numerate.{n}" for n in sorted({n for n in names if names.count(n) > 1})
+    ]
+    return problems
+
+
+def test_every_part_of_numerate_is_in_exactly_one_layer():
+    assert unlayered((ROOT / "pyproject.toml").read_text()) == []
+
+
+def test_the_layering_check_sees_a_part_dropped_or_invented():
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    dropped = pyproject.replace(" : report : ", " : ", 1)
+    assert unlayered(dropped) == ["in no layer: numerate.report"]
+    invented = pyproject.replace('"kernel",\n]', '"kernel : nosuch",\n]', 1)
+    assert unlayered(invented) == ["no such module: numerate.nosuch"]
+
+
+def test_the_card_folders_are_the_package_folders():
+    for name in CARD_FOLDERS:
+        folder = ROOT / name
+        assert folder.is_symlink() and folder.resolve() == (PACKAGE / name).resolve(), name
 
 
 def test_every_readme_section_the_code_cites_exists():
-    import re
-
     headings = {
         line.lstrip("#").strip()
         for line in (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
         if line.startswith("#")
     }
     cited = []
-    for package in (*PACKAGES, "deployments", "bench"):
+    for package in ("numerate", "deployments", "bench"):
         for path in sorted((ROOT / package).rglob("*")):
             if path.suffix in (".py", ".yaml", ".toml") and path.is_file():
                 text = path.read_text(encoding="utf-8")
@@ -53,17 +94,19 @@ def test_every_readme_section_the_code_cites_exists():
     assert not missing, "README has no such section:\n" + "\n".join(missing)
 
 
-def test_every_package_is_installed():
-    """The wheel lists its packages one by one: a subpackage left out works in a checkout (an
-    editable install) and is missing from `pip install .`."""
-    import tomllib
-
-    listed = set(
-        tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
-    )
-    found = {
-        ".".join(init.parent.relative_to(ROOT).parts)
-        for package in PACKAGES
-        for init in (ROOT / package).rglob("__init__.py")
-    }
-    assert found <= listed, f"not installed by pyproject.toml: {sorted(found - listed)}"
+def test_the_wheel_installs_only_numerate(tmp_path):
+    """`pip install .` puts one import package at the top of site-packages, with every
+    subpackage of numerate/ in it (a subpackage left out works in a checkout and is missing
+    from an install)."""
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+         "-w", str(tmp_path), str(ROOT)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    [wheel] = tmp_path.glob("numerate-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert top == {"numerate"}
+    packages = {str(p.parent.relative_to(ROOT)) for p in PACKAGE.rglob("__init__.py")}
+    installed = {str(Path(n).parent) for n in names if n.endswith("/__init__.py")}
+    assert packages == installed

@@ -10,9 +10,9 @@ from typing import Annotated
 
 import typer
 
-from kernel.errors import ConfigError, NumerateError
 from numerate.cli.app import app
 from numerate.cli.common import fail, parse_assignments, write_output
+from numerate.kernel.errors import ConfigError, NumerateError
 
 
 @app.command()
@@ -31,8 +31,8 @@ def generate(
     """Generate test cases as JSON Lines, one case a line."""
     from pydantic import ValidationError
 
-    from kernel.errors import describe_validation_error
-    from manifolds import registry
+    from numerate.kernel.errors import describe_validation_error
+    from numerate.manifolds import registry
 
     try:
         spec = registry.get(manifold)
@@ -76,7 +76,7 @@ def generate(
 @app.command()
 def manifolds() -> None:
     """List the manifolds, their parameters, defaults and bounds."""
-    from manifolds import registry
+    from numerate.manifolds import registry
 
     for name in registry.names():
         spec = registry.get(name)
@@ -105,7 +105,7 @@ def grade(
     Each line is a case as `numerate generate` writes it plus `response` (and optionally
     `finish_reason`); each is written back with `outcome` and `answer`.
     """
-    from kernel.files import read_text
+    from numerate.kernel.files import read_text
     from numerate.regrade import grade_lines
 
     try:

@@ -14,7 +14,7 @@ from typing import Any, Literal, NoReturn, cast
 
 import typer
 
-from kernel.errors import ConfigError
+from numerate.kernel.errors import ConfigError
 
 Format = Literal["table", "csv", "json", "markdown"]
 FORMATS: tuple[Format, ...] = ("table", "csv", "json", "markdown")
@@ -27,11 +27,12 @@ def fail(message: str | BaseException, code: int = 2) -> NoReturn:
     message, a results database that stayed busy past the wait allowed leaves with 3 (the
     command failed for now: nothing is lost, and running it again goes on), like a failed
     run."""
-    from numerate.store import access
+    from numerate.store import Store, access
 
     if isinstance(message, access.DatabaseBusy):
         code = 3
         access.hurry(0)  # leaving: no wait on the busy database at exit (the journal keeps all)
+        Store.stop_flushing()  # their warnings come before the error line, not after it
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(code)
 
@@ -39,7 +40,7 @@ def fail(message: str | BaseException, code: int = 2) -> NoReturn:
 def write_output(path: Path, content: str | bytes | Callable[[Path], None]) -> None:
     """Write a command's output file atomically (kernel.files.write_atomically); a path that
     cannot be written (a folder, no permission) is one error line and exit 2."""
-    from kernel.files import write_atomically
+    from numerate.kernel.files import write_atomically
 
     try:
         write_atomically(path, content)

@@ -6,9 +6,9 @@ from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 
-from kernel.errors import ConfigError, NumerateError
 from numerate.cli.app import app
 from numerate.cli.common import DB_HELP, check_format, fail, open_reader, results_db
+from numerate.kernel.errors import ConfigError, NumerateError
 
 if TYPE_CHECKING:
     import polars as pl

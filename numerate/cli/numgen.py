@@ -11,7 +11,6 @@ from typing import Annotated, Any, cast
 
 import typer
 
-from kernel.errors import ConfigError, NumerateError
 from numerate.cli.common import (
     DB_HELP,
     check_format,
@@ -21,6 +20,7 @@ from numerate.cli.common import (
     settle_prefect,
     write_output,
 )
+from numerate.kernel.errors import ConfigError, NumerateError
 
 app = typer.Typer(
     name="numgen",
@@ -43,8 +43,8 @@ LEADERBOARD_COLUMNS = {
 def _validate(data: dict[str, Any]) -> Any:
     from pydantic import ValidationError
 
-    from kernel.errors import describe_validation_error
-    from numgen.config import NumGenConfig
+    from numerate.kernel.errors import describe_validation_error
+    from numerate.numgen.config import NumGenConfig
 
     try:
         return NumGenConfig.model_validate(data)
@@ -84,8 +84,8 @@ def _run_flow(config: Any, db: str, dispatch: str) -> dict[str, Any]:
 
     reuse_local_server()
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
-    from flows.numgen import numgen
-    from tasks.dispatch import Dispatch
+    from numerate.flows.numgen import numgen
+    from numerate.tasks.dispatch import Dispatch
 
     def short(name: str) -> str:
         return name.rstrip("/").rsplit("/", 1)[-1][:24]
@@ -121,7 +121,7 @@ def _calibration_note(source: Any, detector: str) -> str:
             f"detector {detector} is not calibrated: `numerate numgen calibrate --detector "
             f"{detector}` measures how much of the error is the detector's"
         )
-    from kernel.stats import wilson_interval
+    from numerate.kernel.stats import wilson_interval
 
     low, high = wilson_interval(int(correct or 0), int(n))
     return (
@@ -249,8 +249,8 @@ def calibrate(
     """Measure a detector on synthetic images of known count: its accuracy per number."""
     from pydantic import ValidationError
 
-    from kernel.errors import describe_validation_error
-    from numgen.config import calibration_config
+    from numerate.kernel.errors import describe_validation_error
+    from numerate.numgen.config import calibration_config
 
     db = results_db(db)
     try:
@@ -286,7 +286,7 @@ def _read_responses(path: Path) -> tuple[list[int], list[int]]:
     import csv
     import io
 
-    from kernel.files import read_text
+    from numerate.kernel.files import read_text
 
     text = read_text(path)
     targets, generated = [], []
@@ -334,8 +334,8 @@ def score(
     try:
         check_format(output, ("json", "table"))
         targets, generated = _read_responses(responses)
-        from numgen.metrics import confusion_matrix
-        from numgen.metrics import score as score_matrix
+        from numerate.numgen.metrics import confusion_matrix
+        from numerate.numgen.metrics import score as score_matrix
 
         design = range(1, max(10, *targets) + 1)
         cm = confusion_matrix(targets, generated, design)
@@ -344,7 +344,7 @@ def score(
         return
     scores = score_matrix(cm)
     if heatmap:
-        from numgen.heatmap import render_heatmap
+        from numerate.numgen.heatmap import render_heatmap
 
         image = render_heatmap(cm, f"{responses.name} (n = {cm.n})")
         write_output(heatmap, lambda partial: image.save(partial, format="PNG"))
@@ -399,8 +399,8 @@ def report(
 def _draw_run_heatmap(store: Any, run_id: str | None, path: Path) -> None:
     import numpy as np
 
-    from numgen.heatmap import render_heatmap
-    from numgen.metrics import ConfusionMatrix
+    from numerate.numgen.heatmap import render_heatmap
+    from numerate.numgen.metrics import ConfusionMatrix
 
     query = (
         "SELECT m.run_id, m.generator, m.detector, m.confusion FROM numgen_metrics m "
@@ -434,8 +434,8 @@ def prompts(
     """Export the prompts ("An image with 7 apples") as JSON, JSON Lines or text."""
     from pydantic import ValidationError
 
-    from kernel.errors import describe_validation_error
-    from numgen.prompts import ExportFormat, PromptSpec, format_prompts, make_prompts
+    from numerate.kernel.errors import describe_validation_error
+    from numerate.numgen.prompts import ExportFormat, PromptSpec, format_prompts, make_prompts
 
     try:
         check_format(output, ("json", "jsonl", "txt"))

@@ -8,9 +8,9 @@ from typing import Annotated
 
 import typer
 
-from kernel.errors import ConfigError, NumerateError
 from numerate.cli.app import app
 from numerate.cli.common import DB_HELP, fail, results_db
+from numerate.kernel.errors import ConfigError, NumerateError
 
 
 @app.command()

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from kernel.errors import ConfigError, NumerateError
 from numerate.cli.app import app
 from numerate.cli.common import DB_HELP, fail, open_reader, write_output
+from numerate.kernel.errors import ConfigError, NumerateError
 
 if TYPE_CHECKING:
     import polars as pl

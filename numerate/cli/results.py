@@ -7,7 +7,6 @@ from typing import Annotated
 
 import typer
 
-from kernel.errors import ConfigError, NumerateError
 from numerate.cli.app import app
 from numerate.cli.common import (
     DB_HELP,
@@ -17,6 +16,7 @@ from numerate.cli.common import (
     print_report,
     results_db,
 )
+from numerate.kernel.errors import ConfigError, NumerateError
 
 RUN_HELP = "Run id, a unique prefix of one, latest or previous."
 

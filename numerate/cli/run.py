@@ -8,7 +8,6 @@ from typing import Annotated, Any
 
 import typer
 
-from kernel.errors import ConfigError, NumerateError
 from numerate.cli.app import app
 from numerate.cli.common import (
     TemporaryServer,
@@ -20,6 +19,7 @@ from numerate.cli.common import (
     settle_prefect,
     terminal_progress,
 )
+from numerate.kernel.errors import ConfigError, NumerateError
 
 
 @app.command()
@@ -216,7 +216,7 @@ def run_sweep(
 
     from prefect import tags
 
-    from flows.sweep import run_tags, sweep
+    from numerate.flows.sweep import run_tags, sweep
 
     # the CLI says itself how the run ended, in one line: not again in Prefect's run logs
     for name in ("prefect.flow_runs", "prefect.task_runs"):

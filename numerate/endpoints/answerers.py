@@ -10,7 +10,6 @@ import random
 import time
 from typing import Any, Protocol
 
-from manifolds import registry
 from numerate.config import ModelConfig
 from numerate.endpoints.keys import redact
 from numerate.endpoints.limits import model_breaker, model_limits, shared_client
@@ -23,6 +22,7 @@ from numerate.endpoints.retries import (
     retry_after_s,
 )
 from numerate.grading import Completion
+from numerate.manifolds import registry
 from numerate.plan import PlannedCase
 from numerate.progress import current as current_progress
 

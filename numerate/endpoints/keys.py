@@ -6,8 +6,8 @@ import os
 import re
 from typing import Any
 
-from kernel.errors import ConfigError
 from numerate.config import ModelConfig
+from numerate.kernel.errors import ConfigError
 
 
 class EndpointError(ConfigError):

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from kernel.errors import ConfigError
+from numerate.kernel.errors import ConfigError
 from numerate.store.schema import SCHEMA_VERSION
 
 __all__ = ["Reader"]

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from kernel.errors import NumerateError
+from numerate.kernel.errors import NumerateError
 from numerate.store.migrations import MIGRATIONS
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from kernel.errors import ConfigError
+from numerate.kernel.errors import ConfigError
 from numerate.store.schema import OPTIONAL_SHARD_TABLES, SHARD_TABLES, now
 from numerate.store.writer import Store
 

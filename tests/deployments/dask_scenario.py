@@ -16,7 +16,7 @@ def main() -> None:
     from distributed import LocalCluster
     from prefect_dask import DaskTaskRunner
 
-    from flows.distributed import CONFIG_EXAMPLE, distributed_sweep
+    from numerate.flows.distributed import CONFIG_EXAMPLE, distributed_sweep
 
     work_dir = sys.argv[1]
     with LocalCluster(

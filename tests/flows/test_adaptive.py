@@ -5,7 +5,7 @@ import asyncio
 
 import pytest
 
-from flows.sweep import sweep
+from numerate.flows.sweep import sweep
 from numerate.store import Store
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")

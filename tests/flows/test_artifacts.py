@@ -14,7 +14,7 @@ from prefect.client.schemas.filters import (
 )
 from prefect.client.schemas.sorting import ArtifactSort
 
-from flows.sweep import sweep
+from numerate.flows.sweep import sweep
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
@@ -52,7 +52,7 @@ async def tagged_runs(tag):
 def test_a_sweep_publishes_results_summary_comparison_and_progress(db_path, tmp_path):
     from prefect import tags
 
-    from flows.sweep import run_tags
+    from numerate.flows.sweep import run_tags
 
     with tags(*run_tags(CONFIG)):
         first = asyncio.run(sweep(CONFIG, db_path))
@@ -89,7 +89,7 @@ def test_a_sweep_publishes_results_summary_comparison_and_progress(db_path, tmp_
 def test_the_nightly_flow_fails_on_a_regression_against_the_previous_night(db_path, tmp_path):
     import yaml
 
-    from flows.sweep import nightly_sweep
+    from numerate.flows.sweep import nightly_sweep
 
     def night(model):
         path = tmp_path / f"{model}.yaml"

@@ -4,8 +4,8 @@ import asyncio
 
 import pytest
 
-from flows.distributed import CONFIG_EXAMPLE as CONFIG
-from flows.distributed import distributed_sweep
+from numerate.flows.distributed import CONFIG_EXAMPLE as CONFIG
+from numerate.flows.distributed import distributed_sweep
 from numerate.store import Store
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")

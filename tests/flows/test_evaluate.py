@@ -6,9 +6,9 @@ import pytest
 from prefect import get_client
 from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate
 
-from flows.evaluate import evaluate
-from flows.sweep import sweep
-from kernel.errors import ConfigError
+from numerate.flows.evaluate import evaluate
+from numerate.flows.sweep import sweep
+from numerate.kernel.errors import ConfigError
 from numerate.store import Store
 from tests.fake_openai import Reply
 

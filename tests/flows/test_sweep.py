@@ -6,8 +6,8 @@ import logging
 
 import pytest
 
-from flows.sweep import sweep
-from kernel.stats import wilson_interval
+from numerate.flows.sweep import sweep
+from numerate.kernel.stats import wilson_interval
 from numerate.store import Store
 from tests.fake_openai import Reply, prompt_of
 
@@ -115,9 +115,9 @@ def test_a_changed_generator_gets_new_case_ids_and_keeps_old_text(fake_openai, d
                  [{"manifold": "objects", "count": 5}])  # fmt: skip
     first = run(cfg, db_path)
     monkeypatch.setattr(provenance, "generator_label", lambda manifold: "0123456789abcdef+dirty")
-    import flows.sweep
+    import numerate.flows.sweep
 
-    monkeypatch.setattr(flows.sweep, "generator_label", provenance.generator_label)
+    monkeypatch.setattr(numerate.flows.sweep, "generator_label", provenance.generator_label)
     second = run(cfg, db_path)
     store = Store.open(db_path)
     ids = dict(store.query("SELECT run_id, list(DISTINCT case_id) FROM responses GROUP BY run_id"))
@@ -190,7 +190,7 @@ def test_the_api_key_never_reaches_results_or_logs(fake_openai, db_path, monkeyp
 
 def test_generation_is_cached_by_prefect(db_path):
     from numerate.provenance import generator_label
-    from tasks.generate import generate_cases
+    from numerate.tasks.generate import generate_cases
 
     sweep_entry = {"manifold": "objects", "count": 5, "grid": {}}
     label = generator_label("objects")
@@ -204,7 +204,7 @@ def test_the_case_cache_lives_in_its_own_folder_and_old_files_are_pruned(db_path
     import os
     import time
 
-    from tasks.generate import CASE_CACHE, prune_case_cache
+    from numerate.tasks.generate import CASE_CACHE, prune_case_cache
 
     manifolds = [{"manifold": "sequence", "count": 3}]
     run(config([{"name": "oracle", "model": "baseline:oracle"}], manifolds), db_path)

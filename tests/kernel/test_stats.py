@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernel.stats import (
+from numerate.kernel.stats import (
     chance_adjusted,
     holm,
     mcnemar_exact,

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from manifolds.common import (
+from numerate.manifolds.common import (
     ELEMENT_SYMBOLS,
     AnchorFormat,
     anchor_label,
@@ -17,7 +17,7 @@ from manifolds.common import (
     roman,
     stable_hash,
 )
-from manifolds.objects import ObjectCountingGenerationParams
+from numerate.manifolds.objects import ObjectCountingGenerationParams
 
 
 @pytest.mark.parametrize(
@@ -100,7 +100,10 @@ def test_point_seed_ignores_count_but_not_other_params():
 
 def test_stable_hash_is_the_same_in_another_interpreter():
     # Python's own hash() is salted per process; ours must not be.
-    code = "from manifolds.common import stable_hash; print(stable_hash('x', {'b': 1, 'a': [2]}))"
+    code = (
+        "from numerate.manifolds.common import stable_hash; "
+        "print(stable_hash('x', {'b': 1, 'a': [2]}))"
+    )
     outputs = {
         subprocess.run(
             [sys.executable, "-c", code],

@@ -7,9 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from manifolds import registry
-from manifolds.common import CaseBase, point_seed
-from manifolds.grading import Outcome
+from numerate.manifolds import registry
+from numerate.manifolds.common import CaseBase, point_seed
+from numerate.manifolds.grading import Outcome
 
 NAMES = registry.names()
 

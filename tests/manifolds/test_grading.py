@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from manifolds.grading import (
+from numerate.manifolds.grading import (
     AnswerSpan,
     answer_span,
     answer_spans,

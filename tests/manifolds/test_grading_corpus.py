@@ -11,8 +11,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from manifolds import registry
-from manifolds.grading import Outcome
+from numerate.manifolds import registry
+from numerate.manifolds.grading import Outcome
 
 OBJECTS = registry.get("objects")
 SEQUENCE = registry.get("sequence")

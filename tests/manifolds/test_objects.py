@@ -6,10 +6,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from manifolds import registry
-from manifolds.common import AnchorFormat, point_seed
-from manifolds.grading import Outcome
-from manifolds.objects import (
+from numerate.manifolds import registry
+from numerate.manifolds.common import AnchorFormat, point_seed
+from numerate.manifolds.grading import Outcome
+from numerate.manifolds.objects import (
     ADJECTIVES,
     CATEGORIES,
     OBJECT_ANCHORS,
@@ -289,7 +289,7 @@ def test_large_totals_with_thousands_separator():
     distractors=st.integers(0, 30),
 )
 def test_no_distractor_could_be_counted_in_an_asked_category(seed, index, groups, distractors):
-    from manifolds.objects import COUNTABLE_AS
+    from numerate.manifolds.objects import COUNTABLE_AS
 
     params = ObjectCountingGenerationParams(target_groups=groups, distractor_count=distractors,
                                             length=3)  # fmt: skip

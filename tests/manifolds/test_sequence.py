@@ -5,10 +5,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from manifolds import registry
-from manifolds.common import point_seed
-from manifolds.grading import Outcome
-from manifolds.sequence import (
+from numerate.manifolds import registry
+from numerate.manifolds.common import point_seed
+from numerate.manifolds.grading import Outcome
+from numerate.manifolds.sequence import (
     BASE_RULES,
     INTERFERENCE_RULES,
     TERM_LIMIT,

@@ -4,10 +4,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from manifolds import registry
-from manifolds.common import AnchorFormat, point_seed
-from manifolds.grading import Outcome
-from manifolds.shuffle import (
+from numerate.manifolds import registry
+from numerate.manifolds.common import AnchorFormat, point_seed
+from numerate.manifolds.grading import Outcome
+from numerate.manifolds.shuffle import (
     CONFOUNDING_TEMPLATES,
     DOMAINS,
     Domain,

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernel.stats import wilson_interval
 from numerate.adaptive import Sampler, decide, first_round
 from numerate.config import Precision
+from numerate.kernel.stats import wilson_interval
 from numerate.plan import plan_manifold
 
 PRECISION = Precision(ci_width=0.10, min_count=20, max_count=400, step=20)

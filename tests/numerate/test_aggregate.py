@@ -1,8 +1,8 @@
 import polars as pl
 import pytest
 
-from kernel.stats import wilson_interval
 from numerate.aggregate import aggregate
+from numerate.kernel.stats import wilson_interval
 
 
 def frames(outcomes, chances, points=None, manifolds=None, tokens=None):

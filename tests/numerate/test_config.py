@@ -2,8 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from kernel.errors import ConfigError
 from numerate.config import DEFAULT_SWEEP, load_sweep_config, one_model_config, parse_sweep_config
+from numerate.kernel.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,10 +8,10 @@ from collections import defaultdict
 
 import pytest
 
-from manifolds.grading import Outcome
 from numerate.config import ModelConfig, Sampling, parse_sweep_config
 from numerate.endpoints import answer_cases, backoff_s, check_endpoint, retry_after_s
 from numerate.grading import grade_response
+from numerate.manifolds.grading import Outcome
 from numerate.plan import plan_manifold
 from numerate.store import Store
 from tests.fake_openai import Reply, prompt_of
@@ -284,8 +284,8 @@ def test_api_key_is_sent_from_the_environment(fake_openai, db_path, monkeypatch)
 
 
 def test_check_endpoint_reports_clear_problems(fake_openai, monkeypatch):
-    from kernel.errors import ConfigError
     from numerate.endpoints import EndpointError
+    from numerate.kernel.errors import ConfigError
 
     assert asyncio.run(check_endpoint(endpoint(fake_openai))) is None
     warning = asyncio.run(check_endpoint(endpoint(fake_openai, model="other-model")))

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from manifolds import registry
 from numerate.config import parse_sweep_config
 from numerate.env import startup_objects_frozen
+from numerate.manifolds import registry
 from numerate.plan import case_row, plan_manifold
 
 MANIFOLD_GRIDS = {

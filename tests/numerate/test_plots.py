@@ -10,8 +10,8 @@ import polars as pl
 import pytest
 from PIL import Image, ImageStat
 
-from kernel.errors import ConfigError
-from kernel.stats import wilson_interval
+from numerate.kernel.errors import ConfigError
+from numerate.kernel.stats import wilson_interval
 from numerate.plots import (
     choose_x,
     compare_points,

@@ -5,9 +5,9 @@ import asyncio
 import pytest
 from typer.testing import CliRunner
 
-from flows.ingest import ingest
-from flows.sweep import sweep
 from numerate.cli import app
+from numerate.flows.ingest import ingest
+from numerate.flows.sweep import sweep
 from numerate.store import Store
 from numerate.store.shards import SUCCESS, complete_runs
 

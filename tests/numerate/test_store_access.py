@@ -290,7 +290,7 @@ def test_a_run_another_process_runs_is_not_resumed_a_new_run_starts(db_path, pre
     import asyncio
 
     from numerate.config import parse_sweep_config
-    from tasks.database import open_run
+    from numerate.tasks.database import open_run
 
     config = parse_sweep_config(
         {"name": "twice", "models": [{"name": "o", "model": "baseline:oracle"}],

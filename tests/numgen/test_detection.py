@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from numgen.batches import detect_batch
-from numgen.detection import (
+from numerate.numgen.batches import detect_batch
+from numerate.numgen.detection import (
     BlobDetector,
     Detection,
     DetectionSettings,
@@ -16,8 +16,8 @@ from numgen.detection import (
     filter_boxes,
     nms,
 )
-from numgen.synthetic import draw_stimulus
-from numgen.torch_utils import ModelLoadError
+from numerate.numgen.synthetic import draw_stimulus
+from numerate.numgen.torch_utils import ModelLoadError
 
 
 def test_iou_by_hand():

@@ -5,7 +5,7 @@ import asyncio
 import duckdb
 import pytest
 
-from flows.numgen import numgen
+from numerate.flows.numgen import numgen
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
@@ -80,7 +80,7 @@ def test_tiny_diffusers_and_grounding_dino_end_to_end(db_path, tmp_path, tiny_mo
 
 
 def test_calibration_runs_feed_the_calibration_view(db_path, tmp_path):
-    from numgen.config import calibration_config
+    from numerate.numgen.config import calibration_config
 
     config = calibration_config("blobs", per_number=2, images_dir=str(tmp_path))
     run(config.model_dump(mode="json"), db_path)

@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from numgen.batches import generate_batch
-from numgen.generation import (
+from numerate.numgen.batches import generate_batch
+from numerate.numgen.generation import (
     CallableGenerator,
     DiffusersGenerator,
     GenerationSettings,
@@ -13,8 +13,8 @@ from numgen.generation import (
     read_png_metadata,
     to_image,
 )
-from numgen.prompts import PromptSpec, make_prompts
-from numgen.torch_utils import ModelLoadError
+from numerate.numgen.prompts import PromptSpec, make_prompts
+from numerate.numgen.torch_utils import ModelLoadError
 
 
 def prompts(per_number=1, n_max=3, **values):
@@ -134,7 +134,7 @@ def test_a_diffusers_pipeline_loads_by_model_id_offline(tiny_models):
 
 
 def test_the_pipeline_loads_once_per_process(tiny_models):
-    from numgen.generation import _load_pipeline
+    from numerate.numgen.generation import _load_pipeline
 
     settings = tiny_settings(batch_size=2)
     DiffusersGenerator(tiny_models["generator"], settings).generate(prompts(n_max=2))

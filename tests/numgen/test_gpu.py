@@ -25,9 +25,9 @@ def cached(model_id):
 
 
 def test_tiny_models_on_the_gpu(tiny_models):
-    from numgen.detection import DetectionSettings, GroundingDinoDetector
-    from numgen.generation import DiffusersGenerator, GenerationSettings
-    from numgen.prompts import PromptSpec, make_prompts
+    from numerate.numgen.detection import DetectionSettings, GroundingDinoDetector
+    from numerate.numgen.generation import DiffusersGenerator, GenerationSettings
+    from numerate.numgen.prompts import PromptSpec, make_prompts
 
     prompts = make_prompts(PromptSpec(per_number=2, n_max=4))
     settings = GenerationSettings(steps=2, height=32, width=32, device="cuda", dtype="float16")
@@ -42,9 +42,9 @@ def test_tiny_models_on_the_gpu(tiny_models):
     not (cached(REAL_GENERATOR) and cached(REAL_DETECTOR)), reason="real weights not cached"
 )
 def test_real_checkpoints_generate_and_count(tmp_path):
-    from numgen.detection import GroundingDinoDetector
-    from numgen.generation import DiffusersGenerator, GenerationSettings
-    from numgen.prompts import PromptSpec, make_prompts
+    from numerate.numgen.detection import GroundingDinoDetector
+    from numerate.numgen.generation import DiffusersGenerator, GenerationSettings
+    from numerate.numgen.prompts import PromptSpec, make_prompts
 
     prompts = make_prompts(PromptSpec(per_number=1, objects=["apples"]))
     generator = DiffusersGenerator(REAL_GENERATOR, GenerationSettings(steps=20, device="cuda"))

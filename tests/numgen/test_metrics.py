@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from numgen.baselines import random_counts, weber_counts
-from numgen.metrics import (
+from numerate.numgen.baselines import random_counts, weber_counts
+from numerate.numgen.metrics import (
     COLUMNS,
     ConfusionMatrix,
     accuracy,
@@ -154,7 +154,7 @@ def test_an_exact_fit_is_judged_on_its_slope_not_on_rounding_noise(scale, expone
     slope 1 and 0 for any other slope (never an arbitrary value from noise / noise)."""
     cm = ConfusionMatrix((1,), np.zeros((1, 21), dtype=int))  # replaced by the moments below
     moments = [(i + 1, 2, m, scale * m**exponent) for i, m in enumerate(sorted(means))]
-    import numgen.metrics as metrics
+    import numerate.numgen.metrics as metrics
 
     original = metrics.row_moments
     metrics.row_moments = lambda _cm: moments

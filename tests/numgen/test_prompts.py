@@ -4,7 +4,7 @@ from collections import Counter
 import pytest
 from pydantic import ValidationError
 
-from numgen.prompts import OBJECTS, PromptSpec, format_prompts, make_prompts, write_prompts
+from numerate.numgen.prompts import OBJECTS, PromptSpec, format_prompts, make_prompts, write_prompts
 
 
 def test_every_number_is_equally_represented_and_objects_are_dealt_evenly():

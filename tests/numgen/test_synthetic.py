@@ -3,7 +3,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image, ImageDraw
 
-from numgen.synthetic import SHAPES, count_blobs, draw_stimulus
+from numerate.numgen.synthetic import SHAPES, count_blobs, draw_stimulus
 
 
 @settings(max_examples=120, deadline=None)

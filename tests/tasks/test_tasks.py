@@ -5,12 +5,12 @@ import asyncio
 
 import pytest
 
-from kernel.errors import ConfigError
 from numerate.config import ModelConfig, parse_sweep_config
+from numerate.kernel.errors import ConfigError
 from numerate.plan import plan_manifold
 from numerate.store import Store
-from tasks.answer import answer_batch, retry_transient
-from tasks.dispatch import deployed, run_step
+from numerate.tasks.answer import answer_batch, retry_transient
+from numerate.tasks.dispatch import deployed, run_step
 
 
 class FailedState:

@@ -10,14 +10,14 @@ from prefect.cache_policies import NO_CACHE
 from prefect.client.schemas.objects import State, TaskRun
 from prefect.tasks import exponential_backoff
 
-from kernel.errors import ConfigError
 from numerate import endpoints
 from numerate.config import ModelConfig
 from numerate.endpoints import answer_cases, stopped_cause
+from numerate.kernel.errors import ConfigError
 from numerate.outcome import PartOutcome, part_outcome
 from numerate.plan import PlannedCase
 from numerate.store import Store
-from tasks.naming import batch_run_name
+from numerate.tasks.naming import batch_run_name
 
 
 def retry_transient(task: Task[Any, Any], task_run: TaskRun, state: State[Any]) -> bool:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from prefect import flow, tags
 
-from flows.sweep import run_tags, sweep
 from numerate.config import DEFAULT_SWEEP, evaluate_config, load_sweep_config, parse_sweep_config
+from numerate.flows.sweep import run_tags, sweep
 
 
 @flow(name="evaluate")

@@ -16,8 +16,8 @@ import numpy as np
 from PIL import Image, ImageDraw
 from pydantic import BaseModel, Field
 
-from numgen.metrics import cap
-from numgen.torch_utils import ModelLoadError
+from numerate.numgen.metrics import cap
+from numerate.numgen.torch_utils import ModelLoadError
 
 DEFAULT_DETECTOR = "IDEA-Research/grounding-dino-tiny"
 
@@ -141,7 +141,7 @@ class BlobDetector:
         self.threshold = threshold
 
     def detect(self, images: Sequence[Image.Image], objects: Sequence[str]) -> list[Detection]:
-        from numgen.synthetic import count_blobs
+        from numerate.numgen.synthetic import count_blobs
 
         detections = []
         for image in images:
@@ -153,7 +153,7 @@ class BlobDetector:
 @functools.cache
 def _load_grounding_dino(model_id: str, device: str, dtype: str) -> tuple[Any, Any]:
     """Processor and model, loaded once per process for each (model, device, dtype)."""
-    from numgen.torch_utils import resolve_dtype, transformers_quietly
+    from numerate.numgen.torch_utils import resolve_dtype, transformers_quietly
 
     with transformers_quietly():
         from transformers import AutoModelForZeroShotObjectDetection, AutoProcessor
@@ -179,7 +179,7 @@ class GroundingDinoDetector:
         device: str = "auto",
         dtype: str = "float32",
     ) -> None:
-        from numgen.torch_utils import resolve_device
+        from numerate.numgen.torch_utils import resolve_device
 
         if not model_id or not model_id.strip():
             raise ValueError(f"detector model id is empty: {model_id!r}")

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from prefect import get_run_logger
 
-from kernel.errors import NumerateError
+from numerate.kernel.errors import NumerateError
 
 Dispatch = Literal["auto", "local", "deployments"]
 """`deployments`: always send the step to its deployment; `local`: run it here; `auto`: send

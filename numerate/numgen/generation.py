@@ -15,9 +15,9 @@ import numpy as np
 from PIL import Image, PngImagePlugin
 from pydantic import BaseModel, Field
 
-from kernel.errors import NumerateError
-from kernel.files import write_atomically
-from numgen.prompts import Prompt
+from numerate.kernel.errors import NumerateError
+from numerate.kernel.files import write_atomically
+from numerate.numgen.prompts import Prompt
 
 log = logging.getLogger("numerate.numgen")
 
@@ -133,7 +133,7 @@ class SyntheticGenerator:
         self.size = size
 
     def generate(self, prompts: Sequence[Prompt]) -> list[Image.Image]:
-        from numgen.synthetic import draw_stimulus, shape_for
+        from numerate.numgen.synthetic import draw_stimulus, shape_for
 
         return [
             draw_stimulus(p.target, p.image_seed, self.size, shape_for(p.object)) for p in prompts
@@ -171,7 +171,12 @@ def load_callable(reference: str) -> Callable[[str, int], Any]:
 @functools.cache
 def _load_pipeline(model_id: str, device: str, dtype: str) -> Any:
     """The pipeline, loaded once per process for each (model, device, dtype)."""
-    from numgen.torch_utils import ModelLoadError, require, resolve_dtype, transformers_quietly
+    from numerate.numgen.torch_utils import (
+        ModelLoadError,
+        require,
+        resolve_dtype,
+        transformers_quietly,
+    )
 
     diffusers = require("diffusers")
     log.info("loading %s on %s (%s)", model_id, device, dtype)
@@ -214,7 +219,7 @@ class DiffusersGenerator:
     (`AutoPipelineForText2Image`): Stable Diffusion 1.x/2.x/XL/3.x, FLUX, ..."""
 
     def __init__(self, model_id: str, settings: GenerationSettings | None = None) -> None:
-        from numgen.torch_utils import resolve_device, resolve_dtype
+        from numerate.numgen.torch_utils import resolve_device, resolve_dtype
 
         if not model_id or not model_id.strip():
             raise ValueError(f"generator model id is empty: {model_id!r}")

@@ -11,11 +11,8 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from numerate.progress import current as current_progress
-from numerate.provenance import code_version
-from numerate.store import Store
-from numgen.baselines import baseline_counts
-from numgen.batches import (
+from numerate.numgen.baselines import baseline_counts
+from numerate.numgen.batches import (
     detect_batch,
     detection_row,
     generate_batch,
@@ -23,11 +20,14 @@ from numgen.batches import (
     read_manifest,
     slug,
 )
-from numgen.config import NumGenConfig
-from numgen.detection import make_detector
-from numgen.generation import make_generator
-from numgen.metrics import confusion_matrix, per_target_accuracy, score
-from numgen.prompts import Prompt, make_prompts
+from numerate.numgen.config import NumGenConfig
+from numerate.numgen.detection import make_detector
+from numerate.numgen.generation import make_generator
+from numerate.numgen.metrics import confusion_matrix, per_target_accuracy, score
+from numerate.numgen.prompts import Prompt, make_prompts
+from numerate.progress import current as current_progress
+from numerate.provenance import code_version
+from numerate.store import Store
 
 IMAGES_MANIFEST = "images.jsonl"
 DETECTIONS_MANIFEST = "detections.jsonl"
@@ -128,7 +128,7 @@ async def ingest_manifests(run_id: str, folder: str, db: str) -> int:
 @task(cache_policy=NO_CACHE)
 async def score_run(run_id: str, config: dict[str, Any], db: str) -> dict[str, Any]:
     """Confusion matrix and metrics of a run; stores them and draws the heatmap PNG."""
-    from numgen.heatmap import render_heatmap
+    from numerate.numgen.heatmap import render_heatmap
 
     numgen = NumGenConfig.model_validate(config)
     store = Store.open(db)

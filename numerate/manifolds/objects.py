@@ -10,7 +10,7 @@ import random
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from manifolds.common import (
+from numerate.manifolds.common import (
     AnchorFormat,
     CaseBase,
     anchor_label,
@@ -20,7 +20,7 @@ from manifolds.common import (
     join_english,
     number_word,
 )
-from manifolds.grading import (
+from numerate.manifolds.grading import (
     AnswerSpan,
     Grade,
     Outcome,

@@ -34,7 +34,7 @@ from numerate.store import Store
 def _draw_plot(store: Store, run_id: str, db: str) -> str | None:
     """The run's plot as a PNG beside the database (plots/<run id>.png), or None when the run
     has no grid point."""
-    from kernel.files import write_atomically
+    from numerate.kernel.files import write_atomically
     from numerate.plots import POINTS_SQL, run_figure_png
 
     points = store.frame(POINTS_SQL, [run_id])

@@ -5,7 +5,7 @@ from __future__ import annotations
 from prefect import flow, get_run_logger
 
 from numerate.config import default_db
-from tasks.database import ingest_shards, release_database
+from numerate.tasks.database import ingest_shards, release_database
 
 
 @flow(name="ingest")

@@ -10,9 +10,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from manifolds import objects, sequence, shuffle
-from manifolds.common import CaseBase, point_seed, stable_hash
-from manifolds.grading import Grade, Outcome
+from numerate.manifolds import objects, sequence, shuffle
+from numerate.manifolds.common import CaseBase, point_seed, stable_hash
+from numerate.manifolds.grading import Grade, Outcome
 
 HEURISTIC_SAMPLE = 200
 """Reference cases per grid point for the trivial strategy: learnt on one set, measured on

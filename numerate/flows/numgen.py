@@ -14,13 +14,13 @@ from typing import Any
 from prefect import flow, get_run_logger
 
 from numerate.config import default_db
+from numerate.numgen.batches import read_manifest, write_manifest
+from numerate.numgen.config import NumGenConfig
 from numerate.progress import current as current_progress
-from numgen.batches import read_manifest, write_manifest
-from numgen.config import NumGenConfig
-from tasks.artifacts import publish_numgen_artifacts
-from tasks.database import release_database
-from tasks.dispatch import Dispatch, run_step
-from tasks.numgen import (
+from numerate.tasks.artifacts import publish_numgen_artifacts
+from numerate.tasks.database import release_database
+from numerate.tasks.dispatch import Dispatch, run_step
+from numerate.tasks.numgen import (
     DETECTIONS_MANIFEST,
     IMAGES_MANIFEST,
     answer_with_baseline,
@@ -33,7 +33,7 @@ from tasks.numgen import (
     run_folder,
     score_run,
 )
-from tasks.passing import unwalked
+from numerate.tasks.passing import unwalked
 
 GENERATE_DEPLOYMENT = "numgen-generate/numgen-generate"
 DETECT_DEPLOYMENT = "numgen-detect/numgen-detect"

@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from manifolds.common import (
+from numerate.manifolds.common import (
     AnchorFormat,
     CaseBase,
     anchor_label,
@@ -21,7 +21,7 @@ from manifolds.common import (
     indefinite_article,
     join_english,
 )
-from manifolds.grading import (
+from numerate.manifolds.grading import (
     AnswerSpan,
     Grade,
     Outcome,

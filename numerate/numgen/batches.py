@@ -16,10 +16,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from kernel.files import write_atomically
-from numgen.detection import Detection, Detector, annotate, caption_for
-from numgen.generation import ImageError, ImageGenerator, read_png_metadata, save_png, to_image
-from numgen.prompts import Prompt
+from numerate.kernel.files import write_atomically
+from numerate.numgen.detection import Detection, Detector, annotate, caption_for
+from numerate.numgen.generation import (
+    ImageError,
+    ImageGenerator,
+    read_png_metadata,
+    save_png,
+    to_image,
+)
+from numerate.numgen.prompts import Prompt
 
 log = logging.getLogger("numerate.numgen")
 

@@ -13,7 +13,6 @@ from prefect import flow, get_run_logger, tags
 from prefect.concurrency.asyncio import concurrency
 from prefect.states import Failed
 
-from kernel.errors import NumerateError
 from numerate.adaptive import Sampler
 from numerate.config import (
     ModelConfig,
@@ -24,15 +23,16 @@ from numerate.config import (
 )
 from numerate.endpoints import close_clients
 from numerate.env import startup_objects_frozen
+from numerate.kernel.errors import NumerateError
 from numerate.outcome import PartOutcome, RunFailed, run_verdict
 from numerate.plan import PlannedCase
 from numerate.progress import current as current_progress
 from numerate.provenance import generator_label
 from numerate.store import StoreError
-from tasks.aggregate import aggregate_run
-from tasks.answer import answer_batch, check_endpoints, model_outcome
-from tasks.artifacts import progress_artifact, publish_run_artifacts, regressions
-from tasks.database import (
+from numerate.tasks.aggregate import aggregate_run
+from numerate.tasks.answer import answer_batch, check_endpoints, model_outcome
+from numerate.tasks.artifacts import progress_artifact, publish_run_artifacts, regressions
+from numerate.tasks.database import (
     finish_run,
     open_run,
     publish_shards,
@@ -41,8 +41,8 @@ from tasks.database import (
     store_point_stops,
     stored_counts,
 )
-from tasks.generate import case_generator
-from tasks.passing import unwalked
+from numerate.tasks.generate import case_generator
+from numerate.tasks.passing import unwalked
 
 Plan = tuple[Precision | None, list[PlannedCase]]
 """A manifold entry's adaptive sampling (None: a fixed count) and its cases."""

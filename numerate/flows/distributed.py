@@ -12,9 +12,9 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from flows.sweep import sweep
 from numerate.config import default_db, parse_sweep_config, split_by_model
-from tasks.database import ingest_shards, release_database
+from numerate.flows.sweep import sweep
+from numerate.tasks.database import ingest_shards, release_database
 
 CONFIG_EXAMPLE: dict[str, Any] = {
     "name": "distributed-example",

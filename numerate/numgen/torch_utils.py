@@ -8,7 +8,7 @@ import importlib
 from collections.abc import Iterator
 from typing import Any
 
-from kernel.errors import NumerateError
+from numerate.kernel.errors import NumerateError
 
 INSTALL_HINT = "pip install -c constraints.txt -e '.[numgen]'"
 DTYPES = ("auto", "float32", "float16", "bfloat16")

@@ -318,7 +318,7 @@ class NumGenScores:
 
 def score(cm: ConfusionMatrix) -> NumGenScores:
     """All metrics of a confusion matrix."""
-    from kernel.stats import wilson_interval
+    from numerate.kernel.stats import wilson_interval
 
     n = cm.n
     return NumGenScores(
@@ -337,7 +337,7 @@ def score(cm: ConfusionMatrix) -> NumGenScores:
 
 def per_target_accuracy(cm: ConfusionMatrix) -> list[dict[str, float | None]]:
     """Accuracy with its 95% Wilson interval for each target (detector calibration uses it)."""
-    from kernel.stats import wilson_interval
+    from numerate.kernel.stats import wilson_interval
 
     rows = []
     for i, t in enumerate(cm.targets):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from kernel.errors import ConfigError
+from numerate.kernel.errors import ConfigError
 
 
 def read_text(path: Path, what: str = "") -> str:

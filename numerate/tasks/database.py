@@ -10,8 +10,8 @@ from typing import Any
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from kernel.errors import NumerateError
 from numerate.config import SweepConfig
+from numerate.kernel.errors import NumerateError
 from numerate.outcome import PartOutcome
 from numerate.plan import PlannedCase, case_row
 from numerate.provenance import code_version

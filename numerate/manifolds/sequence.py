@@ -18,8 +18,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from manifolds.common import CaseBase, canonical_params, case_rng
-from manifolds.grading import (
+from numerate.manifolds.common import CaseBase, canonical_params, case_rng
+from numerate.manifolds.grading import (
     AnswerSpan,
     Grade,
     Outcome,

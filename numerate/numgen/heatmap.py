@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from PIL import Image, ImageDraw
 
-from numgen.metrics import COLUMNS, MAX_COUNT, ConfusionMatrix
+from numerate.numgen.metrics import COLUMNS, MAX_COUNT, ConfusionMatrix
 
 CELL = 28
 MARGIN_LEFT = 70

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from numgen.metrics import COLUMNS, MAX_COUNT, WEBER_FRACTION, weber_matrix
+from numerate.numgen.metrics import COLUMNS, MAX_COUNT, WEBER_FRACTION, weber_matrix
 
 BASELINES = ("random", "weber")
 

@@ -6,10 +6,10 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from numgen.baselines import BASELINES
-from numgen.detection import DEFAULT_DETECTOR, DetectionSettings
-from numgen.generation import GenerationSettings
-from numgen.prompts import PromptSpec
+from numerate.numgen.baselines import BASELINES
+from numerate.numgen.detection import DEFAULT_DETECTOR, DetectionSettings
+from numerate.numgen.generation import GenerationSettings
+from numerate.numgen.prompts import PromptSpec
 
 CALIBRATION_OBJECTS = ["dots", "triangles"]
 """The synthetic stimuli a detector is calibrated on: shapes its caption names truthfully."""
@@ -53,7 +53,7 @@ class NumGenConfig(BaseModel):
     def check_models(self) -> None:
         """Raise ModelLoadError when the generator or detector can surely not be loaded (see
         torch_utils.check_available), before any image is asked for."""
-        from numgen.torch_utils import check_available
+        from numerate.numgen.torch_utils import check_available
 
         if not self.needs_images:
             return
