@@ -15,11 +15,12 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from numerate.config import Precision
 from numerate.kernel.stats import wilson_interval
 from numerate.plan import PlannedCase
+from numerate.store.rows import PointStop, ResponseRow
 
 __all__ = ["PointKey", "PointState", "Sampler", "StopReason", "decide", "first_round"]
 
@@ -117,7 +118,7 @@ class Sampler:
         """Up to `size` open cases not handed out yet (fewer, or none, while rounds run)."""
         return [self.queue.popleft() for _ in range(min(size, len(self.queue)))]
 
-    def graded(self, rows: Iterable[Mapping[str, Any]]) -> int:
+    def graded(self, rows: Iterable[ResponseRow]) -> int:
         """Take graded responses (`manifold`, `point_key`, `case_id`, `sample_index`,
         `outcome`); decide each point whose round is complete. Returns the cases opened."""
         before = self.opened
@@ -151,7 +152,7 @@ class Sampler:
         """Adaptive points that have not stopped."""
         return sum(1 for s in self.points.values() if s.precision and s.reason is None)
 
-    def stops(self) -> list[dict[str, Any]]:
+    def stops(self) -> list[PointStop]:
         """A row per adaptive point that stopped: manifold, point_key, asked, reason, width."""
         return [
             {"manifold": key[0], "point_key": key[1], "asked": state.asked,

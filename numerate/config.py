@@ -15,7 +15,15 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from numerate.kernel.errors import ConfigError, describe_validation_error
 from numerate.kernel.files import read_text
@@ -29,10 +37,11 @@ DEFAULT_DB = "results/numerate.duckdb"
 """Where results go when nothing says otherwise."""
 
 
-def default_db() -> str:
-    """The one default-database rule: $NUMERATE_DB when set, else results/numerate.duckdb.
-    A command's --db and a sweep config's `db` win over it."""
-    return os.environ.get("NUMERATE_DB") or DEFAULT_DB
+def results_database(given: str | None = None, configured: str | None = None) -> str:
+    """The one default-database rule: the database a command or flow was given (--db, a `db`
+    parameter), else the one its config names, else $NUMERATE_DB, else
+    results/numerate.duckdb."""
+    return given or configured or os.environ.get("NUMERATE_DB") or DEFAULT_DB
 
 
 BASELINES = ("baseline:random", "baseline:oracle", "baseline:heuristic")
@@ -178,6 +187,7 @@ class ManifoldSweep(BaseModel):
     """Instead of `count`: sample each point until its interval is narrow enough."""
     grid: dict[str, Any] = {}
     """Parameter -> list of values (an axis of the cartesian product) or a scalar (fixed)."""
+    _points: list[tuple[str, BaseModel]] = PrivateAttr(default_factory=list)
 
     @model_validator(mode="before")
     @classmethod
@@ -211,7 +221,7 @@ class ManifoldSweep(BaseModel):
 
     @model_validator(mode="after")
     def _valid_points(self) -> ManifoldSweep:
-        self.points()
+        self._points = self._build_points()  # built once, where the config is validated
         return self
 
     def points(self) -> list[tuple[str, BaseModel]]:
@@ -219,6 +229,9 @@ class ManifoldSweep(BaseModel):
 
         The point key names the grid's own values, e.g. `anchor=ROMAN,length=8`.
         """
+        return list(self._points)
+
+    def _build_points(self) -> list[tuple[str, BaseModel]]:
         spec = registry.get(self.manifold)
         if "count" in self.grid:
             raise ValueError("grid.count: set `count` beside the grid, not inside it")

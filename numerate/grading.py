@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from numerate.config import ModelConfig
 from numerate.manifolds import registry
 from numerate.manifolds.common import CaseBase
 from numerate.manifolds.grading import Outcome
 from numerate.plan import PlannedCase
+from numerate.store.rows import ResponseRow
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +49,7 @@ def judge(
 
 def grade_response(
     planned: PlannedCase, completion: Completion, run_id: str, model: ModelConfig
-) -> dict[str, Any]:
+) -> ResponseRow:
     """The `responses` row of one answer: outcome correct | wrong | unparsed | truncated |
     error (see `judge`)."""
     outcome, answer = judge(

@@ -11,6 +11,7 @@ from typing import Any
 from numerate.config import ManifoldSweep, ModelConfig
 from numerate.manifolds import registry
 from numerate.manifolds.common import CaseBase, point_seed
+from numerate.store.rows import CaseRow
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +96,7 @@ def plan_manifold(
     return planned
 
 
-def case_row(planned: PlannedCase) -> dict[str, Any]:
+def case_row(planned: PlannedCase) -> CaseRow:
     """The `cases` table row of a planned case."""
     return {
         "case_id": planned.case_id,

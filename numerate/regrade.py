@@ -13,6 +13,7 @@ from numerate.grading import judge
 from numerate.kernel.errors import ConfigError, describe_validation_error
 from numerate.manifolds import registry
 from numerate.store import Store
+from numerate.store.rows import Regrade
 
 
 def grade_record(record: Any, where: str) -> dict[str, Any]:
@@ -74,7 +75,7 @@ def regrade_run(store: Store, run_id: str) -> Counter[tuple[str, str]]:
         [run_id],
     )
     changes: Counter[tuple[str, str]] = Counter()
-    updates = []
+    updates: list[Regrade] = []
     for model, case_id, sample, manifold, text, finish, error, old, old_answer, data in rows:
         case = registry.get(manifold).case_model.model_validate_json(data)
         outcome, answer = judge(manifold, case, text, finish, error)

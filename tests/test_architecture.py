@@ -71,6 +71,18 @@ def test_the_layering_check_sees_a_part_dropped_or_invented():
     assert unlayered(invented) == ["no such module: numerate.nosuch"]
 
 
+def test_flows_and_tasks_keep_their_annotations_real():
+    """Prefect validates a flow's parameters from its annotations: a postponed (string) one
+    cannot be resolved where the function was unpickled (a Dask worker), and the run fails."""
+    postponed = [
+        str(path.relative_to(ROOT))
+        for folder in ("flows", "tasks")
+        for path in sorted((PACKAGE / folder).glob("*.py"))
+        if "from __future__ import annotations" in path.read_text(encoding="utf-8")
+    ]
+    assert postponed == []
+
+
 def test_the_card_folders_are_the_package_folders():
     for name in CARD_FOLDERS:
         folder = ROOT / name

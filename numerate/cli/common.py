@@ -50,9 +50,9 @@ def write_output(path: Path, content: str | bytes | Callable[[Path], None]) -> N
 
 def results_db(db: str | None) -> str:
     """The database a command uses: its --db, else the one default rule (numerate.config)."""
-    from numerate.config import default_db
+    from numerate.config import results_database
 
-    return db or default_db()
+    return results_database(db)
 
 
 def open_reader(db: str | None, numerate_schema: bool = True) -> Any:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from numerate.cli.app import app
 from numerate.cli.common import (
+    Format,
     TemporaryServer,
     check_format,
     fail,
@@ -20,6 +21,10 @@ from numerate.cli.common import (
     terminal_progress,
 )
 from numerate.kernel.errors import ConfigError, NumerateError
+
+if TYPE_CHECKING:
+    from numerate.config import SweepConfig
+    from numerate.preflight import Preflight
 
 
 @app.command()
@@ -75,36 +80,36 @@ def run(
         fail(f"run {run_id}: {failure}", EXIT_RUN_FAILED)
 
 
-def prepare(options: tuple[Any, ...], db: str | None, fresh: bool,
-            output: str) -> tuple[Any, Any, str, TemporaryServer, dict[str, str]]:  # fmt: skip
-    """Everything checked before the flow runs: the sweep (`sweep_to_run(*options)`), the format,
-    the results location, the endpoints, the database (created or upgraded now, so readers
-    see it at once). Returns the sweep, the format, the database, the Prefect server being
-    started and the unusable models; leaves with one error line when anything is wrong."""
-    from numerate.config import default_db
+def prepare(
+    options: tuple[Any, ...], db: str | None, fresh: bool, output: str
+) -> tuple[SweepConfig, Format, str, TemporaryServer, dict[str, str]]:
+    """Everything checked before the flow runs: the sweep (`sweep_to_run(*options)`), the
+    format, then the run's preflight (numerate.preflight: results location, concurrency
+    limits, endpoints, database, the run to resume). Returns the sweep, the format, the
+    database, the Prefect server being started and the unusable models; leaves with one error
+    line when anything is wrong."""
+    import asyncio
+
+    from numerate.config import results_database
     from numerate.outcome import EXIT_RUN_FAILED, RunFailed
-    from numerate.store import Store
+    from numerate.preflight import preflight
 
     starting = None
     try:
         sweep_config = sweep_to_run(*options)
         fmt = check_format(output)
-        if sweep_config.results_dir:
-            from numerate.store.shards import check_writable
-
-            check_writable(sweep_config.results_dir)
-        db_path = db or sweep_config.db or default_db()
+        db_path = results_database(db, sweep_config.db)
         starting = announce_start(db_path)  # readers meanwhile hear that a run is starting
         reuse_local_server()
         server = TemporaryServer()  # starts while the endpoints are checked
-        unusable = warn_about_endpoints(sweep_config)
-        Store.open(db_path).adopt(starting)
-        say_if_resuming(sweep_config, db_path, fresh)
+        checked = asyncio.run(preflight(sweep_config, db_path, fresh, starting, server.wait))
+        starting = None  # the store holds it now
+        say_what_preflight_found(sweep_config, checked)
     except NumerateError as error:
         if starting is not None:
             starting.close()
         fail(error, EXIT_RUN_FAILED if isinstance(error, RunFailed) else 2)
-    return sweep_config, fmt, db_path, server, unusable
+    return sweep_config, fmt, db_path, server, checked.unusable
 
 
 def announce_start(db_path: str) -> Any:
@@ -125,7 +130,7 @@ def sweep_to_run(
     base_url: str | None,
     name: str | None,
     api_key_env: str | None = None,
-) -> Any:
+) -> SweepConfig:
     """The sweep the options ask for: a config file or the built-in sweep, optionally
     narrowed to one model."""
     from numerate.config import (
@@ -145,23 +150,25 @@ def sweep_to_run(
     return sweep_config
 
 
-def warn_about_endpoints(sweep_config: Any) -> dict[str, str]:
-    """Check every endpoint before anything runs. A model id an endpoint does not list is a
-    warning; so is a dead endpoint or a refused key while other models can run (that model's
-    part fails, the others go on); when no model can run, RunFailed says why, before anything
-    is written. Returns the unusable models, with why."""
-    import asyncio
-
-    from numerate.endpoints import check_endpoints
+def say_what_preflight_found(sweep_config: SweepConfig, checked: Preflight) -> None:
+    """A model id an endpoint does not list is a warning; so is a dead endpoint or a refused
+    key while other models can run (that model's part fails, the others go on); when no model
+    can run, RunFailed says why, before anything is written. One line when the run resumes an
+    unfinished run of the same sweep and config."""
     from numerate.outcome import RunFailed
 
-    warnings, unusable = asyncio.run(check_endpoints(sweep_config.models))
-    failures = list(unusable.values())
-    if failures and len(failures) == len(sweep_config.models):
-        raise RunFailed("; ".join(failures), run_id="")
-    for warning in warnings + [f"{f} (its part of the run will fail)" for f in failures]:
+    nothing = checked.nothing_can_run(sweep_config)
+    if nothing is not None:
+        raise RunFailed(nothing, run_id="")
+    failures = list(checked.unusable.values())
+    for warning in checked.warnings + [f"{f} (its part of the run will fail)" for f in failures]:
         typer.echo(f"warning: {warning}", err=True)
-    return unusable
+    if checked.resuming:
+        typer.echo(
+            f"resuming run {checked.resuming}: {checked.answered:,} answers already stored are "
+            "not asked again (--fresh starts a new run)",
+            err=True,
+        )
 
 
 def stop_on_sigterm() -> list[bool]:
@@ -180,26 +187,8 @@ def stop_on_sigterm() -> list[bool]:
     return came
 
 
-def say_if_resuming(sweep_config: Any, db_path: str, fresh: bool) -> None:
-    """One line when the run resumes an unfinished run of the same sweep and config (and
-    holds it: another process resuming it at the same time would start a new run)."""
-    from numerate.store import Store
-
-    if fresh:
-        return
-    store = Store.open(db_path)
-    run_id = store.unfinished_run(sweep_config.name, sweep_config.fingerprint())
-    if run_id and store.claim_run(run_id):
-        [(stored,)] = store.query("SELECT count(*) FROM responses WHERE run_id = ?", [run_id])
-        typer.echo(
-            f"resuming run {run_id}: {stored:,} answers already stored are not asked again "
-            "(--fresh starts a new run)",
-            err=True,
-        )
-
-
 def run_sweep(
-    sweep_config: Any,
+    sweep_config: SweepConfig,
     db_path: str,
     fresh: bool,
     server: TemporaryServer,
@@ -225,7 +214,6 @@ def run_sweep(
     from numerate.progress import reporting_to
     from numerate.store import Store, StoreError
 
-    config_data = sweep_config.model_dump(mode="json")
     cases = sweep_config.total_cases()
     typer.echo(
         f"sweep {sweep_config.name!r}: {len(sweep_config.models)} model(s) x {cases:,} cases "
@@ -237,8 +225,9 @@ def run_sweep(
     terminated = stop_on_sigterm()
     try:
         server.wait()
-        with reporting_to(terminal_progress(sweep_config.name)), tags(*run_tags(config_data)):
-            return asyncio.run(sweep(config_data, db_path, fresh, unusable, plot=False))
+        with reporting_to(terminal_progress(sweep_config.name)), tags(*run_tags(sweep_config)):
+            # a Failed run raises RunFailed here
+            return str(asyncio.run(sweep(sweep_config, db_path, fresh, unusable, plot=False)))
     except (KeyboardInterrupt, TerminationSignal) as stop:
         from numerate.store import access
 

@@ -10,7 +10,7 @@
 
 from numerate.endpoints.answerers import Answerer, BaselineAnswerer, EndpointAnswerer, storable
 from numerate.endpoints.answering import Answered, answer_cases, completion_row, plan_requests
-from numerate.endpoints.checks import check_endpoint, check_endpoints
+from numerate.endpoints.checks import check_concurrency_limit, check_endpoint, check_endpoints
 from numerate.endpoints.keys import EndpointError, api_key, redact
 from numerate.endpoints.limits import Breaker, close_clients, stopped_cause
 from numerate.endpoints.retries import backoff_s, retry_after_s
@@ -25,6 +25,7 @@ __all__ = [
     "answer_cases",
     "api_key",
     "backoff_s",
+    "check_concurrency_limit",
     "check_endpoint",
     "check_endpoints",
     "close_clients",

@@ -26,6 +26,7 @@ from numerate.grading import Completion, grade_response
 from numerate.plan import PlannedCase, messages_for, request_hasher
 from numerate.progress import current as current_progress
 from numerate.store import Store, now
+from numerate.store.rows import CompletionRow, ResponseRow
 
 Requests = dict[str, tuple[PlannedCase, list[dict[str, str]], int]]
 """Request hash -> (the case, its messages, the sample index)."""
@@ -79,7 +80,7 @@ class Answered:
     batch's order (every sample of each case)."""
 
     completions: dict[tuple[str, int], Completion]
-    responses: list[dict[str, Any]]
+    responses: list[ResponseRow]
 
 
 async def answer_cases(
@@ -103,9 +104,9 @@ async def answer_cases(
     for (case_id, _), key in by_answer.items():
         answers_of.setdefault(key, []).append(cases[case_id])
     results = await stored_answers(model, store, requests, run_id)
-    graded: dict[tuple[str, int], dict[str, Any]] = {}
+    graded: dict[tuple[str, int], ResponseRow] = {}
 
-    def grade(key: str, completion: Completion) -> list[dict[str, Any]]:
+    def grade(key: str, completion: Completion) -> list[ResponseRow]:
         rows = [grade_response(p, completion, run_id, model) for p in answers_of[key]]
         graded_at = now()
         for row in rows:
@@ -159,7 +160,7 @@ async def _ask(model: ModelConfig, requests: Requests, pending: list[str], store
     await asyncio.gather(*(ask(key) for key in pending))
 
 
-def completion_row(model: ModelConfig, completion: Completion, run_id: str) -> dict[str, Any]:
+def completion_row(model: ModelConfig, completion: Completion, run_id: str) -> CompletionRow:
     """The `completions` row of an answer this run received."""
     return {
         "request_hash": completion.request_hash,

@@ -10,6 +10,7 @@ from numerate.config import ModelConfig
 from numerate.endpoints.keys import EndpointError, api_key, key_source, redact
 from numerate.endpoints.limits import refusal_cause
 from numerate.endpoints.retries import describe_error
+from numerate.kernel.errors import ConfigError
 
 
 async def check_endpoint(model: ModelConfig) -> str | None:
@@ -117,4 +118,28 @@ async def probe(client: Any, model: ModelConfig, where: str, key: str) -> None:
     if not getattr(response, "choices", None):
         raise EndpointError(
             f"{where} is not an OpenAI-compatible endpoint (its answer is not a chat completion)"
+        )
+
+
+async def check_concurrency_limit(model: ModelConfig) -> None:
+    """A model's global concurrency limit must exist and hold its `concurrency` slots
+    (a smaller limit could never be acquired: the run would wait forever)."""
+    if not model.concurrency_limit:
+        return
+    from prefect import get_client
+    from prefect.exceptions import ObjectNotFound
+
+    async with get_client() as client:
+        try:
+            limit = await client.read_global_concurrency_limit_by_name(model.concurrency_limit)
+        except ObjectNotFound:
+            raise ConfigError(
+                f"model {model.name!r}: no global concurrency limit named "
+                f"{model.concurrency_limit!r} (create it: prefect gcl create "
+                f"{model.concurrency_limit} --limit {model.concurrency})"
+            ) from None
+    if limit.limit < model.concurrency:
+        raise ConfigError(
+            f"model {model.name!r}: concurrency {model.concurrency} exceeds the "
+            f"{limit.limit} slots of limit {model.concurrency_limit!r}"
         )

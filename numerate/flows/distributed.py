@@ -2,8 +2,6 @@
 NUMERATE_DASK_ADDRESS names its scheduler (else in a local thread pool), each into its own
 database; their Parquet shards are then ingested into one. Wiring only."""
 
-from __future__ import annotations
-
 import asyncio
 import os
 from typing import Any
@@ -12,18 +10,21 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from numerate.config import default_db, parse_sweep_config, split_by_model
+from numerate.config import SweepConfig, parse_sweep_config, results_database, split_by_model
 from numerate.flows.sweep import sweep
 from numerate.tasks.database import ingest_shards, release_database
 
-CONFIG_EXAMPLE: dict[str, Any] = {
-    "name": "distributed-example",
-    "models": [
-        {"name": "oracle", "model": "baseline:oracle"},
-        {"name": "random", "model": "baseline:random"},
-    ],
-    "manifolds": [{"manifold": "shuffle", "count": 6}, {"manifold": "objects", "count": 4}],
-}
+CONFIG_EXAMPLE = parse_sweep_config(
+    {
+        "name": "distributed-example",
+        "models": [
+            {"name": "oracle", "model": "baseline:oracle"},
+            {"name": "random", "model": "baseline:random"},
+        ],
+        "manifolds": [{"manifold": "shuffle", "count": 6}, {"manifold": "objects", "count": 4}],
+    },
+    "the distributed-sweep example",
+)
 """A small config that needs no network: the default of the flow's `config` parameter."""
 
 
@@ -43,14 +44,14 @@ def task_runner() -> Any:
 
 
 @task(cache_policy=NO_CACHE)
-async def evaluate_part(part: dict[str, Any], db: str) -> str:
+async def evaluate_part(part: SweepConfig, db: str) -> str:
     """Run one part of a sweep into its own database (publishing its shards); its run id."""
-    return await sweep(part, db)
+    return str(await sweep(part, db))  # a Failed run raises here
 
 
 @flow(name="distributed-sweep", task_runner=task_runner())
 async def distributed_sweep(
-    config: dict[str, Any] = CONFIG_EXAMPLE,
+    config: SweepConfig = CONFIG_EXAMPLE,
     db: str | None = None,
     work_dir: str = "results/parts",
 ) -> list[str]:
@@ -64,14 +65,11 @@ async def distributed_sweep(
             results/numerate.duckdb).
         work_dir: where each part keeps its own database (on the machine that runs it).
     """
-    db = db or default_db()
-    sweep_config = parse_sweep_config(config)
-    results_dir = sweep_config.results_dir or os.path.join(work_dir, "shards")
-    parts = split_by_model(sweep_config, results_dir)
+    db = results_database(db)
+    results_dir = config.results_dir or os.path.join(work_dir, "shards")
+    parts = split_by_model(config, results_dir)
     futures = [
-        evaluate_part.submit(
-            part.model_dump(mode="json"), os.path.join(work_dir, f"{part.models[0].name}.duckdb")
-        )
+        evaluate_part.submit(part, os.path.join(work_dir, f"{part.models[0].name}.duckdb"))
         for part in parts
     ]
     # wait off the event loop; ingest here, where the central database is, never on a worker

@@ -1,8 +1,6 @@
 """On-demand evaluation: a sweep narrowed by parameters (a new checkpoint, one manifold, a
 bigger count). Wiring only."""
 
-from __future__ import annotations
-
 from prefect import flow, tags
 
 from numerate.config import DEFAULT_SWEEP, evaluate_config, load_sweep_config, parse_sweep_config
@@ -40,9 +38,7 @@ async def evaluate(
         else parse_sweep_config(DEFAULT_SWEEP, "built-in sweep")
     )
     config = evaluate_config(base, model, base_url, name, manifolds, count)
-    data = config.model_dump(mode="json")
     if results_dir:
-        data["results_dir"] = results_dir
-    with tags(*run_tags(data)):
-        run_id: str = await sweep(data, db)
-    return run_id
+        config = config.model_copy(update={"results_dir": results_dir})
+    with tags(*run_tags(config)):
+        return str(await sweep(config, db))  # a Failed run raises here

@@ -1,10 +1,8 @@
 """Loading the Parquet shards of runs made elsewhere into one database. Wiring only."""
 
-from __future__ import annotations
-
 from prefect import flow, get_run_logger
 
-from numerate.config import default_db
+from numerate.config import results_database
 from numerate.tasks.database import ingest_shards, release_database
 
 
@@ -12,7 +10,7 @@ from numerate.tasks.database import ingest_shards, release_database
 async def ingest(results_dir: str, db: str | None = None) -> list[str]:
     """Load every complete run in `results_dir` that `db` (default: $NUMERATE_DB, else
     results/numerate.duckdb) lacks; returns their run ids."""
-    db = db or default_db()
+    db = results_database(db)
     loaded = await ingest_shards(results_dir, db)
     await release_database(db)
     get_run_logger().info("ingested %d run(s) from %s into %s", len(loaded), results_dir, db)

@@ -6,15 +6,12 @@ it talks to, and runs them in its own process otherwise. They hand their rows ba
 JSON Lines manifests in the run's folder (DuckDB has one writer: the `numgen` flow). Wiring only.
 """
 
-from __future__ import annotations
-
 from pathlib import Path
-from typing import Any
 
 from prefect import flow, get_run_logger
 
-from numerate.config import default_db
-from numerate.numgen.batches import read_manifest, write_manifest
+from numerate.config import results_database
+from numerate.numgen.batches import DetectionRow, ImageRow, read_manifest, write_manifest
 from numerate.numgen.config import NumGenConfig
 from numerate.progress import current as current_progress
 from numerate.tasks.artifacts import publish_numgen_artifacts
@@ -23,6 +20,7 @@ from numerate.tasks.dispatch import Dispatch, run_step
 from numerate.tasks.numgen import (
     DETECTIONS_MANIFEST,
     IMAGES_MANIFEST,
+    NumGenResult,
     answer_with_baseline,
     build_prompts,
     detect_images,
@@ -46,14 +44,13 @@ def _expect(n: int) -> None:
 
 
 @flow(name="numgen-generate")
-async def numgen_generate(config: dict[str, Any], run_dir: str) -> int:
+async def numgen_generate(config: NumGenConfig, run_dir: str) -> int:
     """Generate every prompt's image (on a GPU worker); the rows go to run_dir/images.jsonl."""
-    settings = NumGenConfig.model_validate(config)
     prompts = build_prompts(config)
     _expect(len(prompts))
-    rows: list[dict[str, Any]] = []
-    for start in range(0, len(prompts), settings.task_batch):
-        batch = prompts[start : start + settings.task_batch]
+    rows: list[ImageRow] = []
+    for start in range(0, len(prompts), config.task_batch):
+        batch = prompts[start : start + config.task_batch]
         rows.extend(await generate_images(config, unwalked(batch)))
         get_run_logger().info("generated %d/%d images", len(rows), len(prompts))
     write_manifest(rows, Path(run_dir) / IMAGES_MANIFEST)
@@ -61,14 +58,13 @@ async def numgen_generate(config: dict[str, Any], run_dir: str) -> int:
 
 
 @flow(name="numgen-detect")
-async def numgen_detect(config: dict[str, Any], run_dir: str) -> int:
+async def numgen_detect(config: NumGenConfig, run_dir: str) -> int:
     """Count the objects of every image in run_dir/images.jsonl (on a GPU worker); the rows go
     to run_dir/detections.jsonl."""
-    settings = NumGenConfig.model_validate(config)
-    images = read_manifest(Path(run_dir) / IMAGES_MANIFEST)
+    images = read_manifest(Path(run_dir) / IMAGES_MANIFEST, ImageRow)
     _expect(len(images))
-    rows: list[dict[str, Any]] = []
-    batch = settings.task_batch
+    rows: list[DetectionRow] = []
+    batch = config.task_batch
     for start in range(0, len(images), batch):
         rows.extend(await detect_images(config, unwalked(images[start : start + batch])))
         get_run_logger().info("counted objects in %d/%d images", len(rows), len(images))
@@ -83,18 +79,19 @@ def numgen_run_name() -> str:
     from prefect.runtime import flow_run
 
     config = flow_run.parameters.get("config") or {}
-    config = config if isinstance(config, dict) else {}
-    generator = config.get("generator", "synthetic")
-    detector = config.get("detector", "blobs")
+    if isinstance(config, dict):
+        generator, detector = config.get("generator", "synthetic"), config.get("detector", "blobs")
+    else:
+        generator, detector = getattr(config, "generator", "?"), getattr(config, "detector", "?")
     return f"numgen {generator}/{detector} {datetime.now(UTC):%Y-%m-%d %H:%M}"
 
 
 @flow(name="numgen", flow_run_name=numgen_run_name)
 async def numgen(
-    config: dict[str, Any] | None = None,
+    config: NumGenConfig | None = None,
     db: str | None = None,
     dispatch: Dispatch = "auto",
-) -> dict[str, Any]:
+) -> NumGenResult:
     """A NumGen run: returns the run id and its metrics.
 
     Args:
@@ -104,24 +101,23 @@ async def numgen(
         dispatch: `deployments` sends generation and detection to their deployments on pool
             `gpu`; `local` runs them here; `auto` sends them when they are deployed.
     """
-    settings = NumGenConfig.model_validate(config or {})
-    data = settings.model_dump(mode="json")
-    db_path = db or default_db()
-    run_id = await open_numgen_run(data, db_path)
+    settings = config or NumGenConfig()
+    db_path = results_database(db)
+    run_id = await open_numgen_run(settings, db_path)
     try:
         if settings.needs_images:
             # both steps up front: images, then counts (the bar does not jump from n/n to n/2n)
-            current_progress().add_total(2 * len(build_prompts(data)))
+            current_progress().add_total(2 * len(build_prompts(settings)))
             folder = str(run_folder(settings, run_id))
-            parameters = {"config": data, "run_dir": folder}
+            parameters: dict[str, NumGenConfig | str] = {"config": settings, "run_dir": folder}
             await run_step(GENERATE_DEPLOYMENT, numgen_generate, parameters, dispatch)
             await run_step(DETECT_DEPLOYMENT, numgen_detect, parameters, dispatch)
             await ingest_manifests(run_id, folder, db_path)
         else:
-            prompts = build_prompts(data)
+            prompts = build_prompts(settings)
             current_progress().add_total(len(prompts))
-            await answer_with_baseline(data, unwalked(prompts), run_id, db_path)
-        metrics = await score_run(run_id, data, db_path)
+            await answer_with_baseline(settings, unwalked(prompts), run_id, db_path)
+        metrics = await score_run(run_id, settings, db_path)
     except BaseException:
         await finish_numgen_run(run_id, db_path, "failed")
         raise

@@ -1,15 +1,13 @@
 """The sweep flow: generate -> ask and grade (each answer graded and journaled as it arrives) ->
 aggregate. Wiring only."""
 
-from __future__ import annotations
-
 import asyncio
 import contextlib
-from collections import deque
-from collections.abc import Coroutine, Iterator
+from collections.abc import Awaitable, Coroutine, Iterator
 from typing import Any
 
 from prefect import flow, get_run_logger, tags
+from prefect.client.schemas.objects import State
 from prefect.concurrency.asyncio import concurrency
 from prefect.states import Failed
 
@@ -17,9 +15,9 @@ from numerate.adaptive import Sampler
 from numerate.config import (
     ModelConfig,
     Precision,
-    default_db,
+    SweepConfig,
     load_sweep_config,
-    parse_sweep_config,
+    results_database,
 )
 from numerate.endpoints import close_clients
 from numerate.env import startup_objects_frozen
@@ -28,9 +26,11 @@ from numerate.outcome import PartOutcome, RunFailed, run_verdict
 from numerate.plan import PlannedCase
 from numerate.progress import current as current_progress
 from numerate.provenance import generator_label
+from numerate.scheduler import ask_in_batches
 from numerate.store import StoreError
+from numerate.store.rows import ResponseRow
 from numerate.tasks.aggregate import aggregate_run
-from numerate.tasks.answer import answer_batch, check_endpoints, model_outcome
+from numerate.tasks.answer import answer_batch, check_before_run, model_outcome
 from numerate.tasks.artifacts import progress_artifact, publish_run_artifacts, regressions
 from numerate.tasks.database import (
     finish_run,
@@ -52,50 +52,24 @@ async def evaluate_model(
     model: ModelConfig, plans: list[Plan], run_id: str, db: str, batch_size: int
 ) -> None:
     """Ask for and grade one model's answers, one batch of cases per task (each answer is
-    graded and journaled as it arrives). Two batches are asked at a time. The cases come from
-    a numerate.adaptive.Sampler: all of a fixed entry's at once, an adaptive entry's a round
-    at a time as earlier rounds are graded."""
-    model_data = model.model_dump(mode="json")
+    graded and journaled as it arrives), as numerate.scheduler.ask_in_batches hands them out:
+    all of a fixed entry's cases at once, an adaptive entry's a round at a time as earlier
+    rounds are graded."""
     samples = model.sampling.samples
     stored = await stored_counts(run_id, model.name, db) if any(p for p, _ in plans) else {}
     sampler = Sampler(plans, samples, stored)
     progress = current_progress()
     progress.add_total(sampler.opened * samples)
 
-    def graded(rows: list[dict[str, Any]]) -> None:
-        progress.add_total(sampler.graded(rows) * samples)  # a round more for open points
+    def ask(cases: list[PlannedCase], first: int) -> Awaitable[list[ResponseRow]]:
+        # unwalked(): Prefect would otherwise walk every case of a batch for futures
+        return answer_batch(model, unwalked(cases), run_id, db, first)
+
+    def graded(opened: int) -> None:
+        progress.add_total(opened * samples)  # a round more for the points still open
         progress.points_open(model.name, sampler.open_points)
 
-    asking: deque[tuple[Any, int, asyncio.Task[list[dict[str, Any]]]]] = deque()
-
-    async def collect_oldest() -> None:
-        _, _, answering = asking.popleft()
-        graded(await answering)
-
-    first = 0
-    try:
-        while True:
-            taken = sampler.take(batch_size)
-            if taken:
-                # unwalked(): Prefect would otherwise walk every case of a batch for futures
-                batch = unwalked(taken)
-                # Two batches at a time: the next fills the model's slots as this one drains
-                # (they share its concurrency limit), so the endpoint never idles between tasks.
-                answering = asyncio.create_task(answer_batch(model_data, batch, run_id, db, first))
-                asking.append((batch, first, answering))
-                first += len(taken)
-                if len(asking) == 2:
-                    await collect_oldest()
-            elif asking:  # nothing more to ask until a round is graded
-                await collect_oldest()
-            else:
-                break
-    except BaseException:
-        # stop asking (what was answered is graded and journaled already), then report it
-        for _, _, answering in asking:
-            answering.cancel()
-        await asyncio.gather(*(a for _, _, a in asking), return_exceptions=True)
-        raise
+    await ask_in_batches(sampler, batch_size, ask, graded)
     if sampler.stops():
         await store_point_stops(run_id, model.name, sampler.stops(), db)
 
@@ -124,17 +98,16 @@ async def evaluate_part(
             raise  # the results database, not the model: the run stops, resumable
         except NumerateError as error:
             stopped = str(error)
-    return await model_outcome(run_id, model.model_dump(mode="json"), db, stopped)
+    return await model_outcome(run_id, model, db, stopped)
 
 
-def run_tags(config: dict[str, Any]) -> list[str]:
+def run_tags(config: SweepConfig) -> list[str]:
     """Tags of a sweep's flow run: `sweep:<name>` and `model:<name>` for each model."""
-    models = [m.get("name") or m.get("model") for m in config.get("models", [])]
-    return [f"sweep:{config.get('name', 'sweep')}", *(f"model:{m}" for m in models)]
+    return [f"sweep:{config.name}", *(f"model:{m.name}" for m in config.models)]
 
 
 @contextlib.contextmanager
-def untagged_tasks(config: dict[str, Any]) -> Iterator[None]:
+def untagged_tasks(config: SweepConfig) -> Iterator[None]:
     """The sweep's own tags (run_tags) label its flow run, not its task runs: Prefect asks the
     API for a tag's concurrency slots before and after every tagged task run, two calls per
     task run for labels nobody limits. Tags set by the caller for a limit stay."""
@@ -151,60 +124,57 @@ def sweep_run_name() -> str:
 
     from prefect.runtime import flow_run
 
-    config = flow_run.parameters.get("config") or {}
-    name = config.get("name", "sweep") if isinstance(config, dict) else "sweep"
-    return f"{name} {datetime.now(UTC):%Y-%m-%d %H:%M}"
+    config = flow_run.parameters.get("config")
+    name = config.get("name") if isinstance(config, dict) else getattr(config, "name", None)
+    return f"{name or 'sweep'} {datetime.now(UTC):%Y-%m-%d %H:%M}"
 
 
 @flow(name="sweep", flow_run_name=sweep_run_name)
 async def sweep(
-    config: dict[str, Any],
+    config: SweepConfig,
     db: str | None = None,
     fresh: bool = False,
     unusable: dict[str, str] | None = None,
     plot: bool = True,
-) -> Any:
+) -> str | State:
     """Evaluate every model of a sweep config on every grid point; returns the run id.
 
     The flow run ends Failed, naming the model, the cause and the counts, when a model's part
     is degraded (too many errors) or failed (stopped); the results are stored all the same.
 
     Args:
-        config: the sweep config (as YAML would give it).
+        config: the sweep config (validated once, where it enters: a deployment's parameters
+            are validated by Prefect into a SweepConfig).
         db: DuckDB file (default: the config's `db`, else $NUMERATE_DB, else
             results/numerate.duckdb).
         fresh: start a new run even if an unfinished run of the same sweep can be resumed.
-        unusable: the models a check of the endpoints just found unusable, with why (the
-            CLI checks before it starts); given, the endpoints are not checked again.
+        unusable: the models the run's preflight (numerate.preflight) found unusable, with
+            why (the CLI runs it before it starts); given, it is not run again.
         plot: draw the run's plot for its artifacts (about 0.6 s).
     """
     # the garbage collector walks the sweep's objects, not all of Prefect's (numerate.env)
     with startup_objects_frozen(), untagged_tasks(config):
-        sweep_config = parse_sweep_config(config)
-        db_path = db or sweep_config.db or default_db()
-        models = sweep_config.models
+        db_path = results_database(db, config.db)
+        models = config.models
         if unusable is None:
-            warnings, unusable = await check_endpoints([m.model_dump(mode="json") for m in models])
-            for warning in warnings:
+            checked = await check_before_run(config, db_path, fresh)
+            for warning in checked.warnings:
                 get_run_logger().warning(warning)
-        run_id = await open_run(sweep_config.model_dump(mode="json"), db_path, fresh)
+            unusable = checked.unusable
+        run_id = await open_run(config, db_path, fresh)
         generate_cases = await case_generator()
-        get_run_logger().info("run %s of sweep %r -> %s", run_id, sweep_config.name, db_path)
+        get_run_logger().info("run %s of sweep %r -> %s", run_id, config.name, db_path)
         plans: list[Plan] = [
             (
                 entry.precision,
-                await generate_cases(
-                    entry.model_dump(mode="json"),
-                    sweep_config.seed,
-                    generator_label(entry.manifold),
-                ),
+                await generate_cases(entry, config.seed, generator_label(entry.manifold)),
             )
-            for entry in sweep_config.manifolds
+            for entry in config.manifolds
         ]
         planned = [case for _, cases in plans for case in cases]
         try:
-            batch = sweep_config.batch_size
-            async with progress_artifact(sweep_config.name):
+            batch = config.batch_size
+            async with progress_artifact(config.name):
                 _, *outcomes = await asyncio.gather(
                     store_cases(unwalked(planned), db_path),  # while the first batches are asked
                     *(
@@ -214,12 +184,12 @@ async def sweep(
                 )
         finally:
             await close_clients()
-        return await conclude(run_id, db_path, sweep_config.results_dir, outcomes, plot)
+        return await conclude(run_id, db_path, config.results_dir, outcomes, plot)
 
 
 async def conclude(
     run_id: str, db: str, results_dir: str | None, outcomes: list[PartOutcome], plot: bool = True
-) -> Any:
+) -> str | State:
     """Aggregate, record how every part ended, publish; the run id, or a Failed state naming
     every part that is not ok."""
     await aggregate_run(run_id, db)
@@ -243,17 +213,16 @@ async def nightly_sweep(
     config_path: str = "deployments/sweeps/nightly.yaml",
     db: str | None = None,
     fail_on_regression: bool = True,
-) -> Any:
+) -> str | State:
     """The scheduled sweep: the config file's models and manifolds; returns the run id.
 
     With `fail_on_regression`, the flow run ends Failed, naming each regression, when some
     model x manifold is significantly worse than in the previous run of the sweep (the
     comparison of the summary artifact, `numerate compare previous latest`)."""
     sweep_config = load_sweep_config(config_path)
-    data = sweep_config.model_dump(mode="json")
-    db_path = db or sweep_config.db or default_db()
-    with tags(*run_tags(data)):
-        run_id: str = await sweep(data, db_path)
+    db_path = results_database(db, sweep_config.db)
+    with tags(*run_tags(sweep_config)):
+        run_id = str(await sweep(sweep_config, db_path))  # a Failed run raises here
     if fail_on_regression:
         found = await regressions(run_id, db_path)
         if found:

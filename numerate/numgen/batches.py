@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from numerate.kernel.files import write_atomically
 from numerate.numgen.detection import Detection, Detector, annotate, caption_for
@@ -26,6 +26,7 @@ from numerate.numgen.generation import (
     to_image,
 )
 from numerate.numgen.prompts import Prompt
+from numerate.numgen.rows import DetectionRow, ImageRow
 
 log = logging.getLogger("numerate.numgen")
 
@@ -43,7 +44,16 @@ def _now() -> str:
     return datetime.now(UTC).isoformat()
 
 
-def image_row(prompt: Prompt, generator: str, **values: Any) -> dict[str, Any]:
+def image_row(
+    prompt: Prompt,
+    generator: str,
+    *,
+    path: str | None = None,
+    width: int | None = None,
+    height: int | None = None,
+    cached: bool = False,
+    error: str | None = None,
+) -> ImageRow:
     """A `numgen_images` row without its run id."""
     return {
         "prompt_id": prompt.prompt_id,
@@ -53,13 +63,12 @@ def image_row(prompt: Prompt, generator: str, **values: Any) -> dict[str, Any]:
         "prompt": prompt.text,
         "image_seed": prompt.image_seed,
         "generator": generator,
-        "path": None,
-        "width": None,
-        "height": None,
-        "cached": False,
-        "error": None,
+        "path": path,
+        "width": width,
+        "height": height,
+        "cached": cached,
+        "error": error,
         "created_at": _now(),
-        **values,
     }
 
 
@@ -79,14 +88,14 @@ def _stored_size(path: Path, prompt: Prompt, generator: str) -> tuple[int, int] 
 
 def generate_batch(
     generator: ImageGenerator, prompts: Sequence[Prompt], folder: Path
-) -> list[dict[str, Any]]:
+) -> list[ImageRow]:
     """Make (or find) the image of every prompt and save it as `folder/<prompt_id>.png`.
 
     A failing generator call is retried image by image; an image that still fails gets a row
     with its error and the rest go on. When every image of the batch fails, the generator
     itself is broken and the first error is raised.
     """
-    rows: dict[str, dict[str, Any]] = {}
+    rows: dict[str, ImageRow] = {}
     missing = []
     for prompt in prompts:
         path = folder / f"{prompt.prompt_id}.png"
@@ -127,41 +136,45 @@ def generate_batch(
 
 
 def detection_row(
-    image: dict[str, Any], detector: str, detection: Detection | None, **values: Any
-) -> dict[str, Any]:
-    """A `numgen_detections` row without its run id."""
-    row: dict[str, Any] = {
+    image: ImageRow,
+    detector: str,
+    detection: Detection | None,
+    *,
+    count: int | None = None,
+    annotated_path: str | None = None,
+    error: str | None = None,
+) -> DetectionRow:
+    """A `numgen_detections` row without its run id: of `detection`, or of a `count` found
+    without one (a baseline's), or of the `error` that left the image uncounted."""
+    row: DetectionRow = {
         "prompt_id": image["prompt_id"],
         "detector": detector,
         "caption": caption_for(image["object"]),
-        "raw_count": None,
-        "count": None,
-        "overflow": None,
+        "raw_count": count,
+        "count": count,
+        "overflow": None if count is None else False,
         "boxes": None,
         "scores": None,
-        "annotated_path": None,
-        "error": None,
+        "annotated_path": annotated_path,
+        "error": error,
         "created_at": _now(),
     }
     if detection is not None:
-        row.update(
-            raw_count=detection.raw_count,
-            count=detection.count,
-            overflow=detection.raw_count > 20,
-            boxes=json.dumps([[round(v, 2) for v in box] for box in detection.boxes]),
-            scores=json.dumps([round(s, 4) for s in detection.scores]),
-        )
-    row.update(values)
+        row["raw_count"] = detection.raw_count
+        row["count"] = detection.count
+        row["overflow"] = detection.raw_count > 20
+        row["boxes"] = json.dumps([[round(v, 2) for v in box] for box in detection.boxes])
+        row["scores"] = json.dumps([round(s, 4) for s in detection.scores])
     return row
 
 
 def detect_batch(
-    detector: Detector, images: Sequence[dict[str, Any]], annotate_folder: Path | None
-) -> list[dict[str, Any]]:
+    detector: Detector, images: Sequence[ImageRow], annotate_folder: Path | None
+) -> list[DetectionRow]:
     """Count the objects of each image row (from `generate_batch`). An image that was not made,
     or cannot be read, gets a row with its error; zero detections are a count of 0."""
-    rows: dict[str, dict[str, Any]] = {}
-    readable: list[tuple[dict[str, Any], Any]] = []
+    rows: dict[str, DetectionRow] = {}
+    readable: list[tuple[ImageRow, Any]] = []
     for image in images:
         if image.get("error") or not image.get("path"):
             rows[image["prompt_id"]] = detection_row(
@@ -189,14 +202,27 @@ def detect_batch(
     return [rows[i["prompt_id"]] for i in images]
 
 
-def write_manifest(rows: Sequence[dict[str, Any]], path: Path) -> Path:
+def write_manifest(rows: Sequence[ImageRow] | Sequence[DetectionRow], path: Path) -> Path:
     """Rows as JSON Lines, written to a temporary name and renamed (readers never see half)."""
     return write_atomically(path, "".join(json.dumps(row) + "\n" for row in rows))
 
 
-def read_manifest(path: Path) -> list[dict[str, Any]]:
+Row = TypeVar("Row", ImageRow, DetectionRow)
+
+
+def read_manifest(path: Path, kind: type[Row]) -> list[Row]:
     """Rows written by `write_manifest` (timestamps stay ISO strings: DuckDB casts them on
-    insert)."""
+    insert); ValueError naming the line when one lacks a column of `kind`."""
     if not path.exists():
         raise FileNotFoundError(f"NumGen manifest {path} is missing: did the GPU step run?")
-    return [json.loads(line) for line in path.read_text().splitlines()]
+    rows = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        row = json.loads(line)
+        required: frozenset[str] = getattr(kind, "__required_keys__")  # noqa: B009 (typing)
+        missing = required - set(row) if isinstance(row, dict) else {"*"}
+        if missing:
+            raise ValueError(
+                f"{path} line {number}: not a {kind.__name__} (lacks {sorted(missing)})"
+            )
+        rows.append(cast(Row, row))
+    return rows

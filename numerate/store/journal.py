@@ -26,7 +26,7 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -51,7 +51,7 @@ def journal_dir(db: str) -> Path:
     return Path(f"{db}.journal")
 
 
-Rows = list[tuple[str, dict[str, Any]]]
+Rows = list[tuple[str, Mapping[str, object]]]
 """(table, row) pairs in the order they were received."""
 
 
@@ -109,7 +109,7 @@ class Journal:
         self._number += 1
         return open(self.folder / f"{self.stem}.{self._number:06d}.jsonl", "a")
 
-    def append(self, table: str, rows: list[dict[str, Any]]) -> None:
+    def append(self, table: str, rows: Sequence[Mapping[str, object]]) -> None:
         """Keep rows for `table` until they are written: on disk before this returns."""
         if not rows:
             return

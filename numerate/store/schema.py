@@ -10,7 +10,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 from numerate.kernel.errors import NumerateError
+from numerate.numgen.rows import DetectionRow, ImageRow
 from numerate.store.migrations import MIGRATIONS
+from numerate.store.rows import (
+    CaseRow,
+    CompletionRow,
+    PointStopRow,
+    Regrade,
+    ResponseRow,
+    columns,
+)
 
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -40,19 +49,13 @@ OPTIONAL_SHARD_TABLES = frozenset({"run_models", "point_stops"})
 
 NUMGEN_TABLES = ("numgen_images", "numgen_detections", "numgen_metrics", "numgen_targets")
 
-COMPLETION_COLUMNS = (
-    "request_hash", "run_id", "base_url", "model_id", "revision", "sample_index", "text",
-    "finish_reason", "prompt_tokens", "completion_tokens", "latency_s", "attempts", "created_at",
-)  # fmt: skip
-RESPONSE_COLUMNS = (
-    "run_id", "model", "model_id", "manifold", "case_id", "sample_index", "point_key",
-    "request_hash", "raw_text", "answer", "outcome", "error", "finish_reason", "prompt_tokens",
-    "completion_tokens", "latency_s", "cached", "graded_at",
-)  # fmt: skip
-CASE_COLUMNS = (
-    "case_id", "manifold", "point_key", "params", "seed", "case_index", "input", "target",
-    "chance", "data", "generator_version", "chance_random", "chance_heuristic",
-)  # fmt: skip
+COMPLETION_COLUMNS = columns(CompletionRow)
+RESPONSE_COLUMNS = columns(ResponseRow)
+CASE_COLUMNS = columns(CaseRow)
+POINT_STOP_COLUMNS = columns(PointStopRow)
+REGRADE_COLUMNS = columns(Regrade)
+IMAGE_COLUMNS = columns(ImageRow)
+DETECTION_COLUMNS = columns(DetectionRow)
 
 
 JOURNALED: dict[str, tuple[tuple[str, ...], str]] = {

@@ -5,29 +5,47 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from numerate.numgen.rows import DetectionRow, ImageRow
+from numerate.store.rows import (
+    CaseRow,
+    CompletionRow,
+    PointStop,
+    PointStopRow,
+    Regrade,
+    ResponseRow,
+)
 from numerate.store.schema import (
     CASE_COLUMNS,
     COMPLETION_COLUMNS,
+    DETECTION_COLUMNS,
+    IMAGE_COLUMNS,
     NUMGEN_TABLES,
+    POINT_STOP_COLUMNS,
+    REGRADE_COLUMNS,
     RESPONSE_COLUMNS,
+    StoreError,
     now,
 )
 
 __all__ = ["Tables", "insert_rows"]
 
 
-def insert_rows(con: Any, table: str, columns: Sequence[str], rows: list[dict[str, Any]],
-                conflict: str = "") -> None:  # fmt: skip
-    """Bulk insert through Arrow (one statement for many rows); a missing key is NULL."""
+def insert_rows(con: Any, table: str, columns: Sequence[str],
+                rows: Sequence[Mapping[str, object]], conflict: str = "") -> None:  # fmt: skip
+    """Bulk insert through Arrow (one statement for many rows). Every row holds every column
+    (numerate.store.rows): a row without one is a StoreError naming it, never a NULL."""
     if not rows:
         return
     import pyarrow as pa
 
-    batch = pa.Table.from_pydict({c: [r.get(c) for r in rows] for c in columns})
+    try:
+        batch = pa.Table.from_pydict({c: [r[c] for r in rows] for c in columns})
+    except KeyError as error:
+        raise StoreError(f"a {table} row has no column {error.args[0]!r}") from None
     names = ", ".join(columns)
     con.register("incoming_rows", batch)
     try:
@@ -142,14 +160,19 @@ class Tables:
                 [sweep_name, config_hash, mine],
             )
 
+    def answer_count(self, run_id: str) -> int:
+        """Answers a run holds."""
+        [(n,)] = self.query("SELECT count(*) FROM responses WHERE run_id = ?", [run_id])
+        return int(n)
+
     # ------------------------------------------------------------------ cases and answers
 
-    def put_cases(self, rows: list[dict[str, Any]]) -> None:
+    def put_cases(self, rows: Sequence[CaseRow]) -> None:
         """Cases are deterministic: one already stored is left as it is."""
         with self.session() as con:
             insert_rows(con, "cases", CASE_COLUMNS, rows, conflict="OR IGNORE")
 
-    def put_completions(self, rows: list[dict[str, Any]]) -> None:
+    def put_completions(self, rows: Sequence[CompletionRow]) -> None:
         """Finished requests (the response cache), written now. A request already stored keeps
         its first answer."""
         with self.session() as con:
@@ -192,22 +215,24 @@ class Tables:
             con.execute(f"DELETE FROM completions WHERE {condition}", params)
         return int(count)
 
-    def put_responses(self, rows: list[dict[str, Any]]) -> None:
+    def put_responses(self, rows: Sequence[ResponseRow]) -> None:
         """Graded responses of a run, written now; grading a case again replaces its row."""
         graded_at = now()
-        rows = [{**row, "graded_at": row.get("graded_at") or graded_at} for row in rows]
+        stamped: list[ResponseRow] = [
+            {**row, "graded_at": row.get("graded_at") or graded_at} for row in rows
+        ]
         with self.session() as con:
-            insert_rows(con, "responses", RESPONSE_COLUMNS, rows, conflict="OR REPLACE")
+            insert_rows(con, "responses", RESPONSE_COLUMNS, stamped, conflict="OR REPLACE")
 
-    def update_grades(self, run_id: str, rows: list[dict[str, Any]]) -> None:
+    def update_grades(self, run_id: str, rows: Sequence[Regrade]) -> None:
         """New outcomes and answers for some of a run's responses (model, case_id,
         sample_index, outcome, answer), in one transaction."""
         if not rows:
             return
         import pyarrow as pa
 
-        columns = ("model", "case_id", "sample_index", "outcome", "answer")
-        batch = pa.Table.from_pydict({c: [r[c] for r in rows] for c in columns})
+        plain: Sequence[Mapping[str, object]] = rows
+        batch = pa.Table.from_pydict({c: [r[c] for r in plain] for c in REGRADE_COLUMNS})
         with self.transaction() as con:
             con.register("regraded_rows", batch)
             try:
@@ -230,7 +255,19 @@ class Tables:
             [run_id, kind, generator, detector, json.dumps(config), code_version, now()],
         )
 
-    def put_numgen_rows(self, table: str, rows: list[dict[str, Any]]) -> None:
+    def put_images(self, rows: Sequence[ImageRow]) -> None:
+        """A NumGen run's images (each with its run id); re-ingesting a manifest changes
+        nothing."""
+        with self.session() as con:
+            insert_rows(con, "numgen_images", IMAGE_COLUMNS, rows, conflict="OR REPLACE")
+
+    def put_detections(self, rows: Sequence[DetectionRow]) -> None:
+        """A NumGen run's counts (each with its run id); re-ingesting a manifest changes
+        nothing."""
+        with self.session() as con:
+            insert_rows(con, "numgen_detections", DETECTION_COLUMNS, rows, conflict="OR REPLACE")
+
+    def put_numgen_rows(self, table: str, rows: Sequence[Mapping[str, object]]) -> None:
         """Rows of one NumGen table (images, detections, metrics, calibration); a row already
         stored for the same key is replaced, so re-ingesting a manifest changes nothing."""
         if table not in NUMGEN_TABLES:
@@ -262,10 +299,11 @@ class Tables:
                 {"run": run_id},
             )
 
-    def put_point_stops(self, run_id: str, model: str, stops: list[dict[str, Any]]) -> None:
+    def put_point_stops(self, run_id: str, model: str, stops: Sequence[PointStop]) -> None:
         """Record how a model's adaptive grid points stopped (a resumed run replaces them)."""
-        rows = [{**stop, "run_id": run_id, "model": model, "decided_at": now()} for stop in stops]
-        columns = ("run_id", "model", "manifold", "point_key", "asked", "reason", "width",
-                   "decided_at")  # fmt: skip
+        decided = now()
+        rows: list[PointStopRow] = [
+            {**stop, "run_id": run_id, "model": model, "decided_at": decided} for stop in stops
+        ]
         with self.session() as con:
-            insert_rows(con, "point_stops", columns, rows, conflict="OR REPLACE")
+            insert_rows(con, "point_stops", POINT_STOP_COLUMNS, rows, conflict="OR REPLACE")

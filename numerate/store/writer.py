@@ -20,7 +20,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -149,7 +149,7 @@ class Store(Tables):
                 hold.__exit__(None, None, None)
 
     def _write_rows(self, con: Any, rows: journal.Rows) -> None:
-        by_table: dict[str, list[dict[str, Any]]] = {}
+        by_table: dict[str, list[Mapping[str, object]]] = {}
         for table, row in rows:
             by_table.setdefault(table, []).append(row)
         for table, table_rows in by_table.items():
@@ -184,7 +184,7 @@ class Store(Tables):
 
     # ------------------------------------------------------------------ the journal
 
-    def receive(self, table: str, rows: list[dict[str, Any]]) -> None:
+    def receive(self, table: str, rows: Sequence[Mapping[str, object]]) -> None:
         """Rows this process just received (completions, graded responses): on disk at once,
         in the database within `flush_seconds()`."""
         if table not in JOURNALED:

@@ -1,7 +1,5 @@
 """Aggregating a run's graded responses."""
 
-from __future__ import annotations
-
 import asyncio
 
 from prefect import task

@@ -1,7 +1,5 @@
 """Asking models: endpoint checks and one task per batch of cases."""
 
-from __future__ import annotations
-
 import asyncio
 from typing import Any
 
@@ -10,13 +8,14 @@ from prefect.cache_policies import NO_CACHE
 from prefect.client.schemas.objects import State, TaskRun
 from prefect.tasks import exponential_backoff
 
-from numerate import endpoints
-from numerate.config import ModelConfig
+from numerate.config import ModelConfig, SweepConfig
 from numerate.endpoints import answer_cases, stopped_cause
 from numerate.kernel.errors import ConfigError
 from numerate.outcome import PartOutcome, part_outcome
 from numerate.plan import PlannedCase
+from numerate.preflight import Preflight, preflight
 from numerate.store import Store
+from numerate.store.rows import ResponseRow
 from numerate.tasks.naming import batch_run_name
 
 
@@ -33,49 +32,20 @@ def retry_transient(task: Task[Any, Any], task_run: TaskRun, state: State[Any]) 
     return False
 
 
-async def check_concurrency_limit(model: ModelConfig) -> None:
-    """A model's global concurrency limit must exist and hold its `concurrency` slots
-    (a smaller limit could never be acquired: the run would wait forever)."""
-    if not model.concurrency_limit:
-        return
-    from prefect import get_client
-    from prefect.exceptions import ObjectNotFound
-
-    async with get_client() as client:
-        try:
-            limit = await client.read_global_concurrency_limit_by_name(model.concurrency_limit)
-        except ObjectNotFound:
-            raise ConfigError(
-                f"model {model.name!r}: no global concurrency limit named "
-                f"{model.concurrency_limit!r} (create it: prefect gcl create "
-                f"{model.concurrency_limit} --limit {model.concurrency})"
-            ) from None
-    if limit.limit < model.concurrency:
-        raise ConfigError(
-            f"model {model.name!r}: concurrency {model.concurrency} exceeds the "
-            f"{limit.limit} slots of limit {model.concurrency_limit!r}"
-        )
-
-
 @task(cache_policy=NO_CACHE)
-async def check_endpoints(models: list[dict[str, Any]]) -> tuple[list[str], dict[str, str]]:
-    """Check each endpoint before anything is sent: returns warnings, and the models that
-    cannot be asked at all (unreachable, or refusing the key) with why. A model's concurrency
-    limit that cannot be held is a config error."""
-    configs = [ModelConfig.model_validate(data) for data in models]
-    for model in configs:
-        await check_concurrency_limit(model)
-    return await endpoints.check_endpoints(configs)
+async def check_before_run(config: SweepConfig, db: str, fresh: bool) -> Preflight:
+    """The run's preflight (numerate.preflight), when no caller ran it: results location,
+    concurrency limits, endpoints, database, the run to resume."""
+    return await preflight(config, db, fresh)
 
 
 @task(cache_policy=NO_CACHE)
 async def model_outcome(
-    run_id: str, model: dict[str, Any], db: str, stopped: str | None
+    run_id: str, model: ModelConfig, db: str, stopped: str | None
 ) -> PartOutcome:
     """How the model's part of the run ended: ok, degraded or failed (and why)."""
-    config = ModelConfig.model_validate(model)
-    n, errors, common = await asyncio.to_thread(Store.open(db).error_counts, run_id, config.name)
-    return part_outcome(config, n, errors, stopped or stopped_cause(config), common)
+    n, errors, common = await asyncio.to_thread(Store.open(db).error_counts, run_id, model.name)
+    return part_outcome(model, n, errors, stopped or stopped_cause(model), common)
 
 
 @task(
@@ -87,12 +57,11 @@ async def model_outcome(
     retry_condition_fn=retry_transient,
 )
 async def answer_batch(
-    model: dict[str, Any], planned: list[PlannedCase], run_id: str, db: str, first: int = 0
-) -> list[dict[str, Any]]:
+    model: ModelConfig, planned: list[PlannedCase], run_id: str, db: str, first: int = 0
+) -> list[ResponseRow]:
     """Answer and grade a batch of cases: stored answers where the model's cache policy allows,
     the rest from the model, each graded and journaled as it arrives (in the database within
     seconds). Returns the graded `responses` rows. `first`: the batch's place in the model's
     cases (for the task run's name)."""
-    config = ModelConfig.model_validate(model)
-    answered = await answer_cases(config, planned, Store.open(db), run_id)
+    answered = await answer_cases(model, planned, Store.open(db), run_id)
     return answered.responses

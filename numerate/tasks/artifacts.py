@@ -1,7 +1,5 @@
 """Prefect artifacts of a run: results table, summary, plot link, and progress while it runs."""
 
-from __future__ import annotations
-
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator

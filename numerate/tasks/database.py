@@ -1,11 +1,8 @@
 """The flow's steps that read or write the results database (numerate.store: short sessions, so
 other runs, ingests and readers use the same database meanwhile)."""
 
-from __future__ import annotations
-
 import asyncio
 import uuid
-from typing import Any
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
@@ -16,12 +13,12 @@ from numerate.outcome import PartOutcome
 from numerate.plan import PlannedCase, case_row
 from numerate.provenance import code_version
 from numerate.store import Store
+from numerate.store.rows import PointStop
 
 
 @task(cache_policy=NO_CACHE)
-async def open_run(config: dict[str, Any], db: str, fresh: bool = False) -> str:
+async def open_run(sweep: SweepConfig, db: str, fresh: bool = False) -> str:
     """Resume the unfinished run of this exact sweep, or start a new one; returns its id."""
-    sweep = SweepConfig.model_validate(config)
     if sweep.results_dir:
         from numerate.store.shards import check_writable
 
@@ -40,7 +37,12 @@ async def open_run(config: dict[str, Any], db: str, fresh: bool = False) -> str:
             )  # fmt: skip
     run_id = f"{sweep.name}-{uuid.uuid4().hex[:12]}"
     await asyncio.to_thread(
-        store.start_run, run_id, sweep.name, fingerprint, config, code_version()
+        store.start_run,
+        run_id,
+        sweep.name,
+        fingerprint,
+        sweep.model_dump(mode="json"),
+        code_version(),
     )
     return run_id
 
@@ -69,7 +71,7 @@ async def stored_counts(run_id: str, model: str, db: str) -> dict[tuple[str, str
 
 
 @task(cache_policy=NO_CACHE)
-async def store_point_stops(run_id: str, model: str, stops: list[dict[str, Any]], db: str) -> None:
+async def store_point_stops(run_id: str, model: str, stops: list[PointStop], db: str) -> None:
     """How each adaptive grid point of the model stopped (numerate.adaptive.Sampler.stops)."""
     await asyncio.to_thread(Store.open(db).put_point_stops, run_id, model, stops)
 

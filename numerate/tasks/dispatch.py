@@ -1,10 +1,10 @@
 """Running a flow where it belongs: as its deployment on a work pool, or in this process."""
 
-from __future__ import annotations
-
-from typing import Any, Literal
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Literal
 
 from prefect import get_run_logger
+from pydantic import BaseModel
 
 from numerate.kernel.errors import NumerateError
 
@@ -34,9 +34,13 @@ async def deployed(name: str) -> bool:
 
 
 async def run_step(
-    deployment: str, local: Any, parameters: dict[str, Any], dispatch: Dispatch
+    deployment: str,
+    local: Callable[..., Awaitable[int]],
+    parameters: Mapping[str, BaseModel | str],
+    dispatch: Dispatch,
 ) -> None:
-    """Run a GPU step as its deployment (work pool `gpu`) or in this process."""
+    """Run a GPU step as its deployment (work pool `gpu`) or in this process. Its
+    `parameters` go to a deployment as JSON (its flow validates them into their types)."""
     remote = dispatch == "deployments" or (dispatch == "auto" and await deployed(deployment))
     if not remote:
         await local(**parameters)
@@ -44,7 +48,11 @@ async def run_step(
     from prefect.deployments.flow_runs import arun_deployment
 
     get_run_logger().info("dispatching %s to its work pool", deployment)
-    run = await arun_deployment(name=deployment, parameters=parameters, timeout=None)
+    as_json = {
+        name: value.model_dump(mode="json") if isinstance(value, BaseModel) else value
+        for name, value in parameters.items()
+    }
+    run = await arun_deployment(name=deployment, parameters=as_json, timeout=None)
     if run.state is None or not run.state.is_completed():
         state = run.state.name if run.state else "unknown"
         raise DispatchError(f"{deployment} run {run.name} ended {state}: see its logs")

@@ -1,7 +1,5 @@
 """Case generation, cached by Prefect on its inputs, in a folder of its own that is pruned."""
 
-from __future__ import annotations
-
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -30,7 +28,7 @@ CASE_BLOCK = "numerate-cases"
     cache_expiration=timedelta(days=CASE_CACHE_DAYS),
 )
 async def generate_cases(
-    sweep: dict[str, Any], base_seed: int, generator_version: str
+    sweep: ManifoldSweep, base_seed: int, generator_version: str
 ) -> list[PlannedCase]:
     """Generate the cases of every grid point of one manifold entry.
 
@@ -39,7 +37,7 @@ async def generate_cases(
     Prefect's cache. The task is async, like the flow that calls it: a synchronous task in an
     async flow makes Prefect build a second (synchronous) API client, about 70 ms.
     """
-    return plan_manifold(ManifoldSweep.model_validate(sweep), base_seed, generator_version)
+    return plan_manifold(sweep, base_seed, generator_version)
 
 
 async def case_generator() -> Any:

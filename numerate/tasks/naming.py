@@ -1,7 +1,5 @@
 """Task run names that say what a task does: `query oracle/objects 1–500`."""
 
-from __future__ import annotations
-
 from collections.abc import Callable
 
 
@@ -15,9 +13,9 @@ def batch_run_name(verb: str) -> Callable[[], str]:
         params = task_run.parameters
         planned = params.get("planned") or []
         planned = planned.unquote() if hasattr(planned, "unquote") else planned
-        model = params.get("model") or {}
+        model = getattr(params.get("model"), "name", "?")  # a ModelConfig
         manifolds = "+".join(sorted({case.manifold for case in planned})) or "-"
         first = int(params.get("first") or 0)
-        return f"{verb} {model.get('name', '?')}/{manifolds} {first + 1}–{first + len(planned)}"
+        return f"{verb} {model}/{manifolds} {first + 1}–{first + len(planned)}"
 
     return name

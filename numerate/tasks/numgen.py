@@ -1,18 +1,17 @@
 """NumGen tasks: thin wrappers over `numgen/` and the store. One task per batch of images."""
 
-from __future__ import annotations
-
 import asyncio
 import json
 import uuid
 from pathlib import Path
-from typing import Any
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from numerate.numgen.baselines import baseline_counts
 from numerate.numgen.batches import (
+    DetectionRow,
+    ImageRow,
     detect_batch,
     detection_row,
     generate_batch,
@@ -28,6 +27,10 @@ from numerate.numgen.prompts import Prompt, make_prompts
 from numerate.progress import current as current_progress
 from numerate.provenance import code_version
 from numerate.store import Store
+
+NumGenResult = dict[str, object]
+"""A NumGen run's id, metrics and heatmap path (numerate.numgen.metrics.Scores.as_dict), as
+JSON."""
 
 IMAGES_MANIFEST = "images.jsonl"
 DETECTIONS_MANIFEST = "detections.jsonl"
@@ -51,27 +54,30 @@ def run_folder(config: NumGenConfig, run_id: str) -> Path:
 
 
 @task(cache_policy=NO_CACHE)
-async def open_numgen_run(config: dict[str, Any], db: str) -> str:
+async def open_numgen_run(numgen: NumGenConfig, db: str) -> str:
     """Start a NumGen run in the store; returns its id."""
-    numgen = NumGenConfig.model_validate(config)
     store = await asyncio.to_thread(Store.open, db)
     run_id = f"numgen-{uuid.uuid4().hex[:12]}"
     store.start_numgen_run(
-        run_id, numgen.kind, numgen.generator, numgen.detector_label, config, code_version()
+        run_id,
+        numgen.kind,
+        numgen.generator,
+        numgen.detector_label,
+        numgen.model_dump(mode="json"),
+        code_version(),
     )
     return run_id
 
 
 @task(cache_policy=NO_CACHE)
-def build_prompts(config: dict[str, Any]) -> list[Prompt]:
+def build_prompts(config: NumGenConfig) -> list[Prompt]:
     """The run's prompts (deterministic in the prompt spec)."""
-    return make_prompts(NumGenConfig.model_validate(config).prompts)
+    return make_prompts(config.prompts)
 
 
 @task(cache_policy=NO_CACHE, retries=1)
-async def generate_images(config: dict[str, Any], prompts: list[Prompt]) -> list[dict[str, Any]]:
+async def generate_images(numgen: NumGenConfig, prompts: list[Prompt]) -> list[ImageRow]:
     """Make (or find already made) the images of a batch of prompts."""
-    numgen = NumGenConfig.model_validate(config)
     generator = make_generator(numgen.generator, numgen.generation)
     rows = await asyncio.to_thread(generate_batch, generator, prompts, image_folder(numgen))
     errors = sum(1 for r in rows if r["error"])
@@ -80,11 +86,8 @@ async def generate_images(config: dict[str, Any], prompts: list[Prompt]) -> list
 
 
 @task(cache_policy=NO_CACHE, retries=1)
-async def detect_images(
-    config: dict[str, Any], images: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
+async def detect_images(numgen: NumGenConfig, images: list[ImageRow]) -> list[DetectionRow]:
     """Count the objects in a batch of images."""
-    numgen = NumGenConfig.model_validate(config)
     detector = make_detector(numgen.detector, numgen.detection, numgen.generation.device, "float32")
     rows = await asyncio.to_thread(detect_batch, detector, images, annotated_folder(numgen))
     current_progress().advance(len(rows), errors=sum(1 for r in rows if r["error"]))
@@ -93,19 +96,18 @@ async def detect_images(
 
 @task(cache_policy=NO_CACHE)
 async def answer_with_baseline(
-    config: dict[str, Any], prompts: list[Prompt], run_id: str, db: str
+    numgen: NumGenConfig, prompts: list[Prompt], run_id: str, db: str
 ) -> int:
     """A baseline's counts, stored as if a detector had found them (no images)."""
-    numgen = NumGenConfig.model_validate(config)
     counts = baseline_counts(numgen.generator, [p.target for p in prompts], numgen.prompts.seed)
-    images = [{**image_row(p, numgen.generator), "run_id": run_id} for p in prompts]
-    detections = []
-    for image, count in zip(images, counts, strict=True):
-        row = detection_row(image, "none", None, raw_count=count, count=count, overflow=False)
-        detections.append({**row, "run_id": run_id})
+    images: list[ImageRow] = [{**image_row(p, numgen.generator), "run_id": run_id} for p in prompts]
+    detections: list[DetectionRow] = [
+        {**detection_row(image, "none", None, count=count), "run_id": run_id}
+        for image, count in zip(images, counts, strict=True)
+    ]
     store = Store.open(db)
-    await asyncio.to_thread(store.put_numgen_rows, "numgen_images", images)
-    await asyncio.to_thread(store.put_numgen_rows, "numgen_detections", detections)
+    await asyncio.to_thread(store.put_images, images)
+    await asyncio.to_thread(store.put_detections, detections)
     current_progress().advance(len(prompts))
     return len(prompts)
 
@@ -114,23 +116,20 @@ async def answer_with_baseline(
 async def ingest_manifests(run_id: str, folder: str, db: str) -> int:
     """Load the GPU steps' manifests into the store (idempotent); returns the images loaded."""
     store = Store.open(db)
-    images = read_manifest(Path(folder) / IMAGES_MANIFEST)
-    detections = read_manifest(Path(folder) / DETECTIONS_MANIFEST)
-    await asyncio.to_thread(
-        store.put_numgen_rows, "numgen_images", [{**r, "run_id": run_id} for r in images]
-    )
-    await asyncio.to_thread(
-        store.put_numgen_rows, "numgen_detections", [{**r, "run_id": run_id} for r in detections]
-    )
+    images = read_manifest(Path(folder) / IMAGES_MANIFEST, ImageRow)
+    detections = read_manifest(Path(folder) / DETECTIONS_MANIFEST, DetectionRow)
+    with_run: list[ImageRow] = [{**r, "run_id": run_id} for r in images]
+    counted: list[DetectionRow] = [{**r, "run_id": run_id} for r in detections]
+    await asyncio.to_thread(store.put_images, with_run)
+    await asyncio.to_thread(store.put_detections, counted)
     return len(images)
 
 
 @task(cache_policy=NO_CACHE)
-async def score_run(run_id: str, config: dict[str, Any], db: str) -> dict[str, Any]:
+async def score_run(run_id: str, numgen: NumGenConfig, db: str) -> NumGenResult:
     """Confusion matrix and metrics of a run; stores them and draws the heatmap PNG."""
     from numerate.numgen.heatmap import render_heatmap
 
-    numgen = NumGenConfig.model_validate(config)
     store = Store.open(db)
     rows = await asyncio.to_thread(
         store.query,

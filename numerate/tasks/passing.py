@@ -1,7 +1,5 @@
 """Passing big arguments to tasks cheaply."""
 
-from __future__ import annotations
-
 from typing import TypeVar, cast
 
 from prefect.utilities.annotations import quote

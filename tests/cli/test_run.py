@@ -411,3 +411,38 @@ def test_a_model_that_cannot_be_loaded_offline_is_refused_before_the_run(tmp_pat
     )
     assert "generator 'acme/not-a-model' is not in the Hugging Face cache" in one_error_line(result)
     assert not db.exists()
+
+
+@pytest.mark.usefixtures("prefect_harness")
+@pytest.mark.parametrize(
+    ("limit", "said"),
+    [
+        (2, "model 'o': concurrency 4 exceeds the 2 slots of limit '{name}'"),
+        (None, "model 'o': no global concurrency limit named '{name}' (create it: prefect gcl"),
+    ],
+)
+def test_a_cli_run_checks_the_concurrency_limit_before_it_starts(tmp_path, limit, said):
+    """The CLI and the flow share one preflight: a limit too small to hold the model's
+    `concurrency` would make the run wait forever; it is one line and exit 2 instead."""
+    import asyncio
+    import uuid
+
+    from prefect import get_client
+    from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate
+
+    name = f"cli-{uuid.uuid4().hex[:8]}"
+
+    async def create() -> None:
+        async with get_client() as client:
+            await client.create_global_concurrency_limit(
+                GlobalConcurrencyLimitCreate(name=name, limit=limit)
+            )
+
+    if limit is not None:
+        asyncio.run(create())
+    model = {"name": "o", "model": "baseline:oracle", "concurrency": 4, "concurrency_limit": name}
+    path = write_config(tmp_path / "s.yaml", [model])
+    db = tmp_path / "r.duckdb"
+    line = one_error_line(runner.invoke(app, ["run", "--config", str(path), "--db", str(db)]))
+    assert said.format(name=name) in line
+    assert not db.exists()  # refused before anything was written

@@ -14,6 +14,7 @@ from prefect.client.schemas.filters import (
 )
 from prefect.client.schemas.sorting import ArtifactSort
 
+from numerate.config import parse_sweep_config
 from numerate.flows.sweep import sweep
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
@@ -54,7 +55,7 @@ def test_a_sweep_publishes_results_summary_comparison_and_progress(db_path, tmp_
 
     from numerate.flows.sweep import run_tags
 
-    with tags(*run_tags(CONFIG)):
+    with tags(*run_tags(parse_sweep_config(CONFIG))):
         first = asyncio.run(sweep(CONFIG, db_path))
         second = asyncio.run(sweep(CONFIG, db_path, fresh=True))
 

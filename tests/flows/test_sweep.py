@@ -189,10 +189,11 @@ def test_the_api_key_never_reaches_results_or_logs(fake_openai, db_path, monkeyp
 
 
 def test_generation_is_cached_by_prefect(db_path):
+    from numerate.config import ManifoldSweep
     from numerate.provenance import generator_label
     from numerate.tasks.generate import generate_cases
 
-    sweep_entry = {"manifold": "objects", "count": 5, "grid": {}}
+    sweep_entry = ManifoldSweep(manifold="objects", count=5, grid={})
     label = generator_label("objects")
     first = asyncio.run(generate_cases(sweep_entry, 1, label, return_state=True))
     second = asyncio.run(generate_cases(sweep_entry, 1, label, return_state=True))

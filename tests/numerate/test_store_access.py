@@ -295,7 +295,7 @@ def test_a_run_another_process_runs_is_not_resumed_a_new_run_starts(db_path, pre
     config = parse_sweep_config(
         {"name": "twice", "models": [{"name": "o", "model": "baseline:oracle"}],
          "manifolds": [{"manifold": "objects", "count": 2}]}
-    ).model_dump(mode="json")  # fmt: skip
+    )  # fmt: skip
     first = asyncio.run(open_run.fn(config, db_path))
     Store.close_all()  # this process lets go of it: like a first process still running it
     other = subprocess.Popen([sys.executable, "-c", CLAIMED_RUN, db_path, first], cwd=ROOT,

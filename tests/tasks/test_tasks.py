@@ -53,7 +53,7 @@ def test_a_batch_is_answered_and_graded_every_sample_of_every_case(db_path):
     )  # fmt: skip
     planned = plan_manifold(config.manifolds[0], 1)
     model = ModelConfig(name="m", model="baseline:oracle", sampling={"samples": 2})
-    rows = asyncio.run(answer_batch.fn(model.model_dump(mode="json"), planned, "run", db_path))
+    rows = asyncio.run(answer_batch.fn(model, planned, "run", db_path))
     assert [(r["case_id"], r["sample_index"], r["outcome"]) for r in rows] == [
         (p.case_id, k, "correct") for p in planned for k in range(2)
     ]
