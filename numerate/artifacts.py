@@ -8,10 +8,12 @@ key and shows their history.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from numerate.report import Source, run_summaries
+from numerate.report import run_summaries
+from numerate.store import queries
+from numerate.store.queries import Source, previous_run
 
 __all__ = [
     "artifact_key", "comparison_lines", "find_regressions", "numgen_markdown", "previous_run",
@@ -34,14 +36,14 @@ def _num(value: float | None) -> str:
 
 
 def results_table(source: Source, run_id: str) -> list[dict[str, Any]]:
-    """One row per model x manifold (manifold `all`: every manifold pooled): n, accuracy with
+    """One row per model x manifold (manifold `*`: every manifold pooled): n, accuracy with
     its 95% interval, chance-adjusted accuracy, error, truncation and unparsed rates."""
     rows = []
     for row in run_summaries(source, run_id).iter_rows(named=True):
         rows.append(
             {
                 "model": row["model"],
-                "manifold": "all" if row["manifold"] == "*" else row["manifold"],
+                "manifold": row["manifold"],
                 "n": row["n"],
                 "accuracy": _num(row["accuracy"]),
                 "95% interval": f"[{_num(row['ci_low'])}, {_num(row['ci_high'])}]",
@@ -55,7 +57,7 @@ def results_table(source: Source, run_id: str) -> list[dict[str, Any]]:
 
 
 def numgen_markdown(
-    run_id: str, db: str, generator: str, detector: str, metrics: dict[str, Any]
+    run_id: str, db: str, generator: str, detector: str, metrics: Mapping[str, object]
 ) -> tuple[list[dict[str, Any]], str]:
     """A NumGen run's metrics as a one-row table (numbers to 3 decimals) and its summary."""
     shown = {
@@ -73,19 +75,6 @@ def numgen_markdown(
         *_table(list(table[0]), [list(table[0].values())]),
     ]
     return table, "\n".join(lines) + "\n"
-
-
-def previous_run(source: Source, run_id: str) -> str | None:
-    """The latest run of the same sweep that started before `run_id` and was not interrupted
-    or left running: what tonight is compared with."""
-    rows = source.query(
-        "SELECT p.run_id FROM runs p JOIN runs r ON p.sweep_name = r.sweep_name "
-        "WHERE r.run_id = ? AND p.started_at < r.started_at "
-        "AND p.status IN ('finished', 'degraded', 'failed') "
-        "ORDER BY p.started_at DESC LIMIT 1",
-        [run_id],
-    )
-    return str(rows[0][0]) if rows else None
 
 
 def comparison_lines(source: Source, base: str, new: str) -> list[str]:
@@ -134,34 +123,28 @@ def run_markdown(
 ) -> str:
     """The run's summary: id, database, sweep and config, how each model's part ended, the
     pooled results, the comparison with the previous run (its lines) and where the plot is."""
-    [(sweep, status, config_hash, code, started, finished)] = source.query(
-        "SELECT sweep_name, status, config_hash, code_version, started_at, finished_at "
-        "FROM runs WHERE run_id = ?",
-        [run_id],
-    )
-    parts = source.query(
-        "SELECT model, status, coalesce(cause, ''), n, errors FROM run_models "
-        "WHERE run_id = ? ORDER BY model",
-        [run_id],
-    )
+    run = queries.run_record(source, run_id)
+    if run is None:
+        raise ValueError(f"no run {run_id!r} in {source.path}")
+    parts = queries.run_parts(source, run_id)
     pooled = [
         [r["model"], r["n"], r["accuracy"], r["95% interval"], r["adjusted"], r["errors"]]
         for r in results_table(source, run_id)
-        if r["manifold"] == "all"
+        if r["manifold"] == queries.POOLED
     ]
     lines = [
-        f"# {sweep}: run `{run_id}` ({status})",
+        f"# {run.sweep}: run `{run_id}` ({run.status})",
         "",
         f"- database: `{db}` (`numerate report --db {db} --run {run_id}`)",
-        f"- config `{config_hash}`, code `{code}`",
-        f"- started {started:%Y-%m-%d %H:%M:%S %Z}"
-        + (f", finished {finished:%Y-%m-%d %H:%M:%S %Z}" if finished else ""),
+        f"- config `{run.config_hash}`, code `{run.code_version}`",
+        f"- started {run.started:%Y-%m-%d %H:%M:%S %Z}"
+        + (f", finished {run.finished:%Y-%m-%d %H:%M:%S %Z}" if run.finished else ""),
         "",
         "## Models",
         "",
         *_table(
             ["model", "part", "cause", "answers", "errors"],
-            [list(p) for p in parts],
+            [[p.model, p.status, p.cause, p.n, p.errors] for p in parts],
         ),
         "",
         "## Results (every manifold pooled)",

@@ -12,11 +12,13 @@ McNemar test on the discordant pairs; Holm's adjustment across all groups of one
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal, Protocol, get_args
+from typing import Any, Literal, get_args
 
 import polars as pl
 
 from numerate.kernel.stats import holm, mcnemar_exact, paired_difference_interval, wilson_interval
+from numerate.store import queries
+from numerate.store.queries import Source
 
 __all__ = [
     "EXIT_REGRESSION",
@@ -53,27 +55,12 @@ CORRECT_BY_OUTCOME: dict[str, bool | None] = {
 _PAIR_KEYS = ["model", "manifold", "point_key", "case_id", "sample_index"]
 
 
-class AnswerSource(Protocol):
-    """Where answers are read from: a numerate.store.reader.Reader or a numerate.store.Store."""
-
-    def frame(self, sql: str, params: Sequence[Any] | None = None) -> Any: ...
-
-
 def run_answers(
-    source: AnswerSource, run_id: str, models: Sequence[str] = (), manifolds: Sequence[str] = ()
+    source: Source, run_id: str, models: Sequence[str] = (), manifolds: Sequence[str] = ()
 ) -> pl.DataFrame:
     """One run's answers, as compare_runs reads them (one query); only the given models and
     manifolds when any are given. ValueError names an outcome this module does not know."""
-    sql = (
-        "SELECT model, manifold, point_key, case_id, sample_index, outcome FROM responses "
-        "WHERE run_id = ?"
-    )
-    params: list[Any] = [run_id]
-    for column, values in (("model", models), ("manifold", manifolds)):
-        if values:
-            sql += f" AND list_contains(?, {column})"
-            params.append(list(values))
-    frame = source.frame(sql, params)
+    frame = queries.outcomes(source, run_id, models, manifolds)
     if frame.is_empty():  # a query without rows may carry no column types
         frame = pl.DataFrame(schema={c: pl.String for c in (*_PAIR_KEYS, "outcome")})
     return answers_from_outcomes(frame)

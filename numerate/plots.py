@@ -77,13 +77,6 @@ MAX_ANNOTATED_CELLS = 400
 # ---------------------------------------------------------------------------- data
 
 
-# What the plots read of each grid point of a run (one parameter: the run id); params as JSON.
-POINTS_SQL = (
-    "SELECT model, manifold, point_key, CAST(params AS VARCHAR) AS params, n, n_scored, correct, "
-    "chance FROM points WHERE run_id = ? ORDER BY manifold, model, point_key"
-)
-
-
 def check_points(points: pl.DataFrame, what: str = "points") -> None:
     """ValueError when a column the plots read is missing; ConfigError when there is no row."""
     missing = [c for c in POINT_COLUMNS if c not in points.columns]

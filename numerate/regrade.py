@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from numerate.grading import judge
 from numerate.kernel.errors import ConfigError, describe_validation_error
 from numerate.manifolds import registry
-from numerate.store import Store
+from numerate.store import Store, queries
 from numerate.store.rows import Regrade
 
 
@@ -68,22 +68,17 @@ def grade_lines(lines: list[str], source: str) -> list[dict[str, Any]]:
 def regrade_run(store: Store, run_id: str) -> Counter[tuple[str, str]]:
     """Grade a stored run's answers again with the current graders and refresh its
     aggregates; returns how many outcomes went from one value to another."""
-    rows = store.query(
-        "SELECT r.model, r.case_id, r.sample_index, r.manifold, r.raw_text, r.finish_reason, "
-        "r.error, r.outcome, r.answer, c.data FROM responses r JOIN cases c USING (case_id) "
-        "WHERE r.run_id = ?",
-        [run_id],
-    )
     changes: Counter[tuple[str, str]] = Counter()
     updates: list[Regrade] = []
-    for model, case_id, sample, manifold, text, finish, error, old, old_answer, data in rows:
-        case = registry.get(manifold).case_model.model_validate_json(data)
-        outcome, answer = judge(manifold, case, text, finish, error)
-        changes[old, outcome.value] += 1
-        if outcome.value != old or answer != old_answer:
+    for stored in queries.stored_answers(store, run_id):
+        manifold = stored.manifold
+        case = registry.get(manifold).case_model.model_validate_json(stored.case_data)
+        outcome, answer = judge(manifold, case, stored.raw_text, stored.finish_reason, stored.error)
+        changes[stored.outcome, outcome.value] += 1
+        if outcome.value != stored.outcome or answer != stored.answer:
             updates.append(
-                {"model": model, "case_id": case_id, "sample_index": sample,
-                 "outcome": outcome.value, "answer": answer}
+                {"model": stored.model, "case_id": stored.case_id,
+                 "sample_index": stored.sample_index, "outcome": outcome.value, "answer": answer}
             )  # fmt: skip
     store.update_grades(run_id, updates)
     aggregate_stored_run(store, run_id)
@@ -94,17 +89,7 @@ def aggregate_stored_run(store: Store, run_id: str) -> int:
     """Recompute a stored run's per-point aggregates and summaries; returns the points."""
     from numerate.aggregate import aggregate
 
-    responses = store.frame(
-        "SELECT run_id, model, manifold, case_id, point_key, outcome, completion_tokens, "
-        "latency_s FROM responses WHERE run_id = ?",
-        [run_id],
-    )
-    cases = store.frame(
-        "SELECT case_id, params, chance, coalesce(chance_random, chance) AS chance_random, "
-        "chance_heuristic FROM cases WHERE case_id IN "
-        "(SELECT case_id FROM responses WHERE run_id = ?)",
-        [run_id],
-    )
+    responses, cases = queries.aggregation_inputs(store, run_id)
     points, summaries = aggregate(responses, cases)
     store.replace_aggregates(run_id, points, summaries)
     return points.height

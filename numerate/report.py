@@ -5,63 +5,32 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Sequence
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal
+
+from numerate.store import queries
+from numerate.store.queries import Source
+
+if TYPE_CHECKING:
+    import polars as pl
 
 Format = Literal["table", "csv", "json", "markdown"]
 
-SUMMARY_COLUMNS = (
-    "model", "manifold", "n", "n_scored", "accuracy", "ci_low", "ci_high", "chance",
-    "chance_adjusted", "unparsed_rate", "truncation_rate", "error_rate", "mean_completion_tokens",
-)  # fmt: skip
-
-
-class Source(Protocol):
-    """What reports read from: a numerate.store.Store or a numerate.store.reader.Reader."""
-
-    def query(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]: ...
-
-    def frame(self, sql: str, params: Sequence[Any] | None = None) -> Any: ...
-
-
-def _filters(models: Sequence[str], manifolds: Sequence[str]) -> tuple[str, list[Any]]:
-    """SQL conditions (and their parameters) keeping only the given models and manifolds."""
-    sql = ""
-    params: list[Any] = []
-    if models:
-        sql += " AND list_contains(?, model)"
-        params.append(list(models))
-    if manifolds:
-        sql += " AND (manifold = '*' OR list_contains(?, manifold))"
-        params.append(list(manifolds))
-    return sql, params
+SUMMARY_COLUMNS = queries.SUMMARY_COLUMNS
 
 
 def run_summaries(
     source: Source, run_id: str, models: Sequence[str] = (), manifolds: Sequence[str] = ()
-) -> Any:
+) -> pl.DataFrame:
     """The run's summaries: per model over all manifolds (manifold '*'), then per manifold;
     only the given models and manifolds when any are given."""
-    names = ", ".join(SUMMARY_COLUMNS)
-    where, params = _filters(models, manifolds)
-    return source.frame(
-        f"SELECT {names} FROM summaries WHERE run_id = ?{where} "
-        "ORDER BY model, (manifold = '*') DESC, manifold",
-        [run_id, *params],
-    )
+    return queries.summaries(source, run_id, models, manifolds)
 
 
 def run_points(
     source: Source, run_id: str, models: Sequence[str] = (), manifolds: Sequence[str] = ()
-) -> Any:
+) -> pl.DataFrame:
     """The run's grid points, filtered like run_summaries."""
-    where, params = _filters(models, manifolds)
-    return source.frame(
-        "SELECT model, manifold, point_key, n, accuracy, ci_low, ci_high, ci_width, stop_reason, "
-        "chance_adjusted, unparsed_rate, truncation_rate, error_rate "
-        f"FROM points WHERE run_id = ?{where} "
-        "ORDER BY model, manifold, point_key",
-        [run_id, *params],
-    )
+    return queries.points(source, run_id, models, manifolds)
 
 
 def require_known(
@@ -89,28 +58,20 @@ def check_filters(
     ):
         if not wanted:
             continue
-        known = [r[0] for r in source.query(
-            f"SELECT DISTINCT {column} FROM summaries WHERE run_id = ? AND {column} <> '*' "
-            "ORDER BY 1", [run_id])]  # fmt: skip
-        require_known(run_id, option, column, wanted, known)
+        require_known(run_id, option, column, wanted, queries.summarised(source, run_id, column))
 
 
 def run_state(source: Source, run_id: str) -> str | None:
     """A line for a run that is not finished (still running, degraded, failed...), else None."""
-    rows = source.query(
-        "SELECT status, started_at, (SELECT count(*) FROM responses r WHERE r.run_id = ?) "
-        "FROM runs WHERE run_id = ?",
-        [run_id, run_id],
-    )
-    if not rows or rows[0][0] == "finished":
+    run = queries.run_record(source, run_id)
+    if run is None or run.status == "finished":
         return None
-    status, started, answered = rows[0]
-    if status == "running":
+    if run.status == "running":
         return (
-            f"run {run_id} is still running (started {started:%Y-%m-%d %H:%M}, "
-            f"{answered} answers so far): the figures are partial"
+            f"run {run_id} is still running (started {run.started:%Y-%m-%d %H:%M}, "
+            f"{run.answered} answers so far): the figures are partial"
         )
-    return f"run {run_id} ended {status}"
+    return f"run {run_id} ended {run.status}"
 
 
 def _cell(column: str, value: Any) -> str:

@@ -122,3 +122,133 @@ def test_the_wheel_installs_only_numerate(tmp_path):
     packages = {str(p.parent.relative_to(ROOT)) for p in PACKAGE.rglob("__init__.py")}
     installed = {str(Path(n).parent) for n in names if n.endswith("/__init__.py")}
     assert packages == installed
+
+
+SQL = re.compile(
+    r"\bSELECT\b.*\bFROM\b|\bINSERT\s+(OR\s+\w+\s+)?INTO\b|\bDELETE\s+FROM\b|\bUPDATE\s+\w+\s+SET\b"
+    r"|\bCREATE\s+(TABLE|VIEW)\b|\bALTER\s+TABLE\b",
+    re.DOTALL,
+)
+
+
+def sql_in(source: str) -> list[int]:
+    """Lines of `source` where a string (not a docstring) holds SQL."""
+    tree = ast.parse(source)
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr):
+            text = "".join(v.value for v in node.values if isinstance(v, ast.Constant))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if id(node) in docstrings:
+                continue
+            text = node.value
+        else:
+            continue
+        if SQL.search(text):
+            lines.append(node.lineno)
+    return sorted(set(lines))  # an f-string's pieces are strings too
+
+
+def test_no_sql_outside_the_store_package():
+    """numerate.store.queries holds every named read; the rest of numerate asks it."""
+    found = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.parent.name != "store"
+        for line in sql_in(path.read_text(encoding="utf-8"))
+    ]
+    assert found == []
+
+
+def test_the_sql_check_finds_sql_in_strings_and_f_strings_not_in_docstrings():
+    source = '''
+def runs(source):
+    """SELECT run_id FROM runs: a docstring may say it."""
+    one = source.query("SELECT run_id FROM runs WHERE run_id = ?", [1])
+    table = "runs"
+    two = source.query(f"SELECT count(*) FROM {table}")
+    source.query("UPDATE runs SET status = 'x'")
+    return one, two
+'''
+    assert sql_in(source) == [4, 6, 7]
+
+
+ANY = re.compile(r"\bAny\b")
+RAW_SQL_METHODS = {"query", "frame", "session", "transaction", "con"}
+"""The store's own SQL interface (and `numerate db`'s, whose SQL is the user's): rows of any
+DuckDB type. Everything else the store offers is typed."""
+
+
+def _annotations(fn):
+    arguments = fn.args
+    for arg in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
+                arguments.vararg, arguments.kwarg]:  # fmt: skip
+        if arg is not None and arg.arg not in ("self", "cls"):
+            yield arg.arg, arg.annotation
+    yield "return", fn.returns
+
+
+def _decorated_by(fn, names):
+    for decorator in fn.decorator_list:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        if (
+            target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+        ) in names:
+            return True
+    return False
+
+
+def untyped_boundaries(path: Path) -> list[str]:
+    """Parameters and returns of a flow, a task or a store method that are Any (or missing)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    boundaries = [
+        node for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and _decorated_by(node, {"flow", "task"})
+    ]  # fmt: skip
+    if path.parent.name == "store":
+        boundaries += [
+            fn for cls in ast.walk(tree) if isinstance(cls, ast.ClassDef)
+            and cls.name in ("Tables", "Store", "Reader")
+            for fn in cls.body if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef)
+            and not fn.name.startswith("_") and fn.name not in RAW_SQL_METHODS
+        ]  # fmt: skip
+        boundaries += [
+            fn for fn in tree.body
+            if isinstance(fn, ast.FunctionDef) and path.stem == "queries"
+            and not fn.name.startswith("_")
+        ]  # fmt: skip
+    return [
+        f"{path.relative_to(ROOT)}:{fn.lineno} {fn.name}({name})"
+        for fn in boundaries
+        for name, annotation in _annotations(fn)
+        if annotation is None or ANY.search(ast.unparse(annotation))
+    ]
+
+
+def test_no_any_at_a_flow_task_or_store_boundary():
+    found = [line for path in sorted(PACKAGE.rglob("*.py")) for line in untyped_boundaries(path)]
+    assert found == []
+
+
+def test_the_boundary_check_sees_an_untyped_task(tmp_path):
+    path = ROOT / "numerate" / "tasks" / "example.py"  # named, never written
+    source = "@task\nasync def ask(model: dict[str, Any], db: str) -> list[Any]: ...\n"
+    tree_path = tmp_path / "tasks" / "example.py"
+    tree_path.parent.mkdir()
+    tree_path.write_text(source)
+    import unittest.mock
+
+    with unittest.mock.patch.object(Path, "relative_to", lambda self, other: path.name):
+        assert untyped_boundaries(tree_path) == [
+            "example.py:2 ask(model)",
+            "example.py:2 ask(return)",
+        ]

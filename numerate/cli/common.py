@@ -10,9 +10,13 @@ import json
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal, NoReturn, cast
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, cast
 
 import typer
+
+if TYPE_CHECKING:
+    from numerate.store.queries import Source
+    from numerate.store.reader import Reader
 
 from numerate.kernel.errors import ConfigError
 
@@ -55,7 +59,7 @@ def results_db(db: str | None) -> str:
     return results_database(db)
 
 
-def open_reader(db: str | None, numerate_schema: bool = True) -> Any:
+def open_reader(db: str | None, numerate_schema: bool = True) -> Reader:
     """The results database opened read-only (numerate.store.reader.Reader), waiting while a
     writer holds it."""
     from numerate.store.reader import Reader
@@ -159,7 +163,7 @@ def settle_prefect() -> None:
 
 
 def print_report(
-    source: Any,
+    source: Source,
     run_id: str,
     output: Format,
     models: Sequence[str] = (),

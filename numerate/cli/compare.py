@@ -142,10 +142,9 @@ def _resolve(reader: Reader, text: str, sweep: str | None, role: str) -> str:
 
 def _present(reader: Reader, run_id: str, column: str) -> list[str]:
     """The models or manifolds a run answered for."""
-    rows = reader.query(
-        f"SELECT DISTINCT {column} FROM responses WHERE run_id = ? ORDER BY 1", [run_id]
-    )
-    return [str(row[0]) for row in rows]
+    from numerate.store.queries import answered
+
+    return answered(reader, run_id, column)
 
 
 def _check_present(reader: Reader, wanted: list[tuple[str, str, str, list[str]]]) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
@@ -21,6 +21,9 @@ from numerate.cli.common import (
     write_output,
 )
 from numerate.kernel.errors import ConfigError, NumerateError
+
+if TYPE_CHECKING:
+    from numerate.store.queries import Source
 
 app = typer.Typer(
     name="numgen",
@@ -61,18 +64,13 @@ def _load_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-# The metrics a terminal shows: `NumGenScores.as_row()` names, as in numgen_metrics.
-SHOWN_METRICS = (
-    "n", "accuracy", "ci_low", "ci_high", "mwe", "knower_level", "human_correlation",
-    "random_correlation", "sv_slope", "sv_p_slope_is_1", "zero_rate", "overflow_rate",
-)  # fmt: skip
-
-
 def _metrics_frame(row: dict[str, Any]) -> Any:
     """One row of metrics (`NumGenScores.as_row()` or a `numgen_metrics` row), shown columns."""
     import polars as pl
 
-    return pl.DataFrame([{name: row[name] for name in SHOWN_METRICS}])
+    from numerate.store.queries import NUMGEN_METRIC_COLUMNS
+
+    return pl.DataFrame([{name: row[name] for name in NUMGEN_METRIC_COLUMNS}])
 
 
 def _run_flow(config: Any, db: str, dispatch: str) -> dict[str, Any]:
@@ -111,11 +109,10 @@ def _run_flow(config: Any, db: str, dispatch: str) -> dict[str, Any]:
     return result
 
 
-def _calibration_note(source: Any, detector: str) -> str:
-    rows = source.query(
-        "SELECT sum(correct), sum(n) FROM numgen_calibration WHERE detector = ?", [detector]
-    )
-    correct, n = rows[0] if rows else (0, 0)
+def _calibration_note(source: Source, detector: str) -> str:
+    from numerate.store import queries
+
+    correct, n = queries.detector_calibration(source, detector)
     if not n:
         return (
             f"detector {detector} is not calibrated: `numerate numgen calibrate --detector "
@@ -123,7 +120,7 @@ def _calibration_note(source: Any, detector: str) -> str:
         )
     from numerate.kernel.stats import wilson_interval
 
-    low, high = wilson_interval(int(correct or 0), int(n))
+    low, high = wilson_interval(correct, n)
     return (
         f"detector {detector}: {correct / n:.3f} [{low:.3f}, {high:.3f}] exact counts on {n} "
         f"synthetic images of known count (numgen_calibration)"
@@ -222,14 +219,12 @@ def _with_options(
 def _show_run(numgen_config: Any, result: dict[str, Any], db: str) -> None:
     """A NumGen run's metrics as stored, its errors, heatmap and the detector's calibration."""
     from numerate.report import render
-    from numerate.store import Store
+    from numerate.store import Store, queries
 
     title = f"{numgen_config.generator} / {numgen_config.detector_label}: run {result['run_id']}"
-    [stored] = Store.open(db).query(
-        f"SELECT {', '.join(SHOWN_METRICS)} FROM numgen_metrics WHERE run_id = ?",
-        [result["run_id"]],
-    )
-    row = dict(zip(SHOWN_METRICS, stored, strict=True))
+    row = queries.numgen_metrics(Store.open(db), str(result["run_id"]))
+    if row is None:
+        raise ConfigError(f"run {result['run_id']} stored no metrics")
     typer.echo(render(_metrics_frame(row), "markdown", title=title), nl=False)
     typer.echo(f"errors: {result['errors']} images without a count")
     typer.echo(f"confusion matrix heatmap: {result['heatmap']}")
@@ -268,13 +263,9 @@ def calibrate(
         fail(error)
         return
     from numerate.report import render
-    from numerate.store import Store
+    from numerate.store import Store, queries
 
-    frame = Store.open(db).frame(
-        "SELECT target, n, correct, accuracy, ci_low, ci_high, mean_count FROM numgen_targets "
-        "WHERE run_id = ? ORDER BY target",
-        [result["run_id"]],
-    )
+    frame = queries.numgen_targets(Store.open(db), str(result["run_id"]))
     typer.echo(
         render(frame, "markdown", title=f"detector {detector}: accuracy per number"), nl=False
     )
@@ -372,14 +363,12 @@ def report(
     """The NumGen leaderboard (Accuracy, MWE, Counting Level, Weber's Law), latest run of each
     generator and detector."""
     from numerate.report import render
+    from numerate.store import queries
 
     try:
         fmt = check_format(output)
         with open_reader(db) as reader:
-            frame = reader.frame(
-                "SELECT model, detector, accuracy, ci_low, ci_high, mwe, counting_level, "
-                "webers_law, n, errors FROM numgen_leaderboard"
-            )
+            frame = queries.numgen_leaderboard(reader)
             if frame.height == 0:
                 raise ConfigError(f"{reader.path} holds no finished NumGen runs yet")
             if heatmap:
@@ -396,24 +385,17 @@ def report(
         fail(error)
 
 
-def _draw_run_heatmap(store: Any, run_id: str | None, path: Path) -> None:
+def _draw_run_heatmap(store: Source, run_id: str | None, path: Path) -> None:
     import numpy as np
 
     from numerate.numgen.heatmap import render_heatmap
     from numerate.numgen.metrics import ConfusionMatrix
+    from numerate.store import queries
 
-    query = (
-        "SELECT m.run_id, m.generator, m.detector, m.confusion FROM numgen_metrics m "
-        "JOIN numgen_runs r USING (run_id) "
-    )
-    rows = (
-        store.query(query + "WHERE run_id = ?", [run_id])
-        if run_id
-        else store.query(query + "ORDER BY r.started_at DESC LIMIT 1")
-    )
-    if not rows:
+    stored = queries.numgen_confusion(store, run_id)
+    if stored is None:
         raise ConfigError(f"no NumGen run {run_id!r} with metrics")
-    found, generator, detector, confusion = rows[0]
+    found, generator, detector, confusion = stored
     data = json.loads(confusion)
     cm = ConfusionMatrix(tuple(data["targets"]), np.asarray(data["counts"], dtype=np.int64))
     image = render_heatmap(cm, f"{generator} / {detector}: {found} (n = {cm.n})")

@@ -22,12 +22,6 @@ if TYPE_CHECKING:
 RUN_HELP = "An id, a unique prefix of one, latest or previous."
 
 
-def _points_sql() -> str:
-    from numerate.plots import POINTS_SQL
-
-    return POINTS_SQL
-
-
 def _check_kind(kind: str) -> Kind:
     from numerate.plots import KINDS
 
@@ -64,11 +58,14 @@ def _run_points(
     reader: Reader, run_id: str, models: Sequence[str], manifolds: Sequence[str]
 ) -> pl.DataFrame:
     """A run's grid points to plot; ConfigError when it has none."""
-    frame = reader.frame(_points_sql(), [run_id])
+    from numerate.store.queries import plotted_points, run_record
+
+    frame = plotted_points(reader, run_id)
+    run = run_record(reader, run_id)
+    status = run.status if run else "unknown"
     if frame.is_empty():
-        (status,) = reader.query("SELECT status FROM runs WHERE run_id = ?", [run_id])[0]
         raise ConfigError(f"run {run_id} ({status}) has no grid points to plot: nothing was graded")
-    if reader.query("SELECT 1 FROM runs WHERE run_id = ? AND status = 'running'", [run_id]):
+    if status == "running":
         typer.echo(f"note: run {run_id} is still running: the plots are partial", err=True)
     return _select(frame, run_id, models, manifolds)
 
@@ -82,7 +79,9 @@ def _base_points(
     base_id = resolve_run(reader, against)
     if base_id == run_id:
         raise ConfigError(f"--against {against!r} names run {run_id} itself: nothing to compare")
-    frame = reader.frame(_points_sql(), [base_id])
+    from numerate.store.queries import plotted_points
+
+    frame = plotted_points(reader, base_id)
     if frame.is_empty():
         raise ConfigError(f"run {base_id} (--against) has no grid points to compare")
     if models:

@@ -80,15 +80,13 @@ def db_command(
     ATTACH and file functions are refused). Any DuckDB file can be opened, also while runs
     write it; a long query makes them wait (README, "Many users, one database")."""
     from numerate.report import render
+    from numerate.store import queries
 
-    query = sql or (
-        "SELECT table_name AS name, table_type AS kind FROM information_schema.tables "
-        "ORDER BY table_type, table_name"
-    )
     try:
         fmt = check_format(output)
         with open_reader(path, numerate_schema=False) as reader:
-            frame = reader.frame(query)
+            # the user's SQL, or the list of tables and views
+            frame = reader.frame(sql) if sql else queries.tables(reader)
     except NumerateError as error:
         fail(error)
     typer.echo(render(frame, fmt), nl=False)
@@ -104,14 +102,14 @@ def regrade(
     The answers stay as received; their outcomes and the run's aggregates are updated.
     """
     from numerate.regrade import regrade_run
-    from numerate.store import Store
+    from numerate.store import Store, queries
 
     db = results_db(db)
     try:
         if not Path(db).exists():
             raise ConfigError(f"no results database at {db}")
         store = Store.open(db)
-        if not store.query("SELECT 1 FROM runs WHERE run_id = ?", [run_id]):
+        if queries.run_record(store, run_id) is None:
             raise ConfigError(f"{db} has no run {run_id!r}")
         changes = regrade_run(store, run_id)
     except NumerateError as error:

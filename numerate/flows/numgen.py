@@ -13,6 +13,7 @@ from prefect import flow, get_run_logger
 from numerate.config import results_database
 from numerate.numgen.batches import DetectionRow, ImageRow, read_manifest, write_manifest
 from numerate.numgen.config import NumGenConfig
+from numerate.numgen.rows import NumGenResult
 from numerate.progress import current as current_progress
 from numerate.tasks.artifacts import publish_numgen_artifacts
 from numerate.tasks.database import release_database
@@ -20,7 +21,6 @@ from numerate.tasks.dispatch import Dispatch, run_step
 from numerate.tasks.numgen import (
     DETECTIONS_MANIFEST,
     IMAGES_MANIFEST,
-    NumGenResult,
     answer_with_baseline,
     build_prompts,
     detect_images,

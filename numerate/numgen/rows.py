@@ -38,3 +38,8 @@ class DetectionRow(TypedDict):
     error: str | None
     created_at: str
     run_id: NotRequired[str]
+
+
+NumGenResult = dict[str, object]
+"""A NumGen run's id, metrics and heatmap path (numerate.numgen.metrics.NumGenScores.as_dict),
+as JSON: what the `numgen` flow returns."""

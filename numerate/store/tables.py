@@ -7,7 +7,7 @@ import contextlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from numerate.numgen.rows import DetectionRow, ImageRow
 from numerate.store.rows import (
@@ -30,6 +30,11 @@ from numerate.store.schema import (
     StoreError,
     now,
 )
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from numerate.outcome import PartOutcome
 
 __all__ = ["Tables", "insert_rows"]
 
@@ -97,8 +102,8 @@ class Tables:
 
     # ------------------------------------------------------------------ runs
 
-    def start_run(self, run_id: str, sweep_name: str, config_hash: str, config: dict[str, Any],
-                  code_version: str) -> None:  # fmt: skip
+    def start_run(self, run_id: str, sweep_name: str, config_hash: str,
+                  config: Mapping[str, object], code_version: str) -> None:  # fmt: skip
         self.claim_run(run_id)
         self.query(
             "INSERT INTO runs VALUES (?, ?, ?, ?, ?, 'running', ?, NULL)",
@@ -124,7 +129,7 @@ class Tables:
             [status, finished, run_id],
         )
 
-    def record_outcomes(self, run_id: str, outcomes: list[Any]) -> None:
+    def record_outcomes(self, run_id: str, outcomes: Sequence[PartOutcome]) -> None:
         """How each model's part of the run ended (numerate.outcome.PartOutcome)."""
         rows = [
             {"run_id": run_id, "model": o.model, "status": o.status, "cause": o.cause,
@@ -180,7 +185,7 @@ class Tables:
 
     def get_completions(
         self, request_hashes: Iterable[str], run_id: str | None = None
-    ) -> dict[str, dict[str, Any]]:
+    ) -> dict[str, CompletionRow]:
         """Stored answers for the given request hashes: those of run `run_id` only, or (None)
         the latest answer of any run."""
         hashes = list(request_hashes)
@@ -194,7 +199,10 @@ class Tables:
             "ORDER BY created_at DESC, run_id) = 1",
             [hashes] if run_id is None else [hashes, run_id],
         )
-        return {row[0]: dict(zip(COMPLETION_COLUMNS, row, strict=True)) for row in rows}
+        return {
+            row[0]: cast(CompletionRow, dict(zip(COMPLETION_COLUMNS, row, strict=True)))
+            for row in rows
+        }
 
     def clear_completions(self, model_id: str | None = None, before: datetime | None = None) -> int:
         """Remove stored answers (all, one endpoint model id's, or those stored before a
@@ -249,7 +257,7 @@ class Tables:
     # ------------------------------------------------------------------ NumGen
 
     def start_numgen_run(self, run_id: str, kind: str, generator: str, detector: str,
-                         config: dict[str, Any], code_version: str) -> None:  # fmt: skip
+                         config: Mapping[str, object], code_version: str) -> None:  # fmt: skip
         self.query(
             "INSERT INTO numgen_runs VALUES (?, ?, ?, ?, ?, ?, 'running', ?, NULL)",
             [run_id, kind, generator, detector, json.dumps(config), code_version, now()],
@@ -278,7 +286,9 @@ class Tables:
 
     # ------------------------------------------------------------------ aggregates
 
-    def replace_aggregates(self, run_id: str, points: Any, summaries: Any) -> None:
+    def replace_aggregates(
+        self, run_id: str, points: pl.DataFrame, summaries: pl.DataFrame
+    ) -> None:
         """Swap in a run's points and summaries (polars frames) in one transaction; each point
         gets its interval's width and, when sampled adaptively, why it stopped."""
         with self.transaction() as con:

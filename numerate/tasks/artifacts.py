@@ -24,18 +24,21 @@ from numerate.artifacts import (
     results_table,
     run_markdown,
 )
+from numerate.numgen.rows import NumGenResult
 from numerate.progress import LogProgress
 from numerate.progress import current as current_progress
 from numerate.store import Store
+from numerate.store.queries import run_record
 
 
 def _draw_plot(store: Store, run_id: str, db: str) -> str | None:
     """The run's plot as a PNG beside the database (plots/<run id>.png), or None when the run
     has no grid point."""
     from numerate.kernel.files import write_atomically
-    from numerate.plots import POINTS_SQL, run_figure_png
+    from numerate.plots import run_figure_png
+    from numerate.store.queries import plotted_points
 
-    points = store.frame(POINTS_SQL, [run_id])
+    points = plotted_points(store, run_id)
     if points.is_empty():
         return None
     path = Path(db).resolve().parent / "plots" / f"{run_id}.png"
@@ -45,7 +48,9 @@ def _draw_plot(store: Store, run_id: str, db: str) -> str | None:
 
 def _build(run_id: str, db: str, draw: bool) -> tuple[str, list[dict[str, Any]], str, str | None]:
     store = Store.open(db)
-    [(sweep,)] = store.query("SELECT sweep_name FROM runs WHERE run_id = ?", [run_id])
+    run = run_record(store, run_id)
+    if run is None:
+        raise ValueError(f"no run {run_id!r} in {db}")
     base = previous_run(store, run_id)
     comparison = comparison_lines(store, base, run_id) if base else []
     try:
@@ -53,7 +58,7 @@ def _build(run_id: str, db: str, draw: bool) -> tuple[str, list[dict[str, Any]],
     except OSError:
         plot = None  # a plot is a convenience: the results are stored all the same
     return (
-        sweep,
+        run.sweep,
         results_table(store, run_id),
         run_markdown(store, run_id, db, comparison, plot),
         plot,
@@ -82,7 +87,7 @@ async def publish_run_artifacts(run_id: str, db: str, draw: bool = True) -> None
 
 @task(cache_policy=NO_CACHE, task_run_name="publish artifacts")
 async def publish_numgen_artifacts(
-    run_id: str, db: str, generator: str, detector: str, metrics: dict[str, Any]
+    run_id: str, db: str, generator: str, detector: str, metrics: NumGenResult
 ) -> None:
     """A NumGen run's metrics table and summary, keyed by generator and detector."""
     table, markdown = numgen_markdown(run_id, db, generator, detector, metrics)

@@ -12,7 +12,7 @@ from numerate.kernel.errors import NumerateError
 from numerate.outcome import PartOutcome
 from numerate.plan import PlannedCase, case_row
 from numerate.provenance import code_version
-from numerate.store import Store
+from numerate.store import Store, queries
 from numerate.store.rows import PointStop
 
 
@@ -61,13 +61,7 @@ async def store_cases(planned: list[PlannedCase], db: str) -> int:
 async def stored_counts(run_id: str, model: str, db: str) -> dict[tuple[str, str], int]:
     """Cases of each (manifold, point key) the model already answered in this run: where a
     resumed adaptive run takes up each point."""
-    rows = await asyncio.to_thread(
-        Store.open(db).query,
-        "SELECT manifold, point_key, count(DISTINCT case_id) FROM responses "
-        "WHERE run_id = ? AND model = ? GROUP BY ALL",
-        [run_id, model],
-    )
-    return {(manifold, point): n for manifold, point, n in rows}
+    return await asyncio.to_thread(queries.cases_answered_per_point, Store.open(db), run_id, model)
 
 
 @task(cache_policy=NO_CACHE)

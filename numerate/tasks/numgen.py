@@ -24,13 +24,10 @@ from numerate.numgen.detection import make_detector
 from numerate.numgen.generation import make_generator
 from numerate.numgen.metrics import confusion_matrix, per_target_accuracy, score
 from numerate.numgen.prompts import Prompt, make_prompts
+from numerate.numgen.rows import NumGenResult
 from numerate.progress import current as current_progress
 from numerate.provenance import code_version
-from numerate.store import Store
-
-NumGenResult = dict[str, object]
-"""A NumGen run's id, metrics and heatmap path (numerate.numgen.metrics.Scores.as_dict), as
-JSON."""
+from numerate.store import Store, queries
 
 IMAGES_MANIFEST = "images.jsonl"
 DETECTIONS_MANIFEST = "detections.jsonl"
@@ -131,12 +128,7 @@ async def score_run(run_id: str, numgen: NumGenConfig, db: str) -> NumGenResult:
     from numerate.numgen.heatmap import render_heatmap
 
     store = Store.open(db)
-    rows = await asyncio.to_thread(
-        store.query,
-        "SELECT i.target, d.count FROM numgen_images i LEFT JOIN numgen_detections d "
-        "USING (run_id, prompt_id) WHERE i.run_id = ?",
-        [run_id],
-    )
+    rows = await asyncio.to_thread(queries.numgen_counts, store, run_id)
     counted = [(target, count) for target, count in rows if count is not None]
     errors = len(rows) - len(counted)  # images without a count: not made, or unreadable
     design = range(numgen.prompts.n_min, numgen.prompts.n_max + 1)

@@ -1,0 +1,380 @@
+"""Every named read of the results, in one module: the CLI, reports, comparisons, plots and
+artifacts ask these functions, never the database in SQL (tests/test_architecture.py checks
+that no SQL is written outside numerate.store). Each takes a `Source` (a writer's `Store` or
+a read-only `Reader`) and returns typed values or a polars frame.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    import polars as pl
+
+POOLED = "*"
+"""The `manifold` of a model's summary over every manifold of a run."""
+
+SUMMARY_COLUMNS = (
+    "model", "manifold", "n", "n_scored", "accuracy", "ci_low", "ci_high", "chance",
+    "chance_adjusted", "unparsed_rate", "truncation_rate", "error_rate", "mean_completion_tokens",
+)  # fmt: skip
+POINT_COLUMNS = (
+    "model", "manifold", "point_key", "n", "accuracy", "ci_low", "ci_high", "ci_width",
+    "stop_reason", "chance_adjusted", "unparsed_rate", "truncation_rate", "error_rate",
+)  # fmt: skip
+PLOTTED_POINT_COLUMNS = (
+    "model", "manifold", "point_key", "params", "n", "n_scored", "correct", "chance",
+)  # fmt: skip
+NUMGEN_METRIC_COLUMNS = (
+    "n", "accuracy", "ci_low", "ci_high", "mwe", "knower_level", "human_correlation",
+    "random_correlation", "sv_slope", "sv_p_slope_is_1", "zero_rate", "overflow_rate",
+)  # fmt: skip
+"""The metrics a terminal shows of a NumGen run (`NumGenScores.as_row()` names)."""
+
+
+class Source(Protocol):
+    """What results are read from: numerate.store.Store or numerate.store.reader.Reader. Its
+    `query` and `frame` take SQL: they are for this package (and `numerate db`, whose SQL is
+    the user's), not for the modules that read results."""
+
+    path: str
+
+    def query(self, sql: str, params: Sequence[object] | None = None) -> list[tuple[Any, ...]]: ...
+
+    def frame(self, sql: str, params: Sequence[object] | None = None) -> pl.DataFrame: ...
+
+
+def _only(
+    models: Sequence[str], manifolds: Sequence[str], pooled: bool
+) -> tuple[str, list[object]]:
+    """Conditions (and their parameters) keeping only the given models and manifolds (and the
+    pooled summaries, `pooled`)."""
+    sql = ""
+    params: list[object] = []
+    if models:
+        sql += " AND list_contains(?, model)"
+        params.append(list(models))
+    if manifolds:
+        keep = (
+            f"(manifold = '{POOLED}' OR list_contains(?, manifold))"
+            if pooled
+            else ("list_contains(?, manifold)")
+        )
+        sql += f" AND {keep}"
+        params.append(list(manifolds))
+    return sql, params
+
+
+# ---------------------------------------------------------------------------- runs
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """A run's row of `runs`, and the answers it holds."""
+
+    run_id: str
+    sweep: str
+    status: str
+    config_hash: str
+    code_version: str
+    started: datetime
+    finished: datetime | None
+    answered: int
+
+
+def run_record(source: Source, run_id: str) -> RunRecord | None:
+    rows = source.query(
+        "SELECT run_id, sweep_name, status, config_hash, code_version, started_at, finished_at, "
+        "(SELECT count(*) FROM responses r WHERE r.run_id = runs.run_id) FROM runs "
+        "WHERE run_id = ?",
+        [run_id],
+    )
+    return RunRecord(*rows[0]) if rows else None
+
+
+def latest_run_ids(source: Source, sweep: str | None, offset: int = 0) -> str | None:
+    """The id of the newest run (of `sweep`), `offset` runs back."""
+    where, params = ("WHERE sweep_name = ?", [sweep]) if sweep else ("", [])
+    rows = source.query(
+        f"SELECT run_id FROM runs {where} ORDER BY started_at DESC LIMIT 1 OFFSET {int(offset)}",
+        params,
+    )
+    return str(rows[0][0]) if rows else None
+
+
+def run_ids_starting(source: Source, prefix: str, limit: int = 6) -> list[str]:
+    """Ids of the runs whose id starts with `prefix`, newest first."""
+    rows = source.query(
+        "SELECT run_id FROM runs WHERE starts_with(run_id, ?) ORDER BY started_at DESC "
+        f"LIMIT {int(limit)}",
+        [prefix],
+    )
+    return [str(r[0]) for r in rows]
+
+
+def previous_run(source: Source, run_id: str) -> str | None:
+    """The latest run of the same sweep that started before `run_id` and was not interrupted
+    or left running: what tonight is compared with."""
+    rows = source.query(
+        "SELECT p.run_id FROM runs p JOIN runs r ON p.sweep_name = r.sweep_name "
+        "WHERE r.run_id = ? AND p.started_at < r.started_at "
+        "AND p.status IN ('finished', 'degraded', 'failed') "
+        "ORDER BY p.started_at DESC LIMIT 1",
+        [run_id],
+    )
+    return str(rows[0][0]) if rows else None
+
+
+@dataclass(frozen=True)
+class PartRecord:
+    """How one model's part of a run ended (`run_models`)."""
+
+    model: str
+    status: str
+    cause: str
+    n: int
+    errors: int
+
+
+def run_parts(source: Source, run_id: str) -> list[PartRecord]:
+    rows = source.query(
+        "SELECT model, status, coalesce(cause, ''), n, errors FROM run_models "
+        "WHERE run_id = ? ORDER BY model",
+        [run_id],
+    )
+    return [PartRecord(*row) for row in rows]
+
+
+# The newest runs first, each with the models that answered in it or whose part was recorded
+# (a model that failed before its first answer has only its run_models row).
+_RECENT_RUNS = """
+WITH recent AS (
+    SELECT * FROM runs {where} ORDER BY started_at DESC, run_id LIMIT ?
+),
+models AS (
+    SELECT DISTINCT run_id, model FROM responses WHERE run_id IN (SELECT run_id FROM recent)
+    UNION
+    SELECT run_id, model FROM run_models WHERE run_id IN (SELECT run_id FROM recent)
+),
+answered AS (
+    SELECT run_id, count(*) AS n FROM responses
+    WHERE run_id IN (SELECT run_id FROM recent) GROUP BY run_id
+)
+SELECT r.run_id AS id, r.sweep_name AS sweep,
+       coalesce((SELECT string_agg(m.model, ', ' ORDER BY m.model) FROM models m
+                 WHERE m.run_id = r.run_id), '') AS models,
+       r.status,
+       date_trunc('second', r.started_at) AS started,
+       date_trunc('second', r.finished_at) AS finished,
+       coalesce(a.n, 0) AS n
+FROM recent r LEFT JOIN answered a USING (run_id)
+ORDER BY r.started_at DESC, r.run_id
+"""
+
+
+def recent_runs(source: Source, limit: int, sweep: str | None = None) -> pl.DataFrame:
+    """The newest `limit` runs (of `sweep`): id, sweep, models, status, started, finished, n."""
+    where, params = ("WHERE sweep_name = ?", [sweep]) if sweep else ("", [])
+    return source.frame(_RECENT_RUNS.format(where=where), [*params, limit])
+
+
+# ---------------------------------------------------------------------------- results
+
+
+def summaries(
+    source: Source, run_id: str, models: Sequence[str] = (), manifolds: Sequence[str] = ()
+) -> pl.DataFrame:
+    """The run's summaries (SUMMARY_COLUMNS): per model pooled over its manifolds (manifold
+    POOLED) first, then per manifold; only the given models and manifolds when any are given."""
+    where, params = _only(models, manifolds, pooled=True)
+    return source.frame(
+        f"SELECT {', '.join(SUMMARY_COLUMNS)} FROM summaries WHERE run_id = ?{where} "
+        f"ORDER BY model, (manifold = '{POOLED}') DESC, manifold",
+        [run_id, *params],
+    )
+
+
+def points(
+    source: Source, run_id: str, models: Sequence[str] = (), manifolds: Sequence[str] = ()
+) -> pl.DataFrame:
+    """The run's grid points (POINT_COLUMNS), filtered like `summaries`."""
+    where, params = _only(models, manifolds, pooled=False)
+    return source.frame(
+        f"SELECT {', '.join(POINT_COLUMNS)} FROM points WHERE run_id = ?{where} "
+        "ORDER BY model, manifold, point_key",
+        [run_id, *params],
+    )
+
+
+def plotted_points(source: Source, run_id: str) -> pl.DataFrame:
+    """What the plots read of each grid point of a run (PLOTTED_POINT_COLUMNS; params as
+    JSON text)."""
+    columns = ", ".join(
+        "CAST(params AS VARCHAR) AS params" if c == "params" else c for c in PLOTTED_POINT_COLUMNS
+    )
+    return source.frame(
+        f"SELECT {columns} FROM points WHERE run_id = ? ORDER BY manifold, model, point_key",
+        [run_id],
+    )
+
+
+def summarised(source: Source, run_id: str, column: str) -> list[str]:
+    """The models (`column` = model) or manifolds a run's summaries hold (not POOLED)."""
+    if column not in ("model", "manifold"):
+        raise ValueError(f"not a summary column to list: {column!r}")
+    rows = source.query(
+        f"SELECT DISTINCT {column} FROM summaries WHERE run_id = ? AND {column} <> '{POOLED}' "
+        "ORDER BY 1",
+        [run_id],
+    )
+    return [str(r[0]) for r in rows]
+
+
+def answered(source: Source, run_id: str, column: str) -> list[str]:
+    """The models (`column` = model) or manifolds a run holds answers for."""
+    if column not in ("model", "manifold"):
+        raise ValueError(f"not a response column to list: {column!r}")
+    rows = source.query(
+        f"SELECT DISTINCT {column} FROM responses WHERE run_id = ? ORDER BY 1", [run_id]
+    )
+    return [str(r[0]) for r in rows]
+
+
+def outcomes(
+    source: Source, run_id: str, models: Sequence[str] = (), manifolds: Sequence[str] = ()
+) -> pl.DataFrame:
+    """A run's answers as comparisons read them: model, manifold, point_key, case_id,
+    sample_index, outcome; only the given models and manifolds when any are given."""
+    where, params = _only(models, manifolds, pooled=False)
+    return source.frame(
+        "SELECT model, manifold, point_key, case_id, sample_index, outcome FROM responses "
+        f"WHERE run_id = ?{where}",
+        [run_id, *params],
+    )
+
+
+def cases_answered_per_point(source: Source, run_id: str, model: str) -> dict[tuple[str, str], int]:
+    """Cases of each (manifold, point key) the model answered in the run."""
+    rows = source.query(
+        "SELECT manifold, point_key, count(DISTINCT case_id) FROM responses "
+        "WHERE run_id = ? AND model = ? GROUP BY ALL",
+        [run_id, model],
+    )
+    return {(str(manifold), str(point)): int(n) for manifold, point, n in rows}
+
+
+@dataclass(frozen=True)
+class StoredAnswer:
+    """A stored response with what grading it again needs."""
+
+    model: str
+    case_id: str
+    sample_index: int
+    manifold: str
+    raw_text: str | None
+    finish_reason: str | None
+    error: str | None
+    outcome: str
+    answer: str | None
+    case_data: str
+
+
+def stored_answers(source: Source, run_id: str) -> list[StoredAnswer]:
+    rows = source.query(
+        "SELECT r.model, r.case_id, r.sample_index, r.manifold, r.raw_text, r.finish_reason, "
+        "r.error, r.outcome, r.answer, c.data FROM responses r JOIN cases c USING (case_id) "
+        "WHERE r.run_id = ?",
+        [run_id],
+    )
+    return [StoredAnswer(*row) for row in rows]
+
+
+def aggregation_inputs(source: Source, run_id: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """What numerate.aggregate reads of a run: its responses and their cases."""
+    responses = source.frame(
+        "SELECT run_id, model, manifold, case_id, point_key, outcome, completion_tokens, "
+        "latency_s FROM responses WHERE run_id = ?",
+        [run_id],
+    )
+    cases = source.frame(
+        "SELECT case_id, params, chance, coalesce(chance_random, chance) AS chance_random, "
+        "chance_heuristic FROM cases WHERE case_id IN "
+        "(SELECT case_id FROM responses WHERE run_id = ?)",
+        [run_id],
+    )
+    return responses, cases
+
+
+# ---------------------------------------------------------------------------- NumGen
+
+
+def numgen_counts(source: Source, run_id: str) -> list[tuple[int, int | None]]:
+    """(target, detected count) of each image of a NumGen run; None where nothing was counted
+    (the image was not made, or could not be read)."""
+    rows = source.query(
+        "SELECT i.target, d.count FROM numgen_images i LEFT JOIN numgen_detections d "
+        "USING (run_id, prompt_id) WHERE i.run_id = ?",
+        [run_id],
+    )
+    return [(int(target), None if count is None else int(count)) for target, count in rows]
+
+
+def numgen_metrics(source: Source, run_id: str) -> dict[str, object] | None:
+    """A NumGen run's stored metrics (NUMGEN_METRIC_COLUMNS)."""
+    rows = source.query(
+        f"SELECT {', '.join(NUMGEN_METRIC_COLUMNS)} FROM numgen_metrics WHERE run_id = ?",
+        [run_id],
+    )
+    return dict(zip(NUMGEN_METRIC_COLUMNS, rows[0], strict=True)) if rows else None
+
+
+def numgen_targets(source: Source, run_id: str) -> pl.DataFrame:
+    """Accuracy per target number of a NumGen run."""
+    return source.frame(
+        "SELECT target, n, correct, accuracy, ci_low, ci_high, mean_count FROM numgen_targets "
+        "WHERE run_id = ? ORDER BY target",
+        [run_id],
+    )
+
+
+def numgen_leaderboard(source: Source) -> pl.DataFrame:
+    """Every finished NumGen run's headline figures (the `numgen_leaderboard` view)."""
+    return source.frame(
+        "SELECT model, detector, accuracy, ci_low, ci_high, mwe, counting_level, "
+        "webers_law, n, errors FROM numgen_leaderboard"
+    )
+
+
+def numgen_confusion(source: Source, run_id: str | None) -> tuple[str, str, str, str] | None:
+    """(run id, generator, detector, confusion JSON) of NumGen run `run_id`, or of the latest
+    run with metrics (None)."""
+    query = (
+        "SELECT m.run_id, m.generator, m.detector, m.confusion FROM numgen_metrics m "
+        "JOIN numgen_runs r USING (run_id) "
+    )
+    rows = (
+        source.query(query + "WHERE run_id = ?", [run_id])
+        if run_id
+        else source.query(query + "ORDER BY r.started_at DESC LIMIT 1")
+    )
+    return (str(rows[0][0]), str(rows[0][1]), str(rows[0][2]), str(rows[0][3])) if rows else None
+
+
+def detector_calibration(source: Source, detector: str) -> tuple[int, int]:
+    """(correct, n) of a detector's calibration counts."""
+    rows = source.query(
+        "SELECT sum(correct), sum(n) FROM numgen_calibration WHERE detector = ?", [detector]
+    )
+    correct, n = rows[0] if rows else (0, 0)
+    return int(correct or 0), int(n or 0)
+
+
+def tables(source: Source) -> pl.DataFrame:
+    """The database's tables and views (what `numerate db` shows without SQL)."""
+    return source.frame(
+        "SELECT table_name AS name, table_type AS kind FROM information_schema.tables "
+        "ORDER BY table_type, table_name"
+    )
