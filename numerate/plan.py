@@ -126,15 +126,11 @@ def messages_for(model: ModelConfig, planned: PlannedCase) -> list[dict[str, str
     return messages
 
 
-def request_hash(model: ModelConfig, messages: list[dict[str, str]], sample: int = 0) -> str:
-    """Key of a request: a hash of everything that decides its answer — the endpoint (base
-    URL), the model id, its declared revision, the messages, the sampling parameters and the
-    sample index. Two servers, revisions or samples never share a key."""
-    return request_hasher(model, sample)(messages)
-
-
 def request_hasher(model: ModelConfig, sample: int = 0) -> Callable[[list[dict[str, str]]], str]:
-    """`request_hash(model, messages, sample)` as a function of the messages, for many cases.
+    """The key of a request, as a function of its messages (for many cases): a hash of
+    everything that decides its answer — the endpoint (base URL), the model id, its declared
+    revision, the messages, the sampling parameters and the sample index. Two servers,
+    revisions or samples never share a key.
 
     The key is the SHA-256 of the JSON object {endpoint, messages, model, revision, sample,
     sampling} with sorted keys and no spaces. Everything but the messages is serialised once,

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from numerate.grading import judge
+from numerate.judging import judge
 from numerate.kernel.errors import ConfigError, describe_validation_error
 from numerate.manifolds import registry
 from numerate.store import Store, queries

@@ -110,9 +110,15 @@ def test_the_wheel_installs_only_numerate(tmp_path):
     """`pip install .` puts one import package at the top of site-packages, with every
     subpackage of numerate/ in it (a subpackage left out works in a checkout and is missing
     from an install)."""
+    import shutil
+
+    source = tmp_path / "source"  # a copy: building leaves build/ behind in the tree it builds
+    shutil.copytree(PACKAGE, source / "numerate", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-         "-w", str(tmp_path), str(ROOT)],
+         "-w", str(tmp_path), str(source)],
         check=True, capture_output=True,
     )  # fmt: skip
     [wheel] = tmp_path.glob("numerate-*.whl")

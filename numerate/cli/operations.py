@@ -94,8 +94,8 @@ def ingest(
     db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
 ) -> None:
     """Load the Parquet shards of runs made on other workers (complete, not yet loaded)."""
-    from numerate.outcome import EXIT_RUN_FAILED
     from numerate.store import Store, shards
+    from numerate.verdict import EXIT_RUN_FAILED
 
     db = results_db(db)
     try:

@@ -59,8 +59,8 @@ def run(
     ] = "table",
 ) -> None:
     """Run a sweep: generate, ask, grade, aggregate, store; then print the results."""
-    from numerate.outcome import EXIT_RUN_FAILED, RunFailed
     from numerate.store import Store
+    from numerate.verdict import EXIT_RUN_FAILED, RunFailed
 
     sweep_config, fmt, db_path, server, unusable = prepare(
         (config, model, base_url, name, api_key_env), db, fresh, output
@@ -91,8 +91,8 @@ def prepare(
     import asyncio
 
     from numerate.config import results_database
-    from numerate.outcome import EXIT_RUN_FAILED, RunFailed
     from numerate.preflight import preflight
+    from numerate.verdict import EXIT_RUN_FAILED, RunFailed
 
     starting = None
     try:
@@ -155,7 +155,7 @@ def say_what_preflight_found(sweep_config: SweepConfig, checked: Preflight) -> N
     key while other models can run (that model's part fails, the others go on); when no model
     can run, RunFailed says why, before anything is written. One line when the run resumes an
     unfinished run of the same sweep and config."""
-    from numerate.outcome import RunFailed
+    from numerate.verdict import RunFailed
 
     nothing = checked.nothing_can_run(sweep_config)
     if nothing is not None:
@@ -210,9 +210,9 @@ def run_sweep(
     # the CLI says itself how the run ended, in one line: not again in Prefect's run logs
     for name in ("prefect.flow_runs", "prefect.task_runs"):
         logging.getLogger(name).setLevel(logging.CRITICAL)
-    from numerate.outcome import RunFailed
     from numerate.progress import reporting_to
     from numerate.store import Store, StoreError
+    from numerate.verdict import RunFailed
 
     cases = sweep_config.total_cases()
     typer.echo(

@@ -21,7 +21,7 @@ from numerate.endpoints.retries import (
     is_throttle,
     retry_after_s,
 )
-from numerate.grading import Completion
+from numerate.judging import Completion
 from numerate.manifolds import registry
 from numerate.plan import PlannedCase
 from numerate.progress import current as current_progress

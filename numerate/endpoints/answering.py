@@ -22,7 +22,7 @@ from typing import Any
 from numerate.config import ModelConfig
 from numerate.endpoints.answerers import answerer_for, storable
 from numerate.endpoints.limits import model_breaker, model_limits
-from numerate.grading import Completion, grade_response
+from numerate.judging import Completion, grade_response
 from numerate.plan import PlannedCase, messages_for, request_hasher
 from numerate.progress import current as current_progress
 from numerate.store import Store, now

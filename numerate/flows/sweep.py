@@ -22,7 +22,6 @@ from numerate.config import (
 from numerate.endpoints import close_clients
 from numerate.env import startup_objects_frozen
 from numerate.kernel.errors import NumerateError
-from numerate.outcome import PartOutcome, RunFailed, run_verdict
 from numerate.plan import PlannedCase
 from numerate.progress import current as current_progress
 from numerate.provenance import generator_label
@@ -30,7 +29,7 @@ from numerate.scheduler import ask_in_batches
 from numerate.store import StoreError
 from numerate.store.rows import ResponseRow
 from numerate.tasks.aggregate import aggregate_run
-from numerate.tasks.answer import answer_batch, check_before_run, model_outcome
+from numerate.tasks.answer import answer_batch, check_before_run, model_verdict
 from numerate.tasks.artifacts import progress_artifact, publish_run_artifacts, regressions
 from numerate.tasks.database import (
     finish_run,
@@ -43,6 +42,7 @@ from numerate.tasks.database import (
 )
 from numerate.tasks.generate import case_generator
 from numerate.tasks.passing import unwalked
+from numerate.verdict import PartVerdict, RunFailed, run_verdict
 
 Plan = tuple[Precision | None, list[PlannedCase]]
 """A manifold entry's adaptive sampling (None: a fixed count) and its cases."""
@@ -87,7 +87,7 @@ async def within_endpoint_limit(model: ModelConfig, work: Coroutine[Any, Any, No
 async def evaluate_part(
     model: ModelConfig, plans: list[Plan], run_id: str, db: str, batch_size: int,
     stopped: str | None,
-) -> PartOutcome:  # fmt: skip
+) -> PartVerdict:  # fmt: skip
     """One model's part of the run, and how it ended. A model that fails (its endpoint is
     down, it refuses the key) fails its own part only: the other models go on."""
     if stopped is None:
@@ -98,7 +98,7 @@ async def evaluate_part(
             raise  # the results database, not the model: the run stops, resumable
         except NumerateError as error:
             stopped = str(error)
-    return await model_outcome(run_id, model, db, stopped)
+    return await model_verdict(run_id, model, db, stopped)
 
 
 def run_tags(config: SweepConfig) -> list[str]:
@@ -175,7 +175,7 @@ async def sweep(
         try:
             batch = config.batch_size
             async with progress_artifact(config.name):
-                _, *outcomes = await asyncio.gather(
+                _, *verdicts = await asyncio.gather(
                     store_cases(unwalked(planned), db_path),  # while the first batches are asked
                     *(
                         evaluate_part(m, plans, run_id, db_path, batch, unusable.get(m.name))
@@ -184,17 +184,17 @@ async def sweep(
                 )
         finally:
             await close_clients()
-        return await conclude(run_id, db_path, config.results_dir, outcomes, plot)
+        return await conclude(run_id, db_path, config.results_dir, verdicts, plot)
 
 
 async def conclude(
-    run_id: str, db: str, results_dir: str | None, outcomes: list[PartOutcome], plot: bool = True
+    run_id: str, db: str, results_dir: str | None, verdicts: list[PartVerdict], plot: bool = True
 ) -> str | State:
     """Aggregate, record how every part ended, publish; the run id, or a Failed state naming
     every part that is not ok."""
     await aggregate_run(run_id, db)
-    status, message = run_verdict(outcomes)
-    await finish_run(run_id, db, status, unwalked(outcomes))
+    status, message = run_verdict(verdicts)
+    await finish_run(run_id, db, status, unwalked(verdicts))
     try:
         await publish_run_artifacts(run_id, db, plot)
     except Exception as error:  # artifacts show results; they never fail a stored run

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class AnchorFormat(StrEnum):
@@ -164,6 +164,15 @@ def join_english(parts: Sequence[str], conjunction: str = "and") -> str:
     if len(parts) == 2:
         return f"{parts[0]} {conjunction} {parts[1]}"
     return f"{', '.join(parts[:-1])}, {conjunction} {parts[-1]}"
+
+
+class ParamsBase(BaseModel):
+    """Parameters every grid point has, whatever its manifold."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    count: int = Field(10, gt=0, le=1_000_000)
+    """Number of test cases to generate."""
 
 
 class CaseBase(BaseModel):

@@ -326,11 +326,6 @@ def find_answer(
     return None
 
 
-def answer_span(output: str) -> AnswerSpan | None:
-    """The first candidate span of `output` (rules 1 and 2, any text accepted), or None."""
-    return next(answer_spans(output), None)
-
-
 # ---------------------------------------------------------------------------- numbers
 
 _WORD_VALUES = {

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from numerate.manifolds.common import (
     AnchorFormat,
     CaseBase,
+    ParamsBase,
     anchor_label,
     canonical_params,
     case_rng,
@@ -286,13 +287,11 @@ def _fewest_items(categories: int) -> int:
     return sum(_SIZES[:categories])
 
 
-class ObjectCountingGenerationParams(BaseModel):
+class ObjectCountingGenerationParams(ParamsBase):
     """Parameters of an Object Counting grid point."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
-    count: int = Field(10, gt=0, le=1_000_000)
-    """Number of test cases to generate."""
     length: int = Field(4, ge=1)
     """Number of target items (from the target categories) in each case."""
     max_count: int = Field(5, ge=0, le=MAX_QUANTITY)
@@ -347,7 +346,7 @@ class CountedItem(BaseModel):
     adjective: str | None
 
 
-class ObjectCountingTestCaseResult(CaseBase):
+class ObjectCountingCase(CaseBase):
     """One Object Counting case."""
 
     target_categories: list[str]
@@ -398,9 +397,7 @@ def _pool(category_keys: tuple[str, ...], asked: frozenset[str]) -> tuple[tuple[
     )
 
 
-def generate(
-    params: ObjectCountingGenerationParams, seed: int, index: int
-) -> ObjectCountingTestCaseResult:
+def generate(params: ObjectCountingGenerationParams, seed: int, index: int) -> ObjectCountingCase:
     """Case `index` of the grid point (params, seed): a pure function of its arguments."""
     rng = case_rng(seed, index)
     keys = list(CATEGORIES)
@@ -430,7 +427,7 @@ def generate(
     )
     question = join_english([CATEGORIES[k].question_text for k in target_keys])
     text = f"I have{render_items(phrases, params)}\n\nHow many {question} do I have?\n\n"
-    return ObjectCountingTestCaseResult(
+    return ObjectCountingCase(
         manifold=NAME,
         index=index,
         seed=seed,
@@ -449,7 +446,7 @@ def chance_level(params: ObjectCountingGenerationParams) -> float:
     return 1.0 / (params.length * params.max_count + 1)
 
 
-def guess(case: ObjectCountingTestCaseResult, rng: random.Random) -> str:
+def guess(case: ObjectCountingCase, rng: random.Random) -> str:
     """A uniform guess over the totals the case's grid point allows."""
     return str(rng.randint(0, case.params["length"] * case.params["max_count"]))
 
@@ -484,7 +481,7 @@ def parse_answer(output: str) -> int | float | None:
     return find_answer(output, _read_count)
 
 
-def grade(case: ObjectCountingTestCaseResult, output: str) -> Grade:
+def grade(case: ObjectCountingCase, output: str) -> Grade:
     """Judge a response to an Object Counting case."""
     answer = parse_answer(output)
     if answer is None:
@@ -496,7 +493,7 @@ def grade(case: ObjectCountingTestCaseResult, output: str) -> Grade:
 # What the registry reads (manifolds.registry.Manifold.from_module).
 DESCRIPTION = "Object Counting: count the items of target categories among distractors"
 PARAMS = ObjectCountingGenerationParams
-CASE = ObjectCountingTestCaseResult
+CASE = ObjectCountingCase
 
 
 # The trivial strategy a benchmark must beat (baseline:heuristic): the grid point's most common
@@ -504,7 +501,7 @@ CASE = ObjectCountingTestCaseResult
 HEURISTIC = "the most common total of the grid point"
 
 
-def heuristic_prior(reference: list[ObjectCountingTestCaseResult]) -> int:
+def heuristic_prior(reference: list[ObjectCountingCase]) -> int:
     """The most common target total among reference cases of a grid point (ties: smallest)."""
     totals: dict[int, int] = {}
     for case in reference:
@@ -512,6 +509,6 @@ def heuristic_prior(reference: list[ObjectCountingTestCaseResult]) -> int:
     return min(totals, key=lambda total: (-totals[total], total)) if totals else 0
 
 
-def heuristic(case: ObjectCountingTestCaseResult, prior: int) -> str:
+def heuristic(case: ObjectCountingCase, prior: int) -> str:
     """The answer of the trivial strategy: the point's most common total, whatever the case."""
     return str(prior)

@@ -5,13 +5,10 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from types import ModuleType
-from typing import Any
-
-from pydantic import BaseModel
+from typing import Any, Generic, Protocol, TypeVar
 
 from numerate.manifolds import objects, sequence, shuffle
-from numerate.manifolds.common import CaseBase, point_seed, stable_hash
+from numerate.manifolds.common import CaseBase, ParamsBase, point_seed, stable_hash
 from numerate.manifolds.grading import Grade, Outcome
 
 HEURISTIC_SAMPLE = 200
@@ -30,32 +27,65 @@ class DuplicateManifoldError(ValueError):
     """A second manifold registered under a name already taken."""
 
 
+P = TypeVar("P", bound=ParamsBase)
+C = TypeVar("C", bound=CaseBase)
+Prior = TypeVar("Prior")
+
+
+class ManifoldModule(Protocol[P, C, Prior]):
+    """The contract of a manifold's module (README, "Architecture"), checked by mypy where
+    the module is registered: its parameters `P`, its cases `C`, and what its trivial
+    strategy learns of a grid point, `Prior`."""
+
+    NAME: str
+    DESCRIPTION: str
+    HEURISTIC: str
+    """What the trivial strategy does, in words."""
+
+    @property
+    def PARAMS(self) -> type[P]: ...
+
+    @property
+    def CASE(self) -> type[C]: ...
+
+    def generate(self, params: P, seed: int, index: int) -> C: ...
+
+    def grade(self, case: C, output: str) -> Grade: ...
+
+    def chance_level(self, params: P) -> float: ...
+
+    def guess(self, case: C, rng: random.Random) -> str: ...
+
+    def heuristic_prior(self, reference: list[C]) -> Prior: ...
+
+    def heuristic(self, case: C, prior: Prior) -> str: ...
+
+
 @dataclass(frozen=True)
-class Manifold:
+class Manifold(Generic[P, C, Prior]):
     """Everything the pipeline needs to know about one test manifold."""
 
     name: str
-    params_model: type[BaseModel]
-    case_model: type[CaseBase]
-    generate: Callable[[Any, int, int], CaseBase]
+    params_model: type[P]
+    case_model: type[C]
+    generate: Callable[[P, int, int], C]
     """generate(params, seed, index) -> case."""
-    grade: Callable[[Any, str], Grade]
+    grade: Callable[[C, str], Grade]
     """grade(case, model_output) -> Grade."""
-    chance_level: Callable[[Any], float]
+    chance_level: Callable[[P], float]
     """chance_level(params) -> probability that a uniform guess is right."""
-    guess: Callable[[Any, random.Random], str]
+    guess: Callable[[C, random.Random], str]
     """guess(case, rng) -> a uniform guess over the case's response space (a baseline)."""
-    heuristic_prior: Callable[[list[Any]], Any]
+    heuristic_prior: Callable[[list[C]], Prior]
     """heuristic_prior(reference cases of a grid point) -> what the trivial strategy learns."""
-    heuristic: Callable[[Any, Any], str]
+    heuristic: Callable[[C, Prior], str]
     """heuristic(case, prior) -> the trivial strategy's answer (baseline:heuristic)."""
     heuristic_description: str
     description: str
 
     @classmethod
-    def from_module(cls, module: ModuleType) -> Manifold:
-        """The manifold a module defines with NAME, DESCRIPTION, PARAMS, CASE, generate, grade,
-        chance_level and guess."""
+    def from_module(cls, module: ManifoldModule[P, C, Prior]) -> Manifold[P, C, Prior]:
+        """The manifold a module defines (ManifoldModule)."""
         return cls(
             name=module.NAME,
             params_model=module.PARAMS,
@@ -70,31 +100,27 @@ class Manifold:
             description=module.DESCRIPTION,
         )
 
-    def params(self, **values: Any) -> BaseModel:
+    def params(self, **values: Any) -> P:
         """Validated parameters; raises pydantic.ValidationError naming the bad field."""
         return self.params_model(**values)
 
-    def cases(self, params: Any, base_seed: int) -> Iterator[CaseBase]:
+    def cases(self, params: P, base_seed: int) -> Iterator[C]:
         """The `params.count` cases of a grid point, in index order."""
         seed = point_seed(self.name, params, base_seed)
         for index in range(params.count):
             yield self.generate(params, seed, index)
 
-    def load_case(self, data: dict[str, Any]) -> CaseBase:
-        """A case back from its JSON form."""
-        return self.case_model.model_validate(data)
-
-    def reference_cases(self, params: BaseModel, seed: int, part: int) -> list[CaseBase]:
+    def reference_cases(self, params: P, seed: int, part: int) -> list[C]:
         """HEURISTIC_SAMPLE cases of the grid point with `seed` that no sweep asks (their own
         seed): part 0 teaches the trivial strategy, part 1 measures it."""
         reference_seed = stable_hash("numerate.heuristic", self.name, seed, part)
         return [self.generate(params, reference_seed, i) for i in range(HEURISTIC_SAMPLE)]
 
-    def heuristic_prior_of(self, params: BaseModel, seed: int) -> Any:
+    def heuristic_prior_of(self, params: P, seed: int) -> Prior:
         """What the trivial strategy knows of the grid point (learnt from reference cases)."""
         return self.heuristic_prior(self.reference_cases(params, seed, 0))
 
-    def heuristic_level(self, params: BaseModel, seed: int) -> float:
+    def heuristic_level(self, params: P, seed: int) -> float:
         """The trivial strategy's accuracy at the grid point, measured on reference cases
         other than those it learnt from: the floor that no reasoning is needed to reach."""
         prior = self.heuristic_prior_of(params, seed)
@@ -106,10 +132,13 @@ class Manifold:
         return right / len(cases)
 
 
-_REGISTRY: dict[str, Manifold] = {}
+AnyManifold = Manifold[Any, Any, Any]
+"""A registered manifold, whichever its parameters and cases."""
+
+_REGISTRY: dict[str, AnyManifold] = {}
 
 
-def register(manifold: Manifold) -> Manifold:
+def register(manifold: AnyManifold) -> AnyManifold:
     """Add a manifold; a name already taken raises DuplicateManifoldError."""
     if manifold.name in _REGISTRY:
         raise DuplicateManifoldError(f"a manifold named {manifold.name!r} is already registered")
@@ -117,7 +146,7 @@ def register(manifold: Manifold) -> Manifold:
     return manifold
 
 
-def get(name: str) -> Manifold:
+def get(name: str) -> AnyManifold:
     """The manifold called `name`; an unknown name raises UnknownManifoldError listing the known."""
     try:
         return _REGISTRY[name]
@@ -131,5 +160,7 @@ def names() -> list[str]:
     return sorted(_REGISTRY)
 
 
-for _module in (objects, shuffle, sequence):
-    register(Manifold.from_module(_module))
+# each checked against ManifoldModule by mypy
+register(Manifold.from_module(objects))
+register(Manifold.from_module(shuffle))
+register(Manifold.from_module(sequence))

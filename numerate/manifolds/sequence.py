@@ -16,9 +16,9 @@ from enum import IntFlag
 from functools import partial
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
-from numerate.manifolds.common import CaseBase, canonical_params, case_rng
+from numerate.manifolds.common import CaseBase, ParamsBase, canonical_params, case_rng
 from numerate.manifolds.grading import (
     AnswerSpan,
     Grade,
@@ -141,13 +141,11 @@ def kinds_enabled(rule_enable: int) -> list[str]:
     return [k for k, (cat, _, _) in INTERFERENCE_RULES.items() if cat & rule_enable]
 
 
-class SequenceGenerationParams(BaseModel):
+class SequenceGenerationParams(ParamsBase):
     """Parameters of a Sequence Pattern Recognition grid point."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
-    count: int = Field(10, gt=0, le=1_000_000)
-    """Number of test cases to generate."""
     seq_length: int = Field(3, ge=1, le=20)
     """Number of terms the model must generate."""
     num_rules: int = Field(1, ge=1, le=len(INTERFERENCE_RULES))
@@ -168,7 +166,7 @@ class SequenceGenerationParams(BaseModel):
         return self
 
 
-class SequenceTestCaseResult(CaseBase):
+class SequenceCase(CaseBase):
     """One Sequence Pattern Recognition case."""
 
     starting_sequence: list[int]
@@ -330,7 +328,7 @@ def _prompt(start: list[int], rules: list[str], n: int) -> str:
     )
 
 
-def generate(params: SequenceGenerationParams, seed: int, index: int) -> SequenceTestCaseResult:
+def generate(params: SequenceGenerationParams, seed: int, index: int) -> SequenceCase:
     """Case `index` of the grid point (params, seed): a pure function of its arguments.
 
     A draw whose terms leave [-10^6, 10^6] is replaced by the next draw of the same generator.
@@ -346,7 +344,7 @@ def generate(params: SequenceGenerationParams, seed: int, index: int) -> Sequenc
     else:  # pragma: no cover - needs 10,000 draws in a row to exceed the limit
         raise RuntimeError(f"no sequence within {TERM_LIMIT} after {MAX_ATTEMPTS} draws")
     rules = [rule_text(spec) for spec in specs]
-    return SequenceTestCaseResult(
+    return SequenceCase(
         manifold=NAME,
         index=index,
         seed=seed,
@@ -367,7 +365,7 @@ def chance_level(params: SequenceGenerationParams) -> float:
     return 0.0
 
 
-def guess(case: SequenceTestCaseResult, rng: random.Random) -> str:
+def guess(case: SequenceCase, rng: random.Random) -> str:
     """A guess: `seq_length` integers drawn uniformly from the allowed range of terms."""
     return " ".join(str(rng.randint(-TERM_LIMIT, TERM_LIMIT)) for _ in range(case.seq_length))
 
@@ -390,7 +388,7 @@ def _read_terms(seq_length: int, span: AnswerSpan) -> list[int | float] | None:
     return (long_enough[-1] if long_enough else numbers)[-seq_length:]
 
 
-def parse_answer(case: SequenceTestCaseResult, output: str) -> list[int | float] | None:
+def parse_answer(case: SequenceCase, output: str) -> list[int | float] | None:
     """The terms a response gives, or None.
 
     Every ``\\boxed{}`` counts, and a bullet list after "Answer:". Parenthesised remarks (with
@@ -404,7 +402,7 @@ def parse_answer(case: SequenceTestCaseResult, output: str) -> list[int | float]
     return find_answer(output, partial(_read_terms, case.seq_length), many=True)
 
 
-def grade(case: SequenceTestCaseResult, output: str) -> Grade:
+def grade(case: SequenceCase, output: str) -> Grade:
     """Judge a response to a Sequence case."""
     answer = parse_answer(case, output)
     if answer is None:
@@ -416,19 +414,19 @@ def grade(case: SequenceTestCaseResult, output: str) -> Grade:
 # What the registry reads (manifolds.registry.Manifold.from_module).
 DESCRIPTION = "Sequence Pattern Recognition: continue a sequence under interfering rules"
 PARAMS = SequenceGenerationParams
-CASE = SequenceTestCaseResult
+CASE = SequenceCase
 
 
 # The trivial strategy a benchmark must beat (baseline:heuristic): ignore the rules.
 HEURISTIC = "continue the last difference of the shown terms"
 
 
-def heuristic_prior(reference: list[SequenceTestCaseResult]) -> None:
+def heuristic_prior(reference: list[SequenceCase]) -> None:
     """The strategy learns nothing from other cases."""
     return None
 
 
-def heuristic(case: SequenceTestCaseResult, prior: None) -> str:
+def heuristic(case: SequenceCase, prior: None) -> str:
     """The answer of the trivial strategy: the shown terms continued by their last difference
     (a constant sequence when only one term is shown)."""
     shown = case.starting_sequence

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from numerate.manifolds.common import (
     AnchorFormat,
     CaseBase,
+    ParamsBase,
     anchor_label,
     canonical_params,
     case_rng,
@@ -287,13 +288,11 @@ ANSWER_INSTRUCTION = (
 )
 
 
-class ShuffleGenerationParams(BaseModel):
+class ShuffleGenerationParams(ParamsBase):
     """Parameters of a Shuffle Tracking grid point."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
-    count: int = Field(10, gt=0, le=1_000_000)
-    """Number of test cases to generate."""
     length: int = Field(4, ge=3, le=MAX_PEOPLE)
     """Number of people (and items)."""
     max_depth: int = Field(3, ge=1, le=200)
@@ -310,7 +309,7 @@ class ShuffleGenerationParams(BaseModel):
     """Text after each marker (when anchor is not NONE)."""
 
 
-class ShuffleTestCaseResult(CaseBase):
+class ShuffleCase(CaseBase):
     """One Shuffle Tracking case."""
 
     domain: str
@@ -388,7 +387,7 @@ def _anchored(statements: list[str], params: ShuffleGenerationParams) -> str:
     )
 
 
-def generate(params: ShuffleGenerationParams, seed: int, index: int) -> ShuffleTestCaseResult:
+def generate(params: ShuffleGenerationParams, seed: int, index: int) -> ShuffleCase:
     """Case `index` of the grid point (params, seed): a pure function of its arguments."""
     rng = case_rng(seed, index)
     domain = rng.choice(list(Domain))
@@ -428,7 +427,7 @@ def generate(params: ShuffleGenerationParams, seed: int, index: int) -> ShuffleT
         + ANSWER_INSTRUCTION
     )
     target = holder[query_person]
-    return ShuffleTestCaseResult(
+    return ShuffleCase(
         manifold=NAME,
         index=index,
         seed=seed,
@@ -474,12 +473,12 @@ def chance_level(params: ShuffleGenerationParams) -> float:
     return 1.0 / params.length
 
 
-def guess(case: ShuffleTestCaseResult, rng: random.Random) -> str:
+def guess(case: ShuffleCase, rng: random.Random) -> str:
     """A uniform guess among the case's items."""
     return rng.choice(case.response_enum)
 
 
-def item_aliases(case: ShuffleTestCaseResult) -> dict[str, str]:
+def item_aliases(case: ShuffleCase) -> dict[str, str]:
     """Normalised phrases naming each item of the case -> the item: its full name, its name
     without adjective, and the bare item (for balls, the colour alone)."""
     return dict(_aliases(case.domain, tuple(case.items)))
@@ -508,7 +507,7 @@ def _read_item(aliases: dict[str, str], span: AnswerSpan) -> str | None:
     return found[0] if len(found) == 1 else None
 
 
-def parse_answer(case: ShuffleTestCaseResult, output: str) -> str | None:
+def parse_answer(case: ShuffleCase, output: str) -> str | None:
     """The item a response names, or None when it names none or several of them.
 
     Parenthesised text is left out when anything remains ("Dracula (Alice has Emma)"), and "&"
@@ -517,7 +516,7 @@ def parse_answer(case: ShuffleTestCaseResult, output: str) -> str | None:
     return find_answer(output, partial(_read_item, item_aliases(case)))
 
 
-def grade(case: ShuffleTestCaseResult, output: str) -> Grade:
+def grade(case: ShuffleCase, output: str) -> Grade:
     """Judge a response to a Shuffle Tracking case."""
     answer = parse_answer(case, output)
     if answer is None:
@@ -528,18 +527,18 @@ def grade(case: ShuffleTestCaseResult, output: str) -> Grade:
 # What the registry reads (manifolds.registry.Manifold.from_module).
 DESCRIPTION = "Shuffle Tracking: who holds which item after a series of swaps"
 PARAMS = ShuffleGenerationParams
-CASE = ShuffleTestCaseResult
+CASE = ShuffleCase
 
 
 # The trivial strategy a benchmark must beat (baseline:heuristic): ignore the swaps.
 HEURISTIC = "the queried person's starting item"
 
 
-def heuristic_prior(reference: list[ShuffleTestCaseResult]) -> None:
+def heuristic_prior(reference: list[ShuffleCase]) -> None:
     """The strategy learns nothing from other cases."""
     return None
 
 
-def heuristic(case: ShuffleTestCaseResult, prior: None) -> str:
+def heuristic(case: ShuffleCase, prior: None) -> str:
     """The answer of the trivial strategy: what the queried person held before any swap."""
     return case.items[case.people.index(case.query_person)]

@@ -34,7 +34,7 @@ from numerate.store.schema import (
 if TYPE_CHECKING:
     import polars as pl
 
-    from numerate.outcome import PartOutcome
+    from numerate.verdict import PartVerdict
 
 __all__ = ["Tables", "insert_rows"]
 
@@ -129,12 +129,12 @@ class Tables:
             [status, finished, run_id],
         )
 
-    def record_outcomes(self, run_id: str, outcomes: Sequence[PartOutcome]) -> None:
-        """How each model's part of the run ended (numerate.outcome.PartOutcome)."""
+    def record_verdicts(self, run_id: str, verdicts: Sequence[PartVerdict]) -> None:
+        """How each model's part of the run ended (numerate.verdict.PartVerdict)."""
         rows = [
             {"run_id": run_id, "model": o.model, "status": o.status, "cause": o.cause,
              "n": o.n, "errors": o.errors, "error_rate": o.error_rate, "decided_at": now()}
-            for o in outcomes
+            for o in verdicts
         ]  # fmt: skip
         columns = ("run_id", "model", "status", "cause", "n", "errors", "error_rate", "decided_at")
         with self.session() as con:

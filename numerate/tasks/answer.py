@@ -11,12 +11,12 @@ from prefect.tasks import exponential_backoff
 from numerate.config import ModelConfig, SweepConfig
 from numerate.endpoints import answer_cases, stopped_cause
 from numerate.kernel.errors import ConfigError
-from numerate.outcome import PartOutcome, part_outcome
 from numerate.plan import PlannedCase
 from numerate.preflight import Preflight, preflight
 from numerate.store import Store
 from numerate.store.rows import ResponseRow
 from numerate.tasks.naming import batch_run_name
+from numerate.verdict import PartVerdict, part_verdict
 
 
 def retry_transient(task: Task[Any, Any], task_run: TaskRun, state: State[Any]) -> bool:
@@ -40,12 +40,12 @@ async def check_before_run(config: SweepConfig, db: str, fresh: bool) -> Preflig
 
 
 @task(cache_policy=NO_CACHE)
-async def model_outcome(
+async def model_verdict(
     run_id: str, model: ModelConfig, db: str, stopped: str | None
-) -> PartOutcome:
+) -> PartVerdict:
     """How the model's part of the run ended: ok, degraded or failed (and why)."""
     n, errors, common = await asyncio.to_thread(Store.open(db).error_counts, run_id, model.name)
-    return part_outcome(model, n, errors, stopped or stopped_cause(model), common)
+    return part_verdict(model, n, errors, stopped or stopped_cause(model), common)
 
 
 @task(

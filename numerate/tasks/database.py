@@ -9,11 +9,11 @@ from prefect.cache_policies import NO_CACHE
 
 from numerate.config import SweepConfig
 from numerate.kernel.errors import NumerateError
-from numerate.outcome import PartOutcome
 from numerate.plan import PlannedCase, case_row
 from numerate.provenance import code_version
 from numerate.store import Store, queries
 from numerate.store.rows import PointStop
+from numerate.verdict import PartVerdict
 
 
 @task(cache_policy=NO_CACHE)
@@ -102,10 +102,10 @@ async def ingest_shards(results_dir: str, db: str) -> list[str]:
 
 @task(cache_policy=NO_CACHE)
 async def finish_run(
-    run_id: str, db: str, status: str = "finished", outcomes: list[PartOutcome] | None = None
+    run_id: str, db: str, status: str = "finished", verdicts: list[PartVerdict] | None = None
 ) -> None:
     """Record how the run ended, and how each model's part did."""
     store = Store.open(db)
-    if outcomes:
-        await asyncio.to_thread(store.record_outcomes, run_id, outcomes)
+    if verdicts:
+        await asyncio.to_thread(store.record_verdicts, run_id, verdicts)
     await asyncio.to_thread(store.set_run_status, run_id, status)

@@ -74,7 +74,7 @@ def test_grader_never_calls_a_missing_answer_wrong(name):
 def test_cases_survive_a_json_round_trip(name):
     manifold = registry.get(name)
     for case in manifold.cases(manifold.params(count=20), 5):
-        assert manifold.load_case(json.loads(case.model_dump_json())) == case
+        assert manifold.case_model.model_validate(json.loads(case.model_dump_json())) == case
 
 
 @pytest.mark.parametrize("name", NAMES)

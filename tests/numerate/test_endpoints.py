@@ -10,7 +10,7 @@ import pytest
 
 from numerate.config import ModelConfig, Sampling, parse_sweep_config
 from numerate.endpoints import answer_cases, backoff_s, check_endpoint, retry_after_s
-from numerate.grading import grade_response
+from numerate.judging import grade_response
 from numerate.manifolds.grading import Outcome
 from numerate.plan import plan_manifold
 from numerate.store import Store

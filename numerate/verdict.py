@@ -28,7 +28,7 @@ class RunFailed(NumerateError):
 
 
 @dataclass(frozen=True)
-class PartOutcome:
+class PartVerdict:
     """How one model's part of a run ended."""
 
     model: str
@@ -47,9 +47,9 @@ class PartOutcome:
         return f"model {self.model!r} {self.status}: {self.cause}"
 
 
-def part_outcome(
+def part_verdict(
     model: ModelConfig, n: int, errors: int, stopped: str | None, common_error: str | None
-) -> PartOutcome:
+) -> PartVerdict:
     """The outcome of a model's part.
 
     Args:
@@ -60,23 +60,23 @@ def part_outcome(
     """
     if stopped:
         counts = f"{errors} of {n} requests failed" if n else "nothing was sent"
-        return PartOutcome(model.name, "failed", f"{stopped}; {counts}", n, errors)
+        return PartVerdict(model.name, "failed", f"{stopped}; {counts}", n, errors)
     if n == 0:
-        return PartOutcome(model.name, "failed", "no answer was recorded", n, errors)
+        return PartVerdict(model.name, "failed", "no answer was recorded", n, errors)
     rate = errors / n
     if rate > model.max_error_rate:
         cause = (
             f"{errors} of {n} requests failed ({rate:.1%} > max_error_rate "
             f"{model.max_error_rate:.1%}); most often: {common_error}"
         )
-        return PartOutcome(model.name, "degraded", cause, n, errors)
-    return PartOutcome(model.name, "ok", None, n, errors)
+        return PartVerdict(model.name, "degraded", cause, n, errors)
+    return PartVerdict(model.name, "ok", None, n, errors)
 
 
-def run_verdict(outcomes: list[PartOutcome]) -> tuple[RunStatus, str | None]:
+def run_verdict(verdicts: list[PartVerdict]) -> tuple[RunStatus, str | None]:
     """The run's status (failed if any part failed, degraded if any is degraded, else
     finished) and one line naming every part that is not ok."""
-    bad = [o for o in outcomes if o.status != "ok"]
+    bad = [o for o in verdicts if o.status != "ok"]
     if not bad:
         return "finished", None
     status: RunStatus = "failed" if any(o.status == "failed" for o in bad) else "degraded"
