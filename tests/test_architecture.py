@@ -258,3 +258,20 @@ def test_the_boundary_check_sees_an_untyped_task(tmp_path):
             "example.py:2 ask(model)",
             "example.py:2 ask(return)",
         ]
+
+
+def test_each_command_lives_in_the_module_named_after_it():
+    from numerate.cli import app
+
+    where = {
+        (command.name or command.callback.__name__): command.callback.__module__
+        for command in app.registered_commands
+    }
+    where |= {group.name: group.typer_instance.registered_commands[0].callback.__module__
+              for group in app.registered_groups}  # fmt: skip
+    assert len(where) >= 15
+    misplaced = {name: module for name, module in where.items() if module != f"numerate.cli.{name}"}
+    assert misplaced == {}
+    helpers = {"__init__", "__main__", "app", "common"}
+    modules = {p.stem for p in (PACKAGE / "cli").glob("*.py")} - helpers
+    assert modules == set(where), "a module of numerate/cli that holds no command of its name"

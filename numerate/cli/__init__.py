@@ -1,4 +1,5 @@
-"""The `numerate` command line: one module per command group, what they share in `common`.
+"""The `numerate` command line: one module per command (`numgen` is a group), named after it;
+what they share in `common`.
 
 The only part of numerate/ that may import flows/. Imports stay inside the commands:
 `numerate --help` must answer fast and never load torch.
@@ -15,9 +16,24 @@ import typer
 from numerate.cli.app import app
 from numerate.cli.numgen import app as numgen_app
 
-# each adds its commands, in order
-for _group in ("cases", "run", "results", "compare", "plot", "operations"):
-    importlib.import_module(f"numerate.cli.{_group}")
+# one module per command, named after it; each adds itself to the app, in this order
+for _command in (
+    "generate",
+    "manifolds",
+    "grade",
+    "run",
+    "report",
+    "db",
+    "regrade",
+    "upgrade",
+    "cache",
+    "runs",
+    "compare",
+    "plot",
+    "deploy",
+    "ingest",
+):
+    importlib.import_module(f"numerate.cli.{_command}")
 app.add_typer(numgen_app, name="numgen")
 
 __all__ = ["app", "main"]

@@ -1,4 +1,4 @@
-"""Listing and comparing runs: `numerate runs` and `numerate compare`, both read-only."""
+"""`numerate compare`: two runs, paired case by case (McNemar, Holm), per model and manifold."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, cast
 import typer
 
 from numerate.cli.app import app
-from numerate.cli.common import DB_HELP, check_format, fail, open_reader, results_db
+from numerate.cli.common import DB_HELP, check_format, fail, open_reader
 from numerate.kernel.errors import ConfigError, NumerateError
 
 if TYPE_CHECKING:
@@ -18,34 +18,6 @@ if TYPE_CHECKING:
     from numerate.store.reader import Reader
 
 RUN_HELP = "an id, a unique prefix of one, latest or previous"
-
-
-@app.command("runs")
-def list_runs_command(
-    db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
-    sweep: Annotated[str | None, typer.Option(help="Only the runs of this sweep.")] = None,
-    limit: Annotated[int, typer.Option(help="Show at most this many runs.")] = 20,
-    output: Annotated[
-        str, typer.Option("--format", help="table, csv, json or markdown.")
-    ] = "table",
-) -> None:
-    """List the runs, newest first: id, sweep, models, status, times and answers stored.
-
-    Never writes; reads while sweeps write the database (README, "Many users, one database")."""
-    from numerate.report import render
-    from numerate.runs import list_runs
-
-    try:
-        fmt = check_format(output)
-        with open_reader(db) as reader:
-            frame = list_runs(reader, limit=limit, sweep=sweep)
-    except NumerateError as error:
-        fail(error)
-    if frame.is_empty() and fmt in ("table", "markdown"):
-        scope = f" of sweep {sweep!r}" if sweep else ""
-        typer.echo(f"{results_db(db)} holds no runs{scope}", err=True)
-        return
-    typer.echo(render(frame, fmt), nl=False)
 
 
 @app.command()

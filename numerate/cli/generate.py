@@ -1,10 +1,8 @@
-"""Cases: `numerate generate`, `numerate manifolds` and `numerate grade`."""
+"""`numerate generate`: a manifold's cases, without asking any model."""
 
 from __future__ import annotations
 
-import json
 import sys
-from collections import Counter
 from pathlib import Path
 from typing import Annotated
 
@@ -71,53 +69,3 @@ def generate(
 
     write_output(out, write)
     typer.echo(f"wrote {count} {manifold} cases to {out}", err=True)
-
-
-@app.command()
-def manifolds() -> None:
-    """List the manifolds, their parameters, defaults and bounds."""
-    from numerate.manifolds import registry
-
-    for name in registry.names():
-        spec = registry.get(name)
-        typer.echo(f"{name}: {spec.description}")
-        for field, info in spec.params_model.model_fields.items():
-            bounds = " ".join(
-                f"{k}={getattr(m, k)}"
-                for m in info.metadata
-                for k in ("gt", "ge", "lt", "le")
-                if getattr(m, k, None) is not None
-            )
-            default = info.default.value if hasattr(info.default, "value") else info.default
-            doc = (info.description or "").strip()
-            typer.echo(f"  {field:<18} default={default!r:<8} {bounds:<14} {doc}")
-
-
-@app.command()
-def grade(
-    path: Annotated[Path, typer.Argument(help="JSON Lines: cases with a `response` field.")],
-    out: Annotated[
-        Path | None, typer.Option(help="File to write (default: standard output).")
-    ] = None,
-) -> None:
-    """Grade answers from any source (JSON Lines of cases with their responses).
-
-    Each line is a case as `numerate generate` writes it plus `response` (and optionally
-    `finish_reason`); each is written back with `outcome` and `answer`.
-    """
-    from numerate.kernel.files import read_text
-    from numerate.regrade import grade_lines
-
-    try:
-        graded = grade_lines(read_text(path).splitlines(), str(path))
-    except NumerateError as error:
-        fail(error)
-        return
-    lines = "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in graded)
-    if out is None:
-        sys.stdout.write(lines)
-        return
-    write_output(out, lines)
-    counts = Counter(r["outcome"] for r in graded)
-    summary = ", ".join(f"{n} {o}" for o, n in sorted(counts.items()))
-    typer.echo(f"graded {len(graded)} answers ({summary or 'none'}) -> {out}", err=True)

@@ -1,0 +1,56 @@
+"""`numerate cache clear`: remove stored answers (the response cache)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from numerate.cli.app import app
+from numerate.cli.common import DB_HELP, fail, results_db
+from numerate.kernel.errors import ConfigError, NumerateError
+
+cache_app = typer.Typer(
+    help="The stored answers that cache policy `reuse` and resumed runs read.",
+    no_args_is_help=True,
+)
+
+
+app.add_typer(cache_app, name="cache")
+
+
+@cache_app.command("clear")
+def cache_clear(
+    db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
+    model: Annotated[
+        str | None, typer.Option(help="Only answers of this endpoint model id.")
+    ] = None,
+    before: Annotated[
+        str | None, typer.Option(help="Only answers stored before this date (YYYY-MM-DD).")
+    ] = None,
+) -> None:
+    """Remove stored answers, so that no later run can reuse them.
+
+    Graded responses keep their text: no result is lost.
+    """
+    from datetime import UTC, datetime
+
+    from numerate.store import Store
+
+    db = results_db(db)
+    try:
+        when = None
+        if before is not None:
+            try:
+                when = datetime.fromisoformat(before)
+            except ValueError:
+                raise ConfigError(f"--before {before!r}: expected a date, YYYY-MM-DD") from None
+            when = when if when.tzinfo else when.replace(tzinfo=UTC)
+        if not Path(db).exists():
+            raise ConfigError(f"no results database at {db}")
+        removed = Store.open(db).clear_completions(model, when)
+    except NumerateError as error:
+        fail(error)
+        return
+    typer.echo(f"removed {removed} stored answer(s) from {db}")

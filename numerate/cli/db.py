@@ -1,0 +1,47 @@
+"""`numerate db`: read-only SQL over a results database."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from numerate.cli.app import app
+from numerate.cli.common import (
+    DB_HELP,
+    check_format,
+    fail,
+    open_reader,
+)
+from numerate.kernel.errors import NumerateError
+
+
+@app.command("db")
+def db_command(
+    path: Annotated[
+        str | None,
+        typer.Argument(help=DB_HELP),
+    ] = None,
+    sql: Annotated[
+        str | None, typer.Argument(help="SQL to run (default: list the tables).")
+    ] = None,
+    output: Annotated[
+        str, typer.Option("--format", help="table, csv, json or markdown.")
+    ] = "table",
+) -> None:
+    """Query the results with SQL, read-only; without SQL, list the tables and views.
+
+    Nothing can be written, and no file other than the database can be read (COPY, EXPORT,
+    ATTACH and file functions are refused). Any DuckDB file can be opened, also while runs
+    write it; a long query makes them wait (README, "Many users, one database")."""
+    from numerate.report import render
+    from numerate.store import queries
+
+    try:
+        fmt = check_format(output)
+        with open_reader(path, numerate_schema=False) as reader:
+            # the user's SQL, or the list of tables and views
+            frame = reader.frame(sql) if sql else queries.tables(reader)
+    except NumerateError as error:
+        fail(error)
+    typer.echo(render(frame, fmt), nl=False)

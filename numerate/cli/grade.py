@@ -1,0 +1,45 @@
+"""`numerate grade`: grade answers written elsewhere (JSON Lines) with numerate's graders."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from numerate.cli.app import app
+from numerate.cli.common import fail, write_output
+from numerate.kernel.errors import NumerateError
+
+
+@app.command()
+def grade(
+    path: Annotated[Path, typer.Argument(help="JSON Lines: cases with a `response` field.")],
+    out: Annotated[
+        Path | None, typer.Option(help="File to write (default: standard output).")
+    ] = None,
+) -> None:
+    """Grade answers from any source (JSON Lines of cases with their responses).
+
+    Each line is a case as `numerate generate` writes it plus `response` (and optionally
+    `finish_reason`); each is written back with `outcome` and `answer`.
+    """
+    from numerate.kernel.files import read_text
+    from numerate.regrade import grade_lines
+
+    try:
+        graded = grade_lines(read_text(path).splitlines(), str(path))
+    except NumerateError as error:
+        fail(error)
+        return
+    lines = "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in graded)
+    if out is None:
+        sys.stdout.write(lines)
+        return
+    write_output(out, lines)
+    counts = Counter(r["outcome"] for r in graded)
+    summary = ", ".join(f"{n} {o}" for o, n in sorted(counts.items()))
+    typer.echo(f"graded {len(graded)} answers ({summary or 'none'}) -> {out}", err=True)

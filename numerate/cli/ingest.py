@@ -1,0 +1,35 @@
+"""`numerate ingest`: load the Parquet shards of runs made elsewhere into one database."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from numerate.cli.app import app
+from numerate.cli.common import DB_HELP, fail, results_db
+from numerate.kernel.errors import NumerateError
+
+
+@app.command()
+def ingest(
+    results_dir: Annotated[str, typer.Argument(help="Results location (folder or fsspec URL).")],
+    db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
+) -> None:
+    """Load the Parquet shards of runs made on other workers (complete, not yet loaded)."""
+    from numerate.store import Store, shards
+    from numerate.verdict import EXIT_RUN_FAILED
+
+    db = results_db(db)
+    try:
+        shards.complete_runs(results_dir)  # a missing location fails before the database opens
+        done = shards.ingest(Store.open(db), results_dir)
+    except NumerateError as error:
+        fail(error)
+    loaded = done.loaded
+    typer.echo(f"ingested {len(loaded)} run(s) into {db}" + "".join(f"\n  {r}" for r in loaded))
+    for run_id, reason in done.skipped:
+        typer.echo(f"warning: skipped run {run_id}: its shards cannot be read: {reason}", err=True)
+    if done.skipped:
+        fail(f"{len(done.skipped)} run(s) skipped; fix or remove their shards and ingest again",
+             EXIT_RUN_FAILED)  # fmt: skip

@@ -1,0 +1,48 @@
+"""`numerate regrade`: grade a stored run's answers again with the current graders."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from numerate.cli.app import app
+from numerate.cli.common import (
+    DB_HELP,
+    fail,
+    results_db,
+)
+from numerate.kernel.errors import ConfigError, NumerateError
+
+
+@app.command()
+def regrade(
+    run_id: Annotated[str, typer.Option("--run", help="The run to grade again.")],
+    db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
+) -> None:
+    """Grade a stored run's answers again with the current graders.
+
+    The answers stay as received; their outcomes and the run's aggregates are updated.
+    """
+    from numerate.regrade import regrade_run
+    from numerate.store import Store, queries
+
+    db = results_db(db)
+    try:
+        if not Path(db).exists():
+            raise ConfigError(f"no results database at {db}")
+        store = Store.open(db)
+        if queries.run_record(store, run_id) is None:
+            raise ConfigError(f"{db} has no run {run_id!r}")
+        changes = regrade_run(store, run_id)
+    except NumerateError as error:
+        fail(error)
+        return
+    total = sum(changes.values())
+    moved = {k: n for k, n in changes.items() if k[0] != k[1]}
+    detail = ", ".join(f"{a} -> {b}: {n}" for (a, b), n in sorted(moved.items()))
+    typer.echo(
+        f"regraded {total} responses of {run_id}: {sum(moved.values())} outcome(s) changed"
+        + (f" ({detail})" if detail else "")
+    )

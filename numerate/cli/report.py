@@ -1,0 +1,59 @@
+"""`numerate report`: a run's results table."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from numerate.cli.app import app
+from numerate.cli.common import (
+    DB_HELP,
+    check_format,
+    fail,
+    open_reader,
+    print_report,
+)
+from numerate.kernel.errors import NumerateError
+
+RUN_HELP = "Run id, a unique prefix of one, latest or previous."
+
+
+@app.command()
+def report(
+    db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
+    run_id: Annotated[
+        str | None, typer.Option("--run", help=RUN_HELP + " Default: latest.")
+    ] = None,
+    output: Annotated[
+        str, typer.Option("--format", help="table, csv, json or markdown.")
+    ] = "table",
+    points: Annotated[bool, typer.Option(help="Also show every grid point.")] = False,
+    model: Annotated[
+        list[str] | None, typer.Option(help="Only this model (repeat for several).")
+    ] = None,
+    manifold: Annotated[
+        list[str] | None, typer.Option(help="Only this manifold (repeat for several).")
+    ] = None,
+) -> None:
+    """Show a run's results: per model and per manifold, with 95% intervals.
+
+    Never writes; reads while sweeps write the database (README, "Many users, one database")."""
+    from numerate.report import check_filters, render, run_points, run_state
+    from numerate.runs import resolve_run
+
+    models, manifolds = model or [], manifold or []
+    try:
+        fmt = check_format(output)
+        with open_reader(db) as reader:
+            run_id = resolve_run(reader, run_id)
+            check_filters(reader, run_id, models, manifolds)
+            state = run_state(reader, run_id)
+            if state:
+                typer.echo(f"note: {state}", err=True)
+            print_report(reader, run_id, fmt, models, manifolds)
+            if points:
+                frame = run_points(reader, run_id, models, manifolds)
+                typer.echo(render(frame, fmt, title="grid points"), nl=False)
+    except NumerateError as error:
+        fail(error)

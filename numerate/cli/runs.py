@@ -1,0 +1,39 @@
+"""`numerate runs`: the runs a results database holds, newest first."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from numerate.cli.app import app
+from numerate.cli.common import DB_HELP, check_format, fail, open_reader, results_db
+from numerate.kernel.errors import NumerateError
+
+
+@app.command("runs")
+def list_runs_command(
+    db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
+    sweep: Annotated[str | None, typer.Option(help="Only the runs of this sweep.")] = None,
+    limit: Annotated[int, typer.Option(help="Show at most this many runs.")] = 20,
+    output: Annotated[
+        str, typer.Option("--format", help="table, csv, json or markdown.")
+    ] = "table",
+) -> None:
+    """List the runs, newest first: id, sweep, models, status, times and answers stored.
+
+    Never writes; reads while sweeps write the database (README, "Many users, one database")."""
+    from numerate.report import render
+    from numerate.runs import list_runs
+
+    try:
+        fmt = check_format(output)
+        with open_reader(db) as reader:
+            frame = list_runs(reader, limit=limit, sweep=sweep)
+    except NumerateError as error:
+        fail(error)
+    if frame.is_empty() and fmt in ("table", "markdown"):
+        scope = f" of sweep {sweep!r}" if sweep else ""
+        typer.echo(f"{results_db(db)} holds no runs{scope}", err=True)
+        return
+    typer.echo(render(frame, fmt), nl=False)

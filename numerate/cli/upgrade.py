@@ -1,0 +1,38 @@
+"""`numerate upgrade`: bring a results database to this version's schema."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from numerate.cli.app import app
+from numerate.cli.common import (
+    DB_HELP,
+    fail,
+    results_db,
+)
+from numerate.kernel.errors import ConfigError, NumerateError
+
+
+@app.command()
+def upgrade(db: Annotated[str | None, typer.Option(help=DB_HELP)] = None) -> None:
+    """Bring a results database to this numerate's schema (readers never write, so they ask
+    for this); every row is kept."""
+    from numerate.store import Store
+    from numerate.store.schema import SCHEMA_VERSION
+
+    db = results_db(db)
+    try:
+        if not Path(db).is_file():
+            raise ConfigError(f"no results database at {db}")
+        store = Store.open(db)
+    except NumerateError as error:
+        fail(error)
+    found = store.found_version
+    Store.close_all()
+    if found == SCHEMA_VERSION:
+        typer.echo(f"{db} already has schema version {SCHEMA_VERSION}")
+    else:
+        typer.echo(f"{db}: schema version {found} -> {SCHEMA_VERSION}, every row kept")
