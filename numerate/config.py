@@ -77,15 +77,20 @@ class Sampling(BaseModel):
 
 
 class ModelConfig(BaseModel):
-    """One model under evaluation: an OpenAI-compatible endpoint or a built-in baseline."""
+    """One model under evaluation: an OpenAI-compatible endpoint or a built-in baseline.
 
-    model_config = _STRICT
+    Named as the results store them: `name` is the label (column `model`), `model_id` the id
+    the endpoint serves (column `model_id`), written `model` in a config file."""
+
+    model_config = ConfigDict(
+        **_STRICT, serialize_by_alias=True, validate_by_alias=True, validate_by_name=True
+    )
 
     name: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:/@+-]+$")
     """Label stored in the results (letters, digits and _ . : / @ + -)."""
-    model: str = Field(min_length=1)
+    model_id: str = Field(min_length=1, alias="model")
     """Model id the endpoint serves, or `baseline:random` / `baseline:oracle` /
-    `baseline:heuristic`."""
+    `baseline:heuristic` (`model` in a config file)."""
     base_url: str | None = None
     """Endpoint root, e.g. http://127.0.0.1:8000/v1 (not needed for baselines)."""
     revision: str | None = Field(None, min_length=1, max_length=200)
@@ -126,14 +131,14 @@ class ModelConfig(BaseModel):
 
     @property
     def is_baseline(self) -> bool:
-        return self.model.startswith("baseline:")
+        return self.model_id.startswith("baseline:")
 
     @model_validator(mode="after")
     def _endpoint_or_baseline(self) -> ModelConfig:
         if self.is_baseline:
-            if self.model not in BASELINES:
+            if self.model_id not in BASELINES:
                 raise ValueError(
-                    f"model = {self.model!r} is not a baseline (known: {', '.join(BASELINES)})"
+                    f"model = {self.model_id!r} is not a baseline (known: {', '.join(BASELINES)})"
                 )
         elif not self.base_url:
             raise ValueError(f"model {self.name!r} needs a base_url (or a baseline: model)")

@@ -59,7 +59,7 @@ def grade_response(
     return {
         "run_id": run_id,
         "model": model.name,
-        "model_id": model.model,
+        "model_id": model.model_id,
         "manifold": planned.manifold,
         "case_id": planned.case_id,
         "sample_index": completion.sample,

@@ -142,7 +142,7 @@ def request_hasher(model: ModelConfig, sample: int = 0) -> Callable[[list[dict[s
 
     head = ('{"endpoint":' + dumps(model.base_url) + ',"messages":').encode()
     tail = (
-        f',"model":{dumps(model.model)},"revision":{dumps(model.revision)},'
+        f',"model":{dumps(model.model_id)},"revision":{dumps(model.revision)},'
         f'"sample":{dumps(sample)},"sampling":{dumps(model.sampling.request_fields(sample))}}}'
     ).encode()
 

@@ -63,7 +63,7 @@ class EndpointAnswerer:
                 sent_at = time.monotonic()
                 try:
                     response = await self.client.chat.completions.create(
-                        model=self.model.model, messages=messages, **sampling
+                        model=self.model.model_id, messages=messages, **sampling
                     )
                 except Exception as caught:
                     error: Exception | None = caught
@@ -165,7 +165,7 @@ class BaselineAnswerer:
     `baseline:heuristic` plays the manifold's trivial strategy (no reasoning)."""
 
     def __init__(self, model: ModelConfig) -> None:
-        self.kind = model.model.removeprefix("baseline:")
+        self.kind = model.model_id.removeprefix("baseline:")
 
     async def answer(self, planned: PlannedCase, messages: list[dict[str, str]],
                      request_id: str, sample: int = 0) -> Completion:  # fmt: skip

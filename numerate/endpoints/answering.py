@@ -166,7 +166,7 @@ def completion_row(model: ModelConfig, completion: Completion, run_id: str) -> C
         "request_hash": completion.request_hash,
         "run_id": run_id,
         "base_url": model.base_url,
-        "model_id": model.model,
+        "model_id": model.model_id,
         "revision": model.revision,
         "sample_index": completion.sample,
         "text": completion.text,

@@ -37,8 +37,8 @@ async def check_endpoint(model: ModelConfig) -> str | None:
         finally:
             await client.close()
         return None
-    if listed and model.model not in listed:
-        return f"{where} does not list {model.model!r} (it lists: {', '.join(listed[:10])})"
+    if listed and model.model_id not in listed:
+        return f"{where} does not list {model.model_id!r} (it lists: {', '.join(listed[:10])})"
     return None
 
 
@@ -104,7 +104,7 @@ async def probe(client: Any, model: ModelConfig, where: str, key: str) -> None:
 
     try:
         response = await client.chat.completions.create(
-            model=model.model, messages=[{"role": "user", "content": "Say OK."}], max_tokens=1
+            model=model.model_id, messages=[{"role": "user", "content": "Say OK."}], max_tokens=1
         )
     except openai.APIStatusError as error:
         detail = redact(describe_error(error), key)

@@ -342,3 +342,22 @@ def test_a_server_that_dies_mid_sweep_stops_the_model_after_down_after_s(db_path
     store = Store.open(db_path)
     errors = store.query("SELECT count(*) FROM responses WHERE outcome = 'error'")[0][0]
     assert 150 <= errors <= 200
+
+
+def test_each_grid_is_built_once_where_the_config_is_validated(db_path, monkeypatch):
+    """The flow and its tasks take the validated SweepConfig: nothing validates it again, so
+    no grid is built again (before, the built-in sweep built its 3 grids up to 27 times)."""
+    from numerate.config import DEFAULT_SWEEP, ManifoldSweep, parse_sweep_config
+
+    built = []
+    original = ManifoldSweep._build_points
+
+    def counting(self):
+        built.append(self.manifold)
+        return original(self)
+
+    monkeypatch.setattr(ManifoldSweep, "_build_points", counting)
+    config = parse_sweep_config({**DEFAULT_SWEEP, "name": "grids-once"})
+    assert sorted(built) == ["objects", "sequence", "shuffle"]
+    asyncio.run(sweep(config, db_path, plot=False))
+    assert sorted(built) == ["objects", "sequence", "shuffle"]  # none built again

@@ -80,7 +80,7 @@ def test_fingerprint_ignores_db_but_not_content():
 
 def test_one_model_override():
     config = one_model_config(parse_sweep_config(base()), "served-id", "http://127.0.0.1:1/v1")
-    assert [(m.name, m.model, m.base_url) for m in config.models] == [
+    assert [(m.name, m.model_id, m.base_url) for m in config.models] == [
         ("served-id", "served-id", "http://127.0.0.1:1/v1")
     ]
     with pytest.raises(ConfigError, match="needs a base_url"):
@@ -113,3 +113,14 @@ def test_an_adaptive_entry_plans_up_to_max_count_and_survives_a_round_trip():
     assert config.manifolds[0].planned_count == 400
     again = parse_sweep_config(config.model_dump(mode="json"))
     assert again.fingerprint() == config.fingerprint()
+
+
+def test_a_model_s_id_is_model_in_a_config_file_and_model_id_in_code():
+    """`model` in YAML (and in the stored config, so fingerprints do not change), `model_id`
+    as an attribute, as the results name it; `model_id` is read too."""
+    model = parse_sweep_config(base()).models[0]
+    assert model.model_id == "baseline:random"
+    assert model.model_dump()["model"] == "baseline:random"
+    assert "model_id" not in model.model_dump()
+    named = base(models=[{"name": "m", "model_id": "served-id", "base_url": "http://x"}])
+    assert parse_sweep_config(named).models[0].model_id == "served-id"
