@@ -92,6 +92,19 @@ class PointStopRow(PointStop):
     decided_at: datetime
 
 
+class RunPartRow(TypedDict):
+    """`run_models`: how one model's part of a run ended (numerate.verdict.PartVerdict)."""
+
+    run_id: str
+    model: str
+    status: str
+    cause: str | None
+    n: int
+    errors: int
+    error_rate: float
+    decided_at: datetime
+
+
 class Regrade(TypedDict):
     """A new grade of one stored response (numerate.regrade)."""
 

@@ -18,6 +18,7 @@ from numerate.store.rows import (
     PointStopRow,
     Regrade,
     ResponseRow,
+    RunPartRow,
     columns,
 )
 
@@ -54,6 +55,7 @@ RESPONSE_COLUMNS = columns(ResponseRow)
 CASE_COLUMNS = columns(CaseRow)
 POINT_STOP_COLUMNS = columns(PointStopRow)
 REGRADE_COLUMNS = columns(Regrade)
+RUN_PART_COLUMNS = columns(RunPartRow)
 IMAGE_COLUMNS = columns(ImageRow)
 DETECTION_COLUMNS = columns(DetectionRow)
 

@@ -17,6 +17,7 @@ from numerate.store.rows import (
     PointStopRow,
     Regrade,
     ResponseRow,
+    RunPartRow,
 )
 from numerate.store.schema import (
     CASE_COLUMNS,
@@ -27,6 +28,7 @@ from numerate.store.schema import (
     POINT_STOP_COLUMNS,
     REGRADE_COLUMNS,
     RESPONSE_COLUMNS,
+    RUN_PART_COLUMNS,
     StoreError,
     now,
 )
@@ -131,14 +133,14 @@ class Tables:
 
     def record_verdicts(self, run_id: str, verdicts: Sequence[PartVerdict]) -> None:
         """How each model's part of the run ended (numerate.verdict.PartVerdict)."""
-        rows = [
-            {"run_id": run_id, "model": o.model, "status": o.status, "cause": o.cause,
-             "n": o.n, "errors": o.errors, "error_rate": o.error_rate, "decided_at": now()}
-            for o in verdicts
+        decided = now()
+        rows: list[RunPartRow] = [
+            {"run_id": run_id, "model": v.model, "status": v.status, "cause": v.cause,
+             "n": v.n, "errors": v.errors, "error_rate": v.error_rate, "decided_at": decided}
+            for v in verdicts
         ]  # fmt: skip
-        columns = ("run_id", "model", "status", "cause", "n", "errors", "error_rate", "decided_at")
         with self.session() as con:
-            insert_rows(con, "run_models", columns, rows, conflict="OR REPLACE")
+            insert_rows(con, "run_models", RUN_PART_COLUMNS, rows, conflict="OR REPLACE")
 
     def error_counts(self, run_id: str, model: str) -> tuple[int, int, str | None]:
         """(answers, errors, the most frequent error text) of a model in a run."""
