@@ -91,9 +91,7 @@ def _run_flow(config: Any, db: str, dispatch: str) -> dict[str, Any]:
     label = f"numgen {short(config.generator)} / {short(config.detector_label)}"
     try:
         with reporting_to(terminal_progress(label)):
-            result: dict[str, Any] = asyncio.run(
-                numgen(config.model_dump(mode="json"), db, cast(Dispatch, dispatch))
-            )
+            result: dict[str, Any] = asyncio.run(numgen(config, db, cast(Dispatch, dispatch)))
     except KeyboardInterrupt:
         typer.echo(
             "interrupted: the images made so far are kept; run the same command again to "
