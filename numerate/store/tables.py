@@ -41,18 +41,28 @@ if TYPE_CHECKING:
 __all__ = ["Tables", "insert_rows"]
 
 
+def check_columns(table: str, columns: Sequence[str], rows: Sequence[Mapping[str, object]]) -> None:
+    """StoreError naming the first column a row lacks (numerate.store.rows): a row built
+    without one is refused where it is built, never stored with a NULL."""
+    for row in rows:
+        missing = [c for c in columns if c not in row]
+        if missing:
+            raise StoreError(f"a {table} row has no column {missing[0]!r}")
+
+
 def insert_rows(con: Any, table: str, columns: Sequence[str],
-                rows: Sequence[Mapping[str, object]], conflict: str = "") -> None:  # fmt: skip
+                rows: Sequence[Mapping[str, object]], conflict: str = "",
+                strict: bool = True) -> None:  # fmt: skip
     """Bulk insert through Arrow (one statement for many rows). Every row holds every column
-    (numerate.store.rows): a row without one is a StoreError naming it, never a NULL."""
+    (`check_columns`); `strict=False` (rows replayed from a journal, which an earlier version
+    may have written with fewer columns) reads a missing column as NULL."""
     if not rows:
         return
     import pyarrow as pa
 
-    try:
-        batch = pa.Table.from_pydict({c: [r[c] for r in rows] for c in columns})
-    except KeyError as error:
-        raise StoreError(f"a {table} row has no column {error.args[0]!r}") from None
+    if strict:
+        check_columns(table, columns, rows)
+    batch = pa.Table.from_pydict({c: [r.get(c) for r in rows] for c in columns})
     names = ", ".join(columns)
     con.register("incoming_rows", batch)
     try:

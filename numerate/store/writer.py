@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 
 from numerate.store import access, journal
 from numerate.store.schema import JOURNALED, StoreError, migrate, now, transaction
-from numerate.store.tables import Tables, insert_rows
+from numerate.store.tables import Tables, check_columns, insert_rows
 
 __all__ = ["Store", "StoreError", "flush_seconds", "now"]
 
@@ -154,7 +154,9 @@ class Store(Tables):
             by_table.setdefault(table, []).append(row)
         for table, table_rows in by_table.items():
             columns, conflict = JOURNALED[table]
-            insert_rows(con, table, columns, table_rows, conflict)
+            # checked when received (`receive`); a journal of an earlier version may lack a
+            # column added since: NULL, as the schema's default
+            insert_rows(con, table, columns, table_rows, conflict, strict=False)
 
     def _write_journal(self, con: Any) -> None:
         if self._journal is None:
@@ -191,6 +193,7 @@ class Store(Tables):
             raise ValueError(f"not a journaled table: {table!r}")
         if not rows:
             return
+        check_columns(table, JOURNALED[table][0], rows)  # refused here, in the caller's code
         if self.memory:
             with self.session() as con:
                 columns, conflict = JOURNALED[table]

@@ -16,7 +16,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from numerate.store import DatabaseBusy, Store
+from numerate.store import DatabaseBusy, Store, StoreError
 from numerate.store.access import connect, holder
 from numerate.store.journal import Journal, journal_dir, live_owners, orphans, read_segment
 from numerate.store.migrations import MIGRATIONS
@@ -365,3 +365,26 @@ def test_a_run_past_the_wait_fails_in_one_line_and_the_same_command_resumes_it(t
     assert (runs, responses) == (1, 60)  # one run, resumed, with every answer
     # nothing asked twice but what was in flight when the first process stopped
     assert len(logged(log)) - 60 <= 4, f"{len(logged(log))} requests for 60 cases ({sent} first)"
+
+
+def test_a_row_without_a_column_is_refused_where_it_is_received(db_path):
+    row = completion("h1")
+    del row["revision"]
+    with pytest.raises(StoreError, match="a completions row has no column 'revision'"):
+        Store.open(db_path).receive("completions", [row])
+    assert Store.open(db_path).get_completions(["h1"]) == {}  # nothing half-written
+
+
+def test_a_journal_of_an_earlier_version_is_replayed_with_null_for_a_newer_column(db_path):
+    """A journal a process of an earlier version left behind (its rows lack a column added
+    since) is still written by the next process: the missing column is NULL."""
+    Store.open(db_path)
+    Store.close_all()
+    row = {k: v for k, v in completion("old").items() if k != "revision"}
+    row["created_at"] = row["created_at"].isoformat()
+    folder = journal_dir(db_path)
+    folder.mkdir(exist_ok=True)
+    (folder / "dead.owner").write_text("")
+    (folder / "dead.000001.jsonl").write_text(json.dumps(["completions", row]) + "\n")
+    stored = Store.open(db_path).get_completions(["old"])
+    assert stored["old"]["revision"] is None and stored["old"]["text"] == "Answer: 1"
