@@ -21,6 +21,7 @@ import hashlib
 import polars as pl
 
 from numerate.kernel.stats import chance_adjusted, wilson_interval
+from numerate.store.queries import POOLED
 
 OUTCOMES = ("correct", "wrong", "unparsed", "truncated", "error")
 
@@ -103,7 +104,7 @@ def aggregate(responses: pl.DataFrame, cases: pl.DataFrame) -> tuple[pl.DataFram
     summaries = pl.concat(
         [
             by_manifold.with_columns(level=pl.lit("manifold")),
-            by_model.with_columns(level=pl.lit("model"), manifold=pl.lit("*")),
+            by_model.with_columns(level=pl.lit("model"), manifold=pl.lit(POOLED)),
         ],
         how="diagonal",
     )

@@ -83,7 +83,7 @@ class ModelConfig(BaseModel):
     the endpoint serves (column `model_id`), written `model` in a config file."""
 
     model_config = ConfigDict(
-        **_STRICT, serialize_by_alias=True, validate_by_alias=True, validate_by_name=True
+        **_STRICT, serialize_by_alias=True, validate_by_alias=True, validate_by_name=False
     )
 
     name: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:/@+-]+$")

@@ -275,3 +275,16 @@ def test_each_command_lives_in_the_module_named_after_it():
     helpers = {"__init__", "__main__", "app", "common"}
     modules = {p.stem for p in (PACKAGE / "cli").glob("*.py")} - helpers
     assert modules == set(where), "a module of numerate/cli that holds no command of its name"
+
+
+def test_nothing_imports_a_card_folder_by_its_own_name():
+    """`flows/`, `tasks/`, ... are links: imported as `kernel.errors` from the repository
+    root they would be second copies of numerate's modules (another ConfigError class)."""
+    old = re.compile(rf"^\s*(from|import) ({'|'.join(CARD_FOLDERS)})\b", re.MULTILINE)
+    found = [
+        str(path.relative_to(ROOT))
+        for folder in ("numerate", "tests", "bench")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        if old.search(path.read_text(encoding="utf-8"))
+    ]
+    assert found == []

@@ -103,8 +103,8 @@ def prepare(
         reuse_local_server()
         server = TemporaryServer()  # starts while the endpoints are checked
         checked = asyncio.run(preflight(sweep_config, db_path, fresh, starting, server.wait))
+        say_what_preflight_found(sweep_config, checked)  # RunFailed when nothing can run
         starting = None  # the store holds it now
-        say_what_preflight_found(sweep_config, checked)
     except NumerateError as error:
         if starting is not None:
             starting.close()

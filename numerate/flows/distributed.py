@@ -65,7 +65,7 @@ async def distributed_sweep(
             results/numerate.duckdb).
         work_dir: where each part keeps its own database (on the machine that runs it).
     """
-    db = results_database(db)
+    db = results_database(db, config.db)
     results_dir = config.results_dir or os.path.join(work_dir, "shards")
     parts = split_by_model(config, results_dir)
     futures = [

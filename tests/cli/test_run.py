@@ -85,6 +85,7 @@ def test_an_unreachable_endpoint_gives_one_clear_error_line(tmp_path):
     )
     assert "cannot reach model 'gone' at http://127.0.0.1:9/v1" in line
     assert not db.exists()  # no model could run: nothing was written
+    assert not (tmp_path / "r.duckdb.journal").exists()  # nor left behind
 
 
 def test_a_wrong_api_key_gives_one_clear_error_line(tmp_path, fake_openai, monkeypatch):

@@ -117,10 +117,12 @@ def test_an_adaptive_entry_plans_up_to_max_count_and_survives_a_round_trip():
 
 def test_a_model_s_id_is_model_in_a_config_file_and_model_id_in_code():
     """`model` in YAML (and in the stored config, so fingerprints do not change), `model_id`
-    as an attribute, as the results name it; `model_id` is read too."""
+    as an attribute, as the results name it; a file keeps one spelling (`model_id` is an
+    unknown key there)."""
     model = parse_sweep_config(base()).models[0]
     assert model.model_id == "baseline:random"
     assert model.model_dump()["model"] == "baseline:random"
     assert "model_id" not in model.model_dump()
     named = base(models=[{"name": "m", "model_id": "served-id", "base_url": "http://x"}])
-    assert parse_sweep_config(named).models[0].model_id == "served-id"
+    with pytest.raises(ConfigError, match="model_id"):
+        parse_sweep_config(named)

@@ -30,9 +30,10 @@ class Endpoint:
         self.most_in_flight = max(self.most_in_flight, self.in_flight)
         self.firsts.append(first)
         try:
-            await asyncio.sleep(0.01)
             if self.fail_on is not None and first == self.fail_on:
+                await asyncio.sleep(0.01)
                 raise OSError("endpoint went away")
+            await asyncio.sleep(0.01 if self.fail_on is None else 5)
             self.asked += [c.case_id for c in cases]
             return [
                 {"manifold": c.manifold, "point_key": c.point_key, "case_id": c.case_id,
@@ -72,4 +73,5 @@ def test_a_failing_batch_cancels_the_one_in_flight_and_raises():
     with pytest.raises(OSError, match="went away"):
         asyncio.run(ask_in_batches(Sampler([(None, planned(count=60))]), 25, endpoint.ask))
     assert endpoint.in_flight == 0  # nothing is left running
+    assert endpoint.cancelled == 1  # the batch in flight beside it was cancelled, not awaited
     assert endpoint.firsts == [0, 25]  # no batch was asked after the failure
