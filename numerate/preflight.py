@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from numerate.config import SweepConfig
 from numerate.endpoints import check_concurrency_limit, check_endpoints
-from numerate.store import Store
+from numerate.store import Store, queries
 from numerate.store.journal import Journal
 
 
@@ -75,5 +75,6 @@ async def preflight(
     if not fresh:
         run_id = await asyncio.to_thread(store.unfinished_run, config.name, config.fingerprint())
         if run_id and store.claim_run(run_id):
-            resuming, answered = run_id, await asyncio.to_thread(store.answer_count, run_id)
+            run = await asyncio.to_thread(queries.run_record, store, run_id)
+            resuming, answered = run_id, run.answered if run else 0
     return dataclasses.replace(found, resuming=resuming, answered=answered)

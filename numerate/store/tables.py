@@ -177,11 +177,6 @@ class Tables:
                 [sweep_name, config_hash, mine],
             )
 
-    def answer_count(self, run_id: str) -> int:
-        """Answers a run holds."""
-        [(n,)] = self.query("SELECT count(*) FROM responses WHERE run_id = ?", [run_id])
-        return int(n)
-
     # ------------------------------------------------------------------ cases and answers
 
     def put_cases(self, rows: Sequence[CaseRow]) -> None:
