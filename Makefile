@@ -38,6 +38,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/rate_limit.py
 	$(BIN)/python bench/startup.py
 	$(BIN)/python bench/adaptive.py
+	$(BIN)/python bench/statistics.py
 	$(BIN)/python bench/contention.py
 
 clean:

@@ -5,7 +5,7 @@ the grid point (the list length): about 100% at length 2, 95% at 4, 75% at 6, 50
 knows each case's target by its prompt and errs by one, deterministically per case). The same
 sweep runs twice: with `precision: {ci_width: 0.10, min_count: 20, max_count: 400, step: 20}`,
 and with `count: 400` (the fixed count whose 95% Wilson interval is at most 0.10 wide at any
-accuracy: 385, rounded up to a whole step). Reported: requests of each, the saving, and the
+accuracy: 382, rounded up to a whole step). Reported: requests of each, the saving, and the
 widest interval of each.
 
 Run with `make bench` or `python bench/adaptive.py`.

@@ -1,13 +1,22 @@
 """Aggregation of graded responses into per-point and summary statistics. Pure polars.
 
-Definitions (README, "Results in DuckDB"):
-- n: cases; n_scored = n - error (a transport error says nothing about the model).
-- accuracy = correct / n_scored, with its 95% Wilson interval; unparsed and truncated
-  responses count as not correct.
+Definitions (README, "Results in DuckDB" and "How summaries weigh grid points"):
+- n: answers; n_scored = n - error (a transport error says nothing about the model).
+- A point's accuracy = correct / n_scored, with its 95% Wilson interval; with `samples: k`
+  the interval and the standard error `se` treat the case as the unit (numerate.kernel.design).
+  Unparsed and truncated responses count as not correct.
+- A summary (per manifold, and `*` per model over every manifold) is the mean over its grid
+  points with a scored answer, each point weighing the same whatever its count (fixed,
+  adaptive): accuracy, its interval and `se`, the chance floors, truncation and unparsed
+  rates and the multi-sample figures; `points` says how many. Counts (n, correct, ...),
+  error_rate, tokens and latency stay totals and means over answers: they describe what the
+  run spent, not the model's accuracy.
 - chance: the floor no reasoning is needed to reach, per case the stronger of a uniform guess
   (chance_random) and the manifold's trivial strategy (chance_heuristic); means over the
   scored cases; chance_adjusted = (accuracy - chance) / (1 - chance).
-- n counts answers: with `samples: k` a case gives k of them.
+- samples: answers per case (k); with k > 1, pass_at_k (Chen et al.'s unbiased estimator),
+  maj_at_k (majority vote over the answers read) and consistency (share of cases whose
+  answers all agree), means over cases (numerate.kernel.samples); null with k = 1.
 - summaries carry their case set: a hash of the case ids they cover (with the generator
   version in each id) and the manifolds; figures are comparable only within one case set.
 - truncation_rate, unparsed_rate over n_scored; error_rate over n.
@@ -17,13 +26,22 @@ Definitions (README, "Results in DuckDB"):
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
+from typing import Any
 
 import polars as pl
 
-from numerate.kernel.stats import chance_adjusted, wilson_interval
+from numerate.kernel.design import Estimate, case_clustered, point_mean
+from numerate.kernel.samples import agrees, majority_vote, pass_at_k
+from numerate.kernel.stats import chance_adjusted
 from numerate.store.queries import POOLED
 
 OUTCOMES = ("correct", "wrong", "unparsed", "truncated", "error")
+POINT_KEYS = ["run_id", "model", "manifold", "point_key"]
+FLOORS = ["chance", "chance_random", "chance_heuristic"]
+MULTI_SAMPLE = ["pass_at_k", "maj_at_k", "consistency"]
+POINT_MEANS = [*FLOORS, "truncation_rate", "unparsed_rate", *MULTI_SAMPLE]
+"""What a summary averages over its points (besides accuracy)."""
 
 
 def _scored_mean(column: str) -> pl.Expr:
@@ -33,39 +51,114 @@ def _scored_mean(column: str) -> pl.Expr:
     ).alias(column)
 
 
-def _counts(group_by: list[str]) -> list[pl.Expr]:
+def _counts() -> list[pl.Expr]:
     return [
         pl.len().alias("n"),
         *[(pl.col("outcome") == o).sum().cast(pl.Int32).alias(o) for o in OUTCOMES],
-        *[_scored_mean(c) for c in ("chance", "chance_random", "chance_heuristic")],
         pl.col("completion_tokens").cast(pl.Float64).mean().alias("mean_completion_tokens"),
         pl.col("completion_tokens").cast(pl.Float64).median().alias("median_completion_tokens"),
         pl.col("latency_s").mean().alias("mean_latency_s"),
     ]
 
 
-def _rates(frame: pl.DataFrame) -> pl.DataFrame:
+def _with_rates(frame: pl.DataFrame) -> pl.DataFrame:
     frame = frame.with_columns(
         n=pl.col("n").cast(pl.Int32),
         n_scored=(pl.col("n") - pl.col("error")).cast(pl.Int32),
     )
     scored = pl.col("n_scored")
-    frame = frame.with_columns(
-        accuracy=pl.when(scored > 0).then(pl.col("correct") / scored),
+    return frame.with_columns(
         truncation_rate=pl.when(scored > 0).then(pl.col("truncated") / scored),
         unparsed_rate=pl.when(scored > 0).then(pl.col("unparsed") / scored),
         error_rate=pl.col("error") / pl.col("n"),
     )
-    intervals = [
-        wilson_interval(c, n) for c, n in zip(frame["correct"], frame["n_scored"], strict=True)
+
+
+def _estimate_columns(estimates: Sequence[Estimate], chance: pl.Series) -> dict[str, pl.Series]:
+    return {
+        "accuracy": pl.Series([e.value for e in estimates], dtype=pl.Float64),
+        "se": pl.Series([e.se for e in estimates], dtype=pl.Float64),
+        "ci_low": pl.Series([e.low for e in estimates], dtype=pl.Float64),
+        "ci_high": pl.Series([e.high for e in estimates], dtype=pl.Float64),
+        "chance_adjusted": pl.Series(
+            [chance_adjusted(e.value, c) for e, c in zip(estimates, chance, strict=True)],
+            dtype=pl.Float64,
+        ),
+    }
+
+
+def _case_figures(row: dict[str, Any]) -> dict[str, Any]:
+    """A point's estimate and multi-sample figures from its cases' lists (one entry per case:
+    correct and scored counts, and the scored samples' answers and grades)."""
+    cases = list(zip(row["case_correct"], row["case_scored"], strict=True))
+    estimate = case_clustered(cases)
+    samples = max(row["case_answers"], default=1)
+    figures: dict[str, Any] = {"estimate": estimate, "samples": samples}
+    if samples > 1:
+        votes = zip(cases, row["case_votes"], row["case_grades"], strict=True)
+        scored = [(c, s, a, g) for (c, s), a, g in votes if s > 0]
+        if scored:
+            figures["pass_at_k"] = sum(pass_at_k(s, c, min(samples, s)) for c, s, _, _ in scored)
+            figures["pass_at_k"] /= len(scored)
+            majority = [majority_vote(list(zip(a, g, strict=True))) for _, _, a, g in scored]
+            figures["maj_at_k"] = sum(majority) / len(majority)
+        several = [a for _, s, a, _ in scored if s > 1]
+        if several:
+            figures["consistency"] = sum(agrees(a) for a in several) / len(several)
+    return figures
+
+
+def _points(joined: pl.DataFrame) -> tuple[pl.DataFrame, list[Estimate]]:
+    scored = pl.col("outcome") != "error"
+    per_case = joined.group_by([*POINT_KEYS, "case_id"]).agg(
+        answers=pl.len(),
+        scored=scored.sum(),
+        correct=(pl.col("outcome") == "correct").sum(),
+        votes=pl.col("answer").filter(scored),
+        grades=(pl.col("outcome") == "correct").filter(scored),
+    )
+    lists = per_case.group_by(POINT_KEYS).agg(
+        case_answers="answers", case_scored="scored", case_correct="correct",
+        case_votes="votes", case_grades="grades",
+    )  # fmt: skip
+    counts = joined.group_by(POINT_KEYS).agg(
+        *_counts(), *[_scored_mean(c) for c in FLOORS], pl.col("params").first()
+    )
+    points = _with_rates(counts.join(lists, on=POINT_KEYS)).sort(POINT_KEYS)
+    figures = [_case_figures(row) for row in points.iter_rows(named=True)]
+    estimates = [f["estimate"] for f in figures]
+    points = points.drop("case_answers", "case_scored", "case_correct", "case_votes", "case_grades")
+    return points.with_columns(
+        **_estimate_columns(estimates, points["chance"]),
+        samples=pl.Series([f["samples"] for f in figures], dtype=pl.Int32),
+        **{c: pl.Series([f.get(c) for f in figures], dtype=pl.Float64) for c in MULTI_SAMPLE},
+    ), estimates
+
+
+def _summaries(
+    joined: pl.DataFrame, points: pl.DataFrame, estimates: Sequence[Estimate], keys: list[str]
+) -> pl.DataFrame:
+    """Per group of points: totals over answers, and the mean over points of the rest."""
+    case_set = [
+        pl.col("case_id").unique().sort().str.join(",").alias("case_set"),
+        pl.col("manifold").unique().sort().str.join(",").alias("manifolds"),
     ]
-    adjusted = [
-        chance_adjusted(a, c) for a, c in zip(frame["accuracy"], frame["chance"], strict=True)
-    ]
-    return frame.with_columns(
-        ci_low=pl.Series([lo for lo, _ in intervals], dtype=pl.Float64),
-        ci_high=pl.Series([hi for _, hi in intervals], dtype=pl.Float64),
-        chance_adjusted=pl.Series(adjusted, dtype=pl.Float64),
+    totals = _with_rates(joined.group_by(keys).agg(*_counts(), *case_set)).drop(
+        "truncation_rate", "unparsed_rate"
+    )
+    indexed = points.with_row_index("point").with_columns(has_scored=pl.col("n_scored") > 0)
+    means = indexed.group_by(keys).agg(
+        points=pl.col("has_scored").sum().cast(pl.Int32),
+        point_indices=pl.col("point"),
+        # over the points with a scored answer; the floors over all when none has one
+        **{c: pl.coalesce(pl.col(c).filter("has_scored").mean(), pl.col(c).mean())
+           if c in FLOORS else pl.col(c).filter("has_scored").mean() for c in POINT_MEANS},
+        samples=pl.col("samples").max(),
+    )  # fmt: skip
+    frame = totals.join(means, on=keys)
+    group_estimates = [point_mean([estimates[i] for i in rows]) for rows in frame["point_indices"]]
+    return frame.drop("point_indices").with_columns(
+        **_estimate_columns(group_estimates, frame["chance"])
     )
 
 
@@ -74,43 +167,37 @@ def aggregate(responses: pl.DataFrame, cases: pl.DataFrame) -> tuple[pl.DataFram
 
     Args:
         responses: one row per graded response: run_id, model, manifold, case_id, point_key,
-            outcome, completion_tokens, latency_s.
+            outcome, completion_tokens, latency_s, and answer (the answer as read, for the
+            multi-sample figures; null or absent when none).
         cases: case_id, params (JSON text), chance, chance_random, chance_heuristic (null
             for cases stored before heuristics existed).
     """
-    floors = ["chance", "chance_random", "chance_heuristic"]
     if "chance_random" not in cases.columns:
         cases = cases.with_columns(chance_random=pl.col("chance"))
     if "chance_heuristic" not in cases.columns:
         cases = cases.with_columns(chance_heuristic=pl.lit(None, dtype=pl.Float64))
-    joined = responses.join(
-        cases.select("case_id", "params", *floors).with_columns(pl.col(floors).cast(pl.Float64)),
+    if "answer" not in responses.columns:
+        responses = responses.with_columns(answer=pl.lit(None, dtype=pl.String))
+    joined = responses.with_columns(pl.col("answer").cast(pl.String)).join(
+        cases.select("case_id", "params", *FLOORS).with_columns(pl.col(FLOORS).cast(pl.Float64)),
         on="case_id",
         how="left",
     )
     if joined["chance"].null_count():
         missing = joined.filter(pl.col("chance").is_null())["case_id"][0]
         raise ValueError(f"response for case {missing!r} has no stored case")
-    point_keys = ["run_id", "model", "manifold", "point_key"]
-    points = _rates(
-        joined.group_by(point_keys).agg(*_counts(point_keys), pl.col("params").first())
-    ).sort(point_keys)
-    case_set = [
-        pl.col("case_id").unique().sort().str.join(",").alias("case_set"),
-        pl.col("manifold").unique().sort().str.join(",").alias("manifolds"),
-    ]
-    by_manifold = joined.group_by(["run_id", "model", "manifold"]).agg(*_counts([]), *case_set)
-    by_model = joined.group_by(["run_id", "model"]).agg(*_counts([]), *case_set)
+    points, estimates = _points(joined)
     summaries = pl.concat(
         [
-            by_manifold.with_columns(level=pl.lit("manifold")),
-            by_model.with_columns(level=pl.lit("model"), manifold=pl.lit(POOLED)),
+            _summaries(joined, points, estimates, ["run_id", "model", "manifold"]).with_columns(
+                level=pl.lit("manifold")
+            ),
+            _summaries(joined, points, estimates, ["run_id", "model"]).with_columns(
+                level=pl.lit("model"), manifold=pl.lit(POOLED)
+            ),
         ],
         how="diagonal",
-    )
-    summaries = _rates(summaries).with_columns(
-        case_set=pl.col("case_set").map_elements(case_set_id, return_dtype=pl.String)
-    )
+    ).with_columns(case_set=pl.col("case_set").map_elements(case_set_id, return_dtype=pl.String))
     return points, summaries.sort(["level", "run_id", "model", "manifold"])
 
 

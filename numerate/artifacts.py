@@ -79,8 +79,14 @@ def numgen_markdown(
 
 def comparison_lines(source: Source, base: str, new: str) -> list[str]:
     """The paired comparison of `new` with `base` (numerate.compare, per model and manifold)
-    as Markdown lines: its summary line and the table."""
-    from numerate.compare import compare_runs, for_display, run_answers, summary_line
+    as Markdown lines: its summary line, what it could have seen and the table."""
+    from numerate.compare import (
+        compare_runs,
+        detectable_line,
+        for_display,
+        run_answers,
+        summary_line,
+    )
     from numerate.report import render
 
     comparison = compare_runs(run_answers(source, base), run_answers(source, new))
@@ -90,22 +96,27 @@ def comparison_lines(source: Source, base: str, new: str) -> list[str]:
     return [
         f"Against `{base}` (`numerate compare {base} {new}`): {summary_line(comparison)}.",
         "",
+        f"What it could see: {detectable_line(comparison)}.",
+        "",
         *table,
     ]
 
 
-def find_regressions(source: Source, base: str, new: str) -> list[str]:
-    """Each model x manifold significantly worse in `new` than in `base`, as a line:
-    "oracle/objects 1.000 -> 0.400 (p = 0.0001)"."""
-    from numerate.compare import compare_runs, run_answers
+def find_regressions(
+    source: Source, base: str, new: str, alpha: float = 0.05
+) -> tuple[list[str], str]:
+    """Each model x manifold significantly worse in `new` than in `base` at family-wise
+    `alpha`, as a line ("oracle/objects 1.000 -> 0.400 (p = 0.0001)"), and what the
+    comparison could have seen (numerate.compare.detectable_line)."""
+    from numerate.compare import compare_runs, detectable_line, run_answers
 
-    comparison = compare_runs(run_answers(source, base), run_answers(source, new))
+    comparison = compare_runs(run_answers(source, base), run_answers(source, new), alpha=alpha)
     worse = comparison.filter(comparison["verdict"] == "regression")
     return [
         f"{row['model']}/{row['manifold']} {row['base_accuracy']:.3f} -> "
         f"{row['new_accuracy']:.3f} (p = {row['p_holm']:.2g})"
         for row in worse.iter_rows(named=True)
-    ]
+    ], detectable_line(comparison, alpha)
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:

@@ -4,19 +4,26 @@ The statistics (compare_runs) are pure polars. Reading a run's answers (run_answ
 query) goes through any source with `.frame(sql, params)`: a numerate.store.reader.Reader for
 `numerate compare`, or a numerate.store.Store.
 
-Statistics (README, "Comparing runs"): per group, each run's accuracy with its Wilson 95%
-interval; the paired difference with the Bonett–Price adjusted Wald interval; the exact
-McNemar test on the discordant pairs; Holm's adjustment across all groups of one comparison.
+Statistics (README, "Comparing runs"): pairs are counted per grid point, and a group of
+points (a model x manifold) is their mean with equal point weights, as in every summary
+(numerate.kernel.design): each run's accuracy with its 95% interval; the paired difference
+with the Bonett–Price adjusted Wald interval and the exact McNemar test, both on the group's
+effective counts (its per-point shares times its effective number of pairs: with equal counts
+per point, exactly its pooled counts); Holm's adjustment across the groups with a discordant
+pair; and the smallest drop the group would flag with 80% probability (numerate.kernel.power).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any, Literal, get_args
 
 import polars as pl
 
-from numerate.kernel.stats import holm, mcnemar_exact, paired_difference_interval, wilson_interval
+from numerate.kernel.design import binomial, point_mean
+from numerate.kernel.power import minimum_detectable_drop
+from numerate.kernel.stats import holm_over_discordant, mcnemar_exact, paired_difference_bounds
 from numerate.store import queries
 from numerate.store.queries import Source
 
@@ -26,6 +33,7 @@ __all__ = [
     "answers_from_outcomes",
     "any_regression",
     "compare_runs",
+    "detectable_line",
     "for_display",
     "relabel_model",
     "run_answers",
@@ -124,25 +132,35 @@ def _counts(base: pl.DataFrame, new: pl.DataFrame, keys: list[str]) -> pl.DataFr
     )
 
 
-def _group_statistics(row: dict[str, Any]) -> dict[str, Any]:
-    n, lost, gained = row["n"], row["lost"], row["gained"]
-    base_low, base_high = wilson_interval(row["base_correct"], n)
-    new_low, new_high = wilson_interval(row["new_correct"], n)
-    low, high = paired_difference_interval(lost, gained, n)
-    compared = n > 0
-    return {
-        "base_accuracy": row["base_correct"] / n if compared else None,
-        "base_low": base_low,
-        "base_high": base_high,
-        "new_accuracy": row["new_correct"] / n if compared else None,
-        "new_low": new_low,
-        "new_high": new_high,
-        "difference": (gained - lost) / n if compared else None,
-        "difference_low": low,
-        "difference_high": high,
-        "p_value": mcnemar_exact(lost, gained) if compared else None,
-        "p_holm": None,
-    }
+def _combine(points: list[dict[str, Any]]) -> dict[str, Any]:
+    """A group's counts and paired statistics from its points' counts: totals, then the
+    equal-weight means over the points with a pair and the group's effective counts."""
+    group = {c: sum(p[c] for p in points) for c in _COUNTS}
+    paired = [p for p in points if p["n"] > 0]
+    if not paired:
+        return group | {"points": 0} | dict.fromkeys(_STATISTICS)
+    k, pairs = len(paired), group["n"]
+    base = point_mean([binomial(p["base_correct"], p["n"]) for p in paired])
+    new = point_mean([binomial(p["new_correct"], p["n"]) for p in paired])
+    lost = sum(p["lost"] / p["n"] for p in paired) / k
+    gained = sum(p["gained"] / p["n"] for p in paired) / k
+    difference = gained - lost
+    # the variance of the mean of per-point differences, as an effective number of pairs
+    variance = sum(
+        ((p["lost"] + p["gained"]) / p["n"] - ((p["gained"] - p["lost"]) / p["n"]) ** 2) / p["n"]
+        for p in paired
+    ) / (k * k)
+    spread = lost + gained - difference * difference
+    effective = pairs if variance <= 0 or spread <= 0 else min(pairs, spread / variance)
+    low, high = paired_difference_bounds(lost * effective, gained * effective, effective)
+    return group | {
+        "points": k,
+        "base_accuracy": base.value, "base_low": base.low, "base_high": base.high,
+        "new_accuracy": new.value, "new_low": new.low, "new_high": new.high,
+        "difference": difference, "difference_low": low, "difference_high": high,
+        "effective_lost": round(lost * effective), "effective_gained": round(gained * effective),
+        "effective_n": round(effective),
+    }  # fmt: skip
 
 
 def _note(row: dict[str, Any]) -> str:
@@ -183,27 +201,61 @@ def compare_runs(
         new: the run under test, the same columns.
         by: "manifold" groups by model x manifold; "point" by model x manifold x point_key.
         alpha: family-wise error rate: a group's verdict is a regression or improvement when
-            its Holm-adjusted McNemar p-value is below alpha, else "no change".
+            its Holm-adjusted McNemar p-value is below alpha, else "no change". Holm runs
+            over the groups with a discordant pair; the others get p_holm = 1.
 
     Returns one row per group: the keys, n (pairs), n_base_only, n_new_only, n_errors,
-    base_accuracy / new_accuracy with their Wilson bounds (*_low, *_high), difference
-    (new - base) with difference_low / difference_high, lost (base right, new wrong:
-    McNemar's b), gained (base wrong, new right: c), p_value, p_holm, verdict, note.
+    base_correct, new_correct, points (grid points with a pair), base_accuracy /
+    new_accuracy (means over the points) with their 95% bounds (*_low, *_high), difference
+    (new - base, mean over the points) with difference_low / difference_high, lost (base
+    right, new wrong: McNemar's b), gained (base wrong, new right: c), p_value, p_holm,
+    detectable_drop (the smallest true drop flagged with 80% probability; null when none
+    would be), verdict, note.
     """
     if by not in GROUPINGS:
         raise ValueError(f"by={by!r}: choose {' or '.join(GROUPINGS)}")
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha={alpha}: need 0 < alpha < 1")
-    keys = ["model", "manifold"] + (["point_key"] if by == "point" else [])
-    counts = _counts(_checked(base, "base"), _checked(new, "new"), keys)
-    rows = [row | _group_statistics(row) for row in counts.iter_rows(named=True)]
-    tested = [i for i, row in enumerate(rows) if row["p_value"] is not None]
-    for i, adjusted in zip(tested, holm([rows[i]["p_value"] for i in tested]), strict=True):
-        rows[i]["p_holm"] = adjusted
+    point_keys = ["model", "manifold", "point_key"]
+    keys = point_keys if by == "point" else ["model", "manifold"]
+    counts = _counts(_checked(base, "base"), _checked(new, "new"), point_keys)
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for row in counts.iter_rows(named=True):
+        groups.setdefault(tuple(row[k] for k in keys), []).append(row)
+    rows = [dict(zip(keys, key, strict=True)) | _combine(points) for key, points in groups.items()]
     for row in rows:
+        compared = row["points"] > 0
+        row["p_value"] = (
+            mcnemar_exact(row["effective_lost"], row["effective_gained"]) if compared else None
+        )
+    tested = [i for i, row in enumerate(rows) if row["p_value"] is not None]
+    discordant = [rows[i]["lost"] + rows[i]["gained"] for i in tested]
+    adjusted = holm_over_discordant([rows[i]["p_value"] for i in tested], discordant)
+    family = max(1, sum(d > 0 for d in discordant))
+    for i, p_holm in zip(tested, adjusted, strict=True):
+        row = rows[i]
+        row["p_holm"] = p_holm
+        in_family = row["lost"] + row["gained"] > 0
+        row["detectable_drop"] = minimum_detectable_drop(
+            row["effective_n"],
+            min(row["effective_n"], row["effective_lost"] + row["effective_gained"]),
+            alpha,
+            family if in_family else family + (1 if any(discordant) else 0),
+        )
+    for row in rows:
+        row.setdefault("p_holm", None)
+        row.setdefault("detectable_drop", None)
         row["verdict"] = _verdict(row["difference"], row["p_holm"], alpha)
         row["note"] = _note(row)
-    return pl.DataFrame(rows, schema=_schema(keys))
+    schema = _schema(keys)
+    return pl.DataFrame([{c: row[c] for c in schema} for row in rows], schema=schema).sort(keys)
+
+
+_COUNTS = ("n", "n_base_only", "n_new_only", "n_errors", "base_correct", "new_correct",
+           "lost", "gained")  # fmt: skip
+_STATISTICS = ("base_accuracy", "base_low", "base_high", "new_accuracy", "new_low", "new_high",
+               "difference", "difference_low", "difference_high", "effective_lost",
+               "effective_gained", "effective_n")  # fmt: skip
 
 
 def _schema(keys: list[str]) -> dict[str, Any]:
@@ -213,9 +265,10 @@ def _schema(keys: list[str]) -> dict[str, Any]:
     return (
         {k: pl.String for k in keys}
         | {c: pl.Int64 for c in counts}
+        | {"points": pl.Int64}
         | {f: pl.Float64 for f in floats}
         | {"lost": pl.Int64, "gained": pl.Int64, "p_value": pl.Float64, "p_holm": pl.Float64}
-        | {"verdict": pl.String, "note": pl.String}
+        | {"detectable_drop": pl.Float64, "verdict": pl.String, "note": pl.String}
     )
 
 
@@ -250,6 +303,39 @@ def summary_line(comparison: pl.DataFrame) -> str:
     return "; ".join([line, *filter(None, extra)])
 
 
+def _drop(drop: float | None, compared: bool) -> str:
+    if not compared:
+        return "-"
+    return "none" if drop is None else f"{drop:.3f}"
+
+
+def detectable_line(comparison: pl.DataFrame, alpha: float = 0.05) -> str:
+    """What the comparison could see, in one line: "a drop of 9 points or more in any model x
+    manifold would have been caught (80% probability, alpha 0.05, 15 groups)", naming the
+    groups too small for any drop to be caught."""
+    compared = comparison.filter(pl.col("p_holm").is_not_null())
+    if compared.is_empty():
+        return "no group was compared, so no drop could have been caught"
+    group = "grid point" if "point_key" in comparison.columns else "model x manifold"
+    blind = compared.filter(pl.col("detectable_drop").is_null())
+    seen = compared["detectable_drop"].drop_nulls()
+    parts = []
+    if not seen.is_empty():
+        points = math.ceil(100 * float(seen.max()) - 1e-9)  # type: ignore[arg-type]
+        where = f"any {group}" if blind.is_empty() else f"any other {group}"
+        parts.append(f"a drop of {points} points or more in {where} would have been caught")
+    if not blind.is_empty():
+        names = ", ".join(
+            "/".join(str(row[k]) for k in ("model", "manifold", "point_key") if k in row)
+            for row in blind.iter_rows(named=True)
+        )
+        parts.append(f"too few pairs to catch any drop in {names}")
+    return "; ".join(parts) + (
+        f" (80% probability, alpha {alpha:g}, {compared.height} group"
+        f"{'' if compared.height == 1 else 's'})"
+    )
+
+
 def for_display(comparison: pl.DataFrame) -> pl.DataFrame:
     """A comparison made readable in a terminal or Markdown: each estimate with its 95%
     interval in one cell, the Holm-adjusted p-value, and the counts of unpaired or errored
@@ -277,6 +363,7 @@ def for_display(comparison: pl.DataFrame) -> pl.DataFrame:
             row["difference"], row["difference_low"], row["difference_high"], signed=True
         )
         shown |= {"lost": row["lost"], "gained": row["gained"], "p (Holm)": p(row["p_holm"])}
+        shown["detectable drop"] = _drop(row["detectable_drop"], row["p_holm"] is not None)
         shown["verdict"] = row["verdict"] or row["note"]
         rows.append(shown)
     return pl.DataFrame(rows) if rows else comparison

@@ -5,10 +5,9 @@ A frame holds one row per (model, manifold, grid point): model, manifold, point_
 (the point's parameters as JSON), n_scored, correct, and chance when the floor should be drawn.
 
 Where points are pooled (a curve averages over the grid parameters it does not show; a
-comparison sums a model's points on a manifold), accuracy is sum(correct) / sum(n_scored) and
-its 95% interval is the Wilson interval of the pooled counts. Every grid point has the same
-number of cases, so (errors aside) this is the plain mean of the points' accuracies; and since
-the grid is fixed, not sampled, the interval is if anything a little wide (conservative).
+comparison over a model's points on a manifold), the figure is the mean of the points'
+accuracies, each point weighing the same whatever its count, with the interval of that mean
+(numerate.kernel.design.point_mean, as in every summary numerate stores).
 
 matplotlib is imported inside the functions and draws on its Agg canvas, never through pyplot's
 global state: a library function must not open windows or keep figures alive.
@@ -29,8 +28,8 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import polars as pl
 
+from numerate.kernel.design import Estimate, binomial, point_mean
 from numerate.kernel.errors import ConfigError
-from numerate.kernel.stats import wilson_interval
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -147,24 +146,36 @@ def choose_x(points: pl.DataFrame, x: str | None = None) -> dict[str, str | None
     return chosen
 
 
+def _point_estimate(row: Mapping[str, Any]) -> Estimate:
+    se = row.get("se")
+    if se is None or row.get("accuracy") is None:  # a frame from elsewhere: binomial points
+        return binomial(int(row["correct"]), int(row["n_scored"]))
+    return Estimate(row["accuracy"], se, 0.0, 1.0, int(row["n_scored"]))
+
+
 def pool(points: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
-    """Points pooled per group: n_scored and correct summed, accuracy = correct / n_scored (null
-    without a scored case), its Wilson interval from the pooled counts, chance weighted by
-    n_scored when the frame has it. Groups keep their first appearance's order."""
-    scored = pl.col("n_scored")
-    sums = [scored.sum(), pl.col("correct").sum()]
-    if "chance" in points.columns:
-        weighted = (pl.col("chance") * scored).sum() / scored.sum()
-        sums.append(pl.when(scored.sum() > 0).then(weighted).alias("chance"))
-    pooled = points.group_by(list(by), maintain_order=True).agg(*sums)
-    intervals = [
-        wilson_interval(int(c), int(n))
-        for c, n in zip(pooled["correct"], pooled["n_scored"], strict=True)
-    ]
-    return pooled.with_columns(
-        accuracy=pl.when(scored > 0).then(pl.col("correct") / scored),
-        ci_low=pl.Series([low for low, _ in intervals], dtype=pl.Float64),
-        ci_high=pl.Series([high for _, high in intervals], dtype=pl.Float64),
+    """Points pooled per group: n_scored and correct summed; accuracy the mean of the points'
+    accuracies with its 95% interval (numerate.kernel.design.point_mean: equal point weights,
+    the case as the unit); chance, pass@k and maj@k, where the frame has them, means over the
+    points with a scored answer. Groups keep their first appearance's order."""
+    scored = pl.col("n_scored") > 0
+    means = [c for c in ("chance", "pass_at_k", "maj_at_k") if c in points.columns]
+    pooled = (
+        points.with_row_index("row")
+        .group_by(list(by), maintain_order=True)
+        .agg(
+            pl.col("n_scored").sum(),
+            pl.col("correct").sum(),
+            pl.col("row"),
+            *[pl.col(c).filter(scored).mean() for c in means],
+        )
+    )
+    rows = list(points.iter_rows(named=True))
+    estimates = [point_mean([_point_estimate(rows[i]) for i in group]) for group in pooled["row"]]
+    return pooled.drop("row").with_columns(
+        accuracy=pl.Series([e.value for e in estimates], dtype=pl.Float64),
+        ci_low=pl.Series([e.low for e in estimates], dtype=pl.Float64),
+        ci_high=pl.Series([e.high for e in estimates], dtype=pl.Float64),
     )
 
 

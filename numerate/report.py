@@ -22,15 +22,24 @@ def run_summaries(
     source: Source, run_id: str, models: Sequence[str] = (), manifolds: Sequence[str] = ()
 ) -> pl.DataFrame:
     """The run's summaries: per model over all manifolds (manifold '*'), then per manifold;
-    only the given models and manifolds when any are given."""
-    return queries.summaries(source, run_id, models, manifolds)
+    only the given models and manifolds when any are given. The multi-sample figures only
+    when some answer has several samples."""
+    return single_sample_trimmed(queries.summaries(source, run_id, models, manifolds))
 
 
 def run_points(
     source: Source, run_id: str, models: Sequence[str] = (), manifolds: Sequence[str] = ()
 ) -> pl.DataFrame:
     """The run's grid points, filtered like run_summaries."""
-    return queries.points(source, run_id, models, manifolds)
+    return single_sample_trimmed(queries.points(source, run_id, models, manifolds))
+
+
+def single_sample_trimmed(frame: pl.DataFrame) -> pl.DataFrame:
+    """The frame without the multi-sample columns when no row has more than one sample
+    (pass@k, maj@k and consistency say nothing then)."""
+    if "samples" not in frame.columns or (frame["samples"].fill_null(1) > 1).any():
+        return frame
+    return frame.drop([c for c in queries.MULTI_SAMPLE_COLUMNS if c in frame.columns])
 
 
 def require_known(

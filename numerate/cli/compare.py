@@ -59,10 +59,12 @@ def compare(
     --base-model and --new-model (BASE and NEW may be the same run); when each run holds
     exactly one model, under different names, those two are paired.
 
-    Each group gets both accuracies with 95% Wilson intervals, the paired difference with
-    its 95% interval, the exact McNemar test, and a verdict (regression, improvement or no
-    change) at --alpha after Holm's adjustment over all groups. Unparsed and truncated
-    answers count as wrong; pairs with an error on either side are left out and counted.
+    Each group gets both accuracies with 95% intervals, the paired difference with its 95%
+    interval (grid points weigh the same), the exact McNemar test, a verdict (regression,
+    improvement or no change) at --alpha after Holm's adjustment over the groups with a
+    discordant pair, and the smallest drop it would catch with 80% probability. Unparsed
+    and truncated answers count as wrong; pairs with an error on either side are left out
+    and counted.
 
     Exit codes: 0; 2 for bad input (unknown run, no shared cases); 4 with
     --fail-on-regression when any group regressed, so a nightly job can gate on
@@ -77,18 +79,25 @@ def compare(
         comparison = _compare(*pair, by=grouping, alpha=alpha, runs=runs)
     except NumerateError as error:
         fail(error)
-    _report(comparison, fmt, f"{runs[0]} -> {runs[1]}", fail_on_regression)
+    _report(comparison, fmt, f"{runs[0]} -> {runs[1]}", fail_on_regression, alpha)
 
 
-def _report(comparison: pl.DataFrame, fmt: Format, title: str, gate: bool) -> None:
-    """The comparison and its one-line summary (on stderr after CSV or JSON); with `gate`,
-    the regressions named on stderr and exit code 4 when there is any."""
-    from numerate.compare import EXIT_REGRESSION, any_regression, for_display, summary_line
+def _report(comparison: pl.DataFrame, fmt: Format, title: str, gate: bool, alpha: float) -> None:
+    """The comparison, its one-line summary and what it could see (on stderr after CSV or
+    JSON); with `gate`, the regressions named on stderr and exit code 4 when there is any."""
+    from numerate.compare import (
+        EXIT_REGRESSION,
+        any_regression,
+        detectable_line,
+        for_display,
+        summary_line,
+    )
     from numerate.report import render
 
     shown = for_display(comparison) if fmt in ("table", "markdown") else comparison
     typer.echo(render(shown, fmt, title=title), nl=False)
     typer.echo(summary_line(comparison), err=fmt in ("csv", "json"))
+    typer.echo(detectable_line(comparison, alpha), err=fmt in ("csv", "json"))
     if gate and any_regression(comparison):
         regressed = comparison.filter(comparison["verdict"] == "regression")
         keys = [k for k in ("model", "manifold", "point_key") if k in regressed.columns]

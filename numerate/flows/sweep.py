@@ -4,12 +4,13 @@ aggregate. Wiring only."""
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Coroutine, Iterator
-from typing import Any
+from typing import Annotated, Any
 
 from prefect import flow, get_run_logger, tags
 from prefect.client.schemas.objects import State
 from prefect.concurrency.asyncio import concurrency
 from prefect.states import Failed
+from pydantic import Field
 
 from numerate.adaptive import Sampler
 from numerate.config import (
@@ -213,18 +214,21 @@ async def nightly_sweep(
     config_path: str = "deployments/sweeps/nightly.yaml",
     db: str | None = None,
     fail_on_regression: bool = True,
+    regression_alpha: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.05,
 ) -> str | State:
     """The scheduled sweep: the config file's models and manifolds; returns the run id.
 
     With `fail_on_regression`, the flow run ends Failed, naming each regression, when some
     model x manifold is significantly worse than in the previous run of the sweep (the
-    comparison of the summary artifact, `numerate compare previous latest`)."""
+    comparison of the summary artifact, `numerate compare previous latest`) at family-wise
+    error rate `regression_alpha`: lower it for fewer false alarms, raise it to catch smaller
+    drops (README, "What the gate can see")."""
     sweep_config = load_sweep_config(config_path)
     db_path = results_database(db, sweep_config.db)
     with tags(*run_tags(sweep_config)):
         run_id = str(await sweep(sweep_config, db_path))  # a Failed run raises here
     if fail_on_regression:
-        found = await regressions(run_id, db_path)
+        found = await regressions(run_id, db_path, regression_alpha)
         if found:
             message = f"run {run_id} regressed against the previous run: {'; '.join(found)}"
             get_run_logger().error(message)

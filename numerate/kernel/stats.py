@@ -21,14 +21,29 @@ def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, flo
         raise ValueError(f"need 0 <= successes <= n, got successes={successes}, n={n}")
     if n == 0:
         return (0.0, 1.0)
-    p = successes / n
+    return wilson_bounds(successes / n, n, z)
+
+
+def wilson_bounds(p: float, n: float, z: float = Z_95) -> tuple[float, float]:
+    """The Wilson score interval of an estimate `p` worth `n` trials; `n` may be an effective
+    sample size (a design's answers divided by its design effect), so it need not be whole.
+
+    Args:
+        p: the estimate, 0 <= p <= 1.
+        n: trials, or effective trials; with n <= 0 nothing is known and the interval is (0, 1).
+        z: normal quantile (95% by default).
+    """
+    if not 0.0 <= p <= 1.0:  # also refuses NaN
+        raise ValueError(f"need 0 <= p <= 1, got p={p}")
+    if n <= 0:
+        return (0.0, 1.0)
     z2 = z * z
     centre = (p + z2 / (2 * n)) / (1 + z2 / n)
     half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
     # At p = 0 and p = 1 the bound on that side is exactly 0 or 1; floating point would
     # give 1e-17 or 0.9999999999999999 and leave the estimate outside its own interval.
-    low = 0.0 if successes == 0 else max(0.0, centre - half)
-    high = 1.0 if successes == n else min(1.0, centre + half)
+    low = 0.0 if p == 0.0 else max(0.0, min(p, centre - half))
+    high = 1.0 if p == 1.0 else min(1.0, max(p, centre + half))
     return (low, high)
 
 
@@ -106,9 +121,33 @@ def paired_difference_interval(b: int, c: int, n: int, z: float = Z_95) -> tuple
     """
     if b < 0 or c < 0 or b + c > n:
         raise ValueError(f"need b, c >= 0 and b + c <= n, got b={b}, c={c}, n={n}")
-    if n == 0:
+    return paired_difference_bounds(b, c, n, z)
+
+
+def paired_difference_bounds(b: float, c: float, n: float, z: float = Z_95) -> tuple[float, float]:
+    """paired_difference_interval for counts that need not be whole: a stratified design's
+    effective counts (its discordant shares times its effective number of pairs)."""
+    if n <= 0:
         return (-1.0, 1.0)
     lost, gained = (b + 1) / (n + 2), (c + 1) / (n + 2)
     centre = gained - lost
     half = z * math.sqrt(max(0.0, lost + gained - centre * centre) / (n + 2))
     return (max(-1.0, centre - half), min(1.0, centre + half))
+
+
+def holm_over_discordant(p_values: Sequence[float], discordant: Sequence[int]) -> list[float]:
+    """Holm's adjustment over the tests that can reject: a McNemar test of a group without a
+    discordant pair has p = 1 whatever happens (it conditions on the discordant count), so
+    such groups stay at 1 and do not enlarge the family. Family-wise error stays at alpha.
+
+    Args:
+        p_values: each group's raw p-value.
+        discordant: each group's discordant pairs (lost + gained).
+    """
+    if len(p_values) != len(discordant):
+        raise ValueError("need one discordant count per p-value")
+    tested = [i for i, d in enumerate(discordant) if d > 0]
+    adjusted = [1.0] * len(p_values)
+    for i, value in zip(tested, holm([p_values[i] for i in tested]), strict=True):
+        adjusted[i] = value
+    return adjusted

@@ -390,4 +390,40 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE points ADD COLUMN ci_width DOUBLE;
         """,
     ),
+    (
+        "summaries weigh grid points equally (design-independent); se, samples and the "
+        "multi-sample figures pass_at_k, maj_at_k, consistency on points and summaries",
+        """
+        ALTER TABLE points ADD COLUMN se DOUBLE;
+        ALTER TABLE points ADD COLUMN samples INTEGER;
+        ALTER TABLE points ADD COLUMN pass_at_k DOUBLE;
+        ALTER TABLE points ADD COLUMN maj_at_k DOUBLE;
+        ALTER TABLE points ADD COLUMN consistency DOUBLE;
+        ALTER TABLE summaries ADD COLUMN se DOUBLE;
+        ALTER TABLE summaries ADD COLUMN points INTEGER;
+        ALTER TABLE summaries ADD COLUMN samples INTEGER;
+        ALTER TABLE summaries ADD COLUMN pass_at_k DOUBLE;
+        ALTER TABLE summaries ADD COLUMN maj_at_k DOUBLE;
+        ALTER TABLE summaries ADD COLUMN consistency DOUBLE;
+
+        CREATE OR REPLACE VIEW leaderboard AS
+        WITH latest AS (
+            SELECT s.*, r.sweep_name, r.finished_at,
+                   row_number() OVER (
+                       PARTITION BY s.case_set, s.model ORDER BY r.started_at DESC
+                   ) AS recency
+            FROM summaries s JOIN runs r USING (run_id)
+            LEFT JOIN run_models m ON m.run_id = s.run_id AND m.model = s.model
+            WHERE s.level = 'model' AND r.status IN ('finished', 'degraded', 'failed')
+              AND coalesce(m.status, 'ok') <> 'failed'
+        )
+        SELECT case_set, manifolds,
+               rank() OVER (PARTITION BY case_set ORDER BY accuracy DESC NULLS LAST) AS rank,
+               model, sweep_name, run_id, finished_at, n, n_scored, points, accuracy, ci_low,
+               ci_high, chance, chance_adjusted, truncation_rate, unparsed_rate, error_rate,
+               mean_completion_tokens, samples, pass_at_k, maj_at_k, consistency
+        FROM latest WHERE recency = 1
+        ORDER BY case_set, accuracy DESC NULLS LAST, model;
+        """,
+    ),
 ]

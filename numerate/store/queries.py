@@ -17,16 +17,21 @@ if TYPE_CHECKING:
 POOLED = "*"
 """The `manifold` of a model's summary over every manifold of a run."""
 
+MULTI_SAMPLE_COLUMNS = ("samples", "pass_at_k", "maj_at_k", "consistency")
+"""Figures of runs with `samples: k > 1` (null otherwise); reports show them only then."""
 SUMMARY_COLUMNS = (
-    "model", "manifold", "n", "n_scored", "accuracy", "ci_low", "ci_high", "chance",
+    "model", "manifold", "n", "n_scored", "points", "accuracy", "ci_low", "ci_high", "chance",
     "chance_adjusted", "unparsed_rate", "truncation_rate", "error_rate", "mean_completion_tokens",
+    *MULTI_SAMPLE_COLUMNS,
 )  # fmt: skip
 POINT_COLUMNS = (
     "model", "manifold", "point_key", "n", "accuracy", "ci_low", "ci_high", "ci_width",
     "stop_reason", "chance_adjusted", "unparsed_rate", "truncation_rate", "error_rate",
+    *MULTI_SAMPLE_COLUMNS,
 )  # fmt: skip
 PLOTTED_POINT_COLUMNS = (
-    "model", "manifold", "point_key", "params", "n", "n_scored", "correct", "chance",
+    "model", "manifold", "point_key", "params", "n", "n_scored", "correct", "chance", "accuracy",
+    "se", *MULTI_SAMPLE_COLUMNS,
 )  # fmt: skip
 NUMGEN_METRIC_COLUMNS = (
     "n", "accuracy", "ci_low", "ci_high", "mwe", "knower_level", "human_correlation",
@@ -295,8 +300,8 @@ def stored_answers(source: Source, run_id: str) -> list[StoredAnswer]:
 def aggregation_inputs(source: Source, run_id: str) -> tuple[pl.DataFrame, pl.DataFrame]:
     """What numerate.aggregate reads of a run: its responses and their cases."""
     responses = source.frame(
-        "SELECT run_id, model, manifold, case_id, point_key, outcome, completion_tokens, "
-        "latency_s FROM responses WHERE run_id = ?",
+        "SELECT run_id, model, manifold, case_id, point_key, outcome, answer, "
+        "completion_tokens, latency_s FROM responses WHERE run_id = ?",
         [run_id],
     )
     cases = source.frame(

@@ -102,17 +102,21 @@ async def publish_numgen_artifacts(
 
 
 @task(cache_policy=NO_CACHE)
-async def regressions(run_id: str, db: str) -> list[str]:
+async def regressions(run_id: str, db: str, alpha: float = 0.05) -> list[str]:
     """The model x manifold groups of `run_id` significantly worse than in the previous run of
-    its sweep (numerate.compare, McNemar with Holm), one line each; [] without a previous run."""
+    its sweep (numerate.compare, McNemar with Holm at `alpha`), one line each, after a log
+    line saying what the comparison could see; [] without a previous run."""
     from numerate.artifacts import find_regressions
 
-    def find() -> list[str]:
+    def find() -> tuple[str | None, list[str], str]:
         store = Store.open(db)
         base = previous_run(store, run_id)
-        return find_regressions(store, base, run_id) if base else []
+        return (base, *find_regressions(store, base, run_id, alpha)) if base else (None, [], "")
 
-    return await asyncio.to_thread(find)
+    base, found, seen = await asyncio.to_thread(find)
+    if base:
+        get_run_logger().info("regression gate against %s: %s", base, seen)
+    return found
 
 
 @contextlib.asynccontextmanager

@@ -158,18 +158,21 @@ def test_a_database_of_an_older_schema_is_refused_by_readers_until_upgraded(two_
     old = tmp_path / "old.duckdb"
     shutil.copy(two_runs, old)
     con = duckdb.connect(str(old))
-    con.execute("DROP TABLE point_stops")
-    con.execute("ALTER TABLE points DROP COLUMN stop_reason")
-    con.execute("ALTER TABLE points DROP COLUMN ci_width")
-    con.execute("DELETE FROM schema_migrations WHERE version = 6")
+    # back to version 6: before se, samples and the multi-sample figures
+    con.execute("DROP VIEW leaderboard")
+    for column in ("se", "samples", "pass_at_k", "maj_at_k", "consistency"):
+        con.execute(f"ALTER TABLE points DROP COLUMN {column}")
+    for column in ("se", "points", "samples", "pass_at_k", "maj_at_k", "consistency"):
+        con.execute(f"ALTER TABLE summaries DROP COLUMN {column}")
+    con.execute("DELETE FROM schema_migrations WHERE version = 7")
     con.close()
     line = one_error_line(runner.invoke(app, ["report", "--db", str(old)]))
-    assert "schema version 5" in line and f"numerate upgrade --db {old}" in line
+    assert "schema version 6" in line and f"numerate upgrade --db {old}" in line
     upgraded = runner.invoke(app, ["upgrade", "--db", str(old)])
     assert upgraded.exit_code == 0, upgraded.output
-    assert "schema version 5 -> 6, every row kept" in upgraded.stdout
+    assert "schema version 6 -> 7, every row kept" in upgraded.stdout
     shown = runner.invoke(app, ["report", "--db", str(old), "--points", "--format", "json"])
     assert shown.exit_code == 0, shown.output
     assert (
-        "already has schema version 6" in runner.invoke(app, ["upgrade", "--db", str(old)]).stdout
+        "already has schema version 7" in runner.invoke(app, ["upgrade", "--db", str(old)]).stdout
     )

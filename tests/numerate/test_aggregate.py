@@ -2,6 +2,7 @@ import polars as pl
 import pytest
 
 from numerate.aggregate import aggregate
+from numerate.kernel.design import binomial, case_clustered, point_mean
 from numerate.kernel.stats import wilson_interval
 
 
@@ -73,3 +74,71 @@ def test_a_response_without_its_case_is_an_error():
     responses, cases = frames(["correct"], [0.1])
     with pytest.raises(ValueError, match="no stored case"):
         aggregate(responses, cases.filter(pl.col("case_id") == "nope"))
+
+
+def multi_sample(cases, point="p", manifold="objects"):
+    """Responses of k samples per case: `cases` maps a case id to its samples' (answer,
+    outcome)."""
+    rows = [
+        {"run_id": "r", "model": "m", "manifold": manifold, "case_id": case, "point_key": point,
+         "sample_index": i, "outcome": outcome, "answer": answer, "completion_tokens": 5,
+         "latency_s": 0.1}
+        for case, samples in cases.items()
+        for i, (answer, outcome) in enumerate(samples)
+    ]  # fmt: skip
+    responses = pl.DataFrame(rows, schema_overrides={"completion_tokens": pl.Int32})
+    ids = list(cases)
+    frame = pl.DataFrame({"case_id": ids, "params": ["{}"] * len(ids), "chance": [0.1] * len(ids)})
+    return responses, frame
+
+
+def test_multi_sample_figures_by_hand():
+    cases = {
+        "a": [("7", "correct"), ("7", "correct"), ("7", "correct")],  # agree, pass, majority
+        "b": [("7", "correct"), ("8", "wrong"), ("8", "wrong")],  # pass@3 = 1, majority wrong
+        "c": [("8", "wrong"), (None, "unparsed"), ("9", "wrong")],  # nothing right
+        "d": [("5", "correct"), ("6", "wrong"), (None, "error")],  # one sample not scored
+    }
+    points, summaries = aggregate(*multi_sample(cases))
+    row = points.row(0, named=True)
+    assert row["samples"] == 3 and (row["n"], row["n_scored"], row["correct"]) == (12, 11, 5)
+    assert row["accuracy"] == pytest.approx(5 / 11)
+    # pass@3 per case: 1, 1, 0, and d with two scored answers: pass@2 = 1
+    assert row["pass_at_k"] == pytest.approx(3 / 4)
+    # majority: a right, b wrong, c a three-way tie of wrong answers, d a tie of 5 and 6
+    assert row["maj_at_k"] == pytest.approx((1 + 0 + 0 + 0.5) / 4)
+    assert row["consistency"] == pytest.approx(1 / 4)  # only a's answers all agree
+    clustered = case_clustered([(3, 3), (1, 3), (0, 3), (1, 2)])
+    assert (row["ci_low"], row["ci_high"], row["se"]) == pytest.approx(
+        (clustered.low, clustered.high, clustered.se)
+    )
+    model = summaries.filter(level="model").row(0, named=True)
+    assert (model["samples"], model["pass_at_k"], model["points"]) == (3, 0.75, 1)
+
+
+def test_one_sample_leaves_the_multi_sample_figures_empty():
+    points, _ = aggregate(*frames(["correct", "wrong"], [0.5, 0.5]))
+    row = points.row(0, named=True)
+    assert row["samples"] == 1
+    assert row["pass_at_k"] is row["maj_at_k"] is row["consistency"] is None
+
+
+def test_summaries_weigh_points_equally_whatever_their_counts():
+    # an adaptive run: point a stopped after 4 answers (all right), b after 16 (4 right)
+    outcomes = ["correct"] * 4 + ["correct"] * 4 + ["wrong"] * 12
+    points_of = ["a"] * 4 + ["b"] * 16
+    responses, cases = frames(outcomes, [0.0] * 20, points=points_of)
+    _, summaries = aggregate(responses, cases)
+    manifold = summaries.filter(level="manifold").row(0, named=True)
+    assert manifold["accuracy"] == pytest.approx((1.0 + 0.25) / 2)  # not 8 / 20
+    assert (manifold["n"], manifold["correct"], manifold["points"]) == (20, 8, 2)
+    expected = point_mean([binomial(4, 4), binomial(4, 16)])
+    assert (manifold["ci_low"], manifold["ci_high"]) == pytest.approx((expected.low, expected.high))
+    # `*` is the mean over every point of every manifold, not over manifolds
+    responses, cases = frames(
+        ["correct", "wrong", "correct", "correct"], [0.0] * 4, points=["a", "b", "c", "c"],
+        manifolds=["objects", "objects", "shuffle", "shuffle"],
+    )  # fmt: skip
+    _, summaries = aggregate(responses, cases)
+    model = summaries.filter(level="model").row(0, named=True)
+    assert model["accuracy"] == pytest.approx((1.0 + 0.0 + 1.0) / 3)

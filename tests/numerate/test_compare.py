@@ -7,11 +7,14 @@ from numerate.compare import (
     answers_from_outcomes,
     any_regression,
     compare_runs,
+    detectable_line,
     for_display,
     relabel_model,
     run_answers,
     summary_line,
 )
+from numerate.kernel.power import minimum_detectable_drop
+from numerate.kernel.stats import mcnemar_exact
 
 
 def answers(correct, model="m", manifold="objects", point_key="p0", start=0, samples=1):
@@ -83,6 +86,78 @@ def test_holm_is_applied_across_all_groups():
     assert comparison["verdict"].to_list() == ["no change", "no change"]
     alone = compare_runs(answers(lost_six[0]), answers(lost_six[1]))
     assert alone["verdict"].to_list() == ["regression"]
+
+
+def test_holm_leaves_out_groups_without_a_discordant_pair():
+    # the six lost pairs again, beside a group where nothing changed: that group can never
+    # reject, gets p = 1, and does not halve the other's chance
+    lost_six = ([True] * 6 + [True] * 10, [False] * 6 + [True] * 10)
+    same = answers([True] * 8 + [False] * 8, manifold="b")
+    base = pl.concat([answers(lost_six[0], manifold="a"), same])
+    new = pl.concat([answers(lost_six[1], manifold="a"), same])
+    comparison = compare_runs(base, new)
+    assert comparison["p_holm"].to_list() == pytest.approx([0.03125, 1.0])
+    assert comparison["verdict"].to_list() == ["regression", "no change"]
+
+
+def test_points_weigh_the_same_whatever_their_counts():
+    # point p0: 100 pairs, 10 lost (-0.10); point p1: 20 pairs, 10 gained (+0.50).
+    # Pooled, p0 would dominate ((10 - 10) / 120 = 0); the mean over points is +0.20.
+    base = pl.concat([
+        answers([True] * 100, point_key="p0"),
+        answers([False] * 20, point_key="p1", start=100),
+    ])  # fmt: skip
+    new = pl.concat([
+        answers([False] * 10 + [True] * 90, point_key="p0"),
+        answers([True] * 10 + [False] * 10, point_key="p1", start=100),
+    ])  # fmt: skip
+    row = only(compare_runs(base, new), model="m")
+    assert row["points"] == 2 and row["n"] == 120
+    assert row["difference"] == pytest.approx((-0.10 + 0.50) / 2)
+    assert row["base_accuracy"] == pytest.approx((1.0 + 0.0) / 2)
+    assert row["new_accuracy"] == pytest.approx((0.9 + 0.5) / 2)
+    assert row["difference_low"] < 0.20 < row["difference_high"]
+    by_point = compare_runs(base, new, by="point")
+    assert by_point["difference"].to_list() == pytest.approx([-0.10, 0.50])
+
+
+def test_each_group_says_the_smallest_drop_it_would_catch():
+    # three groups with 6, 0 and 2 discordant pairs: the family is the two with some
+    groups = [("a", [True] * 6 + [True] * 94, [False] * 6 + [True] * 94),
+              ("b", [True] * 100, [True] * 100),
+              ("c", [True, False] + [True] * 98, [False, True] + [True] * 98)]  # fmt: skip
+    base = pl.concat([answers(b, manifold=m) for m, b, _ in groups])
+    new = pl.concat([answers(n, manifold=m) for m, _, n in groups])
+    comparison = compare_runs(base, new)
+    drops = dict(zip(comparison["manifold"], comparison["detectable_drop"], strict=True))
+    assert drops["a"] == pytest.approx(minimum_detectable_drop(100, 6, 0.05, family=2))
+    assert drops["c"] == pytest.approx(minimum_detectable_drop(100, 2, 0.05, family=2))
+    # a group outside the family would join it with a drop
+    assert drops["b"] == pytest.approx(minimum_detectable_drop(100, 0, 0.05, family=3))
+    worst = max(drops.values())
+    line = detectable_line(comparison)
+    assert line.startswith(f"a drop of {round(100 * worst + 0.5)} points or more in any model")
+    assert "(80% probability, alpha 0.05, 3 groups)" in line
+
+
+def test_a_tiny_group_says_no_drop_could_be_caught():
+    comparison = compare_runs(answers([True] * 3), answers([True] * 3))
+    assert comparison["detectable_drop"].to_list() == [None]
+    assert detectable_line(comparison).startswith("too few pairs to catch any drop in m/objects")
+    assert for_display(comparison)["detectable drop"].to_list() == ["none"]
+
+
+def test_unequal_point_counts_test_the_effective_counts():
+    # p0: 200 pairs, 20 lost; p1: 20 pairs, none discordant. The mean drop is 0.05; the
+    # test sees the group's effective pairs, not 220 independent ones
+    base = pl.concat([answers([True] * 200), answers([True] * 20, point_key="p1", start=200)])
+    new = pl.concat([
+        answers([False] * 20 + [True] * 180),
+        answers([True] * 20, point_key="p1", start=200),
+    ])  # fmt: skip
+    row = only(compare_runs(base, new), model="m")
+    assert row["difference"] == pytest.approx(-0.05)
+    assert row["p_value"] > mcnemar_exact(20, 0)  # the pooled test would overstate it
 
 
 def test_errors_are_dropped_and_unparsed_answers_are_wrong():
