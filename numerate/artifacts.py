@@ -36,8 +36,9 @@ def _num(value: float | None) -> str:
 
 
 def results_table(source: Source, run_id: str) -> list[dict[str, Any]]:
-    """One row per model x manifold (manifold `*`: every manifold pooled): n, accuracy with
-    its 95% interval, chance-adjusted accuracy, error, truncation and unparsed rates."""
+    """One row per model x manifold (manifold `*`: every manifold): n, accuracy (the mean over
+    grid points) with its 95% interval, chance-adjusted accuracy, error, truncation and
+    unparsed rates; pass@k, maj@k and consistency when the run has several samples per case."""
     rows = []
     for row in run_summaries(source, run_id).iter_rows(named=True):
         rows.append(
@@ -52,6 +53,15 @@ def results_table(source: Source, run_id: str) -> list[dict[str, Any]]:
                 "truncated": _pct(row["truncation_rate"]),
                 "unparsed": _pct(row["unparsed_rate"]),
             }
+            | (  # runs with several samples per case (run_summaries keeps them only then)
+                {
+                    f"pass@{row['samples']}": _num(row["pass_at_k"]),
+                    f"maj@{row['samples']}": _num(row["maj_at_k"]),
+                    "consistency": _pct(row["consistency"]),
+                }
+                if "pass_at_k" in row
+                else {}
+            )
         )
     return rows
 

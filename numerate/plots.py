@@ -600,18 +600,23 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 
 def _summary_table(points: pl.DataFrame) -> str:
-    """Per model and manifold: scored cases, pooled accuracy and its 95% interval."""
+    """Per model and manifold: scored answers, the mean accuracy over points and its 95%
+    interval; pass@k and maj@k when the run has several samples per case."""
     pooled = pool(points.sort("model", "manifold"), ["model", "manifold"])
+    several = "pass_at_k" in pooled.columns and pooled["pass_at_k"].drop_nulls().len() > 0
+    extra = [c for c in ("pass_at_k", "maj_at_k") if several and c in pooled.columns]
     rows = [
         (
             r["model"],
             r["manifold"],
             r["n_scored"],
             _estimate(r["accuracy"], r["ci_low"], r["ci_high"]),
+            *("-" if r[c] is None else f"{r[c]:.3f}" for c in extra),
         )
         for r in pooled.iter_rows(named=True)
     ]
-    return _table(("model", "manifold", "scored", "accuracy [95% interval]"), rows)
+    headers = ("model", "manifold", "scored", "accuracy [95% interval]")
+    return _table((*headers, *(c.replace("_at_", "@") for c in extra)), rows)
 
 
 def _comparison_table(base: pl.DataFrame, new: pl.DataFrame, labels: tuple[str, str]) -> str:

@@ -22,7 +22,8 @@ from numerate.manifolds.common import point_seed
 from numerate.manifolds.registry import HEURISTIC_SAMPLE
 
 ROOT = Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text()
+README = " ".join((ROOT / "README.md").read_text().split())
+"""The README with its line breaks as spaces: a figure may wrap."""
 RULE = Precision(ci_width=0.10, min_count=20, max_count=400, step=20, min_scored=0.5)
 GRID = np.linspace(0.0, 1.0, 41)
 """The README's grid of true accuracies: 0, 0.025, ..., 1."""
@@ -146,7 +147,7 @@ def test_the_shuffle_trivial_strategy_and_guessing_on_the_nightly_grid():
         trivial.append(shuffle.heuristic_level(params, point_seed("shuffle", params, config.seed)))
         guess.append(shuffle.chance_level(params))
     figures = quoted(
-        r"starting item scores ([\d.]+) on the\s+nightly shuffle grid where guessing "
+        r"starting item scores ([\d.]+) on the nightly shuffle grid where guessing "
         r"scores ([\d.]+)"
     )
     assert figures == [(f"{np.mean(trivial):.2f}", f"{np.mean(guess):.3f}")]

@@ -1,6 +1,7 @@
 """Reading results: `report` and `db` never write, keep every column, filter, and read a sweep
 that is still writing."""
 
+import json
 import os
 import subprocess
 import sys
@@ -176,3 +177,40 @@ def test_a_database_of_an_older_schema_is_refused_by_readers_until_upgraded(two_
     assert (
         "already has schema version 7" in runner.invoke(app, ["upgrade", "--db", str(old)]).stdout
     )
+
+
+def test_several_samples_per_case_report_pass_at_k_majority_and_consistency(tmp_path, fake_openai):
+    import yaml
+
+    from tests.fake_openai import Reply
+
+    # sample k of a case is sent seed k and answers 3 + k: a case is right in at most one of
+    # its samples, no two samples agree, and the majority is a three-way tie
+    fake_openai.responder = lambda body: Reply(content=f"Answer: {3 + body['seed']}")
+    config = tmp_path / "samples.yaml"
+    config.write_text(yaml.safe_dump({
+        "name": "samples", "seed": 1,
+        "models": [{"name": "m", "model": "fake", "base_url": fake_openai.base_url,
+                    "sampling": {"samples": 3, "seed": 0}}],
+        "manifolds": [{"manifold": "objects", "count": 6}],
+    }))  # fmt: skip
+    db = tmp_path / "s.duckdb"
+    args = ["run", "--config", str(config), "--db", str(db), "--format", "json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    shown = runner.invoke(app, ["report", "--db", str(db), "--format", "json"])
+    assert shown.exit_code == 0, shown.output
+    [row, _] = json.loads(shown.stdout)  # the model over every manifold, then objects
+    assert row["samples"] == 3 and row["n"] == 18
+    assert row["consistency"] == 0.0
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        cases = con.execute(
+            "SELECT case_id, sum((outcome = 'correct')::INT) FROM responses GROUP BY case_id"
+        ).fetchall()
+    finally:
+        con.close()
+    right = [c for _, c in cases]
+    assert row["pass_at_k"] == pytest.approx(sum(c > 0 for c in right) / len(right))
+    # a tie of three answers, one of them right: a third
+    assert row["maj_at_k"] == pytest.approx(sum(c / 3 for c in right) / len(right))
