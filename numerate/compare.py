@@ -223,6 +223,19 @@ def compare_runs(
     for row in counts.iter_rows(named=True):
         groups.setdefault(tuple(row[k] for k in keys), []).append(row)
     rows = [dict(zip(keys, key, strict=True)) | _combine(points) for key, points in groups.items()]
+    _test_groups(rows, alpha)
+    for row in rows:
+        row.setdefault("p_holm", None)
+        row.setdefault("detectable_drop", None)
+        row["verdict"] = _verdict(row["difference"], row["p_holm"], alpha)
+        row["note"] = _note(row)
+    schema = _schema(keys)
+    return pl.DataFrame([{c: row[c] for c in schema} for row in rows], schema=schema).sort(keys)
+
+
+def _test_groups(rows: list[dict[str, Any]], alpha: float) -> None:
+    """Each compared group's exact McNemar p-value on its effective counts, Holm over the
+    groups with a discordant pair, and the smallest drop it would flag (in place)."""
     for row in rows:
         compared = row["points"] > 0
         row["p_value"] = (
@@ -242,13 +255,6 @@ def compare_runs(
             alpha,
             family if in_family else family + (1 if any(discordant) else 0),
         )
-    for row in rows:
-        row.setdefault("p_holm", None)
-        row.setdefault("detectable_drop", None)
-        row["verdict"] = _verdict(row["difference"], row["p_holm"], alpha)
-        row["note"] = _note(row)
-    schema = _schema(keys)
-    return pl.DataFrame([{c: row[c] for c in schema} for row in rows], schema=schema).sort(keys)
 
 
 _COUNTS = ("n", "n_base_only", "n_new_only", "n_errors", "base_correct", "new_correct",
