@@ -43,21 +43,22 @@ def regression_power(n: int, discordance: float, drop: float, level: float) -> f
         drop: the true drop in accuracy, in [0, 1].
         level: the test's level (alpha, or alpha divided by the family size).
     """
-    if n <= 0 or drop <= 0.0:
-        return 0.0 if n <= 0 else _false_alarms(n, discordance, level)
-    psi = min(1.0, max(discordance, drop))
+    if n <= 0:
+        return 0.0
+    return _power(n, discordance, drop, _critical_lost(np.arange(n + 1), level))
+
+
+def _power(n: int, discordance: float, drop: float, critical: np.ndarray) -> float:
+    """regression_power with the critical lost counts of every discordant count 0..n given
+    (they depend on n and the level only, so a search over drops computes them once)."""
     discordant = np.arange(n + 1)
+    if drop <= 0.0:  # no drop: the chance of a false alarm
+        weights = stats.binom.pmf(discordant, n, discordance)
+        return float(np.sum(weights * stats.binom.sf(critical - 1, discordant, 0.5)))
+    psi = min(1.0, max(discordance, drop))
     weights = stats.binom.pmf(discordant, n, psi)
     lost_share = min(1.0, (psi + drop) / (2 * psi))
-    critical = _critical_lost(discordant, level)
     flagged = stats.binom.sf(critical - 1, discordant, lost_share)
-    return float(np.sum(weights * flagged))
-
-
-def _false_alarms(n: int, discordance: float, level: float) -> float:
-    discordant = np.arange(n + 1)
-    weights = stats.binom.pmf(discordant, n, discordance)
-    flagged = stats.binom.sf(_critical_lost(discordant, level) - 1, discordant, 0.5)
     return float(np.sum(weights * flagged))
 
 
@@ -82,14 +83,14 @@ def minimum_detectable_drop(
         raise ValueError(f"need 0 < alpha < 1 and family >= 1, got {alpha}, {family}")
     if n == 0:
         return None
-    level = alpha / family
     discordance = discordant / n
-    if regression_power(n, discordance, 1.0, level) < power:
+    critical = _critical_lost(np.arange(n + 1), alpha / family)
+    if _power(n, discordance, 1.0, critical) < power:
         return None
     low, high = 0.0, 1.0  # power(low) < power <= power(high); power rises with the drop
     for _ in range(30):
         middle = (low + high) / 2
-        if regression_power(n, discordance, middle, level) >= power:
+        if _power(n, discordance, middle, critical) >= power:
             high = middle
         else:
             low = middle
