@@ -18,6 +18,9 @@ os.environ.update(
         "PREFECT_LOGGING_TO_API_ENABLED": "false",
         "PREFECT_SERVER_UI_ENABLED": "false",
         "HF_HUB_OFFLINE": "1",
+        # each test process starts and stops its own server; tests/cli/test_server.py checks
+        # the background server that users get by default
+        "NUMERATE_SERVER": "temporary",
     }
 )
 os.environ.pop("PREFECT_API_URL", None)

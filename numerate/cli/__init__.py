@@ -15,6 +15,7 @@ import typer
 
 from numerate.cli.app import app
 from numerate.cli.numgen import app as numgen_app
+from numerate.cli.server import server_app
 
 # one module per command, named after it; each adds itself to the app, in this order
 for _command in (
@@ -35,6 +36,7 @@ for _command in (
 ):
     importlib.import_module(f"numerate.cli.{_command}")
 app.add_typer(numgen_app, name="numgen")
+app.add_typer(server_app, name="server")
 
 __all__ = ["app", "main"]
 
@@ -44,10 +46,15 @@ def main() -> None:  # pragma: no cover - entry point
     line that cannot be read is one line and exit 2, like any other bad input."""
     from typer._click.exceptions import ClickException, NoArgsIsHelpError
 
+    from numerate.cli.common import stop_signals, stop_within
+
+    stop_within()  # SIGINT, SIGTERM: every command ends within seconds
     try:
         code = app(standalone_mode=False)
         if sys.modules.get("numerate.store") is not None:
             sys.modules["numerate.store"].Store.close_all()
+        if stop_signals and code in (130, 143):
+            stopped()
         leave(code if isinstance(code, int) else 0)
     except NoArgsIsHelpError as error:  # `numerate generate` alone: its help
         print(error.ctx.get_help() if error.ctx else error.format_message(), file=sys.stderr)
@@ -57,12 +64,28 @@ def main() -> None:  # pragma: no cover - entry point
         hint = f" (see: {ctx.command_path} --help)" if ctx is not None else ""
         print(f"error: {error.format_message()}{hint}", file=sys.stderr)
         sys.exit(2)
-    except (typer.Abort, EOFError):
-        sys.exit(130)
+    except (typer.Abort, EOFError, KeyboardInterrupt):
+        stopped()
+    except Exception:
+        if not stop_signals:
+            raise
+        stopped()  # an interruption some library wrapped in its own error (pydantic, ...)
     finally:
         store = sys.modules.get("numerate.store")
         if store is not None:
             store.Store.close_all()
+
+
+def stopped() -> NoReturn:
+    """Leave after Ctrl-C (130) or SIGTERM (143), in one line (a command that said more has
+    already sent its standard error to /dev/null: see common.quiet_exit)."""
+    import signal
+
+    from numerate.cli.common import stop_signals
+
+    by_term = signal.SIGTERM in stop_signals
+    print("terminated" if by_term else "interrupted", file=sys.stderr)
+    sys.exit(143 if by_term else 130)
 
 
 def leave(code: int) -> NoReturn:

@@ -6,6 +6,7 @@ Imports stay inside functions: `numerate --help` must answer fast and never load
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections.abc import Callable, Sequence
@@ -31,8 +32,11 @@ def fail(message: str | BaseException, code: int = 2) -> NoReturn:
     message, a results database that stayed busy past the wait allowed leaves with 3 (the
     command failed for now: nothing is lost, and running it again goes on), like a failed
     run."""
+    from numerate.cli.server import ServerError
     from numerate.store import Store, access
 
+    if isinstance(message, ServerError):
+        code = 3  # the machine's fault, not the input's: running it again may work
     if isinstance(message, access.DatabaseBusy):
         code = 3
         access.hurry(0)  # leaving: no wait on the busy database at exit (the journal keeps all)
@@ -200,28 +204,6 @@ for sig in (signal.SIGTERM, signal.SIGKILL):
 """
 
 
-def reuse_local_server() -> str | None:
-    """Point this process at a Prefect server already running on this machine, when no
-    PREFECT_API_URL is set and one answers at 127.0.0.1 on Prefect's port
-    ($PREFECT_SERVER_API_PORT, default 4200): its UI then shows the run, and the ~8 s start of
-    a temporary server is saved. Returns the API URL used, or None. Must run before Prefect is
-    imported; NUMERATE_REUSE_SERVER=0 turns it off."""
-    import os
-    import urllib.request
-
-    if os.environ.get("PREFECT_API_URL") or os.environ.get("NUMERATE_REUSE_SERVER") == "0":
-        return None
-    url = f"http://127.0.0.1:{os.environ.get('PREFECT_SERVER_API_PORT', '4200')}/api"
-    try:
-        with urllib.request.urlopen(f"{url}/health", timeout=0.3) as answer:
-            if answer.status != 200 or answer.read().strip() != b"true":
-                return None
-    except (OSError, ValueError):
-        return None
-    os.environ["PREFECT_API_URL"] = url
-    return url
-
-
 _SERVER_START = threading.Lock()
 
 
@@ -255,6 +237,7 @@ class TemporaryServer:
             try:
                 server = SubprocessASGIServer()  # the one Prefect's client would start
                 started_here = not server.running
+                on_hard_stop.append(lambda: kill_child(server.server_process))
                 server.start()
             except BaseException as error:  # reported by wait(), in the command's thread
                 self.error = error
@@ -273,13 +256,59 @@ class TemporaryServer:
         if self.thread is not None:
             if self.thread.is_alive():
                 typer.echo(
-                    "starting Prefect's temporary server (about 8 s; a running `prefect server "
-                    "start` or PREFECT_API_URL skips this)",
+                    "starting Prefect's temporary server (about 8 s; NUMERATE_SERVER=background "
+                    "keeps one running for later commands)",
                     err=True,
                 )
             self.thread.join()
         if self.error is not None:
             raise self.error
+
+
+STOP_SECONDS = 5.0
+stop_signals: list[int] = []  # the SIGINT/SIGTERM this process received, in order
+on_hard_stop: list[Callable[[], object]] = []  # run before the deadline ends the process
+
+
+def stop_within(seconds: float = STOP_SECONDS) -> None:
+    """Make SIGINT and SIGTERM stop this command within `seconds`, whatever it waits on.
+
+    The first raises KeyboardInterrupt in the main thread (each command stores what it has
+    and says how to go on) and arms a deadline: a thread that ends the process with 130
+    (SIGINT) or 143 (SIGTERM) when the command has not ended by then (a download thread, a
+    network wait with no timeout of its own, an exit that waits for a thread). A second
+    signal ends it at once. Must be called in the main thread."""
+    import os
+    import signal
+    import sys
+
+    def deadline(code: int) -> None:
+        import time
+
+        time.sleep(seconds)
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.write(f"error: still busy {seconds:g} s after the signal: stopped now\n")
+            sys.stderr.flush()
+        for cleanup in on_hard_stop:  # e.g. a temporary server still starting: no orphan
+            with contextlib.suppress(Exception):
+                cleanup()
+        os._exit(code)
+
+    def on_signal(signum: int, frame: Any) -> None:
+        code = 143 if signum == signal.SIGTERM else 130
+        if stop_signals:
+            os._exit(code)
+        stop_signals.append(signum)
+        threading.Thread(target=deadline, args=(code,), daemon=True).start()
+        raise KeyboardInterrupt
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, on_signal)
+
+
+def kill_child(process: Any) -> None:
+    if process is not None:
+        process.kill()
 
 
 def quiet_exit(code: int) -> NoReturn:

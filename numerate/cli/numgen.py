@@ -77,10 +77,11 @@ def _run_flow(config: Any, db: str, dispatch: str) -> dict[str, Any]:
     import asyncio
     import os
 
-    from numerate.cli.common import reuse_local_server, terminal_progress
+    from numerate.cli.common import terminal_progress
+    from numerate.cli.server import connect
     from numerate.progress import reporting_to
 
-    reuse_local_server()
+    connect().wait()
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     from numerate.flows.numgen import numgen
     from numerate.tasks.dispatch import Dispatch

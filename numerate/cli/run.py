@@ -11,18 +11,18 @@ import typer
 from numerate.cli.app import app
 from numerate.cli.common import (
     Format,
-    TemporaryServer,
     check_format,
     fail,
     print_report,
     quiet_exit,
-    reuse_local_server,
     settle_prefect,
+    stop_signals,
     terminal_progress,
 )
 from numerate.kernel.errors import ConfigError, NumerateError
 
 if TYPE_CHECKING:
+    from numerate.cli.server import Server
     from numerate.config import SweepConfig
     from numerate.preflight import Preflight
 
@@ -82,7 +82,7 @@ def run(
 
 def prepare(
     options: tuple[Any, ...], db: str | None, fresh: bool, output: str
-) -> tuple[SweepConfig, Format, str, TemporaryServer, dict[str, str]]:
+) -> tuple[SweepConfig, Format, str, Server, dict[str, str]]:
     """Everything checked before the flow runs: the sweep (`sweep_to_run(*options)`), the
     format, then the run's preflight (numerate.preflight: results location, concurrency
     limits, endpoints, database, the run to resume). Returns the sweep, the format, the
@@ -90,6 +90,7 @@ def prepare(
     line when anything is wrong."""
     import asyncio
 
+    from numerate.cli.server import connect
     from numerate.config import results_database
     from numerate.preflight import preflight
     from numerate.verdict import EXIT_RUN_FAILED, RunFailed
@@ -100,8 +101,7 @@ def prepare(
         fmt = check_format(output)
         db_path = results_database(db, sweep_config.db)
         starting = announce_start(db_path)  # readers meanwhile hear that a run is starting
-        reuse_local_server()
-        server = TemporaryServer()  # starts while the endpoints are checked
+        server = connect()  # a server's start goes on while the endpoints are checked
         checked = asyncio.run(preflight(sweep_config, db_path, fresh, starting, server.wait))
         say_what_preflight_found(sweep_config, checked)  # RunFailed when nothing can run
         starting = None  # the store holds it now
@@ -171,27 +171,11 @@ def say_what_preflight_found(sweep_config: SweepConfig, checked: Preflight) -> N
         )
 
 
-def stop_on_sigterm() -> list[bool]:
-    """Make SIGTERM (how Prefect and process managers stop a run) stop the sweep the way
-    Ctrl-C does: cleanly, with what was answered stored. The list becomes [True] once it
-    came."""
-    import signal
-
-    came: list[bool] = []
-
-    def on_term(signum: int, frame: Any) -> None:
-        came.append(True)
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, on_term)
-    return came
-
-
 def run_sweep(
     sweep_config: SweepConfig,
     db_path: str,
     fresh: bool,
-    server: TemporaryServer,
+    server: Server,
     unusable: dict[str, str],
 ) -> str:
     """Run the sweep flow with a progress bar; returns the run id. Ctrl-C stops it cleanly.
@@ -220,9 +204,10 @@ def run_sweep(
         f"-> {db_path}",
         err=True,
     )
+    import signal
+
     from prefect.exceptions import TerminationSignal
 
-    terminated = stop_on_sigterm()
     try:
         server.wait()
         with reporting_to(terminal_progress(sweep_config.name)), tags(*run_tags(sweep_config)):
@@ -231,11 +216,11 @@ def run_sweep(
     except (KeyboardInterrupt, TerminationSignal) as stop:
         from numerate.store import access
 
-        access.hurry(5)  # no wait for the database outlives the stop by more than seconds
+        access.hurry(3)  # within the 5 s every command stops in (common.stop_within)
         with contextlib.suppress(StoreError):  # busy: the run stays 'running', resumable
             Store.open(db_path).mark_interrupted(sweep_config.name, sweep_config.fingerprint())
         Store.close_all()  # what cannot be written now stays in the journal
-        by_term = bool(terminated) or isinstance(stop, TerminationSignal)
+        by_term = signal.SIGTERM in stop_signals or isinstance(stop, TerminationSignal)
         typer.echo(
             f"{'terminated' if by_term else 'interrupted'}: every answer received so far is "
             "stored; run the same command again to resume",

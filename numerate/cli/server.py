@@ -1,0 +1,394 @@
+"""The Prefect server numerate's commands report to, and `numerate server status|start|stop`.
+
+Without PREFECT_API_URL, the first command that runs a flow starts Prefect's own server in
+the background (`prefect server start`, kept by numerate.cli.serverd) under Prefect's home
+($PREFECT_HOME, default ~/.prefect), says so in one line with the UI's address, and every
+later command reuses it: a run no longer pays a server's start (3 s, 7 s on a new home) and
+its stop. It stops by itself once no command has used it for NUMERATE_SERVER_IDLE_MINUTES
+(default 60; 0 keeps it until `numerate server stop`). NUMERATE_SERVER=temporary brings back
+Prefect's temporary server, started and stopped by each command.
+
+Its files are in $PREFECT_HOME/numerate-server/: server.json (who keeps it, its URL),
+server.log, users.lock (held shared by every command using it, so that it never stops under
+one), last-used (touched when a command starts and ends).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Annotated, Protocol
+
+import typer
+
+from numerate.kernel.errors import ConfigError, NumerateError
+
+DEFAULT_PORT = 4200
+DEFAULT_IDLE_MINUTES = 60.0
+START_TIMEOUT_SECONDS = 90.0
+LOCK_TIMEOUT_SECONDS = 30.0
+
+
+class ServerError(NumerateError):
+    """The background server could not be started, reached or stopped."""
+
+
+class Server(Protocol):
+    def wait(self) -> None: ...
+
+
+class External:
+    """A server this command did not start: PREFECT_API_URL, or a `prefect server start`
+    already answering on Prefect's port."""
+
+    def wait(self) -> None:
+        return None
+
+
+def mode() -> str:
+    """'external' (PREFECT_API_URL is set), 'temporary' (NUMERATE_SERVER=temporary) or
+    'background' (the default)."""
+    if os.environ.get("PREFECT_API_URL"):
+        return "external"
+    chosen = os.environ.get("NUMERATE_SERVER", "background").strip().lower() or "background"
+    if os.environ.get("NUMERATE_REUSE_SERVER") == "0":  # the earlier spelling
+        chosen = "temporary"
+    if chosen not in ("background", "temporary"):
+        raise ConfigError(
+            f"NUMERATE_SERVER={os.environ['NUMERATE_SERVER']!r}: choose background or temporary"
+        )
+    return chosen
+
+
+def idle_minutes() -> float:
+    raw = os.environ.get("NUMERATE_SERVER_IDLE_MINUTES", "").strip()
+    if not raw:
+        return DEFAULT_IDLE_MINUTES
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < 1e6:
+        raise ConfigError(
+            f"NUMERATE_SERVER_IDLE_MINUTES={raw!r}: give minutes >= 0 (0: never stop by itself)"
+        )
+    return value
+
+
+def home() -> Path:
+    """$PREFECT_HOME/numerate-server (read without importing Prefect: commands start fast)."""
+    prefect_home = os.environ.get("PREFECT_HOME") or "~/.prefect"
+    return Path(prefect_home).expanduser() / "numerate-server"
+
+
+@dataclass(frozen=True)
+class State:
+    pid: int  # the keeper (numerate.cli.serverd)
+    url: str  # the API, http://127.0.0.1:PORT/api
+    started: float
+    idle_minutes: float
+
+    @property
+    def ui(self) -> str:
+        return self.url.removesuffix("/api")
+
+
+def read_state(folder: Path) -> State | None:
+    """The running server's state, or None when there is none (or its keeper is gone)."""
+    try:
+        state = State(**json.loads((folder / "server.json").read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+    return state if alive(state.pid) else None
+
+
+_keepers: dict[int, subprocess.Popen[bytes]] = {}  # the keepers this process started
+
+
+def alive(pid: int) -> bool:
+    if pid in _keepers:  # our child: poll() also reaps it (a dead child is no zombie then)
+        return _keepers[pid].poll() is None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # someone else's process: it exists
+    return True
+
+
+def healthy(url: str, timeout: float = 0.3) -> bool:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=timeout) as answer:
+            return bool(answer.status == 200 and answer.read().strip() == b"true")
+    except (OSError, ValueError):
+        return False
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def choose_port() -> int:
+    """$PREFECT_SERVER_API_PORT when set; else Prefect's 4200 when free, else any free port."""
+    raw = os.environ.get("PREFECT_SERVER_API_PORT", "").strip()
+    if raw:
+        if not raw.isdigit() or not 0 < int(raw) < 65536:
+            raise ConfigError(f"PREFECT_SERVER_API_PORT={raw!r}: give a port, 1 to 65535")
+        return int(raw)
+    if port_is_free(DEFAULT_PORT):
+        return DEFAULT_PORT
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def locked(path: Path, how: int, timeout: float = LOCK_TIMEOUT_SECONDS) -> IO[str]:
+    """`path` opened and flock'ed (`how`), waiting at most `timeout` seconds."""
+    handle = path.open("a")
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(handle, how | fcntl.LOCK_NB)
+            return handle
+        except OSError:
+            if time.monotonic() > deadline:
+                handle.close()
+                raise ServerError(f"{path} stayed locked for {timeout:.0f} s") from None
+            time.sleep(0.05)
+
+
+def touch(folder: Path) -> None:
+    with contextlib.suppress(OSError):
+        (folder / "last-used").touch()
+
+
+_holding: list[IO[str]] = []  # this process's shared hold on the server (kept until exit)
+
+
+class Background:
+    """Numerate's background server: reused when running, else started now (its start goes on
+    while the command checks its input and endpoints); `wait()` before the first flow."""
+
+    def __init__(self) -> None:
+        import atexit
+
+        self.folder = home()
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            if not _holding:
+                _holding.append(locked(self.folder / "users.lock", fcntl.LOCK_SH))
+                atexit.register(touch, self.folder)
+            touch(self.folder)
+            with locked(self.folder / "start.lock", fcntl.LOCK_EX):
+                self.state, self.url = self._find_or_start()
+        except OSError as error:
+            raise ServerError(
+                f"cannot keep Prefect's server under {self.folder}: {error.strerror or error} "
+                "(set PREFECT_HOME to a folder you can write, or NUMERATE_SERVER=temporary)"
+            ) from None
+        os.environ["PREFECT_API_URL"] = self.url
+
+    def _find_or_start(self) -> tuple[State | None, str]:
+        state = read_state(self.folder)
+        if state is not None:
+            return state, state.url
+        port = os.environ.get("PREFECT_SERVER_API_PORT", "").strip() or str(DEFAULT_PORT)
+        theirs = f"http://127.0.0.1:{port}/api"
+        if healthy(theirs):  # a `prefect server start` of the user's: report to it
+            return None, theirs
+        state = launch(self.folder)
+        where = f"UI at {state.ui}" if ui_enabled() else f"API at {state.url}"
+        after = (
+            f"stops after {state.idle_minutes:g} idle minutes"
+            if state.idle_minutes
+            else "runs until `numerate server stop`"
+        )
+        typer.echo(
+            f"starting Prefect's server in the background: {where} (reused by later "
+            f"commands; {after}; `numerate server stop` stops it)",
+            err=True,
+        )
+        return state, state.url
+
+    def wait(self) -> None:
+        """Until the server answers; a server that cannot start is a ServerError naming its
+        log."""
+        if self.state is None:
+            return
+        deadline = time.monotonic() + START_TIMEOUT_SECONDS
+        while not healthy(self.url, timeout=1.0):
+            if not alive(self.state.pid) or time.monotonic() > deadline:
+                raise ServerError(not_started(self.folder, self.state))
+            time.sleep(0.05)
+
+
+def ui_enabled() -> bool:
+    return os.environ.get("PREFECT_SERVER_UI_ENABLED", "true").strip().lower() not in (
+        "false", "0", "no", "off",
+    )  # fmt: skip
+
+
+def not_started(folder: Path, state: State) -> str:
+    log = folder / "server.log"
+    try:
+        lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        lines = []
+    last = f": {lines[-1].strip()[:300]}" if lines else ""
+    return (
+        f"Prefect's server at {state.ui} did not start (its log: {log}){last} (choose another "
+        "port with PREFECT_SERVER_API_PORT, or NUMERATE_SERVER=temporary)"
+    )
+
+
+def launch(folder: Path) -> State:
+    """Start the keeper (numerate.cli.serverd) in its own session; record it in server.json."""
+    port, idle = choose_port(), idle_minutes()
+    env = dict(os.environ, PREFECT_HOME=str(folder.parent.resolve()))
+    env.pop("PREFECT_API_URL", None)
+    keeper = subprocess.Popen(
+        [sys.executable, "-m", "numerate.cli.serverd", str(folder.resolve()), str(port),
+         str(idle * 60)],
+        env=env, cwd=folder, start_new_session=True,
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    _keepers[keeper.pid] = keeper
+    state = State(keeper.pid, f"http://127.0.0.1:{port}/api", time.time(), idle)
+    partial = folder / f"server.json.{os.getpid()}"
+    partial.write_text(json.dumps(state.__dict__))
+    partial.replace(folder / "server.json")
+    return state
+
+
+def connect() -> Server:
+    """The server this command's flows report to, per `mode()`: PREFECT_API_URL's, numerate's
+    background server (started when none runs), or Prefect's temporary one."""
+    from numerate.cli.common import TemporaryServer
+
+    chosen = mode()
+    if chosen == "external":
+        return External()
+    if chosen == "temporary":
+        return TemporaryServer()
+    return Background()
+
+
+server_app = typer.Typer(
+    help="The Prefect server numerate's commands start in the background and reuse.",
+    no_args_is_help=True,
+)
+
+
+def in_use(folder: Path) -> bool:
+    """Whether a numerate command holds the server now."""
+    try:
+        with (folder / "users.lock").open("a") as users:
+            fcntl.flock(users, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    return False
+
+
+@server_app.command()
+def status() -> None:
+    """Say whether numerate's background Prefect server runs, where, and for how long it
+    has been idle. Exit 0 when it runs, 1 when it does not."""
+    folder = home()
+    state = read_state(folder)
+    if state is None:
+        if mode() == "external":
+            typer.echo(f"commands report to PREFECT_API_URL={os.environ['PREFECT_API_URL']}")
+            return
+        typer.echo("no background Prefect server runs (the next `numerate run` starts one)")
+        raise typer.Exit(1)
+    now = time.time()
+    idle = "in use by a numerate command now" if in_use(folder) else idle_text(folder, now)
+    stops = f"stops after {state.idle_minutes:g} idle minutes" if state.idle_minutes else (
+        "runs until `numerate server stop`")  # fmt: skip
+    typer.echo(
+        f"Prefect server running in the background: UI at {state.ui}, API at {state.url}\n"
+        f"  kept by pid {state.pid}, up {minutes(now - state.started)}, {idle}; {stops}\n"
+        f"  log: {folder / 'server.log'}"
+    )
+
+
+def idle_text(folder: Path, now: float) -> str:
+    try:
+        return f"idle for {minutes(now - (folder / 'last-used').stat().st_mtime)}"
+    except OSError:
+        return "idle"
+
+
+def minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f} s"
+
+
+@server_app.command()
+def start() -> None:
+    """Start numerate's background Prefect server now (every command starts it when needed)."""
+    from numerate.cli.common import fail
+
+    try:
+        if mode() != "background":
+            raise ConfigError(
+                "PREFECT_API_URL or NUMERATE_SERVER=temporary is set: no background server is used"
+            )
+        server = Background()
+        server.wait()
+    except NumerateError as error:
+        fail(error, 3 if isinstance(error, ServerError) else 2)
+    if server.state is None:
+        typer.echo(f"a Prefect server not started by numerate answers at {server.url}")
+    else:
+        typer.echo(f"Prefect server running in the background: API at {server.url}")
+
+
+@server_app.command()
+def stop(
+    force: Annotated[
+        bool, typer.Option(help="Stop it even while a numerate command is using it.")
+    ] = False,
+) -> None:
+    """Stop numerate's background Prefect server (a later command starts a new one)."""
+    from numerate.cli.common import fail
+
+    folder = home()
+    state = read_state(folder)
+    if state is None:
+        typer.echo("no background Prefect server runs")
+        return
+    if in_use(folder) and not force:
+        fail("a numerate command is using the Prefect server now: let it end, or --force", 3)
+    terminate(state)
+    typer.echo(f"stopped the Prefect server at {state.ui}")
+
+
+def terminate(state: State) -> None:
+    """TERM the keeper (it stops the server, up to 10 s), then KILL it after 15 s."""
+    import signal
+
+    for sig, grace in ((signal.SIGTERM, 15.0), (signal.SIGKILL, 5.0)):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(state.pid, sig)
+        deadline = time.monotonic() + grace
+        while alive(state.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if not alive(state.pid):
+            return
