@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -59,14 +58,21 @@ def main() -> None:
                     if concurrency == 16:
                         total = len(server.requests) - sent
                         refused.append((total - len(planned)) / total)
-            c4, c16 = statistics.median(times[4]), statistics.median(times[16])
+            c4, c16 = median(times[4]), median(times[16])
             print(
                 f"Retry-After {'sent' if retry_after else 'absent'}: concurrency 4 {c4:.2f} s, "
                 f"16 {c16:.2f} s: ratio {c16 / c4:.2f} (target <= 1.10); 429s "
-                f"{statistics.median(refused):.1%} of requests at 16 (target < 25%); no case "
+                f"{median(refused):.1%} of requests at 16 (target < 25%); no case "
                 f"lost (median of {args.repeats})"
             )
     Store.close_all()
+
+
+def median(values: list[float]) -> float:
+    """The median (not `statistics.median`: this folder's bench/statistics.py shadows the
+    standard library's module when a script here runs)."""
+    ordered = sorted(values)
+    return (ordered[(len(ordered) - 1) // 2] + ordered[len(ordered) // 2]) / 2
 
 
 if __name__ == "__main__":
