@@ -15,7 +15,7 @@ from numerate.judging import grade_response
 from numerate.manifolds.grading import Outcome
 from numerate.plan import plan_manifold
 from numerate.store import Store
-from tests.fake_openai import Reply, prompt_of
+from tests.fake_openai import Reply, hashed_answer, prompt_of
 
 
 def planned_cases(count=6, manifold="objects"):
@@ -346,22 +346,7 @@ def test_a_key_echoed_by_the_server_is_never_stored(fake_openai, db_path, monkey
     model = endpoint(fake_openai, api_key_env="ECHO_KEY", max_retries=0)
     answers = run_query(model, planned_cases(2), db_path)
     for completion in answers.values():
-        assert secret not in completion.error and "[redacted]" in completion.error
-
-
-@pytest.mark.parametrize(
-    ("text", "shown"),
-    [
-        ("HTTP 401: bad key sk-abcdefghijklmnop", "HTTP 401: bad key sk-[redacted]"),
-        ("got Authorization: Bearer abc.def-ghi", "got Authorization: Bearer [redacted]"),
-        ("key my-own-key-1234 refused", "key [redacted] refused"),
-        ("nothing secret here", "nothing secret here"),
-    ],
-)
-def test_redact(text, shown):
-    from numerate.endpoints import redact
-
-    assert redact(text, "my-own-key-1234") == shown
+        assert secret not in completion.error and "***" in completion.error
 
 
 def test_a_malformed_answer_is_asked_again_then_answered(fake_openai, db_path):
@@ -380,7 +365,7 @@ def test_an_endpoint_without_a_model_listing_is_probed(fake_openai):
     fake_openai.models_status = 500  # transformers serve; LiteLLM without a database: 400
     assert asyncio.run(check_endpoint(endpoint(fake_openai))) is None  # the probe was answered
     fake_openai.responder = lambda body: Reply(status=400, error_message="Authentication Error")
-    with pytest.raises(EndpointError, match="endpoint refused the key"):
+    with pytest.raises(EndpointError, match=r"refused the request without an API key \(set api"):
         asyncio.run(check_endpoint(endpoint(fake_openai)))
     fake_openai.responder = lambda body: Reply(raw_body="<html>login</html>")
     with pytest.raises(EndpointError, match="is not an OpenAI-compatible endpoint"):
@@ -531,3 +516,89 @@ def test_an_endpoint_that_never_answers_is_reported_after_the_timeout(monkeypatc
             asyncio.run(check_endpoint(model))
     message = str(raised.value)
     assert message == f"cannot reach model 'mute' at {url}: ReadTimeout: no answer within 0.2 s"
+
+
+# ---------------------------------------------------------------- secrets and true messages
+
+
+@pytest.mark.parametrize(
+    ("chat_refusal", "said"),
+    [
+        ("Authentication Error, Invalid proxy server token passed.", "Authentication Error"),
+        ("No connected db.", "a LiteLLM proxy without a database answers so"),  # as measured
+    ],
+)
+def test_a_litellm_proxy_refusing_the_key_is_reported_by_its_chat_answer(
+    fake_openai, monkeypatch, chat_refusal, said
+):
+    """LiteLLM answers a wrong key with HTTP 400 (not 401), and its listing answers 400 "No
+    connected db." whatever the key: the chat request's refusal is the cause shown."""
+    from numerate.endpoints import EndpointError
+
+    fake_openai.api_key = "sk-master-key"
+    fake_openai.mimic_litellm(chat_refusal)
+    monkeypatch.setenv("PROXY_KEY", "sk-master-key")
+    assert asyncio.run(check_endpoint(endpoint(fake_openai, api_key_env="PROXY_KEY"))) is None
+    monkeypatch.setenv("PROXY_KEY", "sk-wrong-key-0000")
+    with pytest.raises(EndpointError) as raised:
+        asyncio.run(check_endpoint(endpoint(fake_openai, api_key_env="PROXY_KEY")))
+    message = str(raised.value)
+    assert "refused the API key from $PROXY_KEY: HTTP 400" in message and said in message
+    assert "refused every request" not in message and "sk-wrong-key-0000" not in message
+    if chat_refusal != "No connected db.":
+        assert "No connected db." not in message  # the listing's answer is not the cause
+
+
+def test_a_password_in_the_base_url_is_never_shown_nor_stored(fake_openai, db_path):
+    from numerate.endpoints import EndpointError
+
+    password = "pa55-w0rd-in-url"
+    url = fake_openai.base_url.replace("http://", f"http://user:{password}@")
+    fake_openai.responder = lambda body: Reply(status=400, error_message=f"bad request to {url}")
+    answers = run_query(endpoint(fake_openai, base_url=url, max_retries=0), planned_cases(2),
+                        db_path)  # fmt: skip
+    assert all(password not in a.error and "http://***@127.0.0.1" in a.error
+               for a in answers.values())  # fmt: skip
+    fake_openai.responder = hashed_answer
+    run_query(endpoint(fake_openai, base_url=url), planned_cases(2), db_path, run_id="ok")
+    [(stored,)] = Store.open(db_path).query("SELECT DISTINCT base_url FROM completions")
+    assert stored == fake_openai.base_url.replace("http://", "http://***@")
+    gone = ModelConfig(name="gone", model="m", base_url=f"http://user:{password}@127.0.0.1:9/v1")
+    with pytest.raises(EndpointError) as raised:
+        asyncio.run(check_endpoint(gone))
+    assert password not in str(raised.value) and "http://***@127.0.0.1:9/v1" in str(raised.value)
+
+
+def test_a_key_with_a_trailing_newline_is_stripped(fake_openai, db_path, monkeypatch):
+    fake_openai.api_key = "sk-from-a-key-file"
+    monkeypatch.setenv("FILE_KEY", "sk-from-a-key-file\n")
+    answers = run_query(endpoint(fake_openai, api_key_env="FILE_KEY"), planned_cases(1), db_path)
+    assert next(iter(answers.values())).error is None
+    assert fake_openai.authorizations[-1] == "Bearer sk-from-a-key-file"
+
+
+@pytest.mark.parametrize("key", ["sk-ключ-0123456789", "sk-abc\r\ndef-0123456789", "sk-\x7fdel"])
+def test_a_key_no_header_can_carry_is_refused_without_showing_it(fake_openai, monkeypatch, key):
+    from numerate.kernel.errors import ConfigError
+
+    monkeypatch.setenv("ODD_KEY", key)
+    with pytest.raises(ConfigError) as raised:
+        asyncio.run(check_endpoint(endpoint(fake_openai, api_key_env="ODD_KEY")))
+    message = str(raised.value)
+    assert message.startswith("model 'fake': the API key in $ODD_KEY holds a")
+    assert key.strip() not in message and "sk-" not in message
+    assert fake_openai.authorizations == []  # nothing was sent
+
+
+def test_a_key_the_server_quotes_in_its_answer_is_not_stored(fake_openai, db_path, monkeypatch):
+    secret = "sk-quoted-0123456789abcdef"
+    monkeypatch.setenv("QUOTED_KEY", secret)
+    fake_openai.responder = lambda body: Reply(content=f"Your key is {secret}.\nAnswer: 7")
+    answers = run_query(endpoint(fake_openai, api_key_env="QUOTED_KEY"), planned_cases(2),
+                        db_path)  # fmt: skip
+    assert {a.text for a in answers.values()} == {"Your key is ***.\nAnswer: 7"}
+    store = Store.open(db_path)
+    texts = store.query("SELECT raw_text FROM responses") + store.query(
+        "SELECT text FROM completions"
+    )
+    assert len(texts) == 4 and not any(secret in text for (text,) in texts)
