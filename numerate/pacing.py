@@ -18,23 +18,30 @@ SHRINK = 0.9
 QUIET_ROUNDS = 8
 """Rounds of answers without a refusal after which the limit may probe one request above the
 level that was refused."""
+START = 4
+"""Requests a model is first asked at once (at most its `concurrency`): until the first
+refusal the limit grows by one request per answer (doubling each round, as TCP's slow start),
+so a server that takes fewer than `concurrency` refuses a few requests, not a whole burst."""
 MAX_QUIET_ROUNDS = 64
 """The longest wait between probes: each probe the server refuses doubles the wait, up to this."""
 
 
 class AdaptiveLimit:
-    """At most `allowed` requests in flight; `allowed` starts at `ceiling` (the model's
-    `concurrency`), drops on a rate limit (429) or an overloaded server (503) to the requests
-    the server is still taking, and grows back slowly (half a request per round of
+    """At most `allowed` requests in flight; `allowed` starts at `START` and doubles each
+    round of answers up to `ceiling` (the model's `concurrency`) until the first refusal,
+    drops on a rate limit (429) or an overloaded server (503) to the requests the server is
+    still taking, and grows back slowly (half a request per round of
     successful answers), but stays below the level that drew the refusal (`refused_at`) until
     the server has answered `QUIET_ROUNDS` rounds without one. Then it probes one request
     higher; a probe refused doubles the next wait (up to `MAX_QUIET_ROUNDS`). So it settles
     just under what the server takes, and a server that takes only so many sees a refusal
     now and then, not every few rounds. Waiters are served first come, first served."""
 
-    def __init__(self, ceiling: int) -> None:
+    def __init__(self, ceiling: int, start: int = START) -> None:
         self.ceiling = ceiling
-        self.limit = float(ceiling)
+        self.limit = float(min(ceiling, start))
+        self.starting = self.limit < ceiling
+        """Slow start: no refusal yet, growing by one request per answer."""
         self.in_flight = 0
         self.throttles = 0
         """Requests refused by a rate limit so far."""
@@ -87,6 +94,11 @@ class AdaptiveLimit:
         """An answer came back: grow by one request per two rounds of answers, up to `top`;
         after a quiet spell, raise `top` by one (a probe)."""
         self.quiet += 1
+        if self.starting:
+            self.limit = min(float(self.ceiling), self.limit + 1)
+            self.starting = self.limit < self.ceiling
+            self._wake()
+            return
         if self.refused_at is not None and self.quiet >= self.patience * self.allowed:
             if self.probing:  # the last probe was answered: the next one need not wait longer
                 self.patience = QUIET_ROUNDS
@@ -105,6 +117,7 @@ class AdaptiveLimit:
         fewer than now; remember the level refused (those plus the refused one)."""
         self.throttles += 1
         self.quiet = 0
+        self.starting = False
         if self.probing:  # the probe was refused: wait longer before the next one
             self.patience = min(MAX_QUIET_ROUNDS, 2 * self.patience)
             self.probing = False

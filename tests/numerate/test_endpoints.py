@@ -431,7 +431,7 @@ def test_a_rate_limited_server_loses_no_case_and_few_requests_are_refused(fake_o
 def test_the_adaptive_limit_drops_to_what_the_server_takes_and_grows_back():
     from numerate.pacing import QUIET_ROUNDS, AdaptiveLimit
 
-    limit = AdaptiveLimit(16)
+    limit = AdaptiveLimit(16, start=16)
     limit.in_flight = 15  # 16 sent, one refused (its slot given back)
     limit.throttled()
     assert limit.allowed == 14  # at least a tenth fewer
@@ -455,10 +455,24 @@ def test_the_adaptive_limit_drops_to_what_the_server_takes_and_grows_back():
     assert limit.allowed == 1  # refused with nothing else in flight: one at a time
 
 
+def test_the_limit_starts_small_and_doubles_each_round_until_refused():
+    from numerate.pacing import START, AdaptiveLimit
+
+    limit = AdaptiveLimit(64)
+    assert limit.allowed == START
+    for _ in range(START):  # a round of answers
+        limit.succeeded()
+    assert limit.allowed == 2 * START
+    limit.in_flight = 6
+    limit.throttled()
+    assert limit.allowed == 6 and limit.refused_at == 7 and not limit.starting
+    assert AdaptiveLimit(3).allowed == 3
+
+
 def test_a_refused_probe_doubles_the_wait_before_the_next():
     from numerate.pacing import MAX_QUIET_ROUNDS, QUIET_ROUNDS, AdaptiveLimit
 
-    limit = AdaptiveLimit(16)
+    limit = AdaptiveLimit(16, start=16)
     limit.in_flight = 4
     limit.throttled()  # the server takes 4
     limit.in_flight = 0
