@@ -3,7 +3,9 @@
 A loopback endpoint (20 ms per answer) refuses with 429 every request beyond 4 in flight. The
 same 1,000 requests are asked at concurrency 4 and at concurrency 16, alternately, `--repeats`
 times (with and without Retry-After). Target: concurrency 16 loses no case, takes at most 1.1x
-the wall time of concurrency 4, and fewer than a quarter of its requests get a 429.
+the wall time of concurrency 4, and fewer than a tenth of its requests get a 429 (after a 429
+the limit stays below the level refused until the server has been quiet a while:
+numerate.pacing). Ratios are measured within one run; figures are medians over the repeats.
 
 Run with `make bench` (or `python bench/rate_limit.py`).
 """
@@ -13,7 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -59,14 +60,21 @@ def main() -> None:
                     if concurrency == 16:
                         total = len(server.requests) - sent
                         refused.append((total - len(planned)) / total)
-            c4, c16 = statistics.median(times[4]), statistics.median(times[16])
+            c4, c16 = median(times[4]), median(times[16])
             print(
                 f"Retry-After {'sent' if retry_after else 'absent'}: concurrency 4 {c4:.2f} s, "
                 f"16 {c16:.2f} s: ratio {c16 / c4:.2f} (target <= 1.10); 429s "
-                f"{statistics.median(refused):.1%} of requests at 16 (target < 25%); no case "
+                f"{median(refused):.1%} of requests at 16 (target < 10%); no case "
                 f"lost (median of {args.repeats})"
             )
     Store.close_all()
+
+
+def median(values: list[float]) -> float:
+    """The median (not `statistics.median`: this folder's bench/statistics.py shadows the
+    standard library's module when a script here runs)."""
+    ordered = sorted(values)
+    return (ordered[(len(ordered) - 1) // 2] + ordered[len(ordered) // 2]) / 2
 
 
 if __name__ == "__main__":

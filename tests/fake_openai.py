@@ -25,6 +25,11 @@ from pathlib import Path
 from typing import Any
 
 MODEL_ID = "fake-model"
+LITELLM_AUTH_ERROR = (
+    "Authentication Error, Invalid proxy server token passed. Received API Key = sk-...key, "
+    "Key Hash (Token) =e3b0c44298fc. Unable to find token in cache or "
+    "`LiteLLM_VerificationTokenTable`"
+)
 
 
 @dataclass
@@ -79,9 +84,20 @@ class FakeOpenAI:
         self.models_status = 200
         """What GET /models answers (LiteLLM without a database answers 400, transformers
         serve 500)."""
+        self.wrong_key = {route: (401, "Incorrect API key provided", "invalid_api_key")
+                          for route in ("models", "chat")}  # fmt: skip
+        """What each route ("models", "chat") answers a wrong key: status, message, type."""
         self.fixed_reply: bytes | None = None
         """When set, every chat request gets these bytes unparsed and unrecorded: the cheapest
         possible endpoint, for benchmarks."""
+
+    def mimic_litellm(self, chat_refusal: str = LITELLM_AUTH_ERROR) -> None:
+        """Answer like a LiteLLM proxy without a database (measured with 1.106): GET /models
+        answers 400 "No connected db.", and a wrong key gets HTTP 400, not 401 (the chat
+        endpoint says `chat_refusal`)."""
+        self.models_status = 400
+        self.wrong_key = {"models": (400, "No connected db.", "no_db_connection"),
+                          "chat": (400, chat_refusal, "auth_error")}  # fmt: skip
 
     @property
     def base_url(self) -> str:
@@ -138,11 +154,13 @@ class FakeOpenAI:
         authorization = headers.get("authorization", "")
         with self._lock:
             self.authorizations.append(authorization)
+        is_listing = method == "GET" and path.rstrip("/").endswith("/models")
         if self.api_key is not None and authorization != f"Bearer {self.api_key}":
-            return 401, _error("Incorrect API key provided", "invalid_api_key"), {}
-        if method == "GET" and path.rstrip("/").endswith("/models"):
+            status, message, kind = self.wrong_key["models" if is_listing else "chat"]
+            return status, _error(message, kind), {}
+        if is_listing:
             if self.models_status != 200:
-                return self.models_status, _error("No connected db.", "no_db"), {}
+                return self.models_status, _error("No connected db.", "no_db_connection"), {}
             return 200, {"object": "list", "data": [{"id": self.model_id, "object": "model"}]}, {}
         if method != "POST" or not path.rstrip("/").endswith("/chat/completions"):
             return 404, _error(f"no route {method} {path}", "not_found"), {}

@@ -31,8 +31,9 @@ def fail(message: str | BaseException, code: int = 2) -> NoReturn:
     """Print an error for the user and leave with `code`. Given an error rather than a
     message, a results database that stayed busy past the wait allowed leaves with 3 (the
     command failed for now: nothing is lost, and running it again goes on), like a failed
-    run."""
+    run. Credentials are redacted (numerate.kernel.credentials): every error passes here."""
     from numerate.cli.server import ServerError
+    from numerate.kernel.credentials import redact
     from numerate.store import Store, access
 
     if isinstance(message, ServerError):
@@ -41,7 +42,7 @@ def fail(message: str | BaseException, code: int = 2) -> NoReturn:
         code = 3
         access.hurry(0)  # leaving: no wait on the busy database at exit (the journal keeps all)
         Store.stop_flushing()  # their warnings come before the error line, not after it
-    typer.echo(f"error: {message}", err=True)
+    typer.echo(f"error: {redact(str(message), token_shapes=True)}", err=True)
     raise typer.Exit(code)
 
 

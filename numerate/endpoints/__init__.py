@@ -1,6 +1,7 @@
 """Sending cases to models: OpenAI-compatible endpoints and built-in baselines.
 
-- `keys`: API keys (environment or Prefect Secret blocks), never stored or logged;
+- `keys`: API keys (environment or Prefect Secret blocks), checked where read and registered
+  for redaction (numerate.kernel.credentials): never stored or logged;
 - `retries`: what is retried and how long to wait (Retry-After wins);
 - `limits`: a model's shared client, in-flight bounds and breaker;
 - `answerers`: an endpoint's answerer (retries, rate limits) and the baselines';
@@ -11,9 +12,10 @@
 from numerate.endpoints.answerers import Answerer, BaselineAnswerer, EndpointAnswerer, storable
 from numerate.endpoints.answering import Answered, answer_cases, completion_row, plan_requests
 from numerate.endpoints.checks import check_concurrency_limit, check_endpoint, check_endpoints
-from numerate.endpoints.keys import EndpointError, api_key, redact
+from numerate.endpoints.keys import EndpointError, api_key
 from numerate.endpoints.limits import Breaker, close_clients, stopped_cause
 from numerate.endpoints.retries import backoff_s, retry_after_s
+from numerate.kernel.credentials import redact
 
 __all__ = [
     "Answered",

@@ -11,7 +11,6 @@ import time
 from typing import Any, Protocol
 
 from numerate.config import ModelConfig
-from numerate.endpoints.keys import redact
 from numerate.endpoints.limits import model_breaker, model_limits, shared_client
 from numerate.endpoints.retries import (
     MAX_THROTTLE_WAIT_S,
@@ -22,6 +21,7 @@ from numerate.endpoints.retries import (
     retry_after_s,
 )
 from numerate.judging import Completion
+from numerate.kernel.credentials import redact
 from numerate.manifolds import registry
 from numerate.plan import PlannedCase
 from numerate.progress import current as current_progress
@@ -80,7 +80,7 @@ class EndpointAnswerer:
                 # a malformed or empty answer: a proxy's error page, a cut body; ask again
                 await asyncio.sleep(backoff_s(tries, self.retry_base_s, self.rng))
                 continue
-            detail = redact(describe_error(error), self.client.api_key)
+            detail = describe_error(error)  # credentials redacted
             self.breaker.failure(error, detail)
             if is_throttle(error):
                 self.limit.throttled()
@@ -121,7 +121,8 @@ def read_completion(
     response: Any, request_id: str, attempts: int, latency_s: float, sample: int
 ) -> Completion:
     """The Completion of a chat completions answer; a body that is not one (an HTML page, no
-    choices) or that holds no text is an `error` with its cause (never stored as an answer)."""
+    choices) or that holds no text is an `error` with its cause (never stored as an answer).
+    A credential the answer quotes (a server that echoes the key) is redacted."""
     choices = getattr(response, "choices", None)
     if not choices:
         cause = "no choices" if isinstance(choices, list) else "not a chat completion"
@@ -148,7 +149,7 @@ def read_completion(
             error=f"empty answer: no content (finish_reason {finish_reason!r})",
         )  # fmt: skip
     return Completion(
-        request_id, content, finish_reason=finish_reason, latency_s=latency_s,
+        request_id, redact(content), finish_reason=finish_reason, latency_s=latency_s,
         attempts=attempts, sample=sample, **tokens,
     )  # fmt: skip
 

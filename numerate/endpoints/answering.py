@@ -23,6 +23,7 @@ from numerate.config import ModelConfig
 from numerate.endpoints.answerers import answerer_for, storable
 from numerate.endpoints.limits import model_breaker, model_limits
 from numerate.judging import Completion, grade_response
+from numerate.kernel.credentials import redact
 from numerate.plan import PlannedCase, messages_for, request_hasher
 from numerate.progress import current as current_progress
 from numerate.store import Store, now
@@ -165,7 +166,7 @@ def completion_row(model: ModelConfig, completion: Completion, run_id: str) -> C
     return {
         "request_hash": completion.request_hash,
         "run_id": run_id,
-        "base_url": model.base_url,
+        "base_url": redact(model.base_url) if model.base_url else None,  # no password
         "model_id": model.model_id,
         "revision": model.revision,
         "sample_index": completion.sample,

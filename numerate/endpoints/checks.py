@@ -7,9 +7,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from numerate.config import ModelConfig
-from numerate.endpoints.keys import EndpointError, api_key, key_source, redact
-from numerate.endpoints.limits import refusal_cause
+from numerate.endpoints.keys import EndpointError, api_key, key_source
+from numerate.endpoints.limits import key_hint, refusal_cause, refuses_key
 from numerate.endpoints.retries import describe_error
+from numerate.kernel.credentials import redact
 from numerate.kernel.errors import ConfigError
 
 
@@ -18,25 +19,30 @@ async def check_endpoint(model: ModelConfig) -> str | None:
 
     Returns a warning (the endpoint does not list the model id) or None. An endpoint whose
     model listing answers anything but a list (an error status, an HTML page) is asked one
-    tiny chat request instead: it is usable only when that request is answered. The listing
-    is read with httpx, not the OpenAI client, whose import (0.3 s) a fully cached run never
-    needs.
+    tiny chat request instead: it is usable only when that request is answered, and when it
+    is not, the chat endpoint's answer is the cause shown (a LiteLLM proxy without a database
+    answers a listing with "No connected db." whatever the key). The listing is read with
+    httpx, not the OpenAI client, whose import (0.3 s) a fully cached run never needs.
+    Credentials are redacted from every message (numerate.kernel.credentials).
     """
     if model.is_baseline:
         return None
     key = await api_key(model)
-    where = f"model {model.name!r} at {model.base_url}"
-    listed = await list_models(model, key, where)
-    if listed is None:  # no usable model listing here (LiteLLM: 400; transformers: 500)
-        import openai
+    where = f"model {model.name!r} at {redact(model.base_url or '')}"
+    try:
+        listed = await list_models(model, key, where)
+        if listed is None:  # no usable model listing here (LiteLLM: 400; transformers: 500)
+            import openai
 
-        client = openai.AsyncOpenAI(base_url=model.base_url, api_key=key, max_retries=1,
-                                    timeout=CHECK_TIMEOUT_S)  # fmt: skip
-        try:
-            await probe(client, model, where, key)
-        finally:
-            await client.close()
-        return None
+            client = openai.AsyncOpenAI(base_url=model.base_url, api_key=key, max_retries=1,
+                                        timeout=CHECK_TIMEOUT_S)  # fmt: skip
+            try:
+                await probe(client, model, where)
+            finally:
+                await client.close()
+            return None
+    except EndpointError as error:
+        raise EndpointError(redact(str(error), token_shapes=True)) from None
     if listed and model.model_id not in listed:
         return f"{where} does not list {model.model_id!r} (it lists: {', '.join(listed[:10])})"
     return None
@@ -46,8 +52,9 @@ CHECK_TIMEOUT_S = 15.0
 
 
 async def list_models(model: ModelConfig, key: str, where: str) -> list[str] | None:
-    """The model ids `GET {base_url}/models` lists; None when it answers no such list.
-    EndpointError when the endpoint cannot be reached (after one retry) or refuses the key."""
+    """The model ids `GET {base_url}/models` lists; None when it answers no such list (an
+    error status included: the chat request that follows says why). EndpointError when the
+    endpoint cannot be reached (after one retry)."""
     import httpx
 
     url = f"{(model.base_url or '').rstrip('/')}/models"
@@ -70,10 +77,6 @@ async def list_models(model: ModelConfig, key: str, where: str) -> list[str] | N
                         f"cannot reach {where}: {type(error).__name__}: {detail}"
                     ) from None
                 await asyncio.sleep(0.5)
-    if response.status_code in (401, 403):
-        raise EndpointError(
-            f"{where} refused the API key from {key_source(model)}: HTTP {response.status_code}"
-        )
     try:
         data = response.json()["data"] if response.is_success else None
         return [str(m["id"]) for m in data] if isinstance(data, list) else None
@@ -98,7 +101,7 @@ async def check_endpoints(
     return warnings, unusable
 
 
-async def probe(client: Any, model: ModelConfig, where: str, key: str) -> None:
+async def probe(client: Any, model: ModelConfig, where: str) -> None:
     """One chat request of one token: raises EndpointError unless the endpoint answers it."""
     import openai
 
@@ -107,13 +110,20 @@ async def probe(client: Any, model: ModelConfig, where: str, key: str) -> None:
             model=model.model_id, messages=[{"role": "user", "content": "Say OK."}], max_tokens=1
         )
     except openai.APIStatusError as error:
-        detail = redact(describe_error(error), key)
+        detail = describe_error(error)
+        if refuses_key(error.status_code, detail):
+            cause = (
+                f"refused the API key from {key_source(model)}: {detail}"
+                if model.api_key_env or model.api_key_secret
+                else f"refused the request without an API key (set api_key_env): {detail}"
+            )
+            raise EndpointError(f"{where} {cause}{key_hint(detail)}") from None
         raise EndpointError(f"{where}: {refusal_cause(error.status_code, detail)}") from None
     except openai.APIConnectionError as error:
-        cause = error.__cause__ or error
-        raise EndpointError(f"cannot reach {where}: {type(cause).__name__}: {cause}") from None
+        reason = error.__cause__ or error
+        raise EndpointError(f"cannot reach {where}: {type(reason).__name__}: {reason}") from None
     except Exception as error:
-        detail = redact(describe_error(error), key)
+        detail = describe_error(error)
         raise EndpointError(f"{where} is not an OpenAI-compatible endpoint ({detail})") from None
     if not getattr(response, "choices", None):
         raise EndpointError(

@@ -1,12 +1,13 @@
-"""API keys: where a model's key comes from, and keeping it out of every message."""
+"""API keys: where a model's key comes from, checked where it is read, and registered so that
+no text leaving the process shows it (numerate.kernel.credentials)."""
 
 from __future__ import annotations
 
 import os
-import re
 from typing import Any
 
 from numerate.config import ModelConfig
+from numerate.kernel.credentials import register_secret, url_secret
 from numerate.kernel.errors import ConfigError
 
 
@@ -16,7 +17,10 @@ class EndpointError(ConfigError):
 
 async def api_key(model: ModelConfig) -> str:
     """The model's API key: from its Prefect Secret block or environment variable ("EMPTY"
-    when none is configured: local servers ignore it)."""
+    when none is configured: local servers ignore it), without surrounding whitespace (a key
+    file's trailing newline). ConfigError, naming where the key comes from but never showing
+    it, when it holds a character an HTTP header cannot carry."""
+    register_secret(url_secret(model.base_url))
     if model.api_key_secret:
         from prefect.blocks.system import Secret
 
@@ -26,10 +30,13 @@ async def api_key(model: ModelConfig) -> str:
             raise ConfigError(
                 f"model {model.name!r}: no Prefect Secret block named {model.api_key_secret!r}"
             ) from None
-        return str(secret.get())
+        key = checked_key(model, str(secret.get()))
+        if not key:
+            raise ConfigError(f"model {model.name!r}: {key_source(model)} holds no API key")
+        return key
     if not model.api_key_env:
         return "EMPTY"
-    key = os.environ.get(model.api_key_env)
+    key = checked_key(model, os.environ.get(model.api_key_env, ""))
     if not key:
         raise ConfigError(
             f"model {model.name!r}: environment variable {model.api_key_env} is not set "
@@ -38,17 +45,19 @@ async def api_key(model: ModelConfig) -> str:
     return key
 
 
-_BEARER = re.compile(r"(?i)\b(bearer\s+)[^\s\"',;]+")
-_KEY_LIKE = re.compile(r"\b(sk|pk|rk)-[A-Za-z0-9_\-]{8,}")
-
-
-def redact(text: str, secret: str | None = None) -> str:
-    """`text` (an error a server sent back) without the API key: the configured key, bearer
-    tokens and key-shaped strings (sk-...) are replaced by [redacted]."""
-    if secret and len(secret) >= 4 and secret != "EMPTY":
-        text = text.replace(secret, "[redacted]")
-    text = _BEARER.sub(r"\1[redacted]", text)
-    return _KEY_LIKE.sub(lambda match: f"{match.group(1)}-[redacted]", text)
+def checked_key(model: ModelConfig, raw: str) -> str:
+    """`raw` stripped of surrounding whitespace and registered as a secret; ConfigError when
+    what is left holds a non-ASCII or control character (the key itself is never shown)."""
+    register_secret(raw)
+    key = raw.strip()
+    bad = next((c for c in key if not " " <= c <= "~"), None)
+    if bad is not None:
+        kind = "a non-ASCII" if ord(bad) > 127 else "a control"
+        raise ConfigError(
+            f"model {model.name!r}: the API key in {key_source(model)} holds {kind} character "
+            "(an HTTP header cannot carry it); check the value"
+        )
+    return key
 
 
 def key_source(model: ModelConfig) -> str:

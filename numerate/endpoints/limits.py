@@ -113,12 +113,29 @@ class Breaker:
 
 def refusal_cause(status: int, detail: str) -> str:
     """What a refusal says about the endpoint, in one line."""
-    text = detail.lower()
-    if status in (401, 403) or "auth" in text or "api key" in text:
-        return f"endpoint refused the key ({detail})"
+    if refuses_key(status, detail):
+        return f"endpoint refused the key ({detail}){key_hint(detail)}"
     if status == 404:
         return f"endpoint does not serve this model ({detail})"
     return f"endpoint refused every request ({detail})"
+
+
+def refuses_key(status: int, detail: str) -> bool:
+    """Whether a refusal is about the key: 401, 403, a message about authentication, or a
+    LiteLLM proxy without a database, which answers a key that is not its master key with
+    HTTP 400 "No connected db." (it looks the key up as a virtual key)."""
+    text = detail.lower()
+    return status in (401, 403) or any(word in text for word in _KEY_WORDS)
+
+
+_KEY_WORDS = ("auth", "api key", "no connected db", "no_db_connection")
+
+
+def key_hint(detail: str) -> str:
+    """What a refusal of the key means when the server's words do not say it."""
+    if "no connected db" in detail.lower():
+        return "; a LiteLLM proxy without a database answers so to any key but its master key"
+    return ""
 
 
 _breakers: dict[tuple[int, str], Breaker] = {}

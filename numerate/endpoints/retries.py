@@ -11,6 +11,8 @@ import random
 import time
 from typing import Any
 
+from numerate.kernel.credentials import redact
+
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 MAX_BACKOFF_S = 60.0
 MAX_RETRY_AFTER_S = 300.0
@@ -59,7 +61,12 @@ def is_retryable(error: BaseException) -> bool:
 
 
 def describe_error(error: BaseException) -> str:
-    """A one-line description of a request failure (never contains the API key)."""
+    """A one-line description of a request failure, credentials redacted (what a server or a
+    library says may quote the key or the URL's password)."""
+    return redact(_description(error), token_shapes=True)
+
+
+def _description(error: BaseException) -> str:
     import openai
 
     if isinstance(error, openai.APITimeoutError):
@@ -68,10 +75,20 @@ def describe_error(error: BaseException) -> str:
         cause = error.__cause__ or error
         return f"connection error: {type(cause).__name__}: {cause}".strip()
     if isinstance(error, openai.APIStatusError):
-        return f"HTTP {error.status_code}: {error.message}"[:500]
+        return f"HTTP {error.status_code}: {server_message(error)}"[:500]
     if isinstance(error, openai.APIResponseValidationError | ValueError):
         return f"malformed answer: {type(error).__name__}: {error}"[:500]
     return f"{type(error).__name__}: {error}"[:500]
+
+
+def server_message(error: Any) -> str:
+    """What the server said in its error body (`{"error": {"message", "type"}}`), else the
+    client's summary of the answer."""
+    body = getattr(error, "body", None)
+    if isinstance(body, dict) and isinstance(body.get("message"), str) and body["message"]:
+        kind = body.get("type")
+        return f"{body['message']} ({kind})" if isinstance(kind, str) and kind else body["message"]
+    return str(getattr(error, "message", error))
 
 
 def is_throttle(error: BaseException) -> bool:

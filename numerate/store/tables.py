@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
+from numerate.kernel.credentials import redact
 from numerate.numgen.rows import DetectionRow, ImageRow
 from numerate.store.rows import (
     CaseRow,
@@ -119,7 +120,8 @@ class Tables:
         self.claim_run(run_id)
         self.query(
             "INSERT INTO runs VALUES (?, ?, ?, ?, ?, 'running', ?, NULL)",
-            [run_id, sweep_name, config_hash, json.dumps(config), code_version, now()],
+            # no credential in the stored config: a base URL's password, a key in its text
+            [run_id, sweep_name, config_hash, redact(json.dumps(config)), code_version, now()],
         )
 
     def unfinished_run(self, sweep_name: str, config_hash: str) -> str | None:

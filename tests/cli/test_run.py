@@ -14,7 +14,7 @@ import yaml
 from typer.testing import CliRunner
 
 from numerate.cli import app
-from tests.fake_openai import spawn
+from tests.fake_openai import Reply, spawn
 
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
@@ -447,3 +447,88 @@ def test_a_cli_run_checks_the_concurrency_limit_before_it_starts(tmp_path, limit
     line = one_error_line(runner.invoke(app, ["run", "--config", str(path), "--db", str(db)]))
     assert said.format(name=name) in line
     assert not db.exists()  # refused before anything was written
+
+
+# ---------------------------------------------------------------- secrets never leave
+
+
+def no_secret_anywhere(result, secret, db=None):
+    """Neither the output nor the database shows `secret`, and no traceback was printed."""
+    assert secret not in result.stdout and secret not in result.stderr
+    assert "Traceback" not in result.output
+    if db is not None and db.exists():
+        con = duckdb.connect(str(db), read_only=True)
+        try:
+            for table in ("runs", "completions", "responses", "run_models"):
+                dumped = con.execute(f"SELECT * FROM {table}").fetchall()
+                assert secret not in repr(dumped), table
+        finally:
+            con.close()
+
+
+def test_a_password_in_the_base_url_is_never_printed_nor_stored(tmp_path, fake_openai):
+    password = "url-pa55word"
+    url = fake_openai.base_url.replace("http://", f"http://user:{password}@")
+    db = tmp_path / "r.duckdb"
+    result = runner.invoke(app, ["run", "--model", "fake-model", "--base-url", url,
+                                 "--db", str(db), "--format", "json"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    no_secret_anywhere(result, password, db)
+    con = duckdb.connect(str(db), read_only=True)
+    [(stored,)] = con.execute("SELECT DISTINCT base_url FROM completions").fetchall()
+    con.close()
+    assert stored == fake_openai.base_url.replace("http://", "http://***@")
+    gone = f"http://user:{password}@127.0.0.1:9/v1"
+    result = runner.invoke(app, ["run", "--model", "m", "--base-url", gone, "--db", str(db)])
+    assert "cannot reach model 'm' at http://***@127.0.0.1:9/v1" in one_error_line(result, 3)
+    no_secret_anywhere(result, password, db)
+
+
+@pytest.mark.parametrize(
+    ("key", "said"),
+    [
+        ("sk-wrong-key-with-newline\n", "refused the API key from $SWEEP_KEY: HTTP 401"),
+        ("sk-ключ-0123456789", "the API key in $SWEEP_KEY holds a non-ASCII character"),
+        ("sk-a\nb-0123456789", "the API key in $SWEEP_KEY holds a control character"),
+    ],
+)
+def test_a_bad_key_is_one_line_that_never_shows_it(tmp_path, fake_openai, monkeypatch, key, said):
+    fake_openai.api_key = "right-key"
+    monkeypatch.setenv("SWEEP_KEY", key)
+    path = write_config(tmp_path / "s.yaml", [{"name": "fake", "model": "fake-model",
+                        "base_url": fake_openai.base_url, "api_key_env": "SWEEP_KEY"}])  # fmt: skip
+    result = runner.invoke(app, ["run", "--config", str(path), "--db", str(tmp_path / "r.db")])
+    line = one_error_line(result, code=3 if "refused" in said else 2)
+    assert said in line
+    for part in key.split():
+        no_secret_anywhere(result, part)
+
+
+def test_a_litellm_proxy_with_a_wrong_key_says_the_key_was_refused(tmp_path, fake_openai,
+                                                                   monkeypatch):  # fmt: skip
+    fake_openai.api_key = "sk-master"
+    fake_openai.mimic_litellm()
+    monkeypatch.setenv("PROXY_KEY", "sk-not-the-master-key")
+    path = write_config(tmp_path / "s.yaml", [{"name": "proxy", "model": "fake-model",
+                        "base_url": fake_openai.base_url, "api_key_env": "PROXY_KEY"}])  # fmt: skip
+    result = runner.invoke(app, ["run", "--config", str(path), "--db", str(tmp_path / "r.db")])
+    line = one_error_line(result, code=3)
+    assert "refused the API key from $PROXY_KEY: HTTP 400: Authentication Error" in line
+    assert "No connected db." not in line
+    no_secret_anywhere(result, "sk-not-the-master-key")
+
+
+def test_a_key_the_server_quotes_is_not_stored(tmp_path, fake_openai, monkeypatch):
+    secret = "sk-quoted-by-the-server-0123"
+    monkeypatch.setenv("QUOTED_KEY", secret)
+    fake_openai.responder = lambda body: Reply(content=f"Key {secret} seen.\nAnswer: 7")
+    db = tmp_path / "r.duckdb"
+    args = ["run", "--model", "fake-model", "--base-url", fake_openai.base_url,
+            "--api-key-env", "QUOTED_KEY", "--db", str(db), "--format", "json"]  # fmt: skip
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    no_secret_anywhere(result, secret, db)
+    con = duckdb.connect(str(db), read_only=True)
+    texts = {text for (text,) in con.execute("SELECT raw_text FROM responses").fetchall()}
+    con.close()
+    assert texts == {"Key *** seen.\nAnswer: 7"}

@@ -2,6 +2,7 @@
 
 import asyncio
 import dataclasses
+import itertools
 import random
 import time
 from collections import defaultdict
@@ -14,7 +15,7 @@ from numerate.judging import grade_response
 from numerate.manifolds.grading import Outcome
 from numerate.plan import plan_manifold
 from numerate.store import Store
-from tests.fake_openai import Reply, prompt_of
+from tests.fake_openai import Reply, hashed_answer, prompt_of
 
 
 def planned_cases(count=6, manifold="objects"):
@@ -275,9 +276,11 @@ def test_sampling_and_system_prompt_are_sent(fake_openai, db_path):
     assert "top_p" not in body
 
 
-def test_api_key_is_sent_from_the_environment(fake_openai, db_path, monkeypatch):
+@pytest.mark.parametrize("read", ["sk-test-secret", "sk-test-secret\n", "  sk-test-secret "])
+def test_api_key_is_sent_from_the_environment_stripped(fake_openai, db_path, monkeypatch, read):
+    """A key file's trailing newline (or stray spaces) is no part of the key."""
     fake_openai.api_key = "sk-test-secret"
-    monkeypatch.setenv("FAKE_KEY", "sk-test-secret")
+    monkeypatch.setenv("FAKE_KEY", read)
     completion = run_query(endpoint(fake_openai, api_key_env="FAKE_KEY"), planned_cases(1), db_path)
     assert next(iter(completion.values())).error is None
     assert fake_openai.authorizations[-1] == "Bearer sk-test-secret"
@@ -345,22 +348,7 @@ def test_a_key_echoed_by_the_server_is_never_stored(fake_openai, db_path, monkey
     model = endpoint(fake_openai, api_key_env="ECHO_KEY", max_retries=0)
     answers = run_query(model, planned_cases(2), db_path)
     for completion in answers.values():
-        assert secret not in completion.error and "[redacted]" in completion.error
-
-
-@pytest.mark.parametrize(
-    ("text", "shown"),
-    [
-        ("HTTP 401: bad key sk-abcdefghijklmnop", "HTTP 401: bad key sk-[redacted]"),
-        ("got Authorization: Bearer abc.def-ghi", "got Authorization: Bearer [redacted]"),
-        ("key my-own-key-1234 refused", "key [redacted] refused"),
-        ("nothing secret here", "nothing secret here"),
-    ],
-)
-def test_redact(text, shown):
-    from numerate.endpoints import redact
-
-    assert redact(text, "my-own-key-1234") == shown
+        assert secret not in completion.error and "***" in completion.error
 
 
 def test_a_malformed_answer_is_asked_again_then_answered(fake_openai, db_path):
@@ -379,7 +367,7 @@ def test_an_endpoint_without_a_model_listing_is_probed(fake_openai):
     fake_openai.models_status = 500  # transformers serve; LiteLLM without a database: 400
     assert asyncio.run(check_endpoint(endpoint(fake_openai))) is None  # the probe was answered
     fake_openai.responder = lambda body: Reply(status=400, error_message="Authentication Error")
-    with pytest.raises(EndpointError, match="endpoint refused the key"):
+    with pytest.raises(EndpointError, match=r"refused the request without an API key \(set api"):
         asyncio.run(check_endpoint(endpoint(fake_openai)))
     fake_openai.responder = lambda body: Reply(raw_body="<html>login</html>")
     with pytest.raises(EndpointError, match="is not an OpenAI-compatible endpoint"):
@@ -424,48 +412,88 @@ def rate_limited(server, most_in_flight, retry_after=True):
 
 
 @pytest.mark.parametrize("retry_after", [True, False])
-def test_a_rate_limited_server_loses_no_case_and_the_limit_adapts(fake_openai, db_path,
-                                                                  retry_after):  # fmt: skip
-    """A server that takes 4 requests at once: concurrency 16 loses nothing, 429s stay a
-    small share of the requests, and the run takes about as long as at concurrency 4."""
+def test_a_rate_limited_server_loses_no_case_and_few_requests_are_refused(fake_openai, db_path,
+                                                                          retry_after):  # fmt: skip
+    """A server that takes 4 requests at once, asked at concurrency 16: nothing is lost, and
+    once refused the limit stays below the level refused, so 429s stay under a tenth of the
+    requests (the first burst of 12 is most of them). Its time: bench/rate_limit.py."""
     fake_openai.responder = rate_limited(fake_openai, 4, retry_after)
     planned = planned_cases(300)
-
-    def timed(concurrency, run_id):
-        sent = len(fake_openai.requests)
-        model = endpoint(fake_openai, concurrency=concurrency, max_retries=0, cache="off")
-        started = time.monotonic()
-        answers = run_query(model, planned, db_path, run_id=run_id)
-        return time.monotonic() - started, answers, len(fake_openai.requests) - sent
-
-    baseline, _, _ = timed(4, "c4")
-    elapsed, answers, sent = timed(16, "c16")
+    model = endpoint(fake_openai, concurrency=16, max_retries=0, cache="off")
+    answers = run_query(model, planned, db_path, run_id="c16")
     assert all(a.error is None for a in answers.values())  # max_retries 0: 429s spend none
+    assert len(answers) == len(planned)
+    sent = len(fake_openai.requests)
     refused = sent - len(planned)
-    assert refused < 0.25 * sent, (refused, sent)
-    assert elapsed < 1.3 * baseline + 0.2, (elapsed, baseline)  # target 1.1 (bench/)
+    assert refused < 0.10 * sent, (refused, sent)
 
 
 def test_the_adaptive_limit_drops_to_what_the_server_takes_and_grows_back():
-    from numerate.pacing import AdaptiveLimit
+    from numerate.pacing import QUIET_ROUNDS, AdaptiveLimit
 
-    limit = AdaptiveLimit(16)
+    limit = AdaptiveLimit(16, start=16)
     limit.in_flight = 15  # 16 sent, one refused (its slot given back)
     limit.throttled()
     assert limit.allowed == 14  # at least a tenth fewer
     limit.in_flight = 4  # the server took only four
     limit.throttled()
-    assert limit.allowed == 4 and limit.throttles == 2
+    assert limit.allowed == 4 and limit.throttles == 2 and limit.refused_at == 5
     limit.in_flight = 0
-    for _ in range(60):  # half a request per round: sqrt(4^2 + 60) = 8.7
+    for _ in range(QUIET_ROUNDS * 4 - 1):  # not yet a quiet spell: never back to 5
         limit.succeeded()
-    assert limit.allowed == 8
-    for _ in range(2000):
+        assert limit.allowed == 4
+    limit.succeeded()  # quiet for QUIET_ROUNDS rounds: probe one higher
+    assert limit.refused_at == 6
+    for _ in range(20):
         limit.succeeded()
-    assert limit.allowed == 16  # never above the ceiling
+    assert limit.allowed == 5
+    for _ in range(20_000):
+        limit.succeeded()
+    assert limit.allowed == 16 and limit.refused_at is None  # never above the ceiling
     limit.in_flight = 0
     limit.throttled()
     assert limit.allowed == 1  # refused with nothing else in flight: one at a time
+
+
+def test_the_limit_starts_small_and_doubles_each_round_until_refused():
+    from numerate.pacing import START, AdaptiveLimit
+
+    limit = AdaptiveLimit(64)
+    assert limit.allowed == START
+    for _ in range(START):  # a round of answers
+        limit.succeeded()
+    assert limit.allowed == 2 * START
+    limit.in_flight = 6
+    limit.throttled()
+    assert limit.allowed == 6 and limit.refused_at == 7 and not limit.starting
+    assert AdaptiveLimit(3).allowed == 3
+
+
+def test_a_refused_probe_doubles_the_wait_before_the_next():
+    from numerate.pacing import MAX_QUIET_ROUNDS, QUIET_ROUNDS, AdaptiveLimit
+
+    limit = AdaptiveLimit(16, start=16)
+    limit.in_flight = 4
+    limit.throttled()  # the server takes 4
+    limit.in_flight = 0
+    waits, patience = [], []
+    for _ in range(6):
+        answered = 0
+        while limit.refused_at == 5:  # answers until the probe
+            limit.succeeded()
+            answered += 1
+        waits.append(answered)
+        limit.in_flight = 4  # the probe at 5 is refused
+        limit.throttled()
+        limit.in_flight = 0
+        assert limit.refused_at == 5 and limit.allowed <= 4
+        patience.append(limit.patience)
+    assert waits[0] == QUIET_ROUNDS * 4
+    assert patience == [min(MAX_QUIET_ROUNDS, QUIET_ROUNDS * 2**i) for i in range(1, 7)]
+    assert all(later > earlier for earlier, later in itertools.pairwise(waits[:4]))
+    for _ in range(50_000):  # a probe answered: the wait is back to QUIET_ROUNDS
+        limit.succeeded()
+    assert limit.refused_at is None and limit.patience == QUIET_ROUNDS
 
 
 def test_the_adaptive_limit_bounds_requests_in_flight():
@@ -504,3 +532,81 @@ def test_an_endpoint_that_never_answers_is_reported_after_the_timeout(monkeypatc
             asyncio.run(check_endpoint(model))
     message = str(raised.value)
     assert message == f"cannot reach model 'mute' at {url}: ReadTimeout: no answer within 0.2 s"
+
+
+# ---------------------------------------------------------------- secrets and true messages
+
+
+@pytest.mark.parametrize(
+    ("chat_refusal", "said"),
+    [
+        ("Authentication Error, Invalid proxy server token passed.", "Authentication Error"),
+        ("No connected db.", "a LiteLLM proxy without a database answers so"),  # as measured
+    ],
+)
+def test_a_litellm_proxy_refusing_the_key_is_reported_by_its_chat_answer(
+    fake_openai, monkeypatch, chat_refusal, said
+):
+    """LiteLLM answers a wrong key with HTTP 400 (not 401), and its listing answers 400 "No
+    connected db." whatever the key: the chat request's refusal is the cause shown."""
+    from numerate.endpoints import EndpointError
+
+    fake_openai.api_key = "sk-master-key"
+    fake_openai.mimic_litellm(chat_refusal)
+    monkeypatch.setenv("PROXY_KEY", "sk-master-key")
+    assert asyncio.run(check_endpoint(endpoint(fake_openai, api_key_env="PROXY_KEY"))) is None
+    monkeypatch.setenv("PROXY_KEY", "sk-wrong-key-0000")
+    with pytest.raises(EndpointError) as raised:
+        asyncio.run(check_endpoint(endpoint(fake_openai, api_key_env="PROXY_KEY")))
+    message = str(raised.value)
+    assert "refused the API key from $PROXY_KEY: HTTP 400" in message and said in message
+    assert "refused every request" not in message and "sk-wrong-key-0000" not in message
+    if chat_refusal != "No connected db.":
+        assert "No connected db." not in message  # the listing's answer is not the cause
+
+
+def test_a_password_in_the_base_url_is_never_shown_nor_stored(fake_openai, db_path):
+    from numerate.endpoints import EndpointError
+
+    password = "pa55-w0rd-in-url"
+    url = fake_openai.base_url.replace("http://", f"http://user:{password}@")
+    fake_openai.responder = lambda body: Reply(status=400, error_message=f"bad request to {url}")
+    answers = run_query(endpoint(fake_openai, base_url=url, max_retries=0), planned_cases(2),
+                        db_path)  # fmt: skip
+    assert all(password not in a.error and "http://***@127.0.0.1" in a.error
+               for a in answers.values())  # fmt: skip
+    fake_openai.responder = hashed_answer
+    run_query(endpoint(fake_openai, base_url=url), planned_cases(2), db_path, run_id="ok")
+    [(stored,)] = Store.open(db_path).query("SELECT DISTINCT base_url FROM completions")
+    assert stored == fake_openai.base_url.replace("http://", "http://***@")
+    gone = ModelConfig(name="gone", model="m", base_url=f"http://user:{password}@127.0.0.1:9/v1")
+    with pytest.raises(EndpointError) as raised:
+        asyncio.run(check_endpoint(gone))
+    assert password not in str(raised.value) and "http://***@127.0.0.1:9/v1" in str(raised.value)
+
+
+@pytest.mark.parametrize("key", ["sk-ключ-0123456789", "sk-abc\r\ndef-0123456789", "sk-\x7fdel"])
+def test_a_key_no_header_can_carry_is_refused_without_showing_it(fake_openai, monkeypatch, key):
+    from numerate.kernel.errors import ConfigError
+
+    monkeypatch.setenv("ODD_KEY", key)
+    with pytest.raises(ConfigError) as raised:
+        asyncio.run(check_endpoint(endpoint(fake_openai, api_key_env="ODD_KEY")))
+    message = str(raised.value)
+    assert message.startswith("model 'fake': the API key in $ODD_KEY holds a")
+    assert key.strip() not in message and "sk-" not in message
+    assert fake_openai.authorizations == []  # nothing was sent
+
+
+def test_a_key_the_server_quotes_in_its_answer_is_not_stored(fake_openai, db_path, monkeypatch):
+    secret = "sk-quoted-0123456789abcdef"
+    monkeypatch.setenv("QUOTED_KEY", secret)
+    fake_openai.responder = lambda body: Reply(content=f"Your key is {secret}.\nAnswer: 7")
+    answers = run_query(endpoint(fake_openai, api_key_env="QUOTED_KEY"), planned_cases(2),
+                        db_path)  # fmt: skip
+    assert {a.text for a in answers.values()} == {"Your key is ***.\nAnswer: 7"}
+    store = Store.open(db_path)
+    texts = store.query("SELECT raw_text FROM responses") + store.query(
+        "SELECT text FROM completions"
+    )
+    assert len(texts) == 4 and not any(secret in text for (text,) in texts)

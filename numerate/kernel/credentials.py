@@ -1,0 +1,86 @@
+"""Credentials never leave the process: one redaction for every text that does (an error
+printed, a text stored in the database, a log line), and the process's registry of the
+secrets in use.
+
+Endpoint code registers each API key it reads and each password of a base URL
+(`register_secret`); `redact` replaces them, and the userinfo of any URL
+(`http://user:password@host` -> `http://***@host`), with `MARKER`. No I/O.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterable
+from urllib.parse import unquote, urlsplit
+
+MARKER = "***"
+"""What a secret is replaced with."""
+
+MIN_SECRET_CHARS = 4
+"""Shorter strings are not replaced on their own (they would blank out ordinary words); a
+URL's userinfo is replaced whatever its length."""
+
+PLACEHOLDERS = frozenset({"EMPTY"})
+"""Keys that are no secret: what local servers are sent when no key is configured."""
+
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^\s/?#'\"<>]+@")
+_BEARER = re.compile(r"(?i)\b(bearer\s+)[^\s\"',;]+")
+_KEY_LIKE = re.compile(r"\b(sk|pk|rk)-[A-Za-z0-9_\-]{8,}")
+
+_registered: set[str] = set()
+_lock = threading.Lock()
+
+
+def scrub(text: str, secrets: Iterable[str], *, token_shapes: bool = False) -> str:
+    """`text` with each of `secrets` and the userinfo of every URL replaced by MARKER.
+
+    Args:
+        text: any text about to leave the process.
+        secrets: the strings to hide (those shorter than MIN_SECRET_CHARS are left alone).
+        token_shapes: also hide what looks like a credential though it is none of `secrets`
+            (a bearer token, an `sk-...` key): for errors a server sends back, never for a
+            model's answer, whose words it could change.
+    """
+    for secret in sorted(secrets, key=len, reverse=True):
+        if len(secret) >= MIN_SECRET_CHARS and secret not in PLACEHOLDERS and secret in text:
+            text = text.replace(secret, MARKER)
+    if "://" in text and "@" in text:
+        text = _USERINFO.sub(lambda match: f"{match.group(1)}{MARKER}@", text)
+    if token_shapes:
+        text = _BEARER.sub(lambda match: f"{match.group(1)}{MARKER}", text)
+        text = _KEY_LIKE.sub(lambda match: f"{match.group(1)}-{MARKER}", text)
+    return text
+
+
+def redact(text: str, *, token_shapes: bool = False) -> str:
+    """`scrub` with the secrets registered in this process."""
+    return scrub(text, registered_secrets(), token_shapes=token_shapes)
+
+
+def register_secret(secret: str | None) -> None:
+    """Hide `secret` from every text `redact` sees from now on (the process's lifetime)."""
+    if not secret:
+        return
+    with _lock:
+        for form in {secret, secret.strip(), unquote(secret)}:
+            if len(form) >= MIN_SECRET_CHARS and form not in PLACEHOLDERS:
+                _registered.add(form)
+
+
+def registered_secrets() -> frozenset[str]:
+    """The secrets registered so far."""
+    with _lock:
+        return frozenset(_registered)
+
+
+def url_secret(url: str | None) -> str | None:
+    """The credential a URL carries in its userinfo: its password, else its user name (a
+    token given as `https://TOKEN@host`); None when it has none."""
+    if not url or "@" not in url:
+        return None
+    try:
+        parts = urlsplit(url)
+        return parts.password or parts.username
+    except ValueError:
+        return None
