@@ -22,10 +22,19 @@ class ModelLoadError(NumerateError):
     """A model id or path that cannot be loaded (unknown, not downloaded, not a model)."""
 
 
+HUB_TIMEOUT_S = 5.0
+"""How long the hub may take to answer the reachability check (NUMERATE_HUB_TIMEOUT)."""
+
+OFF = ("1", "true", "yes", "on")
+
+
 def check_available(model_id: str, marker: str, what: str) -> None:
     """Raise ModelLoadError when `model_id` can surely not be loaded: a local folder without
-    its `marker` file, or a hub id that is not in the Hugging Face cache while downloads are
-    off (HF_HUB_OFFLINE=1). Checked before a run starts, so a missing model writes nothing."""
+    its `marker` file, or a hub id that is not in the Hugging Face cache while the hub cannot
+    be used (HF_HUB_OFFLINE=1, or no answer within NUMERATE_HUB_TIMEOUT seconds). When the
+    hub does not answer and the model is cached, the process goes offline, so that loading
+    it never waits on the network. Checked before a run starts: a missing model writes
+    nothing, and no command sits in the hub client's retries."""
     import os
     from pathlib import Path
 
@@ -34,18 +43,70 @@ def check_available(model_id: str, marker: str, what: str) -> None:
         if not (path / marker).is_file():
             raise ModelLoadError(f"{what} {model_id!r}: no {marker} in that folder")
         return
-    if os.environ.get("HF_HUB_OFFLINE", "").lower() not in ("1", "true", "yes", "on"):
-        return  # it may be downloaded
+    offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in OFF
+    unreachable = None if offline else hub_unreachable()
+    if unreachable is not None:
+        go_offline()
     hub = require("huggingface_hub")
     try:
         found = hub.try_to_load_from_cache(model_id, marker)
     except ValueError as error:  # not a valid repo id
         raise ModelLoadError(f"{what} {model_id!r}: {error}") from None
-    if not isinstance(found, str):
-        raise ModelLoadError(
-            f"{what} {model_id!r} is not in the Hugging Face cache, and HF_HUB_OFFLINE=1 "
-            "forbids downloading it (download it on a connected machine, or give a local path)"
-        )
+    if isinstance(found, str) or not (offline or unreachable):
+        return  # cached, or the hub can be asked for it
+    why = "HF_HUB_OFFLINE=1 forbids downloading it" if offline else unreachable
+    raise ModelLoadError(
+        f"{what} {model_id!r} is not in the Hugging Face cache ({hub.constants.HF_HUB_CACHE}) "
+        f"and {why}: download it where the hub can be reached (`hf download {model_id}`) "
+        f"and copy the cache or set HF_HOME to it, or give a local folder with {marker}"
+    )
+
+
+_probed: dict[str, str | None] = {}
+
+
+def hub_unreachable() -> str | None:
+    """Asked once per process and endpoint: see `probe_hub`."""
+    import os
+
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
+    if endpoint not in _probed:
+        _probed[endpoint] = probe_hub(endpoint)
+    return _probed[endpoint]
+
+
+def probe_hub(endpoint: str) -> str | None:
+    """Why the Hugging Face hub ($HF_ENDPOINT) cannot be used now, or None when it answers
+    (any HTTP answer counts) within NUMERATE_HUB_TIMEOUT seconds."""
+    import os
+    import urllib.error
+    import urllib.request
+
+    raw = os.environ.get("NUMERATE_HUB_TIMEOUT", "").strip()
+    try:
+        timeout = float(raw) if raw else HUB_TIMEOUT_S
+    except ValueError:
+        timeout = HUB_TIMEOUT_S
+    timeout = min(max(timeout, 0.1), 60.0)
+    try:
+        with urllib.request.urlopen(f"{endpoint}/api/models?limit=1", timeout=timeout):
+            return None
+    except urllib.error.HTTPError:
+        return None  # it answered
+    except (OSError, ValueError) as error:
+        reason = getattr(error, "reason", error)
+        return f"the hub ({endpoint}) did not answer within {timeout:g} s ({reason})"
+
+
+def go_offline() -> None:
+    """Load from the cache only from now on (huggingface_hub reads this at import; set both)."""
+    import os
+    import sys
+
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    constants = sys.modules.get("huggingface_hub.constants")
+    if constants is not None:
+        setattr(constants, "HF_HUB_OFFLINE", True)  # noqa: B010 - a module's constant
 
 
 def require(module: str) -> Any:

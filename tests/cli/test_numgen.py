@@ -152,3 +152,76 @@ def test_a_bad_numgen_config_is_one_error_line(tmp_path, content, message):
     result = runner.invoke(app, ["numgen", "run", "--config", str(path)])
     assert result.exit_code == 2 and message in result.stderr
     assert result.stderr.startswith("error: ") and len(result.stderr.splitlines()) == 1
+
+
+class Silent:
+    """A local server that accepts connections and never answers (a hub behind a dead
+    route, a proxy that swallows requests)."""
+
+    def __enter__(self) -> str:
+        import socket
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        return f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+
+    def __exit__(self, *exc: object) -> None:
+        self.sock.close()
+
+
+def numgen_command(tmp_path, endpoint, **env_extra):
+    import os
+    import sys
+
+    env = dict(os.environ, HF_ENDPOINT=endpoint, PREFECT_HOME=str(tmp_path / "prefect"))
+    env.pop("HF_HUB_OFFLINE", None)  # as on a GPU machine with no route to the hub
+    env.update(env_extra)
+    command = [sys.executable, "-m", "numerate.cli", "numgen", "run", "--generator",
+               "nosuch-org/nosuch-model", "--count", "1", "--db", str(tmp_path / "x.duckdb"),
+               "--images-dir", str(tmp_path / "images")]  # fmt: skip
+    return command, env
+
+
+@pytest.mark.slow
+def test_a_model_id_the_hub_cannot_give_fails_fast_in_one_line(tmp_path):
+    import subprocess
+    import time
+
+    with Silent() as endpoint:
+        command, env = numgen_command(tmp_path, endpoint, NUMERATE_HUB_TIMEOUT="1")
+        started = time.monotonic()
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+        took = time.monotonic() - started
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: generator 'nosuch-org/nosuch-model'")
+    assert str(tmp_path / "prefect") not in lines[0]
+    assert "huggingface" in lines[0] and "did not answer within 1 s" in lines[0]
+    assert took < 20
+    assert not (tmp_path / "x.duckdb").exists() and not (tmp_path / "images").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("signal_name", "code"), [("SIGTERM", 143), ("SIGINT", 130)])
+def test_a_signal_stops_a_command_stuck_on_the_network_within_5_s(tmp_path, signal_name, code):
+    import signal
+    import subprocess
+    import time
+
+    with Silent() as endpoint:
+        command, env = numgen_command(tmp_path, endpoint, NUMERATE_HUB_TIMEOUT="60")
+        process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+        time.sleep(3)  # in the hub check by now: it waits up to 60 s for an answer
+        assert process.poll() is None
+        sent = time.monotonic()
+        process.send_signal(getattr(signal, signal_name))
+        try:
+            _, err = process.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            raise AssertionError(f"{signal_name} did not stop the command") from None
+        took = time.monotonic() - sent
+    assert process.returncode == code
+    assert took < 5.5
+    assert "Traceback" not in err
