@@ -79,12 +79,22 @@ def numgen_markdown(
     lines = [
         f"# NumGen: {generator} / {detector}, run `{run_id}`",
         "",
-        f"- database: `{db}` (`numerate numgen report --db {db}`)",
-        f"- confusion matrix heatmap: `{metrics.get('heatmap', '-')}`",
+        f"- database: `{absolute(db)}` (`numerate numgen report --db {absolute(db)}`)",
+        f"- confusion matrix heatmap: `{absolute(str(metrics.get('heatmap') or '-'))}`",
         "",
         *_table(list(table[0]), [list(table[0].values())]),
     ]
     return table, "\n".join(lines) + "\n"
+
+
+def absolute(path: str) -> str:
+    """A path as an operator reading the Prefect UI can use it: absolute (the worker's working
+    directory is not theirs to see); URLs and "-" as they are."""
+    import os
+
+    if path == "-" or "://" in path:
+        return path
+    return os.path.abspath(path)
 
 
 def comparison_lines(source: Source, base: str, new: str) -> list[str]:
@@ -156,7 +166,7 @@ def run_markdown(
     lines = [
         f"# {run.sweep}: run `{run_id}` ({run.status})",
         "",
-        f"- database: `{db}` (`numerate report --db {db} --run {run_id}`)",
+        f"- database: `{absolute(db)}` (`numerate report --db {absolute(db)} --run {run_id}`)",
         f"- config `{run.config_hash}`, code `{run.code_version}`",
         f"- started {run.started:%Y-%m-%d %H:%M:%S %Z}"
         + (f", finished {run.finished:%Y-%m-%d %H:%M:%S %Z}" if run.finished else ""),

@@ -40,8 +40,15 @@ DEFAULT_DB = "results/numerate.duckdb"
 def results_database(given: str | None = None, configured: str | None = None) -> str:
     """The one default-database rule: the database a command or flow was given (--db, a `db`
     parameter), else the one its config names, else $NUMERATE_DB, else
-    results/numerate.duckdb."""
-    return given or configured or os.environ.get("NUMERATE_DB") or DEFAULT_DB
+    results/numerate.duckdb. An empty or blank path given or configured is a ConfigError
+    (it would silently mean "here"); an empty $NUMERATE_DB counts as unset."""
+    for what, value in (("--db", given), ("db", configured)):
+        if value is not None and not value.strip():
+            raise ConfigError(
+                f"{what} {value!r}: give the results database's path (or leave it out for "
+                f"$NUMERATE_DB, else {DEFAULT_DB})"
+            )
+    return given or configured or os.environ.get("NUMERATE_DB", "").strip() or DEFAULT_DB
 
 
 BASELINES = ("baseline:random", "baseline:oracle", "baseline:heuristic")

@@ -42,6 +42,12 @@ def grade_record(record: Any, where: str) -> dict[str, Any]:
     try:
         case = spec.case_model.model_validate(record)
     except ValidationError as error:
+        missing = [".".join(map(str, p["loc"])) for p in error.errors() if p["type"] == "missing"]
+        if missing:  # not a case at all: say which shape is expected, in one line
+            raise ConfigError(
+                f"{where}: not a case of {manifold} as `numerate generate {manifold}` writes it "
+                f"(missing {', '.join(missing)})"
+            ) from None
         raise ConfigError(describe_validation_error(error, where)) from None
     error_text = "no response" if response is None else None
     outcome, answer = judge(manifold, case, response, finish_reason, error_text)

@@ -42,7 +42,9 @@ def fail(message: str | BaseException, code: int = 2) -> NoReturn:
         code = 3
         access.hurry(0)  # leaving: no wait on the busy database at exit (the journal keeps all)
         Store.stop_flushing()  # their warnings come before the error line, not after it
-    typer.echo(f"error: {redact(str(message), token_shapes=True)}", err=True)
+    text = redact(str(message), token_shapes=True)
+    lines = text.splitlines() or [""]  # every line says it is an error
+    typer.echo("".join(f"error: {line}\n" for line in lines), err=True, nl=False)
     raise typer.Exit(code)
 
 
@@ -61,7 +63,10 @@ def results_db(db: str | None) -> str:
     """The database a command uses: its --db, else the one default rule (numerate.config)."""
     from numerate.config import results_database
 
-    return results_database(db)
+    try:
+        return results_database(db)
+    except ConfigError as error:
+        fail(error)
 
 
 def open_reader(db: str | None, numerate_schema: bool = True) -> Reader:

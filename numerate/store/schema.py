@@ -79,7 +79,21 @@ def now() -> datetime:
 def migrate(con: Any) -> int:
     """Bring the schema to SCHEMA_VERSION; returns the version found before. The caller holds
     the database file (DuckDB's lock), so two processes never migrate it at once: the second
-    finds the work done."""
+    finds the work done. A database that holds tables but not numerate's is refused, not
+    filled with numerate's tables beside them."""
+    tables = sorted(
+        row[0]
+        for row in con.execute(
+            "SELECT table_name FROM information_schema.tables "
+            "WHERE table_catalog = current_database()"
+        ).fetchall()
+    )
+    if tables and "schema_migrations" not in tables:
+        shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
+        raise StoreError(
+            f"a DuckDB database of something else (tables {shown}), not numerate's: "
+            "give a new file or a numerate results database"
+        )
     con.execute(
         "CREATE TABLE IF NOT EXISTS schema_migrations ("
         " version INTEGER PRIMARY KEY, description VARCHAR NOT NULL,"

@@ -24,8 +24,14 @@ SUCCESS = "_SUCCESS"
 
 
 def _filesystem(results_dir: str) -> tuple[Any, str]:
+    """The filesystem and root of a results location; an empty one is a ConfigError (it would
+    silently mean the working directory)."""
     import fsspec
 
+    if not results_dir.strip():
+        raise ConfigError(
+            f"results location {results_dir!r}: give a folder or an fsspec URL (s3://...)"
+        )
     try:
         fs, root = fsspec.core.url_to_fs(results_dir)
     except (ImportError, ValueError) as error:

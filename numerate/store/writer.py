@@ -127,7 +127,10 @@ class Store(Tables):
         self._con = con
         try:
             if not self._migrated:
-                self.found_version = migrate(con)
+                try:
+                    self.found_version = migrate(con)
+                except StoreError as error:
+                    raise StoreError(f"cannot use results database {self.path}: {error}") from None
                 self._migrated = True
             if not self.memory:
                 self._replay_orphans(con)

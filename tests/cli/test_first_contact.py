@@ -1,0 +1,95 @@
+"""The first-contact repros (issue: "First contact"): each misleading message or silent
+success seen by a new user, as a test. One `error:` line per problem, exit 2, nothing
+created."""
+
+from __future__ import annotations
+
+import json
+
+import duckdb
+import pytest
+from typer.testing import CliRunner
+
+from numerate.cli import app
+
+runner = CliRunner()
+
+
+def one_error(result, code: int = 2) -> str:
+    assert result.exit_code == code, result.output
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) >= 1 and all(line.startswith("error: ") for line in lines), lines
+    assert "Traceback" not in result.stderr
+    return result.stderr
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        ["run", "--db", ""],
+        ["run", "--db", "   "],
+        ["report", "--db", ""],
+        ["runs", "--db", " "],
+        ["upgrade", "--db", ""],
+        ["ingest", ""],
+        ["ingest", "  "],
+        ["cache", "clear", "--db", ""],
+    ],
+)
+def test_an_empty_path_never_means_here(tmp_path, monkeypatch, arguments):
+    monkeypatch.chdir(tmp_path)
+    text = one_error(runner.invoke(app, arguments))
+    assert "''" in text or "' '" in text or "'  '" in text or "'   '" in text
+    assert list(tmp_path.iterdir()) == []  # no ./results, no database
+
+
+@pytest.mark.parametrize("command", [["report"], ["runs"], ["upgrade"], ["regrade", "--run", "x"]])
+def test_a_folder_given_as_a_database_is_one_line(tmp_path, command):
+    folder = tmp_path / "folder.duckdb"
+    folder.mkdir()
+    text = one_error(runner.invoke(app, [*command, "--db", str(folder)]))
+    assert "folder" in text
+    assert list(folder.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", [["upgrade"], ["report"], ["runs"]])
+def test_a_duckdb_file_of_something_else_is_refused_and_left_as_it_was(tmp_path, command):
+    other = tmp_path / "other.duckdb"
+    con = duckdb.connect(str(other))
+    con.execute("CREATE TABLE inventory (item VARCHAR)")
+    con.close()
+    text = one_error(runner.invoke(app, [*command, "--db", str(other)]))
+    assert "not" in text and "numerate" in text
+    con = duckdb.connect(str(other), read_only=True)
+    found = con.execute("SELECT table_name FROM information_schema.tables").fetchall()
+    tables = [row[0] for row in found]
+    con.close()
+    assert tables == ["inventory"]  # no numerate table added beside it
+
+
+def test_a_grade_line_of_the_wrong_shape_says_which_shape_in_one_line(tmp_path):
+    half = tmp_path / "half.jsonl"
+    half.write_text(json.dumps({"manifold": "objects", "index": 0, "response": "Answer: 3"}))
+    text = one_error(runner.invoke(app, ["grade", str(half), "--out", str(tmp_path / "o.jsonl")]))
+    assert len(text.strip().splitlines()) == 1
+    assert "half.jsonl line 1" in text and "`numerate generate objects`" in text
+    assert "items" in text
+    assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_every_line_of_a_many_problem_error_has_the_prefix(tmp_path):
+    config = tmp_path / "empty.yaml"
+    config.write_text("name: x\nmanifolds: []\n")
+    text = one_error(runner.invoke(app, ["run", "--config", str(config)]))
+    assert "manifolds" in text and "models" in text
+    assert len(text.strip().splitlines()) == 2
+
+
+def test_artifacts_name_the_database_by_its_absolute_path(tmp_path, monkeypatch):
+    from numerate.artifacts import absolute
+
+    monkeypatch.chdir(tmp_path)
+    assert absolute("reuse.duckdb") == str(tmp_path / "reuse.duckdb")
+    assert absolute("s3://bucket/results") == "s3://bucket/results"
+    assert absolute("/abs/r.duckdb") == "/abs/r.duckdb"
