@@ -5,7 +5,6 @@ Pure code: validation only. `load_sweep_config` is the one function that reads a
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import itertools
 import json
@@ -359,37 +358,13 @@ def parse_sweep_config(data: Any, source: str = "sweep config") -> SweepConfig:
         raise ConfigError(describe_validation_error(error, source)) from None
 
 
-@functools.cache
-def no_alias_loader() -> type:
-    """YAML's safe loader without aliases (`*name`): a few hundred bytes of nested aliases
-    expand to billions of nodes (and hang any code that reads them)."""
-    import yaml
-
-    class NoAliasLoader(yaml.SafeLoader):
-        def compose_node(self, parent: Any, index: Any) -> Any:
-            if self.check_event(yaml.AliasEvent):
-                event = self.peek_event()
-                raise yaml.composer.ComposerError(
-                    None, None, "YAML aliases (*name) are not allowed", event.start_mark
-                )
-            return super().compose_node(parent, index)
-
-    return NoAliasLoader
-
-
 def load_yaml(path: Path, what: str) -> Any:
-    """A YAML file's data, read with the safe loader and no aliases; ConfigError naming
-    `what`, the path and the line when it cannot be read or parsed."""
-    import yaml
+    """A YAML file's data, read with the safe loader, no aliases and the bounds of
+    kernel.inputs (size, depth, digits); ConfigError naming `what`, the path and the line
+    when it cannot be read or parsed."""
+    from numerate.kernel.inputs import MAX_CONFIG_BYTES, yaml_value
 
-    text = read_text(path, what)
-    try:
-        return yaml.load(text, Loader=no_alias_loader())  # a safe loader, without aliases
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        problem = getattr(error, "problem", None) or str(error)
-        raise ConfigError(f"{what} {path}{where}: not valid YAML: {problem}") from None
+    return yaml_value(read_text(path, what, MAX_CONFIG_BYTES), f"{what} {path}")
 
 
 def load_sweep_config(path: str | Path) -> SweepConfig:

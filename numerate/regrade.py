@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from numerate.judging import judge
 from numerate.kernel.errors import ConfigError, describe_validation_error
+from numerate.kernel.inputs import json_value
 from numerate.manifolds import registry
 from numerate.store import Store, queries
 from numerate.store.rows import Regrade
@@ -62,7 +63,7 @@ def grade_lines(lines: list[str], source: str) -> list[dict[str, Any]]:
             continue
         where = f"{source} line {number}"
         try:
-            record = json.loads(line)
+            record = json_value(line, where)
         except json.JSONDecodeError as error:
             raise ConfigError(f"{where}: not valid JSON: {error.msg}") from None
         graded.append(grade_record(record, where))

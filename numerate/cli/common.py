@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn, cast
 import typer
 
 if TYPE_CHECKING:
+    from numerate.kernel.files import Content
     from numerate.store.queries import Source
     from numerate.store.reader import Reader
 
@@ -48,15 +49,37 @@ def fail(message: str | BaseException, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
-def write_output(path: Path, content: str | bytes | Callable[[Path], None]) -> None:
-    """Write a command's output file atomically (kernel.files.write_atomically); a path that
-    cannot be written (a folder, no permission) is one error line and exit 2."""
+def write_output(path: Path, content: Content) -> None:
+    """Write a command's output file atomically (kernel.files.write_atomically, the one way
+    numerate writes output files); a path that cannot be written (a folder, no permission, a
+    full disk) is one error line and exit 2, and leaves nothing behind."""
     from numerate.kernel.files import write_atomically
 
     try:
         write_atomically(path, content)
+    except ConfigError as error:
+        fail(error)
     except OSError as error:
-        fail(f"cannot write {path}: {error.strerror}")
+        fail(f"cannot write {path}: {error.strerror or error}")
+
+
+def check_output(option: str, path: Path | str | None, suffixes: tuple[str, ...] = ()) -> None:
+    """Refuse an output path before any work is done: one that cannot be a file (see
+    kernel.files.output_target) or, given `suffixes`, whose suffix names a format the command
+    does not write. Raises ConfigError naming `option`."""
+    from numerate.kernel.files import OutputPathError, output_target
+
+    if path is None:
+        return
+    try:
+        output_target(Path(path))
+    except OutputPathError as error:
+        raise ConfigError(f"{option} {path!s:.200}: {error.reason}") from None
+    suffix = Path(path).suffix.lower()
+    if suffixes and suffix not in suffixes:
+        shown = f"no {suffix} output" if suffix else "no suffix"
+        allowed = " or ".join(suffixes)
+        raise ConfigError(f"{option} {path}: {shown}; give a {allowed} file name")
 
 
 def results_db(db: str | None) -> str:
@@ -87,7 +110,11 @@ def check_format(output: str, allowed: tuple[str, ...] = FORMATS) -> Format:
 
 def parse_assignments(assignments: list[str]) -> dict[str, Any]:
     """`key=value` pairs; values are read as JSON where they parse ("8", "0.5", "true",
-    "\\"\\\\n\\""), else as plain strings ("ROMAN")."""
+    "\\"\\\\n\\""), else as plain strings ("ROMAN"); within the bounds of kernel.inputs
+    (length, depth and digits)."""
+    from numerate.kernel.errors import shorten
+    from numerate.kernel.inputs import MAX_OPTION_CHARS, json_value
+
     values: dict[str, Any] = {}
     for assignment in assignments:
         try:
@@ -97,9 +124,9 @@ def parse_assignments(assignments: list[str]) -> dict[str, Any]:
             raise ConfigError(f"--set {shown}: not valid text (undecodable bytes)") from None
         key, sep, raw = assignment.partition("=")
         if not sep or not key.strip():
-            raise ConfigError(f"--set expects key=value, got {assignment!r}")
+            raise ConfigError(f"--set expects key=value, got {shorten(repr(assignment))}")
         try:
-            values[key.strip()] = json.loads(raw)
+            values[key.strip()] = json_value(raw, f"--set {shorten(key.strip())}", MAX_OPTION_CHARS)
         except json.JSONDecodeError:
             values[key.strip()] = raw
     return values

@@ -12,6 +12,7 @@ from numerate.cli.common import (
     check_format,
     fail,
     open_reader,
+    quiet_exit,
 )
 from numerate.kernel.errors import NumerateError
 
@@ -41,7 +42,9 @@ def db_command(
         fmt = check_format(output)
         with open_reader(path, numerate_schema=False) as reader:
             # the user's SQL, or the list of tables and views
-            frame = reader.frame(sql) if sql else queries.tables(reader)
+            frame = reader.printable_frame(sql) if sql else queries.tables(reader)
     except NumerateError as error:
         fail(error)
+    except KeyboardInterrupt:  # Ctrl-C: the query stops; nothing to add
+        quiet_exit(130)
     typer.echo(render(frame, fmt), nl=False)

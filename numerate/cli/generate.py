@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, BinaryIO
 
 import typer
 
 from numerate.cli.app import app
-from numerate.cli.common import fail, parse_assignments, write_output
+from numerate.cli.common import check_output, fail, parse_assignments, write_output
 from numerate.kernel.errors import ConfigError, NumerateError
 
 
@@ -33,6 +33,7 @@ def generate(
     from numerate.manifolds import registry
 
     try:
+        check_output("--out", out)
         spec = registry.get(manifold)
         if seed < 0:
             raise ConfigError(f"--seed {seed}: a seed is a whole number, 0 or more")
@@ -62,10 +63,9 @@ def generate(
             sys.stdout.write(case.model_dump_json() + "\n")
         return
 
-    def write(partial: Path) -> None:
-        with partial.open("w", encoding="utf-8") as handle:
-            for case in cases:
-                handle.write(case.model_dump_json() + "\n")
+    def write(handle: BinaryIO) -> None:
+        for case in cases:
+            handle.write((case.model_dump_json() + "\n").encode("utf-8"))
 
     write_output(out, write)
     typer.echo(f"wrote {count} {manifold} cases to {out}", err=True)

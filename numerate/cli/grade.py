@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from numerate.cli.app import app
-from numerate.cli.common import fail, write_output
+from numerate.cli.common import check_output, fail, write_output
 from numerate.kernel.errors import NumerateError
 
 
@@ -28,10 +28,12 @@ def grade(
     `finish_reason`); each is written back with `outcome` and `answer`.
     """
     from numerate.kernel.files import read_text
+    from numerate.kernel.inputs import MAX_DATA_BYTES
     from numerate.regrade import grade_lines
 
     try:
-        graded = grade_lines(read_text(path).splitlines(), str(path))
+        check_output("--out", out)
+        graded = grade_lines(read_text(path, limit=MAX_DATA_BYTES).splitlines(), str(path))
     except NumerateError as error:
         fail(error)
         return

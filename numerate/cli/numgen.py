@@ -14,6 +14,7 @@ import typer
 from numerate.cli.common import (
     DB_HELP,
     check_format,
+    check_output,
     fail,
     open_reader,
     results_db,
@@ -272,13 +273,25 @@ def calibrate(
 
 
 def _read_responses(path: Path) -> tuple[list[int], list[int]]:
-    """`target,generated` rows; generated may be written 20+."""
+    """`target,generated` rows; generated may be written 20+. ConfigError naming the file
+    when it is not CSV (a NUL byte, a field of more than 128 KiB) or beyond kernel.inputs's
+    bounds."""
+    import csv
+
+    try:
+        return _parse_responses(path)
+    except csv.Error as error:
+        raise ConfigError(f"{path}: not a CSV file numerate can read: {error}") from None
+
+
+def _parse_responses(path: Path) -> tuple[list[int], list[int]]:
     import csv
     import io
 
     from numerate.kernel.files import read_text
+    from numerate.kernel.inputs import MAX_DATA_BYTES, whole_number
 
-    text = read_text(path)
+    text = read_text(path, limit=MAX_DATA_BYTES)
     targets, generated = [], []
     with io.StringIO(text, newline="") as handle:
         reader = csv.DictReader(handle)
@@ -289,14 +302,14 @@ def _read_responses(path: Path) -> tuple[list[int], list[int]]:
             )
         for line, row in enumerate(reader, start=2):
             try:
-                target = int(str(row["target"]).strip())
+                target = whole_number(str(row["target"]).strip(), f"{path} line {line}: target")
             except ValueError:
                 raise ConfigError(
                     f"{path} line {line}: target = {row['target']!r} is not a whole number"
                 ) from None
             raw = str(row["generated"]).strip()
             try:
-                value = 20 if raw == "20+" else int(raw)
+                value = 20 if raw == "20+" else whole_number(raw, f"{path} line {line}: generated")
             except ValueError:
                 raise ConfigError(
                     f"{path} line {line}: generated = {raw!r} is not a count (0, 1, ..., 20+)"
@@ -323,6 +336,7 @@ def score(
     """Score (target, generated) pairs from any source: every NumGen metric."""
     try:
         check_format(output, ("json", "table"))
+        check_output("--heatmap", heatmap, (".png",))
         targets, generated = _read_responses(responses)
         from numerate.numgen.metrics import confusion_matrix
         from numerate.numgen.metrics import score as score_matrix
@@ -366,6 +380,7 @@ def report(
 
     try:
         fmt = check_format(output)
+        check_output("--heatmap", heatmap, (".png",))
         with open_reader(db) as reader:
             frame = queries.numgen_leaderboard(reader)
             if frame.height == 0:
@@ -420,6 +435,7 @@ def prompts(
 
     try:
         check_format(output, ("json", "jsonl", "txt"))
+        check_output("--out", out)
         values: dict[str, Any] = {"per_number": count, "seed": seed}
         if objects:
             values["objects"] = objects

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from numerate.cli.app import app
-from numerate.cli.common import DB_HELP, fail, open_reader, write_output
+from numerate.cli.common import DB_HELP, check_output, fail, open_reader, write_output
 from numerate.kernel.errors import ConfigError, NumerateError
 
 if TYPE_CHECKING:
@@ -162,6 +162,7 @@ def plot(
 
     try:
         fmt: OutputFormat = output_format(out) if out is not None else "png"
+        check_output("--out", out)
         chosen = _check_kind(kind)
         if chosen == "compare" and against is None:
             raise ConfigError("--kind compare needs --against OTHER_RUN")

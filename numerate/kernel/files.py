@@ -1,40 +1,127 @@
-"""Writing files so that a reader never sees half of one."""
+"""Reading input files, and writing output files so that a reader never sees half of one.
+
+Every output file numerate writes goes through `write_atomically`: the content goes to a new
+file of unpredictable name beside the target, created exclusively (never through a link planted
+there), then is renamed over the target. A failure at any point (a full disk, an error while
+rendering, Ctrl-C) removes the temporary file: the target is the old file or the whole new one.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import secrets
+import stat
 from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 from numerate.kernel.errors import ConfigError
 
+Content = str | bytes | Callable[[BinaryIO], None]
+"""What an output file holds: text (UTF-8), bytes, or a function writing a binary file."""
 
-def read_text(path: Path, what: str = "") -> str:
+
+class OutputPathError(ConfigError):
+    """An output path that cannot name a file to write (a folder, a device, no name)."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"{str(path) or repr(str(path))}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+def read_text(path: Path, what: str = "", limit: int | None = None) -> str:
     """A UTF-8 text file's content; ConfigError naming `what` and the path when it cannot be
-    read or is not UTF-8."""
+    read, is not UTF-8, or (given `limit`) holds more than `limit` bytes."""
     name = f"{what} {path}".strip()
     try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise ConfigError(f"{name} is not UTF-8 text") from None
+        with path.open("rb") as handle:
+            data = handle.read() if limit is None else handle.read(limit + 1)
     except OSError as error:
         raise ConfigError(f"cannot read {name}: {error.strerror}") from None
+    if limit is not None and len(data) > limit:
+        raise ConfigError(f"{name} is larger than {limit:,} bytes, the most numerate reads")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{name} is not UTF-8 text") from None
 
 
-def write_atomically(path: Path, content: str | bytes | Callable[[Path], None]) -> Path:
+def output_target(path: Path) -> Path:
+    """The file that writing `path` replaces: through a symbolic link, the file it points to
+    (as the shell's `>` writes through one), so the link stays a link.
+
+    Raises:
+        OutputPathError: `path` has no file name, names a folder or something that is not a
+            regular file (a device, a pipe), a link that leads nowhere (a loop), or lies in a
+            "folder" that is a file.
+    """
+    if not path.name or path.name in (".", ".."):
+        raise OutputPathError(path, "not a file name")
+    target = Path(os.path.realpath(path))
+    if target.is_symlink():
+        raise OutputPathError(path, "a symbolic link that leads nowhere (a loop)")
+    if target.is_dir():
+        raise OutputPathError(path, "a folder; give a file name")
+    if target.exists() and not target.is_file():
+        raise OutputPathError(path, "not a regular file (a device, a pipe or a socket)")
+    for folder in target.parents:
+        if folder.exists():
+            if not folder.is_dir():
+                raise OutputPathError(path, f"{folder} is a file, not a folder")
+            break
+    return target
+
+
+def _create_temporary(target: Path) -> tuple[BinaryIO, Path]:
+    """A new, empty file beside `target`, created exclusively under a random name (a link or
+    file already at that name is an error, never written through); an existing target's
+    permissions carry over, as when the shell's `>` overwrites a file."""
+    mode = 0o666
+    with contextlib.suppress(OSError):
+        mode = stat.S_IMODE(target.stat().st_mode)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+    for _ in range(100):
+        temporary = target.with_name(f".{target.name[:100]}.{secrets.token_hex(8)}.partial")
+        try:
+            descriptor = os.open(temporary, flags, mode)
+        except FileExistsError:
+            continue
+        return os.fdopen(descriptor, "wb"), temporary
+    raise FileExistsError(f"no free temporary name beside {target}")
+
+
+def write_atomically(path: Path, content: Content) -> Path:
     """Write `path` under a temporary name beside it, then rename: a reader (or a run killed
-    half-way) sees the old file or the whole new one, never a part.
+    half-way) sees the old file or the whole new one, never a part; a failure (a full disk
+    included) leaves no temporary file behind.
 
     Args:
-        path: the file to write; its folder is created.
-        content: text (UTF-8), bytes, or a function that writes the temporary path it is given.
+        path: the file to write; its folder is created. A symbolic link is written through:
+            its target gets the content.
+        content: text (UTF-8), bytes, or a function that writes the binary file it is given.
+
+    Raises:
+        OutputPathError: `path` cannot be a file (see `output_target`).
+        OSError: the file cannot be written (no permission, a full disk).
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    if isinstance(content, str):
-        partial.write_text(content, encoding="utf-8")
-    elif isinstance(content, bytes):
-        partial.write_bytes(content)
-    else:
-        content(partial)
-    partial.replace(path)
+    target = output_target(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = _create_temporary(target)
+    try:
+        with handle:
+            if isinstance(content, str):
+                handle.write(content.encode("utf-8"))
+            elif isinstance(content, bytes):
+                handle.write(content)
+            else:
+                content(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
     return path

@@ -7,6 +7,7 @@ an earlier run with the same generator) is read back instead of generated again.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -195,7 +196,8 @@ def detect_batch(
             annotated = None
             if annotate_folder is not None:
                 annotated = str(annotate_folder / f"{image['prompt_id']}.png")
-                annotate(pil, detection, image["object"]).save(annotated)
+                drawn = annotate(pil, detection, image["object"])
+                write_atomically(Path(annotated), functools.partial(drawn.save, format="PNG"))
             rows[image["prompt_id"]] = detection_row(
                 image, detector.name, detection, annotated_path=annotated
             )

@@ -7,13 +7,14 @@ from __future__ import annotations
 import functools
 import importlib
 import logging
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 from PIL import Image, PngImagePlugin
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from numerate.kernel.errors import NumerateError
 from numerate.kernel.files import write_atomically
@@ -58,6 +59,24 @@ class GenerationSettings(BaseModel):
     """auto (bfloat16 on a GPU, float32 on the CPU), float32, float16 or bfloat16."""
     batch_size: int | None = Field(None, ge=1, le=256)
     """Images per pipeline call; None sizes batches to the GPU's free memory."""
+
+    @field_validator("device")
+    @classmethod
+    def _known_device(cls, value: str) -> str:
+        """The devices numerate runs on (torch_utils.resolve_device), checked before any work:
+        torch knows others (xla, meta, ...) that no NumGen step can use."""
+        if not re.fullmatch(r"auto|cpu|mps|cuda(:[0-9]{1,3})?", value):
+            raise ValueError("choose auto, cpu, cuda, cuda:N or mps")
+        return value
+
+    @field_validator("dtype")
+    @classmethod
+    def _known_dtype(cls, value: str) -> str:
+        from numerate.numgen.torch_utils import DTYPES
+
+        if value not in DTYPES:
+            raise ValueError(f"choose {', '.join(DTYPES)}")
+        return value
 
     def for_model(self, model_id: str) -> dict[str, Any]:
         """The pipeline call's keyword arguments for `model_id`."""

@@ -147,6 +147,6 @@ def write_prompts(
     """Write prompts to `path`; the format defaults to the file's suffix."""
     path = Path(path)
     text = format_prompts(prompts, fmt or cast(ExportFormat, path.suffix.lstrip(".")))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return path
+    from numerate.kernel.files import write_atomically
+
+    return write_atomically(path, text)

@@ -25,6 +25,14 @@ __all__ = ["Reader"]
 READ_ONLY_CONFIG = {"enable_external_access": False, "lock_configuration": True}
 
 
+NATIVE_TYPES = frozenset(
+    ("boolean", "tinyint", "smallint", "integer", "bigint", "utinyint", "usmallint", "uinteger",
+     "ubigint", "float", "double", "decimal", "varchar")
+)  # fmt: skip
+"""DuckDB types (DuckDBPyType.id) that polars converts and every output format shows as they
+are; `printable_frame` shows the others as text."""
+
+
 def _connect(path: str) -> Any:
     from numerate.store import access
 
@@ -113,6 +121,36 @@ class Reader:
             return pl.DataFrame() if relation is None else relation.pl()
         except duckdb.Error as error:
             raise ConfigError(_first_line(error)) from None
+
+    def printable_frame(self, sql: str) -> Any:
+        """A query's result as a polars DataFrame that every output format can show (the
+        user's SQL in `numerate db`): columns of any type but booleans, numbers and text come
+        as DuckDB's own text of their values (INTERVAL, UNION, MAP, STRUCT, LIST, BLOB, BIT,
+        UUID, HUGEINT, ENUM, dates and times, which may be infinite, ...), which polars could
+        not convert or CSV could not hold. ConfigError with DuckDB's first line when the SQL
+        fails; KeyboardInterrupt when Ctrl-C interrupted the query."""
+        import duckdb
+        import polars as pl
+
+        try:
+            relation = self.con.sql(sql)
+            if relation is None:  # a statement without rows
+                return pl.DataFrame()
+            columns = [
+                f"#{i}" if kind.id in NATIVE_TYPES else f"CAST(#{i} AS VARCHAR)"
+                for i, kind in enumerate(relation.dtypes, start=1)
+            ]
+            names = ['"' + name.replace('"', '""') + '"' for name in relation.columns]
+            pairs = zip(columns, names, strict=True)
+            return relation.project(", ".join(f"{c} AS {n}" for c, n in pairs)).pl()
+        except duckdb.InterruptException:
+            raise KeyboardInterrupt from None
+        except duckdb.Error as error:
+            raise ConfigError(_first_line(error)) from None
+        except RuntimeError as error:  # duckdb 2's bindings report Ctrl-C so
+            if "interrupted" in str(error).lower():
+                raise KeyboardInterrupt from None
+            raise
 
     def close(self) -> None:
         self.con.close()

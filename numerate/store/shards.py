@@ -14,9 +14,10 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, BinaryIO
 
 from numerate.kernel.errors import ConfigError
+from numerate.kernel.files import write_atomically
 from numerate.store.schema import OPTIONAL_SHARD_TABLES, SHARD_TABLES, now
 from numerate.store.writer import Store
 
@@ -47,11 +48,35 @@ def publish_run(store: Store, run_id: str, results_dir: str) -> str:
         files = export_run(store, run_id, local)
         fs.makedirs(folder, exist_ok=True)
         for path in files:
-            name = Path(path).name
-            fs.put_file(path, f"{folder}/{name}.partial")
-            fs.mv(f"{folder}/{name}.partial", f"{folder}/{name}")
-        fs.pipe_file(f"{folder}/{SUCCESS}", b"")
+            _publish_file(fs, path, f"{folder}/{Path(path).name}")
+        _publish_file(fs, None, f"{folder}/{SUCCESS}")
     return folder
+
+
+def _publish_file(fs: Any, source: str | None, destination: str) -> None:
+    """A local file (or, without `source`, an empty one) copied to `destination` under a
+    temporary name of its own and renamed: on a local folder through write_atomically (never
+    through a link planted there), elsewhere under an unpredictable `.partial` name."""
+    import secrets
+    import shutil
+
+    from fsspec.implementations.local import LocalFileSystem
+
+    if isinstance(fs, LocalFileSystem):
+
+        def copy(handle: BinaryIO) -> None:
+            if source is not None:
+                with open(source, "rb") as original:
+                    shutil.copyfileobj(original, handle)
+
+        write_atomically(Path(destination), copy)
+        return
+    if source is None:
+        fs.pipe_file(destination, b"")
+        return
+    partial = f"{destination}.{secrets.token_hex(8)}.partial"
+    fs.put_file(source, partial)
+    fs.mv(partial, destination)
 
 
 def _sql_path(path: str) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from numerate.kernel.files import write_atomically
 from numerate.numgen.baselines import baseline_counts
 from numerate.numgen.batches import (
     DetectionRow,
@@ -146,8 +147,8 @@ async def score_run(run_id: str, numgen: NumGenConfig, db: str) -> NumGenResult:
     targets = [{"run_id": run_id, **row} for row in per_target_accuracy(cm)]
     await asyncio.to_thread(store.put_numgen_rows, "numgen_targets", targets)
     heatmap = run_folder(numgen, run_id) / "confusion.png"
-    heatmap.parent.mkdir(parents=True, exist_ok=True)
-    render_heatmap(cm, f"{numgen.generator} / {numgen.detector_label} (n = {cm.n})").save(heatmap)
+    image = render_heatmap(cm, f"{numgen.generator} / {numgen.detector_label} (n = {cm.n})")
+    write_atomically(heatmap, lambda handle: image.save(handle, format="PNG"))
     return {**scores.as_dict(), "errors": errors, "heatmap": str(heatmap)}
 
 

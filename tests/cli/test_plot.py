@@ -130,8 +130,10 @@ def test_garbage_is_one_line_and_exit_2(results, tmp_path, arguments, message):
 def test_an_unwritable_path_is_one_line(results, tmp_path):
     db, _ = results
     (tmp_path / "taken.png").mkdir()
+    before = sorted(tmp_path.rglob("*"))
     line = one_error_line(plot(db, "--out", str(tmp_path / "taken.png")))
-    assert f"cannot write {tmp_path / 'taken.png'}" in line
+    assert f"--out {tmp_path / 'taken.png'}: a folder; give a file name" in line
+    assert sorted(tmp_path.rglob("*")) == before  # no DIR.png, no stray temporary file
 
 
 def test_a_missing_database_and_an_empty_run(results, tmp_path):

@@ -532,3 +532,177 @@ def test_a_key_the_server_quotes_is_not_stored(tmp_path, fake_openai, monkeypatc
     texts = {text for (text,) in con.execute("SELECT raw_text FROM responses").fetchall()}
     con.close()
     assert texts == {"Key *** seen.\nAnswer: 7"}
+
+
+# ------------------------------------------- hostile input: one line, exit 2, nothing written
+
+DIGITS = "1" * 5000
+DEEP_JSON = "[" * 5000 + "]" * 5000
+FOLDER, LINK = object(), "link:"  # a file's content, or a folder, or a link to a name
+
+
+def _plant(tmp_path, files):
+    for name, content in files.items():
+        path = tmp_path / name
+        if content is FOLDER:
+            path.mkdir()
+        elif isinstance(content, str) and content.startswith(LINK):
+            path.symlink_to(content.removeprefix(LINK))
+        else:
+            path.write_bytes(content if isinstance(content, bytes) else content.encode())
+
+
+def _contents(tmp_path):
+    """Every path under tmp_path with its bytes (links and folders by kind)."""
+    found = {}
+    for path in sorted(tmp_path.rglob("*")):
+        if path.relative_to(tmp_path).parts[0] == "prefect":
+            continue
+        if path.is_symlink():
+            found[path] = ("link", os.readlink(path))
+        elif path.is_dir():
+            found[path] = ("folder",)
+        else:
+            found[path] = path.read_bytes()
+    return found
+
+
+HOSTILE = [
+    # output paths: no name, a folder, a device, a link loop, a "folder" that is a file, a
+    # format the command does not write, a link planted at the old temporary name
+    ({}, ["generate", "objects", "--out", ""], "--out .: not a file name"),
+    ({"taken": FOLDER}, ["generate", "objects", "--out", "taken"], "--out taken: a folder"),
+    ({"taken": FOLDER}, ["grade", "none.jsonl", "--out", "taken"], "--out taken: a folder"),
+    ({"taken.png": FOLDER}, ["plot", "--out", "taken.png", "--db", "none.duckdb"],
+     "--out taken.png: a folder"),
+    ({}, ["generate", "objects", "--out", "/dev/null"], "not a regular file"),
+    ({"loop": LINK + "loop"}, ["generate", "objects", "--out", "loop"], "leads nowhere"),
+    ({"file.txt": "x"}, ["numgen", "prompts", "--out", "file.txt/p.jsonl"],
+     "file.txt is a file, not a folder"),
+    ({"r.csv": "target,generated\n3,3\n"},
+     ["numgen", "score", "--responses", "r.csv", "--heatmap", "h.svg"],
+     "--heatmap h.svg: no .svg output; give a .png file name"),
+    ({"r.csv": "target,generated\n3,3\n"},
+     ["numgen", "score", "--responses", "r.csv", "--heatmap", "heatmap"], "no suffix"),
+    ({"r.csv": "target,generated\n3,3\n", "h.png": FOLDER},
+     ["numgen", "score", "--responses", "r.csv", "--heatmap", "h.png"], "a folder"),
+    ({}, ["numgen", "report", "--heatmap", "h.jpg", "--db", "none.duckdb"], "no .jpg output"),
+    ({}, ["plot", "--out", "p.svg", "--db", "none.duckdb"], "no .svg output"),
+    ({"victim": "keep", "c.jsonl.partial": LINK + "victim", "c.jsonl": FOLDER},
+     ["generate", "objects", "--out", "c.jsonl"], "a folder"),
+    # values the command cannot use
+    ({}, ["numgen", "run", "--device", "tpu", "--db", "x.duckdb"], "generation.device = 'tpu'"),
+    ({}, ["numgen", "run", "--device", "cuda:x", "--db", "x.duckdb"], "cuda, cuda:N or mps"),
+    ({}, ["numgen", "calibrate", "--detector", "blobs", "--device", "xla", "--db", "x.duckdb"],
+     "generation.device = 'xla'"),
+    ({}, ["numgen", "run", "--dtype", "int8", "--db", "x.duckdb"], "generation.dtype = 'int8'"),
+    # input beyond the bounds: digits, depth, size, in every place input is parsed
+    ({}, ["generate", "objects", "--set", f"length={DIGITS}"],
+     "--set length: a whole number of 5,000 digits"),
+    ({}, ["generate", "objects", "--set", f"length=-{DIGITS[:101]}"], "of 101 digits"),
+    ({}, ["generate", "objects", "--set", f"length={DEEP_JSON}"],
+     "--set length: nested more than 64 levels deep"),
+    ({}, ["generate", "objects", "--set", "length=" + '{"a":' * 70 + "1" + "}" * 70],
+     "nested more than 64 levels deep"),
+    ({}, ["generate", "objects", "--set", "x" * 100_000], "--set expects key=value"),
+    ({"a.jsonl": f'\n{{"manifold": "objects", "seed": {DIGITS}}}\n'},
+     ["grade", "a.jsonl"], "a.jsonl line 2: a whole number of 5,000 digits"),
+    ({"a.jsonl": f'{{"manifold": {DIGITS}}}\n'}, ["grade", "a.jsonl"], "line 1: a whole number"),
+    ({"a.jsonl": DEEP_JSON + "\n"}, ["grade", "a.jsonl"], "line 1: nested more than 64 levels"),
+    ({"a.jsonl": '{"a":' * 100_000 + "}" * 100_000}, ["grade", "a.jsonl"], "nested more than"),
+    ({"s.yaml": "name: x\nseed: " + DIGITS}, ["run", "--config", "s.yaml", "--db", "x.duckdb"],
+     "s.yaml (line 2, column 7): not valid YAML: a whole number of more than 100 digits"),
+    ({"s.yaml": "name: x\nseed: 0x" + "f" * 300},
+     ["run", "--config", "s.yaml", "--db", "x.duckdb"], "a whole number of more than 100"),
+    ({"s.yaml": "a: " + "[" * 100_000}, ["run", "--config", "s.yaml", "--db", "x.duckdb"],
+     "(line 1, column 67): not valid YAML: nested more than 64 levels deep"),
+    ({"s.yaml": "a:\n" + "".join(" " * i + "- \n" for i in range(100))},
+     ["run", "--config", "s.yaml", "--db", "x.duckdb"], "nested more than 64 levels deep"),
+    ({"s.yaml": "name: x\nwhen: 2024-13-45\n"}, ["run", "--config", "s.yaml", "--db", "x.duckdb"],
+     "not valid YAML: month must be in 1..12"),
+    ({"s.yaml": "a: [" + "1, " * 1_500_000 + "1]"},
+     ["run", "--config", "s.yaml", "--db", "x.duckdb"], "larger than 4,194,304 bytes"),
+    ({"n.yaml": "count: " + DIGITS}, ["numgen", "run", "--config", "n.yaml", "--db", "x.duckdb"],
+     "numgen config n.yaml (line 1, column 8): not valid YAML: a whole number"),
+    ({"n.yaml": "prompts: " + "[" * 1000}, ["numgen", "run", "--config", "n.yaml",
+     "--db", "x.duckdb"], "nested more than 64 levels deep"),
+    ({"r.csv": f"target,generated\n{DIGITS},3\n"}, ["numgen", "score", "--responses", "r.csv"],
+     "r.csv line 2: target: a whole number of 5,000 digits"),
+    ({"r.csv": f"target,generated\n3,-{DIGITS}\n"}, ["numgen", "score", "--responses", "r.csv"],
+     "r.csv line 2: generated: a whole number of 5,000 digits"),
+    ({"r.csv": "target,generated\n" + "9" * 200_000 + ",3\n"},
+     ["numgen", "score", "--responses", "r.csv"], "field larger than field limit"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("files", "arguments", "message"), HOSTILE)
+def test_hostile_input_is_one_line_exit_2_and_writes_nothing(tmp_path, files, arguments, message):
+    """Output paths, unknown values and input beyond the bounds of kernel.inputs: through the
+    console script, one `error:` line, exit 2, nothing on stdout, no file created or changed
+    (a link planted at a temporary name included)."""
+    _plant(tmp_path, files)
+    before = _contents(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "numerate.cli", *arguments], cwd=tmp_path,
+        env=numerate_env(tmp_path / "prefect"), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr[-2000:]
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr[-2000:]
+    assert message in lines[0], lines[0]
+    assert len(lines[0]) < 400  # the input is named, not repeated
+    assert done.stdout == ""
+    assert _contents(tmp_path) == before
+
+
+DUCKDB_VALUES = [
+    "INTERVAL 1 DAY", "union_value(a := 1)::UNION(a INTEGER, b VARCHAR)", "MAP([1], ['x'])",
+    "{'a': 1, 'b': [2]}", "[1, 2]", "[[1], NULL]", "[1, 2]::INTEGER[2]", "'ab'::BLOB",
+    "170141183460469231731687303715884105727::HUGEINT", "1::UHUGEINT", "1::VARINT",
+    "'12:00:00+02'::TIMETZ", "'a'::ENUM('a', 'b')", "'0101'::BIT",
+    "'d9d3c1c4-3b0c-4f87-9c5e-5a7e6c3f1b2a'::UUID", "12345678901234567890.5::DECIMAL(38, 1)",
+    "'infinity'::TIMESTAMP", "'-infinity'::DATE", "'2024-01-01 12:00:00+00'::TIMESTAMPTZ",
+    "'{\"a\": [1]}'::JSON", "'nan'::DOUBLE", "NULL",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("output", ["table", "csv", "json", "markdown"])
+def test_db_prints_every_duckdb_type_in_every_format(tmp_path, output):
+    path = tmp_path / "x.duckdb"
+    duckdb.connect(str(path)).close()
+    sql = "SELECT 1 AS a, 2 AS a, " + ", ".join(
+        f"{value} AS c{i}" for i, value in enumerate(DUCKDB_VALUES)
+    )
+    result = runner.invoke(app, ["db", str(path), sql, "--format", output])
+    assert result.exit_code == 0, result.output
+    assert result.stderr == ""
+    if output == "table":  # its cells are cut to the terminal's width
+        return
+    for shown in ("1 day", "{1=x}", "0101", "d9d3c1c4", "infinity", "12345678901234567890.5"):
+        assert shown in result.stdout, (shown, result.stdout)
+
+
+def test_ctrl_c_stops_a_long_db_query_quietly_with_130(tmp_path):
+    path = tmp_path / "x.duckdb"
+    duckdb.connect(str(path)).close()
+    query = "SELECT count(*) FROM range(100000000) a, range(100000000) b"
+    command = [sys.executable, "-m", "numerate.cli", "db", str(path), query]
+    env = numerate_env(tmp_path / "prefect")
+    query_runs = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        proc = Path(f"/proc/{query_runs.pid}/stat")
+        deadline = time.monotonic() + 60
+        busy = 0.0  # CPU seconds: the query is running once the process uses much more than
+        while busy < 3 and time.monotonic() < deadline and query_runs.poll() is None:
+            time.sleep(0.2)  # the imports take (or, without /proc, a few seconds of wall time)
+            fields = proc.read_text().rsplit(")", 1)[1].split() if proc.exists() else None
+            busy = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") if fields else 3
+        assert query_runs.poll() is None, "the query ended before Ctrl-C"
+        query_runs.send_signal(signal.SIGINT)
+        sent = time.monotonic()
+        out, err = query_runs.communicate(timeout=30)
+    finally:
+        query_runs.kill()
+    assert time.monotonic() - sent < 5
+    assert query_runs.returncode == 130, err.decode()
+    assert b"Traceback" not in err and b"Error" not in err and out == b""

@@ -114,11 +114,27 @@ def test_settings_take_the_model_family_preset_unless_set():
 
 def test_bad_settings_are_refused_before_any_model_work():
     with pytest.raises(ValueError, match="dtype must be one of"):
-        DiffusersGenerator("x/y", GenerationSettings(dtype="int8", device="cpu"))
+        DiffusersGenerator("x/y", GenerationSettings.model_construct(dtype="int8", device="cpu"))
     with pytest.raises(ValueError, match="device"):
-        DiffusersGenerator("x/y", GenerationSettings(device="tpu"))
+        DiffusersGenerator("x/y", GenerationSettings.model_construct(device="tpu"))
     with pytest.raises(ValueError, match="empty"):
         DiffusersGenerator(" ", GenerationSettings(device="cpu"))
+
+
+@pytest.mark.parametrize("device", ["tpu", "xla", "meta", "cuda:", "cuda:x", "CPU", "", "cpu "])
+def test_a_device_numerate_cannot_use_is_refused_with_the_settings(device):
+    with pytest.raises(ValueError, match="choose auto, cpu, cuda, cuda:N or mps"):
+        GenerationSettings(device=device)
+
+
+@pytest.mark.parametrize("device", ["auto", "cpu", "cuda", "cuda:0", "cuda:12", "mps"])
+def test_every_device_numerate_runs_on_is_accepted(device):
+    assert GenerationSettings(device=device).device == device
+
+
+def test_an_unknown_dtype_is_refused_with_the_settings():
+    with pytest.raises(ValueError, match="choose auto, float32, float16, bfloat16"):
+        GenerationSettings(dtype="int8")
 
 
 def tiny_settings(**values):

@@ -1,0 +1,141 @@
+"""Parsing untrusted input within bounds: every YAML file, JSON value and whole number a user
+gives numerate is read here, with a maximum size, nesting depth and number of digits.
+
+Without the bounds a few kilobytes of input end in a traceback instead of an error line:
+Python refuses to convert integers of more than 4,300 digits (ValueError), and nesting a few
+thousand levels deep exhausts the recursion limit of any code that walks the value.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any
+
+from numerate.kernel.errors import ConfigError
+
+MAX_INTEGER_DIGITS = 100
+"""Digits a whole number may have: more than any count, seed or parameter needs, and few enough
+that it converts to a float and prints (Python refuses integers of more than 4,300 digits)."""
+MAX_DEPTH = 64
+"""Levels of nesting (lists, mappings) a YAML or JSON value may have."""
+MAX_CONFIG_BYTES = 4 * 1024 * 1024
+"""Size of a configuration file (YAML)."""
+MAX_DATA_BYTES = 512 * 1024 * 1024
+"""Size of a data file read whole (JSON Lines to grade, a CSV of responses)."""
+MAX_LINE_CHARS = 16 * 1024 * 1024
+"""Characters of one JSON value (a JSON Lines line)."""
+MAX_OPTION_CHARS = 100_000
+"""Characters of one value given on the command line (`--set key=value`)."""
+
+
+class InputLimitError(ConfigError):
+    """Input beyond one of the bounds above."""
+
+
+def check_depth(value: Any, where: str, limit: int = MAX_DEPTH) -> None:
+    """InputLimitError naming `where` when lists and mappings nest more than `limit` levels
+    (walked without recursion, so that any depth is safe to check)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            raise InputLimitError(f"{where}: nested more than {limit} levels deep")
+        stack.extend((child, depth + 1) for child in children)
+
+
+def whole_number(text: str, where: str) -> int:
+    """`text` as an int (ValueError when it is not one, as int() raises); InputLimitError
+    naming `where` when it has more than MAX_INTEGER_DIGITS digits."""
+    digits = sum(character.isdigit() for character in text)
+    if digits > MAX_INTEGER_DIGITS:
+        raise InputLimitError(
+            f"{where}: a whole number of {digits:,} digits; at most {MAX_INTEGER_DIGITS} allowed"
+        )
+    return int(text)
+
+
+def json_value(text: str, where: str, limit: int = MAX_LINE_CHARS) -> Any:
+    """One JSON value, within the bounds (size, depth, digits of whole numbers).
+
+    Raises:
+        json.JSONDecodeError: `text` is not JSON.
+        InputLimitError: `text` is JSON beyond a bound; the message names `where`.
+    """
+    if len(text) > limit:
+        raise InputLimitError(f"{where}: {len(text):,} characters; at most {limit:,} allowed")
+    try:
+        value = json.loads(text, parse_int=functools.partial(whole_number, where=where))
+    except RecursionError:
+        raise InputLimitError(f"{where}: nested more than {MAX_DEPTH} levels deep") from None
+    check_depth(value, where)
+    return value
+
+
+def yaml_value(text: str, where: str) -> Any:
+    """A YAML document read with the safe loader, without aliases and within the bounds;
+    ConfigError naming `where` (and the line and column, where known) when it is not valid
+    YAML or goes beyond a bound."""
+    import yaml
+
+    try:
+        value = yaml.load(text, Loader=bounded_loader())  # a safe loader, without aliases
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        problem = getattr(error, "problem", None) or str(error)
+        raise ConfigError(f"{where}{at}: not valid YAML: {problem}") from None
+    except RecursionError:
+        raise InputLimitError(f"{where}: nested more than {MAX_DEPTH} levels deep") from None
+    except (ValueError, OverflowError) as error:  # a date like 2024-13-45, a number
+        raise ConfigError(f"{where}: not valid YAML: {str(error)[:200]}") from None
+    check_depth(value, where)
+    return value
+
+
+@functools.cache
+def bounded_loader() -> type:
+    """YAML's safe loader without aliases (`*name`: a few hundred bytes of nested aliases
+    expand to billions of nodes), nesting at most MAX_DEPTH levels and whole numbers of at
+    most MAX_INTEGER_DIGITS digits."""
+    import yaml
+
+    class BoundedLoader(yaml.SafeLoader):
+        depth = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            event = self.peek_event()
+            if self.check_event(yaml.AliasEvent):
+                raise yaml.composer.ComposerError(
+                    None, None, "YAML aliases (*name) are not allowed", event.start_mark
+                )
+            if self.depth >= MAX_DEPTH:
+                raise yaml.composer.ComposerError(
+                    None, None, f"nested more than {MAX_DEPTH} levels deep", event.start_mark
+                )
+            self.depth += 1
+            try:
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
+
+        def construct_yaml_int(self, node: Any) -> Any:
+            value = None
+            if len(node.value) <= 4 * MAX_INTEGER_DIGITS:  # room for 0x, _, 1:2:3 forms
+                value = super().construct_yaml_int(node)
+            if value is None or abs(value) >= 10**MAX_INTEGER_DIGITS:
+                raise yaml.constructor.ConstructorError(
+                    None, None,
+                    f"a whole number of more than {MAX_INTEGER_DIGITS} digits",
+                    node.start_mark,
+                )  # fmt: skip
+            return value
+
+    BoundedLoader.add_constructor("tag:yaml.org,2002:int", BoundedLoader.construct_yaml_int)
+    return BoundedLoader

@@ -1,0 +1,107 @@
+"""kernel.files.write_atomically: the one way numerate writes output files."""
+
+import errno
+import os
+
+import pytest
+
+from numerate.kernel import files
+from numerate.kernel.files import OutputPathError, write_atomically
+
+
+def test_writes_text_bytes_and_a_writer_and_leaves_no_temporary_file(tmp_path):
+    write_atomically(tmp_path / "a.txt", "é\n")
+    write_atomically(tmp_path / "b.bin", b"\x00\x01")
+    write_atomically(tmp_path / "sub" / "c.bin", lambda handle: handle.write(b"w"))
+    assert (tmp_path / "a.txt").read_text(encoding="utf-8") == "é\n"
+    assert (tmp_path / "b.bin").read_bytes() == b"\x00\x01"
+    assert (tmp_path / "sub" / "c.bin").read_bytes() == b"w"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b.bin", "sub"]
+
+
+def test_a_link_planted_at_a_temporary_name_is_never_written_through(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("keep")
+    (tmp_path / "out.txt.partial").symlink_to(victim)
+    (tmp_path / ".out.txt.partial").symlink_to(victim)
+    write_atomically(tmp_path / "out.txt", "new")
+    assert victim.read_text() == "keep"
+    assert (tmp_path / "out.txt").read_text() == "new"
+
+
+def test_an_output_path_that_is_a_link_writes_the_link_s_target(tmp_path):
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "target.txt").write_text("old")
+    link = tmp_path / "link.txt"
+    link.symlink_to(tmp_path / "real" / "target.txt")
+    write_atomically(link, "new")
+    assert link.is_symlink() and (tmp_path / "real" / "target.txt").read_text() == "new"
+    dangling = tmp_path / "dangling.txt"
+    dangling.symlink_to("made.txt")
+    write_atomically(dangling, "made")
+    assert dangling.is_symlink() and (tmp_path / "made.txt").read_text() == "made"
+
+
+@pytest.mark.parametrize("failure", ["full disk", "error while writing", "interrupted"])
+def test_a_failure_mid_write_leaves_the_old_file_and_nothing_else(tmp_path, failure):
+    target = tmp_path / "out.png"
+    target.write_bytes(b"old")
+
+    def write(handle):
+        handle.write(b"x" * 100_000)
+        if failure == "full disk":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        if failure == "interrupted":
+            raise KeyboardInterrupt
+        raise ValueError("rendering failed")
+
+    with pytest.raises((OSError, ValueError, KeyboardInterrupt)):
+        write_atomically(target, write)
+    assert target.read_bytes() == b"old"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.png"]
+
+
+def test_a_full_disk_at_fsync_leaves_nothing(tmp_path, monkeypatch):
+    def full(descriptor):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(files.os, "fsync", full)
+    with pytest.raises(OSError, match="No space left"):
+        write_atomically(tmp_path / "new.jsonl", "x" * 1000)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "reason"),
+    [
+        ("", "not a file name"),
+        (".", "a folder"),  # the folder itself
+        ("folder", "a folder"),
+        ("folder/..", "not a file name"),
+        ("/dev/null", "not a regular file"),
+        ("loop", "leads nowhere"),
+        ("file.txt/x", "is a file, not a folder"),
+        ("file.txt/a/b/x", "is a file, not a folder"),
+    ],
+)
+def test_a_path_that_cannot_be_a_file_is_refused_and_nothing_is_made(tmp_path, name, reason):
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "file.txt").write_text("x")
+    (tmp_path / "loop").symlink_to("loop")
+    before = sorted(tmp_path.rglob("*"))
+    with pytest.raises(OutputPathError, match=reason):
+        write_atomically(tmp_path / name if name else type(tmp_path)(name), "content")
+    assert sorted(tmp_path.rglob("*")) == before
+    assert (tmp_path / "file.txt").read_text() == "x"
+
+
+def test_an_existing_file_keeps_its_permissions(tmp_path):
+    target = tmp_path / "private.txt"
+    target.write_text("old")
+    target.chmod(0o600)
+    write_atomically(target, "new")
+    assert target.stat().st_mode & 0o777 == 0o600
+    fresh = write_atomically(tmp_path / "fresh.txt", "new")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert fresh.stat().st_mode & 0o777 == 0o666 & ~umask
