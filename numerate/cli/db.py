@@ -12,7 +12,6 @@ from numerate.cli.common import (
     check_format,
     fail,
     open_reader,
-    quiet_exit,
 )
 from numerate.kernel.errors import NumerateError
 
@@ -45,6 +44,17 @@ def db_command(
             frame = reader.printable_frame(sql) if sql else queries.tables(reader)
     except NumerateError as error:
         fail(error)
-    except KeyboardInterrupt:  # Ctrl-C: the query stops; nothing to add
-        quiet_exit(130)
+    except KeyboardInterrupt:  # Ctrl-C: the query stops with the process; nothing to add
+        _leave_now(130)
     typer.echo(render(frame, fmt), nl=False)
+
+
+def _leave_now(code: int) -> None:
+    """End the process at once: a query still runs in DuckDB's threads, and an orderly exit
+    would wait for it or crash under it (the database is open read-only: nothing is lost)."""
+    import os
+    import sys
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

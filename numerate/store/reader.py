@@ -14,10 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from numerate.kernel.errors import ConfigError
 from numerate.store.schema import SCHEMA_VERSION
+
+if TYPE_CHECKING:
+    import polars as pl
 
 __all__ = ["Reader"]
 
@@ -49,6 +52,8 @@ class Reader:
     def __init__(self, path: str, con: Any) -> None:
         self.path = path
         self.con = con
+        self.abandoned = False
+        """True after Ctrl-C left a query running on `con` (see printable_frame)."""
 
     @classmethod
     def open(cls, path: str, numerate_schema: bool = True) -> Reader:
@@ -122,13 +127,40 @@ class Reader:
         except duckdb.Error as error:
             raise ConfigError(_first_line(error)) from None
 
-    def printable_frame(self, sql: str) -> Any:
+    def printable_frame(self, sql: str) -> pl.DataFrame:
         """A query's result as a polars DataFrame that every output format can show (the
         user's SQL in `numerate db`): columns of any type but booleans, numbers and text come
         as DuckDB's own text of their values (INTERVAL, UNION, MAP, STRUCT, LIST, BLOB, BIT,
         UUID, HUGEINT, ENUM, dates and times, which may be infinite, ...), which polars could
         not convert or CSV could not hold. ConfigError with DuckDB's first line when the SQL
-        fails; KeyboardInterrupt when Ctrl-C interrupted the query."""
+        fails.
+
+        The query runs in a thread while this one waits, so that Ctrl-C always reaches Python
+        (DuckDB's bindings miss some): KeyboardInterrupt then leaves the query running and
+        this reader unusable; the caller ends the process (os._exit), which stops it."""
+        import threading
+
+        done: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                done["frame"] = self._printable_frame(sql)
+            except BaseException as error:  # given to the waiting thread
+                done["error"] = error
+
+        worker = threading.Thread(target=run, daemon=True, name="numerate-db-query")
+        worker.start()
+        try:
+            while worker.is_alive():
+                worker.join(0.1)
+        except KeyboardInterrupt:
+            self.abandoned = True  # the connection is busy: close() leaves it to the exit
+            raise
+        if "error" in done:
+            raise done["error"]
+        return cast("pl.DataFrame", done["frame"])
+
+    def _printable_frame(self, sql: str) -> pl.DataFrame:
         import duckdb
         import polars as pl
 
@@ -143,17 +175,16 @@ class Reader:
             names = ['"' + name.replace('"', '""') + '"' for name in relation.columns]
             pairs = zip(columns, names, strict=True)
             return relation.project(", ".join(f"{c} AS {n}" for c, n in pairs)).pl()
-        except duckdb.InterruptException:
-            raise KeyboardInterrupt from None
         except duckdb.Error as error:
             raise ConfigError(_first_line(error)) from None
-        except RuntimeError as error:  # duckdb 2's bindings report Ctrl-C so
+        except RuntimeError as error:  # duckdb 2's bindings report a Ctrl-C they saw so
             if "interrupted" in str(error).lower():
                 raise KeyboardInterrupt from None
             raise
 
     def close(self) -> None:
-        self.con.close()
+        if not self.abandoned:
+            self.con.close()
 
     def __enter__(self) -> Reader:
         return self

@@ -135,7 +135,8 @@ def test_an_output_path_that_is_a_folder_is_one_error_line(tmp_path, arguments):
     responses.write_text("target,generated\n3,3\n4,5\n")
     args = [a.replace("{csv}", str(responses)) for a in arguments] + [str(tmp_path)]
     result = runner.invoke(app, args)
-    assert result.exit_code == 2 and f"cannot write {tmp_path}: Is a directory" in result.stderr
+    assert result.exit_code == 2 and f"{tmp_path}: a folder; give a file name" in result.stderr
+    assert sorted(tmp_path.iterdir()) == [responses]  # no stray temporary file
 
 
 @pytest.mark.parametrize(

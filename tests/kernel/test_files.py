@@ -78,7 +78,7 @@ def test_a_full_disk_at_fsync_leaves_nothing(tmp_path, monkeypatch):
         (".", "a folder"),  # the folder itself
         ("folder", "a folder"),
         ("folder/..", "not a file name"),
-        ("/dev/null", "not a regular file"),
+        ("fifo", "not a regular file"),  # never a device: an older numerate replaced /dev/null
         ("loop", "leads nowhere"),
         ("file.txt/x", "is a file, not a folder"),
         ("file.txt/a/b/x", "is a file, not a folder"),
@@ -88,6 +88,7 @@ def test_a_path_that_cannot_be_a_file_is_refused_and_nothing_is_made(tmp_path, n
     (tmp_path / "folder").mkdir()
     (tmp_path / "file.txt").write_text("x")
     (tmp_path / "loop").symlink_to("loop")
+    os.mkfifo(tmp_path / "fifo")
     before = sorted(tmp_path.rglob("*"))
     with pytest.raises(OutputPathError, match=reason):
         write_atomically(tmp_path / name if name else type(tmp_path)(name), "content")
