@@ -38,7 +38,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/rate_limit.py
 	$(BIN)/python bench/startup.py
 	$(BIN)/python bench/adaptive.py
-	$(BIN)/python bench/statistics.py
+	$(BIN)/python bench/sampling_design.py
 	$(BIN)/python bench/contention.py
 
 clean:

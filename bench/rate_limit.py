@@ -71,10 +71,9 @@ def main() -> None:
 
 
 def median(values: list[float]) -> float:
-    """The median (not `statistics.median`: this folder's bench/statistics.py shadows the
-    standard library's module when a script here runs)."""
-    ordered = sorted(values)
-    return (ordered[(len(ordered) - 1) // 2] + ordered[len(ordered) // 2]) / 2
+    import statistics
+
+    return statistics.median(values)
 
 
 if __name__ == "__main__":

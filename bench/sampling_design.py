@@ -10,7 +10,7 @@
   points in one group is caught, in that family and alone; at alpha 0.01, 0.05 and 0.10;
   and the minimum detectable drop numerate reports for each.
 
-Seeded; run with `make bench` or `python bench/statistics.py` (about 30 s).
+Seeded; run with `make bench` or `python bench/sampling_design.py` (about 30 s).
 """
 
 from __future__ import annotations
