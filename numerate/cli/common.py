@@ -283,9 +283,13 @@ class TemporaryServer:
             start_new_session=True,
         )  # fmt: skip
 
-    def wait(self) -> None:
-        """Until the server answers; says why the command waits, when it does (a command that
-        stops before, on bad input, says only why it stopped)."""
+    def abandon(self) -> None:
+        return None  # it stops with this process
+
+    def wait(self, meanwhile: Callable[[], object] = lambda: None) -> None:
+        """Until the server answers, doing `meanwhile` first when it does not yet; says why the
+        command waits, when it does (a command that stops before, on bad input, says only why
+        it stopped)."""
         if self.thread is not None:
             if self.thread.is_alive():
                 typer.echo(
@@ -293,6 +297,7 @@ class TemporaryServer:
                     "keeps one running for later commands)",
                     err=True,
                 )
+                meanwhile()
             self.thread.join()
         if self.error is not None:
             raise self.error

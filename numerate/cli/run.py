@@ -59,12 +59,12 @@ def run(
     ] = "table",
 ) -> None:
     """Run a sweep: generate, ask, grade, aggregate, store; then print the results."""
+    sweep_config, fmt, db_path, server, unusable = prepare(
+        (config, model, base_url, name, api_key_env), db, fresh, output
+    )  # first: it starts Prefect's server when none runs
     from numerate.store import Store
     from numerate.verdict import EXIT_RUN_FAILED, RunFailed
 
-    sweep_config, fmt, db_path, server, unusable = prepare(
-        (config, model, base_url, name, api_key_env), db, fresh, output
-    )
     failure = None
     try:
         run_id = run_sweep(sweep_config, db_path, fresh, server, unusable)
@@ -88,28 +88,52 @@ def prepare(
     limits, endpoints, database, the run to resume). Returns the sweep, the format, the
     database, the Prefect server being started and the unusable models; leaves with one error
     line when anything is wrong."""
+    from numerate.cli.server import connect, mode
+
+    servers: list[Server] = []  # the one being started, once it is
+    try:
+        if mode() == "background":  # first: its start goes on while the sweep is read
+            servers.append(connect())
+        sweep_config, fmt, db_path, checked = check_sweep(options, db, fresh, output, servers)
+    except NumerateError as error:
+        from numerate.verdict import EXIT_RUN_FAILED, RunFailed
+
+        for server in servers:
+            server.abandon()  # a server started for a run that does not run: stopped
+        fail(error, EXIT_RUN_FAILED if isinstance(error, RunFailed) else 2)
+    except KeyboardInterrupt:
+        for server in servers:
+            server.abandon()
+        raise
+    return sweep_config, fmt, db_path, servers[0], checked.unusable
+
+
+def check_sweep(
+    options: tuple[Any, ...], db: str | None, fresh: bool, output: str, servers: list[Server]
+) -> tuple[SweepConfig, Format, str, Preflight]:
+    """`prepare`'s checks, in order; a Prefect server is connected to (`servers`) once the
+    sweep is known to be readable, when none is being started yet."""
     import asyncio
 
     from numerate.cli.server import connect
     from numerate.config import results_database
     from numerate.preflight import preflight
-    from numerate.verdict import EXIT_RUN_FAILED, RunFailed
 
-    starting = None
+    sweep_config = sweep_to_run(*options)
+    fmt = check_format(output)
+    db_path = results_database(db, sweep_config.db)
+    starting = announce_start(db_path)  # readers meanwhile hear that a run is starting
     try:
-        sweep_config = sweep_to_run(*options)
-        fmt = check_format(output)
-        db_path = results_database(db, sweep_config.db)
-        starting = announce_start(db_path)  # readers meanwhile hear that a run is starting
-        server = connect()  # a server's start goes on while the endpoints are checked
-        checked = asyncio.run(preflight(sweep_config, db_path, fresh, starting, server.wait))
+        if not servers:  # Prefect's temporary server, or PREFECT_API_URL's
+            servers.append(connect())
+        ready = servers[0].wait
+        checked = asyncio.run(preflight(sweep_config, db_path, fresh, starting, ready))
         say_what_preflight_found(sweep_config, checked)  # RunFailed when nothing can run
-        starting = None  # the store holds it now
-    except NumerateError as error:
+    except BaseException:
         if starting is not None:
             starting.close()
-        fail(error, EXIT_RUN_FAILED if isinstance(error, RunFailed) else 2)
-    return sweep_config, fmt, db_path, server, checked.unusable
+        raise
+    return sweep_config, fmt, db_path, checked
 
 
 def announce_start(db_path: str) -> Any:
@@ -171,6 +195,22 @@ def say_what_preflight_found(sweep_config: SweepConfig, checked: Preflight) -> N
         )
 
 
+def import_what_the_flow_uses() -> None:
+    """The modules a sweep's flow imports on first use, imported while Prefect's server is
+    still starting (a first run: 0.5 s less after the server answers). Not otherwise: a fully
+    cached re-run never imports the OpenAI client. (What a run imports late, Prefect's and
+    polars' lazy imports included: `python -X importtime -m numerate.cli run`.)"""
+    import fastapi.encoders  # noqa: F401
+    import openai  # noqa: F401
+    import prefect.flow_engine
+    import prefect.task_engine
+    import prefect.telemetry.run_telemetry
+    import prefect.utilities.visualization  # noqa: F401
+    import pyarrow  # noqa: F401
+
+    import numerate.aggregate  # noqa: F401
+
+
 def run_sweep(
     sweep_config: SweepConfig,
     db_path: str,
@@ -209,7 +249,7 @@ def run_sweep(
     from prefect.exceptions import TerminationSignal
 
     try:
-        server.wait()
+        server.wait(meanwhile=import_what_the_flow_uses)
         with reporting_to(terminal_progress(sweep_config.name)), tags(*run_tags(sweep_config)):
             # a Failed run raises RunFailed here
             return str(asyncio.run(sweep(sweep_config, db_path, fresh, unusable, plot=False)))

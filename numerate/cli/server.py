@@ -1,7 +1,7 @@
 """The Prefect server numerate's commands report to, and `numerate server status|start|stop`.
 
 Without PREFECT_API_URL, the first command that runs a flow starts Prefect's own server in
-the background (`prefect server start`, kept by numerate.cli.serverd) under Prefect's home
+the background (numerate.cli.serverd: what `prefect server start` serves) under Prefect's home
 ($PREFECT_HOME, default ~/.prefect), says so in one line with the UI's address, and every
 later command reuses it: a run no longer pays a server's start (3 s, 7 s on a new home) and
 its stop. It stops by itself once no command has used it for NUMERATE_SERVER_IDLE_MINUTES
@@ -23,6 +23,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Annotated, Protocol
@@ -41,15 +42,27 @@ class ServerError(NumerateError):
     """The background server could not be started, reached or stopped."""
 
 
+def nothing() -> None:
+    return None
+
+
 class Server(Protocol):
-    def wait(self) -> None: ...
+    def wait(self, meanwhile: Callable[[], object] = nothing) -> None:
+        """Until the server answers. `meanwhile`: work for the time it is still starting
+        (not done when it already answers)."""
+
+    def abandon(self) -> None:
+        """The command ends before running a flow: a server it started for nothing stops."""
 
 
 class External:
     """A server this command did not start: PREFECT_API_URL, or a `prefect server start`
     already answering on Prefect's port."""
 
-    def wait(self) -> None:
+    def wait(self, meanwhile: Callable[[], object] = nothing) -> None:
+        return None
+
+    def abandon(self) -> None:
         return None
 
 
@@ -91,7 +104,7 @@ def home() -> Path:
 
 @dataclass(frozen=True)
 class State:
-    pid: int  # the keeper (numerate.cli.serverd)
+    pid: int  # the server (numerate.cli.serverd)
     url: str  # the API, http://127.0.0.1:PORT/api
     started: float
     idle_minutes: float
@@ -102,7 +115,7 @@ class State:
 
 
 def read_state(folder: Path) -> State | None:
-    """The running server's state, or None when there is none (or its keeper is gone)."""
+    """The running server's state, or None when there is none (or its process is gone)."""
     try:
         state = State(**json.loads((folder / "server.json").read_text()))
     except (OSError, ValueError, TypeError):
@@ -110,12 +123,12 @@ def read_state(folder: Path) -> State | None:
     return state if alive(state.pid) else None
 
 
-_keepers: dict[int, subprocess.Popen[bytes]] = {}  # the keepers this process started
+_servers: dict[int, subprocess.Popen[bytes]] = {}  # the servers this process started
 
 
 def alive(pid: int) -> bool:
-    if pid in _keepers:  # our child: poll() also reaps it (a dead child is no zombie then)
-        return _keepers[pid].poll() is None
+    if pid in _servers:  # our child: poll() also reaps it (a dead child is no zombie then)
+        return _servers[pid].poll() is None
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -190,6 +203,7 @@ class Background:
         import atexit
 
         self.folder = home()
+        self.started_here = self.announced = False
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             if not _holding:
@@ -213,11 +227,20 @@ class Background:
         theirs = f"http://127.0.0.1:{port}/api"
         if healthy(theirs):  # a `prefect server start` of the user's: report to it
             return None, theirs
+        self.started_here = True
         state = launch(self.folder)
-        where = f"UI at {state.ui}" if ui_enabled() else f"API at {state.url}"
+        return state, state.url
+
+    def announce(self) -> None:
+        """Say, once, that this command started the server (said when the command gets to
+        use it: a command that stops before, on bad input, says only why it stopped)."""
+        if not self.started_here or self.state is None or self.announced:
+            return
+        self.announced = True
+        where = f"UI at {self.state.ui}" if ui_enabled() else f"API at {self.state.url}"
         after = (
-            f"stops after {state.idle_minutes:g} idle minutes"
-            if state.idle_minutes
+            f"stops after {self.state.idle_minutes:g} idle minutes"
+            if self.state.idle_minutes
             else "runs until `numerate server stop`"
         )
         typer.echo(
@@ -225,14 +248,31 @@ class Background:
             f"commands; {after}; `numerate server stop` stops it)",
             err=True,
         )
-        return state, state.url
 
-    def wait(self) -> None:
-        """Until the server answers; a server that cannot start is a ServerError naming its
-        log."""
+    def abandon(self) -> None:
+        """Stop the server this command started, unless another command uses it already."""
+        if not self.started_here or self.state is None or self.announced:
+            return
+        for hold in _holding:
+            hold.close()  # our own shared hold: then the exclusive lock means nobody else
+        _holding.clear()
+        with (
+            contextlib.suppress(ServerError),
+            locked(self.folder / "users.lock", fcntl.LOCK_EX, timeout=0),
+        ):
+            terminate(self.state)
+            with contextlib.suppress(OSError):
+                (self.folder / "server.json").unlink()
+
+    def wait(self, meanwhile: Callable[[], object] = nothing) -> None:
+        """Until the server answers, doing `meanwhile` first when it does not yet; a server
+        that cannot start is a ServerError naming its log."""
         if self.state is None:
             return
+        self.announce()
         deadline = time.monotonic() + START_TIMEOUT_SECONDS
+        if not healthy(self.url, timeout=1.0):
+            meanwhile()
         while not healthy(self.url, timeout=1.0):
             if not alive(self.state.pid) or time.monotonic() > deadline:
                 raise ServerError(not_started(self.folder, self.state))
@@ -258,19 +298,26 @@ def not_started(folder: Path, state: State) -> str:
     )
 
 
+# numerate.cli.serverd run as a script: not through `-m`, which imports numerate.cli and
+# every command first (0.05 s more before the server answers)
+RUN_SERVERD = (
+    "import runpy, sys; sys.argv[0] = {path!r}; runpy.run_path(sys.argv[0], run_name='__main__')"
+).format(path=str(Path(__file__).with_name("serverd.py")))
+
+
 def launch(folder: Path) -> State:
-    """Start the keeper (numerate.cli.serverd) in its own session; record it in server.json."""
+    """Start the server (numerate.cli.serverd) in its own session; record it in server.json."""
     port, idle = choose_port(), idle_minutes()
     env = dict(os.environ, PREFECT_HOME=str(folder.parent.resolve()))
     env.pop("PREFECT_API_URL", None)
-    keeper = subprocess.Popen(
-        [sys.executable, "-m", "numerate.cli.serverd", str(folder.resolve()), str(port),
-         str(idle * 60)],
-        env=env, cwd=folder, start_new_session=True,
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    _keepers[keeper.pid] = keeper
-    state = State(keeper.pid, f"http://127.0.0.1:{port}/api", time.time(), idle)
+    with (folder / "server.log").open("ab") as log:
+        server = subprocess.Popen(
+            [sys.executable, "-c", RUN_SERVERD, str(folder.resolve()), str(port), str(idle * 60)],
+            env=env, cwd=folder, start_new_session=True,
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    _servers[server.pid] = server
+    state = State(server.pid, f"http://127.0.0.1:{port}/api", time.time(), idle)
     partial = folder / f"server.json.{os.getpid()}"
     partial.write_text(json.dumps(state.__dict__))
     partial.replace(folder / "server.json")
@@ -324,7 +371,7 @@ def status() -> None:
         "runs until `numerate server stop`")  # fmt: skip
     typer.echo(
         f"Prefect server running in the background: UI at {state.ui}, API at {state.url}\n"
-        f"  kept by pid {state.pid}, up {minutes(now - state.started)}, {idle}; {stops}\n"
+        f"  pid {state.pid}, up {minutes(now - state.started)}, {idle}; {stops}\n"
         f"  log: {folder / 'server.log'}"
     )
 
@@ -381,7 +428,7 @@ def stop(
 
 
 def terminate(state: State) -> None:
-    """TERM the keeper (it stops the server, up to 10 s), then KILL it after 15 s."""
+    """TERM the server (it stops gracefully, up to 10 s), then KILL it after 15 s."""
     import signal
 
     for sig, grace in ((signal.SIGTERM, 15.0), (signal.SIGKILL, 5.0)):

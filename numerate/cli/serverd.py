@@ -1,10 +1,11 @@
-"""The keeper of numerate's background Prefect server (numerate.cli.server): runs
-`prefect server start` as its child, and stops it when told to (SIGTERM, SIGINT: `numerate
-server stop`), when it has been idle for the set period (no numerate command holding it, none
-started or ended for that long), or dies with it when the server exits by itself.
+"""numerate's background Prefect server (numerate.cli.server): Prefect's API and UI served in
+this process (uvicorn over `prefect.server.api.server.create_app`, what `prefect server start`
+serves, without its command line: 0.2 s sooner, and one process to stop). It stops when told
+to (SIGTERM, SIGINT: `numerate server stop`) or when it has been idle for the set period (no
+numerate command holding it, none started or ended for that long).
 
 Run as `python -m numerate.cli.serverd HOME PORT IDLE_SECONDS` by the first command that needs
-the server, in its own session; it imports nothing heavy.
+the server, in its own session, with its output going to HOME/server.log.
 """
 
 from __future__ import annotations
@@ -13,48 +14,20 @@ import contextlib
 import fcntl
 import os
 import signal
-import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
-from types import FrameType
+from typing import IO, Any
 
 CHECK_SECONDS = 2.0
-STOP_GRACE_SECONDS = 10.0
+STOP_GRACE_SECONDS = 10
 
-
-def die_with_parent() -> None:  # pragma: no cover - runs in the child, before exec
-    """The server dies with its keeper (Linux: PR_SET_PDEATHSIG), so that a keeper killed
-    with SIGKILL leaves no server that nothing would ever stop."""
-    with contextlib.suppress(Exception):
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
-def start(home: Path, port: int) -> subprocess.Popen[bytes]:
-    log = (home / "server.log").open("ab")
-    return subprocess.Popen(
-        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
-         "--port", str(port)],
-        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-        preexec_fn=die_with_parent if sys.platform == "linux" else None,
-    )  # fmt: skip
-
-
-def stop(server: subprocess.Popen[bytes]) -> None:
-    if server.poll() is not None:
-        return
-    server.terminate()
-    try:
-        server.wait(STOP_GRACE_SECONDS)
-    except subprocess.TimeoutExpired:
-        server.kill()
-        server.wait()
+_stopping: list[IO[str]] = []  # the users' lock, held exclusively from an idle stop to exit
 
 
 def forget(home: Path) -> None:
-    """Remove the state file if it is still this keeper's (a newer keeper may own it)."""
+    """Remove the state file if it is still this server's (a newer one may own it)."""
     state = home / "server.json"
     with contextlib.suppress(OSError, ValueError):
         import json
@@ -71,39 +44,116 @@ def idle_for(home: Path) -> float:
         return float("inf")
 
 
-def stop_if_idle(home: Path, server: subprocess.Popen[bytes], idle_seconds: float) -> bool:
-    """Stop the server when no command holds it and none came for `idle_seconds`. Holding the
-    users' lock exclusively while stopping makes a command that arrives meanwhile wait, then
-    find no server and start a new one, never one that is going away."""
-    with (home / "users.lock").open("a") as users:
-        try:
-            fcntl.flock(users, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            return False  # a command is using it
-        if idle_for(home) < idle_seconds:
-            return False
-        forget(home)
-        stop(server)
-        return True
+def stop_if_idle(home: Path, idle_seconds: float) -> bool:
+    """Whether to stop now: no command holds the server and none came for `idle_seconds`.
+    The users' lock stays held exclusively until this process exits: a command that arrives
+    meanwhile waits, then finds no server and starts a new one, never one going away."""
+    users = (home / "users.lock").open("a")
+    try:
+        fcntl.flock(users, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        users.close()
+        return False  # a command is using it
+    if idle_for(home) < idle_seconds:
+        users.close()
+        return False
+    _stopping.append(users)
+    forget(home)
+    return True
+
+
+def watch(home: Path, server: Any, idle_seconds: float) -> None:
+    """Ask `server` (a uvicorn.Server) to exit once it has been idle for `idle_seconds`."""
+    while not server.should_exit:
+        time.sleep(CHECK_SECONDS)
+        if stop_if_idle(home, idle_seconds):
+            server.should_exit = True
+
+
+def database_mark() -> str | None:
+    """What names Prefect's database and the Prefect that migrates it (its version, its
+    SQLite file's path); None when it is not a SQLite file that exists (a server elsewhere,
+    a new home): its migrations then always run."""
+    import hashlib
+    import json
+
+    import prefect
+    from prefect.settings import get_current_settings
+
+    url = get_current_settings().server.database.connection_url
+    text = url.get_secret_value() if url else ""
+    path = text.removeprefix("sqlite+aiosqlite:///")
+    if path == text or not Path(path).is_file():
+        return None
+    digest = hashlib.sha256(path.encode()).hexdigest()
+    return json.dumps({"prefect": prefect.__version__, "database": digest})
+
+
+def already_migrated(home: Path, mark: str) -> bool:
+    """Whether this server migrated that database with this Prefect before (its migrations
+    need not run again: 0.25 s of a start)."""
+    try:
+        return (home / "migrated.json").read_text() == mark
+    except OSError:
+        return False
+
+
+def remember_migrated(home: Path, server: Any, mark: str) -> None:
+    """Once the server answers (its migrations done): note that they are done."""
+    while not server.started and not server.should_exit:
+        time.sleep(0.1)
+    if server.started:
+        with contextlib.suppress(OSError):
+            (home / "migrated.json").write_text(mark)
+
+
+def serve(home: Path, port: int, idle_seconds: float) -> None:
+    import gc
+
+    gc.disable()  # while Prefect's server is imported and built: 0.6 s of its 2.7 s start
+    import uvicorn
+    from prefect.server.api.server import create_app
+    from prefect.settings import (
+        PREFECT_API_DATABASE_MIGRATE_ON_START,
+        PREFECT_SERVER_API_KEEPALIVE_TIMEOUT,
+        PREFECT_SERVER_API_WEBSOCKET_PING_INTERVAL,
+        PREFECT_SERVER_API_WEBSOCKET_PING_TIMEOUT,
+        PREFECT_SERVER_LOGGING_LEVEL,
+        temporary_settings,
+    )
+
+    config = uvicorn.Config(
+        create_app(final=True), host="127.0.0.1", port=port,
+        timeout_keep_alive=PREFECT_SERVER_API_KEEPALIVE_TIMEOUT.value(),
+        ws_ping_interval=PREFECT_SERVER_API_WEBSOCKET_PING_INTERVAL.value(),
+        ws_ping_timeout=PREFECT_SERVER_API_WEBSOCKET_PING_TIMEOUT.value(),
+        log_level=PREFECT_SERVER_LOGGING_LEVEL.value().lower(),
+        timeout_graceful_shutdown=STOP_GRACE_SECONDS,
+    )  # fmt: skip
+    gc.freeze()  # what was built lives as long as the server: never scanned again
+    gc.enable()
+    server = uvicorn.Server(config)
+    if idle_seconds > 0:
+        threading.Thread(target=watch, args=(home, server, idle_seconds), daemon=True).start()
+    mark = database_mark() if PREFECT_API_DATABASE_MIGRATE_ON_START.value() else None
+    skip: dict[Any, Any] = {}
+    if mark is not None and already_migrated(home, mark):
+        skip = {PREFECT_API_DATABASE_MIGRATE_ON_START: False}
+    elif mark is not None:
+        threading.Thread(target=remember_migrated, args=(home, server, mark), daemon=True).start()
+    with temporary_settings(skip):
+        server.run()  # SIGTERM and SIGINT: uvicorn's graceful stop
 
 
 def main(argv: list[str]) -> int:
     home, port, idle_seconds = Path(argv[0]), int(argv[1]), float(argv[2])
-    server = start(home, port)
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        forget(home)
-        stop(server)
-        raise SystemExit(0)
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    while server.poll() is None:
-        time.sleep(CHECK_SECONDS)
-        if idle_seconds > 0 and stop_if_idle(home, server, idle_seconds):
-            return 0
-    forget(home)
+    for stop_signal in (signal.SIGTERM, signal.SIGINT):  # uvicorn raises it again once stopped
+        signal.signal(stop_signal, lambda signum, frame: sys.exit(0))
+    try:
+        serve(home, port, idle_seconds)
+    finally:
+        forget(home)
     return 0
 
 
