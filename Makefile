@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 RESULTS ?= results
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint bench docs clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,11 @@ test: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/pytest
 
+## docs: the documentation site (docs/, mkdocs.yml) into site/, offline; a broken link or anchor
+## fails it (`make test` builds it too: tests/test_docs.py)
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 ## bench: generation throughput per manifold, pipeline throughput and caching, rate limits,
 ## start-up of `numerate run`, requests saved by adaptive sampling, many users of one database
 bench: $(STAMP)
@@ -42,4 +47,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/contention.py
 
 clean:
-	rm -rf $(VENV) $(RESULTS) .pytest_cache .ruff_cache .mypy_cache .import_linter_cache .hypothesis
+	rm -rf $(VENV) $(RESULTS) site .pytest_cache .ruff_cache .mypy_cache .import_linter_cache .hypothesis

@@ -1,4 +1,4 @@
-"""A soak of one results database under many users (README, "Many users, one database").
+"""A soak of one results database under many users (docs/sharing.md, "Many users, one database").
 
 Four writers share one database for a few minutes: three sweeps against a slow loopback endpoint
 (each its own config, one of them started twice in a row so that a second process meets a run in

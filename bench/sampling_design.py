@@ -1,4 +1,5 @@
-"""The statistical figures the README quotes from simulation, measured again.
+"""The statistical figures the documentation (docs/statistics.md) quotes from simulation,
+measured again.
 
 - Summaries: on bench/adaptive.py's profile (points right 100%, 95%, 75%, 50% of the time),
   the adaptive and a fixed 100-per-point design: the mean summary accuracy, how often its 95%

@@ -7,7 +7,7 @@ either stops it or opens the next `step` cases. Points and models move independe
 `Sampler` hands out batches of whatever cases are open, across points, so the endpoint stays
 busy while some points wait for their round to finish.
 
-Pure: no Prefect, no I/O. See README "Adaptive sampling" for the statistics.
+Pure: no Prefect, no I/O. See docs/statistics.md, "Adaptive sampling" for the statistics.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Aggregation of graded responses into per-point and summary statistics. Pure polars.
 
-Definitions (README, "Results in DuckDB" and "How summaries weigh grid points"):
+Definitions (docs/schema.md, "Results in DuckDB" and "How summaries weigh grid points"):
 - n: answers; n_scored = n - error (a transport error says nothing about the model).
 - A point's accuracy = correct / n_scored, with its 95% Wilson interval; with `samples: k`
   the interval and the standard error `se` treat the case as the unit (numerate.kernel.design).

@@ -4,7 +4,7 @@ The statistics (compare_runs) are pure polars. Reading a run's answers (run_answ
 query) goes through any source with `.frame(sql, params)`: a numerate.store.reader.Reader for
 `numerate compare`, or a numerate.store.Store.
 
-Statistics (README, "Comparing runs"): pairs are counted per grid point, and a group of
+Statistics (docs/statistics.md, "Comparing runs"): pairs are counted per grid point, and a group of
 points (a model x manifold) is their mean with equal point weights, as in every summary
 (numerate.kernel.design): each run's accuracy with its 95% interval; the paired difference
 with the Bonett–Price adjusted Wald interval and the exact McNemar test, both on the group's

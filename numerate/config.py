@@ -52,7 +52,7 @@ def results_database(given: str | None = None, configured: str | None = None) ->
 
 BASELINES = ("baseline:random", "baseline:oracle", "baseline:heuristic")
 """Built-in models that need no network: a uniform guess, one that answers the target, and
-one that plays each manifold's trivial strategy (see the README, "Chance and heuristics")."""
+one that plays each manifold's trivial strategy (see docs/manifolds.md, "Chance and heuristics")."""
 
 _STRICT = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 

@@ -12,7 +12,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "numerate"
 CARD_FOLDERS = ("flows", "tasks", "manifolds", "numgen", "kernel")
-"""The design card's top-level folders: links to numerate/<name> (README, "Architecture")."""
+"""The design card's top-level folders: links to numerate/<name> (docs/architecture.md,
+"Architecture")."""
 MAX_FUNCTION_LINES = 60
 
 
@@ -89,21 +90,27 @@ def test_the_card_folders_are_the_package_folders():
         assert folder.is_symlink() and folder.resolve() == (PACKAGE / name).resolve(), name
 
 
-def test_every_readme_section_the_code_cites_exists():
-    headings = {
-        line.lstrip("#").strip()
-        for line in (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
-        if line.startswith("#")
-    }
-    cited = []
-    for package in ("numerate", "deployments", "bench"):
+def test_every_docs_section_the_code_cites_exists():
+    """Code cites the documentation as `docs/<page>.md, "<section>"`: the page has that heading
+    (and nothing cites the README's sections, which moved to docs/)."""
+    cited, stale = [], []
+    for package in ("numerate", "deployments", "bench", "tests"):
         for path in sorted((ROOT / package).rglob("*")):
             if path.suffix in (".py", ".yaml", ".toml") and path.is_file():
                 text = path.read_text(encoding="utf-8")
-                cited += [(path.name, m) for m in re.findall(r'README,? "([^"]+)"', text)]
-    assert cited
-    missing = [f"{name}: {section}" for name, section in cited if section not in headings]
-    assert not missing, "README has no such section:\n" + "\n".join(missing)
+                cited += [
+                    (path.name, *m) for m in re.findall(r'docs/([\w-]+\.md),? "([^"]+)"', text)
+                ]
+                stale += [f"{path.name}: {m}" for m in re.findall(r'README,? "([^"]+)"', text)]
+    assert cited and not stale, "cites a README section:\n" + "\n".join(stale)
+    missing = []
+    for name, page, section in cited:
+        lines = (ROOT / "docs" / page).read_text(encoding="utf-8").splitlines()
+        if " ".join(section.split()) not in {
+            line.lstrip("#").strip() for line in lines if line.startswith("#")
+        }:
+            missing.append(f"{name}: docs/{page}, {section!r}")
+    assert not missing, "no such section:\n" + "\n".join(missing)
 
 
 def test_the_wheel_installs_only_numerate(tmp_path):

@@ -33,7 +33,7 @@ def db_command(
 
     Nothing can be written, and no file other than the database can be read (COPY, EXPORT,
     ATTACH and file functions are refused). Any DuckDB file can be opened, also while runs
-    write it; a long query makes them wait (README, "Many users, one database")."""
+    write it; a long query makes them wait (docs/sharing.md, "Many users, one database")."""
     from numerate.report import render
     from numerate.store import queries
 

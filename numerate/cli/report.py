@@ -38,7 +38,8 @@ def report(
 ) -> None:
     """Show a run's results: per model and per manifold, with 95% intervals.
 
-    Never writes; reads while sweeps write the database (README, "Many users, one database")."""
+    Never writes; reads while sweeps write the database (docs/sharing.md, "Many users, one
+    database")."""
     from numerate.report import check_filters, render, run_points, run_state
     from numerate.runs import resolve_run
 

@@ -22,7 +22,8 @@ def list_runs_command(
 ) -> None:
     """List the runs, newest first: id, sweep, models, status, times and answers stored.
 
-    Never writes; reads while sweeps write the database (README, "Many users, one database")."""
+    Never writes; reads while sweeps write the database (docs/sharing.md, "Many users, one
+    database")."""
     from numerate.report import render
     from numerate.runs import list_runs
 

@@ -222,7 +222,7 @@ async def nightly_sweep(
     model x manifold is significantly worse than in the previous run of the sweep (the
     comparison of the summary artifact, `numerate compare previous latest`) at family-wise
     error rate `regression_alpha`: lower it for fewer false alarms, raise it to catch smaller
-    drops (README, "What the gate can see")."""
+    drops (docs/statistics.md, "What the gate can see")."""
     sweep_config = load_sweep_config(config_path)
     db_path = results_database(db, sweep_config.db)
     with tags(*run_tags(sweep_config)):

@@ -14,7 +14,7 @@ from claiming more precision than its answers would give as one simple random sa
 never binds with one sample per case at a single point, and with equal counts per point the
 summary interval is exactly the Wilson interval of the pooled counts, as before). Wilson
 rather than Wald keeps the interval inside [0, 1] and honest near 0 and 1, where a
-Wald interval collapses. README, "How summaries weigh grid points".
+Wald interval collapses. docs/statistics.md, "How summaries weigh grid points".
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ runs (the noise of a stochastic model, or real changes); a true drop of `drop` a
 moves the discordant pairs toward "lost": lost ~ (psi + drop) / 2, gained ~ (psi - drop) / 2
 of all pairs, with psi = max(discordance, drop) (a drop of 10 points needs at least 10% of
 the pairs to change). The test flags a regression when its exact two-sided p-value is below
-its level and more pairs were lost than gained. README, "What the gate can see".
+its level and more pairs were lost than gained. docs/statistics.md, "What the gate can see".
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Figures of a case answered k times (`samples: k`): pass@k, majority vote, consistency.
 Pure functions, one case at a time; a point's figure is their mean over its cases.
 
-README, "Several samples per case".
+docs/statistics.md, "Several samples per case".
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Answer extraction from free-form model output, shared by the manifold graders.
 
-The rules, applied in order (documented in the README, "How answers are extracted"):
+The rules, applied in order (documented in docs/manifolds.md, "How answers are extracted"):
 
 1. Reasoning is removed. The wrappers are ``<think>``, ``<thinking>``, ``<reasoning>``,
    ``[THINK]`` and ``◁think▷``, each closed by its ``/`` form, in any case. Only the text after

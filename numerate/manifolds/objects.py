@@ -470,7 +470,7 @@ def _read_count(span: AnswerSpan) -> int | float | None:
 
 
 def parse_answer(output: str) -> int | float | None:
-    """The count a response gives, or None (see README, "How answers are extracted").
+    """The count a response gives, or None (see docs/manifolds.md, "How answers are extracted").
 
     Parenthesised text is dropped ("14 (= 5 + 2 + 2 + 5)"). Of the parts an "=" separates,
     the last that holds a single number wins ("3 + 4 = 7", "14 = 5 + 2 + 2 + 5"); otherwise the

@@ -33,8 +33,8 @@ Prior = TypeVar("Prior")
 
 
 class ManifoldModule(Protocol[P, C, Prior]):
-    """The contract of a manifold's module (README, "Architecture"), checked by mypy where
-    the module is registered: its parameters `P`, its cases `C`, and what its trivial
+    """The contract of a manifold's module (docs/architecture.md, "Architecture"), checked by
+    mypy where the module is registered: its parameters `P`, its cases `C`, and what its trivial
     strategy learns of a grid point, `Prior`."""
 
     NAME: str

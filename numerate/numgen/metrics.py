@@ -1,6 +1,6 @@
 """NumGen metrics: pure functions of (target, generated) pairs or of their confusion matrix.
 
-Conventions (README, "NumGen metrics", defines each metric in full):
+Conventions (docs/numgen.md, "NumGen metrics", defines each metric in full):
 - targets are 1..19; generated counts are 0..20, where 20 stands for "20 or more" (a count
   above 20 is recorded as 20+). 0 is a valid answer: the image holds none of the objects.
 - the confusion matrix has one row per target of the design (n_min..n_max) and 21 columns,

@@ -11,7 +11,7 @@
 - `reader`: `Reader`, read-only access for reports and analysts;
 - `shards`: Parquet shards of runs made on other machines, and their ingest.
 
-Many processes use one database at once: see the README, "Many users, one database".
+Many processes use one database at once: see docs/sharing.md, "Many users, one database".
 """
 
 from numerate.store.access import DatabaseBusy

@@ -1,6 +1,7 @@
 """Design-independent accuracy: what a summary reports must not depend on how many cases each
 grid point was given, and its interval must cover what it claims. Simulations are seeded; the
-figures the README quotes ("How summaries weigh grid points") are the ones these compute."""
+figures the docs quote (docs/statistics.md, "How summaries weigh grid points") are the ones
+these compute."""
 
 import math
 

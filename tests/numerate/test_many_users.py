@@ -1,4 +1,4 @@
-"""One results database, many users at once, with real processes (README, "Many users, one
+"""One results database, many users at once, with real processes (docs/sharing.md, "Many users, one
 database"): two sweeps of different configs, a NumGen run and an ingest write one database at
 the same time while two readers poll `report` and `db` every second."""
 

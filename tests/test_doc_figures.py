@@ -1,5 +1,5 @@
-"""The statistical figures the README quotes, recomputed: each test finds its figure in the
-README's text, so a figure that drifts from what the code computes fails here.
+"""The statistical figures the documentation quotes (docs/, the README), recomputed: each test
+finds its figure in the text, so a figure that drifts from what the code computes fails here.
 
 Exact where the figure allows it (binomial sums over every outcome; the adaptive rule's
 stopping distribution by dynamic programming over its rounds), seeded simulation otherwise.
@@ -22,17 +22,20 @@ from numerate.manifolds.common import point_seed
 from numerate.manifolds.registry import HEURISTIC_SAMPLE
 
 ROOT = Path(__file__).resolve().parents[1]
-README = " ".join((ROOT / "README.md").read_text().split())
-"""The README with its line breaks as spaces: a figure may wrap."""
+DOCS = " ".join(
+    " ".join(path.read_text().split())
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+)
+"""The README and every docs page, with line breaks as spaces: a figure may wrap."""
 RULE = Precision(ci_width=0.10, min_count=20, max_count=400, step=20, min_scored=0.5)
 GRID = np.linspace(0.0, 1.0, 41)
-"""The README's grid of true accuracies: 0, 0.025, ..., 1."""
+"""The docs' grid of true accuracies: 0, 0.025, ..., 1."""
 
 
 def quoted(pattern: str) -> list[str]:
-    """The README's figures where `pattern` (a regex with one group) matches."""
-    found = re.findall(pattern, README)
-    assert found, f"the README no longer says {pattern!r}"
+    """The docs' figures where `pattern` (a regex with one group) matches."""
+    found = re.findall(pattern, DOCS)
+    assert found, f"the docs no longer say {pattern!r}"
     return found
 
 
@@ -135,7 +138,7 @@ def test_the_compare_example_is_what_compare_prints():
     for row in shown.iter_rows():
         cells = [str(c) for c in row]
         pattern = r"\s+".join(re.escape(c) for c in cells)
-        assert re.search(pattern, README), f"the README's compare example lacks {cells}"
+        assert re.search(pattern, DOCS), f"the docs' compare example lacks {cells}"
 
 
 def test_the_shuffle_trivial_strategy_and_guessing_on_the_nightly_grid():
