@@ -93,7 +93,7 @@ def _base_points(
 
 def _note_left_out(points: pl.DataFrame, x: str | None, kind: Kind) -> None:
     """With --x, say which manifolds the curves leave out for not having that parameter."""
-    from numerate.plots import grid_parameters
+    from numerate.figures import grid_parameters
 
     if x is None or kind not in ("curves", "all"):
         return

@@ -10,16 +10,12 @@ import polars as pl
 import pytest
 from PIL import Image, ImageStat
 
+from numerate.figures import choose_x, compare_points, curve_points, grid_parameters, pool
 from numerate.kernel.errors import ConfigError
 from numerate.kernel.stats import wilson_interval
 from numerate.plots import (
-    choose_x,
-    compare_points,
-    curve_points,
-    grid_parameters,
     output_format,
     panels,
-    pool,
     render_run,
     run_figure_png,
     run_html,
