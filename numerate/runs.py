@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from numerate.kernel.errors import ConfigError
-from numerate.store import queries
+from numerate.store import browse, queries
 from numerate.store.queries import Source
 
 if TYPE_CHECKING:
@@ -56,4 +56,4 @@ def list_runs(source: Source, limit: int = 20, sweep: str | None = None) -> pl.D
     """
     if limit < 1:
         raise ConfigError(f"--limit {limit}: need at least 1")
-    return queries.recent_runs(source, limit, sweep)
+    return browse.runs_page(source, 0, limit, sweep)[0]

@@ -33,6 +33,7 @@ for _command in (
     "plot",
     "deploy",
     "ingest",
+    "view",
 ):
     importlib.import_module(f"numerate.cli.{_command}")
 app.add_typer(numgen_app, name="numgen")

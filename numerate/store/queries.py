@@ -153,39 +153,6 @@ def run_parts(source: Source, run_id: str) -> list[PartRecord]:
     return [PartRecord(*row) for row in rows]
 
 
-# The newest runs first, each with the models that answered in it or whose part was recorded
-# (a model that failed before its first answer has only its run_models row).
-_RECENT_RUNS = """
-WITH recent AS (
-    SELECT * FROM runs {where} ORDER BY started_at DESC, run_id LIMIT ?
-),
-models AS (
-    SELECT DISTINCT run_id, model FROM responses WHERE run_id IN (SELECT run_id FROM recent)
-    UNION
-    SELECT run_id, model FROM run_models WHERE run_id IN (SELECT run_id FROM recent)
-),
-answered AS (
-    SELECT run_id, count(*) AS n FROM responses
-    WHERE run_id IN (SELECT run_id FROM recent) GROUP BY run_id
-)
-SELECT r.run_id AS id, r.sweep_name AS sweep,
-       coalesce((SELECT string_agg(m.model, ', ' ORDER BY m.model) FROM models m
-                 WHERE m.run_id = r.run_id), '') AS models,
-       r.status,
-       date_trunc('second', r.started_at) AS started,
-       date_trunc('second', r.finished_at) AS finished,
-       coalesce(a.n, 0) AS n
-FROM recent r LEFT JOIN answered a USING (run_id)
-ORDER BY r.started_at DESC, r.run_id
-"""
-
-
-def recent_runs(source: Source, limit: int, sweep: str | None = None) -> pl.DataFrame:
-    """The newest `limit` runs (of `sweep`): id, sweep, models, status, started, finished, n."""
-    where, params = ("WHERE sweep_name = ?", [sweep]) if sweep else ("", [])
-    return source.frame(_RECENT_RUNS.format(where=where), [*params, limit])
-
-
 # ---------------------------------------------------------------------------- results
 
 

@@ -1,0 +1,184 @@
+"""The reads of `numerate view`: pages of runs, of a grid point's cases, of one case's answers,
+and of the cases two runs disagree on. Every list is a page (`offset`, `limit`) with its total,
+so that a page costs the same on a database of a million answers as on one of a hundred.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from numerate.store.queries import Source
+
+if TYPE_CHECKING:
+    import polars as pl
+
+__all__ = [
+    "OUTCOMES",
+    "case_answers",
+    "changed_cases",
+    "outcome_counts",
+    "point_cases",
+    "runs_page",
+]
+
+OUTCOMES = ("correct", "wrong", "unparsed", "truncated", "error")
+"""Every outcome a graded answer can have."""
+
+_RUNS = """
+WITH chosen AS (
+    SELECT * FROM runs {where}
+),
+page AS (
+    SELECT * FROM chosen ORDER BY started_at DESC, run_id LIMIT ? OFFSET ?
+),
+models AS (
+    SELECT DISTINCT run_id, model FROM responses WHERE run_id IN (SELECT run_id FROM page)
+    UNION
+    SELECT run_id, model FROM run_models WHERE run_id IN (SELECT run_id FROM page)
+),
+answered AS (
+    SELECT run_id, count(*) AS n FROM responses
+    WHERE run_id IN (SELECT run_id FROM page) GROUP BY run_id
+)
+SELECT p.run_id AS id, p.sweep_name AS sweep,
+       coalesce((SELECT string_agg(m.model, ', ' ORDER BY m.model) FROM models m
+                 WHERE m.run_id = p.run_id), '') AS models,
+       p.status,
+       date_trunc('second', p.started_at) AS started,
+       date_trunc('second', p.finished_at) AS finished,
+       coalesce(a.n, 0) AS n,
+       (SELECT count(*) FROM chosen) AS total
+FROM page p LEFT JOIN answered a USING (run_id)
+ORDER BY p.started_at DESC, p.run_id
+"""
+
+
+def runs_page(
+    source: Source,
+    offset: int,
+    limit: int,
+    sweep: str | None = None,
+    status: str | None = None,
+    text: str | None = None,
+) -> tuple[pl.DataFrame, int]:
+    """The runs, newest first, `limit` of them from `offset` (id, sweep, models, status,
+    started, finished, n: answers stored), and how many there are; only a sweep's, a status's,
+    or those whose id or sweep contains `text`, when given."""
+    conditions, params = [], []
+    for condition, value in (
+        ("sweep_name = ?", sweep),
+        ("status = ?", status),
+        ("(contains(run_id, ?) OR contains(sweep_name, ?))", text),
+    ):
+        if value:
+            conditions.append(condition)
+            params += [value] * condition.count("?")
+    where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
+    frame = source.frame(_RUNS.format(where=where), [*params, limit, offset])
+    total = int(frame["total"][0]) if frame.height else _count_runs(source, where, params)
+    return (frame.drop("total") if "total" in frame.columns else frame), total
+
+
+def _count_runs(source: Source, where: str, params: Sequence[object]) -> int:
+    return int(source.query(f"SELECT count(*) FROM runs {where}", params)[0][0])
+
+
+def outcome_counts(source: Source, run_id: str) -> pl.DataFrame:
+    """Answers of a run per model, manifold and outcome (model, manifold, outcome, n): what a
+    run that is still going has, before its summaries are written."""
+    return source.frame(
+        "SELECT model, manifold, outcome, count(*) AS n FROM responses WHERE run_id = ? "
+        "GROUP BY ALL ORDER BY model, manifold, outcome",
+        [run_id],
+    )
+
+
+_CASE_COLUMNS = """
+r.case_id, r.sample_index, r.point_key, c.input AS prompt, c.target, r.raw_text, r.answer,
+r.outcome, r.error, r.finish_reason, r.prompt_tokens, r.completion_tokens, r.latency_s,
+r.cached, CAST(c.params AS VARCHAR) AS params
+"""
+
+
+def point_cases(
+    source: Source,
+    run_id: str,
+    model: str,
+    manifold: str,
+    point_key: str | None,
+    outcome: str | None,
+    text: str | None,
+    offset: int,
+    limit: int,
+    level: tuple[str, str] | None = None,
+) -> tuple[pl.DataFrame, int]:
+    """A model's answers at a grid point of a run (every point when `point_key` is None), each
+    with its case (prompt, target): `limit` of them from `offset`, ordered by case, and how
+    many match. Only those of `outcome`, those whose prompt, target or answer contains `text`
+    (case-insensitive), and those whose parameter `level[0]` has the value `level[1]` (as
+    JSON: a point of a curve), when given."""
+    conditions = ["r.run_id = ?", "r.model = ?", "r.manifold = ?"]
+    params: list[object] = [run_id, model, manifold]
+    if point_key is not None:
+        conditions.append("r.point_key = ?")
+        params.append(point_key)
+    if level is not None:
+        conditions.append("CAST(json_extract(c.params, ?) AS VARCHAR) = ?")
+        params += [f"$.{level[0]}", level[1]]
+    if outcome:
+        conditions.append("r.outcome = ?")
+        params.append(outcome)
+    if text:
+        conditions.append(
+            "(contains(lower(c.input), ?) OR contains(lower(c.target), ?) "
+            "OR contains(lower(coalesce(r.raw_text, '')), ?))"
+        )
+        params += [text.lower()] * 3
+    where = " AND ".join(conditions)
+    joined = "responses r JOIN cases c USING (case_id)"
+    total = int(source.query(f"SELECT count(*) FROM {joined} WHERE {where}", params)[0][0])
+    frame = source.frame(
+        f"SELECT {_CASE_COLUMNS} FROM {joined} WHERE {where} "
+        "ORDER BY c.case_index, r.case_id, r.sample_index LIMIT ? OFFSET ?",
+        [*params, limit, offset],
+    )
+    return frame, total
+
+
+def case_answers(source: Source, run_id: str, model: str, case_id: str) -> pl.DataFrame:
+    """Every answer (sample) of a model to one case of a run, with the case and its data."""
+    return source.frame(
+        f"SELECT {_CASE_COLUMNS}, r.manifold, CAST(c.data AS VARCHAR) AS data, c.chance "
+        "FROM responses r JOIN cases c USING (case_id) "
+        "WHERE r.run_id = ? AND r.model = ? AND r.case_id = ? ORDER BY r.sample_index",
+        [run_id, model, case_id],
+    )
+
+
+_CHANGED = """
+FROM responses b JOIN responses n
+  ON n.run_id = ? AND b.model = n.model AND b.case_id = n.case_id
+ AND b.sample_index = n.sample_index
+WHERE b.run_id = ? AND b.outcome {base} AND n.outcome {new}
+"""
+
+
+def changed_cases(
+    source: Source, base: str, new: str, lost: bool, offset: int, limit: int
+) -> tuple[pl.DataFrame, int]:
+    """The answers two runs disagree on (McNemar's discordant pairs): `lost`, right in `base`
+    and wrong in `new` (wrong, unparsed or truncated), else gained. `limit` of them from
+    `offset` (model, manifold, point_key, case_id, sample_index, base_outcome, new_outcome),
+    and how many there are. An `error` is no answer: never a loss or a gain."""
+    wrong = "IN ('wrong', 'unparsed', 'truncated')"
+    sides = {"base": "= 'correct'", "new": wrong} if lost else {"base": wrong, "new": "= 'correct'"}
+    body = _CHANGED.format(**sides)
+    total = int(source.query(f"SELECT count(*) {body}", [new, base])[0][0])
+    frame = source.frame(
+        "SELECT b.model, b.manifold, b.point_key, b.case_id, b.sample_index, "
+        f"b.outcome AS base_outcome, n.outcome AS new_outcome {body} "
+        "ORDER BY b.model, b.manifold, b.point_key, b.case_id, b.sample_index LIMIT ? OFFSET ?",
+        [new, base, limit, offset],
+    )
+    return frame, total

@@ -1,0 +1,142 @@
+"""`numerate view`'s web server: Starlette (already installed with Prefect, as are uvicorn and
+Jinja2), server-rendered pages, no JavaScript framework, nothing fetched from the internet.
+
+Read-only in every sense: each request opens the results database like every other reader
+(numerate.store.reader: read-only, no file outside it reachable) and closes it before
+answering, so sweeps keep writing while pages are read; only GET and HEAD are routed (any other
+method is 405); there is no form that changes anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Route
+
+from numerate.kernel.errors import ConfigError
+from numerate.store.reader import Reader
+from numerate.view import pages
+
+__all__ = ["create_app", "templates"]
+
+HERE = Path(__file__).parent
+
+
+def templates() -> jinja2.Environment:
+    """The page templates, every value escaped unless marked safe (an answer is untrusted
+    text)."""
+    environment = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(HERE / "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    environment.filters["fmt"] = _fmt
+    environment.globals.update(
+        css=(HERE / "static" / "view.css").read_text(),
+        script=(HERE / "static" / "view.js").read_text(),
+        slug=pages.slug,
+    )
+    return environment
+
+
+def _fmt(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _number(request: Request, name: str) -> int:
+    raw = request.query_params.get(name, "1")
+    return int(raw) if raw.isdigit() and len(raw) < 10 else 1
+
+
+def create_app(db: str) -> Starlette:
+    """The viewer of results database `db`."""
+    environment = templates()
+    links = pages.Links()
+
+    def page(
+        template: str, build: Callable[[Reader, Request], dict[str, Any]]
+    ) -> Callable[..., Any]:
+        async def endpoint(request: Request) -> Response:
+            def render() -> tuple[str, int]:
+                try:
+                    with Reader.open(db) as reader:
+                        context = build(reader, request)
+                except LookupError as error:
+                    return _problem(environment, str(error).strip("'\""), 404)
+                except ConfigError as error:
+                    return _problem(environment, str(error), 400)
+                page = environment.get_template(template)
+                return page.render(db=db, links=links, **context), 200
+
+            body, status = await run_in_threadpool(render)
+            return HTMLResponse(body, status_code=status)
+
+        return endpoint
+
+    def runs(reader: Reader, q: Request) -> dict[str, Any]:
+        given = (_text(q, "sweep"), _text(q, "status"), _text(q, "q"))
+        return pages.runs(reader, links, _number(q, "page"), *given)
+
+    def run(reader: Reader, q: Request) -> dict[str, Any]:
+        return pages.run(reader, links, q.path_params["run_id"])
+
+    def manifold(reader: Reader, q: Request) -> dict[str, Any]:
+        return pages.manifold(reader, links, q.path_params["run_id"], q.path_params["manifold"])
+
+    def cases(reader: Reader, q: Request) -> dict[str, Any]:
+        run_id, name = q.path_params["run_id"], q.path_params["manifold"]
+        return pages.cases(reader, links, run_id, name, _filter(q))
+
+    def case(reader: Reader, q: Request) -> dict[str, Any]:
+        run_id, model = q.path_params["run_id"], _text(q, "model")
+        return pages.case(reader, links, run_id, model, _text(q, "id"))
+
+    def compare(reader: Reader, q: Request) -> dict[str, Any]:
+        given = (_text(q, "base"), _text(q, "new"), _number(q, "lost"), _number(q, "gained"))
+        return pages.comparison(reader, links, *given)
+
+    routes = [
+        Route("/", page("runs.html", runs)),
+        Route("/run/{run_id}", page("run.html", run)),
+        Route("/run/{run_id}/manifold/{manifold}", page("manifold.html", manifold)),
+        Route("/run/{run_id}/cases/{manifold}", page("cases.html", cases)),
+        Route("/run/{run_id}/case", page("case.html", case)),
+        Route("/compare", page("compare.html", compare)),
+    ]
+    return Starlette(routes=routes)
+
+
+def _text(request: Request, name: str) -> str:
+    return request.query_params.get(name, "").strip()
+
+
+def _filter(request: Request) -> pages.CaseFilter:
+    query = request.query_params
+    model = query.get("model", "").strip()
+    if not model:
+        raise ConfigError("which model's cases? (model=...)")
+    return pages.CaseFilter(
+        model=model,
+        point=query.get("point") or None,
+        parameter=query.get("x") or None,
+        level=query.get("v") or None,
+        outcome=query.get("outcome") or None,
+        text=(query.get("q") or "").strip()[:200] or None,
+        page=_number(request, "page"),
+    )
+
+
+def _problem(environment: jinja2.Environment, message: str, status: int) -> tuple[str, int]:
+    page = environment.get_template("problem.html")
+    return page.render(message=message, status=status, links=pages.Links()), status

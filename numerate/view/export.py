@@ -1,0 +1,87 @@
+"""`numerate view --export DIR`: the viewer's pages written as a folder of files that opens
+with no server (from a file share, or attached to a Prefect artifact): every run, its
+manifolds, every grid point's and curve point's cases, and each run's comparison with the
+previous run of its sweep. Links are relative; each page holds all its rows, filtered in the
+browser; styles and script are inline, nothing is fetched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from numerate.kernel.files import write_atomically
+from numerate.store import queries
+from numerate.store.queries import Source
+from numerate.view import pages
+
+__all__ = ["export"]
+
+Page = tuple[str, str, Callable[[pages.Links], dict[str, Any]]]
+"""A file of the export: its path in the folder, its template, and what it shows."""
+
+
+def export(
+    source: Source,
+    folder: Path,
+    environment: jinja2.Environment,
+    progress: Callable[[str], None] = lambda path: None,
+) -> int:
+    """Write every page of `source` under `folder`; returns how many files were written."""
+    written = 0
+    for path, template, build in _pages(source):
+        links = pages.StaticLinks(path)
+        body = environment.get_template(template).render(
+            db=source.path, links=links, exported=source.path, **build(links)
+        )
+        target = folder / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(target, body.encode())
+        written += 1
+        progress(path)
+    return written
+
+
+def _pages(source: Source) -> Iterator[Page]:
+    yield "index.html", "runs.html", lambda links: pages.runs(source, links, 1, "", "", "")
+    for run_id in queries.run_ids_starting(source, "", limit=10**9):
+        yield from _run_pages(source, run_id)
+
+
+def _run_pages(source: Source, run_id: str) -> Iterator[Page]:
+    home = pages.StaticLinks("")
+    yield _file(home.run(run_id)), "run.html", lambda links: pages.run(source, links, run_id)
+    previous = queries.previous_run(source, run_id)
+    if previous is not None:
+        yield (
+            _file(home.compare(previous, run_id)), "compare.html",
+            lambda links: pages.comparison(source, links, previous, run_id, 1, 1),
+        )  # fmt: skip
+    for name in queries.answered(source, run_id, "manifold"):
+        yield (
+            _file(home.manifold(run_id, name)),
+            "manifold.html",
+            _bind(pages.manifold, source, run_id, name),
+        )
+        for model in queries.answered(source, run_id, "model"):
+            yield from _cases_pages(source, run_id, name, model)
+
+
+def _cases_pages(source: Source, run_id: str, name: str, model: str) -> Iterator[Page]:
+    for query in pages.case_pages(source, run_id, name, model):
+        chosen = pages.CaseFilter(
+            model=model, point=query.get("point"), parameter=query.get("x"), level=query.get("v")
+        )
+        path = pages.cases_file(run_id, name, **query)
+        yield path, "cases.html", _bind(pages.cases, source, run_id, name, chosen)
+
+
+def _bind(build: Callable[..., dict[str, Any]], source: Source, *args: Any) -> Any:
+    return lambda links: build(source, links, *args)
+
+
+def _file(link: str) -> str:
+    return link.split("#", 1)[0]

@@ -1,0 +1,342 @@
+"""What each page of `numerate view` shows, read from a results database (a `Source`) and
+prepared for its template: runs, a run, a manifold, a grid point's cases, a case, a comparison.
+No HTTP here (numerate.view.app) and no SQL (numerate.store.browse and queries).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import math
+import posixpath
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import polars as pl
+
+from numerate.compare import compare_runs, for_display, run_answers, summary_line
+from numerate.figures import curve_points, grid_parameters, heatmap, level_label
+from numerate.kernel.errors import ConfigError
+from numerate.store import browse, queries
+from numerate.store.queries import POOLED, Source
+from numerate.view.svg import PALETTE, curve_svg, heat_color
+
+__all__ = [
+    "PAGE_SIZE",
+    "Links",
+    "StaticLinks",
+    "case",
+    "cases",
+    "comparison",
+    "manifold",
+    "run",
+    "runs",
+]
+
+PAGE_SIZE = 50
+"""Rows per page of every list."""
+
+
+class Links:
+    """Addresses of the pages on the live server (`numerate view`); StaticLinks gives those of
+    an export's files. Templates make every link through one."""
+
+    static = False
+    page_size = PAGE_SIZE
+
+    def runs(self, **query: object) -> str:
+        return "/" + _query(query)
+
+    def run(self, run_id: str) -> str:
+        return f"/run/{quote(run_id, safe='')}"
+
+    def manifold(self, run_id: str, manifold: str) -> str:
+        return f"{self.run(run_id)}/manifold/{quote(manifold, safe='')}"
+
+    def cases(self, run_id: str, manifold: str, **query: object) -> str:
+        return f"{self.run(run_id)}/cases/{quote(manifold, safe='')}" + _query(query)
+
+    def case(self, run_id: str, model: str, case_id: str, manifold: str, point_key: str) -> str:
+        return f"{self.run(run_id)}/case" + _query({"model": model, "id": case_id})
+
+    def compare(self, base: str, new: str, **query: object) -> str:
+        return "/compare" + _query({"base": base, "new": new, **query})
+
+
+class StaticLinks(Links):
+    """Addresses of an export's files (`numerate view --export`), relative to the page `here`
+    (a path inside the export): the folder opens from a file share, with no server. A page
+    holds all its rows (no pagination); the filters run in the browser."""
+
+    static = True
+    page_size = 10**9
+
+    def __init__(self, here: str) -> None:
+        self.here = here
+
+    def _to(self, path: str) -> str:
+        return posixpath.relpath(path, posixpath.dirname(self.here) or ".")
+
+    def runs(self, **query: object) -> str:
+        return self._to("index.html")
+
+    def run(self, run_id: str) -> str:
+        return self._to(f"runs/{slug(run_id)}/index.html")
+
+    def manifold(self, run_id: str, manifold: str) -> str:
+        return self._to(f"runs/{slug(run_id)}/{slug(manifold)}.html")
+
+    def cases(self, run_id: str, manifold: str, **query: object) -> str:
+        return self._to(cases_file(run_id, manifold, **query))
+
+    def case(self, run_id: str, model: str, case_id: str, manifold: str, point_key: str) -> str:
+        page = self.cases(run_id, manifold, model=model, point=point_key)
+        return f"{page}#case-{slug(case_id)}"
+
+    def compare(self, base: str, new: str, **query: object) -> str:
+        return self._to(f"compare/{slug(base)}--{slug(new)}.html")
+
+
+def slug(text: str) -> str:
+    """`text` as a file name: itself when it is plain, else its plain part and a digest."""
+    plain = re.sub(r"[^A-Za-z0-9._-]", "_", text)[:60]
+    if plain == text and not text.startswith("."):
+        return text
+    return f"{plain.lstrip('.')}-{hashlib.sha256(text.encode()).hexdigest()[:10]}"
+
+
+def cases_file(run_id: str, manifold: str, **query: object) -> str:
+    """The export's file of a cases page: one per model and grid point (or curve point)."""
+    keys = ("model", "point", "x", "v")
+    digest = hashlib.sha256(json.dumps([manifold, *(query.get(k) for k in keys)]).encode())
+    return (
+        f"runs/{slug(run_id)}/cases/{slug(str(query.get('model')))}-{digest.hexdigest()[:12]}.html"
+    )
+
+
+def _query(values: dict[str, object]) -> str:
+    kept = {k: v for k, v in values.items() if v not in (None, "", 1) or k == "model"}
+    kept = {k: v for k, v in kept.items() if not (k == "page" and v == 1)}
+    return "?" + urlencode(kept) if kept else ""
+
+
+@dataclass(frozen=True)
+class Pager:
+    page: int
+    pages: int
+    total: int
+    size: int = PAGE_SIZE
+
+    @property
+    def offset(self) -> int:
+        return (self.page - 1) * self.size
+
+
+def pager(page: int, total: int, size: int = PAGE_SIZE) -> Pager:
+    pages = max(1, math.ceil(total / size))
+    return Pager(min(max(page, 1), pages), pages, total, size)
+
+
+def paged(
+    fetch: Callable[[int, int], tuple[pl.DataFrame, int]], page: int, size: int
+) -> tuple[pl.DataFrame, Pager]:
+    """`fetch(offset, size)`: page `page` of `size` rows, or the last page when there are
+    fewer."""
+    page = max(page, 1)
+    frame, total = fetch((page - 1) * size, size)
+    at = pager(page, total, size)
+    if at.page != page:
+        frame, total = fetch(at.offset, size)
+    return frame, at
+
+
+def rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
+    return list(frame.iter_rows(named=True))
+
+
+def runs(
+    source: Source, links: Links, page: int, sweep: str, status: str, text: str
+) -> dict[str, Any]:
+    """The runs, newest first, a page of them; `live`: some run is still going."""
+    fetch = functools.partial(
+        browse.runs_page, source, sweep=sweep or None, status=status or None, text=text or None
+    )
+    frame, at = paged(fetch, page, links.page_size)
+    listed = rows(frame)
+    for row in listed:
+        row["link"] = links.run(row["id"])
+    return {
+        "runs": listed, "pager": at, "sweep": sweep, "status": status, "q": text,
+        "live": any(row["status"] == "running" for row in listed),
+        "page_link": lambda page: links.runs(page=page, q=text, sweep=sweep, status=status),
+    }  # fmt: skip
+
+
+def require_run(source: Source, run_id: str) -> queries.RunRecord:
+    record = queries.run_record(source, run_id)
+    if record is None:
+        raise LookupError(f"no run {run_id!r} in {source.path}")
+    return record
+
+
+def run(source: Source, links: Links, run_id: str) -> dict[str, Any]:
+    """A run: its leaderboard (models x manifolds, pooled first), each model's part, and, while
+    it is going, its answers so far by outcome."""
+    record = require_run(source, run_id)
+    summary = rows(queries.summaries(source, run_id))
+    manifolds = sorted({row["manifold"] for row in summary if row["manifold"] != POOLED})
+    board: dict[str, dict[str, Any]] = {}
+    for row in summary:
+        board.setdefault(row["model"], {})[row["manifold"]] = row
+    counts = rows(browse.outcome_counts(source, run_id))
+    if not manifolds:
+        manifolds = sorted({row["manifold"] for row in counts})
+    so_far: dict[tuple[str, str], dict[str, int]] = {}
+    for row in counts:
+        so_far.setdefault((row["model"], row["manifold"]), {})[row["outcome"]] = row["n"]
+    models = sorted(set(board) | {model for model, _ in so_far})
+    return {
+        "record": record, "manifolds": manifolds, "models": models, "board": board,
+        "pooled": POOLED, "parts": queries.run_parts(source, run_id), "so_far": so_far,
+        "outcomes": browse.OUTCOMES, "live": record.status == "running",
+        "manifold_links": {m: links.manifold(run_id, m) for m in manifolds},
+        "previous": queries.previous_run(source, run_id),
+    }  # fmt: skip
+
+
+def manifold(source: Source, links: Links, run_id: str, name: str) -> dict[str, Any]:
+    """A manifold of a run: accuracy by each grid parameter (a curve per model, with intervals)
+    and the heatmap of every grid point; each point and cell links to its cases."""
+    record = require_run(source, run_id)
+    points = queries.plotted_points(source, run_id).filter(pl.col("manifold") == name)
+    if points.is_empty():
+        raise LookupError(f"run {run_id} has no grid point of manifold {name!r} (yet)")
+    grid = grid_parameters(points).get(name, [])
+    models = sorted(set(points["model"]))
+    colors = {model: PALETTE[i % len(PALETTE)] for i, model in enumerate(models)}
+    curves = []
+    for parameter in grid:
+        curve = curve_points(points, {name: parameter})
+
+        def link(model: str, level: str, parameter: str = parameter) -> str:
+            return links.cases(run_id, name, model=model, x=parameter, v=level)
+
+        curves.append({"parameter": parameter, "svg": curve_svg(curve, parameter, colors, link)})
+    prepared = heatmap(points, grid)
+    cells = {}
+    for model in prepared.models:
+        for key in prepared.keys:
+            accuracy, _correct, scored = prepared.cells.get((model, key), (None, 0, 0))
+            cells[(model, key)] = {
+                "accuracy": accuracy, "color": heat_color(accuracy), "n": scored,
+                "link": links.cases(run_id, name, model=model, point=key),
+            }  # fmt: skip
+    return {
+        "record": record, "manifold": name, "grid": grid, "curves": curves, "colors": colors,
+        "models": prepared.models, "keys": prepared.keys, "cells": cells,
+        "run_link": links.run(run_id),
+    }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class CaseFilter:
+    model: str
+    point: str | None = None
+    parameter: str | None = None
+    level: str | None = None
+    outcome: str | None = None
+    text: str | None = None
+    page: int = 1
+
+    def query(self, **changes: object) -> dict[str, object]:
+        values: dict[str, object] = {
+            "model": self.model, "point": self.point, "x": self.parameter, "v": self.level,
+            "outcome": self.outcome, "q": self.text, "page": self.page,
+        }  # fmt: skip
+        return values | changes
+
+
+def cases(
+    source: Source, links: Links, run_id: str, name: str, chosen: CaseFilter
+) -> dict[str, Any]:
+    """A model's answers at a grid point (or a curve's point: a parameter's value), a page of
+    them, filtered by outcome and by text."""
+    record = require_run(source, run_id)
+    if chosen.outcome and chosen.outcome not in browse.OUTCOMES:
+        raise ConfigError(f"outcome {chosen.outcome!r}: choose {', '.join(browse.OUTCOMES)}")
+    level = (chosen.parameter, chosen.level) if chosen.parameter and chosen.level else None
+    args = (source, run_id, chosen.model, name, chosen.point, chosen.outcome, chosen.text)
+    fetch = functools.partial(browse.point_cases, *args, level=level)
+    frame, at = paged(fetch, chosen.page, links.page_size)
+    listed = rows(frame)
+    for row in listed:
+        row["link"] = links.case(run_id, chosen.model, row["case_id"], name, row["point_key"])
+    where = chosen.point or (
+        f"{chosen.parameter} = {level_label(chosen.level)}"
+        if level and chosen.level
+        else "every point"
+    )
+    return {
+        "record": record, "manifold": name, "filter": chosen, "where": where, "cases": listed,
+        "pager": at, "outcomes": browse.OUTCOMES,
+        "manifold_link": links.manifold(run_id, name), "run_link": links.run(run_id),
+        "page_link": lambda **changes: links.cases(run_id, name, **chosen.query(**changes)),
+    }  # fmt: skip
+
+
+def case_pages(source: Source, run_id: str, name: str, model: str) -> list[dict[str, str]]:
+    """The cases pages of a model on a manifold that other pages link to (their `cases` query):
+    all its answers, each grid point it answered, each point of its curves."""
+    found = [{"model": model}]
+    answered = queries.cases_answered_per_point(source, run_id, model)
+    found += [{"model": model, "point": key} for m, key in sorted(answered) if m == name]
+    points = queries.plotted_points(source, run_id)
+    points = points.filter((pl.col("manifold") == name) & (pl.col("model") == model))
+    if points.is_empty():
+        return found
+    for parameter in grid_parameters(points).get(name, []):
+        for level in sorted(set(curve_points(points, {name: parameter})["x"])):
+            found.append({"model": model, "x": parameter, "v": level})
+    return found
+
+
+def case(source: Source, links: Links, run_id: str, model: str, case_id: str) -> dict[str, Any]:
+    """One case of a run and every answer the model gave to it."""
+    record = require_run(source, run_id)
+    answers = rows(browse.case_answers(source, run_id, model, case_id))
+    if not answers:
+        raise LookupError(f"run {run_id} has no answer of model {model!r} to case {case_id!r}")
+    first = answers[0]
+    return {
+        "record": record, "model": model, "case": first, "answers": answers,
+        "params": json.loads(first["params"] or "{}"),
+        "run_link": links.run(run_id), "manifold_link": links.manifold(run_id, first["manifold"]),
+        "point_link": links.cases(run_id, first["manifold"], model=model, point=first["point_key"]),
+    }  # fmt: skip
+
+
+def comparison(
+    source: Source, links: Links, base: str, new: str, lost_page: int, gained_page: int
+) -> dict[str, Any]:
+    """Two runs compared case by case (`numerate compare`'s table and verdicts), and the cases
+    lost and gained, a page of each."""
+    records = require_run(source, base), require_run(source, new)
+    compared = compare_runs(run_answers(source, base), run_answers(source, new))
+    changed = {}
+    for kind, page in (("lost", lost_page), ("gained", gained_page)):
+        fetch = functools.partial(browse.changed_cases, source, base, new, kind == "lost")
+        frame, at = paged(fetch, page, links.page_size)
+        listed = rows(frame)
+        for row in listed:
+            where = (row["model"], row["case_id"], row["manifold"], row["point_key"])
+            row["base_link"], row["new_link"] = links.case(base, *where), links.case(new, *where)
+        changed[kind] = {"cases": listed, "pager": at}
+    return {
+        "base": records[0], "new": records[1], "table": rows(for_display(compared)),
+        "summary": summary_line(compared), "changed": changed,
+        "page_link": lambda **pages: links.compare(base, new, **pages),
+    }  # fmt: skip

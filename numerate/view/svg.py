@@ -1,0 +1,143 @@
+"""The viewer's charts as inline SVG, drawn from what numerate.figures prepares (the same curves
+`numerate plot` draws with matplotlib): no JavaScript library, nothing fetched. Pure: frames
+in, markup out. Every text is escaped; every point links to its cases.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable
+
+import polars as pl
+
+from numerate.figures import level_label, level_order, level_positions
+
+__all__ = ["PALETTE", "curve_svg", "heat_color"]
+
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+           "#7f7f7f", "#bcbd22", "#17becf")  # fmt: skip
+"""matplotlib's default colours: a model has the same colour here as in `numerate plot`."""
+
+WIDTH, HEIGHT = 640, 260
+LEFT, RIGHT, TOP, BOTTOM = 48, 16, 12, 44
+
+
+def heat_color(accuracy: float | None) -> str:
+    """A cell's background: light grey without a scored answer, else from pale (0) to deep
+    blue (1)."""
+    if accuracy is None:
+        return "#e5e5e5"
+    light, deep = (240, 244, 250), (8, 64, 129)
+    mix = [round(a + (b - a) * accuracy) for a, b in zip(light, deep, strict=True)]
+    return "#{:02x}{:02x}{:02x}".format(*mix)
+
+
+def curve_svg(
+    curve: pl.DataFrame,
+    parameter: str,
+    colors: dict[str, str],
+    link: Callable[[str, str], str],
+) -> str:
+    """Accuracy against one grid parameter: a line per model with its 95% intervals, the
+    chance floor dashed. `curve`: numerate.figures.curve_points rows (model, x, accuracy,
+    ci_low, ci_high, chance); `link(model, x)` the address of that point's cases."""
+    levels = sorted(set(curve["x"]), key=level_order)
+    position, _numeric = level_positions(levels)
+    low, high = min(position.values()), max(position.values())
+    span = (high - low) or 1.0
+    models = sorted(set(curve["model"]))
+    dodge = 0.012 * (WIDTH - LEFT - RIGHT) if len(models) > 1 else 0.0
+
+    def sx(level: str, index: int = 0) -> float:
+        inner = WIDTH - LEFT - RIGHT - 2 * dodge * len(models)
+        base = LEFT + dodge * len(models) + (position[level] - low) / span * inner
+        return base + (index - (len(models) - 1) / 2) * dodge
+
+    def sy(value: float) -> float:
+        return TOP + (1.0 - value) * (HEIGHT - TOP - BOTTOM)
+
+    parts = [_axes(levels, parameter, sx, sy)]
+    parts.append(_chance(curve, levels, sx, sy))
+    for index, model in enumerate(models):
+        rows = _sorted(curve.filter(pl.col("model") == model))
+        parts.append(_series(rows, model, colors[model], index, sx, sy, link))
+    body = "".join(parts)
+    return (
+        f'<svg class="curve" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
+        f'aria-label="accuracy by {html.escape(parameter)}">{body}</svg>'
+    )
+
+
+def _sorted(rows: pl.DataFrame) -> list[dict[str, object]]:
+    return sorted(rows.iter_rows(named=True), key=lambda row: level_order(str(row["x"])))
+
+
+def _axes(
+    levels: list[str],
+    parameter: str,
+    sx: Callable[..., float],
+    sy: Callable[[float], float],
+) -> str:
+    out = []
+    for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
+        y = sy(tick)
+        out.append(
+            f'<line class="grid" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y:.1f}" y2="{y:.1f}"/>'
+            f'<text class="tick" x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{tick:g}</text>'
+        )
+    shown = levels if len(levels) <= 16 else levels[:: max(1, len(levels) // 12)]
+    for level in shown:
+        out.append(
+            f'<text class="tick" x="{sx(level):.1f}" y="{HEIGHT - BOTTOM + 16}" '
+            f'text-anchor="middle">{html.escape(level_label(level))}</text>'
+        )
+    out.append(
+        f'<text class="label" x="{(LEFT + WIDTH - RIGHT) / 2:.1f}" y="{HEIGHT - 6}" '
+        f'text-anchor="middle">{html.escape(parameter)}</text>'
+    )
+    return "".join(out)
+
+
+def _chance(
+    curve: pl.DataFrame, levels: list[str], sx: Callable[..., float], sy: Callable[[float], float]
+) -> str:
+    if "chance" not in curve.columns:
+        return ""
+    floor = curve.filter(pl.col("chance").is_not_null()).group_by("x").agg(pl.col("chance").mean())
+    at = {str(x): float(c) for x, c in floor.iter_rows()}
+    points = " ".join(f"{sx(level):.1f},{sy(at[level]):.1f}" for level in levels if level in at)
+    if not points:
+        return ""
+    return f'<polyline class="chance" points="{points}"><title>chance</title></polyline>'
+
+
+def _series(
+    rows: list[dict[str, object]],
+    model: str,
+    color: str,
+    index: int,
+    sx: Callable[..., float],
+    sy: Callable[[float], float],
+    link: Callable[[str, str], str],
+) -> str:
+    shown = [row for row in rows if row["accuracy"] is not None]
+    line = " ".join(
+        f"{sx(str(row['x']), index):.1f},{sy(float(row['accuracy'])):.1f}"  # type: ignore[arg-type]
+        for row in shown
+    )
+    out = [f'<polyline class="series" stroke="{color}" points="{line}"/>']
+    for row in shown:
+        x, level = sx(str(row["x"]), index), str(row["x"])
+        acc, lo, hi = (float(row[c]) for c in ("accuracy", "ci_low", "ci_high"))  # type: ignore[arg-type]
+        tip = (
+            f"{model}, {level_label(level)}: {acc:.3f} [{lo:.3f}, {hi:.3f}], "
+            f"{row['n_scored']} scored"
+        )
+        out.append(
+            f'<a href="{html.escape(link(model, level))}" class="point">'
+            f'<line stroke="{color}" x1="{x:.1f}" x2="{x:.1f}" y1="{sy(lo):.1f}" '
+            f'y2="{sy(hi):.1f}"/>'
+            f'<circle fill="{color}" cx="{x:.1f}" cy="{sy(acc):.1f}" r="4.5">'
+            f"<title>{html.escape(tip)}</title></circle></a>"
+        )
+    return "".join(out)
