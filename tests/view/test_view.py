@@ -1,0 +1,255 @@
+"""`numerate view` over a real database: two runs of one sweep made through the CLI (the same
+cases: model `m` is the oracle in the first, a uniform guess in the second, so the second
+loses cases), read through the app's HTTP interface, and exported. What a page shows is checked
+against the database read directly."""
+
+import html
+import os
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import unquote
+
+import duckdb
+import pytest
+from starlette.testclient import TestClient
+from typer.testing import CliRunner
+
+from numerate.cli import app
+from numerate.view.app import create_app
+from numerate.view.pages import PAGE_SIZE, pager
+from tests.cli.test_run import write_config
+
+runner = CliRunner()
+ROOT = Path(__file__).resolve().parents[2]
+GRID = {"manifold": "objects", "count": 30, "grid": {"length": [2, 6], "distractor_count": [0, 3]}}
+MANIFOLDS = [GRID, {"manifold": "sequence", "count": 30}]
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    """The database and the two run ids, oldest first."""
+    from numerate.store import Store
+
+    folder = tmp_path_factory.mktemp("view")
+    db = folder / "results.duckdb"
+    for model in ("baseline:oracle", "baseline:random"):
+        models = [{"name": "m", "model": model}, {"name": "h", "model": "baseline:heuristic"}]
+        config = write_config(folder / "sweep.yaml", models, MANIFOLDS, name="nightly")
+        result = runner.invoke(app, ["run", "--config", str(config), "--db", str(db)])
+        assert result.exit_code in (0, 3), result.output
+    Store.close_all()
+    return db, [row[0] for row in sql(db, "SELECT run_id FROM runs ORDER BY started_at")]
+
+
+def sql(db, query, *params):
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.execute(query, list(params)).fetchall()
+    finally:
+        con.close()
+
+
+@pytest.fixture(scope="module")
+def client(results):
+    return TestClient(create_app(str(results[0])))
+
+
+def links(page: str, pattern: str = "") -> list[str]:
+    found = [html.unescape(h) for h in re.findall(r'href="([^"]+)"', page)]
+    return [h for h in found if pattern in h]
+
+
+def test_the_runs_page_lists_every_run_newest_first_and_filters(client, results):
+    db, (first, second) = results
+    page = client.get("/")
+    assert page.status_code == 200
+    assert page.text.index(second) < page.text.index(first)
+    answers = sql(db, "SELECT count(*) FROM responses WHERE run_id = ?", second)[0][0]
+    assert f"{answers:,}" in page.text
+    assert first not in client.get("/", params={"q": second[-6:]}).text
+    assert "no run matches" in client.get("/", params={"status": "running"}).text
+
+
+def test_a_run_shows_its_leaderboard_parts_and_a_comparison_link(client, results):
+    db, (first, second) = results
+    page = client.get(f"/run/{second}").text
+    accuracy = sql(
+        db, "SELECT accuracy, ci_low, ci_high FROM summaries WHERE run_id = ? AND model = 'm' "
+        "AND manifold = 'objects'", second,
+    )[0]  # fmt: skip
+    low, high = f"{accuracy[1]:.3f}", f"{accuracy[2]:.3f}"
+    assert f'{accuracy[0]:.3f}</span> <span class="ci">[{low}, {high}]' in page
+    assert "Each model" in page and ">ok<" in page
+    assert links(page, "/compare") == [f"/compare?base={first}&new={second}"]
+    assert len(links(page, "/manifold/")) == 2
+
+
+def test_a_manifold_has_a_curve_per_parameter_and_a_heatmap_whose_cells_open_their_cases(
+    client, results
+):
+    db, (_first, second) = results
+    page = client.get(f"/run/{second}/manifold/objects").text
+    assert page.count('<svg class="curve"') == 2  # length, distractor_count
+    cells = links(page, "point=")
+    points = sql(db, "SELECT count(*) FROM points WHERE run_id = ? AND manifold = 'objects'",
+                 second)  # fmt: skip
+    assert len(cells) == points[0][0] == 2 * 4  # models x grid points
+    for cell in cells:
+        cases = client.get(cell)
+        assert cases.status_code == 200
+        model = re.search(r"model=([^&]+)", cell)[1]
+        key = unquote(re.search(r"point=([^&]+)", cell)[1])
+        shown = len(re.findall(r'class="case-link"', cases.text))
+        stored = sql(
+            db, "SELECT count(*) FROM responses WHERE run_id = ? AND model = ? AND point_key = ?",
+            second, model, key,
+        )[0][0]  # fmt: skip
+        assert shown == stored == 30
+    curve_points = links(page, "&x=")
+    assert len(curve_points) == 2 * (2 + 2)  # models x (2 lengths + 2 distractor counts)
+    assert client.get(curve_points[0]).status_code == 200
+
+
+def test_cases_filter_by_outcome_and_text_and_page(client, results):
+    db, (_first, second) = results
+    address = f"/run/{second}/cases/objects"
+    wrong = client.get(address, params={"model": "m", "outcome": "wrong"}).text
+    outcomes = set(re.findall(r'<span class="badge (\w+)">\1</span></td>', wrong))
+    assert outcomes == {"wrong"}
+    stored = sql(
+        db, "SELECT count(*) FROM responses WHERE run_id = ? AND model = 'm' "
+        "AND manifold = 'objects' AND outcome = 'wrong'", second,
+    )[0][0]  # fmt: skip
+    assert f"{stored:,} answers" in wrong
+    every = client.get(address, params={"model": "m"}).text
+    assert "page 1 of 3" in every and len(re.findall('class="case-link"', every)) == PAGE_SIZE
+    last = client.get(address, params={"model": "m", "page": 99}).text
+    assert "page 3 of 3" in last and len(re.findall('class="case-link"', last)) == 120 - 2 * 50
+    target = sql(db, "SELECT target FROM cases LIMIT 1")[0][0]
+    searched = client.get(address, params={"model": "m", "q": "zzz-no-such-text"}).text
+    assert "no case matches" in searched
+    assert target in client.get(address, params={"model": "m", "q": target}).text
+
+
+def test_a_case_shows_its_prompt_target_and_every_answer(client, results):
+    db, (_first, second) = results
+    case_id, prompt, target, raw = sql(
+        db, "SELECT r.case_id, c.input, c.target, r.raw_text FROM responses r JOIN cases c "
+        "USING (case_id) WHERE r.run_id = ? AND r.model = 'm' LIMIT 1", second,
+    )[0]  # fmt: skip
+    page = client.get(f"/run/{second}/case", params={"model": "m", "id": case_id})
+    assert page.status_code == 200
+    text = html.unescape(page.text)
+    assert prompt in text and target in text and raw in text
+
+
+def test_a_comparison_lists_the_cases_lost_with_links_to_both_answers(client, results):
+    db, (first, second) = results
+    page = client.get("/compare", params={"base": first, "new": second}).text
+    lost = sql(
+        db, "SELECT count(*) FROM responses b JOIN responses n USING (model, case_id, "
+        "sample_index) WHERE b.run_id = ? AND n.run_id = ? AND b.outcome = 'correct' "
+        "AND n.outcome IN ('wrong', 'unparsed', 'truncated')", first, second,
+    )[0][0]  # fmt: skip
+    assert lost > 50
+    assert f'Lost: right in the base run, wrong in the new <span class="sub">{lost:,}<' in page
+    assert "regression" in page  # the verdict of `numerate compare`
+    answer = links(page, f"/run/{second}/case")[0]
+    assert client.get(answer).status_code == 200
+
+
+def test_garbage_is_a_page_that_says_why_never_a_traceback(client, results):
+    _db, (_first, second) = results
+    assert client.get("/run/nosuch").status_code == 404
+    bad = client.get(f"/run/{second}/cases/objects", params={"model": "m", "outcome": "x"})
+    assert bad.status_code == 400 and "outcome" in bad.text
+    assert client.get(f"/run/{second}/cases/objects").status_code == 400  # no model
+    assert client.get(f"/run/{second}/manifold/nosuch").status_code == 404
+    reflected = client.get(f"/run/{second}/cases/objects", params={"model": "m", "q": "<b>x"})
+    assert "<b>x" not in reflected.text and "&lt;b&gt;x" in reflected.text
+
+
+def test_nothing_can_be_changed_and_the_database_is_not_held(client, results):
+    db, (_first, second) = results
+    before = db.stat().st_mtime_ns
+    for method in ("post", "put", "delete", "patch"):
+        assert getattr(client, method)(f"/run/{second}").status_code == 405
+    assert client.head("/").status_code == 200
+    client.get(f"/run/{second}")
+    assert db.stat().st_mtime_ns == before
+    con = duckdb.connect(str(db))  # a writer gets the file between two pages
+    con.close()
+
+
+def test_pager_clamps_to_the_pages_there_are():
+    assert pager(0, 0).page == 1 and pager(5, 120).page == 3 and pager(2, 120).offset == PAGE_SIZE
+
+
+def test_the_export_is_a_folder_whose_every_link_lands(results, tmp_path):
+    db, (first, _second) = results
+    out = tmp_path / "export"
+    done = runner.invoke(app, ["view", "--db", str(db), "--export", str(out)])
+    assert done.exit_code == 0, done.output
+    files = sorted(out.rglob("*.html"))
+    assert (out / "index.html") in files and len(files) > 20
+    for file in files:
+        text = file.read_text()
+        assert "http://" not in text.replace("http://www.w3.org", "")  # nothing fetched
+        for link in links(text):
+            path, _, anchor = link.partition("#")
+            target = (file.parent / path).resolve() if path else file
+            assert target.is_file(), f"{file.relative_to(out)} links to missing {link}"
+            if anchor:
+                assert f'id="{anchor}"' in target.read_text(), f"{link}: no such anchor"
+    assert any(first in f.read_text() and "Lost" in f.read_text() for f in out.glob("compare/*"))
+    again = runner.invoke(app, ["view", "--db", str(db), "--export", str(out)])  # over itself
+    assert again.exit_code == 0
+
+
+def test_bad_command_lines_are_one_line(results, tmp_path):
+    db, _ = results
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "keep.txt").write_text("mine")
+    for arguments, message in (
+        (["--db", str(tmp_path / "none.duckdb")], "no results database"),
+        (["--db", str(db), "--export", str(tmp_path / "other")], "other files in it"),
+        (["--db", str(db), "--port", "70000"], "65535"),
+    ):
+        done = runner.invoke(app, ["view", *arguments])
+        assert done.exit_code == 2, done.output
+        assert message in done.output
+
+
+def test_the_server_serves_on_127_0_0_1_and_stops_on_sigint(results):
+    import signal
+    import time
+    import urllib.request
+
+    db, _ = results
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "numerate.cli", "view", "--db", str(db), "--port", str(port)],
+        cwd=ROOT, env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2) as answer:
+                    assert answer.status == 200 and b"Runs" in answer.read()
+                    break
+            except OSError:
+                assert time.monotonic() < deadline and server.poll() is None, server.stderr
+                time.sleep(0.2)
+        busy = runner.invoke(app, ["view", "--db", str(db), "--port", str(port)])
+        assert busy.exit_code == 2 and "cannot serve" in busy.output
+        server.send_signal(signal.SIGINT)
+        assert server.wait(10) in (0, 130)
+        assert "Traceback" not in server.stderr.read()
+    finally:
+        server.kill()
