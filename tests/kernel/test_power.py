@@ -4,6 +4,8 @@ night; and the family-wise false-alarm rate of that Holm step."""
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from numerate.kernel.power import minimum_detectable_drop, regression_power
 from numerate.kernel.stats import holm, holm_over_discordant, mcnemar_exact
@@ -110,3 +112,48 @@ def test_groups_without_discordant_pairs_no_longer_dilute_the_family():
 def test_no_discordant_pair_gives_p_one():
     assert holm_over_discordant([1.0, 0.01, 1.0], [0, 5, 0]) == [1.0, 0.01, 1.0]
     assert holm_over_discordant([0.01, 0.02], [3, 4]) == holm([0.01, 0.02])
+
+
+def _halving(n, discordant, level):
+    """The answer by plain halving over [0, 1] (30 steps), the exact power summed over every
+    discordant count 0..n: what minimum_detectable_drop's faster search must agree with."""
+    from scipy import stats
+
+    counts = np.arange(n + 1)
+    critical = []
+    for d in counts:  # the fewest lost, more than half, whose p-value is below the level
+        lost = np.arange(d // 2 + 1, d + 1)
+        below = lost[2 * stats.binom.sf(lost - 1, d, 0.5) < level]
+        critical.append(below[0] if below.size else d + 1)
+    critical = np.array(critical)
+
+    def power(drop):
+        psi = min(1.0, max(discordant / n, drop))
+        share = min(1.0, (psi + drop) / (2 * psi))
+        flagged = stats.binom.sf(critical - 1, counts, share)
+        return float(np.sum(stats.binom.pmf(counts, n, psi) * flagged))
+
+    if power(1.0) < 0.8:
+        return None
+    low, high = 0.0, 1.0
+    for _ in range(30):
+        middle = (low + high) / 2
+        low, high = (low, middle) if power(middle) >= 0.8 else (middle, high)
+    return high
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(1, 400),
+    share=st.floats(0.0, 1.0),
+    level=st.sampled_from([0.1, 0.05, 0.01, 0.05 / 15]),
+)
+def test_the_search_agrees_with_halving_over_every_count(n, share, level):
+    """The drop found by regula falsi over the likely counts only equals, to 2e-9, the one
+    found by halving with every count summed and the critical counts found one by one."""
+    discordant = round(share * n)
+    found = minimum_detectable_drop(n, discordant, level)
+    expected = _halving(n, discordant, level)
+    assert (found is None) == (expected is None)
+    if found is not None:
+        assert abs(found - expected) < 2e-9
