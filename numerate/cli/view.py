@@ -71,7 +71,7 @@ def export_pages(path: str, folder: Path) -> None:
 
     with Reader.open(path) as reader:
         written = export(reader, folder, templates(), progress)
-    typer.echo(f"{written:,} pages in {folder.resolve()} (open {folder.resolve() / 'index.html'})")
+    typer.echo(f"{written:,} files in {folder.resolve()} (open {folder.resolve() / 'index.html'})")
 
 
 def serve(path: str, host: str, port: int) -> None:

@@ -17,6 +17,10 @@ __all__ = [
     "OUTCOMES",
     "case_answers",
     "changed_cases",
+    "numgen_cell",
+    "numgen_image",
+    "numgen_prompts",
+    "numgen_runs",
     "outcome_counts",
     "point_cases",
     "runs_page",
@@ -182,3 +186,65 @@ def changed_cases(
         [new, base, limit, offset],
     )
     return frame, total
+
+
+def numgen_runs(source: Source) -> pl.DataFrame:
+    """Every NumGen run, newest first, with its headline metrics where it has them: run_id,
+    kind, generator, detector, status, started, n, errors, accuracy, ci_low, ci_high, mwe,
+    knower_level, human_correlation."""
+    return source.frame(
+        "SELECT r.run_id, r.kind, r.generator, r.detector, r.status, "
+        "date_trunc('second', r.started_at) AS started, m.n, m.errors, m.accuracy, m.ci_low, "
+        "m.ci_high, m.mwe, m.knower_level, m.human_correlation "
+        "FROM numgen_runs r LEFT JOIN numgen_metrics m USING (run_id) "
+        "ORDER BY r.started_at DESC, r.run_id"
+    )
+
+
+_CELL = """
+FROM numgen_images i LEFT JOIN numgen_detections d USING (run_id, prompt_id)
+WHERE i.run_id = ? AND i.target = ? AND {count}
+"""
+
+
+def numgen_cell(
+    source: Source, run_id: str, target: int, count: int | None, offset: int, limit: int
+) -> tuple[pl.DataFrame, int]:
+    """The images of a NumGen run asked for `target` objects in which the detector counted
+    `count` (None: nothing counted; MAX_COUNT or more: the matrix's last column), a page of
+    them (prompt_id, prompt, object, image_seed, count, raw_count, error), and how many."""
+    from numerate.numgen.metrics import MAX_COUNT
+
+    if count is None:
+        condition, params = "d.count IS NULL", [run_id, target]
+    elif count >= MAX_COUNT:
+        condition, params = "d.count >= ?", [run_id, target, MAX_COUNT]
+    else:
+        condition, params = "d.count = ?", [run_id, target, count]
+    body = _CELL.format(count=condition)
+    total = int(source.query(f"SELECT count(*) {body}", params)[0][0])
+    frame = source.frame(
+        "SELECT i.prompt_id, i.prompt, i.object, i.image_seed, d.count, d.raw_count, "
+        f"coalesce(d.error, i.error) AS error {body} ORDER BY i.prompt_index LIMIT ? OFFSET ?",
+        [*params, limit, offset],
+    )
+    return frame, total
+
+
+def numgen_image(source: Source, run_id: str, prompt_id: str, annotated: bool) -> str | None:
+    """The file a NumGen run recorded for an image (the image itself, or the copy with the
+    detector's boxes drawn), or None."""
+    column = "d.annotated_path" if annotated else "i.path"
+    rows = source.query(
+        f"SELECT {column} FROM numgen_images i LEFT JOIN numgen_detections d "
+        "USING (run_id, prompt_id) WHERE i.run_id = ? AND i.prompt_id = ?",
+        [run_id, prompt_id],
+    )
+    return str(rows[0][0]) if rows and rows[0][0] else None
+
+
+def numgen_prompts(source: Source, run_id: str) -> list[tuple[str]]:
+    """The prompt ids of a NumGen run's images."""
+    return [(str(row[0]),) for row in source.query(
+        "SELECT prompt_id FROM numgen_images WHERE run_id = ? ORDER BY prompt_index", [run_id]
+    )]  # fmt: skip

@@ -17,16 +17,20 @@ import jinja2
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import FileResponse, HTMLResponse, Response
 from starlette.routing import Route
 
 from numerate.kernel.errors import ConfigError
+from numerate.store import browse
 from numerate.store.reader import Reader
 from numerate.view import pages
 
 __all__ = ["create_app", "templates"]
 
 HERE = Path(__file__).parent
+IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg",
+               ".webp": "image/webp"}  # fmt: skip
+"""The files served: only images, and only those a NumGen run of the database recorded."""
 
 
 def templates() -> jinja2.Environment:
@@ -106,6 +110,32 @@ def create_app(db: str) -> Starlette:
         given = (_text(q, "base"), _text(q, "new"), _number(q, "lost"), _number(q, "gained"))
         return pages.comparison(reader, links, *given)
 
+    def numgen_runs(reader: Reader, q: Request) -> dict[str, Any]:
+        return pages.numgen_runs(reader, links)
+
+    def numgen_run(reader: Reader, q: Request) -> dict[str, Any]:
+        return pages.numgen_run(reader, links, q.path_params["run_id"])
+
+    def numgen_cell(reader: Reader, q: Request) -> dict[str, Any]:
+        count = _text(q, "count")
+        counted = None if count == "none" else _whole(count, "count")
+        target = _whole(_text(q, "target"), "target")
+        return pages.numgen_cell(reader, links, q.path_params["run_id"], target, counted,
+                                 _number(q, "page"))  # fmt: skip
+
+    async def image(request: Request) -> Response:
+        def find() -> str | None:
+            with Reader.open(db) as reader:
+                return browse.numgen_image(
+                    reader, request.path_params["run_id"], request.path_params["prompt_id"],
+                    annotated=request.query_params.get("annotated") == "1",
+                )  # fmt: skip
+
+        path = await run_in_threadpool(find)
+        if path is None or Path(path).suffix.lower() not in IMAGE_TYPES or not Path(path).is_file():
+            return Response("no such image", status_code=404, media_type="text/plain")
+        return FileResponse(path, media_type=IMAGE_TYPES[Path(path).suffix.lower()])
+
     routes = [
         Route("/", page("runs.html", runs)),
         Route("/run/{run_id}", page("run.html", run)),
@@ -113,12 +143,22 @@ def create_app(db: str) -> Starlette:
         Route("/run/{run_id}/cases/{manifold}", page("cases.html", cases)),
         Route("/run/{run_id}/case", page("case.html", case)),
         Route("/compare", page("compare.html", compare)),
+        Route("/numgen", page("numgen_runs.html", numgen_runs)),
+        Route("/numgen/{run_id}", page("numgen_run.html", numgen_run)),
+        Route("/numgen/{run_id}/cell", page("numgen_cell.html", numgen_cell)),
+        Route("/numgen/{run_id}/image/{prompt_id}", image),
     ]
     return Starlette(routes=routes)
 
 
 def _text(request: Request, name: str) -> str:
     return request.query_params.get(name, "").strip()
+
+
+def _whole(text: str, name: str) -> int:
+    if not text.isdigit() or len(text) > 6:
+        raise ConfigError(f"{name} {text!r}: give a whole number")
+    return int(text)
 
 
 def _filter(request: Request) -> pages.CaseFilter:

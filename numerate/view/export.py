@@ -14,7 +14,8 @@ from typing import Any
 import jinja2
 
 from numerate.kernel.files import write_atomically
-from numerate.store import queries
+from numerate.numgen.metrics import MAX_COUNT
+from numerate.store import browse, queries
 from numerate.store.queries import Source
 from numerate.view import pages
 
@@ -42,13 +43,48 @@ def export(
         write_atomically(target, body.encode())
         written += 1
         progress(path)
-    return written
+    return written + copy_images(source, folder)
 
 
 def _pages(source: Source) -> Iterator[Page]:
     yield "index.html", "runs.html", lambda links: pages.runs(source, links, 1, "", "", "")
     for run_id in queries.run_ids_starting(source, "", limit=10**9):
         yield from _run_pages(source, run_id)
+    yield "numgen/index.html", "numgen_runs.html", lambda links: pages.numgen_runs(source, links)
+    for run in browse.numgen_runs(source)["run_id"].to_list():
+        yield from _numgen_pages(source, run)
+
+
+def _numgen_pages(source: Source, run_id: str) -> Iterator[Page]:
+    home = pages.StaticLinks("")
+    yield (
+        _file(home.numgen(run_id)), "numgen_run.html",
+        lambda links: pages.numgen_run(source, links, run_id),
+    )  # fmt: skip
+    cells = sorted({(t, c) for t, c in queries.numgen_counts(source, run_id)}, key=str)
+    for target, count in cells:
+        shown = count if count is None else min(count, MAX_COUNT)
+        yield (
+            _file(home.numgen_cell(run_id, target, shown)), "numgen_cell.html",
+            _bind(pages.numgen_cell, source, run_id, target, shown, 1),
+        )  # fmt: skip
+
+
+def copy_images(source: Source, folder: Path) -> int:
+    """The images of every NumGen run (and their annotated copies) into the export, where its
+    pages link to them; an image whose file is gone is left out (its page says so)."""
+    copied = 0
+    for run_id in browse.numgen_runs(source)["run_id"].to_list():
+        for prompt_id in {p for (p,) in browse.numgen_prompts(source, run_id)}:
+            for annotated in (False, True):
+                found = browse.numgen_image(source, run_id, prompt_id, annotated)
+                if found is None or not Path(found).is_file():
+                    continue
+                target = folder / pages.image_file(run_id, prompt_id, annotated)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                write_atomically(target, Path(found).read_bytes())
+                copied += 1
+    return copied
 
 
 def _run_pages(source: Source, run_id: str) -> Iterator[Page]:

@@ -66,6 +66,19 @@ class Links:
     def compare(self, base: str, new: str, **query: object) -> str:
         return "/compare" + _query({"base": base, "new": new, **query})
 
+    def numgen(self, run_id: str | None = None) -> str:
+        return "/numgen" + (f"/{quote(run_id, safe='')}" if run_id else "")
+
+    def numgen_cell(self, run_id: str, target: int, count: int | None) -> str:
+        shown = "none" if count is None else count
+        return f"{self.numgen(run_id)}/cell" + _query({"target": target, "count": shown})
+
+    def image(self, run_id: str, prompt_id: str, annotated: bool) -> str:
+        query = {"annotated": 1} if annotated else {}
+        return f"{self.numgen(run_id)}/image/{quote(prompt_id, safe='')}" + (
+            "?annotated=1" if query else ""
+        )
+
 
 class StaticLinks(Links):
     """Addresses of an export's files (`numerate view --export`), relative to the page `here`
@@ -100,6 +113,21 @@ class StaticLinks(Links):
     def compare(self, base: str, new: str, **query: object) -> str:
         return self._to(f"compare/{slug(base)}--{slug(new)}.html")
 
+    def numgen(self, run_id: str | None = None) -> str:
+        return self._to(f"numgen/{slug(run_id)}/index.html" if run_id else "numgen/index.html")
+
+    def numgen_cell(self, run_id: str, target: int, count: int | None) -> str:
+        return self._to(f"numgen/{slug(run_id)}/{target}-{'none' if count is None else count}.html")
+
+    def image(self, run_id: str, prompt_id: str, annotated: bool) -> str:
+        return self._to(image_file(run_id, prompt_id, annotated))
+
+
+def image_file(run_id: str, prompt_id: str, annotated: bool) -> str:
+    """The export's copy of a NumGen image."""
+    kind = "annotated" if annotated else "images"
+    return f"numgen/{slug(run_id)}/{kind}/{slug(prompt_id)}.png"
+
 
 def slug(text: str) -> str:
     """`text` as a file name: itself when it is plain, else its plain part and a digest."""
@@ -119,8 +147,8 @@ def cases_file(run_id: str, manifold: str, **query: object) -> str:
 
 
 def _query(values: dict[str, object]) -> str:
-    kept = {k: v for k, v in values.items() if v not in (None, "", 1) or k == "model"}
-    kept = {k: v for k, v in kept.items() if not (k == "page" and v == 1)}
+    """A query string of the values given (none for None or "", none for page 1)."""
+    kept = {k: v for k, v in values.items() if v not in (None, "") and (k, v) != ("page", 1)}
     return "?" + urlencode(kept) if kept else ""
 
 
@@ -339,4 +367,68 @@ def comparison(
         "base": records[0], "new": records[1], "table": rows(for_display(compared)),
         "summary": summary_line(compared), "changed": changed,
         "page_link": lambda **pages: links.compare(base, new, **pages),
+    }  # fmt: skip
+
+
+def numgen_runs(source: Source, links: Links) -> dict[str, Any]:
+    """Every NumGen run with its headline metrics."""
+    listed = rows(browse.numgen_runs(source))
+    for row in listed:
+        row["link"] = links.numgen(row["run_id"])
+    return {"runs": listed, "live": any(row["status"] == "running" for row in listed)}
+
+
+def numgen_run(source: Source, links: Links, run_id: str) -> dict[str, Any]:
+    """A NumGen run: its metrics, its accuracy per number, and its confusion matrix (asked
+    number x counted number), each cell a link to its images."""
+    from numerate.numgen.metrics import MAX_COUNT
+
+    runs = [row for row in rows(browse.numgen_runs(source)) if row["run_id"] == run_id]
+    if not runs:
+        raise LookupError(f"no NumGen run {run_id!r} in {source.path}")
+    found = queries.numgen_confusion(source, run_id)
+    matrix = json.loads(found[3]) if found else {"targets": [], "counts": []}
+    uncounted: dict[int, int] = {}
+    for target, count in queries.numgen_counts(source, run_id):
+        if count is None:
+            uncounted[target] = uncounted.get(target, 0) + 1
+    columns = [*range(MAX_COUNT), MAX_COUNT]
+    table = []
+    for target, counts in zip(matrix["targets"], matrix["counts"], strict=True):
+        total = sum(counts) or 1
+        cells = [
+            {"n": n, "color": heat_color(n / total if n else None), "dark": n / total > 0.55,
+             "link": links.numgen_cell(run_id, target, count) if n else None}
+            for count, n in zip(columns, counts, strict=True)
+        ]  # fmt: skip
+        missing = uncounted.get(target, 0)
+        none = {"n": missing, "link": links.numgen_cell(run_id, target, None) if missing else None}
+        table.append({"target": target, "cells": cells, "none": none})
+    return {
+        "run": runs[0], "metrics": queries.numgen_metrics(source, run_id) or {},
+        "targets": rows(queries.numgen_targets(source, run_id)), "columns": columns,
+        "max_count": MAX_COUNT, "table": table,
+        "home": links.numgen(),
+    }  # fmt: skip
+
+
+def numgen_cell(
+    source: Source, links: Links, run_id: str, target: int, count: int | None, page: int
+) -> dict[str, Any]:
+    """The images of a NumGen run asked for `target` objects where the detector counted
+    `count`, with the boxes it drew."""
+    fetch = functools.partial(browse.numgen_cell, source, run_id, target, count)
+    frame, at = paged(fetch, page, links.page_size)
+    listed = rows(frame)
+    if not listed and at.total == 0:
+        raise LookupError(f"NumGen run {run_id} has no image of {target} counted as {count}")
+    for row in listed:
+        row["image"] = links.image(run_id, row["prompt_id"], annotated=False)
+        row["annotated"] = links.image(run_id, row["prompt_id"], annotated=True)
+    return {
+        "run_id": run_id, "target": target, "count": count, "images": listed, "pager": at,
+        "run_link": links.numgen(run_id), "home": links.numgen(),
+        "page_link": lambda page: links.numgen_cell(run_id, target, count) + (
+            f"&page={page}" if not links.static else ""
+        ),
     }  # fmt: skip

@@ -40,6 +40,10 @@ def results(tmp_path_factory):
         config = write_config(folder / "sweep.yaml", models, MANIFOLDS, name="nightly")
         result = runner.invoke(app, ["run", "--config", str(config), "--db", str(db)])
         assert result.exit_code in (0, 3), result.output
+    numgen = ["numgen", "run", "--generator", "synthetic", "--detector", "blobs", "--count", "2",
+              "--db", str(db), "--images-dir", str(folder / "images")]  # fmt: skip
+    result = runner.invoke(app, numgen)
+    assert result.exit_code == 0, result.output
     Store.close_all()
     return db, [row[0] for row in sql(db, "SELECT run_id FROM runs ORDER BY started_at")]
 
@@ -184,6 +188,38 @@ def test_nothing_can_be_changed_and_the_database_is_not_held(client, results):
     con.close()
 
 
+def test_numgen_runs_their_confusion_matrix_and_the_images_of_a_cell(client, results):
+    db, _ = results
+    ((run_id, accuracy),) = sql(db, "SELECT run_id, accuracy FROM numgen_metrics")
+    listed = client.get("/numgen").text
+    assert run_id in listed and f"<b>{accuracy:.3f}</b>" in listed
+    page = client.get(f"/numgen/{run_id}").text
+    cells = links(page, "/cell?")
+    diagonal = sql(db, "SELECT count(DISTINCT target) FROM numgen_images WHERE run_id = ?", run_id)
+    assert len(cells) == diagonal[0][0] == 10  # synthetic images: every count right
+    cell = client.get(cells[2]).text
+    assert "Asked for 3, counted 3" in cell
+    images = re.findall(r'src="([^"]+)"', cell)
+    assert len(images) == 2
+    for image in images:
+        answer = client.get(html.unescape(image))
+        assert answer.status_code == 200 and answer.headers["content-type"] == "image/png"
+        assert answer.content.startswith(b"\x89PNG")
+
+
+def test_only_images_the_database_records_are_served(client, results):
+    db, _ = results
+    ((run_id, prompt_id),) = sql(db, "SELECT run_id, prompt_id FROM numgen_images LIMIT 1")
+    assert client.get(f"/numgen/{run_id}/image/{prompt_id}").status_code == 200
+    for address in (
+        f"/numgen/{run_id}/image/..%2F..%2Fetc%2Fpasswd",
+        f"/numgen/{run_id}/image/nosuch",
+        f"/numgen/other/image/{prompt_id}",
+        "/numgen/x/image/../../../../etc/passwd",
+    ):
+        assert client.get(address).status_code == 404, address
+
+
 def test_pager_clamps_to_the_pages_there_are():
     assert pager(0, 0).page == 1 and pager(5, 120).page == 3 and pager(2, 120).offset == PAGE_SIZE
 
@@ -198,13 +234,15 @@ def test_the_export_is_a_folder_whose_every_link_lands(results, tmp_path):
     for file in files:
         text = file.read_text()
         assert "http://" not in text.replace("http://www.w3.org", "")  # nothing fetched
-        for link in links(text):
+        sources = [html.unescape(src) for src in re.findall(r'src="([^"]+)"', text)]
+        for link in links(text) + [src for src in sources if not src.startswith("data:")]:
             path, _, anchor = link.partition("#")
             target = (file.parent / path).resolve() if path else file
             assert target.is_file(), f"{file.relative_to(out)} links to missing {link}"
             if anchor:
                 assert f'id="{anchor}"' in target.read_text(), f"{link}: no such anchor"
     assert any(first in f.read_text() and "Lost" in f.read_text() for f in out.glob("compare/*"))
+    assert len(list(out.glob("numgen/*/images/*.png"))) == 20  # 10 numbers x 2 images
     again = runner.invoke(app, ["view", "--db", str(db), "--export", str(out)])  # over itself
     assert again.exit_code == 0
 
