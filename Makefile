@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 RESULTS ?= results
 
-.PHONY: run test lint bench docs clean
+.PHONY: run test lint bench docs screenshots browser clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -22,8 +22,17 @@ run: $(STAMP)
 	$(BIN)/numerate numgen run --generator synthetic --detector blobs \
 		--db $(RESULTS)/numerate.duckdb --images-dir $(RESULTS)/numgen
 
+## browser: Chromium from Debian's packages, for numerate view's browser tests (Playwright drives
+## it; it never downloads a browser of its own). Needs root for apt-get; without it those tests
+## are skipped and say how to install it.
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+		{ echo "installing Chromium (apt-get install chromium) for the browser tests"; \
+		  apt-get install -y -q chromium >/dev/null 2>&1 || \
+		  echo "warning: could not install Chromium: numerate view's browser tests will be skipped"; }
+
 ## test: lint, the import contract (layers), the type check, then the whole test suite (what CI runs)
-test: $(STAMP)
+test: $(STAMP) browser
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
@@ -35,8 +44,13 @@ test: $(STAMP)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
+## screenshots: numerate view's pages in a real browser (the browser tests), into docs/images/
+screenshots: $(STAMP) browser
+	NUMERATE_SCREENSHOTS=docs/images $(BIN)/pytest -q tests/view/test_browser.py
+
 ## bench: generation throughput per manifold, pipeline throughput and caching, rate limits,
-## start-up of `numerate run`, requests saved by adaptive sampling, many users of one database
+## start-up of `numerate run`, requests saved by adaptive sampling, many users of one database,
+## numerate view's pages on a million answers
 bench: $(STAMP)
 	$(BIN)/python bench/generate.py
 	$(BIN)/python bench/pipeline.py
@@ -45,6 +59,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/adaptive.py
 	$(BIN)/python bench/sampling_design.py
 	$(BIN)/python bench/contention.py
+	$(BIN)/python bench/view.py
 
 clean:
 	rm -rf $(VENV) $(RESULTS) site .pytest_cache .ruff_cache .mypy_cache .import_linter_cache .hypothesis

@@ -3,7 +3,8 @@ Jinja2), server-rendered pages, no JavaScript framework, nothing fetched from th
 
 Read-only in every sense: each request opens the results database like every other reader
 (numerate.store.reader: read-only, no file outside it reachable) and closes it before
-answering, so sweeps keep writing while pages are read; only GET and HEAD are routed (any other
+answering, so sweeps keep writing while pages are read; the only files served besides the pages
+are NumGen images the database records (IMAGE_TYPES); only GET and HEAD are routed (any other
 method is 405); there is no form that changes anything.
 """
 
@@ -63,19 +64,79 @@ def _number(request: Request, name: str) -> int:
     return int(raw) if raw.isdigit() and len(raw) < 10 else 1
 
 
+Build = Callable[[Reader, Request, pages.Links], dict[str, Any]]
+"""What a page shows, read from the database for a request."""
+
+
+def _runs(reader: Reader, q: Request, links: pages.Links) -> dict[str, Any]:
+    given = (_text(q, "sweep"), _text(q, "status"), _text(q, "q"))
+    return pages.runs(reader, links, _number(q, "page"), *given)
+
+
+def _run(reader: Reader, q: Request, links: pages.Links) -> dict[str, Any]:
+    return pages.run(reader, links, q.path_params["run_id"])
+
+
+def _manifold(reader: Reader, q: Request, links: pages.Links) -> dict[str, Any]:
+    return pages.manifold(reader, links, q.path_params["run_id"], q.path_params["manifold"])
+
+
+def _cases(reader: Reader, q: Request, links: pages.Links) -> dict[str, Any]:
+    run_id, name = q.path_params["run_id"], q.path_params["manifold"]
+    return pages.cases(reader, links, run_id, name, _filter(q))
+
+
+def _case(reader: Reader, q: Request, links: pages.Links) -> dict[str, Any]:
+    run_id, model = q.path_params["run_id"], _text(q, "model")
+    return pages.case(reader, links, run_id, model, _text(q, "id"))
+
+
+def _compare(reader: Reader, q: Request, links: pages.Links) -> dict[str, Any]:
+    given = (_text(q, "base"), _text(q, "new"), _number(q, "lost"), _number(q, "gained"))
+    return pages.comparison(reader, links, *given)
+
+
+def _numgen_runs(reader: Reader, q: Request, links: pages.Links) -> dict[str, Any]:
+    return pages.numgen_runs(reader, links)
+
+
+def _numgen_run(reader: Reader, q: Request, links: pages.Links) -> dict[str, Any]:
+    return pages.numgen_run(reader, links, q.path_params["run_id"])
+
+
+def _numgen_cell(reader: Reader, q: Request, links: pages.Links) -> dict[str, Any]:
+    count = _text(q, "count")
+    counted = None if count == "none" else _whole(count, "count")
+    target = _whole(_text(q, "target"), "target")
+    run_id = q.path_params["run_id"]
+    return pages.numgen_cell(reader, links, run_id, target, counted, _number(q, "page"))
+
+
+PAGES: dict[str, tuple[str, Build]] = {
+    "/": ("runs.html", _runs),
+    "/run/{run_id}": ("run.html", _run),
+    "/run/{run_id}/manifold/{manifold}": ("manifold.html", _manifold),
+    "/run/{run_id}/cases/{manifold}": ("cases.html", _cases),
+    "/run/{run_id}/case": ("case.html", _case),
+    "/compare": ("compare.html", _compare),
+    "/numgen": ("numgen_runs.html", _numgen_runs),
+    "/numgen/{run_id}": ("numgen_run.html", _numgen_run),
+    "/numgen/{run_id}/cell": ("numgen_cell.html", _numgen_cell),
+}
+"""Every page: its address, its template and what it shows."""
+
+
 def create_app(db: str) -> Starlette:
     """The viewer of results database `db`."""
     environment = templates()
     links = pages.Links()
 
-    def page(
-        template: str, build: Callable[[Reader, Request], dict[str, Any]]
-    ) -> Callable[..., Any]:
+    def page(template: str, build: Build) -> Callable[..., Any]:
         async def endpoint(request: Request) -> Response:
             def render() -> tuple[str, int]:
                 try:
                     with Reader.open(db) as reader:
-                        context = build(reader, request)
+                        context = build(reader, request, links)
                 except LookupError as error:
                     return _problem(environment, str(error).strip("'\""), 404)
                 except ConfigError as error:
@@ -87,41 +148,6 @@ def create_app(db: str) -> Starlette:
             return HTMLResponse(body, status_code=status)
 
         return endpoint
-
-    def runs(reader: Reader, q: Request) -> dict[str, Any]:
-        given = (_text(q, "sweep"), _text(q, "status"), _text(q, "q"))
-        return pages.runs(reader, links, _number(q, "page"), *given)
-
-    def run(reader: Reader, q: Request) -> dict[str, Any]:
-        return pages.run(reader, links, q.path_params["run_id"])
-
-    def manifold(reader: Reader, q: Request) -> dict[str, Any]:
-        return pages.manifold(reader, links, q.path_params["run_id"], q.path_params["manifold"])
-
-    def cases(reader: Reader, q: Request) -> dict[str, Any]:
-        run_id, name = q.path_params["run_id"], q.path_params["manifold"]
-        return pages.cases(reader, links, run_id, name, _filter(q))
-
-    def case(reader: Reader, q: Request) -> dict[str, Any]:
-        run_id, model = q.path_params["run_id"], _text(q, "model")
-        return pages.case(reader, links, run_id, model, _text(q, "id"))
-
-    def compare(reader: Reader, q: Request) -> dict[str, Any]:
-        given = (_text(q, "base"), _text(q, "new"), _number(q, "lost"), _number(q, "gained"))
-        return pages.comparison(reader, links, *given)
-
-    def numgen_runs(reader: Reader, q: Request) -> dict[str, Any]:
-        return pages.numgen_runs(reader, links)
-
-    def numgen_run(reader: Reader, q: Request) -> dict[str, Any]:
-        return pages.numgen_run(reader, links, q.path_params["run_id"])
-
-    def numgen_cell(reader: Reader, q: Request) -> dict[str, Any]:
-        count = _text(q, "count")
-        counted = None if count == "none" else _whole(count, "count")
-        target = _whole(_text(q, "target"), "target")
-        return pages.numgen_cell(reader, links, q.path_params["run_id"], target, counted,
-                                 _number(q, "page"))  # fmt: skip
 
     async def image(request: Request) -> Response:
         def find() -> str | None:
@@ -136,18 +162,8 @@ def create_app(db: str) -> Starlette:
             return Response("no such image", status_code=404, media_type="text/plain")
         return FileResponse(path, media_type=IMAGE_TYPES[Path(path).suffix.lower()])
 
-    routes = [
-        Route("/", page("runs.html", runs)),
-        Route("/run/{run_id}", page("run.html", run)),
-        Route("/run/{run_id}/manifold/{manifold}", page("manifold.html", manifold)),
-        Route("/run/{run_id}/cases/{manifold}", page("cases.html", cases)),
-        Route("/run/{run_id}/case", page("case.html", case)),
-        Route("/compare", page("compare.html", compare)),
-        Route("/numgen", page("numgen_runs.html", numgen_runs)),
-        Route("/numgen/{run_id}", page("numgen_run.html", numgen_run)),
-        Route("/numgen/{run_id}/cell", page("numgen_cell.html", numgen_cell)),
-        Route("/numgen/{run_id}/image/{prompt_id}", image),
-    ]
+    routes = [Route(address, page(*shown)) for address, shown in PAGES.items()]
+    routes.append(Route("/numgen/{run_id}/image/{prompt_id}", image))
     return Starlette(routes=routes)
 
 
