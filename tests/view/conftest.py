@@ -2,6 +2,13 @@
 cases: model `m` is the oracle in the first, a uniform guess in the second, so the second
 loses cases), and a NumGen run on synthetic images."""
 
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
 import duckdb
 import pytest
 from typer.testing import CliRunner
@@ -10,6 +17,7 @@ from numerate.cli import app
 from tests.cli.test_run import write_config
 
 runner = CliRunner()
+ROOT = Path(__file__).resolve().parents[2]
 GRID = {"manifold": "objects", "count": 30, "grid": {"length": [2, 6], "distractor_count": [0, 3]}}
 MANIFOLDS = [GRID, {"manifold": "sequence", "count": 30}]
 
@@ -40,3 +48,28 @@ def results(tmp_path_factory):
     assert result.exit_code == 0, result.output
     Store.close_all()
     return db, [row[0] for row in sql(db, "SELECT run_id FROM runs ORDER BY started_at")]
+
+
+def start_view(db) -> tuple[subprocess.Popen, str]:
+    """A `numerate view` process serving `db` on a free port of 127.0.0.1, once it answers;
+    and its address."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "numerate.cli", "view", "--db", str(db), "--port", str(port)],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    address = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(address, timeout=2).close()
+            return process, address
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                raise AssertionError(
+                    f"numerate view did not start: {process.stderr.read()}"
+                ) from None
+            time.sleep(0.2)

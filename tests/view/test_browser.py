@@ -8,16 +8,12 @@ screenshots` writes docs/images/), else to the test's folder."""
 import os
 import shutil
 import signal
-import socket
 import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from tests.view.conftest import sql
+from tests.view.conftest import sql, start_view
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -29,23 +25,7 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def server(results):
-    db, _ = results
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "numerate.cli", "view", "--db", str(db), "--port", str(port)],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    address = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            urllib.request.urlopen(address, timeout=2).close()
-            break
-        except OSError:
-            assert process.poll() is None and time.monotonic() < deadline, process.stderr.read()
-            time.sleep(0.2)
+    process, address = start_view(results[0])
     yield address
     process.send_signal(signal.SIGINT)
     try:

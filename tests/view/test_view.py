@@ -2,11 +2,7 @@
 interface, and exported. What a page shows is checked against the database read directly."""
 
 import html
-import os
 import re
-import socket
-import subprocess
-import sys
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -18,7 +14,7 @@ from typer.testing import CliRunner
 from numerate.cli import app
 from numerate.view.app import create_app
 from numerate.view.pages import PAGE_SIZE, pager
-from tests.view.conftest import sql
+from tests.view.conftest import sql, start_view
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[2]
@@ -231,28 +227,15 @@ def test_bad_command_lines_are_one_line(results, tmp_path):
 
 def test_the_server_serves_on_127_0_0_1_and_stops_on_sigint(results):
     import signal
-    import time
     import urllib.request
 
     db, _ = results
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = subprocess.Popen(
-        [sys.executable, "-m", "numerate.cli", "view", "--db", str(db), "--port", str(port)],
-        cwd=ROOT, env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    server, address = start_view(db)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2) as answer:
-                    assert answer.status == 200 and b"Runs" in answer.read()
-                    break
-            except OSError:
-                assert time.monotonic() < deadline and server.poll() is None, server.stderr
-                time.sleep(0.2)
-        busy = runner.invoke(app, ["view", "--db", str(db), "--port", str(port)])
+        with urllib.request.urlopen(address, timeout=5) as answer:
+            assert answer.status == 200 and b"Runs" in answer.read()
+        port = address.rsplit(":", 1)[1]
+        busy = runner.invoke(app, ["view", "--db", str(db), "--port", port])
         assert busy.exit_code == 2 and "cannot serve" in busy.output
         server.send_signal(signal.SIGINT)
         assert server.wait(10) in (0, 130)
