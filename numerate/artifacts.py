@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from numerate.report import run_summaries
@@ -151,9 +152,11 @@ def run_markdown(
     db: str,
     comparison: Sequence[str] = (),
     plot: str | None = None,
+    view: str | None = None,
 ) -> str:
     """The run's summary: id, database, sweep and config, how each model's part ended, the
-    pooled results, the comparison with the previous run (its lines) and where the plot is."""
+    pooled results, the comparison with the previous run (its lines), where the plot is and
+    where its pages of `numerate view` are (`view`, a file of the export)."""
     run = queries.run_record(source, run_id)
     if run is None:
         raise ValueError(f"no run {run_id!r} in {source.path}")
@@ -188,4 +191,7 @@ def run_markdown(
     ]
     if plot:
         lines += ["", f"Plot: `{plot}` (`numerate plot {run_id}` draws it again)"]
+    if view:
+        link = f"[{view}]({Path(view).as_uri()})"
+        lines += ["", f"Browse it, from the leaderboard to each case: {link}"]
     return "\n".join(lines) + "\n"

@@ -308,6 +308,10 @@ class SweepConfig(BaseModel):
     results_dir: str | None = None
     """Shared results location (folder or fsspec URL): each finished run also publishes its
     rows there as Parquet shards, for `numerate ingest` to load centrally."""
+    view_dir: str | None = None
+    """A folder the readers of the results can reach (a shared mount): after each run, its pages
+    of `numerate view` (and those of the run it is compared with) are written to
+    VIEW_DIR/RUN_ID/, and the run's summary artifact links to them."""
     batch_size: int = Field(500, ge=1, le=100_000)
     """Cases per Prefect task when asking a model: one task per batch keeps orchestration cheap."""
     max_cases: int = Field(10_000_000, ge=1)
@@ -340,7 +344,7 @@ class SweepConfig(BaseModel):
     def fingerprint(self) -> str:
         """Hash of everything that decides the run's cases and requests (not where results
         go)."""
-        data = self.model_dump(mode="json", exclude={"db", "results_dir"})
+        data = self.model_dump(mode="json", exclude={"db", "results_dir", "view_dir"})
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
     def total_cases(self) -> int:

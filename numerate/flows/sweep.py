@@ -185,11 +185,11 @@ async def sweep(
                 )
         finally:
             await close_clients()
-        return await conclude(run_id, db_path, config.results_dir, verdicts, plot)
+        return await conclude(run_id, db_path, config, verdicts, plot)
 
 
 async def conclude(
-    run_id: str, db: str, results_dir: str | None, verdicts: list[PartVerdict], plot: bool = True
+    run_id: str, db: str, config: SweepConfig, verdicts: list[PartVerdict], plot: bool = True
 ) -> str | State:
     """Aggregate, record how every part ended, publish; the run id, or a Failed state naming
     every part that is not ok."""
@@ -197,11 +197,11 @@ async def conclude(
     status, message = run_verdict(verdicts)
     await finish_run(run_id, db, status, unwalked(verdicts))
     try:
-        await publish_run_artifacts(run_id, db, plot)
+        await publish_run_artifacts(run_id, db, plot, config.view_dir)
     except Exception as error:  # artifacts show results; they never fail a stored run
         get_run_logger().warning("run %s: artifacts not published: %s", run_id, error)
-    if results_dir:
-        await publish_shards(run_id, db, results_dir)
+    if config.results_dir:
+        await publish_shards(run_id, db, config.results_dir)
     await release_database(db)
     if message is None:
         return run_id

@@ -46,7 +46,22 @@ def _draw_plot(store: Store, run_id: str, db: str) -> str | None:
     return str(path)
 
 
-def _build(run_id: str, db: str, draw: bool) -> tuple[str, list[dict[str, Any]], str, str | None]:
+def _export_view(store: Store, run_id: str, view_dir: str | None) -> str | None:
+    """The run's pages of `numerate view` under view_dir/RUN_ID/ (the file of its page), or
+    None without a view_dir or when they cannot be written (a convenience, like the plot)."""
+    if not view_dir:
+        return None
+    from numerate.view.export import export_run
+
+    try:
+        return str(export_run(store, run_id, Path(view_dir).expanduser().resolve()))
+    except OSError:
+        return None
+
+
+def _build(
+    run_id: str, db: str, draw: bool, view_dir: str | None
+) -> tuple[str, list[dict[str, Any]], str, str | None, str | None]:
     store = Store.open(db)
     run = run_record(store, run_id)
     if run is None:
@@ -57,20 +72,24 @@ def _build(run_id: str, db: str, draw: bool) -> tuple[str, list[dict[str, Any]],
         plot = _draw_plot(store, run_id, db) if draw else None
     except OSError:
         plot = None  # a plot is a convenience: the results are stored all the same
+    view = _export_view(store, run_id, view_dir)
     return (
         run.sweep,
         results_table(store, run_id),
-        run_markdown(store, run_id, db, comparison, plot),
+        run_markdown(store, run_id, db, comparison, plot, view),
         plot,
+        view,
     )
 
 
 @task(cache_policy=NO_CACHE, task_run_name="publish artifacts")
-async def publish_run_artifacts(run_id: str, db: str, draw: bool = True) -> None:
+async def publish_run_artifacts(
+    run_id: str, db: str, draw: bool = True, view_dir: str | None = None
+) -> None:
     """The run's results table and summary (with the comparison against the previous run of
-    the sweep) as Prefect artifacts keyed by the sweep's name, and a link to its plot (when
-    `draw`)."""
-    sweep, table, markdown, plot = await asyncio.to_thread(_build, run_id, db, draw)
+    the sweep) as Prefect artifacts keyed by the sweep's name, a link to its plot (when
+    `draw`), and to its pages of `numerate view` (written under `view_dir`, when given)."""
+    sweep, table, markdown, plot, view = await asyncio.to_thread(_build, run_id, db, draw, view_dir)
     description = f"run {run_id}"
     await acreate_table_artifact(
         table=table, key=artifact_key(sweep, "results"), description=description
@@ -78,11 +97,12 @@ async def publish_run_artifacts(run_id: str, db: str, draw: bool = True) -> None
     await acreate_markdown_artifact(
         markdown=markdown, key=artifact_key(sweep, "summary"), description=description
     )
-    if plot:
-        await acreate_link_artifact(
-            link=Path(plot).as_uri(), link_text=plot, key=artifact_key(sweep, "plot"),
-            description=description,
-        )  # fmt: skip
+    for kind, path in (("plot", plot), ("view", view)):
+        if path:
+            await acreate_link_artifact(
+                link=Path(path).as_uri(), link_text=path, key=artifact_key(sweep, kind),
+                description=description,
+            )  # fmt: skip
 
 
 @task(cache_policy=NO_CACHE, task_run_name="publish artifacts")

@@ -7,7 +7,7 @@ browser; styles and script are inline, nothing is fetched.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ from numerate.store import browse, queries
 from numerate.store.queries import Source
 from numerate.view import pages
 
-__all__ = ["export"]
+__all__ = ["export", "export_run"]
 
 Page = tuple[str, str, Callable[[pages.Links], dict[str, Any]]]
 """A file of the export: its path in the folder, its template, and what it shows."""
@@ -30,11 +30,14 @@ def export(
     folder: Path,
     environment: jinja2.Environment,
     progress: Callable[[str], None] = lambda path: None,
+    only: Sequence[str] = (),
 ) -> int:
-    """Write every page of `source` under `folder`; returns how many files were written."""
+    """Write every page of `source` under `folder` (only those of the runs `only` and their
+    comparison, when given: no NumGen run then); returns how many files were written."""
     written = 0
-    for path, template, build in _pages(source):
-        links = pages.StaticLinks(path)
+    chosen = frozenset(only) or None
+    for path, template, build in _pages(source, chosen):
+        links = pages.StaticLinks(path, chosen)
         body = environment.get_template(template).render(
             db=source.path, links=links, exported=source.path, **build(links)
         )
@@ -43,13 +46,16 @@ def export(
         write_atomically(target, body.encode())
         written += 1
         progress(path)
-    return written + copy_images(source, folder)
+    return written + (copy_images(source, folder) if chosen is None else 0)
 
 
-def _pages(source: Source) -> Iterator[Page]:
+def _pages(source: Source, only: frozenset[str] | None) -> Iterator[Page]:
     yield "index.html", "runs.html", lambda links: pages.runs(source, links, 1, "", "", "")
     for run_id in queries.run_ids_starting(source, "", limit=10**9):
-        yield from _run_pages(source, run_id)
+        if only is None or run_id in only:
+            yield from _run_pages(source, run_id, only)
+    if only is not None:
+        return
     yield "numgen/index.html", "numgen_runs.html", lambda links: pages.numgen_runs(source, links)
     for run in browse.numgen_runs(source)["run_id"].to_list():
         yield from _numgen_pages(source, run)
@@ -87,11 +93,11 @@ def copy_images(source: Source, folder: Path) -> int:
     return copied
 
 
-def _run_pages(source: Source, run_id: str) -> Iterator[Page]:
+def _run_pages(source: Source, run_id: str, only: frozenset[str] | None) -> Iterator[Page]:
     home = pages.StaticLinks("")
     yield _file(home.run(run_id)), "run.html", lambda links: pages.run(source, links, run_id)
     previous = queries.previous_run(source, run_id)
-    if previous is not None:
+    if previous is not None and (only is None or previous in only):
         yield (
             _file(home.compare(previous, run_id)), "compare.html",
             lambda links: pages.comparison(source, links, previous, run_id, 1, 1),
@@ -121,3 +127,14 @@ def _bind(build: Callable[..., dict[str, Any]], source: Source, *args: Any) -> A
 
 def _file(link: str) -> str:
     return link.split("#", 1)[0]
+
+
+def export_run(source: Source, run_id: str, folder: Path) -> Path:
+    """A run's pages (and those of the run it is compared with, and their comparison) under
+    folder/RUN_ID/, for its summary artifact; the file of the run's page."""
+    from numerate.view.app import templates
+
+    previous = queries.previous_run(source, run_id)
+    target = folder / pages.slug(run_id)
+    export(source, target, templates(), only=[run_id, *([previous] if previous else [])])
+    return target / pages.StaticLinks("").run(run_id)

@@ -47,6 +47,11 @@ class Links:
 
     static = False
     page_size = PAGE_SIZE
+    numgen_pages = True
+
+    def includes(self, run_id: str) -> bool:
+        """Whether run `run_id` has pages here (an export of some runs has not every run's)."""
+        return True
 
     def runs(self, **query: object) -> str:
         return "/" + _query(query)
@@ -88,8 +93,13 @@ class StaticLinks(Links):
     static = True
     page_size = 10**9
 
-    def __init__(self, here: str) -> None:
+    def __init__(self, here: str, only: frozenset[str] | None = None) -> None:
         self.here = here
+        self.only = only
+        self.numgen_pages = only is None  # an export of some runs has no NumGen page
+
+    def includes(self, run_id: str) -> bool:
+        return self.only is None or run_id in self.only
 
     def _to(self, path: str) -> str:
         return posixpath.relpath(path, posixpath.dirname(self.here) or ".")
@@ -194,7 +204,7 @@ def runs(
         browse.runs_page, source, sweep=sweep or None, status=status or None, text=text or None
     )
     frame, at = paged(fetch, page, links.page_size)
-    listed = rows(frame)
+    listed = [row for row in rows(frame) if links.includes(row["id"])]
     for row in listed:
         row["link"] = links.run(row["id"])
     return {
@@ -215,6 +225,7 @@ def run(source: Source, links: Links, run_id: str) -> dict[str, Any]:
     """A run: its leaderboard (models x manifolds, pooled first), each model's part, and, while
     it is going, its answers so far by outcome."""
     record = require_run(source, run_id)
+    previous = queries.previous_run(source, run_id)
     summary = rows(queries.summaries(source, run_id))
     manifolds = sorted({row["manifold"] for row in summary if row["manifold"] != POOLED})
     board: dict[str, dict[str, Any]] = {}
@@ -232,7 +243,7 @@ def run(source: Source, links: Links, run_id: str) -> dict[str, Any]:
         "pooled": POOLED, "parts": queries.run_parts(source, run_id), "so_far": so_far,
         "outcomes": browse.OUTCOMES, "live": record.status == "running",
         "manifold_links": {m: links.manifold(run_id, m) for m in manifolds},
-        "previous": queries.previous_run(source, run_id),
+        "previous": previous if previous and links.includes(previous) else None,
     }  # fmt: skip
 
 

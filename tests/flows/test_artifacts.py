@@ -87,6 +87,30 @@ def test_a_sweep_publishes_results_summary_comparison_and_progress(db_path, tmp_
     assert not any(name.startswith("grade ") for name in names)
 
 
+def test_a_sweep_with_a_view_dir_links_its_summary_to_its_pages(db_path, tmp_path):
+    """With `view_dir`, each run writes its pages of `numerate view` (and those of the run it is
+    compared with) under view_dir/RUN_ID/, and its summary artifact and a link artifact point to
+    its page; every link of those pages lands."""
+    import html
+    import re
+
+    config = {**CONFIG, "name": "view-test", "view_dir": str(tmp_path / "pages")}
+    first = asyncio.run(sweep(config, db_path))
+    second = asyncio.run(sweep(config, db_path, fresh=True))
+    page = tmp_path / "pages" / second / "runs" / second / "index.html"
+    assert page.is_file()
+    [summary, _] = asyncio.run(artifacts("view-test-summary"))
+    assert f"[{page}]({page.as_uri()})" in summary.data
+    [link, _] = asyncio.run(artifacts("view-test-view"))
+    assert page.as_uri() in link.data
+    folder = tmp_path / "pages" / second
+    runs = {path.parent.name for path in folder.glob("runs/*/index.html")}
+    assert runs == {first, second}  # the run and the one it is compared with
+    for file in folder.rglob("*.html"):
+        for href in re.findall(r'href="([^"#]+)', file.read_text()):
+            assert (file.parent / html.unescape(href)).resolve().is_file(), (file, href)
+
+
 def test_the_nightly_flow_fails_on_a_regression_against_the_previous_night(db_path, tmp_path):
     import yaml
 
