@@ -20,7 +20,7 @@ def view(
             help="DuckDB results file (default: $NUMERATE_DB, else results/numerate.duckdb)."
         ),
     ] = None,
-    port: Annotated[int, typer.Option(help="Port to serve on.", min=0, max=65535)] = 8765,
+    port: Annotated[int, typer.Option(help="Port to serve on.", min=1, max=65535)] = 8765,
     host: Annotated[
         str, typer.Option(help="Address to serve on (127.0.0.1: this machine only).")
     ] = "127.0.0.1",
@@ -85,6 +85,6 @@ def serve(path: str, host: str, port: int) -> None:
         with socket.create_server((host, port)):
             pass
     except OSError as error:
-        fail(f"cannot serve on {host}:{port}: {error.strerror or error} (choose --port)")
+        fail(f"cannot serve on {host}:{port}: {error.strerror or error} (choose --host or --port)")
     typer.echo(f"numerate view of {path}: http://{host}:{port}/ (Ctrl-C stops it)", err=True)
     uvicorn.run(create_app(path), host=host, port=port, log_level="warning")

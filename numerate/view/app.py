@@ -92,6 +92,8 @@ def _case(reader: Reader, q: Request, links: pages.Links) -> dict[str, Any]:
 
 
 def _compare(reader: Reader, q: Request, links: pages.Links) -> dict[str, Any]:
+    if not _text(q, "base") or not _text(q, "new"):
+        raise ConfigError("which runs? (compare?base=RUN&new=RUN)")
     given = (_text(q, "base"), _text(q, "new"), _number(q, "lost"), _number(q, "gained"))
     return pages.comparison(reader, links, *given)
 
@@ -141,6 +143,9 @@ def create_app(db: str) -> Starlette:
                     return _problem(environment, str(error).strip("'\""), 404)
                 except ConfigError as error:
                     return _problem(environment, str(error), 400)
+                except Exception as error:  # a page that cannot be shown says why, in a line
+                    first = str(error).splitlines()[0] if str(error) else type(error).__name__
+                    return _problem(environment, f"could not show this page: {first}", 500)
                 page = environment.get_template(template)
                 return page.render(db=db, links=links, **context), 200
 

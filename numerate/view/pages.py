@@ -308,6 +308,8 @@ def cases(
     if chosen.outcome and chosen.outcome not in browse.OUTCOMES:
         raise ConfigError(f"outcome {chosen.outcome!r}: choose {', '.join(browse.OUTCOMES)}")
     level = (chosen.parameter, chosen.level) if chosen.parameter and chosen.level else None
+    if level is not None:
+        check_level(*level)
     args = (source, run_id, chosen.model, name, chosen.point, chosen.outcome, chosen.text)
     fetch = functools.partial(browse.point_cases, *args, level=level)
     frame, at = paged(fetch, chosen.page, links.page_size)
@@ -325,6 +327,18 @@ def cases(
         "manifold_link": links.manifold(run_id, name), "run_link": links.run(run_id),
         "page_link": lambda **changes: links.cases(run_id, name, **chosen.query(**changes)),
     }  # fmt: skip
+
+
+def check_level(parameter: str, value: str) -> None:
+    """ConfigError unless `value` is a grid parameter's value as JSON (a curve's point)."""
+    try:
+        if len(parameter) > 100 or len(value) > 200:
+            raise ValueError("too long")
+        json.loads(value)
+    except ValueError:
+        raise ConfigError(
+            f"x={parameter[:100]!r}, v={value[:100]!r}: not a grid parameter's value"
+        ) from None
 
 
 def case_pages(source: Source, run_id: str, name: str, model: str) -> list[dict[str, str]]:

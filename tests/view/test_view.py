@@ -136,6 +136,11 @@ def test_garbage_is_a_page_that_says_why_never_a_traceback(client, results):
     assert bad.status_code == 400 and "outcome" in bad.text
     assert client.get(f"/run/{second}/cases/objects").status_code == 400  # no model
     assert client.get(f"/run/{second}/manifold/nosuch").status_code == 404
+    for query in ({"x": "length", "v": "\"'"}, {"x": "length", "v": "9" * 5000}):
+        bad = client.get(f"/run/{second}/cases/objects", params={"model": "m", **query})
+        assert bad.status_code == 400 and "not a grid parameter" in bad.text
+    assert client.get("/compare").status_code == 400
+    assert client.get("/numgen/x/cell", params={"target": "-1", "count": "1"}).status_code == 400
     reflected = client.get(f"/run/{second}/cases/objects", params={"model": "m", "q": "<b>x"})
     assert "<b>x" not in reflected.text and "&lt;b&gt;x" in reflected.text
 
