@@ -3,6 +3,8 @@ interface, and exported. What a page shows is checked against the database read 
 
 import html
 import re
+import subprocess
+import sys
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -247,3 +249,51 @@ def test_the_server_serves_on_127_0_0_1_and_stops_on_sigint(results):
         assert "Traceback" not in server.stderr.read()
     finally:
         server.kill()
+
+
+@pytest.mark.slow
+def test_pages_of_a_run_that_is_going_update_themselves_while_it_writes(tmp_path):
+    """A sweep writing for a while in another process: the viewer reads the same file (no
+    copy) while it runs, shows the run as running with its answers so far, on pages that reload
+    themselves, and never stops the sweep."""
+    import time
+
+    from tests.cli.test_run import numerate_env, start_endpoint, write_config
+
+    endpoint, base_url, _ = start_endpoint(tmp_path, delay=0.05)
+    db = tmp_path / "live.duckdb"
+    config = write_config(
+        tmp_path / "sweep.yaml",
+        [{"name": "fake", "model": "fake-model", "base_url": base_url, "concurrency": 2}],
+        [{"manifold": "objects", "count": 200}],
+        batch_size=20,
+    )
+    sweep = subprocess.Popen(
+        [sys.executable, "-m", "numerate.cli", "run", "--config", str(config), "--db", str(db)],
+        cwd=ROOT, env=numerate_env(tmp_path / "prefect"), stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    client = TestClient(create_app(str(db)))
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert sweep.poll() is None, "the sweep ended before it was read"
+            assert time.monotonic() < deadline, "the viewer never saw the run going"
+            runs = client.get("/")
+            if runs.status_code == 200 and 'class="badge running"' in runs.text:
+                break
+            time.sleep(0.5)
+        assert '<meta http-equiv="refresh" content="5">' in runs.text
+        run_id = re.search(r'href="/run/([^"]+)"', runs.text)[1]
+        while "Answers by outcome" not in (going := client.get(f"/run/{run_id}").text):
+            assert sweep.poll() is None and time.monotonic() < deadline, "no answer seen"
+            time.sleep(0.5)
+        assert '<meta http-equiv="refresh"' in going and 'class="badge running"' in going
+        assert sweep.poll() is None  # read while the sweep was writing the file
+        assert sweep.wait(timeout=300) == 0
+    finally:
+        sweep.kill()
+        endpoint.kill()
+        endpoint.wait()
+    done = client.get(f"/run/{run_id}").text
+    assert '<meta http-equiv="refresh"' not in done and "Leaderboard" in done
