@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from numerate.cli import app
-from tests.cli.test_run import ROOT, numerate_env, one_error_line, start_endpoint, write_config
+from tests.cli.test_run import ROOT, numerate_env, one_error_line, slow_sweep, write_config
 
 runner = CliRunner()
 
@@ -117,14 +117,8 @@ def test_reports_do_not_touch_a_foreign_database(tmp_path, command):
 def test_report_and_duckdb_read_a_sweep_while_it_runs(tmp_path):
     """A sweep that writes for a while: another process reads the database itself (no copy)
     while it runs, sees its graded answers marked running, and sees it finished after."""
-    endpoint, base_url, _ = start_endpoint(tmp_path, delay=0.05)
+    config, endpoint, _ = slow_sweep(tmp_path, count=200, delay=0.05, batch_size=20)
     db = tmp_path / "live.duckdb"
-    config = write_config(
-        tmp_path / "sweep.yaml",
-        [{"name": "fake", "model": "fake-model", "base_url": base_url, "concurrency": 2}],
-        [{"manifold": "objects", "count": 200}],
-        batch_size=20,
-    )
     env = numerate_env(tmp_path / "prefect")
     report = [sys.executable, "-m", "numerate.cli", "report", "--db", str(db), "--format", "json"]
     sweep = subprocess.Popen(

@@ -154,6 +154,19 @@ def start_endpoint(tmp_path, delay):
     return process, base_url, log
 
 
+def slow_sweep(tmp_path, count, delay, batch_size):
+    """A sweep of one fake model that answers after `delay` seconds, two requests at a time:
+    its config file, the endpoint's process and its request log."""
+    endpoint, base_url, log = start_endpoint(tmp_path, delay=delay)
+    config = write_config(
+        tmp_path / "sweep.yaml",
+        [{"name": "fake", "model": "fake-model", "base_url": base_url, "concurrency": 2}],
+        [{"manifold": "objects", "count": count}],
+        batch_size=batch_size,
+    )
+    return config, endpoint, log
+
+
 def logged(log):
     return log.read_text().split() if log.exists() else []
 

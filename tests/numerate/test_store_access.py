@@ -319,16 +319,10 @@ def test_a_run_another_process_runs_is_not_resumed_a_new_run_starts(db_path, pre
 
 @pytest.mark.slow
 def test_a_run_past_the_wait_fails_in_one_line_and_the_same_command_resumes_it(tmp_path):
-    from tests.cli.test_run import logged, numerate_env, start_endpoint, write_config
+    from tests.cli.test_run import logged, numerate_env, slow_sweep
 
-    endpoint, base_url, log = start_endpoint(tmp_path, delay=0.1)
+    config, endpoint, log = slow_sweep(tmp_path, count=60, delay=0.1, batch_size=10)
     db = tmp_path / "r.duckdb"
-    config = write_config(
-        tmp_path / "sweep.yaml",
-        [{"name": "fake", "model": "fake-model", "base_url": base_url, "concurrency": 2}],
-        [{"manifold": "objects", "count": 60}],
-        batch_size=10,
-    )
     command = [sys.executable, "-m", "numerate.cli", "run", "--config", str(config),
                "--db", str(db)]  # fmt: skip
     env = {**numerate_env(tmp_path / "prefect"), "NUMERATE_LOCK_TIMEOUT": "2"}

@@ -258,16 +258,10 @@ def test_pages_of_a_run_that_is_going_update_themselves_while_it_writes(tmp_path
     themselves, and never stops the sweep."""
     import time
 
-    from tests.cli.test_run import numerate_env, start_endpoint, write_config
+    from tests.cli.test_run import numerate_env, slow_sweep
 
-    endpoint, base_url, _ = start_endpoint(tmp_path, delay=0.05)
+    config, endpoint, _ = slow_sweep(tmp_path, count=200, delay=0.05, batch_size=20)
     db = tmp_path / "live.duckdb"
-    config = write_config(
-        tmp_path / "sweep.yaml",
-        [{"name": "fake", "model": "fake-model", "base_url": base_url, "concurrency": 2}],
-        [{"manifold": "objects", "count": 200}],
-        batch_size=20,
-    )
     sweep = subprocess.Popen(
         [sys.executable, "-m", "numerate.cli", "run", "--config", str(config), "--db", str(db)],
         cwd=ROOT, env=numerate_env(tmp_path / "prefect"), stdout=subprocess.DEVNULL,
