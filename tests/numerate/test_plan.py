@@ -63,12 +63,14 @@ def test_planned_cases_hold_no_parsed_case():
 def test_objects_stay_frozen_until_the_outermost_block_ends():
     if gc.get_freeze_count():
         pytest.skip("something else froze objects in this process")
+    # Frozen objects that something frees meanwhile (another test's thread) leave the count:
+    # an inner block that unfroze would take it to 0, so half of it is the line to hold.
     with startup_objects_frozen():
         frozen = gc.get_freeze_count()
         assert frozen > 0
         with startup_objects_frozen():
-            assert gc.get_freeze_count() >= frozen
-        assert gc.get_freeze_count() >= frozen
+            assert gc.get_freeze_count() > frozen // 2
+        assert gc.get_freeze_count() > frozen // 2
     assert gc.get_freeze_count() == 0
 
 
