@@ -79,10 +79,8 @@ class Links:
         return f"{self.numgen(run_id)}/cell" + _query({"target": target, "count": shown})
 
     def image(self, run_id: str, prompt_id: str, annotated: bool) -> str:
-        query = {"annotated": 1} if annotated else {}
-        return f"{self.numgen(run_id)}/image/{quote(prompt_id, safe='')}" + (
-            "?annotated=1" if query else ""
-        )
+        address = f"{self.numgen(run_id)}/image/{quote(prompt_id, safe='')}"
+        return address + ("?annotated=1" if annotated else "")
 
 
 class StaticLinks(Links):
