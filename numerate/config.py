@@ -19,11 +19,14 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
+    SerializationInfo,
     ValidationError,
+    field_serializer,
     field_validator,
     model_validator,
 )
 
+from numerate.kernel.credentials import scrub
 from numerate.kernel.errors import ConfigError, describe_validation_error
 from numerate.kernel.files import read_text
 from numerate.manifolds import registry
@@ -139,6 +142,16 @@ class ModelConfig(BaseModel):
     def is_baseline(self) -> bool:
         return self.model_id.startswith("baseline:")
 
+    @field_serializer("base_url", when_used="json")
+    def _no_credentials(self, url: str | None, info: SerializationInfo) -> str | None:
+        """A base URL's user name and password stay in this process: its JSON form (what
+        Prefect stores as a flow run's parameters, what the database and the fingerprint see)
+        shows `http://***@host`, unless the dump is given WITH_CREDENTIALS (a config rebuilt
+        from another in this process)."""
+        if url is None or (info.context or {}).get("credentials"):
+            return url
+        return scrub(url, ())
+
     @model_validator(mode="after")
     def _endpoint_or_baseline(self) -> ModelConfig:
         if self.is_baseline:
@@ -156,6 +169,10 @@ class ModelConfig(BaseModel):
             raise ValueError(f"model {self.name!r}: set api_key_env or api_key_secret, not both")
         return self
 
+
+WITH_CREDENTIALS = {"credentials": True}
+"""`model_dump(mode="json", context=WITH_CREDENTIALS)`: keep base URLs' passwords (for a config
+rebuilt from the dump in this process; never for what leaves it)."""
 
 DEFAULT_COUNT = 20
 """Cases per grid point when a manifold entry gives neither `count` nor `precision`."""
@@ -343,7 +360,7 @@ class SweepConfig(BaseModel):
 
     def fingerprint(self) -> str:
         """Hash of everything that decides the run's cases and requests (not where results
-        go)."""
+        go, nor a base URL's password: a run resumes after the password changes)."""
         data = self.model_dump(mode="json", exclude={"db", "results_dir", "view_dir"})
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -391,7 +408,7 @@ def one_model_config(
     template.update(api_key_env=api_key_env, api_key_secret=None)
     if model.startswith("baseline:"):
         template["base_url"] = None
-    data = base.model_dump(mode="json")
+    data = base.model_dump(mode="json", context=WITH_CREDENTIALS)
     data["models"] = [template]
     if data["name"] == DEFAULT_SWEEP["name"]:
         data["name"] = re.sub(r"[^A-Za-z0-9_.-]+", "-", template["name"]).strip("-.") or "model"
@@ -408,7 +425,7 @@ def evaluate_config(
 ) -> SweepConfig:
     """`base` narrowed for an on-demand run: one model, some manifolds, another count."""
     config = one_model_config(base, model, base_url, name) if model else base
-    data = config.model_dump(mode="json")
+    data = config.model_dump(mode="json", context=WITH_CREDENTIALS)
     if manifolds is not None:
         unknown = sorted(set(manifolds) - {m["manifold"] for m in data["manifolds"]})
         if unknown:
@@ -426,8 +443,9 @@ def split_by_model(config: SweepConfig, results_dir: str) -> list[SweepConfig]:
     that can run on different machines (the cases are the same in every part)."""
     parts = []
     for model in config.models:
-        data = config.model_dump(mode="json")
-        data.update(models=[model.model_dump(mode="json")], results_dir=results_dir)
+        data = config.model_dump(mode="json", context=WITH_CREDENTIALS)
+        model_data = model.model_dump(mode="json", context=WITH_CREDENTIALS)
+        data.update(models=[model_data], results_dir=results_dir)
         parts.append(parse_sweep_config(data, f"part {model.name!r}"))
     return parts
 

@@ -1,5 +1,6 @@
 """`numerate run`, `report` and `db`: errors users see, and a sweep killed with SIGKILL."""
 
+import base64
 import json
 import os
 import signal
@@ -466,9 +467,13 @@ def test_a_cli_run_checks_the_concurrency_limit_before_it_starts(tmp_path, limit
 
 
 def no_secret_anywhere(result, secret, db=None):
-    """Neither the output nor the database shows `secret`, and no traceback was printed."""
+    """Neither the output, the database nor Prefect's own files (its database: flow run
+    parameters, task runs, artifacts) show `secret`, and no traceback was printed."""
     assert secret not in result.stdout and secret not in result.stderr
     assert "Traceback" not in result.output
+    files = [p for p in Path(os.environ["PREFECT_HOME"]).rglob("*") if p.is_file()]
+    leaked = [str(p) for p in files if secret.encode() in p.read_bytes()]
+    assert not leaked
     if db is not None and db.exists():
         con = duckdb.connect(str(db), read_only=True)
         try:
@@ -486,6 +491,8 @@ def test_a_password_in_the_base_url_is_never_printed_nor_stored(tmp_path, fake_o
     result = runner.invoke(app, ["run", "--model", "fake-model", "--base-url", url,
                                  "--db", str(db), "--format", "json"])  # fmt: skip
     assert result.exit_code == 0, result.output
+    basic = "Basic " + base64.b64encode(f"user:{password}".encode()).decode()
+    assert set(fake_openai.authorizations) == {basic}  # the endpoint got the password
     no_secret_anywhere(result, password, db)
     con = duckdb.connect(str(db), read_only=True)
     [(stored,)] = con.execute("SELECT DISTINCT base_url FROM completions").fetchall()

@@ -1,3 +1,4 @@
+import json
 from pathlib import Path
 
 import pytest
@@ -126,3 +127,27 @@ def test_a_model_s_id_is_model_in_a_config_file_and_model_id_in_code():
     named = base(models=[{"name": "m", "model_id": "served-id", "base_url": "http://x"}])
     with pytest.raises(ConfigError, match="model_id"):
         parse_sweep_config(named)
+
+
+def test_a_base_urls_password_stays_out_of_json_and_the_fingerprint():
+    """What leaves the process as JSON (Prefect's flow run parameters, the stored config) shows
+    no password; configs rebuilt in the process keep it; the fingerprint ignores it (a run
+    resumes after a password change) but not the host."""
+    from numerate.config import WITH_CREDENTIALS, evaluate_config, split_by_model
+
+    def config(url):
+        models = [{"name": "m", "model": "m", "base_url": url}]
+        manifolds = [{"manifold": "objects", "count": 2}]
+        return parse_sweep_config({"name": "s", "models": models, "manifolds": manifolds})
+
+    secret = config("http://user:pa55-w0rd@10.0.0.1:8000/v1")
+    assert "pa55-w0rd" not in secret.model_dump_json()
+    assert "pa55-w0rd" not in json.dumps(secret.model_dump(mode="json"))
+    assert secret.model_dump(mode="json")["models"][0]["base_url"] == "http://***@10.0.0.1:8000/v1"
+    kept = secret.model_dump(mode="json", context=WITH_CREDENTIALS)
+    assert kept["models"][0]["base_url"] == "http://user:pa55-w0rd@10.0.0.1:8000/v1"
+    assert evaluate_config(secret, count=3).models[0].base_url == secret.models[0].base_url
+    [part] = split_by_model(secret, "shards")
+    assert part.models[0].base_url == secret.models[0].base_url
+    assert secret.fingerprint() == config("http://user:other@10.0.0.1:8000/v1").fingerprint()
+    assert secret.fingerprint() != config("http://user:pa55-w0rd@10.0.0.2:8000/v1").fingerprint()
