@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -240,6 +241,13 @@ for sig in (signal.SIGTERM, signal.SIGKILL):
 _SERVER_START = threading.Lock()
 
 
+def _quiet_prefect_server_lines(record: logging.LogRecord) -> bool:
+    """False for Prefect's own lines about its temporary server (its address and a link, then
+    its stop): numerate says what it starts in one line of its own."""
+    message = record.getMessage()
+    return not message.startswith(("Starting temporary server", "Stopping temporary server"))
+
+
 class TemporaryServer:
     """Prefect's temporary server (when no PREFECT_API_URL is set), started in a thread so that
     the command checks its input and endpoints meanwhile; `wait()` before the first flow.
@@ -266,6 +274,9 @@ class TemporaryServer:
         # One start at a time in a process: a command that stopped early (bad input) leaves its
         # start running, and a second one beside it would migrate the same SQLite database
         # concurrently ("index ... already exists"). The next one finds it running.
+        prefect_logger = logging.getLogger("prefect")
+        if _quiet_prefect_server_lines not in prefect_logger.filters:
+            prefect_logger.addFilter(_quiet_prefect_server_lines)
         with _SERVER_START:
             try:
                 server = SubprocessASGIServer()  # the one Prefect's client would start

@@ -388,6 +388,22 @@ def test_an_unwritable_results_dir_is_refused_before_the_run(tmp_path):
     assert not db.exists()
 
 
+def test_the_temporary_server_is_announced_once_in_numerate_s_words(tmp_path):
+    """Prefect's own lines about its temporary server (its address, a link, its stop: INFO,
+    the level a user's Prefect logs at) are not printed beside numerate's line."""
+    config = write_config(tmp_path / "s.yaml", [{"name": "o", "model": "baseline:oracle"}])
+    env = numerate_env(tmp_path / "prefect")
+    env["PREFECT_LOGGING_LEVEL"] = "INFO"
+    done = subprocess.run(
+        [sys.executable, "-m", "numerate.cli", "run", "--config", str(config),
+         "--db", str(tmp_path / "r.duckdb"), "--format", "json"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "temporary server" not in done.stderr.replace("Prefect's temporary server (", "")
+    assert "Traceback" not in done.stderr
+
+
 @pytest.mark.slow
 def test_prefect_s_temporary_server_dies_with_a_killed_cli(tmp_path):
     psutil = pytest.importorskip("psutil")
