@@ -6,6 +6,7 @@ Imports stay inside the commands: `numerate --help` must not load numpy or torch
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast
 
@@ -65,7 +66,7 @@ def _load_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def _metrics_frame(row: dict[str, Any]) -> Any:
+def _metrics_frame(row: Mapping[str, object]) -> Any:
     """One row of metrics (`NumGenScores.as_row()` or a `numgen_metrics` row), shown columns."""
     import polars as pl
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from numerate.numgen.rows import ScoresRow, TargetRow
+
 MAX_COUNT = 20
 """The last column of the confusion matrix: 20 or more."""
 COLUMNS = tuple(range(MAX_COUNT + 1))
@@ -293,7 +295,7 @@ class NumGenScores:
             "overflow_rate": self.overflow_rate,
         }
 
-    def as_row(self) -> dict[str, float | int | None]:
+    def as_row(self) -> ScoresRow:
         """The metrics flat, named as the columns of `numgen_metrics`."""
         sv = self.scalar_variability
         return {
@@ -335,11 +337,11 @@ def score(cm: ConfusionMatrix) -> NumGenScores:
     )
 
 
-def per_target_accuracy(cm: ConfusionMatrix) -> list[dict[str, float | None]]:
+def per_target_accuracy(cm: ConfusionMatrix) -> list[TargetRow]:
     """Accuracy with its 95% Wilson interval for each target (detector calibration uses it)."""
     from numerate.kernel.stats import wilson_interval
 
-    rows = []
+    rows: list[TargetRow] = []
     for i, t in enumerate(cm.targets):
         total = int(cm.counts[i].sum())
         hits = int(cm.counts[i, t])

@@ -40,6 +40,53 @@ class DetectionRow(TypedDict):
     run_id: NotRequired[str]
 
 
+class ScoresRow(TypedDict):
+    """A run's metrics flat (numerate.numgen.metrics.NumGenScores.as_row), named as the
+    columns of `numgen_metrics`."""
+
+    n: int
+    accuracy: float | None
+    ci_low: float
+    ci_high: float
+    mwe: float | None
+    knower_level: int
+    human_correlation: float | None
+    random_correlation: float | None
+    sv_slope: float | None
+    sv_intercept: float | None
+    sv_r_squared: float | None
+    sv_slope_se: float | None
+    sv_p_slope_is_1: float | None
+    sv_points: int
+    zero_rate: float | None
+    overflow_rate: float | None
+
+
+class MetricsRow(ScoresRow):
+    """A `numgen_metrics` row: the scores, what they were measured with, the images without a
+    count and the confusion matrix as JSON."""
+
+    run_id: str
+    generator: str
+    detector: str
+    errors: int
+    confusion: str
+
+
+class TargetRow(TypedDict):
+    """A `numgen_targets` row: one target's accuracy with its 95% Wilson interval (its run id
+    is added where the run is known)."""
+
+    target: int
+    n: int
+    correct: int
+    accuracy: float | None
+    ci_low: float
+    ci_high: float
+    mean_count: float | None
+    run_id: NotRequired[str]
+
+
 NumGenResult = dict[str, object]
 """A NumGen run's id, metrics and heatmap path (numerate.numgen.metrics.NumGenScores.as_dict),
 as JSON: what the `numgen` flow returns."""

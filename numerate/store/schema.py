@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from numerate.kernel.errors import NumerateError
-from numerate.numgen.rows import DetectionRow, ImageRow
+from numerate.numgen.rows import DetectionRow, ImageRow, MetricsRow, TargetRow
 from numerate.store.migrations import MIGRATIONS
 from numerate.store.rows import (
     CaseRow,
@@ -48,8 +48,6 @@ SHARD_TABLES: dict[str, tuple[str, str]] = {
 OPTIONAL_SHARD_TABLES = frozenset({"run_models", "point_stops"})
 """Shard tables that runs published by earlier versions lack."""
 
-NUMGEN_TABLES = ("numgen_images", "numgen_detections", "numgen_metrics", "numgen_targets")
-
 COMPLETION_COLUMNS = columns(CompletionRow)
 RESPONSE_COLUMNS = columns(ResponseRow)
 CASE_COLUMNS = columns(CaseRow)
@@ -58,6 +56,8 @@ REGRADE_COLUMNS = columns(Regrade)
 RUN_PART_COLUMNS = columns(RunPartRow)
 IMAGE_COLUMNS = columns(ImageRow)
 DETECTION_COLUMNS = columns(DetectionRow)
+METRICS_COLUMNS = columns(MetricsRow)
+TARGET_COLUMNS = columns(TargetRow)
 
 
 JOURNALED: dict[str, tuple[tuple[str, ...], str]] = {

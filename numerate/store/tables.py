@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from numerate.kernel.credentials import redact
-from numerate.numgen.rows import DetectionRow, ImageRow
+from numerate.numgen.rows import DetectionRow, ImageRow, MetricsRow, TargetRow
 from numerate.store.rows import (
     CaseRow,
     CompletionRow,
@@ -25,11 +25,12 @@ from numerate.store.schema import (
     COMPLETION_COLUMNS,
     DETECTION_COLUMNS,
     IMAGE_COLUMNS,
-    NUMGEN_TABLES,
+    METRICS_COLUMNS,
     POINT_STOP_COLUMNS,
     REGRADE_COLUMNS,
     RESPONSE_COLUMNS,
     RUN_PART_COLUMNS,
+    TARGET_COLUMNS,
     StoreError,
     now,
 )
@@ -284,14 +285,13 @@ class Tables:
         with self.session() as con:
             insert_rows(con, "numgen_detections", DETECTION_COLUMNS, rows, conflict="OR REPLACE")
 
-    def put_numgen_rows(self, table: str, rows: Sequence[Mapping[str, object]]) -> None:
-        """Rows of one NumGen table (images, detections, metrics, calibration); a row already
-        stored for the same key is replaced, so re-ingesting a manifest changes nothing."""
-        if table not in NUMGEN_TABLES:
-            raise ValueError(f"not a NumGen table: {table!r}")
-        if rows:
-            with self.session() as con:
-                insert_rows(con, table, list(rows[0]), rows, conflict="OR REPLACE")
+    def put_numgen_scores(self, metrics: MetricsRow, targets: Sequence[TargetRow]) -> None:
+        """A NumGen run's metrics and per-target accuracy (each target row with its run id),
+        in one transaction; scoring the run again replaces them."""
+        with self.transaction() as con:
+            insert_rows(con, "numgen_metrics", METRICS_COLUMNS, [metrics], conflict="OR REPLACE")
+            con.execute("DELETE FROM numgen_targets WHERE run_id = ?", [metrics["run_id"]])
+            insert_rows(con, "numgen_targets", TARGET_COLUMNS, targets)
 
     # ------------------------------------------------------------------ aggregates
 

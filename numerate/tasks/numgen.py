@@ -25,7 +25,7 @@ from numerate.numgen.detection import make_detector
 from numerate.numgen.generation import make_generator
 from numerate.numgen.metrics import confusion_matrix, per_target_accuracy, score
 from numerate.numgen.prompts import Prompt, make_prompts
-from numerate.numgen.rows import NumGenResult
+from numerate.numgen.rows import MetricsRow, NumGenResult, TargetRow
 from numerate.progress import current as current_progress
 from numerate.provenance import code_version
 from numerate.store import Store, queries
@@ -135,17 +135,16 @@ async def score_run(run_id: str, numgen: NumGenConfig, db: str) -> NumGenResult:
     design = range(numgen.prompts.n_min, numgen.prompts.n_max + 1)
     cm = confusion_matrix([t for t, _ in counted], [c for _, c in counted], design)
     scores = score(cm)
-    metrics = {
+    metrics: MetricsRow = {
+        **scores.as_row(),
         "run_id": run_id,
         "generator": numgen.generator,
         "detector": numgen.detector_label,
         "errors": errors,
-        **scores.as_row(),
         "confusion": json.dumps({"targets": list(cm.targets), "counts": cm.counts.tolist()}),
     }
-    await asyncio.to_thread(store.put_numgen_rows, "numgen_metrics", [metrics])
-    targets = [{"run_id": run_id, **row} for row in per_target_accuracy(cm)]
-    await asyncio.to_thread(store.put_numgen_rows, "numgen_targets", targets)
+    targets: list[TargetRow] = [{**row, "run_id": run_id} for row in per_target_accuracy(cm)]
+    await asyncio.to_thread(store.put_numgen_scores, metrics, targets)
     heatmap = run_folder(numgen, run_id) / "confusion.png"
     image = render_heatmap(cm, f"{numgen.generator} / {numgen.detector_label} (n = {cm.n})")
     write_atomically(heatmap, lambda handle: image.save(handle, format="PNG"))

@@ -382,3 +382,29 @@ def test_a_journal_of_an_earlier_version_is_replayed_with_null_for_a_newer_colum
     (folder / "dead.000001.jsonl").write_text(json.dumps(["completions", row]) + "\n")
     stored = Store.open(db_path).get_completions(["old"])
     assert stored["old"]["revision"] is None and stored["old"]["text"] == "Answer: 1"
+
+
+def test_a_numgen_run_scored_again_keeps_only_its_new_scores(db_path):
+    """Metrics and per-target rows are typed (numerate.numgen.rows) and written together; a
+    second scoring over a smaller design leaves no target of the first behind, and a metrics
+    row without a column is refused with nothing written."""
+    from numerate.numgen.metrics import confusion_matrix, per_target_accuracy, score
+
+    def scored(targets, counts, design):
+        cm = confusion_matrix(targets, counts, design)
+        metrics = {**score(cm).as_row(), "run_id": "ng-1", "generator": "g", "detector": "d",
+                   "errors": 0, "confusion": "{}"}  # fmt: skip
+        return metrics, [{**row, "run_id": "ng-1"} for row in per_target_accuracy(cm)]
+
+    store = Store.open(db_path)
+    store.put_numgen_scores(*scored([1, 2, 3, 3], [1, 2, 3, 4], range(1, 4)))
+    store.put_numgen_scores(*scored([1, 2], [1, 1], range(1, 3)))
+    rows = store.query("SELECT target, n, correct FROM numgen_targets ORDER BY target")
+    assert rows == [(1, 1, 1), (2, 1, 0)]
+    [(accuracy, n)] = store.query("SELECT accuracy, n FROM numgen_metrics")
+    assert (accuracy, n) == (0.5, 2)
+    metrics, targets = scored([1], [1], range(1, 2))
+    del metrics["mwe"]
+    with pytest.raises(StoreError, match="a numgen_metrics row has no column 'mwe'"):
+        store.put_numgen_scores(metrics, targets)
+    assert store.query("SELECT count(*) FROM numgen_targets") == [(2,)]
