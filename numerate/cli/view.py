@@ -70,7 +70,7 @@ def export_pages(path: str, folder: Path) -> None:
             typer.echo(f"  {done[0]:,} pages written ...", err=True)
 
     with Reader.open(path) as reader:
-        written = export(reader, folder, templates(), progress)
+        written = export(reader, folder, templates(), progress, between=reader.let_writers_in)
     typer.echo(f"{written:,} files in {folder.resolve()} (open {folder.resolve() / 'index.html'})")
 
 

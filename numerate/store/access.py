@@ -8,6 +8,12 @@ default 600 s). A wait longer than a second is said once, naming the process tha
 and again every 30 s. The lock is the operating system's: a process that dies, however it dies,
 holds nothing afterwards.
 
+A process that has waited KNOCK_AFTER_S says so with a file in `<db>.waiting/` (its pid, and
+whether it waits to read or to write), removed when its wait ends: a process that must read for
+long (an export of thousands of pages) checks `waiting_writers` between pieces of work and lets
+the file go for their turn (numerate.store.reader.Reader.let_writers_in), so writers never wait
+for the whole of it. A folder where no such file can be made only loses that courtesy.
+
 With NUMERATE_LOCK_LOG set to a file, every session appends one JSON line (pid, database, read or
 write, seconds waited, seconds held): `bench/contention.py` reads them.
 """
@@ -36,6 +42,7 @@ __all__ = [
     "holder",
     "hurry",
     "lock_timeout_s",
+    "waiting_writers",
 ]
 
 logger = logging.getLogger("numerate.store")
@@ -43,6 +50,7 @@ logger = logging.getLogger("numerate.store")
 DEFAULT_LOCK_TIMEOUT_S = 600.0
 ANNOUNCE_AFTER_S = 1.0
 ANNOUNCE_EVERY_S = 30.0
+KNOCK_AFTER_S = 0.05
 
 
 class DatabaseBusy(StoreError):
@@ -120,7 +128,8 @@ def connect(path: str, *, read_only: bool = False, config: dict[str, Any] | None
     import duckdb
 
     return _when_free(path, lambda: duckdb.connect(path, read_only=read_only,
-                                                   config=dict(config or {})))  # fmt: skip
+                                                   config=dict(config or {})),
+                      "read" if read_only else "write")  # fmt: skip
 
 
 ATTACHED = "numerate_results"
@@ -137,7 +146,7 @@ def attach(con: Any, path: str) -> None:
         con.execute(f"ATTACH '{path.replace(chr(39), chr(39) * 2)}' AS {ATTACHED}")
         con.execute(f"USE {ATTACHED}")
 
-    _when_free(path, attached)
+    _when_free(path, attached, "write")
 
 
 def detach(con: Any) -> None:
@@ -146,40 +155,108 @@ def detach(con: Any) -> None:
     con.execute(f"DETACH {ATTACHED}")
 
 
-def _when_free(path: str, open_it: Any) -> Any:
+def _when_free(path: str, open_it: Any, kind: str) -> Any:
     """`open_it()`, again and again while another process holds `path` (jittered, growing
-    pauses), up to `lock_timeout_s()` (or a `hurry`); said after a second and every 30 s."""
+    pauses), up to `lock_timeout_s()` (or a `hurry`); said after a second and every 30 s, and
+    knocked (`_knock`) after KNOCK_AFTER_S."""
     import duckdb
 
-    timeout = lock_timeout_s()
     started = time.monotonic()
     pause = 0.005
     announced_at: float | None = None
-    while True:
-        try:
-            return open_it()
-        except duckdb.IOException as error:
-            if not is_lock_conflict(error):
-                raise
-            waited = time.monotonic() - started
-            other = holder(error)
-            if waited >= timeout or (_cap is not None and time.monotonic() >= _cap):
-                raise DatabaseBusy(
-                    f"results database {path} stayed busy for {waited:.0f} s"
-                    + (f" (held by {other})" if other else "")
-                    + ": nothing is lost; run the same command again once it is free, or "
-                    "wait longer with NUMERATE_LOCK_TIMEOUT=<seconds>"
-                ) from None
-            due = ANNOUNCE_AFTER_S if announced_at is None else announced_at + ANNOUNCE_EVERY_S
-            if waited >= due:
-                announced_at = waited
-                _announce(
-                    f"waiting for results database {path}"
-                    + (f", held by {other}" if other else "")
-                    + f" ({waited:.0f} s so far; up to {timeout:.0f} s, NUMERATE_LOCK_TIMEOUT)"
-                )
-            time.sleep(pause * random.uniform(0.5, 1.5))
-            pause = min(pause * 2, 0.2)
+    knocked = False
+    with contextlib.ExitStack() as knocking:
+        while True:
+            try:
+                return open_it()
+            except duckdb.IOException as error:
+                if not is_lock_conflict(error):
+                    raise
+                waited = time.monotonic() - started
+                announced_at = _still_busy(path, error, waited, announced_at)
+                if waited >= KNOCK_AFTER_S and not knocked:
+                    knocking.enter_context(_knock(path, kind))
+                    knocked = True
+                time.sleep(pause * random.uniform(0.5, 1.5))
+                pause = min(pause * 2, 0.2)
+
+
+def _still_busy(
+    path: str, error: BaseException, waited: float, announced_at: float | None
+) -> float | None:
+    """DatabaseBusy once the wait is over its bound; says the wait after a second and every 30
+    s (returns when it last did)."""
+    timeout = lock_timeout_s()
+    other = holder(error)
+    if waited >= timeout or (_cap is not None and time.monotonic() >= _cap):
+        raise DatabaseBusy(
+            f"results database {path} stayed busy for {waited:.0f} s"
+            + (f" (held by {other})" if other else "")
+            + ": nothing is lost; run the same command again once it is free, or "
+            "wait longer with NUMERATE_LOCK_TIMEOUT=<seconds>"
+        ) from None
+    due = ANNOUNCE_AFTER_S if announced_at is None else announced_at + ANNOUNCE_EVERY_S
+    if waited < due:
+        return announced_at
+    _announce(
+        f"waiting for results database {path}"
+        + (f", held by {other}" if other else "")
+        + f" ({waited:.0f} s so far; up to {timeout:.0f} s, NUMERATE_LOCK_TIMEOUT)"
+    )
+    return waited
+
+
+def _waiting_dir(path: str) -> Path:
+    return Path(f"{path}.waiting")
+
+
+@contextlib.contextmanager
+def _knock(path: str, kind: str) -> Iterator[None]:
+    """A file saying that this process waits for `path` (to `kind`: read or write), while the
+    block runs; nothing when it cannot be made (a read-only folder)."""
+    import uuid
+
+    folder = _waiting_dir(path)
+    knock = folder / f"{os.getpid()}.{kind}.{uuid.uuid4().hex[:8]}"
+    try:
+        folder.mkdir(exist_ok=True)
+        knock.touch()
+    except OSError:
+        yield
+        return
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            knock.unlink()
+        with contextlib.suppress(OSError):
+            folder.rmdir()  # not empty: another process waits too
+
+
+def waiting_writers(path: str) -> int:
+    """How many live processes wait to write `path` (knocks of dead ones are removed)."""
+    folder = _waiting_dir(path)
+    if not folder.is_dir():
+        return 0
+    live = 0
+    for knock in folder.glob("*.write.*"):
+        pid = knock.name.split(".", 1)[0]
+        if pid.isdigit() and _alive(int(pid)):
+            live += 1
+        else:
+            with contextlib.suppress(OSError):
+                knock.unlink()
+    return live
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
 
 
 def _announce(message: str) -> None:

@@ -7,7 +7,8 @@ A reader's connection is read-only and cannot touch any file outside the databas
 Writers hold the file only for short sessions (numerate.store.writer), so a reader opens the
 database itself, waiting (bounded, visibly: numerate.store.access) while a writer has it, and
 sees every answer graded more than a few seconds ago. A reader holds the file while it is open:
-open one for a command, not for an afternoon.
+open one for a command, not for an afternoon; one that reads for long calls `let_writers_in`
+between pieces of its work.
 """
 
 from __future__ import annotations
@@ -36,9 +37,20 @@ NATIVE_TYPES = frozenset(
 are; `printable_frame` shows the others as text."""
 
 
+WRITERS_FIRST_S = 2.0
+"""How long a reader about to open the database lets processes that wait to write it go first
+(numerate.store.access.waiting_writers): many readers in turn (a viewer's pages) never keep a
+writer out."""
+
+
 def _connect(path: str) -> Any:
+    import time
+
     from numerate.store import access
 
+    deadline = time.monotonic() + WRITERS_FIRST_S
+    while access.waiting_writers(path) and time.monotonic() < deadline:
+        time.sleep(0.01)
     return access.connect(path, read_only=True, config=READ_ONLY_CONFIG)
 
 
@@ -181,6 +193,24 @@ class Reader:
             if "interrupted" in str(error).lower():
                 raise KeyboardInterrupt from None
             raise
+
+    def let_writers_in(self, wait_s: float = 1.0) -> bool:
+        """For a reader that reads for long (an export): when a process waits to write the
+        database (numerate.store.access.waiting_writers), let the file go until it has its
+        turn (at most `wait_s`), then open it again (waiting like any reader). True when it
+        did."""
+        import time
+
+        from numerate.store import access
+
+        if self.abandoned or not access.waiting_writers(self.path):
+            return False
+        self.con.close()
+        deadline = time.monotonic() + wait_s
+        while access.waiting_writers(self.path) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self.con = _connect(self.path)
+        return True
 
     def close(self) -> None:
         if not self.abandoned:

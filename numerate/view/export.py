@@ -31,19 +31,29 @@ def export(
     environment: jinja2.Environment,
     progress: Callable[[str], None] = lambda path: None,
     only: Sequence[str] = (),
+    between: Callable[[], object] = lambda: None,
 ) -> int:
     """Write every page of `source` under `folder` (only those of the runs `only` and their
-    comparison, when given: no NumGen run then); returns how many files were written."""
+    comparison, when given: no NumGen run then); returns how many files were written.
+    `between` runs before each page (a reader lets waiting writers in there). A page that
+    cannot be built from what is stored now (a live run's manifold before its first grid
+    point is summed up) says so, as the server's page would."""
     written = 0
     chosen = frozenset(only) or None
     for path, template, build in _pages(source, chosen):
+        between()
         links = pages.StaticLinks(path, chosen)
-        body = environment.get_template(template).render(
-            db=source.path, links=links, exported=source.path, **build(links)
-        )
+        try:
+            shown = environment.get_template(template).render(
+                db=source.path, links=links, exported=source.path, **build(links)
+            )
+        except LookupError as error:
+            shown = environment.get_template("problem.html").render(
+                message=str(error).strip("'\""), status=404, links=links
+            )
         target = folder / path
         target.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(target, body.encode())
+        write_atomically(target, shown.encode())
         written += 1
         progress(path)
     return written + (copy_images(source, folder) if chosen is None else 0)

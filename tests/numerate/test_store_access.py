@@ -408,3 +408,54 @@ def test_a_numgen_run_scored_again_keeps_only_its_new_scores(db_path):
     with pytest.raises(StoreError, match="a numgen_metrics row has no column 'mwe'"):
         store.put_numgen_scores(metrics, targets)
     assert store.query("SELECT count(*) FROM numgen_targets") == [(2,)]
+
+
+WRITE_TEN_TIMES = textwrap.dedent(
+    """
+    import sys, time
+    from numerate.store.access import connect
+    waits = []
+    for _ in range(10):
+        started = time.monotonic()
+        con = connect(sys.argv[1])
+        waits.append(time.monotonic() - started)
+        con.execute("CREATE TABLE IF NOT EXISTS t (x INTEGER)")
+        con.execute("INSERT INTO t VALUES (1)")
+        con.close()
+        time.sleep(0.05)
+    print(max(waits), flush=True)
+    """
+)
+
+
+def test_readers_in_turn_never_keep_a_writer_out(tmp_path, db_path):
+    """Four threads that open the database, read and close it, without a pause between (a
+    viewer's pages, pollers): a writer in another process still gets the file within a
+    second, each of ten times (it knocks, and readers about to open let it go first)."""
+    import threading
+
+    from numerate.store.reader import Reader
+
+    Store.open(db_path)
+    Store.close_all()
+    stop = threading.Event()
+
+    def read() -> None:
+        while not stop.is_set():
+            with Reader.open(db_path) as reader:
+                reader.query("SELECT count(*) FROM runs")
+                time.sleep(0.02)
+
+    readers = [threading.Thread(target=read) for _ in range(4)]
+    for thread in readers:
+        thread.start()
+    try:
+        done = subprocess.run([sys.executable, "-c", WRITE_TEN_TIMES, db_path], cwd=ROOT,
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+    finally:
+        stop.set()
+        for thread in readers:
+            thread.join()
+    assert done.returncode == 0, done.stderr
+    assert float(done.stdout) < 1.0
+    assert not Path(f"{db_path}.waiting").exists()  # every knock removed

@@ -291,3 +291,76 @@ def test_pages_of_a_run_that_is_going_update_themselves_while_it_writes(tmp_path
         endpoint.wait()
     done = client.get(f"/run/{run_id}").text
     assert '<meta http-equiv="refresh"' not in done and "Leaderboard" in done
+
+
+def test_an_export_that_reads_for_long_lets_a_writing_sweep_in(tmp_path):
+    """An export holds the database for minutes on a large one. While it reads, a sweep in
+    another process writes the same file: each of the sweep's sessions waits less than a
+    second (the export lets the file go when a writer knocks: without it, 2.1 s here), and
+    the sweep finishes."""
+    import json
+    import time
+
+    from numerate.store.reader import Reader
+    from numerate.view.app import templates
+    from numerate.view.export import export
+    from tests.cli.test_run import numerate_env, slow_sweep
+
+    config, endpoint, _ = slow_sweep(tmp_path, count=100, delay=0.05, batch_size=20)
+    db, lock_log = tmp_path / "live.duckdb", tmp_path / "locks.jsonl"
+    env = numerate_env(tmp_path / "prefect") | {"NUMERATE_LOCK_LOG": str(lock_log)}
+    sweep = subprocess.Popen(
+        [sys.executable, "-m", "numerate.cli", "run", "--config", str(config), "--db", str(db)],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while answers(db) < 20:
+            assert sweep.poll() is None and time.monotonic() < deadline, "the sweep never wrote"
+            time.sleep(0.2)
+        started = time.time()
+        with Reader.open(str(db)) as reader:  # pages written slowly: the export holds on
+            written = export(reader, tmp_path / "out", templates(), lambda page: time.sleep(0.4),
+                             between=reader.let_writers_in)  # fmt: skip
+        ended = time.time()
+        assert sweep.wait(timeout=300) == 0
+    finally:
+        sweep.kill()
+        endpoint.kill()
+        endpoint.wait()
+    assert written >= 3 and ended - started > 1.2
+    sessions = [json.loads(line) for line in lock_log.read_text().splitlines()]
+    during = [s for s in sessions if started < s["at"] < ended + 1 and s["kind"] == "write"]
+    assert during, "the sweep wrote nothing while the export read"
+    assert max(s["waited_s"] for s in during) < 1.0, during
+    assert "Traceback" not in "".join(p.read_text() for p in (tmp_path / "out").rglob("*.html"))
+
+
+def test_an_export_of_a_run_not_summed_up_yet_says_so_on_that_page(results, tmp_path):
+    """A live run's manifold has answers before its grid points are summed up: its page in
+    an export says so (as the server's would), and the export goes on."""
+    import shutil
+
+    db, (first, _) = results
+    copy = tmp_path / "copy.duckdb"
+    shutil.copy(db, copy)
+    con = duckdb.connect(str(copy))
+    con.execute("DELETE FROM points WHERE run_id = ? AND manifold = 'objects'", [first])
+    con.close()
+    done = runner.invoke(app, ["view", "--db", str(copy), "--export", str(tmp_path / "out")])
+    assert done.exit_code == 0, done.output
+    pages = {str(p): p.read_text() for p in (tmp_path / "out").rglob("*.html")}
+    said = [name for name, text in pages.items() if "has no grid point of manifold" in text]
+    assert len(said) == 1 and "Traceback" not in "".join(pages.values())
+
+
+def answers(db):
+    """How many answers `db` holds (0 before it exists), read like any reader."""
+    from numerate.kernel.errors import ConfigError
+    from numerate.store.reader import Reader
+
+    try:
+        with Reader.open(str(db)) as reader:
+            return reader.query("SELECT count(*) FROM responses")[0][0]
+    except ConfigError:
+        return 0
