@@ -12,7 +12,14 @@ import pytest
 from typer.testing import CliRunner
 
 from numerate.cli import app
-from tests.cli.test_run import ROOT, numerate_env, one_error_line, slow_sweep, write_config
+from tests.cli.test_run import (
+    ROOT,
+    numerate_env,
+    one_error_line,
+    slow_sweep,
+    start_sweep,
+    write_config,
+)
 
 runner = CliRunner()
 
@@ -121,10 +128,7 @@ def test_report_and_duckdb_read_a_sweep_while_it_runs(tmp_path):
     db = tmp_path / "live.duckdb"
     env = numerate_env(tmp_path / "prefect")
     report = [sys.executable, "-m", "numerate.cli", "report", "--db", str(db), "--format", "json"]
-    sweep = subprocess.Popen(
-        [sys.executable, "-m", "numerate.cli", "run", "--config", str(config), "--db", str(db)],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    sweep = start_sweep(config, db, env)
     try:
         deadline = time.monotonic() + 120
         while True:

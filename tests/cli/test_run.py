@@ -168,6 +168,14 @@ def slow_sweep(tmp_path, count, delay, batch_size):
     return config, endpoint, log
 
 
+def start_sweep(config, db, env):
+    """`numerate run --config CONFIG --db DB` in its own process, its output discarded."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "numerate.cli", "run", "--config", str(config), "--db", str(db)],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
 def logged(log):
     return log.read_text().split() if log.exists() else []
 

@@ -3,8 +3,6 @@ interface, and exported. What a page shows is checked against the database read 
 
 import html
 import re
-import subprocess
-import sys
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -258,15 +256,11 @@ def test_pages_of_a_run_that_is_going_update_themselves_while_it_writes(tmp_path
     themselves, and never stops the sweep."""
     import time
 
-    from tests.cli.test_run import numerate_env, slow_sweep
+    from tests.cli.test_run import numerate_env, slow_sweep, start_sweep
 
     config, endpoint, _ = slow_sweep(tmp_path, count=200, delay=0.05, batch_size=20)
     db = tmp_path / "live.duckdb"
-    sweep = subprocess.Popen(
-        [sys.executable, "-m", "numerate.cli", "run", "--config", str(config), "--db", str(db)],
-        cwd=ROOT, env=numerate_env(tmp_path / "prefect"), stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    sweep = start_sweep(config, db, numerate_env(tmp_path / "prefect"))
     client = TestClient(create_app(str(db)))
     try:
         deadline = time.monotonic() + 120
@@ -304,15 +298,12 @@ def test_an_export_that_reads_for_long_lets_a_writing_sweep_in(tmp_path):
     from numerate.store.reader import Reader
     from numerate.view.app import templates
     from numerate.view.export import export
-    from tests.cli.test_run import numerate_env, slow_sweep
+    from tests.cli.test_run import numerate_env, slow_sweep, start_sweep
 
     config, endpoint, _ = slow_sweep(tmp_path, count=100, delay=0.05, batch_size=20)
     db, lock_log = tmp_path / "live.duckdb", tmp_path / "locks.jsonl"
     env = numerate_env(tmp_path / "prefect") | {"NUMERATE_LOCK_LOG": str(lock_log)}
-    sweep = subprocess.Popen(
-        [sys.executable, "-m", "numerate.cli", "run", "--config", str(config), "--db", str(db)],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    sweep = start_sweep(config, db, env)
     try:
         deadline = time.monotonic() + 120
         while answers(db) < 20:
