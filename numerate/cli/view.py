@@ -45,16 +45,37 @@ def view(
     serve(path, host, port)
 
 
+MARKER = ".numerate-export"
+"""The file an export leaves in its folder: the files it wrote, one per line. A later export
+into the same folder removes those it no longer writes (a run since deleted), nothing else."""
+
+
 def export_folder(given: str) -> Path:
-    """The folder an export goes into: new, or empty, or an earlier export (its index.html)."""
+    """The folder an export goes into, made if needed: new, or empty, or an earlier export
+    (its MARKER, or the index.html of an export made before there was one); ConfigError when
+    it is something else or cannot be written."""
     if not given.strip():
         raise ConfigError("--export '': give a folder")
     folder = Path(given).expanduser()
     if folder.exists() and not folder.is_dir():
         raise ConfigError(f"--export {given}: not a folder")
-    if folder.is_dir() and any(folder.iterdir()) and not (folder / "index.html").is_file():
+    earlier = (folder / MARKER).is_file() or "numerate view" in _head(folder / "index.html")
+    if folder.is_dir() and any(folder.iterdir()) and not earlier:
         raise ConfigError(f"--export {given}: a folder with other files in it (give a new one)")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / MARKER).touch()
+    except OSError as error:
+        raise ConfigError(f"--export {given}: cannot write there ({error.strerror})") from None
     return folder
+
+
+def _head(path: Path) -> str:
+    try:
+        with open(path, errors="replace") as text:
+            return text.read(4096)
+    except OSError:
+        return ""
 
 
 def export_pages(path: str, folder: Path) -> None:
@@ -62,29 +83,78 @@ def export_pages(path: str, folder: Path) -> None:
     from numerate.view.app import templates
     from numerate.view.export import export
 
-    done = [0]
+    written = [0]
 
     def progress(page: str) -> None:
-        done[0] += 1
-        if done[0] % 200 == 0:
-            typer.echo(f"  {done[0]:,} pages written ...", err=True)
+        written[0] += 1
+        if written[0] % 200 == 0:
+            typer.echo(f"  {written[0]:,} pages written ...", err=True)
 
-    with Reader.open(path) as reader:
-        written = export(reader, folder, templates(), progress, between=reader.let_writers_in)
-    typer.echo(f"{written:,} files in {folder.resolve()} (open {folder.resolve() / 'index.html'})")
+    before = set((folder / MARKER).read_text().splitlines())
+    try:
+        with Reader.open(path) as reader:
+            done = export(reader, folder, templates(), progress, between=reader.let_writers_in)
+        for stale in sorted(before - set(done.paths)):
+            if stale and ".." not in Path(stale).parts and not Path(stale).is_absolute():
+                (folder / stale).unlink(missing_ok=True)
+        (folder / MARKER).write_text("".join(f"{name}\n" for name in done.paths))
+    except OSError as error:
+        raise ConfigError(f"--export {folder}: cannot write there ({error.strerror})") from None
+    where = folder.resolve()
+    typer.echo(f"{done.files:,} files in {where} (open {where / 'index.html'})")
+    if done.unshown:
+        typer.echo(
+            f"warning: {len(done.unshown):,} page(s) could not be shown and say why instead, "
+            f"e.g. {where / done.unshown[0]}",
+            err=True,
+        )
+
+
+LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "[::1]"})
+"""The Host headers a viewer bound to the loopback answers (numerate.view.app.create_app)."""
 
 
 def serve(path: str, host: str, port: int) -> None:
-    import socket
-
+    """Serve until SIGINT or SIGTERM, then leave with 130 or 143 (pages still waiting for the
+    database give up within a second or two)."""
     import uvicorn
 
+    from numerate.cli.common import stop_signals
+    from numerate.store import access
     from numerate.view.app import create_app
 
+    address, loopback = _bindable(host, port)
+    shown = f"[{address}]" if ":" in address else address
+    if not loopback:
+        typer.echo(
+            f"warning: serving on {host}: anyone who can reach this machine on port {port} can "
+            "read these results (there is no password); --host 127.0.0.1 keeps them here",
+            err=True,
+        )
+    typer.echo(f"numerate view of {path}: http://{shown}:{port}/ (Ctrl-C stops it)", err=True)
+    hosts = LOOPBACK_NAMES | {shown} if loopback else None
+    config = uvicorn.Config(create_app(path, hosts), host=address, port=port,
+                            log_level="warning", timeout_graceful_shutdown=1)  # fmt: skip
+    uvicorn.Server(config).run()
+    if stop_signals:  # uvicorn stopped on the signal; a page still waiting for the file gives up
+        access.hurry(0)
+        raise KeyboardInterrupt
+
+
+def _bindable(host: str, port: int) -> tuple[str, bool]:
+    """The address `host` names and whether it is this machine's loopback; one error line
+    when it names none or cannot be bound on `port`."""
+    import ipaddress
+    import socket
+
+    if not host.strip():
+        fail("--host '': give an address (127.0.0.1: this machine only; 0.0.0.0: every one)")
     try:
-        with socket.create_server((host, port)):
+        family, _, _, _, where = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        address = str(where[0])
+        with socket.create_server((address, port), family=family):
             pass
-    except OSError as error:
-        fail(f"cannot serve on {host}:{port}: {error.strerror or error} (choose --host or --port)")
-    typer.echo(f"numerate view of {path}: http://{host}:{port}/ (Ctrl-C stops it)", err=True)
-    uvicorn.run(create_app(path), host=host, port=port, log_level="warning")
+    except (OSError, UnicodeError) as error:
+        reason = getattr(error, "strerror", None) or error
+        fail(f"cannot serve on {host}:{port}: {reason} (choose --host or --port)")
+    return address, ipaddress.ip_address(address).is_loopback

@@ -212,7 +212,8 @@ def numgen_cell(
 ) -> tuple[pl.DataFrame, int]:
     """The images of a NumGen run asked for `target` objects in which the detector counted
     `count` (None: nothing counted; MAX_COUNT or more: the matrix's last column), a page of
-    them (prompt_id, prompt, object, image_seed, count, raw_count, error), and how many."""
+    them (prompt_id, prompt, object, image_seed, count, raw_count, error, path,
+    annotated_path), and how many."""
     from numerate.numgen.metrics import MAX_COUNT
 
     if count is None:
@@ -225,7 +226,8 @@ def numgen_cell(
     total = int(source.query(f"SELECT count(*) {body}", params)[0][0])
     frame = source.frame(
         "SELECT i.prompt_id, i.prompt, i.object, i.image_seed, d.count, d.raw_count, "
-        f"coalesce(d.error, i.error) AS error {body} ORDER BY i.prompt_index LIMIT ? OFFSET ?",
+        "coalesce(d.error, i.error) AS error, i.path, d.annotated_path "
+        f"{body} ORDER BY i.prompt_index LIMIT ? OFFSET ?",
         [*params, limit, offset],
     )
     return frame, total

@@ -35,9 +35,14 @@ DETECTIONS_MANIFEST = "detections.jsonl"
 
 
 def image_folder(config: NumGenConfig) -> Path:
-    """Images of one generator with one set of sampling settings."""
+    """Images of one generator with one set of sampling settings: an absolute path (the
+    database records where each image is, for a viewer started in any folder)."""
     settings = config.generation.for_model(config.generator) if config.needs_images else None
-    return Path(config.images_dir) / "images" / slug(config.generator, settings)
+    return (
+        Path(config.images_dir).expanduser().absolute()
+        / "images"
+        / slug(config.generator, settings)
+    )
 
 
 def annotated_folder(config: NumGenConfig) -> Path | None:

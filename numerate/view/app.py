@@ -3,9 +3,9 @@ Jinja2), server-rendered pages, no JavaScript framework, nothing fetched from th
 
 Read-only in every sense: each request opens the results database like every other reader
 (numerate.store.reader: read-only, no file outside it reachable) and closes it before
-answering, so sweeps keep writing while pages are read; the only files served besides the pages
-are NumGen images the database records (IMAGE_TYPES); only GET and HEAD are routed (any other
-method is 405); there is no form that changes anything.
+answering, so sweeps keep writing while pages are read; the only files served besides the
+pages are NumGen images the database records (pages.servable_image); only GET and HEAD are
+routed (any other method is 405); there is no form that changes anything.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 import jinja2
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, Response
 from starlette.routing import Route
@@ -29,9 +30,6 @@ from numerate.view import pages
 __all__ = ["create_app", "templates"]
 
 HERE = Path(__file__).parent
-IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg",
-               ".webp": "image/webp"}  # fmt: skip
-"""The files served: only images, and only those a NumGen run of the database recorded."""
 
 
 def templates() -> jinja2.Environment:
@@ -43,6 +41,7 @@ def templates() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
     )
     environment.filters["fmt"] = _fmt
+    environment.filters["percent"] = _percent
     environment.globals.update(
         css=(HERE / "static" / "view.css").read_text(),
         script=(HERE / "static" / "view.js").read_text(),
@@ -59,9 +58,14 @@ def _fmt(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
+def _percent(value: float | None) -> str:
+    """A share as a percentage with one decimal; a dash when there is none (nothing scored)."""
+    return "–" if value is None else f"{100 * value:.1f}%"
+
+
 def _number(request: Request, name: str) -> int:
     raw = request.query_params.get(name, "1")
-    return int(raw) if raw.isdigit() and len(raw) < 10 else 1
+    return int(raw) if raw.isascii() and raw.isdigit() and len(raw) < 10 else 1
 
 
 Build = Callable[[Reader, Request, pages.Links], dict[str, Any]]
@@ -128,8 +132,10 @@ PAGES: dict[str, tuple[str, Build]] = {
 """Every page: its address, its template and what it shows."""
 
 
-def create_app(db: str) -> Starlette:
-    """The viewer of results database `db`."""
+def create_app(db: str, hosts: frozenset[str] | None = None) -> Starlette:
+    """The viewer of results database `db`; answering only requests whose Host is one of
+    `hosts`, when given (a viewer on the loopback: a page elsewhere whose name resolves to
+    127.0.0.1, DNS rebinding, gets nothing)."""
     environment = templates()
     links = pages.Links()
 
@@ -139,15 +145,14 @@ def create_app(db: str) -> Starlette:
                 try:
                     with Reader.open(db) as reader:
                         context = build(reader, request, links)
+                    page = environment.get_template(template)
+                    return page.render(db=db, links=links, **context), 200
                 except LookupError as error:
                     return _problem(environment, str(error).strip("'\""), 404)
                 except ConfigError as error:
                     return _problem(environment, str(error), 400)
                 except Exception as error:  # a page that cannot be shown says why, in a line
-                    first = str(error).splitlines()[0] if str(error) else type(error).__name__
-                    return _problem(environment, f"could not show this page: {first}", 500)
-                page = environment.get_template(template)
-                return page.render(db=db, links=links, **context), 200
+                    return _problem(environment, f"could not show this page: {_line(error)}", 500)
 
             body, status = await run_in_threadpool(render)
             return HTMLResponse(body, status_code=status)
@@ -162,14 +167,47 @@ def create_app(db: str) -> Starlette:
                     annotated=request.query_params.get("annotated") == "1",
                 )  # fmt: skip
 
-        path = await run_in_threadpool(find)
-        if path is None or Path(path).suffix.lower() not in IMAGE_TYPES or not Path(path).is_file():
+        try:
+            path = await run_in_threadpool(find)
+        except Exception as error:  # the database gone, replaced or busy: said in a line
+            return Response(f"cannot show this image: {_line(error)}", status_code=503,
+                            media_type="text/plain")  # fmt: skip
+        file = pages.servable_image(path)
+        if file is None:
             return Response("no such image", status_code=404, media_type="text/plain")
-        return FileResponse(path, media_type=IMAGE_TYPES[Path(path).suffix.lower()])
+        return FileResponse(file, media_type=pages.IMAGE_TYPES[file.suffix.lower()])
 
     routes = [Route(address, page(*shown)) for address, shown in PAGES.items()]
     routes.append(Route("/numgen/{run_id}/image/{prompt_id}", image))
-    return Starlette(routes=routes)
+    middleware = [] if hosts is None else [Middleware(KnownHostsOnly, hosts=hosts)]
+    return Starlette(routes=routes, middleware=middleware)
+
+
+class KnownHostsOnly:
+    """ASGI middleware: a request whose Host header names none of `hosts` is answered 400
+    before any route (nor a redirect) sees it."""
+
+    def __init__(self, app: Any, hosts: frozenset[str]) -> None:
+        self.app = app
+        self.hosts = hosts
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            host = dict(scope["headers"]).get(b"host", b"").decode("latin-1").lower()
+            name = host.split("]")[0] + "]" if host.startswith("[") else host.rsplit(":", 1)[0]
+            if name not in self.hosts:
+                refused = Response(
+                    "numerate view answers only requests to " + ", ".join(sorted(self.hosts)),
+                    status_code=400, media_type="text/plain",
+                )  # fmt: skip
+                await refused(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def _line(error: BaseException) -> str:
+    """An error's first line (its type's name when it has no text)."""
+    return str(error).splitlines()[0] if str(error) else type(error).__name__
 
 
 def _text(request: Request, name: str) -> str:
@@ -177,7 +215,7 @@ def _text(request: Request, name: str) -> str:
 
 
 def _whole(text: str, name: str) -> int:
-    if not text.isdigit() or len(text) > 6:
+    if not (text.isascii() and text.isdigit()) or len(text) > 6:
         raise ConfigError(f"{name} {text!r}: give a whole number")
     return int(text)
 

@@ -8,21 +8,37 @@ browser; styles and script are inline, nothing is fetched.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
+from numerate.kernel.errors import NumerateError
 from numerate.kernel.files import write_atomically
 from numerate.numgen.metrics import MAX_COUNT
 from numerate.store import browse, queries
 from numerate.store.queries import Source
 from numerate.view import pages
 
-__all__ = ["export", "export_run"]
+__all__ = ["Exported", "export", "export_run"]
 
 Page = tuple[str, str, Callable[[pages.Links], dict[str, Any]]]
 """A file of the export: its path in the folder, its template, and what it shows."""
+
+
+@dataclass(frozen=True)
+class Exported:
+    """What an export wrote: how many files, and the pages that could not be shown (each says
+    why in place of its content)."""
+
+    paths: tuple[str, ...]
+    """Every file written, relative to the folder."""
+    unshown: tuple[str, ...] = ()
+
+    @property
+    def files(self) -> int:
+        return len(self.paths)
 
 
 def export(
@@ -32,13 +48,15 @@ def export(
     progress: Callable[[str], None] = lambda path: None,
     only: Sequence[str] = (),
     between: Callable[[], object] = lambda: None,
-) -> int:
+) -> Exported:
     """Write every page of `source` under `folder` (only those of the runs `only` and their
-    comparison, when given: no NumGen run then); returns how many files were written.
-    `between` runs before each page (a reader lets waiting writers in there). A page that
-    cannot be built from what is stored now (a live run's manifold before its first grid
-    point is summed up) says so, as the server's page would."""
-    written = 0
+    comparison, when given: no NumGen run then). `between` runs before each page (a reader
+    lets waiting writers in there). A page that cannot be built from what is stored now (a
+    live run's manifold before its first grid point is summed up) says so, as the server's
+    page would; so does one that fails otherwise, and the export goes on. The database
+    itself failing (gone, busy past the bound) stops it."""
+    written: list[str] = []
+    unshown: list[str] = []
     chosen = frozenset(only) or None
     for path, template, build in _pages(source, chosen):
         between()
@@ -48,15 +66,26 @@ def export(
                 db=source.path, links=links, exported=source.path, **build(links)
             )
         except LookupError as error:
-            shown = environment.get_template("problem.html").render(
-                message=str(error).strip("'\""), status=404, links=links
-            )
+            shown = _problem(environment, links, str(error).strip("'\""), 404)
+        except NumerateError:
+            raise
+        except Exception as error:
+            line = str(error).splitlines()[0] if str(error) else type(error).__name__
+            shown = _problem(environment, links, f"could not show this page: {line}", 500)
+            unshown.append(path)
         target = folder / path
         target.parent.mkdir(parents=True, exist_ok=True)
         write_atomically(target, shown.encode())
-        written += 1
+        written.append(path)
         progress(path)
-    return written + (copy_images(source, folder) if chosen is None else 0)
+    images = copy_images(source, folder) if chosen is None else []
+    return Exported(tuple(written + images), tuple(unshown))
+
+
+def _problem(environment: jinja2.Environment, links: pages.Links, message: str, status: int) -> str:
+    return environment.get_template("problem.html").render(
+        message=message, status=status, links=links
+    )
 
 
 def _pages(source: Source, only: frozenset[str] | None) -> Iterator[Page]:
@@ -86,20 +115,22 @@ def _numgen_pages(source: Source, run_id: str) -> Iterator[Page]:
         )  # fmt: skip
 
 
-def copy_images(source: Source, folder: Path) -> int:
+def copy_images(source: Source, folder: Path) -> list[str]:
     """The images of every NumGen run (and their annotated copies) into the export, where its
-    pages link to them; an image whose file is gone is left out (its page says so)."""
-    copied = 0
+    pages link to them (the files written, relative to `folder`); an image whose file is gone,
+    or that is no image (numerate.view.pages.servable_image), is left out."""
+    copied: list[str] = []
     for run_id in browse.numgen_runs(source)["run_id"].to_list():
         for prompt_id in {p for (p,) in browse.numgen_prompts(source, run_id)}:
             for annotated in (False, True):
                 found = browse.numgen_image(source, run_id, prompt_id, annotated)
-                if found is None or not Path(found).is_file():
+                file = pages.servable_image(found)
+                if file is None:
                     continue
-                target = folder / pages.image_file(run_id, prompt_id, annotated)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                write_atomically(target, Path(found).read_bytes())
-                copied += 1
+                name = pages.image_file(run_id, prompt_id, annotated)
+                (folder / name).parent.mkdir(parents=True, exist_ok=True)
+                write_atomically(folder / name, file.read_bytes())
+                copied.append(name)
     return copied
 
 

@@ -13,6 +13,7 @@ import posixpath
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -129,6 +130,21 @@ class StaticLinks(Links):
 
     def image(self, run_id: str, prompt_id: str, annotated: bool) -> str:
         return self._to(image_file(run_id, prompt_id, annotated))
+
+
+IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg",
+               ".webp": "image/webp"}  # fmt: skip
+"""The only files the viewer serves or exports besides its pages: NumGen images, by suffix."""
+
+
+def servable_image(recorded: str | None) -> Path | None:
+    """The file of a NumGen image as the database records it, when the viewer may show it: a
+    regular file with an image suffix (IMAGE_TYPES); None for anything else (a path the
+    database was made to hold, a file since removed). No other file is ever read."""
+    if not recorded:
+        return None
+    path = Path(recorded)
+    return path if path.suffix.lower() in IMAGE_TYPES and path.is_file() else None
 
 
 def image_file(run_id: str, prompt_id: str, annotated: bool) -> str:
@@ -448,8 +464,11 @@ def numgen_cell(
     if not listed and at.total == 0:
         raise LookupError(f"NumGen run {run_id} has no image of {target} counted as {count}")
     for row in listed:
-        row["image"] = links.image(run_id, row["prompt_id"], annotated=False)
-        row["annotated"] = links.image(run_id, row["prompt_id"], annotated=True)
+        image, annotated = servable_image(row.pop("path")), row.pop("annotated_path")
+        row["image"] = links.image(run_id, row["prompt_id"], False) if image else None
+        row["annotated"] = (
+            links.image(run_id, row["prompt_id"], True) if servable_image(annotated) else None
+        )
     return {
         "run_id": run_id, "target": target, "count": count, "images": listed, "pager": at,
         "run_link": links.numgen(run_id), "home": links.numgen(),

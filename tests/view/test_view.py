@@ -141,6 +141,10 @@ def test_garbage_is_a_page_that_says_why_never_a_traceback(client, results):
         assert bad.status_code == 400 and "not a grid parameter" in bad.text
     assert client.get("/compare").status_code == 400
     assert client.get("/numgen/x/cell", params={"target": "-1", "count": "1"}).status_code == 400
+    for value in ("²", "١"):  # digits to str.isdigit, not to int()
+        assert client.get(f"/run/{second}/cases/objects",
+                          params={"model": "m", "page": value}).status_code == 200  # fmt: skip
+        assert client.get("/numgen/x/cell", params={"target": value}).status_code == 400
     reflected = client.get(f"/run/{second}/cases/objects", params={"model": "m", "q": "<b>x"})
     assert "<b>x" not in reflected.text and "&lt;b&gt;x" in reflected.text
 
@@ -224,6 +228,10 @@ def test_bad_command_lines_are_one_line(results, tmp_path):
         (["--db", str(tmp_path / "none.duckdb")], "no results database"),
         (["--db", str(db), "--export", str(tmp_path / "other")], "other files in it"),
         (["--db", str(db), "--port", "70000"], "65535"),
+        (["--db", str(db), "--host", ""], "--host '': give an address"),
+        (["--db", str(db), "--host", "nosuch.invalid"], "cannot serve on nosuch.invalid"),
+        (["--db", str(db), "--export", str(tmp_path / "other" / "keep.txt" / "x")], "Not a dir"),
+        (["--db", str(db), "--export", "/proc/numerate-export"], "cannot write there"),
     ):
         done = runner.invoke(app, ["view", *arguments])
         assert done.exit_code == 2, done.output
@@ -232,6 +240,7 @@ def test_bad_command_lines_are_one_line(results, tmp_path):
 
 def test_the_server_serves_on_127_0_0_1_and_stops_on_sigint(results):
     import signal
+    import urllib.error
     import urllib.request
 
     db, _ = results
@@ -242,9 +251,14 @@ def test_the_server_serves_on_127_0_0_1_and_stops_on_sigint(results):
         port = address.rsplit(":", 1)[1]
         busy = runner.invoke(app, ["view", "--db", str(db), "--port", port])
         assert busy.exit_code == 2 and "cannot serve" in busy.output
+        rebound = urllib.request.Request(address, headers={"Host": f"evil.example:{port}"})
+        with pytest.raises(urllib.error.HTTPError) as refused:  # DNS rebinding gets nothing
+            urllib.request.urlopen(rebound, timeout=5)
+        assert refused.value.code == 400
         server.send_signal(signal.SIGINT)
-        assert server.wait(10) in (0, 130)
-        assert "Traceback" not in server.stderr.read()
+        assert server.wait(10) == 130
+        said = server.stderr.read()
+        assert "Traceback" not in said and said.strip().endswith("interrupted")
     finally:
         server.kill()
 
@@ -311,7 +325,7 @@ def test_an_export_that_reads_for_long_lets_a_writing_sweep_in(tmp_path):
             time.sleep(0.2)
         started = time.time()
         with Reader.open(str(db)) as reader:  # pages written slowly: the export holds on
-            written = export(reader, tmp_path / "out", templates(), lambda page: time.sleep(0.4),
+            done = export(reader, tmp_path / "out", templates(), lambda page: time.sleep(0.4),
                              between=reader.let_writers_in)  # fmt: skip
         ended = time.time()
         assert sweep.wait(timeout=300) == 0
@@ -319,7 +333,7 @@ def test_an_export_that_reads_for_long_lets_a_writing_sweep_in(tmp_path):
         sweep.kill()
         endpoint.kill()
         endpoint.wait()
-    assert written >= 3 and ended - started > 1.2
+    assert done.files >= 3 and not done.unshown and ended - started > 1.2
     sessions = [json.loads(line) for line in lock_log.read_text().splitlines()]
     during = [s for s in sessions if started < s["at"] < ended + 1 and s["kind"] == "write"]
     assert during, "the sweep wrote nothing while the export read"
@@ -343,6 +357,75 @@ def test_an_export_of_a_run_not_summed_up_yet_says_so_on_that_page(results, tmp_
     pages = {str(p): p.read_text() for p in (tmp_path / "out").rglob("*.html")}
     said = [name for name, text in pages.items() if "has no grid point of manifold" in text]
     assert len(said) == 1 and "Traceback" not in "".join(pages.values())
+
+
+def test_a_model_with_nothing_scored_and_images_gone_still_have_their_pages(results, tmp_path):
+    """A model whose every answer was an error has no rates (NULL), an image file may be
+    moved or removed, and a path the database was made to hold may be no image: the pages
+    show them as such, the export too, and nothing but images is ever copied."""
+    import shutil
+
+    db, (first, _) = results
+    copy = tmp_path / "copy.duckdb"
+    shutil.copy(db, copy)
+    con = duckdb.connect(str(copy))
+    con.execute(
+        "UPDATE summaries SET unparsed_rate = NULL, truncation_rate = NULL, "
+        "error_rate = 1.0, accuracy = NULL WHERE run_id = ? AND model = 'm'",
+        [first],
+    )
+    images = con.execute(
+        "SELECT prompt_id, path FROM numgen_images ORDER BY prompt_index"
+    ).fetchall()
+    (gone_id, gone), (secret_id, _) = images[0], images[1]
+    shutil.move(gone, tmp_path / "moved.png")
+    con.execute("UPDATE numgen_images SET path = '/etc/passwd' WHERE prompt_id = ?", [secret_id])
+    con.close()
+    try:
+        client = TestClient(create_app(str(copy)))
+        assert client.get(f"/run/{first}").status_code == 200
+        cells = sql(
+            copy,
+            "SELECT i.run_id, i.target, d.count FROM numgen_images i JOIN "
+            "numgen_detections d USING (run_id, prompt_id) WHERE prompt_id = ?",
+            gone_id,
+        )
+        ((run_id, target, count),) = cells
+        cell = client.get(f"/numgen/{run_id}/cell", params={"target": target, "count": count})
+        assert cell.status_code == 200 and "image file missing" in cell.text
+        assert client.get(f"/numgen/{run_id}/image/{secret_id}").status_code == 404
+        out = tmp_path / "out"
+        done = runner.invoke(app, ["view", "--db", str(copy), "--export", str(out)])
+        assert done.exit_code == 0 and "could not be shown" not in done.output, done.output
+        copied = list(out.glob("numgen/*/images/*.png"))
+        assert len(copied) == len(images) - 2 and all(
+            b"root:" not in p.read_bytes() for p in copied
+        )
+    finally:
+        shutil.move(tmp_path / "moved.png", gone)
+
+
+def test_an_export_again_replaces_what_it_wrote_and_nothing_else(results, tmp_path):
+    """Exporting into the same folder again removes the pages of runs gone since (those the
+    folder's .numerate-export lists), keeps a file of the user's; a folder with an index.html
+    of something else is refused."""
+    db, _ = results
+    out = tmp_path / "out"
+    assert runner.invoke(app, ["view", "--db", str(db), "--export", str(out)]).exit_code == 0
+    stale = out / "runs" / "gone-run" / "index.html"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("old")
+    listed = (out / ".numerate-export").read_text()
+    (out / ".numerate-export").write_text(listed + "runs/gone-run/index.html\n")
+    (out / "notes.txt").write_text("mine")
+    assert runner.invoke(app, ["view", "--db", str(db), "--export", str(out)]).exit_code == 0
+    assert not stale.exists() and (out / "notes.txt").read_text() == "mine"
+    assert (out / ".numerate-export").read_text() == listed
+    other = tmp_path / "site"
+    other.mkdir()
+    (other / "index.html").write_text("<h1>my site</h1>")
+    refused = runner.invoke(app, ["view", "--db", str(db), "--export", str(other)])
+    assert refused.exit_code == 2 and "other files in it" in refused.output
 
 
 def answers(db):
