@@ -13,9 +13,13 @@ from typing import NoReturn
 
 import typer
 
-from numerate.cli.app import app
-from numerate.cli.numgen import app as numgen_app
-from numerate.cli.server import server_app
+from numerate.env import configure as _configure
+
+_configure()  # before anything imports prefect (a command's early server start included)
+
+from numerate.cli.app import app  # noqa: E402
+from numerate.cli.numgen import app as numgen_app  # noqa: E402
+from numerate.cli.server import server_app  # noqa: E402
 
 # one module per command, named after it; each adds itself to the app, in this order
 for _command in (

@@ -241,6 +241,17 @@ for sig in (signal.SIGTERM, signal.SIGKILL):
 _SERVER_START = threading.Lock()
 
 
+def quiet_run_logs(level: int = logging.WARNING) -> None:
+    """A command that shows its own progress, and says itself how its run ended: Prefect's
+    run log lines below `level` (INFO: each task run's state) are not printed beside them.
+    Call it once Prefect is imported (its import sets its loggers' levels)."""
+    import os
+
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    for name in ("prefect.flow_runs", "prefect.task_runs"):
+        logging.getLogger(name).setLevel(level)
+
+
 def _quiet_prefect_server_lines(record: logging.LogRecord) -> bool:
     """False for Prefect's own lines about its temporary server (its address and a link, then
     its stop): numerate says what it starts in one line of its own."""

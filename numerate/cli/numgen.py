@@ -77,16 +77,16 @@ def _metrics_frame(row: Mapping[str, object]) -> Any:
 
 def _run_flow(config: Any, db: str, dispatch: str) -> dict[str, Any]:
     import asyncio
-    import os
 
-    from numerate.cli.common import terminal_progress
+    from numerate.cli.common import quiet_run_logs, terminal_progress
     from numerate.cli.server import connect
     from numerate.progress import reporting_to
 
     connect().wait()
-    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     from numerate.flows.numgen import numgen
     from numerate.tasks.dispatch import Dispatch
+
+    quiet_run_logs()  # once Prefect has set its loggers up; warnings are still shown
 
     def short(name: str) -> str:
         return name.rstrip("/").rsplit("/", 1)[-1][:24]

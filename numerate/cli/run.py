@@ -15,6 +15,7 @@ from numerate.cli.common import (
     fail,
     print_report,
     quiet_exit,
+    quiet_run_logs,
     settle_prefect,
     stop_signals,
     terminal_progress,
@@ -222,18 +223,13 @@ def run_sweep(
     The endpoints were just checked (`unusable`), and `numerate plot` draws the plot when
     wanted: the flow does neither again (about 0.7 s)."""
     import asyncio
-    import os
-
-    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")  # keep the progress bar readable
     import logging
 
     from prefect import tags
 
     from numerate.flows.sweep import run_tags, sweep
 
-    # the CLI says itself how the run ended, in one line: not again in Prefect's run logs
-    for name in ("prefect.flow_runs", "prefect.task_runs"):
-        logging.getLogger(name).setLevel(logging.CRITICAL)
+    quiet_run_logs(logging.CRITICAL)  # how the run ended is said once, by the CLI
     from numerate.progress import reporting_to
     from numerate.store import Store, StoreError
     from numerate.verdict import RunFailed

@@ -396,20 +396,30 @@ def test_an_unwritable_results_dir_is_refused_before_the_run(tmp_path):
     assert not db.exists()
 
 
-def test_the_temporary_server_is_announced_once_in_numerate_s_words(tmp_path):
-    """Prefect's own lines about its temporary server (its address, a link, its stop: INFO,
-    the level a user's Prefect logs at) are not printed beside numerate's line."""
+@pytest.mark.parametrize("command", ["run", "numgen"])
+def test_a_run_says_what_it_does_in_numerate_s_words_only(tmp_path, command):
+    """At Prefect's default level (INFO) and without the variables that turn Prefect's
+    telemetry off in the environment: no line of Prefect's own about its temporary server
+    (its address, a link, its stop), no task run's state, no telemetry attempt (its error
+    and traceback where the internet cannot be reached) beside the command's progress."""
     config = write_config(tmp_path / "s.yaml", [{"name": "o", "model": "baseline:oracle"}])
+    arguments = {
+        "run": ["run", "--config", str(config), "--format", "json"],
+        "numgen": ["numgen", "run", "--generator", "synthetic", "--detector", "blobs",
+                   "--count", "1", "--images-dir", str(tmp_path / "images")],
+    }[command]  # fmt: skip
     env = numerate_env(tmp_path / "prefect")
     env["PREFECT_LOGGING_LEVEL"] = "INFO"
+    for name in ("DO_NOT_TRACK", "PREFECT_SERVER_ANALYTICS_ENABLED"):
+        env.pop(name, None)
     done = subprocess.run(
-        [sys.executable, "-m", "numerate.cli", "run", "--config", str(config),
-         "--db", str(tmp_path / "r.duckdb"), "--format", "json"],
+        [sys.executable, "-m", "numerate.cli", *arguments, "--db", str(tmp_path / "r.duckdb")],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert "temporary server" not in done.stderr.replace("Prefect's temporary server (", "")
-    assert "Traceback" not in done.stderr
+    said = done.stderr.replace("Prefect's temporary server (", "")
+    for unwanted in ("temporary server", "Task run", "telemetry", "Traceback"):
+        assert unwanted not in said, done.stderr
 
 
 @pytest.mark.slow
