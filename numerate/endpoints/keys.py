@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from numerate.config import ModelConfig
-from numerate.kernel.credentials import register_secret, url_secret
+from numerate.kernel.credentials import register_secret, url_secrets
 from numerate.kernel.errors import ConfigError
 
 
@@ -20,7 +20,8 @@ async def api_key(model: ModelConfig) -> str:
     when none is configured: local servers ignore it), without surrounding whitespace (a key
     file's trailing newline). ConfigError, naming where the key comes from but never showing
     it, when it holds a character an HTTP header cannot carry."""
-    register_secret(url_secret(model.base_url))
+    for secret in url_secrets(model.base_url):
+        register_secret(secret)
     if model.api_key_secret:
         from prefect.blocks.system import Secret
 

@@ -25,7 +25,7 @@ PLACEHOLDERS = frozenset({"EMPTY"})
 """Keys that are no secret: what local servers are sent when no key is configured."""
 
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^\s/?#'\"<>]+@")
-_BEARER = re.compile(r"(?i)\b(bearer\s+)[^\s\"',;]+")
+_BEARER = re.compile(r"(?i)\b((?:bearer|basic)\s+)[^\s\"',;]+")
 _KEY_LIKE = re.compile(r"\b(sk|pk|rk)-[A-Za-z0-9_\-]{8,}")
 
 _registered: set[str] = set()
@@ -39,7 +39,8 @@ def scrub(text: str, secrets: Iterable[str], *, token_shapes: bool = False) -> s
         text: any text about to leave the process.
         secrets: the strings to hide (those shorter than MIN_SECRET_CHARS are left alone).
         token_shapes: also hide what looks like a credential though it is none of `secrets`
-            (a bearer token, an `sk-...` key): for errors a server sends back, never for a
+            (a bearer or basic-authentication token, an `sk-...` key): for errors a server
+            sends back, never for a
             model's answer, whose words it could change.
     """
     for secret in sorted(secrets, key=len, reverse=True):
@@ -74,13 +75,20 @@ def registered_secrets() -> frozenset[str]:
         return frozenset(_registered)
 
 
-def url_secret(url: str | None) -> str | None:
-    """The credential a URL carries in its userinfo: its password, else its user name (a
-    token given as `https://TOKEN@host`); None when it has none."""
+def url_secrets(url: str | None) -> list[str]:
+    """The credentials a URL carries in its userinfo: its password, else its user name (a
+    token given as `https://TOKEN@host`), and the HTTP basic-authentication token made of
+    them (base64 of `user:password`, which a server may quote back in an error)."""
+    import base64
+
     if not url or "@" not in url:
-        return None
+        return []
     try:
         parts = urlsplit(url)
-        return parts.password or parts.username
     except ValueError:
-        return None
+        return []
+    secret = parts.password or parts.username
+    if not secret:
+        return []
+    user, password = unquote(parts.username or ""), unquote(parts.password or "")
+    return [secret, base64.b64encode(f"{user}:{password}".encode()).decode()]

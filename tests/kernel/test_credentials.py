@@ -1,8 +1,10 @@
 """The one redaction of credentials (numerate.kernel.credentials)."""
 
+import base64
+
 import pytest
 
-from numerate.kernel.credentials import redact, register_secret, scrub, url_secret
+from numerate.kernel.credentials import redact, register_secret, scrub, url_secrets
 
 
 @pytest.mark.parametrize(
@@ -36,8 +38,15 @@ def test_short_strings_and_placeholders_are_not_blanked_out():
 def test_the_registry_and_url_secrets():
     register_secret("  reg1stered-secret-value\n")  # stripped and raw forms alike
     assert redact("said reg1stered-secret-value.") == "said ***."
-    assert url_secret("http://user:p%40ss@host/v1") == "p%40ss"
-    assert url_secret("https://t0ken@host/v1") == "t0ken"
-    assert url_secret("http://host/v1") is None and url_secret(None) is None
-    register_secret(url_secret("http://user:p%40ss-w0rd@host/v1"))
+    basic = base64.b64encode(b"user:p@ss").decode()  # what a server may quote back
+    assert url_secrets("http://user:p%40ss@host/v1") == ["p%40ss", basic]
+    assert url_secrets("https://t0ken@host/v1")[0] == "t0ken"
+    assert url_secrets("http://host/v1") == [] and url_secrets(None) == []
+    for secret in url_secrets("http://user:p%40ss-w0rd@host/v1"):
+        register_secret(secret)
     assert redact("p%40ss-w0rd and p@ss-w0rd") == "*** and ***"
+    quoted = base64.b64encode(b"user:p@ss-w0rd").decode()
+    assert redact(f"Invalid key Basic {quoted} presented") == "Invalid key Basic *** presented"
+    assert scrub("header was Basic dXNlcjpvdGhlcg==", [], token_shapes=True) == (
+        "header was Basic ***"
+    )

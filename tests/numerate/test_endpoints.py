@@ -1,6 +1,7 @@
 """The query engine against the loopback endpoint: retries, outcomes, cache, concurrency."""
 
 import asyncio
+import base64
 import dataclasses
 import itertools
 import random
@@ -570,11 +571,14 @@ def test_a_password_in_the_base_url_is_never_shown_nor_stored(fake_openai, db_pa
 
     password = "pa55-w0rd-in-url"
     url = fake_openai.base_url.replace("http://", f"http://user:{password}@")
-    fake_openai.responder = lambda body: Reply(status=400, error_message=f"bad request to {url}")
+    token = base64.b64encode(f"user:{password}".encode()).decode()  # the basic-auth header's
+    fake_openai.responder = lambda body: Reply(
+        status=400, error_message=f"bad request to {url} (credentials {token})"
+    )
     answers = run_query(endpoint(fake_openai, base_url=url, max_retries=0), planned_cases(2),
                         db_path)  # fmt: skip
-    assert all(password not in a.error and "http://***@127.0.0.1" in a.error
-               for a in answers.values())  # fmt: skip
+    assert all(password not in a.error and token not in a.error
+               and "http://***@127.0.0.1" in a.error for a in answers.values())  # fmt: skip
     fake_openai.responder = hashed_answer
     run_query(endpoint(fake_openai, base_url=url), planned_cases(2), db_path, run_id="ok")
     [(stored,)] = Store.open(db_path).query("SELECT DISTINCT base_url FROM completions")
