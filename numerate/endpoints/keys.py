@@ -20,8 +20,8 @@ async def api_key(model: ModelConfig) -> str:
     when none is configured: local servers ignore it), without surrounding whitespace (a key
     file's trailing newline). ConfigError, naming where the key comes from but never showing
     it, when it holds a character an HTTP header cannot carry."""
-    for secret in url_secrets(model.base_url):
-        register_secret(secret)
+    for credential in url_secrets(model.base_url):
+        register_secret(credential)
     if model.api_key_secret:
         from prefect.blocks.system import Secret
 
