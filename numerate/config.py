@@ -57,7 +57,9 @@ BASELINES = ("baseline:random", "baseline:oracle", "baseline:heuristic")
 """Built-in models that need no network: a uniform guess, one that answers the target, and
 one that plays each manifold's trivial strategy (see docs/manifolds.md, "Chance and heuristics")."""
 
-_STRICT = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+_STRICT = ConfigDict(
+    extra="forbid", frozen=True, use_attribute_docstrings=True, allow_inf_nan=False
+)
 
 
 class Sampling(BaseModel):
@@ -118,7 +120,7 @@ class ModelConfig(BaseModel):
     holds `concurrency` of its slots while it is evaluated (none: no limit across runs)."""
     concurrency: int = Field(16, ge=1, le=4096)
     """Most requests in flight at once against this model."""
-    timeout_s: float = Field(600.0, gt=0)
+    timeout_s: float = Field(600.0, gt=0, le=86_400)
     """Seconds one request may take before it is retried."""
     max_retries: int = Field(6, ge=0, le=100)
     """Retries of a request after a timeout, connection error, 429 or 5xx."""

@@ -14,6 +14,7 @@ from numerate.config import ModelConfig
 from numerate.endpoints.limits import model_breaker, model_limits, shared_client
 from numerate.endpoints.retries import (
     MAX_THROTTLE_WAIT_S,
+    TimedOut,
     backoff_s,
     describe_error,
     is_retryable,
@@ -61,12 +62,15 @@ class EndpointAnswerer:
             attempts += 1
             async with self.limit:
                 sent_at = time.monotonic()
-                try:
-                    response = await self.client.chat.completions.create(
-                        model=self.model.model_id, messages=messages, **sampling
-                    )
+                try:  # the whole answer within timeout_s: a body that trickles in too
+                    async with asyncio.timeout(self.model.timeout_s):
+                        response = await self.client.chat.completions.create(
+                            model=self.model.model_id, messages=messages, **sampling
+                        )
+                except TimeoutError:
+                    error: Exception | None = TimedOut(self.model.timeout_s)
                 except Exception as caught:
-                    error: Exception | None = caught
+                    error = caught
                 else:
                     error = None
             if error is None:
@@ -87,8 +91,9 @@ class EndpointAnswerer:
                 current_progress().retried()
                 throttled_since = throttled_since or sent_at
                 waited = time.monotonic() - throttled_since
-                if waited <= self.model.throttle_budget_s and not self.breaker.tripped:
-                    await asyncio.sleep(self.throttle_delay_s(error, attempts))
+                left = self.model.throttle_budget_s - waited
+                if left >= 0 and not self.breaker.tripped:  # never past the budget
+                    await asyncio.sleep(min(self.throttle_delay_s(error, attempts), left + 0.1))
                     continue
                 refused = f"{detail} (still refused after {waited:.0f} s)"
                 return Completion(request_id, None, attempts=attempts, sample=sample, error=refused)
@@ -104,8 +109,8 @@ class EndpointAnswerer:
     def retry_delay_s(self, error: Exception, tries: int) -> float:
         """Wait before a retry: what the server asked for (with jitter), else backoff."""
         asked = retry_after_s(getattr(getattr(error, "response", None), "headers", None))
-        if asked is not None:
-            return asked * self.rng.uniform(1.0, 1.5)  # jitter: no retries in lockstep
+        if asked is not None:  # jitter: no retries in lockstep; never longer than a request
+            return min(asked * self.rng.uniform(1.0, 1.5), self.model.timeout_s)
         return backoff_s(tries, self.retry_base_s, self.rng)
 
     def throttle_delay_s(self, error: Exception, attempts: int) -> float:
@@ -134,9 +139,9 @@ def read_completion(
     content = getattr(message, "content", None)
     finish_reason = getattr(choice, "finish_reason", None)
     usage = getattr(response, "usage", None)
-    tokens = {
-        "prompt_tokens": getattr(usage, "prompt_tokens", None),
-        "completion_tokens": getattr(usage, "completion_tokens", None),
+    tokens: dict[str, Any] = {
+        "prompt_tokens": token_count(getattr(usage, "prompt_tokens", None)),
+        "completion_tokens": token_count(getattr(usage, "completion_tokens", None)),
     }
     if not isinstance(content, str) or not content.strip():
         if finish_reason == "length":  # all of max_tokens spent before any answer text
@@ -152,6 +157,19 @@ def read_completion(
         request_id, redact(content), finish_reason=finish_reason, latency_s=latency_s,
         attempts=attempts, sample=sample, **tokens,
     )  # fmt: skip
+
+
+def token_count(reported: object) -> int | None:
+    """A token count as a server reported it, when it is one: a whole number from 0 to
+    MAX_TOKEN_COUNT; None for anything else (a string, a float, 1e30, a negative number)."""
+    if isinstance(reported, int) and not isinstance(reported, bool):
+        return reported if 0 <= reported <= MAX_TOKEN_COUNT else None
+    return None
+
+
+MAX_TOKEN_COUNT = 2**31 - 1
+"""The largest token count stored (the column's range); a server that reports more is not
+counting tokens."""
 
 
 def storable(completion: Completion) -> bool:

@@ -43,6 +43,15 @@ def retry_after_s(headers: Any) -> float | None:
     return min(MAX_RETRY_AFTER_S, max(0.0, when.timestamp() - time.time()))
 
 
+class TimedOut(Exception):
+    """A request whose whole answer did not arrive within the model's timeout_s (the client's
+    own timeout bounds each read, not a body that trickles in)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__("timeout: no answer in time")  # as the client says its own
+        self.seconds = seconds
+
+
 def backoff_s(attempt: int, base_s: float, rng: random.Random) -> float:
     """Exponential backoff with jitter: base * 2^(attempt-1), capped, times 0.5..1.5."""
     return min(MAX_BACKOFF_S, base_s * 2 ** (attempt - 1)) * rng.uniform(0.5, 1.5)
@@ -53,6 +62,8 @@ def is_retryable(error: BaseException) -> bool:
     import openai
 
     if isinstance(error, openai.APIConnectionError):  # includes timeouts
+        return True
+    if isinstance(error, TimedOut):
         return True
     if isinstance(error, openai.APIStatusError):
         return error.status_code in RETRYABLE_STATUS or error.status_code >= 500
@@ -71,6 +82,8 @@ def _description(error: BaseException) -> str:
 
     if isinstance(error, openai.APITimeoutError):
         return "timeout: no answer in time"
+    if isinstance(error, TimedOut):
+        return str(error)
     if isinstance(error, openai.APIConnectionError):
         cause = error.__cause__ or error
         return f"connection error: {type(cause).__name__}: {cause}".strip()

@@ -151,3 +151,13 @@ def test_a_base_urls_password_stays_out_of_json_and_the_fingerprint():
     assert part.models[0].base_url == secret.models[0].base_url
     assert secret.fingerprint() == config("http://user:other@10.0.0.1:8000/v1").fingerprint()
     assert secret.fingerprint() != config("http://user:pa55-w0rd@10.0.0.2:8000/v1").fingerprint()
+
+
+@pytest.mark.parametrize("field", ["timeout_s", "throttle_budget_s", "max_error_rate"])
+@pytest.mark.parametrize("value", [float("inf"), float("nan")])
+def test_an_infinite_or_nan_number_is_refused(field, value):
+    """`timeout_s: .inf` would let a request that never answers wait forever."""
+    models = [{"name": "m", "model": "m", "base_url": "http://127.0.0.1:9/v1", field: value}]
+    with pytest.raises(ConfigError, match=f"models.0.{field} = (inf|nan): .*finite"):
+        parse_sweep_config({"name": "s", "models": models,
+                            "manifolds": [{"manifold": "objects", "count": 2}]})  # fmt: skip

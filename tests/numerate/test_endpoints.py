@@ -2,10 +2,12 @@
 
 import asyncio
 import base64
+import contextlib
 import dataclasses
 import itertools
 import random
 import time
+import types
 from collections import defaultdict
 
 import pytest
@@ -147,6 +149,81 @@ def test_timeouts_are_retried_then_recorded_as_errors(fake_openai, db_path):
     assert completion.error == "timeout: no answer in time"
     assert completion.attempts == 2
     assert len(fake_openai.prompts()) == 2
+
+
+def test_a_body_that_trickles_in_is_timed_out_as_a_whole(db_path):
+    """A server that sends its headers at once, then its body a byte at a time: each read
+    comes within the client's timeout, the whole answer never does. timeout_s bounds the
+    whole request (0.5 s here, not the 20 s the body would take)."""
+    import socket
+    import threading
+    import time
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            listener.settimeout(0.2)
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.recv(65536)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: 200\r\n\r\n")  # fmt: skip
+                for _ in range(200):
+                    if stop.wait(0.1):
+                        break
+                    with contextlib.suppress(OSError):
+                        conn.sendall(b" ")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    base_url = f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+    model = ModelConfig(name="slow", model="m", base_url=base_url, timeout_s=0.5, max_retries=0)
+    planned = planned_cases(1)
+    started = time.monotonic()
+    try:
+        completion = run_query(model, planned, db_path)[planned[0].case_id, 0]
+    finally:
+        stop.set()
+        thread.join()
+        listener.close()
+    assert completion.error == "timeout: no answer in time"
+    assert time.monotonic() - started < 5
+
+
+def test_a_rate_limit_asking_for_days_ends_within_the_throttle_budget(fake_openai, db_path):
+    """Retry-After: 99999999999 (capped at 300 s) with throttle_budget_s 1: the request
+    waits no longer than its budget, then ends as an error naming the refusal."""
+    import time
+
+    fake_openai.responder = lambda body: Reply(status=429, headers={"Retry-After": "99999999999"})
+    model = endpoint(fake_openai, throttle_budget_s=1.0, max_retries=0)
+    planned = planned_cases(1)
+    started = time.monotonic()
+    completion = run_query(model, planned, db_path)[planned[0].case_id, 0]
+    assert time.monotonic() - started < 5
+    assert "HTTP 429" in completion.error and "still refused" in completion.error
+
+
+@pytest.mark.parametrize("usage", [10**30, -3, "12", 7.5, None, True])
+def test_token_counts_that_are_not_counts_are_stored_as_unknown(usage, fake_openai, db_path):
+    """A server that reports nonsense token counts (1e30, negative, text): the answer is
+    kept, its counts are unknown (NULL), and the run goes on."""
+    from numerate.endpoints.answerers import read_completion, token_count
+
+    assert token_count(usage) is None
+    assert token_count(12) == 12
+    response = types.SimpleNamespace(
+        choices=[types.SimpleNamespace(message=types.SimpleNamespace(content="Answer: 3"),
+                                       finish_reason="stop")],
+        usage=types.SimpleNamespace(prompt_tokens=usage, completion_tokens=usage),
+    )  # fmt: skip
+    completion = read_completion(response, "r", 1, 0.1, 0)
+    assert completion.text == "Answer: 3" and completion.prompt_tokens is None
 
 
 def test_with_cache_reuse_a_second_run_sends_nothing(fake_openai, db_path):
