@@ -354,16 +354,41 @@ def stop_within(seconds: float = STOP_SECONDS) -> None:
                 cleanup()
         os._exit(code)
 
+    armed = threading.Event()
+
+    def arm(code: int) -> None:
+        if not armed.is_set():
+            armed.set()
+            threading.Thread(target=deadline, args=(code,), daemon=True).start()
+
     def on_signal(signum: int, frame: Any) -> None:
         code = 143 if signum == signal.SIGTERM else 130
         if stop_signals:
             os._exit(code)
         stop_signals.append(signum)
-        threading.Thread(target=deadline, args=(code,), daemon=True).start()
+        arm(code)
         raise KeyboardInterrupt
+
+    def watch(wakeups: int) -> None:
+        """Arms the deadline the moment a signal arrives: Python runs `on_signal` only when
+        the main thread is back in Python code, and one long call in C (compressing a large
+        result) kept it away for 15 s. A second signal seen here ends the process at once."""
+        seen = 0
+        while True:
+            for signum in os.read(wakeups, 64):
+                if signum in (signal.SIGINT, signal.SIGTERM):
+                    seen += 1
+                    code = 143 if signum == signal.SIGTERM else 130
+                    if seen > 1:
+                        os._exit(code)
+                    arm(code)
 
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, on_signal)
+    wakeups, written = os.pipe()
+    os.set_blocking(written, False)
+    signal.set_wakeup_fd(written, warn_on_full_buffer=False)
+    threading.Thread(target=watch, args=(wakeups,), name="numerate-signals", daemon=True).start()
 
 
 def kill_child(process: Any) -> None:

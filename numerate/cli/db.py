@@ -44,8 +44,12 @@ def db_command(
             frame = reader.printable_frame(sql) if sql else queries.tables(reader)
     except NumerateError as error:
         fail(error)
-    except KeyboardInterrupt:  # Ctrl-C: the query stops with the process; nothing to add
-        _leave_now(130)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the query stops with the process
+        import signal
+
+        from numerate.cli.common import stop_signals
+
+        _leave_now(143 if signal.SIGTERM in stop_signals else 130)
     typer.echo(render(frame, fmt), nl=False)
 
 

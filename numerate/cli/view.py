@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -110,13 +113,15 @@ def export_pages(path: str, folder: Path) -> None:
         )
 
 
+STOPPING = (signal.SIGINT, signal.SIGTERM)
+
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "[::1]"})
 """The Host headers a viewer bound to the loopback answers (numerate.view.app.create_app)."""
 
 
 def serve(path: str, host: str, port: int) -> None:
-    """Serve until SIGINT or SIGTERM, then leave with 130 or 143 (pages still waiting for the
-    database give up within a second or two)."""
+    """Serve until SIGINT or SIGTERM, which end the process with 130 or 143 (numerate's
+    handlers, not uvicorn's: a page still waiting for the database does not hold it up)."""
     import uvicorn
 
     from numerate.cli.common import stop_signals
@@ -133,10 +138,26 @@ def serve(path: str, host: str, port: int) -> None:
         )
     typer.echo(f"numerate view of {path}: http://{shown}:{port}/ (Ctrl-C stops it)", err=True)
     hosts = LOOPBACK_NAMES | {shown} if loopback else None
-    config = uvicorn.Config(create_app(path, hosts), host=address, port=port,
-                            log_level="warning", timeout_graceful_shutdown=1)  # fmt: skip
-    uvicorn.Server(config).run()
-    if stop_signals:  # uvicorn stopped on the signal; a page still waiting for the file gives up
+
+    class Server(uvicorn.Server):
+        """uvicorn's server, stopping gracefully on SIGINT/SIGTERM like uvicorn's own, but
+        without raising the signal again when it is done: this command then ends as every
+        command does on a signal (130/143, one line)."""
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            previous = {sig: signal.signal(sig, self.handle_exit) for sig in STOPPING}
+            try:
+                yield
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+
+    server = Server(uvicorn.Config(create_app(path, hosts), host=address, port=port,
+                                   log_level="warning", timeout_graceful_shutdown=1))  # fmt: skip
+    server.run()
+    if server.should_exit:  # a signal; a page still waiting for the database gives up
+        stop_signals.extend(server._captured_signals[:1])
         access.hurry(0)
         raise KeyboardInterrupt
 

@@ -754,8 +754,36 @@ def _wait_until_the_query_runs(process, deadline):
         time.sleep(0.2)
 
 
+STUCK_IN_C = """
+import hashlib, sys
+from numerate.cli.common import stop_within
+stop_within()
+print("ready", flush=True)
+hashlib.pbkdf2_hmac("sha256", b"p", b"s", 10**9)  # minutes in C, no Python code in between
+"""
+
+
+@pytest.mark.parametrize(("stop", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_stops_a_command_stuck_in_one_long_call_in_c(stop, code):
+    """Python runs a signal handler only between two steps of Python code: a command inside
+    one long C call (compressing a large result took 15 s) still ends within 5 s."""
+    stuck = subprocess.Popen([sys.executable, "-c", STUCK_IN_C], cwd=ROOT, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        assert stuck.stdout.readline().strip() == "ready"
+        time.sleep(0.5)
+        stuck.send_signal(stop)
+        sent = time.monotonic()
+        _, err = stuck.communicate(timeout=30)
+    finally:
+        stuck.kill()
+    assert time.monotonic() - sent < 7
+    assert stuck.returncode == code and "stopped now" in err, err
+
+
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
-def test_ctrl_c_stops_a_long_db_query_quietly_with_130(tmp_path):
+@pytest.mark.parametrize(("stop", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_ctrl_c_stops_a_long_db_query_quietly_with_130(tmp_path, stop, code):
     path = tmp_path / "x.duckdb"
     duckdb.connect(str(path)).close()
     query = "SELECT count(*) FROM range(100000000) a, range(100000000) b"
@@ -765,11 +793,11 @@ def test_ctrl_c_stops_a_long_db_query_quietly_with_130(tmp_path):
     try:
         _wait_until_the_query_runs(query_runs, time.monotonic() + 90)
         assert query_runs.poll() is None, "the query ended before Ctrl-C"
-        query_runs.send_signal(signal.SIGINT)
+        query_runs.send_signal(stop)
         sent = time.monotonic()
         out, err = query_runs.communicate(timeout=30)
     finally:
         query_runs.kill()
     assert time.monotonic() - sent < 5
-    assert query_runs.returncode == 130, err.decode()
+    assert query_runs.returncode == code, err.decode()
     assert b"Traceback" not in err and b"Error" not in err and out == b""
