@@ -60,8 +60,8 @@ async def preflight(
         from numerate.store.shards import check_writable
 
         await asyncio.to_thread(check_writable, config.results_dir)
-    if any(model.concurrency_limit for model in config.models):
-        await asyncio.to_thread(prefect_ready)
+    if any(model.concurrency_limit or model.api_key_secret for model in config.models):
+        await asyncio.to_thread(prefect_ready)  # else Prefect's client starts a server of its own
         for model in config.models:
             await check_concurrency_limit(model)
     warnings, unusable = await check_endpoints(config.models)

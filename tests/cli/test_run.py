@@ -422,6 +422,36 @@ def test_a_run_says_what_it_does_in_numerate_s_words_only(tmp_path, command):
         assert unwanted not in said, done.stderr
 
 
+def test_a_missing_secret_block_is_one_line_and_leaves_no_server_behind(tmp_path):
+    """Reading a Secret block needs Prefect's API: the check waits for the command's own
+    temporary server (Prefect's client started a second one beside it, which outlived the
+    command and held its output open: `numerate run ... | tail` never returned)."""
+    model = {"name": "m", "model": "m", "base_url": "http://127.0.0.1:9/v1",
+             "api_key_secret": "no-such-block"}  # fmt: skip
+    config = write_config(tmp_path / "s.yaml", [model])
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "numerate.cli",
+            "run",
+            "--config",
+            str(config),
+            "--db",
+            str(tmp_path / "r.duckdb"),
+        ],
+        cwd=ROOT,
+        env=numerate_env(tmp_path / "prefect"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )  # fmt: skip  (capture_output: an orphan holding the pipes would hang this call)
+    assert done.returncode == 2, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last == "error: model 'm': no Prefect Secret block named 'no-such-block'"
+    assert "Traceback" not in done.stderr
+
+
 @pytest.mark.slow
 def test_prefect_s_temporary_server_dies_with_a_killed_cli(tmp_path):
     psutil = pytest.importorskip("psutil")
