@@ -49,6 +49,23 @@ def _first_line(error: BaseException) -> str:
     return str(error).splitlines()[0] if str(error) else type(error).__name__
 
 
+@contextlib.contextmanager
+def _file_errors(path: str) -> Iterator[None]:
+    """A failure of the database file itself (damaged, truncated, the disk full) as a
+    StoreError naming it, in one line."""
+    try:
+        yield
+    except OSError as error:
+        raise StoreError(f"results database {path}: {error.strerror}") from None
+    except Exception as error:
+        if type(error).__name__ != "IOException":  # duckdb's, for the file itself
+            raise
+        raise StoreError(
+            f"results database {path} cannot be read or written: {_first_line(error)} "
+            "(a damaged or truncated file?)"
+        ) from None
+
+
 class Store(Tables):
     """This process's access to one results database."""
 
@@ -91,11 +108,13 @@ class Store(Tables):
                 self._connect()
             self._depth += 1
             try:
-                yield self._con
+                with _file_errors(self.path):
+                    yield self._con
             finally:
                 self._depth -= 1
                 if self._depth == 0 and not self.memory:
-                    self._disconnect()
+                    with _file_errors(self.path):
+                        self._disconnect()
 
     @property
     def con(self) -> Any:
@@ -245,7 +264,10 @@ class Store(Tables):
 
     @staticmethod
     def _key(path: str) -> str:
-        return path if path == ":memory:" else str(Path(path).resolve())
+        try:
+            return path if path == ":memory:" else str(Path(path).resolve())
+        except (RuntimeError, OSError):  # a symbolic link that loops
+            raise StoreError(f"results database {path}: a symbolic link that loops") from None
 
     @classmethod
     def open(cls, path: str) -> Store:

@@ -93,3 +93,31 @@ def test_artifacts_name_the_database_by_its_absolute_path(tmp_path, monkeypatch)
     assert absolute("reuse.duckdb") == str(tmp_path / "reuse.duckdb")
     assert absolute("s3://bucket/results") == "s3://bucket/results"
     assert absolute("/abs/r.duckdb") == "/abs/r.duckdb"
+
+
+def test_a_database_that_is_a_looping_link_or_truncated_is_one_line(tmp_path):
+    """`--db` a symbolic link to itself, or a DuckDB file cut short: one error line naming
+    the file, no traceback (RuntimeError and DuckDB's IOException before)."""
+    (tmp_path / "loop.duckdb").symlink_to("loop.duckdb")
+    config = tmp_path / "s.yaml"
+    config.write_text(
+        json.dumps(
+            {
+                "name": "s",
+                "models": [{"name": "o", "model": "baseline:oracle"}],
+                "manifolds": [{"manifold": "objects", "count": 2}],
+            }
+        )
+    )
+    sweep = ["run", "--config", str(config), "--format", "json"]
+    looped = runner.invoke(app, [*sweep, "--db", str(tmp_path / "loop.duckdb")])
+    assert "a symbolic link that loops" in one_error(looped)
+    whole = tmp_path / "whole.duckdb"
+    done = runner.invoke(app, [*sweep, "--db", str(whole)])
+    assert done.exit_code == 0, done.output
+    cut = tmp_path / "cut.duckdb"
+    cut.write_bytes(whole.read_bytes()[: whole.stat().st_size * 2 // 3])
+    truncated = runner.invoke(app, [*sweep, "--db", str(cut)])
+    assert truncated.exit_code == 3 and "Traceback" not in truncated.output
+    last = truncated.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"error: results database {cut}") and "truncated" in last, last
