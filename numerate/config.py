@@ -111,7 +111,7 @@ class ModelConfig(BaseModel):
     """Which stored answers may stand in for a request: `resume` only those of the run being
     resumed (every new run asks again), `reuse` those of any run (same endpoint, model id,
     revision, messages, sampling and sample), `off` none."""
-    api_key_env: str | None = None
+    api_key_env: str | None = Field(None, min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     """Environment variable holding the API key; the key itself is never stored."""
     api_key_secret: str | None = None
     """Name of a Prefect Secret block holding the API key (instead of api_key_env)."""
@@ -300,6 +300,11 @@ def _check_url(url: str) -> None:
     """A URL that an HTTP client can use: a host, and a port if any that is a number."""
     from urllib.parse import urlsplit
 
+    if any(not " " < c <= "~" for c in url):
+        raise ValueError(
+            f"base_url = {url!r} holds a space, a control or a non-ASCII character (write it "
+            "percent-encoded)"
+        )
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 (parsing the port is the check)
@@ -318,7 +323,7 @@ class SweepConfig(BaseModel):
 
     model_config = _STRICT
 
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")
     """Sweep name stored with every run."""
     seed: int = Field(0, ge=0)
     """Base seed of every grid point."""

@@ -3,8 +3,9 @@ printed, a text stored in the database, a log line), and the process's registry 
 secrets in use.
 
 Endpoint code registers each API key it reads and each password of a base URL
-(`register_secret`); `redact` replaces them, and the userinfo of any URL
-(`http://user:password@host` -> `http://***@host`), with `MARKER`. No I/O.
+(`register_secret`); `redact` replaces them, the userinfo of any URL
+(`http://user:password@host` -> `http://***@host`) and the value of a query parameter named
+like a credential (`?token=...`, `&api_key=...`), with `MARKER`. No I/O.
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ PLACEHOLDERS = frozenset({"EMPTY"})
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^\s/?#'\"<>]+@")
 _BEARER = re.compile(r"(?i)\b((?:bearer|basic)\s+)[^\s\"',;]+")
 _KEY_LIKE = re.compile(r"\b(sk|pk|rk)-[A-Za-z0-9_\-]{8,}")
+_QUERY_SECRET = re.compile(
+    r"(?i)([?&;](?:[a-z0-9_\-]*(?:token|key|secret|password|passwd|signature|sig|auth))=)"
+    r"[^&;#\s'\"<>]+"
+)
 
 _registered: set[str] = set()
 _lock = threading.Lock()
@@ -48,6 +53,8 @@ def scrub(text: str, secrets: Iterable[str], *, token_shapes: bool = False) -> s
             text = text.replace(secret, MARKER)
     if "://" in text and "@" in text:
         text = _USERINFO.sub(lambda match: f"{match.group(1)}{MARKER}@", text)
+    if "://" in text and "=" in text:  # a URL's query holding a credential: ?token=...
+        text = _QUERY_SECRET.sub(lambda match: f"{match.group(1)}{MARKER}", text)
     if token_shapes:
         text = _BEARER.sub(lambda match: f"{match.group(1)}{MARKER}", text)
         text = _KEY_LIKE.sub(lambda match: f"{match.group(1)}-{MARKER}", text)

@@ -50,3 +50,12 @@ def test_the_registry_and_url_secrets():
     assert scrub("header was Basic dXNlcjpvdGhlcg==", [], token_shapes=True) == (
         "header was Basic ***"
     )
+
+
+def test_a_credential_in_a_url_s_query_is_hidden_and_nothing_else():
+    said = "at https://gw.example/v1?api_key=abc123&region=eu and http://h/v1;token=t0k#x"
+    assert (
+        scrub(said, [])
+        == "at https://gw.example/v1?api_key=***&region=eu and http://h/v1;token=***#x"
+    )
+    assert scrub("Answer: 7 (a&key=5 is no URL)", []) == "Answer: 7 (a&key=5 is no URL)"

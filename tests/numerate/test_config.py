@@ -161,3 +161,25 @@ def test_an_infinite_or_nan_number_is_refused(field, value):
     with pytest.raises(ConfigError, match=f"models.0.{field} = (inf|nan): .*finite"):
         parse_sweep_config({"name": "s", "models": models,
                             "manifolds": [{"manifold": "objects", "count": 2}]})  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("model", "said"),
+    [
+        ({"base_url": "http://127.0.0.1:9/v1\r\nX-Evil: 1"}, "holds a space, a control"),
+        ({"base_url": "http://127.0.0.1:9/v1", "api_key_env": ""}, "api_key_env"),
+        ({"base_url": "http://127.0.0.1:9/v1", "api_key_env": "MY KEY"}, "api_key_env"),
+    ],
+)
+def test_a_model_field_no_request_could_use_is_refused(model, said):
+    models = [{"name": "m", "model": "m", **model}]
+    with pytest.raises(ConfigError, match=said):
+        parse_sweep_config({"name": "s", "models": models,
+                            "manifolds": [{"manifold": "objects", "count": 2}]})  # fmt: skip
+
+
+def test_a_sweep_name_longer_than_a_file_name_can_hold_is_refused():
+    models = [{"name": "m", "model": "baseline:oracle"}]
+    with pytest.raises(ConfigError, match="name"):
+        parse_sweep_config({"name": "s" * 300, "models": models,
+                            "manifolds": [{"manifold": "objects", "count": 2}]})  # fmt: skip
