@@ -223,8 +223,8 @@ class Background:
         state = read_state(self.folder)
         if state is not None:
             return state, state.url
-        port = os.environ.get("PREFECT_SERVER_API_PORT", "").strip() or str(DEFAULT_PORT)
-        theirs = f"http://127.0.0.1:{port}/api"
+        port = choose_port() if os.environ.get("PREFECT_SERVER_API_PORT", "").strip() else None
+        theirs = f"http://127.0.0.1:{port or DEFAULT_PORT}/api"
         if healthy(theirs):  # a `prefect server start` of the user's: report to it
             return None, theirs
         self.started_here = True

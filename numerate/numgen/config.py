@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from numerate.numgen.baselines import BASELINES
 from numerate.numgen.detection import DEFAULT_DETECTOR, DetectionSettings
@@ -17,6 +17,8 @@ CALIBRATION_OBJECTS = ["dots", "triangles"]
 
 class NumGenConfig(BaseModel):
     """One NumGen run."""
+
+    model_config = ConfigDict(extra="forbid")  # a misspelt field is an error, not ignored
 
     generator: str = "synthetic"
     """A diffusers model id or local path, `synthetic`, `callable:module:function`, or a

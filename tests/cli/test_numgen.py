@@ -145,6 +145,7 @@ def test_an_output_path_that_is_a_folder_is_one_error_line(tmp_path, arguments):
         (b"generator: synthetic\xff\n", "numgen config"),
         (b"a: &a [1]\nprompts: {objects: *a}\n", "YAML aliases (*name) are not allowed"),
         (b"- a list\n", "expected a mapping of settings"),
+        (b"generator: synthetic\ncolour: red\n", "colour = 'red': Extra inputs are not"),
     ],
 )
 def test_a_bad_numgen_config_is_one_error_line(tmp_path, content, message):

@@ -165,6 +165,7 @@ def test_a_restarted_server_skips_the_migrations_it_already_ran(tmp_path):
         ("NUMERATE_SERVER_IDLE_MINUTES", "soon", "NUMERATE_SERVER_IDLE_MINUTES='soon'"),
         ("NUMERATE_SERVER_IDLE_MINUTES", "-5", "NUMERATE_SERVER_IDLE_MINUTES='-5'"),
         ("PREFECT_SERVER_API_PORT", "99999", "PREFECT_SERVER_API_PORT='99999'"),
+        ("PREFECT_SERVER_API_PORT", "abc", "PREFECT_SERVER_API_PORT='abc'"),
     ],
 )
 def test_a_bad_server_setting_is_one_error_line_and_starts_nothing(
