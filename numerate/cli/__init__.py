@@ -84,13 +84,11 @@ def main() -> None:  # pragma: no cover - entry point
 def stopped() -> NoReturn:
     """Leave after Ctrl-C (130) or SIGTERM (143), in one line (a command that said more has
     already sent its standard error to /dev/null: see common.quiet_exit)."""
-    import signal
+    from numerate.cli.common import stop_code
 
-    from numerate.cli.common import stop_signals
-
-    by_term = signal.SIGTERM in stop_signals
-    print("terminated" if by_term else "interrupted", file=sys.stderr)
-    sys.exit(143 if by_term else 130)
+    code = stop_code()
+    print("terminated" if code == 143 else "interrupted", file=sys.stderr)
+    sys.exit(code)
 
 
 def leave(code: int) -> NoReturn:

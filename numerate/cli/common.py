@@ -391,6 +391,13 @@ def stop_within(seconds: float = STOP_SECONDS) -> None:
     threading.Thread(target=watch, args=(wakeups,), name="numerate-signals", daemon=True).start()
 
 
+def stop_code() -> int:
+    """The exit code of a command stopped by a signal: 143 after SIGTERM, else 130."""
+    import signal
+
+    return 143 if signal.SIGTERM in stop_signals else 130
+
+
 def kill_child(process: Any) -> None:
     if process is not None:
         process.kill()

@@ -45,11 +45,9 @@ def db_command(
     except NumerateError as error:
         fail(error)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the query stops with the process
-        import signal
+        from numerate.cli.common import stop_code
 
-        from numerate.cli.common import stop_signals
-
-        _leave_now(143 if signal.SIGTERM in stop_signals else 130)
+        _leave_now(stop_code())
     typer.echo(render(frame, fmt), nl=False)
 
 

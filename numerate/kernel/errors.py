@@ -40,6 +40,11 @@ MAX_PROBLEMS = 10
 """Problems an error message lists at most: a broken config gets a readable answer."""
 
 
+def first_line(error: BaseException) -> str:
+    """An error's first line, for a one-line message (its type's name when it has no text)."""
+    return str(error).splitlines()[0] if str(error) else type(error).__name__
+
+
 def shorten(text: str, limit: int = 120) -> str:
     """`text` cut to `limit` characters, saying so."""
     return text if len(text) <= limit else f"{text[: limit - 1]}…"

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from numerate.kernel.errors import ConfigError
+from numerate.kernel.errors import ConfigError, first_line
 from numerate.store.schema import SCHEMA_VERSION
 
 if TYPE_CHECKING:
@@ -43,19 +43,17 @@ WRITERS_FIRST_S = 2.0
 writer out."""
 
 
-def _connect(path: str) -> Any:
+def _connect(path: str, writers_first_s: float = WRITERS_FIRST_S) -> Any:
+    """A read-only connection, once the processes waiting to write `path` have had their turn
+    (at most `writers_first_s`)."""
     import time
 
     from numerate.store import access
 
-    deadline = time.monotonic() + WRITERS_FIRST_S
+    deadline = time.monotonic() + writers_first_s
     while access.waiting_writers(path) and time.monotonic() < deadline:
         time.sleep(0.01)
     return access.connect(path, read_only=True, config=READ_ONLY_CONFIG)
-
-
-def _first_line(error: BaseException) -> str:
-    return str(error).splitlines()[0] if str(error) else type(error).__name__
 
 
 class Reader:
@@ -90,7 +88,7 @@ class Reader:
         try:
             reader = cls(path, _connect(path))
         except duckdb.Error as error:
-            raise ConfigError(f"cannot open {path}: {_first_line(error)}") from None
+            raise ConfigError(f"cannot open {path}: {first_line(error)}") from None
         except OSError as error:
             raise ConfigError(f"cannot open {path}: {error.strerror}") from None
         if numerate_schema:
@@ -124,7 +122,7 @@ class Reader:
         try:
             return self.con.execute(sql, list(params or [])).fetchall()
         except duckdb.Error as error:
-            raise ConfigError(_first_line(error)) from None
+            raise ConfigError(first_line(error)) from None
 
     def frame(self, sql: str, params: Sequence[Any] | None = None) -> Any:
         """A query's result as a polars DataFrame (ConfigError with DuckDB's first line when
@@ -137,7 +135,7 @@ class Reader:
             # duckdb 2.0: only relations have .pl(); a statement without rows gives None
             return pl.DataFrame() if relation is None else relation.pl()
         except duckdb.Error as error:
-            raise ConfigError(_first_line(error)) from None
+            raise ConfigError(first_line(error)) from None
 
     def printable_frame(self, sql: str) -> pl.DataFrame:
         """A query's result as a polars DataFrame that every output format can show (the
@@ -188,7 +186,7 @@ class Reader:
             pairs = zip(columns, names, strict=True)
             return relation.project(", ".join(f"{c} AS {n}" for c, n in pairs)).pl()
         except duckdb.Error as error:
-            raise ConfigError(_first_line(error)) from None
+            raise ConfigError(first_line(error)) from None
         except RuntimeError as error:  # duckdb 2's bindings report a Ctrl-C they saw so
             if "interrupted" in str(error).lower():
                 raise KeyboardInterrupt from None
@@ -199,17 +197,12 @@ class Reader:
         database (numerate.store.access.waiting_writers), let the file go until it has its
         turn (at most `wait_s`), then open it again (waiting like any reader). True when it
         did."""
-        import time
-
         from numerate.store import access
 
         if self.abandoned or not access.waiting_writers(self.path):
             return False
         self.con.close()
-        deadline = time.monotonic() + wait_s
-        while access.waiting_writers(self.path) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        self.con = _connect(self.path)
+        self.con = _connect(self.path, wait_s)
         return True
 
     def close(self) -> None:

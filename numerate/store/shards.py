@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 
-from numerate.kernel.errors import ConfigError
+from numerate.kernel.errors import ConfigError, first_line
 from numerate.kernel.files import write_atomically
 from numerate.store.schema import OPTIONAL_SHARD_TABLES, SHARD_TABLES, now
 from numerate.store.writer import Store
@@ -174,8 +174,7 @@ def ingest(store: Store, results_dir: str) -> Ingested:
                     fs.get_file(shard, f"{local}/{table}.parquet")
                 ingest_run(store, run_id, local, source=f"{results_dir.rstrip('/')}/{run_id}")
             except (OSError, duckdb.Error) as error:
-                reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-                done.skipped.append((run_id, reason[:300]))
+                done.skipped.append((run_id, first_line(error)[:300]))
                 continue
         done.loaded.append(run_id)
     return done

@@ -24,6 +24,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+from numerate.kernel.errors import first_line
 from numerate.store import access, journal
 from numerate.store.schema import JOURNALED, StoreError, migrate, now, transaction
 from numerate.store.tables import Tables, check_columns, insert_rows
@@ -45,23 +46,19 @@ def flush_seconds() -> float:
     return value
 
 
-def _first_line(error: BaseException) -> str:
-    return str(error).splitlines()[0] if str(error) else type(error).__name__
-
-
 @contextlib.contextmanager
 def _file_errors(path: str) -> Iterator[None]:
     """A failure of the database file itself (damaged, truncated, the disk full) as a
     StoreError naming it, in one line."""
+    import duckdb
+
     try:
         yield
     except OSError as error:
         raise StoreError(f"results database {path}: {error.strerror}") from None
-    except Exception as error:
-        if type(error).__name__ != "IOException":  # duckdb's, for the file itself
-            raise
+    except duckdb.IOException as error:  # the file itself, not the SQL
         raise StoreError(
-            f"results database {path} cannot be read or written: {_first_line(error)} "
+            f"results database {path} cannot be read or written: {first_line(error)} "
             "(a damaged or truncated file?)"
         ) from None
 
@@ -136,7 +133,7 @@ class Store(Tables):
                 con = self._instance
                 access.attach(con, self.path)
         except duckdb.Error as error:
-            raise StoreError(f"cannot open results database {self.path}: {_first_line(error)}"
+            raise StoreError(f"cannot open results database {self.path}: {first_line(error)}"
                              ) from None  # fmt: skip
         except OSError as error:
             raise StoreError(f"cannot open results database {self.path}: {error.strerror}"

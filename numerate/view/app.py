@@ -22,12 +22,12 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, Response
 from starlette.routing import Route
 
-from numerate.kernel.errors import ConfigError
+from numerate.kernel.errors import ConfigError, first_line
 from numerate.store import browse
 from numerate.store.reader import Reader
 from numerate.view import pages
 
-__all__ = ["create_app", "templates"]
+__all__ = ["create_app", "problem_page", "templates"]
 
 HERE = Path(__file__).parent
 
@@ -152,7 +152,9 @@ def create_app(db: str, hosts: frozenset[str] | None = None) -> Starlette:
                 except ConfigError as error:
                     return _problem(environment, str(error), 400)
                 except Exception as error:  # a page that cannot be shown says why, in a line
-                    return _problem(environment, f"could not show this page: {_line(error)}", 500)
+                    return _problem(
+                        environment, f"could not show this page: {first_line(error)}", 500
+                    )
 
             body, status = await run_in_threadpool(render)
             return HTMLResponse(body, status_code=status)
@@ -170,7 +172,7 @@ def create_app(db: str, hosts: frozenset[str] | None = None) -> Starlette:
         try:
             path = await run_in_threadpool(find)
         except Exception as error:  # the database gone, replaced or busy: said in a line
-            return Response(f"cannot show this image: {_line(error)}", status_code=503,
+            return Response(f"cannot show this image: {first_line(error)}", status_code=503,
                             media_type="text/plain")  # fmt: skip
         file = pages.servable_image(path)
         if file is None:
@@ -205,11 +207,6 @@ class KnownHostsOnly:
         await self.app(scope, receive, send)
 
 
-def _line(error: BaseException) -> str:
-    """An error's first line (its type's name when it has no text)."""
-    return str(error).splitlines()[0] if str(error) else type(error).__name__
-
-
 def _text(request: Request, name: str) -> str:
     return request.query_params.get(name, "").strip()
 
@@ -237,5 +234,14 @@ def _filter(request: Request) -> pages.CaseFilter:
 
 
 def _problem(environment: jinja2.Environment, message: str, status: int) -> tuple[str, int]:
-    page = environment.get_template("problem.html")
-    return page.render(message=message, status=status, links=pages.Links()), status
+    return problem_page(environment, pages.Links(), message, status), status
+
+
+def problem_page(
+    environment: jinja2.Environment, links: pages.Links, message: str, status: int
+) -> str:
+    """The page shown in place of one that cannot be shown: why, in a line (the server's and
+    an export's)."""
+    return environment.get_template("problem.html").render(
+        message=message, status=status, links=links
+    )

@@ -14,7 +14,7 @@ from typing import Any
 
 import jinja2
 
-from numerate.kernel.errors import NumerateError
+from numerate.kernel.errors import NumerateError, first_line
 from numerate.kernel.files import write_atomically
 from numerate.numgen.metrics import MAX_COUNT
 from numerate.store import browse, queries
@@ -55,6 +55,8 @@ def export(
     live run's manifold before its first grid point is summed up) says so, as the server's
     page would; so does one that fails otherwise, and the export goes on. The database
     itself failing (gone, busy past the bound) stops it."""
+    from numerate.view.app import problem_page
+
     written: list[str] = []
     unshown: list[str] = []
     chosen = frozenset(only) or None
@@ -66,12 +68,12 @@ def export(
                 db=source.path, links=links, exported=source.path, **build(links)
             )
         except LookupError as error:
-            shown = _problem(environment, links, str(error).strip("'\""), 404)
+            shown = problem_page(environment, links, str(error).strip("'\""), 404)
         except NumerateError:
             raise
         except Exception as error:
-            line = str(error).splitlines()[0] if str(error) else type(error).__name__
-            shown = _problem(environment, links, f"could not show this page: {line}", 500)
+            message = f"could not show this page: {first_line(error)}"
+            shown = problem_page(environment, links, message, 500)
             unshown.append(path)
         target = folder / path
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -80,12 +82,6 @@ def export(
         progress(path)
     images = copy_images(source, folder) if chosen is None else []
     return Exported(tuple(written + images), tuple(unshown))
-
-
-def _problem(environment: jinja2.Environment, links: pages.Links, message: str, status: int) -> str:
-    return environment.get_template("problem.html").render(
-        message=message, status=status, links=links
-    )
 
 
 def _pages(source: Source, only: frozenset[str] | None) -> Iterator[Page]:
