@@ -29,6 +29,7 @@ from pydantic import (
 from numerate.kernel.credentials import scrub
 from numerate.kernel.errors import ConfigError, describe_validation_error
 from numerate.kernel.files import read_text
+from numerate.kernel.inputs import Real, Seed, Whole
 from numerate.manifolds import registry
 
 MAX_POINTS = 100_000
@@ -67,15 +68,15 @@ class Sampling(BaseModel):
 
     model_config = _STRICT
 
-    temperature: float = Field(0.0, ge=0.0, le=2.0)
+    temperature: Real = Field(0.0, ge=0.0, le=2.0)
     """Sampling temperature; 0 for (near-)greedy decoding."""
-    max_tokens: int = Field(2048, ge=1, le=1_000_000)
+    max_tokens: Whole = Field(2048, ge=1, le=1_000_000)
     """Most completion tokens; a response cut here is graded `truncated`."""
-    top_p: float | None = Field(None, gt=0.0, le=1.0)
+    top_p: Real | None = Field(None, gt=0.0, le=1.0)
     """Nucleus sampling mass; left to the server when absent."""
-    seed: int | None = None
+    seed: Seed | None = None
     """Sampling seed, for servers that honour one (sample k of a case is sent seed + k)."""
-    samples: int = Field(1, ge=1, le=100)
+    samples: Whole = Field(1, ge=1, le=100)
     """Answers asked per case: distinct requests, each graded on its own."""
 
     def request_fields(self, sample: int = 0) -> dict[str, Any]:
@@ -118,22 +119,22 @@ class ModelConfig(BaseModel):
     concurrency_limit: str | None = Field(None, pattern=r"^[^/%&<>]+$")
     """Prefect global concurrency limit shared by every run against this endpoint; the model
     holds `concurrency` of its slots while it is evaluated (none: no limit across runs)."""
-    concurrency: int = Field(16, ge=1, le=4096)
+    concurrency: Whole = Field(16, ge=1, le=4096)
     """Most requests in flight at once against this model."""
-    timeout_s: float = Field(600.0, gt=0, le=86_400)
+    timeout_s: Real = Field(600.0, gt=0, le=86_400)
     """Seconds one request may take before it is retried."""
-    max_retries: int = Field(6, ge=0, le=100)
+    max_retries: Whole = Field(6, ge=0, le=100)
     """Retries of a request after a timeout, connection error, 429 or 5xx."""
-    max_error_rate: float = Field(0.02, ge=0.0, le=1.0)
+    max_error_rate: Real = Field(0.02, ge=0.0, le=1.0)
     """Share of the model's answers that may end as `error` before its part of the run counts
     as degraded (the run then exits non-zero)."""
-    breaker_after: int = Field(10, ge=1, le=100_000)
+    breaker_after: Whole = Field(10, ge=1, le=100_000)
     """Non-retryable answers (HTTP 400, 401, 403, 404, 422) before any success that stop the
     model at once (its unsent requests stay unsent)."""
-    throttle_budget_s: float = Field(600.0, gt=0.0, le=86_400.0)
+    throttle_budget_s: Real = Field(600.0, gt=0.0, le=86_400.0)
     """Seconds one request may keep being refused by a rate limit (429, 503) before it ends
     as an error; rate limits lower the concurrency and do not spend `max_retries`."""
-    down_after_s: float = Field(30.0, gt=0.0, le=86_400.0)
+    down_after_s: Real = Field(30.0, gt=0.0, le=86_400.0)
     """Seconds a server may stay unreachable (no answer at all) before the model is stopped."""
     system_prompt: str | None = None
     """Optional system message sent before every case."""
@@ -187,12 +188,12 @@ class Precision(BaseModel):
 
     model_config = _STRICT
 
-    ci_width: float = Field(gt=0, le=1)
+    ci_width: Real = Field(gt=0, le=1)
     """Target full width of the 95% interval (0.10: accuracy +- about 0.05)."""
-    min_count: int = Field(20, ge=1, le=1_000_000)
-    max_count: int = Field(400, ge=1, le=1_000_000)
-    step: int = Field(20, ge=1, le=1_000_000)
-    min_scored: float = Field(0.5, ge=0, le=1)
+    min_count: Whole = Field(20, ge=1, le=1_000_000)
+    max_count: Whole = Field(400, ge=1, le=1_000_000)
+    step: Whole = Field(20, ge=1, le=1_000_000)
+    min_scored: Real = Field(0.5, ge=0, le=1)
     """A point stops (`unscored`) when fewer than this share of its answers can be scored
     (truncated, unparsed and failed requests count as asked): more of them would not narrow
     the interval."""
@@ -211,7 +212,7 @@ class ManifoldSweep(BaseModel):
 
     manifold: str
     """Registered manifold name: objects, shuffle or sequence."""
-    count: int | None = Field(None, ge=1, le=1_000_000)
+    count: Whole | None = Field(None, ge=1, le=1_000_000)
     """Cases per grid point (default 20 when there is no `precision`)."""
     precision: Precision | None = None
     """Instead of `count`: sample each point until its interval is narrow enough."""
@@ -325,7 +326,7 @@ class SweepConfig(BaseModel):
 
     name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")
     """Sweep name stored with every run."""
-    seed: int = Field(0, ge=0)
+    seed: Seed = 0
     """Base seed of every grid point."""
     db: str | None = None
     """DuckDB file for the results; the CLI's --db overrides it."""
@@ -336,15 +337,22 @@ class SweepConfig(BaseModel):
     """A folder the readers of the results can reach (a shared mount): after each run, its pages
     of `numerate view` (and those of the run it is compared with) are written to
     VIEW_DIR/RUN_ID/, and the run's summary artifact links to them."""
-    batch_size: int = Field(500, ge=1, le=100_000)
+    batch_size: Whole = Field(500, ge=1, le=100_000)
     """Cases per Prefect task when asking a model: one task per batch keeps orchestration cheap."""
-    max_cases: int = Field(10_000_000, ge=1)
+    max_cases: Whole = Field(10_000_000, ge=1)
     """Most answers a run may ask for (models x cases x samples): a larger sweep is refused
     before anything runs."""
     models: list[ModelConfig] = Field(min_length=1)
     """The models to evaluate."""
     manifolds: list[ManifoldSweep] = Field(min_length=1)
     """The manifolds and their grids."""
+
+    @field_validator("results_dir", "view_dir")
+    @classmethod
+    def _a_place(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("give a folder, or leave the field out (empty would mean here)")
+        return value
 
     @model_validator(mode="after")
     def _distinct_model_names(self) -> SweepConfig:

@@ -60,6 +60,10 @@ async def preflight(
         from numerate.store.shards import check_writable
 
         await asyncio.to_thread(check_writable, config.results_dir)
+    if config.view_dir:
+        from numerate.kernel.files import check_folder
+
+        await asyncio.to_thread(check_folder, "view_dir", config.view_dir)
     if any(model.concurrency_limit or model.api_key_secret for model in config.models):
         await asyncio.to_thread(prefect_ready)  # else Prefect's client starts a server of its own
         for model in config.models:

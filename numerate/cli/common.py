@@ -126,6 +126,8 @@ def parse_assignments(assignments: list[str]) -> dict[str, Any]:
         key, sep, raw = assignment.partition("=")
         if not sep or not key.strip():
             raise ConfigError(f"--set expects key=value, got {shorten(repr(assignment))}")
+        if key.strip() in values:
+            raise ConfigError(f"--set {shorten(key.strip())}: given twice; give it once")
         try:
             values[key.strip()] = json_value(raw, f"--set {shorten(key.strip())}", MAX_OPTION_CHARS)
         except json.JSONDecodeError:

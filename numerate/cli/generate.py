@@ -30,20 +30,19 @@ def generate(
     from pydantic import ValidationError
 
     from numerate.kernel.errors import describe_validation_error
+    from numerate.kernel.inputs import MAX_SEED
     from numerate.manifolds import registry
 
     try:
         check_output("--out", out)
         spec = registry.get(manifold)
-        if seed < 0:
-            raise ConfigError(f"--seed {seed}: a seed is a whole number, 0 or more")
+        if not 0 <= seed <= MAX_SEED:
+            raise ConfigError(f"--seed {seed}: a seed is a whole number from 0 to {MAX_SEED}")
         values = parse_assignments(set_ or [])
-        for key, value in values.items():
-            field = spec.params_model.model_fields.get(key)
-            if isinstance(value, bool) and field is not None and field.annotation is not bool:
-                raise ConfigError(
-                    f"--set {key}={str(value).lower()}: expected a value, not true or false"
-                )
+        if "count" in values:
+            raise ConfigError(
+                f"--set count={values['count']}: give the number of cases with --count"
+            )
         values["count"] = count
         unknown = sorted(set(values) - set(spec.params_model.model_fields))
         if unknown:

@@ -80,8 +80,11 @@ def _run_flow(config: Any, db: str, dispatch: str) -> dict[str, Any]:
 
     from numerate.cli.common import quiet_run_logs, terminal_progress
     from numerate.cli.server import connect
+    from numerate.kernel.files import check_folder
     from numerate.progress import reporting_to
 
+    if config.needs_images:
+        check_folder("images_dir", config.images_dir)  # before the database is made
     connect().wait()
     from numerate.flows.numgen import numgen
     from numerate.tasks.dispatch import Dispatch
@@ -177,6 +180,7 @@ def run(
     try:
         check_format(output, ("table", "json"))
         check_dispatch(dispatch)
+        check_size(size)
         data = _load_yaml(config) if config else {}
         settings = _with_options(data, generator, detector, prompts, generation, images_dir)
         numgen_config = _validate(settings)
@@ -188,6 +192,19 @@ def run(
         typer.echo(json.dumps(result, indent=2))
         return
     _show_run(numgen_config, result, db)
+
+
+def check_size(size: int | None) -> None:
+    """`--size` (both sides of the image) is one a generator can make; one error naming it."""
+    from pydantic import ValidationError
+
+    from numerate.numgen.generation import GenerationSettings
+
+    try:
+        GenerationSettings(height=size)
+    except ValidationError as error:
+        message = error.errors()[0]["msg"]
+        raise ConfigError(f"--size {size}: {message} (pixels on each side)") from None
 
 
 def check_dispatch(dispatch: str) -> None:
@@ -212,7 +229,7 @@ def _with_options(
         given = {key: value for key, value in values.items() if value is not None}
         if given:
             data.setdefault(section, {}).update(given)
-    if images_dir:
+    if images_dir is not None:
         data["images_dir"] = images_dir
     return data
 
@@ -250,7 +267,7 @@ def calibrate(
 
     db = results_db(db)
     try:
-        extra: dict[str, Any] = {"images_dir": images_dir} if images_dir else {}
+        extra: dict[str, Any] = {"images_dir": images_dir} if images_dir is not None else {}
         if device:
             extra["generation"] = {"device": device}
         check_dispatch(dispatch)

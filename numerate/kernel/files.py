@@ -74,6 +74,40 @@ def output_target(path: Path) -> Path:
     return target
 
 
+def output_folder(path: Path) -> Path:
+    """The folder files will be written in, resolved (`~` expanded); nothing is created.
+
+    Raises:
+        OutputPathError: `path` is empty, names something that is not a folder (a file, a
+            device, a link that leads nowhere), lies under a "folder" that is a file, or the
+            nearest existing folder cannot be written.
+    """
+    if not str(path).strip():
+        raise OutputPathError(path, "no folder named")
+    target = Path(os.path.realpath(path.expanduser()))
+    if target.is_symlink():
+        raise OutputPathError(path, "a symbolic link that leads nowhere (a loop)")
+    for folder in (target, *target.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                kind = "a file" if folder.is_file() else "not a regular file nor a folder"
+                where = "" if folder == target else f"{folder} is "
+                raise OutputPathError(path, f"{where}{kind}, not a folder")
+            if not os.access(folder, os.W_OK | os.X_OK):
+                raise OutputPathError(path, f"{folder} cannot be written (permission denied)")
+            break
+    return target
+
+
+def check_folder(option: str, path: Path | str) -> None:
+    """Refuse an output folder before any work is done (see output_folder); ConfigError
+    naming `option` (a command-line option or a config field) and the path."""
+    try:
+        output_folder(Path(path))
+    except OutputPathError as error:
+        raise ConfigError(f"{option} {str(path)!r:.200}: {error.reason}") from None
+
+
 def _create_temporary(target: Path) -> tuple[BinaryIO, Path]:
     """A new, empty file beside `target`, created exclusively under a random name (a link or
     file already at that name is an error, never written through); an existing target's

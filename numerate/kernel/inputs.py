@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field, Strict
 
 from numerate.kernel.errors import ConfigError
 
@@ -27,6 +29,16 @@ MAX_LINE_CHARS = 16 * 1024 * 1024
 """Characters of one JSON value (a JSON Lines line)."""
 MAX_OPTION_CHARS = 100_000
 """Characters of one value given on the command line (`--set key=value`)."""
+
+Whole = Annotated[int, Strict()]
+"""A whole number in a configuration: `true`, `"2"` and `2.0` are refused (pydantic would
+take them as 1 and 2), so that a value that is not written as a whole number is an error."""
+Real = Annotated[float, Strict()]
+"""A number in a configuration: a whole or decimal number, not `true` nor `"0.5"`."""
+MAX_SEED = 2**63 - 1
+"""The largest seed: what a signed 64-bit integer holds (the database's BIGINT, numpy)."""
+Seed = Annotated[int, Strict(), Field(ge=0, le=MAX_SEED)]
+"""A seed in a configuration: a whole number from 0 to MAX_SEED."""
 
 
 class InputLimitError(ConfigError):
@@ -71,11 +83,26 @@ def json_value(text: str, where: str, limit: int = MAX_LINE_CHARS) -> Any:
     if len(text) > limit:
         raise InputLimitError(f"{where}: {len(text):,} characters; at most {limit:,} allowed")
     try:
-        value = json.loads(text, parse_int=functools.partial(whole_number, where=where))
+        value = json.loads(
+            text,
+            parse_int=functools.partial(whole_number, where=where),
+            object_pairs_hook=functools.partial(_unique_keys, where=where),
+        )
     except RecursionError:
         raise InputLimitError(f"{where}: nested more than {MAX_DEPTH} levels deep") from None
     check_depth(value, where)
     return value
+
+
+def _unique_keys(pairs: list[tuple[str, Any]], where: str) -> dict[str, Any]:
+    """A JSON object's pairs as a dict; ConfigError naming `where` and the key when a key
+    appears twice (json.loads would keep the last silently)."""
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise ConfigError(f"{where}: the key {key!r} appears twice; give it once")
+        seen.add(key)
+    return dict(pairs)
 
 
 def yaml_value(text: str, where: str) -> Any:
@@ -136,6 +163,21 @@ def bounded_loader() -> type:
                     node.start_mark,
                 )  # fmt: skip
             return value
+
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                if not isinstance(key_node, yaml.ScalarNode) or key_node.tag.endswith(":merge"):
+                    continue
+                key = self.construct_object(key_node)
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None,
+                        f"the key {key!r} appears twice (the first would be ignored); give it once",
+                        key_node.start_mark,
+                    )  # fmt: skip
+                seen.add(key)
+            return super().construct_mapping(node, deep=deep)
 
     BoundedLoader.add_constructor("tag:yaml.org,2002:int", BoundedLoader.construct_yaml_int)
     return BoundedLoader

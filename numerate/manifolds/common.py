@@ -14,6 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from numerate.kernel.inputs import Whole
+
 
 class AnchorFormat(StrEnum):
     """Organisational markers placed before each listed statement."""
@@ -171,7 +173,7 @@ class ParamsBase(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
-    count: int = Field(10, gt=0, le=1_000_000)
+    count: Whole = Field(10, gt=0, le=1_000_000)
     """Number of test cases to generate."""
 
 

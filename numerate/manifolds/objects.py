@@ -10,6 +10,7 @@ import random
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from numerate.kernel.inputs import Real, Whole
 from numerate.manifolds.common import (
     AnchorFormat,
     CaseBase,
@@ -292,15 +293,15 @@ class ObjectCountingGenerationParams(ParamsBase):
 
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
-    length: int = Field(4, ge=1)
+    length: Whole = Field(4, ge=1)
     """Number of target items (from the target categories) in each case."""
-    max_count: int = Field(5, ge=0, le=MAX_QUANTITY)
+    max_count: Whole = Field(5, ge=0, le=MAX_QUANTITY)
     """Largest quantity of one item (quantities are drawn from 0..max_count)."""
-    distractor_count: int = Field(2, ge=0)
+    distractor_count: Whole = Field(2, ge=0)
     """Number of distractor items from the other categories."""
-    target_groups: int = Field(1, ge=1, le=len(CATEGORIES))
+    target_groups: Whole = Field(1, ge=1, le=len(CATEGORIES))
     """Number of target categories the question asks about."""
-    prob_adjective: float = Field(0.0, ge=0.0, le=1.0)
+    prob_adjective: Real = Field(0.0, ge=0.0, le=1.0)
     """Probability that an item carries an irrelevant adjective."""
     anchor: AnchorFormat = AnchorFormat.NONE
     """Marker before each listed item: NONE, NUMERIC, ALPHA, ROMAN, REVERSE or HEX."""

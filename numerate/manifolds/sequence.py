@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import ConfigDict, Field, model_validator
 
+from numerate.kernel.inputs import Whole
 from numerate.manifolds.common import CaseBase, ParamsBase, canonical_params, case_rng
 from numerate.manifolds.grading import (
     AnswerSpan,
@@ -146,13 +147,13 @@ class SequenceGenerationParams(ParamsBase):
 
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
-    seq_length: int = Field(3, ge=1, le=20)
+    seq_length: Whole = Field(3, ge=1, le=20)
     """Number of terms the model must generate."""
-    num_rules: int = Field(1, ge=1, le=len(INTERFERENCE_RULES))
+    num_rules: Whole = Field(1, ge=1, le=len(INTERFERENCE_RULES))
     """Number of interference rules (besides the base rule), each of a different kind."""
-    rule_enable: int = Field(7, ge=1, le=7)
+    rule_enable: Whole = Field(7, ge=1, le=7)
     """Bitmask of enabled interference categories: SKIP=1, MODULO=2, CONDITIONS=4."""
-    start_length: int = Field(3, ge=2, le=8)
+    start_length: Whole = Field(3, ge=2, le=8)
     """Number of terms in the starting sequence (numerate's addition; the spec leaves it open)."""
 
     @model_validator(mode="after")

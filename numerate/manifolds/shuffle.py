@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from numerate.kernel.inputs import Real, Whole
 from numerate.manifolds.common import (
     AnchorFormat,
     CaseBase,
@@ -293,15 +294,15 @@ class ShuffleGenerationParams(ParamsBase):
 
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
-    length: int = Field(4, ge=3, le=MAX_PEOPLE)
+    length: Whole = Field(4, ge=3, le=MAX_PEOPLE)
     """Number of people (and items)."""
-    max_depth: int = Field(3, ge=1, le=200)
+    max_depth: Whole = Field(3, ge=1, le=200)
     """Number of swaps performed."""
-    confounding_count: int = Field(0, ge=0, le=200)
+    confounding_count: Whole = Field(0, ge=0, le=200)
     """Number of irrelevant statements inserted among the swaps."""
     anchor: AnchorFormat = AnchorFormat.NONE
     """Marker before each statement: any of the nine formats."""
-    adjective_prob: float = Field(0.0, ge=0.0, le=1.0)
+    adjective_prob: Real = Field(0.0, ge=0.0, le=1.0)
     """Probability that an item carries an adjective."""
     anchor_prefix: str = "\n"
     """Text before each marker (when anchor is not NONE)."""

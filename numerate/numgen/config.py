@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from numerate.kernel.inputs import Whole
 from numerate.numgen.baselines import BASELINES
 from numerate.numgen.detection import DEFAULT_DETECTOR, DetectionSettings
 from numerate.numgen.generation import GenerationSettings
@@ -36,7 +37,7 @@ class NumGenConfig(BaseModel):
     images_dir: str = "results/numgen"
     """Where images, annotated images and the GPU steps' manifests go (a folder every worker
     can reach: a shared mount when generation runs on another machine)."""
-    task_batch: int = Field(64, ge=1, le=10_000)
+    task_batch: Whole = Field(64, ge=1, le=10_000)
     """Images per Prefect task (model batches are sized separately, to the GPU's memory)."""
     annotate: bool = True
     """Save a copy of every image with the detector's boxes drawn on it."""
@@ -47,6 +48,13 @@ class NumGenConfig(BaseModel):
         if not value.strip():
             raise ValueError("must name a model, a path or a built-in")
         return value.strip()
+
+    @field_validator("images_dir")
+    @classmethod
+    def _a_folder(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("give the folder for the images (an empty path would mean here)")
+        return value
 
     @property
     def needs_images(self) -> bool:

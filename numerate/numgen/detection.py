@@ -14,8 +14,9 @@ from typing import Any, Protocol
 
 import numpy as np
 from PIL import Image, ImageDraw
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
+from numerate.kernel.inputs import Real, Whole
 from numerate.numgen.metrics import cap
 from numerate.numgen.torch_utils import ModelLoadError
 
@@ -25,17 +26,19 @@ DEFAULT_DETECTOR = "IDEA-Research/grounding-dino-tiny"
 class DetectionSettings(BaseModel):
     """The detector's filters, the reference's values by default."""
 
-    box_threshold: float = Field(0.05, ge=0, le=1)
+    model_config = ConfigDict(extra="forbid")  # a misspelt field is an error
+
+    box_threshold: Real = Field(0.05, ge=0, le=1)
     """Grounding DINO keeps a query whose best token logit passes this."""
-    text_threshold: float = Field(0.25, ge=0, le=1)
+    text_threshold: Real = Field(0.25, ge=0, le=1)
     """A token belongs to a box's label when its logit passes this."""
-    min_score: float = Field(0.40, ge=0, le=1)
+    min_score: Real = Field(0.40, ge=0, le=1)
     """Boxes scoring below this are dropped before counting."""
-    nms_iou: float = Field(0.95, gt=0, le=1)
+    nms_iou: Real = Field(0.95, gt=0, le=1)
     """Non-maximum suppression: of two boxes overlapping more than this, the weaker goes."""
-    max_box_area: float | None = Field(None, gt=0, le=1)
+    max_box_area: Real | None = Field(None, gt=0, le=1)
     """Drop boxes covering more than this share of the image (the reference's option: 0.95)."""
-    batch_size: int = Field(8, ge=1, le=1024)
+    batch_size: Whole = Field(8, ge=1, le=1024)
     """Images per forward pass."""
 
 

@@ -14,10 +14,11 @@ from typing import Any, Protocol
 
 import numpy as np
 from PIL import Image, PngImagePlugin
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from numerate.kernel.errors import NumerateError
 from numerate.kernel.files import write_atomically
+from numerate.kernel.inputs import Real, Whole
 from numerate.numgen.prompts import Prompt
 
 log = logging.getLogger("numerate.numgen")
@@ -45,19 +46,21 @@ class GenerationSettings(BaseModel):
     """How a diffusers pipeline samples; None takes the model family's preset, then the
     pipeline's own default."""
 
-    steps: int | None = Field(None, ge=1, le=1000)
+    model_config = ConfigDict(extra="forbid")  # a misspelt field is an error
+
+    steps: Whole | None = Field(None, ge=1, le=1000)
     """Denoising steps (`num_inference_steps`)."""
-    guidance: float | None = Field(None, ge=0, le=50)
+    guidance: Real | None = Field(None, ge=0, le=50)
     """Classifier-free guidance scale (`guidance_scale`)."""
-    height: int | None = Field(None, ge=8, le=4096, multiple_of=8)
+    height: Whole | None = Field(None, ge=8, le=4096, multiple_of=8)
     """Image height in pixels."""
-    width: int | None = Field(None, ge=8, le=4096, multiple_of=8)
+    width: Whole | None = Field(None, ge=8, le=4096, multiple_of=8)
     """Image width in pixels."""
     device: str = "auto"
     """auto (cuda, else mps, else cpu), cpu, cuda, cuda:N or mps."""
     dtype: str = "auto"
     """auto (bfloat16 on a GPU, float32 on the CPU), float32, float16 or bfloat16."""
-    batch_size: int | None = Field(None, ge=1, le=256)
+    batch_size: Whole | None = Field(None, ge=1, le=256)
     """Images per pipeline call; None sizes batches to the GPU's free memory."""
 
     @field_validator("device")

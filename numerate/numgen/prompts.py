@@ -12,7 +12,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal, cast
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from numerate.kernel.inputs import Seed, Whole
 
 TEMPLATE = "An image with {n} {object}"
 
@@ -37,17 +39,19 @@ ExportFormat = Literal["json", "jsonl", "txt"]
 class PromptSpec(BaseModel):
     """What to generate: the numbers, the objects, how many prompts per number, the seed."""
 
-    n_min: int = Field(1, ge=1, le=19)
+    model_config = ConfigDict(extra="forbid")  # a misspelt field is an error
+
+    n_min: Whole = Field(1, ge=1, le=19)
     """Smallest target numerosity."""
-    n_max: int = Field(10, ge=1, le=19)
+    n_max: Whole = Field(10, ge=1, le=19)
     """Largest target numerosity (the confusion matrix's generated axis stops at 20+)."""
-    per_number: int = Field(10, ge=1, le=100_000)
+    per_number: Whole = Field(10, ge=1, le=100_000)
     """Prompts for each number: every number is equally represented."""
     objects: list[str] = Field(default_factory=lambda: list(OBJECTS))
     """Objects, plural as in the prompt; unknown objects need a `singulars` entry."""
     singulars: dict[str, str] = Field(default_factory=dict)
     """Singular forms of objects outside the built-in list (used for n = 1)."""
-    seed: int = Field(0, ge=0)
+    seed: Seed = 0
     """Seed of the object draw and of every image's generator seed."""
 
     @model_validator(mode="after")

@@ -23,6 +23,10 @@ async def open_run(sweep: SweepConfig, db: str, fresh: bool = False) -> str:
         from numerate.store.shards import check_writable
 
         await asyncio.to_thread(check_writable, sweep.results_dir)
+    if sweep.view_dir:
+        from numerate.kernel.files import check_folder
+
+        await asyncio.to_thread(check_folder, "view_dir", sweep.view_dir)
     store = await asyncio.to_thread(Store.open, db)
     fingerprint = sweep.fingerprint()
     if not fresh:

@@ -81,6 +81,12 @@ def test_set_values_are_typed_and_same_seed_same_output():
         (["generate", "objects", "--set", "length"], "key=value"),
         (["generate", "objectz"], "unknown manifold 'objectz'"),
         (["generate", "sequence", "--set", "num_rules=5", "--set", "rule_enable=2"], "num_rules=5"),
+        (["generate", "objects", "--set", "count=5"], "--set count=5: give the number of cases"),
+        (["generate", "objects", "--set", "length=3", "--set", "length=4"], "given twice"),
+        (["generate", "objects", "--set", "length=true"], "length = True: Input should be a val"),
+        (["generate", "objects", "--set", 'length="3"'], "length = '3': Input should be a valid"),
+        (["generate", "objects", "--seed", "9" * 120], "a seed is a whole number from 0 to"),
+        (["generate", "objects", "--seed", "-1"], "a seed is a whole number from 0 to"),
     ],
 )
 def test_bad_input_gives_one_clear_error(args, message):

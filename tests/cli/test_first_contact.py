@@ -95,20 +95,23 @@ def test_artifacts_name_the_database_by_its_absolute_path(tmp_path, monkeypatch)
     assert absolute("/abs/r.duckdb") == "/abs/r.duckdb"
 
 
+def oracle_sweep(folder, **fields):
+    """s.yaml in `folder`: the oracle baseline on two objects cases, with `fields` added."""
+    config = folder / "s.yaml"
+    sweep = {
+        "name": "s",
+        "models": [{"name": "o", "model": "baseline:oracle"}],
+        "manifolds": [{"manifold": "objects", "count": 2}],
+    }
+    config.write_text(json.dumps({**sweep, **fields}))
+    return config
+
+
 def test_a_database_that_is_a_looping_link_or_truncated_is_one_line(tmp_path):
     """`--db` a symbolic link to itself, or a DuckDB file cut short: one error line naming
     the file, no traceback (RuntimeError and DuckDB's IOException before)."""
     (tmp_path / "loop.duckdb").symlink_to("loop.duckdb")
-    config = tmp_path / "s.yaml"
-    config.write_text(
-        json.dumps(
-            {
-                "name": "s",
-                "models": [{"name": "o", "model": "baseline:oracle"}],
-                "manifolds": [{"manifold": "objects", "count": 2}],
-            }
-        )
-    )
+    config = oracle_sweep(tmp_path)
     sweep = ["run", "--config", str(config), "--format", "json"]
     looped = runner.invoke(app, [*sweep, "--db", str(tmp_path / "loop.duckdb")])
     assert "a symbolic link that loops" in one_error(looped)
@@ -121,3 +124,17 @@ def test_a_database_that_is_a_looping_link_or_truncated_is_one_line(tmp_path):
     assert truncated.exit_code == 3 and "Traceback" not in truncated.output
     last = truncated.stderr.strip().splitlines()[-1]
     assert last.startswith(f"error: results database {cut}") and "truncated" in last, last
+
+
+@pytest.mark.parametrize("where", ["{file}", "{file}/pages"])
+def test_a_view_dir_that_cannot_be_a_folder_is_refused_before_the_run(tmp_path, where):
+    """Before: a sweep whose view_dir was a file ran to the end, exit 0, and its pages were
+    silently not written. Now the run is refused first: one line, nothing made."""
+    planted = tmp_path / "planted"
+    planted.write_text("a file")
+    config = oracle_sweep(tmp_path, view_dir=where.replace("{file}", str(planted)))
+    db = tmp_path / "r.duckdb"
+    text = one_error(runner.invoke(app, ["run", "--config", str(config), "--db", str(db)]))
+    assert text.startswith("error: view_dir ") and f"{planted}" in text
+    assert "a file, not a folder" in text
+    assert sorted(tmp_path.iterdir()) == [planted, config]  # no database

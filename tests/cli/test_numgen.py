@@ -146,6 +146,14 @@ def test_an_output_path_that_is_a_folder_is_one_error_line(tmp_path, arguments):
         (b"a: &a [1]\nprompts: {objects: *a}\n", "YAML aliases (*name) are not allowed"),
         (b"- a list\n", "expected a mapping of settings"),
         (b"generator: synthetic\ncolour: red\n", "colour = 'red': Extra inputs are not"),
+        (b"prompts: {per_number: 2, colour: red}\n", "prompts.colour = 'red': Extra inputs"),
+        (b"generation: {stepz: 4}\n", "generation.stepz = 4: Extra inputs are not"),
+        (b"detection: {min_scor: 0.3}\n", "detection.min_scor = 0.3: Extra inputs are not"),
+        (b"prompts: {per_number: true}\n", "prompts.per_number = True: Input should be a valid"),
+        (b"prompts: {seed: '2'}\n", "prompts.seed = '2': Input should be a valid integer"),
+        (b"task_batch: 2.0\n", "task_batch = 2.0: Input should be a valid integer"),
+        (b"images_dir: ''\n", "images_dir = '': give the folder for the images"),
+        (b"generator: synthetic\ngenerator: random\n", "the key 'generator' appears twice"),
     ],
 )
 def test_a_bad_numgen_config_is_one_error_line(tmp_path, content, message):
@@ -154,6 +162,35 @@ def test_a_bad_numgen_config_is_one_error_line(tmp_path, content, message):
     result = runner.invoke(app, ["numgen", "run", "--config", str(path)])
     assert result.exit_code == 2 and message in result.stderr
     assert result.stderr.startswith("error: ") and len(result.stderr.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--images-dir", "{file}"], "images_dir '{file}': a file, not a folder"),
+        (["--images-dir", "{file}/sub"], "images_dir '{file}/sub': {file} is a file, not a"),
+        (["--images-dir", ""], "images_dir = '': give the folder for the images"),
+        (["--size", "0"], "--size 0: Input should be greater than or equal to 8"),
+        (["--size", "12"], "--size 12: Input should be a multiple of 8"),
+        (["--seed", str(2**63)], "prompts.seed = 9223372036854775808: Input should be less"),
+    ],
+)
+def test_a_bad_images_folder_or_size_is_one_line_before_anything_is_made(
+    tmp_path, arguments, message
+):
+    """Before: an images folder that is a file ended in a traceback after the database was
+    made and the flow started; --size 0 gave two lines (height and width)."""
+    planted = tmp_path / "planted"
+    planted.write_text("not a folder")
+    db = tmp_path / "r.duckdb"
+    args = [a.replace("{file}", str(planted)) for a in arguments]
+    command = ["numgen", "run", "--generator", "synthetic", "--count", "1", "--db", str(db)]
+    result = runner.invoke(app, [*command, *args])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ")
+    assert message.replace("{file}", str(planted)) in lines[0]
+    assert sorted(tmp_path.iterdir()) == [planted]  # no database, no images
 
 
 class Silent:

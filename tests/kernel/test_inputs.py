@@ -44,6 +44,14 @@ def test_json_beyond_a_bound_names_where(text, message):
     assert str(raised.value).startswith("f.jsonl line 3: ")
 
 
+def test_a_json_key_given_twice_is_refused_at_any_depth():
+    """json.loads keeps the last of two values silently; a graded line or --set value with a
+    key twice is ambiguous, so it is refused naming the key."""
+    with pytest.raises(ConfigError, match=re.escape("f.jsonl line 2: the key 'a' appears twice")):
+        json_value('{"b": {"a": 1, "a": 2}}', "f.jsonl line 2")
+    assert json_value('{"a": {"a": 1}, "b": [{"a": 2}]}', "w") == {"a": {"a": 1}, "b": [{"a": 2}]}
+
+
 def test_json_that_is_too_long_and_json_that_is_not_json():
     with pytest.raises(InputLimitError, match="at most 10 allowed"):
         json_value('"' + "x" * 20 + '"', "w", limit=10)
@@ -68,6 +76,8 @@ def test_yaml_within_the_bounds():
         ("a: &x [1]\nb: *x\n", "YAML aliases (*name) are not allowed"),
         ("a: 2024-13-45\n", "not valid YAML: month must be in 1..12"),
         ("a: [\n", "not valid YAML"),
+        ("a: 1\nb: 2\na: 3\n", "(line 3, column 1): not valid YAML: the key 'a' appears twice"),
+        ("m:\n  - {n: 1, n: 2}\n", "(line 2, column 12): not valid YAML: the key 'n' appears"),
     ],
 )
 def test_yaml_beyond_a_bound_or_broken_is_one_config_error(text, message):
