@@ -51,9 +51,9 @@ def list_runs(source: Source, limit: int = 20, sweep: str | None = None) -> pl.D
 
     Args:
         source: a read-only connection (numerate.store.reader.Reader).
-        limit: at most this many runs, >= 1.
+        limit: at most this many runs, >= 1 (more than a database can hold means all).
         sweep: only the runs of this sweep.
     """
     if limit < 1:
         raise ConfigError(f"--limit {limit}: need at least 1")
-    return browse.runs_page(source, 0, limit, sweep)[0]
+    return browse.runs_page(source, 0, min(limit, 2**63 - 1), sweep)[0]  # DuckDB's BIGINT

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -36,7 +35,7 @@ def cache_clear(
     """
     from datetime import UTC, datetime
 
-    from numerate.store import Store
+    from numerate.store import Store, existing_database
 
     db = results_db(db)
     try:
@@ -47,8 +46,7 @@ def cache_clear(
             except ValueError:
                 raise ConfigError(f"--before {before!r}: expected a date, YYYY-MM-DD") from None
             when = when if when.tzinfo else when.replace(tzinfo=UTC)
-        if not Path(db).exists():
-            raise ConfigError(f"no results database at {db}")
+        existing_database(db)
         removed = Store.open(db).clear_completions(model, when)
     except NumerateError as error:
         fail(error)

@@ -64,6 +64,16 @@ def write_output(path: Path, content: Content) -> None:
         fail(f"cannot write {path}: {error.strerror or error}")
 
 
+def a_path(text: str) -> Path:
+    """The parser of every path option and argument: an empty or blank path is refused (as a
+    Path it would be `.`, here), and the message shows it as given."""
+    import typer
+
+    if not text.strip():
+        raise typer.BadParameter(f"{text!r}: give a path (an empty one would mean here)")
+    return Path(text)
+
+
 def check_output(option: str, path: Path | str | None, suffixes: tuple[str, ...] = ()) -> None:
     """Refuse an output path before any work is done: one that cannot be a file (see
     kernel.files.output_target) or, given `suffixes`, whose suffix names a format the command

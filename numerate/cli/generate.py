@@ -9,7 +9,7 @@ from typing import Annotated, BinaryIO
 import typer
 
 from numerate.cli.app import app
-from numerate.cli.common import check_output, fail, parse_assignments, write_output
+from numerate.cli.common import a_path, check_output, fail, parse_assignments, write_output
 from numerate.kernel.errors import ConfigError, NumerateError
 
 
@@ -23,7 +23,11 @@ def generate(
         typer.Option("--set", help="Generation parameter, key=value (repeatable)."),
     ] = None,
     out: Annotated[
-        Path | None, typer.Option(help="JSON Lines file to write (default: standard output).")
+        Path | None,
+        typer.Option(
+            help="JSON Lines file to write (default: standard output).",
+            parser=a_path,
+        ),
     ] = None,
 ) -> None:
     """Generate test cases as JSON Lines, one case a line."""

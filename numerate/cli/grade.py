@@ -11,15 +11,25 @@ from typing import Annotated
 import typer
 
 from numerate.cli.app import app
-from numerate.cli.common import check_output, fail, write_output
+from numerate.cli.common import a_path, check_output, fail, write_output
 from numerate.kernel.errors import NumerateError
 
 
 @app.command()
 def grade(
-    path: Annotated[Path, typer.Argument(help="JSON Lines: cases with a `response` field.")],
+    path: Annotated[
+        Path,
+        typer.Argument(
+            help="JSON Lines: cases with a `response` field.",
+            parser=a_path,
+        ),
+    ],
     out: Annotated[
-        Path | None, typer.Option(help="File to write (default: standard output).")
+        Path | None,
+        typer.Option(
+            help="File to write (default: standard output).",
+            parser=a_path,
+        ),
     ] = None,
 ) -> None:
     """Grade answers from any source (JSON Lines of cases with their responses).

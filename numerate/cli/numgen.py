@@ -14,6 +14,7 @@ import typer
 
 from numerate.cli.common import (
     DB_HELP,
+    a_path,
     check_format,
     check_output,
     fail,
@@ -153,7 +154,13 @@ def run(
     ] = None,
     seed: Annotated[int | None, typer.Option(help="Seed of prompts and images.")] = None,
     config: Annotated[
-        Path | None, typer.Option("--config", "-c", help="NumGen config (YAML); options win.")
+        Path | None,
+        typer.Option(
+            "--config",
+            "-c",
+            help="NumGen config (YAML); options win.",
+            parser=a_path,
+        ),
     ] = None,
     db: Annotated[str | None, DB_OPTION] = None,
     images_dir: Annotated[str | None, typer.Option(help="Folder for images.")] = None,
@@ -345,10 +352,20 @@ def _parse_responses(path: Path) -> tuple[list[int], list[int]]:
 
 @app.command()
 def score(
-    responses: Annotated[Path, typer.Option(help="CSV with columns target,generated.")],
+    responses: Annotated[
+        Path,
+        typer.Option(
+            help="CSV with columns target,generated.",
+            parser=a_path,
+        ),
+    ],
     output: Annotated[str, typer.Option("--format", help="json or table.")] = "table",
     heatmap: Annotated[
-        Path | None, typer.Option(help="Also draw the confusion matrix to this PNG.")
+        Path | None,
+        typer.Option(
+            help="Also draw the confusion matrix to this PNG.",
+            parser=a_path,
+        ),
     ] = None,
 ) -> None:
     """Score (target, generated) pairs from any source: every NumGen metric."""
@@ -385,7 +402,11 @@ def report(
         str, typer.Option("--format", help="table, csv, json or markdown.")
     ] = "table",
     heatmap: Annotated[
-        Path | None, typer.Option(help="Draw a run's confusion matrix to this PNG.")
+        Path | None,
+        typer.Option(
+            help="Draw a run's confusion matrix to this PNG.",
+            parser=a_path,
+        ),
     ] = None,
     run_id: Annotated[
         str | None, typer.Option("--run", help="Run for --heatmap (default: the latest).")
@@ -443,7 +464,13 @@ def prompts(
     ] = None,
     seed: Annotated[int, typer.Option(help="Seed.")] = 0,
     output: Annotated[str, typer.Option("--format", help="json, jsonl or txt.")] = "jsonl",
-    out: Annotated[Path | None, typer.Option(help="File to write (default: stdout).")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="File to write (default: stdout).",
+            parser=a_path,
+        ),
+    ] = None,
 ) -> None:
     """Export the prompts ("An image with 7 apples") as JSON, JSON Lines or text."""
     from pydantic import ValidationError

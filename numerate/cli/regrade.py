@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -26,12 +25,11 @@ def regrade(
     The answers stay as received; their outcomes and the run's aggregates are updated.
     """
     from numerate.regrade import regrade_run
-    from numerate.store import Store, queries
+    from numerate.store import Store, existing_database, queries
 
     db = results_db(db)
     try:
-        if not Path(db).exists():
-            raise ConfigError(f"no results database at {db}")
+        existing_database(db)
         store = Store.open(db)
         if queries.run_record(store, run_id) is None:
             raise ConfigError(f"{db} has no run {run_id!r}")

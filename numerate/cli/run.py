@@ -11,6 +11,7 @@ import typer
 from numerate.cli.app import app
 from numerate.cli.common import (
     Format,
+    a_path,
     check_format,
     fail,
     print_report,
@@ -32,7 +33,12 @@ if TYPE_CHECKING:
 def run(
     config: Annotated[
         Path | None,
-        typer.Option("--config", "-c", help="Sweep config (YAML). Default: the built-in sweep."),
+        typer.Option(
+            "--config",
+            "-c",
+            help="Sweep config (YAML). Default: the built-in sweep.",
+            parser=a_path,
+        ),
     ] = None,
     db: Annotated[
         str | None,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -13,21 +12,21 @@ from numerate.cli.common import (
     fail,
     results_db,
 )
-from numerate.kernel.errors import ConfigError, NumerateError
+from numerate.kernel.errors import NumerateError
 
 
 @app.command()
 def upgrade(db: Annotated[str | None, typer.Option(help=DB_HELP)] = None) -> None:
     """Bring a results database to this numerate's schema (readers never write, so they ask
     for this); every row is kept."""
-    from numerate.store import Store
+    from numerate.store import Store, existing_database
     from numerate.store.schema import SCHEMA_VERSION
 
     db = results_db(db)
     try:
-        if not Path(db).is_file():
-            raise ConfigError(f"no results database at {db}")
+        existing_database(db)
         store = Store.open(db)
+        store.check_readable()
     except NumerateError as error:
         fail(error)
     found = store.found_version

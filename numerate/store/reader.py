@@ -56,6 +56,28 @@ def _connect(path: str, writers_first_s: float = WRITERS_FIRST_S) -> Any:
     return access.connect(path, read_only=True, config=READ_ONLY_CONFIG)
 
 
+def existing_database(path: str) -> None:
+    """ConfigError, in the user's words, unless `path` is an existing regular file: a folder, a
+    device, a pipe or socket, a missing file (or one a run is only starting to write) each say
+    so (a command that reads or changes results never makes a database)."""
+    from numerate.store.journal import live_owners
+
+    file = Path(path)
+    if file.is_dir():
+        raise ConfigError(f"{path} is a folder, not a results database")
+    if file.exists() and not file.is_file():
+        raise ConfigError(
+            f"{path} is not a regular file (a device, a pipe or a socket), not a results database"
+        )
+    if not file.is_file():
+        if live_owners(path):
+            raise ConfigError(
+                f"no results in {path} yet: a run is starting to write it (try again in a "
+                "few seconds)"
+            )
+        raise ConfigError(f"no results database at {path} (run `numerate run` first)")
+
+
 class Reader:
     """A read-only connection to a results database."""
 
@@ -73,18 +95,7 @@ class Reader:
         when writers held it past NUMERATE_LOCK_TIMEOUT."""
         import duckdb
 
-        from numerate.store.journal import live_owners
-
-        file = Path(path)
-        if file.is_dir():
-            raise ConfigError(f"{path} is a folder, not a results database")
-        if not file.is_file():
-            if live_owners(path):
-                raise ConfigError(
-                    f"no results in {path} yet: a run is starting to write it (try again in a "
-                    "few seconds)"
-                )
-            raise ConfigError(f"no results database at {path} (run `numerate run` first)")
+        existing_database(path)
         try:
             reader = cls(path, _connect(path))
         except duckdb.Error as error:

@@ -87,6 +87,11 @@ class Store(Tables):
         if not self.memory:
             if Path(path).is_dir():
                 raise StoreError(f"cannot open results database {path}: it is a folder")
+            if Path(path).exists() and not Path(path).is_file():  # DuckDB would wait on a pipe
+                raise StoreError(
+                    f"cannot open results database {path}: not a regular file (a device, a "
+                    "pipe or a socket)"
+                )
             try:
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
             except OSError as error:
@@ -112,6 +117,28 @@ class Store(Tables):
                 if self._depth == 0 and not self.memory:
                     with _file_errors(self.path):
                         self._disconnect()
+
+    def check_readable(self) -> None:
+        """StoreError naming the file and the table when a row cannot be read back (a damaged
+        or truncated file opens, and its first tables read, all the same): every table is
+        read whole, once (`numerate upgrade`)."""
+        import duckdb
+
+        with self.session() as con:
+            tables = con.execute(
+                "SELECT table_name FROM duckdb_tables() "
+                "WHERE database_name = current_database() ORDER BY table_name"
+            ).fetchall()
+            for (table,) in tables:
+                try:
+                    con.execute(
+                        f'SELECT bit_xor(hash(numerate_row)) FROM "{table}" AS numerate_row'
+                    ).fetchall()
+                except duckdb.IOException as error:
+                    raise StoreError(
+                        f"results database {self.path}: table {table} cannot be read whole: "
+                        f"{first_line(error)} (a damaged or truncated file)"
+                    ) from None
 
     @property
     def con(self) -> Any:

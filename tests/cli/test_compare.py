@@ -184,3 +184,5 @@ def test_an_ambiguous_prefix_and_a_missing_database(results, tmp_path):
     listed = runner.invoke(app, ["runs", "--db", missing])
     assert "no results database" in one_error_line(listed)
     assert "--limit 0" in one_error_line(runner.invoke(app, ["runs", "--db", db, "--limit", "0"]))
+    every = runner.invoke(app, ["runs", "--db", db, "--format", "json", "--limit", "9" * 20])
+    assert every.exit_code == 0 and len(json.loads(every.stdout)) == len(ids), every.output

@@ -138,3 +138,36 @@ def test_a_view_dir_that_cannot_be_a_folder_is_refused_before_the_run(tmp_path, 
     assert text.startswith("error: view_dir ") and f"{planted}" in text
     assert "a file, not a folder" in text
     assert sorted(tmp_path.iterdir()) == [planted, config]  # no database
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["report"], ["runs"], ["upgrade"], ["cache", "clear"], ["regrade", "--run", "x"], ["run"]],
+)
+@pytest.mark.parametrize("kind", ["pipe", "device"])
+def test_a_pipe_or_device_given_as_a_database_is_one_line_at_once(tmp_path, command, kind):
+    """Before: "no results database at /dev/zero" (it exists), and `run --db` a named pipe
+    waited for a writer until it was killed."""
+    import os
+
+    if kind == "pipe":
+        db = tmp_path / "pipe.duckdb"
+        os.mkfifo(db)
+    else:
+        db = "/dev/zero"
+    extra = ["--config", str(oracle_sweep(tmp_path))] if command == ["run"] else []
+    text = one_error(runner.invoke(app, [*command, *extra, "--db", str(db)]))
+    assert f"{db}" in text and "not a regular file (a device, a pipe or a socket)" in text
+
+
+def test_upgrade_reads_every_table_and_names_a_truncated_file(tmp_path):
+    """Before: a DuckDB file cut short opened, its schema table read, and `upgrade` said it
+    was up to date (exit 0)."""
+    whole = tmp_path / "whole.duckdb"
+    sweep = ["run", "--config", str(oracle_sweep(tmp_path)), "--format", "json"]
+    assert runner.invoke(app, [*sweep, "--db", str(whole)]).exit_code == 0
+    assert runner.invoke(app, ["upgrade", "--db", str(whole)]).exit_code == 0
+    cut = tmp_path / "cut.duckdb"
+    cut.write_bytes(whole.read_bytes()[: whole.stat().st_size * 2 // 3])
+    text = one_error(runner.invoke(app, ["upgrade", "--db", str(cut)]))
+    assert f"results database {cut}: table " in text and "(a damaged or truncated file)" in text
