@@ -36,9 +36,10 @@ LITELLM_AUTH_ERROR = (
 class Reply:
     """What the server does for one request."""
 
-    content: str | None = "Answer: 7"
-    """The message content (None: JSON null, as some servers send)."""
-    finish_reason: str = "stop"
+    content: Any = "Answer: 7"
+    """The message content (None: JSON null, as some servers send; a list of content parts,
+    or any other JSON value, sent as given)."""
+    finish_reason: Any = "stop"
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
@@ -180,7 +181,7 @@ class FakeOpenAI:
             return reply.status, _error(reply.error_message, "injected"), reply.headers
         if reply.raw_body is not None:
             return 200, reply.raw_body, reply.headers
-        words = len((reply.content or "").split())
+        words = len(reply.content.split()) if isinstance(reply.content, str) else 0
         choices = reply.choices
         if choices is None:
             message = {"role": "assistant", "content": reply.content}

@@ -136,14 +136,16 @@ def read_completion(
         )
     choice = choices[0]
     message = getattr(choice, "message", None)
-    content = getattr(message, "content", None)
+    content, missing = message_text(getattr(message, "content", None))
     finish_reason = getattr(choice, "finish_reason", None)
+    if finish_reason is not None and not isinstance(finish_reason, str):
+        finish_reason = None  # not a reason a grader knows: unknown
     usage = getattr(response, "usage", None)
     tokens: dict[str, Any] = {
         "prompt_tokens": token_count(getattr(usage, "prompt_tokens", None)),
         "completion_tokens": token_count(getattr(usage, "completion_tokens", None)),
     }
-    if not isinstance(content, str) or not content.strip():
+    if content is None:
         if finish_reason == "length":  # all of max_tokens spent before any answer text
             return Completion(
                 request_id, "", finish_reason=finish_reason, latency_s=latency_s,
@@ -151,12 +153,31 @@ def read_completion(
             )  # fmt: skip
         return Completion(
             request_id, None, finish_reason=finish_reason, attempts=attempts, sample=sample,
-            error=f"empty answer: no content (finish_reason {finish_reason!r})",
+            error=f"empty answer: {missing} (finish_reason {finish_reason!r})",
         )  # fmt: skip
     return Completion(
         request_id, redact(content), finish_reason=finish_reason, latency_s=latency_s,
         attempts=attempts, sample=sample, **tokens,
     )  # fmt: skip
+
+
+def message_text(content: object) -> tuple[str | None, str]:
+    """A message's answer text, or None and what the content was instead. Text is a string
+    with more than white space, or the text parts of a list of content parts (`[{"type":
+    "text", "text": ...}]`, as some servers send), joined."""
+    if isinstance(content, list):
+        parts = [part.get("text") if isinstance(part, dict) else None for part in content]
+        texts = [text for text in parts if isinstance(text, str)]
+        if not texts:
+            return None, f"a list of {len(content)} content part(s) without text"
+        content = "".join(texts)
+    if content is None:
+        return None, "no content"
+    if not isinstance(content, str):
+        return None, f"content of type {type(content).__name__}, not text"
+    if not content.strip():
+        return None, "no content" if not content else "only white space"
+    return content, ""
 
 
 def token_count(reported: object) -> int | None:

@@ -301,7 +301,13 @@ def test_samples_are_distinct_requests_each_graded(fake_openai, db_path):
     [
         (Reply(content=None), "empty answer"),
         (Reply(content=""), "empty answer"),
-        (Reply(content="   "), "empty answer"),
+        (Reply(content="   "), "empty answer: only white space"),
+        (
+            Reply(content=[1, {"type": "image"}]),
+            "empty answer: a list of 2 content part(s) without",
+        ),
+        (Reply(content={"text": "7"}), "empty answer: content of type dict, not text"),
+        (Reply(content="7", finish_reason=["stop"]), None),
         (Reply(choices=[]), "malformed answer: no choices"),
         (Reply(raw_body="<html><body>502 Bad Gateway</body></html>"), "malformed answer"),
     ],
@@ -312,6 +318,9 @@ def test_empty_and_malformed_answers_are_errors_and_never_cached(fake_openai, db
     fake_openai.responder = lambda body: reply
     model = endpoint(fake_openai, cache="reuse", max_retries=0)
     first = run_query(model, planned, db_path, run_id="a")[planned[0].case_id, 0]
+    if error is None:  # an answer, with a finish_reason that is none: unknown
+        assert first.error is None and first.text == "7" and first.finish_reason is None
+        return
     assert first.error is not None and first.error.startswith(error), first.error
     assert grade_response(planned[0], first, "a", model)["outcome"] == "error"
     assert Store.open(db_path).query("SELECT count(*) FROM completions")[0][0] == 0
@@ -319,6 +328,18 @@ def test_empty_and_malformed_answers_are_errors_and_never_cached(fake_openai, db
     second = run_query(model, planned, db_path, run_id="b")[planned[0].case_id, 0]
     assert second.text == f"Answer: {planned[0].target}"  # asked again, not cached
     assert len(fake_openai.prompts()) == 2
+
+
+def test_an_answer_in_content_parts_is_read_as_its_text(fake_openai, db_path):
+    """Some servers send the content as a list of parts; before, its text was an "empty
+    answer"."""
+    planned = planned_cases(1)
+    parts = [{"type": "text", "text": "Answer: "}, {"type": "text", "text": planned[0].target}]
+    fake_openai.responder = lambda body: Reply(content=parts)
+    answer = run_query(endpoint(fake_openai), planned, db_path)[planned[0].case_id, 0]
+    assert answer.error is None and answer.text == f"Answer: {planned[0].target}"
+    model = endpoint(fake_openai)
+    assert grade_response(planned[0], answer, "run-1", model)["outcome"] == "correct"
 
 
 def test_an_empty_answer_cut_at_max_tokens_is_truncated_and_not_cached(fake_openai, db_path):
