@@ -293,6 +293,9 @@ class ManifoldSweep(BaseModel):
                 where = f"grid.{field}" if field else f"grid point {point}"
                 raise ValueError(f"{where}{shown}: {message}") from None
             key = ",".join(f"{k}={_show(v)}" for k, v in point.items()) or "default"
+            same = next((other for other, earlier in points if earlier == params), None)
+            if same is not None:  # its cases would be planned twice and asked once
+                raise ValueError(f"grid: the points {same} and {key} are the same point")
             points.append((key, params))
         return points
 
@@ -353,6 +356,22 @@ class SweepConfig(BaseModel):
         if value is not None and not value.strip():
             raise ValueError("give a folder, or leave the field out (empty would mean here)")
         return value
+
+    @model_validator(mode="after")
+    def _distinct_points(self) -> SweepConfig:
+        from numerate.manifolds.common import canonical_params
+
+        seen: dict[tuple[str, str], int] = {}
+        for number, entry in enumerate(self.manifolds):
+            for key, params in entry.points():
+                point = json.dumps(canonical_params(params), sort_keys=True)
+                earlier = seen.setdefault((entry.manifold, point), number)
+                if earlier != number:  # a count is a prefix of a larger one: the same cases
+                    raise ValueError(
+                        f"manifolds: entries {earlier} and {number} both hold the {entry.manifold}"
+                        f" point {key} (its cases would be counted twice; one entry, one count)"
+                    )
+        return self
 
     @model_validator(mode="after")
     def _distinct_model_names(self) -> SweepConfig:
