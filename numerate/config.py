@@ -280,7 +280,7 @@ class ManifoldSweep(BaseModel):
             raise ValueError(
                 f"grid: {shown} = {math.prod(sizes):,} grid points, more than {MAX_POINTS:,}"
             )
-        points = []
+        points: list[tuple[str, BaseModel]] = []
         for combination in itertools.product(*axes.values()):
             point = dict(zip(axes, combination, strict=True))
             try:

@@ -101,6 +101,22 @@ async def check_endpoints(
     return warnings, unusable
 
 
+def refused_credentials(model: ModelConfig) -> str:
+    """What an endpoint that refuses a request was given to authenticate it, in words: the
+    API key's source, the user and password of the base URL, or nothing."""
+    from urllib.parse import urlsplit
+
+    has_key = bool(model.api_key_env or model.api_key_secret)
+    in_url = bool(model.base_url and urlsplit(model.base_url).username is not None)
+    if has_key and in_url:
+        return f"the API key from {key_source(model)} and the user and password in base_url"
+    if in_url:
+        return "the user and password in base_url"
+    if has_key:
+        return f"the API key from {key_source(model)}"
+    return "the request without an API key (set api_key_env)"
+
+
 async def probe(client: Any, model: ModelConfig, where: str) -> None:
     """One chat request of one token: raises EndpointError unless the endpoint answers it."""
     import openai
@@ -112,11 +128,7 @@ async def probe(client: Any, model: ModelConfig, where: str) -> None:
     except openai.APIStatusError as error:
         detail = describe_error(error)
         if refuses_key(error.status_code, detail):
-            cause = (
-                f"refused the API key from {key_source(model)}: {detail}"
-                if model.api_key_env or model.api_key_secret
-                else f"refused the request without an API key (set api_key_env): {detail}"
-            )
+            cause = f"refused {refused_credentials(model)}: {detail}"
             raise EndpointError(f"{where} {cause}{key_hint(detail)}") from None
         raise EndpointError(f"{where}: {refusal_cause(error.status_code, detail)}") from None
     except openai.APIConnectionError as error:

@@ -468,6 +468,9 @@ def test_an_endpoint_without_a_model_listing_is_probed(fake_openai):
     fake_openai.responder = lambda body: Reply(status=400, error_message="Authentication Error")
     with pytest.raises(EndpointError, match=r"refused the request without an API key \(set api"):
         asyncio.run(check_endpoint(endpoint(fake_openai)))
+    with_user = fake_openai.base_url.replace("http://", "http://user:pw@")
+    with pytest.raises(EndpointError, match="refused the user and password in base_url: HTTP 400"):
+        asyncio.run(check_endpoint(endpoint(fake_openai, base_url=with_user)))
     fake_openai.responder = lambda body: Reply(raw_body="<html>login</html>")
     with pytest.raises(EndpointError, match="is not an OpenAI-compatible endpoint"):
         asyncio.run(check_endpoint(endpoint(fake_openai)))
