@@ -308,6 +308,11 @@ RUN_SERVERD = (
 def launch(folder: Path) -> State:
     """Start the server (numerate.cli.serverd) in its own session; record it in server.json."""
     port, idle = choose_port(), idle_minutes()
+    if not port_is_free(port):  # PREFECT_SERVER_API_PORT's, held by something else
+        raise ConfigError(
+            f"PREFECT_SERVER_API_PORT={port}: the port is taken by another program, not a Prefect "
+            "server (choose a free port, or unset it for 4200 or any free port)"
+        )
     env = dict(os.environ, PREFECT_HOME=str(folder.parent.resolve()))
     env.pop("PREFECT_API_URL", None)
     with (folder / "server.log").open("ab") as log:

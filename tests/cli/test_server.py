@@ -180,6 +180,25 @@ def test_a_bad_server_setting_is_one_error_line_and_starts_nothing(
     assert not (tmp_path / "prefect" / "numerate-server" / "server.json").exists()
 
 
+def test_a_port_another_program_holds_is_one_line_and_starts_nothing(tmp_path):
+    """Before: the server was launched on it and failed, and the error quoted the last line
+    of its log ("Application shutdown failed. Exiting.")."""
+    import socket
+
+    env = background_env(tmp_path)
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", int(env["PREFECT_SERVER_API_PORT"])))
+        holder.listen()
+        done = numerate(env, "server", "start", timeout=60)
+    assert done.returncode == 2, done.stderr
+    port = env["PREFECT_SERVER_API_PORT"]
+    assert done.stderr == (
+        f"error: PREFECT_SERVER_API_PORT={port}: the port is taken by another program, not a "
+        "Prefect server (choose a free port, or unset it for 4200 or any free port)\n"
+    )
+    assert not (tmp_path / "prefect" / "numerate-server" / "server.json").exists()
+
+
 def test_the_server_files_live_under_prefect_home(monkeypatch, tmp_path):
     from numerate.cli import server
 
