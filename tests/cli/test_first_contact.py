@@ -171,3 +171,23 @@ def test_upgrade_reads_every_table_and_names_a_truncated_file(tmp_path):
     cut.write_bytes(whole.read_bytes()[: whole.stat().st_size * 2 // 3])
     text = one_error(runner.invoke(app, ["upgrade", "--db", str(cut)]))
     assert f"results database {cut}: table " in text and "(a damaged or truncated file)" in text
+
+
+def test_deploy_to_an_api_that_never_answers_says_so_within_seconds(monkeypatch):
+    """Before: nothing for 60 s (Prefect's client timeout), per try."""
+    import socket
+    import time
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()  # connections are accepted by the kernel, never answered
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/api"
+        monkeypatch.setenv("PREFECT_API_URL", url)
+        started = time.monotonic()
+        text = one_error(runner.invoke(app, ["deploy"]))
+        took = time.monotonic() - started
+    assert text == (
+        f"error: PREFECT_API_URL {url}: Prefect's API cannot be reached (no answer within 5 s); "
+        "start a server (prefect server start) or fix the URL\n"
+    )
+    assert took < 15, took
