@@ -60,12 +60,13 @@ def export(
     written: list[str] = []
     unshown: list[str] = []
     chosen = frozenset(only) or None
+    named = Path(source.path).name  # pages that travel (a shared mount) name no folder of ours
     for path, template, build in _pages(source, chosen):
         between()
         links = pages.StaticLinks(path, chosen)
         try:
             shown = environment.get_template(template).render(
-                db=source.path, links=links, exported=source.path, **build(links)
+                db=named, links=links, exported=named, **build(links)
             )
         except LookupError as error:
             shown = problem_page(environment, links, str(error).strip("'\""), 404)

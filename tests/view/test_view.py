@@ -207,6 +207,7 @@ def test_the_export_is_a_folder_whose_every_link_lands(results, tmp_path):
     for file in files:
         text = file.read_text()
         assert "http://" not in text.replace("http://www.w3.org", "")  # nothing fetched
+        assert str(db) not in text and f"export of {Path(db).name}" in text  # no folder of ours
         sources = [html.unescape(src) for src in re.findall(r'src="([^"]+)"', text)]
         for link in links(text) + [src for src in sources if not src.startswith("data:")]:
             path, _, anchor = link.partition("#")
