@@ -664,7 +664,7 @@ def _contents(tmp_path):
 HOSTILE = [
     # output paths: no name, a folder, a device, a link loop, a "folder" that is a file, a
     # format the command does not write, a link planted at the old temporary name
-    ({}, ["generate", "objects", "--out", ""], "--out .: not a file name"),
+    ({}, ["generate", "objects", "--out", ""], "'--out': '': give a path"),
     ({"taken": FOLDER}, ["generate", "objects", "--out", "taken"], "--out taken: a folder"),
     ({"taken": FOLDER}, ["grade", "none.jsonl", "--out", "taken"], "--out taken: a folder"),
     ({"taken.png": FOLDER}, ["plot", "--out", "taken.png", "--db", "none.duckdb"],
