@@ -42,7 +42,9 @@ def flush_seconds() -> float:
     except ValueError:
         value = -1.0
     if not 0 < value <= 3600:
-        raise StoreError(f"NUMERATE_FLUSH_SECONDS={raw!r}: expected seconds between 0 and 3600")
+        raise StoreError(
+            f"NUMERATE_FLUSH_SECONDS={raw!r}: expected seconds, more than 0 and at most 3600"
+        )
     return value
 
 
@@ -85,6 +87,7 @@ class Store(Tables):
         self._stop = threading.Event()
         self._flusher: threading.Thread | None = None
         if not self.memory:
+            self._every = flush_seconds()  # a bad setting is refused here, not in the thread
             if Path(path).is_dir():
                 raise StoreError(f"cannot open results database {path}: it is a folder")
             if Path(path).exists() and not Path(path).is_file():  # DuckDB would wait on a pipe
@@ -269,8 +272,7 @@ class Store(Tables):
             return self._journal
 
     def _flush_loop(self) -> None:
-        every = flush_seconds()
-        while not self._stop.wait(every):
+        while not self._stop.wait(self._every):
             if self._journal is not None and self._journal.pending:
                 try:
                     self.flush()

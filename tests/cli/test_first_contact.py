@@ -191,3 +191,16 @@ def test_deploy_to_an_api_that_never_answers_says_so_within_seconds(monkeypatch)
         "start a server (prefect server start) or fix the URL\n"
     )
     assert took < 15, took
+
+
+@pytest.mark.parametrize("value", ["0", "abc", "-5", "nan"])
+def test_a_bad_flush_interval_is_refused_before_the_run(tmp_path, monkeypatch, value):
+    """Before: the flush thread died with a traceback, and the run went on and exited 0."""
+    monkeypatch.setenv("NUMERATE_FLUSH_SECONDS", value)
+    db = tmp_path / "r.duckdb"
+    result = runner.invoke(app, ["run", "--config", str(oracle_sweep(tmp_path)), "--db", str(db)])
+    text = one_error(result)
+    assert text == (
+        f"error: NUMERATE_FLUSH_SECONDS={value!r}: expected seconds, more than 0 and at most 3600\n"
+    )
+    assert not db.exists()
