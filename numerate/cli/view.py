@@ -57,11 +57,12 @@ def export_folder(given: str) -> Path:
     """The folder an export goes into, made if needed: new, or empty, or an earlier export
     (its MARKER, or the index.html of an export made before there was one); ConfigError when
     it is something else or cannot be written."""
+    from numerate.kernel.files import check_folder
+
     if not given.strip():
         raise ConfigError("--export '': give a folder")
+    check_folder("--export", given)  # a file, under a file, a name too long, not writable
     folder = Path(given).expanduser()
-    if folder.exists() and not folder.is_dir():
-        raise ConfigError(f"--export {given}: not a folder")
     earlier = (folder / MARKER).is_file() or "numerate view" in _head(folder / "index.html")
     if folder.is_dir() and any(folder.iterdir()) and not earlier:
         raise ConfigError(f"--export {given}: a folder with other files in it (give a new one)")

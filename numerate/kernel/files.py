@@ -49,6 +49,15 @@ def read_text(path: Path, what: str = "", limit: int | None = None) -> str:
 
 
 def output_target(path: Path) -> Path:
+    """The file that writing `path` replaces (see _output_target); OutputPathError also when
+    the path cannot even be looked at (a name longer than the file system allows)."""
+    try:
+        return _output_target(path)
+    except OSError as error:
+        raise OutputPathError(path, error.strerror or str(error)) from None
+
+
+def _output_target(path: Path) -> Path:
     """The file that writing `path` replaces: through a symbolic link, the file it points to
     (as the shell's `>` writes through one), so the link stays a link.
 
@@ -84,6 +93,13 @@ def output_folder(path: Path) -> Path:
     """
     if not str(path).strip():
         raise OutputPathError(path, "no folder named")
+    try:
+        return _output_folder(path)
+    except OSError as error:  # a name longer than the file system allows
+        raise OutputPathError(path, error.strerror or str(error)) from None
+
+
+def _output_folder(path: Path) -> Path:
     target = Path(os.path.realpath(path.expanduser()))
     if target.is_symlink():
         raise OutputPathError(path, "a symbolic link that leads nowhere (a loop)")

@@ -60,6 +60,13 @@ def existing_database(path: str) -> None:
     """ConfigError, in the user's words, unless `path` is an existing regular file: a folder, a
     device, a pipe or socket, a missing file (or one a run is only starting to write) each say
     so (a command that reads or changes results never makes a database)."""
+    try:
+        _existing_database(path)
+    except OSError as error:  # a name longer than the file system allows
+        raise ConfigError(f"results database {path}: {error.strerror or error}") from None
+
+
+def _existing_database(path: str) -> None:
     from numerate.store.journal import live_owners
 
     file = Path(path)

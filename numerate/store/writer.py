@@ -88,14 +88,14 @@ class Store(Tables):
         self._flusher: threading.Thread | None = None
         if not self.memory:
             self._every = flush_seconds()  # a bad setting is refused here, not in the thread
-            if Path(path).is_dir():
-                raise StoreError(f"cannot open results database {path}: it is a folder")
-            if Path(path).exists() and not Path(path).is_file():  # DuckDB would wait on a pipe
-                raise StoreError(
-                    f"cannot open results database {path}: not a regular file (a device, a "
-                    "pipe or a socket)"
-                )
             try:
+                if Path(path).is_dir():
+                    raise StoreError(f"cannot open results database {path}: it is a folder")
+                if Path(path).exists() and not Path(path).is_file():  # DuckDB waits on a pipe
+                    raise StoreError(
+                        f"cannot open results database {path}: not a regular file (a device, a "
+                        "pipe or a socket)"
+                    )
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
             except OSError as error:
                 raise StoreError(f"cannot open results database {path}: {error.strerror}") from None
@@ -292,8 +292,13 @@ class Store(Tables):
     def _key(path: str) -> str:
         try:
             return path if path == ":memory:" else str(Path(path).resolve())
-        except (RuntimeError, OSError):  # a symbolic link that loops
+        except RuntimeError:  # a symbolic link that loops
             raise StoreError(f"results database {path}: a symbolic link that loops") from None
+        except OSError as error:
+            import errno
+
+            reason = "a symbolic link that loops" if error.errno == errno.ELOOP else error.strerror
+            raise StoreError(f"results database {path}: {reason}") from None
 
     @classmethod
     def open(cls, path: str) -> Store:

@@ -204,3 +204,27 @@ def test_a_bad_flush_interval_is_refused_before_the_run(tmp_path, monkeypatch, v
         f"error: NUMERATE_FLUSH_SECONDS={value!r}: expected seconds, more than 0 and at most 3600\n"
     )
     assert not db.exists()
+
+
+LONG = "a" * 300  # one name longer than the file system allows (255 bytes)
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        ["generate", "objects", "--count", "1", "--out", f"{LONG}.jsonl"],
+        ["runs", "--db", f"{LONG}.duckdb"],
+        ["upgrade", "--db", f"{LONG}.duckdb"],
+        ["cache", "clear", "--db", f"{LONG}.duckdb"],
+        ["numgen", "report", "--db", f"{LONG}.duckdb"],
+        ["numgen", "prompts", "--out", f"{LONG}.txt"],
+        ["run", "--model", "baseline:oracle", "--db", f"{LONG}.duckdb"],
+        ["numgen", "run", "--count", "1", "--db", "x.duckdb", "--images-dir", LONG],
+    ],
+)
+def test_a_name_longer_than_the_file_system_allows_is_one_line(tmp_path, monkeypatch, arguments):
+    """Before: an OSError traceback (File name too long) from every output and --db path."""
+    monkeypatch.chdir(tmp_path)
+    text = one_error(runner.invoke(app, arguments))
+    assert "File name too long" in text and len(text.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []

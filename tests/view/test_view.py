@@ -231,7 +231,11 @@ def test_bad_command_lines_are_one_line(results, tmp_path):
         (["--db", str(db), "--port", "70000"], "65535"),
         (["--db", str(db), "--host", ""], "--host '': give an address"),
         (["--db", str(db), "--host", "nosuch.invalid"], "cannot serve on nosuch.invalid"),
-        (["--db", str(db), "--export", str(tmp_path / "other" / "keep.txt" / "x")], "Not a dir"),
+        (
+            ["--db", str(db), "--export", str(tmp_path / "other" / "keep.txt" / "x")],
+            "keep.txt is a file, not a folder",
+        ),
+        (["--db", str(db), "--export", str(tmp_path / ("a" * 300))], "File name too long"),
         (["--db", str(db), "--export", "/proc/numerate-export"], "cannot write there"),
     ):
         done = runner.invoke(app, ["view", *arguments])
