@@ -349,7 +349,7 @@ def stop_within(seconds: float = STOP_SECONDS) -> None:
     and says how to go on) and arms a deadline: a thread that ends the process with 130
     (SIGINT) or 143 (SIGTERM) when the command has not ended by then (a download thread, a
     network wait with no timeout of its own, an exit that waits for a thread). A second
-    signal ends it at once. Must be called in the main thread."""
+    signal handled in Python ends it at once. Must be called in the main thread."""
     import os
     import signal
     import sys
@@ -361,9 +361,10 @@ def stop_within(seconds: float = STOP_SECONDS) -> None:
         with contextlib.suppress(OSError, ValueError):
             sys.stderr.write(f"error: still busy {seconds:g} s after the signal: stopped now\n")
             sys.stderr.flush()
-        for cleanup in on_hard_stop:  # e.g. a temporary server still starting: no orphan
-            with contextlib.suppress(Exception):
-                cleanup()
+        for cleanup in on_hard_stop:  # a temporary server still starting: no orphan; a run
+            worker = threading.Thread(target=_quietly, args=(cleanup,), daemon=True)
+            worker.start()  # recorded as stopped. Each in a thread of its own, bounded: the
+            worker.join(2.0)  # main thread may hold what it needs
         os._exit(code)
 
     armed = threading.Event()
@@ -384,16 +385,14 @@ def stop_within(seconds: float = STOP_SECONDS) -> None:
     def watch(wakeups: int) -> None:
         """Arms the deadline the moment a signal arrives: Python runs `on_signal` only when
         the main thread is back in Python code, and one long call in C (compressing a large
-        result) kept it away for 15 s. A second signal seen here ends the process at once."""
-        seen = 0
+        result) kept it away for 15 s. A second signal is not judged here: during a flow,
+        Prefect's own SIGTERM handler sends the signal again to the handler it replaced
+        (`on_signal`), and counting that as the user's second one ended a run at once,
+        unrecorded (status `running`); `on_signal` tells the two apart."""
         while True:
             for signum in os.read(wakeups, 64):
                 if signum in (signal.SIGINT, signal.SIGTERM):
-                    seen += 1
-                    code = 143 if signum == signal.SIGTERM else 130
-                    if seen > 1:
-                        os._exit(code)
-                    arm(code)
+                    arm(143 if signum == signal.SIGTERM else 130)
 
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, on_signal)
@@ -401,6 +400,11 @@ def stop_within(seconds: float = STOP_SECONDS) -> None:
     os.set_blocking(written, False)
     signal.set_wakeup_fd(written, warn_on_full_buffer=False)
     threading.Thread(target=watch, args=(wakeups,), name="numerate-signals", daemon=True).start()
+
+
+def _quietly(cleanup: Callable[[], object]) -> None:
+    with contextlib.suppress(Exception):
+        cleanup()
 
 
 def stop_code() -> int:

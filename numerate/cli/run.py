@@ -14,6 +14,7 @@ from numerate.cli.common import (
     a_path,
     check_format,
     fail,
+    on_hard_stop,
     print_report,
     quiet_exit,
     quiet_run_logs,
@@ -250,18 +251,23 @@ def run_sweep(
 
     from prefect.exceptions import TerminationSignal
 
+    def record_the_stop(seconds: float) -> None:
+        from numerate.store import access
+
+        access.hurry(seconds)  # within the 5 s every command stops in (common.stop_within)
+        with contextlib.suppress(StoreError):  # busy: the run stays 'running', resumable
+            Store.open(db_path).mark_interrupted(sweep_config.name, sweep_config.fingerprint())
+        Store.close_all()  # what cannot be written now stays in the journal
+
+    # stopped past the deadline (one long call in C): the run is still recorded as stopped
+    on_hard_stop.append(lambda: record_the_stop(1))
     try:
         server.wait(meanwhile=import_what_the_flow_uses)
         with reporting_to(terminal_progress(sweep_config.name)), tags(*run_tags(sweep_config)):
             # a Failed run raises RunFailed here
             return str(asyncio.run(sweep(sweep_config, db_path, fresh, unusable, plot=False)))
     except (KeyboardInterrupt, TerminationSignal) as stop:
-        from numerate.store import access
-
-        access.hurry(3)  # within the 5 s every command stops in (common.stop_within)
-        with contextlib.suppress(StoreError):  # busy: the run stays 'running', resumable
-            Store.open(db_path).mark_interrupted(sweep_config.name, sweep_config.fingerprint())
-        Store.close_all()  # what cannot be written now stays in the journal
+        record_the_stop(3)
         by_term = signal.SIGTERM in stop_signals or isinstance(stop, TerminationSignal)
         typer.echo(
             f"{'terminated' if by_term else 'interrupted'}: every answer received so far is "

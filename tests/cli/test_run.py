@@ -791,9 +791,11 @@ def _wait_until_the_query_runs(process, deadline):
 
 
 STUCK_IN_C = """
-import hashlib, sys
-from numerate.cli.common import stop_within
+import hashlib, sys, threading
+from numerate.cli.common import on_hard_stop, stop_within
 stop_within()
+on_hard_stop.append(threading.Event().wait)  # a cleanup that never ends: bounded all the same
+on_hard_stop.append(lambda: print("recorded", flush=True))  # a run recorded as stopped
 print("ready", flush=True)
 hashlib.pbkdf2_hmac("sha256", b"p", b"s", 10**9)  # minutes in C, no Python code in between
 """
@@ -810,11 +812,48 @@ def test_a_signal_stops_a_command_stuck_in_one_long_call_in_c(stop, code):
         time.sleep(0.5)
         stuck.send_signal(stop)
         sent = time.monotonic()
-        _, err = stuck.communicate(timeout=30)
+        out, err = stuck.communicate(timeout=30)
     finally:
         stuck.kill()
-    assert time.monotonic() - sent < 7
+    assert time.monotonic() - sent < 10  # 5 s, then at most 2 s a cleanup
     assert stuck.returncode == code and "stopped now" in err, err
+    assert out.strip() == "recorded"  # the cleanups ran, the one that hangs did not hold it
+
+
+RELAYED = """
+import os, signal, sys, time
+from numerate.cli.common import stop_code, stop_within
+stop_within()
+ours = signal.getsignal(signal.SIGTERM)
+def prefects(signum, frame):  # as Prefect's flow engine does: the signal, sent again to the
+    signal.signal(signum, ours)  # handler it replaced, while its own exception unwinds
+    os.kill(os.getpid(), signum)
+    time.sleep(0.3)
+signal.signal(signal.SIGTERM, prefects)
+print("ready", flush=True)
+try:
+    while True:
+        time.sleep(0.01)
+except KeyboardInterrupt:
+    time.sleep(0.5)  # storing what was received
+    print("stopped cleanly", flush=True)
+    sys.exit(stop_code())
+"""
+
+
+def test_a_sigterm_relayed_by_prefect_is_not_taken_for_a_second_one():
+    """During a flow, Prefect's SIGTERM handler sends the signal again to the one it replaced:
+    counted as the user's second signal, it ended a run at once, with no line said and the
+    run left `running`."""
+    relayed = subprocess.Popen([sys.executable, "-c", RELAYED], cwd=ROOT, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        assert relayed.stdout.readline().strip() == "ready"
+        relayed.send_signal(signal.SIGTERM)
+        out, err = relayed.communicate(timeout=30)
+    finally:
+        relayed.kill()
+    assert relayed.returncode == 143 and out.strip() == "stopped cleanly", (out, err)
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
