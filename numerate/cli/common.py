@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from numerate.store.queries import Source
     from numerate.store.reader import Reader
 
-from numerate.kernel.errors import ConfigError
+from numerate.kernel.errors import ConfigError, NumerateError
 
 Format = Literal["table", "csv", "json", "markdown"]
 FORMATS: tuple[Format, ...] = ("table", "csv", "json", "markdown")
@@ -333,8 +333,13 @@ class TemporaryServer:
                 )
                 meanwhile()
             self.thread.join()
-        if self.error is not None:
+        if isinstance(self.error, NumerateError | KeyboardInterrupt):
             raise self.error
+        if self.error is not None:  # Prefect's own: it timed out, its process exited
+            from numerate.cli.server import ServerError
+            from numerate.kernel.errors import first_line
+
+            raise ServerError(f"Prefect's temporary server did not start: {first_line(self.error)}")
 
 
 STOP_SECONDS = 5.0

@@ -27,6 +27,8 @@ def deploy(
     import os
     import subprocess
 
+    from numerate.cli.server import api_answers
+
     root = Path(__file__).resolve().parents[2]
     prefect_file = root / "deployments" / "prefect.yaml"
     try:
@@ -38,7 +40,7 @@ def deploy(
         if not prefect_file.exists():
             raise ConfigError(f"no {prefect_file}: run numerate deploy from a numerate checkout")
         _check_schedule(cron, timezone)
-        _check_answers(os.environ["PREFECT_API_URL"])
+        api_answers(os.environ["PREFECT_API_URL"])
     except NumerateError as error:
         fail(error)
         return
@@ -81,29 +83,6 @@ def deploy(
 
 STEP_TIMEOUT_S = 300
 """The longest one step of `deploy` (a work pool, the deployments) may take."""
-ANSWER_TIMEOUT_S = 5.0
-"""How long `deploy` waits for Prefect's API to answer at all before it gives up."""
-
-
-def _check_answers(url: str) -> None:
-    """ConfigError unless something answers HTTP at `url` within ANSWER_TIMEOUT_S (any status:
-    a server that wants a key still answers); Prefect's own client would wait 60 s a try."""
-    import urllib.error
-    import urllib.request
-
-    try:
-        with urllib.request.urlopen(f"{url.rstrip('/')}/health", timeout=ANSWER_TIMEOUT_S):
-            return
-    except urllib.error.HTTPError:
-        return  # an answer, if not a welcome one: the steps say more
-    except (OSError, ValueError) as error:
-        reason = getattr(error, "reason", None) or error
-        if isinstance(reason, TimeoutError):
-            reason = f"no answer within {ANSWER_TIMEOUT_S:.0f} s"
-        raise ConfigError(
-            f"PREFECT_API_URL {url}: Prefect's API cannot be reached ({reason}); start a "
-            "server (prefect server start) or fix the URL"
-        ) from None
 
 
 def _check_schedule(cron: str, timezone: str) -> None:

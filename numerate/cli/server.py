@@ -66,6 +66,42 @@ class External:
         return None
 
 
+ANSWER_TIMEOUT_S = 5.0
+"""How long a command waits for the Prefect API at PREFECT_API_URL to answer at all."""
+
+
+def api_answers(url: str) -> None:
+    """ConfigError unless something answers HTTP at PREFECT_API_URL `url` within
+    ANSWER_TIMEOUT_S (any status: a server that wants a key still answers); Prefect's own
+    client would wait 60 s a try, then end in a traceback."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"{url.rstrip('/')}/health", timeout=ANSWER_TIMEOUT_S):
+            return
+    except urllib.error.HTTPError:
+        return  # an answer, if not a welcome one: what follows says more
+    except (OSError, ValueError) as error:
+        reason = getattr(error, "reason", None) or error
+        if isinstance(reason, TimeoutError):
+            reason = f"no answer within {ANSWER_TIMEOUT_S:.0f} s"
+        raise ConfigError(
+            f"PREFECT_API_URL {url}: Prefect's API cannot be reached ({reason}); start a "
+            "server (prefect server start) or fix the URL"
+        ) from None
+
+
+def check_prefect_home() -> None:
+    """ConfigError unless $PREFECT_HOME (when set) can be a folder Prefect writes in: a file
+    or device there left Prefect's temporary server to time out after 25 s."""
+    from numerate.kernel.files import check_folder
+
+    given = os.environ.get("PREFECT_HOME", "")
+    if given.strip():
+        check_folder("PREFECT_HOME", given)
+
+
 def mode() -> str:
     """'external' (PREFECT_API_URL is set), 'temporary' (NUMERATE_SERVER=temporary) or
     'background' (the default)."""
@@ -336,7 +372,9 @@ def connect() -> Server:
 
     chosen = mode()
     if chosen == "external":
+        api_answers(os.environ["PREFECT_API_URL"])  # before anything is made
         return External()
+    check_prefect_home()
     if chosen == "temporary":
         return TemporaryServer()
     return Background()

@@ -106,7 +106,7 @@ def _output_folder(path: Path) -> Path:
     for folder in (target, *target.parents):
         if folder.exists():
             if not folder.is_dir():
-                kind = "a file" if folder.is_file() else "not a regular file nor a folder"
+                kind = "a file" if folder.is_file() else "a device, a pipe or a socket"
                 where = "" if folder == target else f"{folder} is "
                 raise OutputPathError(path, f"{where}{kind}, not a folder")
             if not os.access(folder, os.W_OK | os.X_OK):

@@ -228,3 +228,31 @@ def test_a_name_longer_than_the_file_system_allows_is_one_line(tmp_path, monkeyp
     text = one_error(runner.invoke(app, arguments))
     assert "File name too long" in text and len(text.strip().splitlines()) == 1
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("variables", "message"),
+    [
+        ({"PREFECT_API_URL": "garbage"}, "PREFECT_API_URL garbage: Prefect's API cannot be"),
+        ({"PREFECT_API_URL": "http://127.0.0.1:9/api"}, "cannot be reached ([Errno 111]"),
+        ({"NUMERATE_SERVER": "temporary", "PREFECT_HOME": "/dev/null"},
+         "PREFECT_HOME '/dev/null': a device, a pipe or a socket, not a folder"),
+        ({"NUMERATE_SERVER": "temporary", "PREFECT_HOME": "{file}"}, "a file, not a folder"),
+        ({"NUMERATE_SERVER": "background", "PREFECT_HOME": "{file}"}, "a file, not a folder"),
+    ],
+)  # fmt: skip
+def test_a_prefect_api_or_home_that_cannot_work_is_one_line_before_anything(
+    tmp_path, monkeypatch, variables, message
+):
+    """Before: a RuntimeError traceback (Failed to reach API at garbage/), or 25 s of silence
+    and a traceback for a PREFECT_HOME that is a file; an empty database was left each time."""
+    planted = tmp_path / "planted"
+    planted.write_text("a file")
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value.replace("{file}", str(planted)))
+    config = oracle_sweep(tmp_path)
+    db = tmp_path / "r.duckdb"
+    text = one_error(runner.invoke(app, ["run", "--config", str(config), "--db", str(db)]))
+    assert message in text and len(text.strip().splitlines()) == 1
+    assert sorted(tmp_path.iterdir()) == [planted, config]
