@@ -6,6 +6,7 @@ Imports stay inside the commands: `numerate --help` must not load numpy or torch
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast
@@ -86,11 +87,16 @@ def _run_flow(config: Any, db: str, dispatch: str) -> dict[str, Any]:
 
     if config.needs_images:
         check_folder("images_dir", config.images_dir)  # before the database is made
-    connect().wait()
+    server = connect()
+    from numerate.store import Store
+
+    Store.open(db)  # a file that is no numerate database is refused before any image is made
+    server.wait()
     from numerate.flows.numgen import numgen
     from numerate.tasks.dispatch import Dispatch
 
-    quiet_run_logs()  # once Prefect has set its loggers up; warnings are still shown
+    quiet_run_logs(logging.CRITICAL)  # once Prefect has set its loggers up: how the run
+    # ended is said once, below (a failing generator's tracebacks were printed per task)
 
     def short(name: str) -> str:
         return name.rstrip("/").rsplit("/", 1)[-1][:24]
@@ -109,7 +115,7 @@ def _run_flow(config: Any, db: str, dispatch: str) -> dict[str, Any]:
     except (NumerateError, ValueError):
         raise
     except Exception as error:  # a generator or detector failing for every image
-        fail(f"NumGen run failed: {type(error).__name__}: {error}", code=1)
+        fail(f"NumGen run failed: {type(error).__name__}: {error}", code=3)
     settle_prefect()
     return result
 

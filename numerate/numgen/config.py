@@ -67,8 +67,11 @@ class NumGenConfig(BaseModel):
 
         if not self.needs_images:
             return
-        builtin = self.generator == "synthetic" or self.generator.startswith("callable:")
-        if not builtin:
+        if self.generator.startswith("callable:"):  # imported now: a typo is one line
+            from numerate.numgen.generation import load_callable
+
+            load_callable(self.generator.removeprefix("callable:"))
+        elif self.generator != "synthetic":
             check_available(self.generator, "model_index.json", "generator")
         if self.detector != "blobs":
             check_available(self.detector, "config.json", "detector")

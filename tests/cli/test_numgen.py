@@ -108,7 +108,7 @@ def test_a_generator_failing_everywhere_is_one_error_line(tmp_path, db_path):
               "--detector", "blobs", "--count", "1", "--db", db_path, "--dispatch", "local",
               "--images-dir", str(tmp_path)],
     )  # fmt: skip
-    assert result.exit_code == 1
+    assert result.exit_code == 3  # a failed run, as `numerate run` says it
     assert result.stderr.strip().splitlines()[-1] == (
         "error: NumGen run failed: ConnectionError: image API unreachable"
     )
@@ -191,6 +191,46 @@ def test_a_bad_images_folder_or_size_is_one_line_before_anything_is_made(
     assert len(lines) == 1 and lines[0].startswith("error: ")
     assert message.replace("{file}", str(planted)) in lines[0]
     assert sorted(tmp_path.iterdir()) == [planted]  # no database, no images
+
+
+@pytest.mark.parametrize(
+    ("generator", "message"),
+    [
+        ("callable:nosuchmod:fn", "generator callable 'nosuchmod:fn' cannot be loaded: No module"),
+        ("callable:", "generator callable must be 'module:function', got ''"),
+        ("callable:os:no_such_function", "cannot be loaded: module 'os' has no attribute"),
+        ("callable:os:sep", "generator callable 'os:sep' is not callable"),
+    ],
+)
+def test_a_generator_callable_that_cannot_be_had_is_one_line_before_the_run(
+    tmp_path, generator, message
+):
+    """Before: found inside the flow, with Prefect's tracebacks and a database holding a
+    failed run."""
+    db = tmp_path / "r.duckdb"
+    result = runner.invoke(
+        app, ["numgen", "run", "--generator", generator, "--detector", "blobs", "--count", "1",
+              "--db", str(db), "--images-dir", str(tmp_path / "images")],
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_numgen_refuses_a_database_of_something_else_before_any_image(tmp_path):
+    import duckdb
+
+    other = tmp_path / "other.duckdb"
+    con = duckdb.connect(str(other))
+    con.execute("CREATE TABLE inventory (item VARCHAR)")
+    con.close()
+    result = runner.invoke(
+        app, ["numgen", "run", "--count", "1", "--db", str(other),
+              "--images-dir", str(tmp_path / "images")],
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "a DuckDB database of something else (tables inventory)" in result.stderr
+    assert sorted(tmp_path.iterdir()) == [other]  # no image made
 
 
 class Silent:
