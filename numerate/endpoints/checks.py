@@ -35,7 +35,7 @@ async def check_endpoint(model: ModelConfig) -> str | None:
             import openai
 
             client = openai.AsyncOpenAI(base_url=model.base_url, api_key=key, max_retries=1,
-                                        timeout=CHECK_TIMEOUT_S)  # fmt: skip
+                                        timeout=check_timeout_s(model))  # fmt: skip
             try:
                 await probe(client, model, where)
             finally:
@@ -49,6 +49,13 @@ async def check_endpoint(model: ModelConfig) -> str | None:
 
 
 CHECK_TIMEOUT_S = 15.0
+"""The longest one check request waits (less when the model's own `timeout_s` is less)."""
+
+
+def check_timeout_s(model: ModelConfig) -> float:
+    """How long one check request waits: CHECK_TIMEOUT_S, or the model's `timeout_s` when
+    shorter (a config that asks for 3 s waited 15 s twice)."""
+    return min(CHECK_TIMEOUT_S, model.timeout_s)
 
 
 async def list_models(model: ModelConfig, key: str, where: str) -> list[str] | None:
@@ -61,7 +68,8 @@ async def list_models(model: ModelConfig, key: str, where: str) -> list[str] | N
     headers = {"Authorization": f"Bearer {key}", "Accept": "application/json"}
     # plain http has no TLS to verify: no certificate store to load (30 ms) for a local server
     https = url.startswith("https:")
-    async with httpx.AsyncClient(timeout=CHECK_TIMEOUT_S, verify=https) as client:
+    timeout = check_timeout_s(model)
+    async with httpx.AsyncClient(timeout=timeout, verify=https) as client:
         for attempt in (1, 2):
             try:
                 response = await client.get(url, headers=headers)
@@ -69,7 +77,7 @@ async def list_models(model: ModelConfig, key: str, where: str) -> list[str] | N
             except httpx.TransportError as error:
                 if attempt == 2:
                     detail = str(error) or (
-                        f"no answer within {CHECK_TIMEOUT_S:g} s"
+                        f"no answer within {timeout:g} s, twice"
                         if isinstance(error, httpx.TimeoutException)
                         else "no details"
                     )
@@ -127,6 +135,8 @@ async def probe(client: Any, model: ModelConfig, where: str) -> None:
         )
     except openai.APIStatusError as error:
         detail = describe_error(error)
+        if error.status_code == 429:  # busy, not refusing: the run paces itself (Retry-After)
+            return
         if refuses_key(error.status_code, detail):
             cause = f"refused {refused_credentials(model)}: {detail}"
             raise EndpointError(f"{where} {cause}{key_hint(detail)}") from None

@@ -460,6 +460,14 @@ def test_a_malformed_answer_is_asked_again_then_answered(fake_openai, db_path):
     assert completion.text == f"Answer: {planned[0].target}"
 
 
+def test_a_busy_endpoint_is_usable_not_refused(fake_openai):
+    """A 429 to the check is a busy server, which the run paces itself for (Retry-After,
+    throttle_budget_s); it was reported as "endpoint refused every request"."""
+    fake_openai.models_status = 429
+    fake_openai.responder = lambda body: Reply(status=429, headers={"Retry-After": "0"})
+    assert asyncio.run(check_endpoint(endpoint(fake_openai))) is None
+
+
 def test_an_endpoint_without_a_model_listing_is_probed(fake_openai):
     from numerate.endpoints import EndpointError
 
