@@ -39,8 +39,9 @@ async def api_key(model: ModelConfig) -> str:
         return "EMPTY"
     key = checked_key(model, os.environ.get(model.api_key_env, ""))
     if not key:
+        state = "is empty" if model.api_key_env in os.environ else "is not set"
         raise ConfigError(
-            f"model {model.name!r}: environment variable {model.api_key_env} is not set "
+            f"model {model.name!r}: environment variable {model.api_key_env} {state} "
             "(it should hold the API key)"
         )
     return key

@@ -30,7 +30,7 @@ _BEARER = re.compile(r"(?i)\b((?:bearer|basic)\s+)[^\s\"',;]+")
 _KEY_LIKE = re.compile(r"\b(sk|pk|rk)-[A-Za-z0-9_\-]{8,}")
 _QUERY_SECRET = re.compile(
     r"(?i)([?&;](?:[a-z0-9_\-]*(?:token|key|secret|password|passwd|signature|sig|auth))=)"
-    r"[^&;#\s'\"<>]+"
+    r"[^&;#\s'\"<>]+?(?=[&;#\s'\"<>]|:\s|:$|$)"  # ": " after it is the message's
 )
 
 _registered: set[str] = set()

@@ -122,6 +122,8 @@ def check_writable(results_dir: str) -> None:
     """Raise ConfigError unless shards can be published to `results_dir` (checked before a
     run starts, so that a finished run never fails to publish)."""
     fs, root = _filesystem(results_dir)
+    if fs.exists(root) and not fs.isdir(root):
+        raise ConfigError(f"results_dir {results_dir!r}: a file, not a folder")
     probe = f"{root}/.numerate-write-check"
     try:
         fs.makedirs(root, exist_ok=True)

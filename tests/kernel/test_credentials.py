@@ -59,3 +59,13 @@ def test_a_credential_in_a_url_s_query_is_hidden_and_nothing_else():
         == "at https://gw.example/v1?api_key=***&region=eu and http://h/v1;token=***#x"
     )
     assert scrub("Answer: 7 (a&key=5 is no URL)", []) == "Answer: 7 (a&key=5 is no URL)"
+
+
+def test_the_colon_after_a_hidden_query_value_is_kept():
+    """The colon that ends the URL in a message is not part of the value (it was hidden with
+    it: `?api_key=*** ConnectError`); one inside the value is."""
+    said = "cannot reach at http://h:9/v1?api_key=abc123: ConnectError: refused"
+    assert scrub(said, []) == "cannot reach at http://h:9/v1?api_key=***: ConnectError: refused"
+    assert scrub("http://h/?token=a:b&c=1 and http://h/?sig=x:", []) == (
+        "http://h/?token=***&c=1 and http://h/?sig=***:"
+    )

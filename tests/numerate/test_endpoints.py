@@ -399,6 +399,9 @@ def test_check_endpoint_reports_clear_problems(fake_openai, monkeypatch):
     monkeypatch.delenv("FAKE_KEY")
     with pytest.raises(ConfigError, match="environment variable FAKE_KEY is not set"):
         asyncio.run(check_endpoint(endpoint(fake_openai, api_key_env="FAKE_KEY")))
+    monkeypatch.setenv("FAKE_KEY", "   ")  # set, but to nothing: not said to be unset
+    with pytest.raises(ConfigError, match="environment variable FAKE_KEY is empty"):
+        asyncio.run(check_endpoint(endpoint(fake_openai, api_key_env="FAKE_KEY")))
 
 
 def test_unreachable_endpoint():

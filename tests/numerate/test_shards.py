@@ -99,3 +99,15 @@ def test_ingest_of_a_file_is_an_error(tmp_path):
     a_file.write_bytes(b"x")
     result = CliRunner().invoke(app, ["ingest", str(a_file), "--db", str(tmp_path / "c.duckdb")])
     assert result.exit_code == 2 and "is a file, not a folder of run shards" in result.stderr
+
+
+def test_a_results_dir_that_is_a_file_says_so(tmp_path):
+    """It said "cannot be written: File exists"."""
+    from numerate.kernel.errors import ConfigError
+    from numerate.store.shards import check_writable
+
+    planted = tmp_path / "planted"
+    planted.write_text("a file")
+    with pytest.raises(ConfigError, match="a file, not a folder"):
+        check_writable(str(planted))
+    assert planted.read_text() == "a file"
