@@ -426,6 +426,10 @@ def report(
     try:
         fmt = check_format(output)
         check_output("--heatmap", heatmap, (".png",))
+        if run_id is not None and not run_id.strip():
+            raise ConfigError("--run '': give a NumGen run id (or leave it out for the latest)")
+        if run_id is not None and heatmap is None:
+            raise ConfigError(f"--run {run_id}: it chooses the run for --heatmap; give --heatmap")
         with open_reader(db) as reader:
             frame = queries.numgen_leaderboard(reader)
             if frame.height == 0:

@@ -114,6 +114,20 @@ def test_a_generator_failing_everywhere_is_one_error_line(tmp_path, db_path):
     )
 
 
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--run", ""], "--run '': give a NumGen run id (or leave it out for the latest)"),
+        (["--run", "numgen-1"], "--run numgen-1: it chooses the run for --heatmap; give --heatmap"),
+    ],
+)
+def test_numgen_report_refuses_a_run_it_would_ignore(tmp_path, arguments, message):
+    """Before: an empty --run meant the latest, and --run without --heatmap was ignored."""
+    db = str(tmp_path / "none.duckdb")
+    result = runner.invoke(app, ["numgen", "report", "--db", db, *arguments])
+    assert result.exit_code == 2 and result.stderr == f"error: {message}\n"
+
+
 def test_report_without_results(tmp_path):
     result = runner.invoke(app, ["numgen", "report", "--db", str(tmp_path / "none.duckdb")])
     assert result.exit_code == 2 and "no results database" in result.stderr
