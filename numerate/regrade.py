@@ -50,6 +50,12 @@ def grade_record(record: Any, where: str) -> dict[str, Any]:
                 f"(missing {', '.join(missing)})"
             ) from None
         raise ConfigError(describe_validation_error(error, where)) from None
+    try:
+        spec.params(**case.params)  # the parameters a case of this manifold can have
+    except ValidationError as error:
+        raise ConfigError(describe_validation_error(error, f"{where}: params")) from None
+    except TypeError as error:  # a key that is no parameter name (not a string)
+        raise ConfigError(f"{where}: params: {error}") from None
     error_text = "no response" if response is None else None
     outcome, answer = judge(manifold, case, response, finish_reason, error_text)
     return {**record, "outcome": outcome.value, "answer": answer}

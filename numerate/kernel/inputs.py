@@ -87,11 +87,18 @@ def json_value(text: str, where: str, limit: int = MAX_LINE_CHARS) -> Any:
             text,
             parse_int=functools.partial(whole_number, where=where),
             object_pairs_hook=functools.partial(_unique_keys, where=where),
+            parse_constant=functools.partial(_no_constant, where=where),
         )
     except RecursionError:
         raise InputLimitError(f"{where}: nested more than {MAX_DEPTH} levels deep") from None
     check_depth(value, where)
     return value
+
+
+def _no_constant(name: str, where: str) -> Any:
+    """NaN, Infinity and -Infinity, which Python's json reads though JSON has none of them
+    (and would write them back out, making a file no other JSON reader takes): refused."""
+    raise ConfigError(f"{where}: {name} is not a JSON value (write a number or null)")
 
 
 def _unique_keys(pairs: list[tuple[str, Any]], where: str) -> dict[str, Any]:

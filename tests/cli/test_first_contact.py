@@ -256,3 +256,27 @@ def test_a_prefect_api_or_home_that_cannot_work_is_one_line_before_anything(
     text = one_error(runner.invoke(app, ["run", "--config", str(config), "--db", str(db)]))
     assert message in text and len(text.strip().splitlines()) == 1
     assert sorted(tmp_path.iterdir()) == [planted, config]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"params": {"length": -5}}, "a.jsonl line 1: params: length = -5: Input should be"),
+        ({"params": {"bogus": 1}}, "a.jsonl line 1: params: bogus = 1: Extra inputs are not"),
+        ({"zz": "NaN"}, "a.jsonl line 1: NaN is not a JSON value (write a number or null)"),
+    ],
+)
+def test_a_graded_line_no_generator_could_write_is_refused(tmp_path, change, message):
+    """Before: graded, exit 0 (and a NaN was written back out: a line no JSON reader takes)."""
+    made = runner.invoke(app, ["generate", "objects", "--count", "1"])
+    case = {**json.loads(made.stdout), "response": "Answer: 3"}
+    if "params" in change:
+        case["params"] = {**case["params"], **change["params"]}
+        line = json.dumps(case)
+    else:
+        line = json.dumps(case)[:-1] + ', "zz": NaN}'
+    (tmp_path / "a.jsonl").write_text(line + "\n")
+    out = tmp_path / "o.jsonl"
+    text = one_error(runner.invoke(app, ["grade", str(tmp_path / "a.jsonl"), "--out", str(out)]))
+    assert text.startswith("error: ") and message in text
+    assert not out.exists()
