@@ -120,10 +120,18 @@ def yaml_value(text: str, where: str) -> Any:
 
     try:
         value = yaml.load(text, Loader=bounded_loader())  # a safe loader, without aliases
+    except yaml.reader.ReaderError as error:  # a character YAML does not allow (NUL, ...)
+        line = text.count("\n", 0, error.position) + 1
+        column = error.position - (text.rfind("\n", 0, error.position) + 1) + 1
+        character = chr(error.character) if isinstance(error.character, int) else error.character
+        raise ConfigError(
+            f"{where} (line {line}, column {column}): not valid YAML: the character "
+            f"{character!r} is not allowed"
+        ) from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        problem = getattr(error, "problem", None) or str(error)
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
         raise ConfigError(f"{where}{at}: not valid YAML: {problem}") from None
     except RecursionError:
         raise InputLimitError(f"{where}: nested more than {MAX_DEPTH} levels deep") from None

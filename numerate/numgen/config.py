@@ -19,7 +19,7 @@ CALIBRATION_OBJECTS = ["dots", "triangles"]
 class NumGenConfig(BaseModel):
     """One NumGen run."""
 
-    model_config = ConfigDict(extra="forbid")  # a misspelt field is an error, not ignored
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # misspelt: an error
 
     generator: str = "synthetic"
     """A diffusers model id or local path, `synthetic`, `callable:module:function`, or a

@@ -26,7 +26,7 @@ DEFAULT_DETECTOR = "IDEA-Research/grounding-dino-tiny"
 class DetectionSettings(BaseModel):
     """The detector's filters, the reference's values by default."""
 
-    model_config = ConfigDict(extra="forbid")  # a misspelt field is an error
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # misspelt: an error
 
     box_threshold: Real = Field(0.05, ge=0, le=1)
     """Grounding DINO keeps a query whose best token logit passes this."""

@@ -46,7 +46,7 @@ class GenerationSettings(BaseModel):
     """How a diffusers pipeline samples; None takes the model family's preset, then the
     pipeline's own default."""
 
-    model_config = ConfigDict(extra="forbid")  # a misspelt field is an error
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # misspelt: an error
 
     steps: Whole | None = Field(None, ge=1, le=1000)
     """Denoising steps (`num_inference_steps`)."""

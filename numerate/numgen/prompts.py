@@ -39,7 +39,7 @@ ExportFormat = Literal["json", "jsonl", "txt"]
 class PromptSpec(BaseModel):
     """What to generate: the numbers, the objects, how many prompts per number, the seed."""
 
-    model_config = ConfigDict(extra="forbid")  # a misspelt field is an error
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # misspelt: an error
 
     n_min: Whole = Field(1, ge=1, le=19)
     """Smallest target numerosity."""

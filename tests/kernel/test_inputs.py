@@ -76,6 +76,7 @@ def test_yaml_within_the_bounds():
         ("a: &x [1]\nb: *x\n", "YAML aliases (*name) are not allowed"),
         ("a: 2024-13-45\n", "not valid YAML: month must be in 1..12"),
         ("a: [\n", "not valid YAML"),
+        ("a: 1\nb: x\x00y\n", "(line 2, column 5): not valid YAML: the character '\\x00' is not"),
         ("a: 1\nb: 2\na: 3\n", "(line 3, column 1): not valid YAML: the key 'a' appears twice"),
         ("m:\n  - {n: 1, n: 2}\n", "(line 2, column 12): not valid YAML: the key 'n' appears"),
     ],
