@@ -175,6 +175,8 @@ def sweep_to_run(
     sweep_config = (
         load_sweep_config(config) if config else parse_sweep_config(DEFAULT_SWEEP, "built-in sweep")
     )
+    if model is not None and not model.strip():
+        raise ConfigError(f"--model {model!r}: give a model id (or a baseline:NAME)")
     if model:
         return one_model_config(sweep_config, model, base_url, name, api_key_env)
     if base_url or api_key_env:

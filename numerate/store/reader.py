@@ -66,6 +66,18 @@ def existing_database(path: str) -> None:
         raise ConfigError(f"results database {path}: {error.strerror or error}") from None
 
 
+def not_duckdb(path: str) -> str | None:
+    """Why the existing file at `path` is no DuckDB database, read from its first bytes (a
+    SQLite file would make DuckDB fetch an extension to open it), or None."""
+    with open(path, "rb") as file:
+        head = file.read(16)
+    if head.startswith(b"SQLite format 3\x00"):
+        return "a SQLite database, not a DuckDB one"
+    if head and head[8:12] != b"DUCK":
+        return "not a DuckDB database file"
+    return None
+
+
 def _existing_database(path: str) -> None:
     from numerate.store.journal import live_owners
 
@@ -83,6 +95,9 @@ def _existing_database(path: str) -> None:
                 "few seconds)"
             )
         raise ConfigError(f"no results database at {path} (run `numerate run` first)")
+    problem = not_duckdb(path)
+    if problem:
+        raise ConfigError(f"{path}: {problem}")
 
 
 class Reader:

@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 
 from numerate.kernel.errors import first_line
 from numerate.store import access, journal
+from numerate.store.reader import not_duckdb
 from numerate.store.schema import JOURNALED, StoreError, migrate, now, transaction
 from numerate.store.tables import Tables, check_columns, insert_rows
 
@@ -96,6 +97,9 @@ class Store(Tables):
                         f"cannot open results database {path}: not a regular file (a device, a "
                         "pipe or a socket)"
                     )
+                problem = not_duckdb(path) if Path(path).is_file() else None
+                if problem:
+                    raise StoreError(f"cannot open results database {path}: {problem}")
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
             except OSError as error:
                 raise StoreError(f"cannot open results database {path}: {error.strerror}") from None

@@ -280,3 +280,26 @@ def test_a_graded_line_no_generator_could_write_is_refused(tmp_path, change, mes
     text = one_error(runner.invoke(app, ["grade", str(tmp_path / "a.jsonl"), "--out", str(out)]))
     assert text.startswith("error: ") and message in text
     assert not out.exists()
+
+
+@pytest.mark.parametrize("command", [["runs"], ["upgrade"], ["run", "--model", "baseline:oracle"]])
+@pytest.mark.parametrize("kind", ["sqlite", "text"])
+def test_a_file_that_is_no_duckdb_database_is_named_for_what_it_is(tmp_path, command, kind):
+    """Before: a SQLite file made DuckDB fetch its sqlite extension (a network wait; here
+    "Loading external extensions is disabled"), and a text file gave DuckDB's IO Error."""
+    import sqlite3
+
+    db = tmp_path / "other.duckdb"
+    if kind == "sqlite":
+        con = sqlite3.connect(db)
+        con.execute("CREATE TABLE a (x)")
+        con.commit()
+        con.close()
+        said = "a SQLite database, not a DuckDB one"
+    else:
+        db.write_text("hello, this is no database at all\n")
+        said = "not a DuckDB database file"
+    before = db.read_bytes()
+    text = one_error(runner.invoke(app, [*command, "--db", str(db)]))
+    assert said in text and str(db) in text
+    assert db.read_bytes() == before and sorted(tmp_path.iterdir()) == [db]
