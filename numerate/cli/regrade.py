@@ -12,12 +12,13 @@ from numerate.cli.common import (
     fail,
     results_db,
 )
-from numerate.kernel.errors import ConfigError, NumerateError
+from numerate.cli.report import RUN_HELP
+from numerate.kernel.errors import NumerateError
 
 
 @app.command()
 def regrade(
-    run_id: Annotated[str, typer.Option("--run", help="The run to grade again.")],
+    run_id: Annotated[str, typer.Option("--run", help=f"The run to grade again. {RUN_HELP}")],
     db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
 ) -> None:
     """Grade a stored run's answers again with the current graders.
@@ -25,14 +26,14 @@ def regrade(
     The answers stay as received; their outcomes and the run's aggregates are updated.
     """
     from numerate.regrade import regrade_run
-    from numerate.store import Store, existing_database, queries
+    from numerate.runs import resolve_run
+    from numerate.store import Store, existing_database
 
     db = results_db(db)
     try:
         existing_database(db)
         store = Store.open(db)
-        if queries.run_record(store, run_id) is None:
-            raise ConfigError(f"{db} has no run {run_id!r}")
+        run_id = resolve_run(store, run_id)  # latest, previous, or a unique prefix, as elsewhere
         changes = regrade_run(store, run_id)
     except NumerateError as error:
         fail(error)

@@ -94,7 +94,10 @@ def test_regrade_restores_outcomes_from_the_stored_answers(tmp_path):
     assert store.query("SELECT list(raw_text ORDER BY case_id) FROM responses")[0][0] == texts
     Store.close_all()
     missing = runner.invoke(app, ["regrade", "--run", "nope", "--db", db])
-    assert missing.exit_code == 2 and "has no run 'nope'" in missing.stderr
+    assert missing.exit_code == 2 and "run 'nope': no run in" in missing.stderr
+    for named in ("latest", run_id[:-4]):  # as report, compare and plot name runs
+        again = runner.invoke(app, ["regrade", "--run", named, "--db", db])
+        assert again.exit_code == 0 and f"of {run_id}: 0 outcome(s) changed" in again.stdout
 
 
 def test_cache_clear(tmp_path):
