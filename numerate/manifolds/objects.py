@@ -328,7 +328,13 @@ class ObjectCountingGenerationParams(ParamsBase):
             )
         others = len(CATEGORIES) - self.target_groups
         most_distractors = _fewest_items(others) - len(COUNTABLE_AS)
-        if self.distractor_count > most_distractors:
+        if self.distractor_count > 0 and most_distractors <= 0:
+            raise ValueError(
+                f"distractor_count={self.distractor_count}: target_groups={self.target_groups} "
+                f"leaves {others} categories, too few to draw distractors from; set "
+                "distractor_count to 0 or take fewer target groups"
+            )
+        if 0 < most_distractors < self.distractor_count:
             raise ValueError(
                 f"distractor_count={self.distractor_count} needs more distinct items than "
                 f"{others} non-target categories are sure to offer (at most {most_distractors})"

@@ -52,6 +52,16 @@ def test_too_many_items_for_the_vocabulary():
         ObjectCountingGenerationParams(distractor_count=200)
 
 
+def test_every_category_as_a_target_leaves_none_for_distractors():
+    """With all 11 categories as targets, distractors cannot be drawn: said so (it said "at
+    most -4"); without distractors the point is valid (it was refused) and generates."""
+    with pytest.raises(ValidationError, match="target_groups=11 leaves 0 categories, too few"):
+        ObjectCountingGenerationParams(target_groups=11, length=1, distractor_count=2)
+    params = ObjectCountingGenerationParams(target_groups=11, length=30, distractor_count=0)
+    cases = [generate(params, 5, index) for index in range(params.count)]
+    assert all(case.target_count >= 1 and case.distractor_count == 0 for case in cases)
+
+
 def test_unknown_param_is_rejected():
     with pytest.raises(ValidationError, match="colour"):
         ObjectCountingGenerationParams(colour="red")
