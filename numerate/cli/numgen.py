@@ -315,6 +315,14 @@ def _read_responses(path: Path) -> tuple[list[int], list[int]]:
         raise ConfigError(f"{path}: not a CSV file numerate can read: {error}") from None
 
 
+_EXTRA, _MISSING = "\x00extra", "\x00missing"  # what csv fills a row of the wrong length with
+
+
+def _fields(row: dict[str, Any], columns: list[str]) -> int:
+    """How many fields a row read with _EXTRA and _MISSING had."""
+    return len(columns) + len(row.get(_EXTRA, [])) - list(row.values()).count(_MISSING)
+
+
 def _parse_responses(path: Path) -> tuple[list[int], list[int]]:
     import csv
     import io
@@ -322,16 +330,25 @@ def _parse_responses(path: Path) -> tuple[list[int], list[int]]:
     from numerate.kernel.files import read_text
     from numerate.kernel.inputs import MAX_DATA_BYTES, whole_number
 
-    text = read_text(path, limit=MAX_DATA_BYTES)
+    text = read_text(path, limit=MAX_DATA_BYTES).removeprefix("\ufeff")  # a spreadsheet's BOM
     targets, generated = [], []
     with io.StringIO(text, newline="") as handle:
-        reader = csv.DictReader(handle)
-        missing = {"target", "generated"} - set(reader.fieldnames or [])
+        reader = csv.DictReader(handle, restkey=_EXTRA, restval=_MISSING)
+        columns = list(reader.fieldnames or [])
+        missing = {"target", "generated"} - set(columns)
         if missing:
             raise ConfigError(
                 f"{path}: needs columns target,generated; missing {', '.join(sorted(missing))}"
             )
+        twice = sorted({name for name in columns if columns.count(name) > 1})
+        if twice:
+            raise ConfigError(f"{path}: the column {twice[0]!r} appears twice")
         for line, row in enumerate(reader, start=2):
+            got = _fields(row, columns)
+            if got != len(columns):
+                raise ConfigError(
+                    f"{path} line {line}: {got} field(s); the header has {len(columns)}"
+                )
             try:
                 target = whole_number(str(row["target"]).strip(), f"{path} line {line}: target")
             except ValueError:

@@ -47,7 +47,10 @@ def test_score_as_a_table(tmp_path):
      ("target,generated\n1,1\n2,many\n", "line 3: generated = 'many' is not a count"),
      ("target,generated\n1,-2\n", "line 2: generated = -2 is negative"),
      ("target,generated\n0,1\n", "line 2: target = 0 is outside 1..19"),
-     ("target,generated\n", "holds no responses")],
+     ("target,generated\n", "holds no responses"),
+     ("target,generated\n3,3\n4\n", "line 3: 1 field(s); the header has 2"),
+     ("target,generated\n3,3,9\n", "line 2: 3 field(s); the header has 2"),
+     ("target,generated,target\n3,3,4\n", "the column 'target' appears twice")],
 )  # fmt: skip
 def test_score_names_the_bad_line_and_value(tmp_path, content, message):
     path = tmp_path / "bad.csv"
@@ -55,6 +58,15 @@ def test_score_names_the_bad_line_and_value(tmp_path, content, message):
     result = runner.invoke(app, ["numgen", "score", "--responses", str(path)])
     assert result.exit_code == 2
     assert message in result.stderr and result.stderr.startswith("error: ")
+
+
+def test_score_reads_a_spreadsheet_s_byte_order_mark(tmp_path):
+    """A CSV saved by a spreadsheet starts with a BOM: it said the target column was missing."""
+    path = tmp_path / "bom.csv"
+    path.write_text("\ufefftarget,generated\n3,3\n4,5\n", encoding="utf-8")
+    result = runner.invoke(app, ["numgen", "score", "--responses", str(path), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["n"] == 2
 
 
 def test_prompts_export(tmp_path):
