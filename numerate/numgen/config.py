@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from numerate.kernel.inputs import Whole
 from numerate.numgen.baselines import BASELINES
@@ -55,6 +55,26 @@ class NumGenConfig(BaseModel):
         if not value.strip():
             raise ValueError("give the folder for the images (an empty path would mean here)")
         return value
+
+    @model_validator(mode="after")
+    def _settings_it_uses(self) -> NumGenConfig:
+        # by value, not by fields set: a config comes back from Prefect with every field set
+        if not self.needs_images and self.detector != DEFAULT_DETECTOR:
+            raise ValueError(
+                f"detector {self.detector!r}: the {self.generator} baseline answers counts "
+                "itself and uses no detector (leave detector out)"
+            )
+        uses_a_device = self.needs_images and (
+            self.detector != "blobs"
+            or not (self.generator == "synthetic" or self.generator.startswith("callable:"))
+        )
+        if self.generation.device != "auto" and not uses_a_device:
+            raise ValueError(
+                f"generation.device {self.generation.device!r}: neither the {self.generator} "
+                f"generator nor the {self.detector_label} detector runs on a device (leave "
+                "it out)"
+            )
+        return self
 
     @property
     def needs_images(self) -> bool:

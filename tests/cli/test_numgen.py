@@ -178,6 +178,8 @@ def test_an_output_path_that_is_a_folder_is_one_error_line(tmp_path, arguments):
         (b"prompts: {per_number: true}\n", "prompts.per_number = True: Input should be a valid"),
         (b"prompts: {seed: '2'}\n", "prompts.seed = '2': Input should be a valid integer"),
         (b"task_batch: 2.0\n", "task_batch = 2.0: Input should be a valid integer"),
+        (b"generator: random\ndetector: blobs\n", "the random baseline answers counts itself"),
+        (b"generation: {device: cpu}\n", "generation.device 'cpu': neither the synthetic"),
         (b"generation: {guidance: .nan}\n", "generation.guidance = nan: Input should be a finite"),
         (b"images_dir: ''\n", "images_dir = '': give the folder for the images"),
         (b"generator: synthetic\ngenerator: random\n", "the key 'generator' appears twice"),
