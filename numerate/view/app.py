@@ -64,8 +64,15 @@ def _percent(value: float | None) -> str:
 
 
 def _number(request: Request, name: str) -> int:
-    raw = request.query_params.get(name, "1")
-    return int(raw) if raw.isascii() and raw.isdigit() and len(raw) < 10 else 1
+    """A page number from the query (1 when absent); ConfigError (400) for anything but a
+    whole number from 1 (`page=abc` and `page=-1` showed page 1)."""
+    raw = request.query_params.get(name)
+    if raw is None:
+        return 1
+    value = _whole(raw.strip(), name)
+    if value < 1:
+        raise ConfigError(f"{name} {raw!r}: pages start at 1")
+    return value
 
 
 Build = Callable[[Reader, Request, pages.Links], dict[str, Any]]
@@ -208,7 +215,12 @@ class KnownHostsOnly:
 
 
 def _text(request: Request, name: str) -> str:
-    return request.query_params.get(name, "").strip()
+    """A query value, stripped; ConfigError (400) when it holds a control character (a NUL
+    was written into the page as it came)."""
+    value = request.query_params.get(name, "").strip()
+    if any(ord(character) < 32 or ord(character) == 127 for character in value):
+        raise ConfigError(f"{name}: a control character is no part of any value")
+    return value
 
 
 def _whole(text: str, name: str) -> int:
@@ -218,17 +230,16 @@ def _whole(text: str, name: str) -> int:
 
 
 def _filter(request: Request) -> pages.CaseFilter:
-    query = request.query_params
-    model = query.get("model", "").strip()
+    model = _text(request, "model")
     if not model:
         raise ConfigError("which model's cases? (model=...)")
     return pages.CaseFilter(
         model=model,
-        point=query.get("point") or None,
-        parameter=query.get("x") or None,
-        level=query.get("v") or None,
-        outcome=query.get("outcome") or None,
-        text=(query.get("q") or "").strip()[:200] or None,
+        point=_text(request, "point") or None,
+        parameter=_text(request, "x") or None,
+        level=_text(request, "v") or None,
+        outcome=_text(request, "outcome") or None,
+        text=_text(request, "q")[:200] or None,
         page=_number(request, "page"),
     )
 

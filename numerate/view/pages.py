@@ -329,6 +329,8 @@ def cases(
     args = (source, run_id, chosen.model, name, chosen.point, chosen.outcome, chosen.text)
     fetch = functools.partial(browse.point_cases, *args, level=level)
     frame, at = paged(fetch, chosen.page, links.page_size)
+    if at.total == 0 and not (chosen.outcome or chosen.text) and record.status != "running":
+        _require_answers(source, run_id, name, chosen)  # a typo is not "no case"
     listed = rows(frame)
     for row in listed:
         row["link"] = links.case(run_id, chosen.model, row["case_id"], name, row["point_key"])
@@ -343,6 +345,15 @@ def cases(
         "manifold_link": links.manifold(run_id, name), "run_link": links.run(run_id),
         "page_link": lambda **changes: links.cases(run_id, name, **chosen.query(**changes)),
     }  # fmt: skip
+
+
+def _require_answers(source: Source, run_id: str, name: str, chosen: CaseFilter) -> None:
+    """LookupError (404) naming what a finished run has no answers of: the model on this
+    manifold, or the grid point."""
+    if browse.point_cases(source, run_id, chosen.model, name, None, None, None, 0, 0)[1] == 0:
+        raise LookupError(f"run {run_id} has no answers of model {chosen.model!r} on {name}")
+    if chosen.point is not None:
+        raise LookupError(f"run {run_id} has no grid point {chosen.point!r} of {name}")
 
 
 def check_level(parameter: str, value: str) -> None:

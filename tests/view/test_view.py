@@ -141,10 +141,17 @@ def test_garbage_is_a_page_that_says_why_never_a_traceback(client, results):
         assert bad.status_code == 400 and "not a grid parameter" in bad.text
     assert client.get("/compare").status_code == 400
     assert client.get("/numgen/x/cell", params={"target": "-1", "count": "1"}).status_code == 400
-    for value in ("²", "١"):  # digits to str.isdigit, not to int()
-        assert client.get(f"/run/{second}/cases/objects",
-                          params={"model": "m", "page": value}).status_code == 200  # fmt: skip
+    for value in ("²", "١", "abc", "-1", "0", "1e3"):  # "²": a digit to str.isdigit
+        page = client.get(f"/run/{second}/cases/objects", params={"model": "m", "page": value})
+        assert page.status_code == 400 and "page" in page.text, value  # it showed page 1
         assert client.get("/numgen/x/cell", params={"target": value}).status_code == 400
+    cases = f"/run/{second}/cases/objects"
+    nobody = client.get(cases, params={"model": "nobody"})
+    assert nobody.status_code == 404 and "no answers of model" in nobody.text  # was "no case"
+    nowhere = client.get(cases, params={"model": "m", "point": "garbage"})
+    assert nowhere.status_code == 404 and "no grid point" in nowhere.text
+    nul = client.get(cases, params={"model": "m", "point": "\x00"})
+    assert nul.status_code == 400 and "\x00" not in nul.text  # it was written into the page
     reflected = client.get(f"/run/{second}/cases/objects", params={"model": "m", "q": "<b>x"})
     assert "<b>x" not in reflected.text and "&lt;b&gt;x" in reflected.text
 
