@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from numerate.config import SweepConfig
 from numerate.endpoints import check_concurrency_limit, check_endpoints
+from numerate.progress import current
 from numerate.store import Store, queries
 from numerate.store.journal import Journal
 
@@ -68,7 +69,7 @@ async def preflight(
         await asyncio.to_thread(prefect_ready)  # else Prefect's client starts a server of its own
         for model in config.models:
             await check_concurrency_limit(model)
-    warnings, unusable = await check_endpoints(config.models)
+    warnings, unusable = await check_endpoints(config.models, slow=current().note)
     found = Preflight(db, warnings, unusable)
     if found.nothing_can_run(config):
         return found  # nothing will run: nothing is written

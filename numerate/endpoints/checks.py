@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from numerate.config import ModelConfig
@@ -93,20 +93,33 @@ async def list_models(model: ModelConfig, key: str, where: str) -> list[str] | N
 
 
 async def check_endpoints(
-    models: Sequence[ModelConfig],
+    models: Sequence[ModelConfig], slow: Callable[[str], object] = lambda said: None
 ) -> tuple[list[str], dict[str, str]]:
     """`check_endpoint` for each model: the warnings, and the models that cannot be asked at
-    all (unreachable, or refusing the key) with why."""
+    all (unreachable, or refusing the key) with why. `slow` is told, in a line, of a check
+    that has had no answer for SLOW_CHECK_S (a silent endpoint is waited for twice)."""
     warnings, unusable = [], {}
     for model in models:
+        check = asyncio.ensure_future(check_endpoint(model))
+        done, _ = await asyncio.wait({check}, timeout=SLOW_CHECK_S)
+        if not done:
+            most = 2 * check_timeout_s(model)
+            slow(
+                f"model {model.name!r} at {redact(model.base_url or '')} has not answered the "
+                f"check yet (waiting up to {most:g} s; timeout_s bounds it)"
+            )
         try:
-            warning = await check_endpoint(model)
+            warning = await check
         except EndpointError as error:
             unusable[model.name] = str(error)
             continue
         if warning:
             warnings.append(warning)
     return warnings, unusable
+
+
+SLOW_CHECK_S = 2.0
+"""How long an endpoint check goes unanswered before the command says it waits."""
 
 
 def refused_credentials(model: ModelConfig) -> str:

@@ -644,7 +644,9 @@ def test_an_endpoint_that_never_answers_is_reported_after_the_timeout(monkeypatc
         with pytest.raises(endpoints.EndpointError) as raised:
             asyncio.run(check_endpoint(model))
     message = str(raised.value)
-    assert message == f"cannot reach model 'mute' at {url}: ReadTimeout: no answer within 0.2 s"
+    assert (
+        message == f"cannot reach model 'mute' at {url}: ReadTimeout: no answer within 0.2 s, twice"
+    )
 
 
 # ---------------------------------------------------------------- secrets and true messages
@@ -726,3 +728,28 @@ def test_a_key_the_server_quotes_in_its_answer_is_not_stored(fake_openai, db_pat
         "SELECT text FROM completions"
     )
     assert len(texts) == 4 and not any(secret in text for (text,) in texts)
+
+
+def test_a_slow_check_is_said_and_bounded_by_the_model_s_timeout(monkeypatch):
+    """Before: 15 s twice whatever timeout_s said, and nothing said while it waited."""
+    import socket
+
+    import numerate.endpoints.checks as checks
+    from numerate.config import ModelConfig
+    from numerate.endpoints import check_endpoints
+
+    monkeypatch.setattr(checks, "SLOW_CHECK_S", 0.1)
+    said: list[str] = []
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/v1"
+        model = ModelConfig.model_validate(
+            {"name": "mute", "model": "m", "base_url": url, "timeout_s": 0.3}
+        )
+        _warnings, unusable = asyncio.run(check_endpoints([model], slow=said.append))
+    assert said == [
+        f"model 'mute' at {url} has not answered the check yet (waiting up to 0.6 s; "
+        "timeout_s bounds it)"
+    ]
+    assert "no answer within 0.3 s, twice" in unusable["mute"]
