@@ -83,6 +83,13 @@ def run_state(source: Source, run_id: str) -> str | None:
     return f"run {run_id} ended {run.status}"
 
 
+def _markdown(cell: str) -> str:
+    """A Markdown table cell: a `|` or a line break in a value would end the cell or the row."""
+    return (
+        cell.replace("\\", "\\\\").replace("|", "\\|").replace("\r\n", "<br>").replace("\n", "<br>")
+    )
+
+
 def _cell(column: str, value: Any) -> str:
     if value is None:
         return "-"
@@ -145,9 +152,9 @@ def render(frame: Any, fmt: Format, title: str = "") -> str:
     rows = [[_cell(c, v) for c, v in zip(columns, row, strict=True)] for row in frame.iter_rows()]
     if fmt == "markdown":
         lines = [
-            "| " + " | ".join(columns) + " |",
+            "| " + " | ".join(map(_markdown, columns)) + " |",
             "|" + "|".join("---" for _ in columns) + "|",
-            *("| " + " | ".join(r) + " |" for r in rows),
+            *("| " + " | ".join(map(_markdown, r)) + " |" for r in rows),
         ]
         return (f"### {title}\n\n" if title else "") + "\n".join(lines) + "\n"
     from rich.console import Console

@@ -212,6 +212,16 @@ def settle_prefect() -> None:
     time.sleep(1.0)
 
 
+def show(text: str) -> None:
+    """Write a command's output (a table, CSV, JSON) to standard output as it is: typer.echo
+    drops ANSI escape sequences when the output is not a terminal, which changed the data of a
+    CSV or JSON written to a file (`chr(27)` in a value was lost)."""
+    import sys
+
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
 def print_report(
     source: Source,
     run_id: str,
@@ -223,7 +233,7 @@ def print_report(
     from numerate.report import render, run_summaries
 
     frame = run_summaries(source, run_id, models, manifolds)
-    typer.echo(render(frame, output, title=f"run {run_id}"), nl=False)
+    show(render(frame, output, title=f"run {run_id}"))
 
 
 # The watchdog: a tiny process that outlives nothing. It waits for the CLI to end, however it

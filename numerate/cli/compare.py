@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, cast
 import typer
 
 from numerate.cli.app import app
-from numerate.cli.common import DB_HELP, check_format, fail, open_reader
+from numerate.cli.common import DB_HELP, check_format, fail, open_reader, show
 from numerate.kernel.errors import ConfigError, NumerateError
 
 if TYPE_CHECKING:
@@ -95,7 +95,7 @@ def _report(comparison: pl.DataFrame, fmt: Format, title: str, gate: bool, alpha
     from numerate.report import render
 
     shown = for_display(comparison) if fmt in ("table", "markdown") else comparison
-    typer.echo(render(shown, fmt, title=title), nl=False)
+    show(render(shown, fmt, title=title))
     typer.echo(summary_line(comparison), err=fmt in ("csv", "json"))
     typer.echo(detectable_line(comparison, alpha), err=fmt in ("csv", "json"))
     if gate and any_regression(comparison):

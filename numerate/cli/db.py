@@ -12,6 +12,7 @@ from numerate.cli.common import (
     check_format,
     fail,
     open_reader,
+    show,
 )
 from numerate.kernel.errors import NumerateError
 
@@ -48,7 +49,7 @@ def db_command(
         from numerate.cli.common import stop_code
 
         _leave_now(stop_code())
-    typer.echo(render(frame, fmt), nl=False)
+    show(render(frame, fmt))
 
 
 def _leave_now(code: int) -> None:

@@ -22,6 +22,7 @@ from numerate.cli.common import (
     open_reader,
     results_db,
     settle_prefect,
+    show,
     write_output,
 )
 from numerate.kernel.errors import ConfigError, NumerateError
@@ -256,7 +257,7 @@ def _show_run(numgen_config: Any, result: dict[str, Any], db: str) -> None:
     row = queries.numgen_metrics(Store.open(db), str(result["run_id"]))
     if row is None:
         raise ConfigError(f"run {result['run_id']} stored no metrics")
-    typer.echo(render(_metrics_frame(row), "markdown", title=title), nl=False)
+    show(render(_metrics_frame(row), "markdown", title=title))
     typer.echo(f"errors: {result['errors']} images without a count")
     typer.echo(f"confusion matrix heatmap: {result['heatmap']}")
     if numgen_config.needs_images and numgen_config.detector != "blobs":
@@ -415,7 +416,7 @@ def score(
         return
     from numerate.report import render
 
-    typer.echo(render(_metrics_frame(scores.as_row()), "markdown", title=str(responses)), nl=False)
+    show(render(_metrics_frame(scores.as_row()), "markdown", title=str(responses)))
 
 
 @app.command()
@@ -456,7 +457,7 @@ def report(
             shown = frame.rename(LEADERBOARD_COLUMNS)
             if fmt == "table":
                 fmt = "markdown"  # the reference's table layout
-            typer.echo(render(shown, fmt, title="NumGen leaderboard"), nl=False)
+            show(render(shown, fmt, title="NumGen leaderboard"))
             if fmt == "markdown":
                 for detector in frame["detector"].unique().sort().to_list():
                     if detector not in ("none", "blobs"):

@@ -13,6 +13,7 @@ from numerate.cli.common import (
     fail,
     open_reader,
     print_report,
+    show,
 )
 from numerate.kernel.errors import NumerateError
 
@@ -55,6 +56,6 @@ def report(
             print_report(reader, run_id, fmt, models, manifolds)
             if points:
                 frame = run_points(reader, run_id, models, manifolds)
-                typer.echo(render(frame, fmt, title="grid points"), nl=False)
+                show(render(frame, fmt, title="grid points"))
     except NumerateError as error:
         fail(error)

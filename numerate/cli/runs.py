@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from numerate.cli.app import app
-from numerate.cli.common import DB_HELP, check_format, fail, open_reader, results_db
+from numerate.cli.common import DB_HELP, check_format, fail, open_reader, results_db, show
 from numerate.kernel.errors import NumerateError
 
 
@@ -37,4 +37,4 @@ def list_runs_command(
         scope = f" of sweep {sweep!r}" if sweep else ""
         typer.echo(f"{results_db(db)} holds no runs{scope}", err=True)
         return
-    typer.echo(render(frame, fmt), nl=False)
+    show(render(frame, fmt))

@@ -212,3 +212,17 @@ def test_several_samples_per_case_report_pass_at_k_majority_and_consistency(tmp_
     assert row["pass_at_k"] == pytest.approx(sum(c > 0 for c in right) / len(right))
     # a tie of three answers, one of them right: a third
     assert row["maj_at_k"] == pytest.approx(sum(c / 3 for c in right) / len(right))
+
+
+def test_db_output_keeps_the_data_and_markdown_cells_stay_cells(tmp_path):
+    """CSV lost an escape character (typer.echo strips ANSI sequences when not writing to a
+    terminal); a `|` or a line break in a value broke a Markdown table."""
+    import duckdb
+
+    path = tmp_path / "x.duckdb"
+    duckdb.connect(str(path)).close()
+    query = "SELECT chr(27) || '[31mred' AS x, 'a|b' AS y, 'l1' || chr(10) || 'l2' AS z"
+    csv = runner.invoke(app, ["db", str(path), query, "--format", "csv"])
+    assert csv.exit_code == 0 and csv.stdout.splitlines()[1].startswith("\x1b[31mred,a|b,")
+    markdown = runner.invoke(app, ["db", str(path), query, "--format", "markdown"])
+    assert markdown.stdout.splitlines()[2] == "| \x1b[31mred | a\\|b | l1<br>l2 |"
