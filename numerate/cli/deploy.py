@@ -25,7 +25,6 @@ def deploy(
     on `gpu`.
     """
     import os
-    import subprocess
 
     from numerate.cli.server import api_answers
 
@@ -64,21 +63,28 @@ def deploy(
         NUMERATE_NIGHTLY_TIMEZONE=timezone,
     )
     for what, command in steps:
-        try:
-            done = subprocess.run(
-                command, cwd=root, env=env, capture_output=True, text=True, timeout=STEP_TIMEOUT_S
-            )
-        except subprocess.TimeoutExpired:
-            fail(f"creating the {what} took more than {STEP_TIMEOUT_S} s: stopped", code=3)
-        if done.returncode != 0:
-            detail = (done.stderr or done.stdout).strip().splitlines()
-            fail(f"creating the {what} failed: {detail[-1] if detail else done.returncode}")
-        typer.echo(f"created {what}", err=True)
+        _step(what, command, root, env)
     typer.echo(
         f"nightly-sweep runs at '{cron}' ({timezone}) on pool cpu; start a worker with:\n"
         "  prefect worker start --pool cpu",
         err=True,
     )
+
+
+def _step(what: str, command: list[str], root: Path, env: dict[str, str]) -> None:
+    """One `prefect` command of the deployment, bounded; one error line when it fails."""
+    import subprocess
+
+    try:
+        done = subprocess.run(
+            command, cwd=root, env=env, capture_output=True, text=True, timeout=STEP_TIMEOUT_S
+        )
+    except subprocess.TimeoutExpired:
+        fail(f"creating the {what} took more than {STEP_TIMEOUT_S} s: stopped", code=3)
+    if done.returncode != 0:
+        detail = (done.stderr or done.stdout).strip().splitlines()
+        fail(f"creating the {what} failed: {detail[-1] if detail else done.returncode}")
+    typer.echo(f"created {what}", err=True)
 
 
 STEP_TIMEOUT_S = 300

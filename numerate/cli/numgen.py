@@ -139,6 +139,11 @@ def _calibration_note(source: Source, detector: str) -> str:
     )
 
 
+CONFIG_OPTION = typer.Option(
+    "--config", "-c", help="NumGen config (YAML); options win.", parser=a_path
+)
+
+
 @app.command()
 def run(
     generator: Annotated[
@@ -160,15 +165,7 @@ def run(
         list[str] | None, typer.Option("--object", help="Object to ask for (repeatable).")
     ] = None,
     seed: Annotated[int | None, typer.Option(help="Seed of prompts and images.")] = None,
-    config: Annotated[
-        Path | None,
-        typer.Option(
-            "--config",
-            "-c",
-            help="NumGen config (YAML); options win.",
-            parser=a_path,
-        ),
-    ] = None,
+    config: Annotated[Path | None, CONFIG_OPTION] = None,
     db: Annotated[str | None, DB_OPTION] = None,
     images_dir: Annotated[str | None, typer.Option(help="Folder for images.")] = None,
     steps: Annotated[int | None, typer.Option(help="Denoising steps.")] = None,

@@ -831,8 +831,8 @@ def prefects(signum, frame):  # as Prefect's flow engine does: the signal, sent 
     os.kill(os.getpid(), signum)
     time.sleep(0.3)
 signal.signal(signal.SIGTERM, prefects)
-print("ready", flush=True)
 try:
+    print("ready", flush=True)
     while True:
         time.sleep(0.01)
 except KeyboardInterrupt:
