@@ -23,6 +23,7 @@ from numerate.endpoints.retries import (
 )
 from numerate.judging import Completion
 from numerate.kernel.credentials import redact
+from numerate.kernel.inputs import valid_text
 from numerate.manifolds import registry
 from numerate.plan import PlannedCase
 from numerate.progress import current as current_progress
@@ -177,7 +178,7 @@ def message_text(content: object) -> tuple[str | None, str]:
         return None, f"content of type {type(content).__name__}, not text"
     if not content.strip():
         return None, "no content" if not content else "only white space"
-    return content, ""
+    return valid_text(content), ""  # a lone surrogate ("\\ud800") is no character
 
 
 def token_count(reported: object) -> int | None:

@@ -74,7 +74,9 @@ def is_retryable(error: BaseException) -> bool:
 def describe_error(error: BaseException) -> str:
     """A one-line description of a request failure, credentials redacted (what a server or a
     library says may quote the key or the URL's password)."""
-    return redact(_description(error), token_shapes=True)
+    from numerate.kernel.inputs import valid_text
+
+    return redact(valid_text(_description(error)), token_shapes=True)
 
 
 def _description(error: BaseException) -> str:

@@ -47,11 +47,17 @@ class InputLimitError(ConfigError):
 
 def check_depth(value: Any, where: str, limit: int = MAX_DEPTH) -> None:
     """InputLimitError naming `where` when lists and mappings nest more than `limit` levels
-    (walked without recursion, so that any depth is safe to check)."""
+    (walked without recursion, so that any depth is safe to check); ConfigError when a text
+    in it (a key or a value) holds a lone surrogate (`"\\ud800"`: no character, and no UTF-8
+    can encode it, so a database, a request or a file could not take it)."""
     stack = [(value, 1)]
     while stack:
         item, depth = stack.pop()
+        if isinstance(item, str):
+            _check_text(item, where)
+            continue
         if isinstance(item, dict):
+            stack.extend((key, depth) for key in item if isinstance(key, str))
             children: Any = item.values()
         elif isinstance(item, list | tuple):
             children = item
@@ -60,6 +66,29 @@ def check_depth(value: Any, where: str, limit: int = MAX_DEPTH) -> None:
         if depth > limit:
             raise InputLimitError(f"{where}: nested more than {limit} levels deep")
         stack.extend((child, depth + 1) for child in children)
+
+
+def _check_text(text: str, where: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        code = ord(text[error.start])
+        raise ConfigError(
+            f"{where}: a text holds \\u{code:04x}, half of a surrogate pair and no character "
+            "(write the character itself)"
+        ) from None
+
+
+def valid_text(text: str) -> str:
+    """`text` with each lone surrogate (no character: what a JSON `"\\ud800"` decodes to)
+    replaced by U+FFFD, a surrogate pair joined into its character: text any UTF-8 consumer
+    (the database, a file, a terminal) takes. For text numerate receives, not text it is given
+    to check (that is refused: check_depth)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
 
 
 def whole_number(text: str, where: str) -> int:

@@ -44,6 +44,19 @@ def test_json_beyond_a_bound_names_where(text, message):
     assert str(raised.value).startswith("f.jsonl line 3: ")
 
 
+@pytest.mark.parametrize(
+    "read",
+    [lambda: yaml_value('a: [ok, "x\\ud800"]', "c.yaml"),
+     lambda: yaml_value('"\\udc00": 1', "c.yaml"),
+     lambda: json_value('{"a": {"b": "\\ud800"}}', "c.yaml")],
+)  # fmt: skip
+def test_a_lone_surrogate_is_refused_where_input_is_read(read):
+    """Half of a surrogate pair is no character: a config holding one ended a run in a
+    UnicodeEncodeError traceback."""
+    with pytest.raises(ConfigError, match=re.escape("c.yaml: a text holds \\ud")):
+        read()
+
+
 def test_a_json_key_given_twice_is_refused_at_any_depth():
     """json.loads keeps the last of two values silently; a graded line or --set value with a
     key twice is ambiguous, so it is refused naming the key."""

@@ -342,6 +342,19 @@ def test_an_answer_in_content_parts_is_read_as_its_text(fake_openai, db_path):
     assert grade_response(planned[0], answer, "run-1", model)["outcome"] == "correct"
 
 
+def test_an_answer_holding_a_lone_surrogate_is_stored_with_a_replacement_character(
+    fake_openai, db_path
+):
+    """JSON's "\\ud800" decodes to half a character no UTF-8 can encode: storing the answer
+    ended the run in a UnicodeEncodeError traceback."""
+    planned = planned_cases(1)
+    fake_openai.responder = lambda body: Reply(content=f"\ud800 Answer: {planned[0].target}")
+    answer = run_query(endpoint(fake_openai), planned, db_path)[planned[0].case_id, 0]
+    assert answer.error is None and answer.text == f"\ufffd Answer: {planned[0].target}"
+    stored = Store.open(db_path).query("SELECT text FROM completions")
+    assert stored == [(f"\ufffd Answer: {planned[0].target}",)]
+
+
 def test_an_empty_answer_cut_at_max_tokens_is_truncated_and_not_cached(fake_openai, db_path):
     planned = planned_cases(1)
     fake_openai.responder = lambda body: Reply(content=None, finish_reason="length")
