@@ -29,7 +29,7 @@ from pydantic import (
 from numerate.kernel.credentials import scrub
 from numerate.kernel.errors import ConfigError, describe_validation_error
 from numerate.kernel.files import read_text
-from numerate.kernel.inputs import Real, Seed, Whole
+from numerate.kernel.inputs import Real, Seed, Whole, check_parameters_size
 from numerate.manifolds import registry
 
 MAX_POINTS = 100_000
@@ -390,6 +390,7 @@ class SweepConfig(BaseModel):
                 f"max_cases: {len(self.models)} model(s) x {cases:,} cases (with their samples) "
                 f"= {answers:,} answers, more than max_cases = {self.max_cases:,}"
             )
+        check_parameters_size(self.model_dump_json(), "the sweep config")
         return self
 
     def fingerprint(self) -> str:

@@ -41,6 +41,22 @@ Seed = Annotated[int, Strict(), Field(ge=0, le=MAX_SEED)]
 """A seed in a configuration: a whole number from 0 to MAX_SEED."""
 
 
+MAX_PARAMETERS_BYTES = 500_000
+"""The most a config may weigh as JSON: it travels as a Prefect flow run's parameters, which
+Prefect's server refuses beyond 524,288 bytes (a 422 traceback, after the database was made)."""
+
+
+def check_parameters_size(as_json: str, what: str) -> None:
+    """ValueError (for a pydantic validator) when a config's JSON is beyond
+    MAX_PARAMETERS_BYTES."""
+    size = len(as_json.encode("utf-8"))
+    if size > MAX_PARAMETERS_BYTES:
+        raise ValueError(
+            f"{what} is {size:,} bytes as JSON; a run's parameters travel through Prefect, which "
+            f"takes at most {MAX_PARAMETERS_BYTES:,} here: shorten its longest texts"
+        )
+
+
 class InputLimitError(ConfigError):
     """Input beyond one of the bounds above."""
 

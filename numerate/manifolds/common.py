@@ -171,7 +171,9 @@ def join_english(parts: Sequence[str], conjunction: str = "and") -> str:
 class ParamsBase(BaseModel):
     """Parameters every grid point has, whatever its manifold."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, use_attribute_docstrings=True, allow_inf_nan=False
+    )
 
     count: Whole = Field(10, gt=0, le=1_000_000)
     """Number of test cases to generate."""

@@ -291,7 +291,9 @@ def _fewest_items(categories: int) -> int:
 class ObjectCountingGenerationParams(ParamsBase):
     """Parameters of an Object Counting grid point."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, use_attribute_docstrings=True, allow_inf_nan=False
+    )
 
     length: Whole = Field(4, ge=1)
     """Number of target items (from the target categories) in each case."""

@@ -145,7 +145,9 @@ def kinds_enabled(rule_enable: int) -> list[str]:
 class SequenceGenerationParams(ParamsBase):
     """Parameters of a Sequence Pattern Recognition grid point."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, use_attribute_docstrings=True, allow_inf_nan=False
+    )
 
     seq_length: Whole = Field(3, ge=1, le=20)
     """Number of terms the model must generate."""

@@ -292,7 +292,9 @@ ANSWER_INSTRUCTION = (
 class ShuffleGenerationParams(ParamsBase):
     """Parameters of a Shuffle Tracking grid point."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, use_attribute_docstrings=True, allow_inf_nan=False
+    )
 
     length: Whole = Field(4, ge=3, le=MAX_PEOPLE)
     """Number of people (and items)."""

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from numerate.kernel.inputs import Whole
+from numerate.kernel.inputs import Whole, check_parameters_size
 from numerate.numgen.baselines import BASELINES
 from numerate.numgen.detection import DEFAULT_DETECTOR, DetectionSettings
 from numerate.numgen.generation import GenerationSettings
@@ -55,6 +55,11 @@ class NumGenConfig(BaseModel):
         if not value.strip():
             raise ValueError("give the folder for the images (an empty path would mean here)")
         return value
+
+    @model_validator(mode="after")
+    def _small_enough(self) -> NumGenConfig:
+        check_parameters_size(self.model_dump_json(), "the numgen config")
+        return self
 
     @model_validator(mode="after")
     def _settings_it_uses(self) -> NumGenConfig:

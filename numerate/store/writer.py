@@ -59,11 +59,21 @@ def _file_errors(path: str) -> Iterator[None]:
         yield
     except OSError as error:
         raise StoreError(f"results database {path}: {error.strerror}") from None
-    except duckdb.IOException as error:  # the file itself, not the SQL
+    except duckdb.Error as error:
+        if not damaged(error):  # the SQL, not the file
+            raise
         raise StoreError(
             f"results database {path} cannot be read or written: {first_line(error)} "
             "(a damaged or truncated file?)"
         ) from None
+
+
+def damaged(error: BaseException) -> bool:
+    """Whether a DuckDB error is about the file itself (unreadable, cut short, a block whose
+    checksum does not match), not about the SQL."""
+    import duckdb
+
+    return isinstance(error, duckdb.IOException) or "Corrupt database" in str(error)
 
 
 class Store(Tables):
@@ -141,7 +151,7 @@ class Store(Tables):
                     con.execute(
                         f'SELECT bit_xor(hash(numerate_row)) FROM "{table}" AS numerate_row'
                     ).fetchall()
-                except duckdb.IOException as error:
+                except duckdb.Error as error:  # IO, a checksum: the file, not this SQL
                     raise StoreError(
                         f"results database {self.path}: table {table} cannot be read whole: "
                         f"{first_line(error)} (a damaged or truncated file)"

@@ -303,3 +303,21 @@ def test_a_file_that_is_no_duckdb_database_is_named_for_what_it_is(tmp_path, com
     text = one_error(runner.invoke(app, [*command, "--db", str(db)]))
     assert said in text and str(db) in text
     assert db.read_bytes() == before and sorted(tmp_path.iterdir()) == [db]
+
+
+@pytest.mark.parametrize("command", [["upgrade"], ["run", "--model", "baseline:oracle"]])
+def test_a_database_whose_blocks_fail_their_checksum_is_one_line(tmp_path, command):
+    """Before: DuckDB's `Corrupt database file: computed checksum ...` as a traceback."""
+    whole = tmp_path / "whole.duckdb"
+    sweep = ["run", "--config", str(oracle_sweep(tmp_path)), "--format", "json"]
+    assert runner.invoke(app, [*sweep, "--db", str(whole)]).exit_code == 0
+    damaged = tmp_path / "damaged.duckdb"
+    data = bytearray(whole.read_bytes())
+    for block in range(1, (len(data) - 12288) // 262144):  # every block's content, not its header
+        start = 12288 + 262144 * block + 50
+        data[start : start + 64] = b"garbage!" * 8
+    damaged.write_bytes(bytes(data))
+    result = runner.invoke(app, [*command, "--db", str(damaged)])
+    assert result.exit_code in (2, 3) and "Traceback" not in result.output
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: ") and "Corrupt database file" in last, result.stderr
