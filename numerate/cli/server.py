@@ -71,17 +71,23 @@ ANSWER_TIMEOUT_S = 5.0
 
 
 def api_answers(url: str) -> None:
-    """ConfigError unless something answers HTTP at PREFECT_API_URL `url` within
-    ANSWER_TIMEOUT_S (any status: a server that wants a key still answers); Prefect's own
+    """ConfigError unless Prefect's health check at PREFECT_API_URL `url` answers, whole,
+    within ANSWER_TIMEOUT_S (a 401 or 403 counts: a server that wants a key); Prefect's own
     client would wait 60 s a try, then end in a traceback."""
     import urllib.error
     import urllib.request
 
+    health = f"{url.rstrip('/')}/health"
     try:
-        with urllib.request.urlopen(f"{url.rstrip('/')}/health", timeout=ANSWER_TIMEOUT_S):
+        with urllib.request.urlopen(health, timeout=ANSWER_TIMEOUT_S) as answer:
+            answer.read(1024)  # the whole answer, in time: headers and then silence is no answer
             return
-    except urllib.error.HTTPError:
-        return  # an answer, if not a welcome one: what follows says more
+    except urllib.error.HTTPError as error:
+        if error.code in (401, 403):
+            return  # a server that wants a key: Prefect's client has it
+        raise ConfigError(
+            f"PREFECT_API_URL {url}: not a Prefect API (HTTP {error.code} at {health})"
+        ) from None
     except (OSError, ValueError) as error:
         reason = getattr(error, "reason", None) or error
         if isinstance(reason, TimeoutError):

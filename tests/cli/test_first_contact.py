@@ -321,3 +321,45 @@ def test_a_database_whose_blocks_fail_their_checksum_is_one_line(tmp_path, comma
     assert result.exit_code in (2, 3) and "Traceback" not in result.output
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("error: ") and "Corrupt database file" in last, result.stderr
+
+
+def test_a_prefect_api_that_says_headers_then_nothing_or_is_no_prefect_is_one_line(
+    tmp_path, monkeypatch
+):
+    """Before: a server that sent its headers and then nothing passed the check, and the run
+    hung in Prefect's client (60 s a try); a 404 at /health counted as an answer."""
+    import http.server
+    import threading
+    import time
+
+    class Odd(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            if "/hang/" in self.path:
+                self.send_response(200)
+                self.send_header("Content-Length", "1000")
+                self.end_headers()
+                self.wfile.flush()
+                time.sleep(8)
+            else:
+                self.send_response(404)
+                self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Odd)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    config = oracle_sweep(tmp_path)
+    db = tmp_path / "r.duckdb"
+    try:
+        for url, said in (
+            (f"{base}/hang/api", "cannot be reached (no answer within 5 s)"),
+            (f"{base}/api", f"not a Prefect API (HTTP 404 at {base}/api/health)"),
+        ):
+            monkeypatch.setenv("PREFECT_API_URL", url)
+            text = one_error(runner.invoke(app, ["run", "--config", str(config), "--db", str(db)]))
+            assert said in text
+    finally:
+        server.shutdown()
+    assert not db.exists()
