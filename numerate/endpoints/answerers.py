@@ -130,7 +130,7 @@ def read_completion(
     choices) or that holds no text is an `error` with its cause (never stored as an answer).
     A credential the answer quotes (a server that echoes the key) is redacted."""
     choices = getattr(response, "choices", None)
-    if not choices:
+    if not isinstance(choices, list) or not choices:
         cause = "no choices" if isinstance(choices, list) else "not a chat completion"
         return Completion(
             request_id, None, attempts=attempts, error=f"malformed answer: {cause}", sample=sample

@@ -309,6 +309,8 @@ def test_samples_are_distinct_requests_each_graded(fake_openai, db_path):
         (Reply(content={"text": "7"}), "empty answer: content of type dict, not text"),
         (Reply(content="7", finish_reason=["stop"]), None),
         (Reply(choices=[]), "malformed answer: no choices"),
+        (Reply(choices={"0": 1}), "malformed answer: not a chat completion"),
+        (Reply(choices=[7]), "empty answer: no content"),
         (Reply(raw_body="<html><body>502 Bad Gateway</body></html>"), "malformed answer"),
     ],
 )
