@@ -77,7 +77,8 @@ def hub_unreachable() -> str | None:
 
 def probe_hub(endpoint: str) -> str | None:
     """Why the Hugging Face hub ($HF_ENDPOINT) cannot be used now, or None when it answers
-    (any HTTP answer counts) within NUMERATE_HUB_TIMEOUT seconds."""
+    (any HTTP answer counts, read whole) within NUMERATE_HUB_TIMEOUT seconds; ModelLoadError
+    for a NUMERATE_HUB_TIMEOUT that is no number of seconds."""
     import os
     import urllib.error
     import urllib.request
@@ -86,10 +87,12 @@ def probe_hub(endpoint: str) -> str | None:
     try:
         timeout = float(raw) if raw else HUB_TIMEOUT_S
     except ValueError:
-        timeout = HUB_TIMEOUT_S
-    timeout = min(max(timeout, 0.1), 60.0)
+        timeout = -1.0
+    if not 0.1 <= timeout <= 60.0:  # NaN too
+        raise ModelLoadError(f"NUMERATE_HUB_TIMEOUT={raw!r}: give seconds, from 0.1 to 60")
     try:
-        with urllib.request.urlopen(f"{endpoint}/api/models?limit=1", timeout=timeout):
+        with urllib.request.urlopen(f"{endpoint}/api/models?limit=1", timeout=timeout) as answer:
+            answer.read(64 * 1024)  # the answer itself, in time: headers then silence is none
             return None
     except urllib.error.HTTPError:
         return None  # it answered

@@ -333,3 +333,40 @@ def test_a_signal_stops_a_command_stuck_on_the_network_within_5_s(tmp_path, sign
     assert process.returncode == code
     assert took < 5.5
     assert "Traceback" not in err
+
+
+def test_a_hub_that_sends_headers_then_nothing_is_unreachable(monkeypatch):
+    """Before: the headers counted as an answer, and loading the model then hung in the hub
+    client; a NUMERATE_HUB_TIMEOUT that is no number was silently the default."""
+    import http.server
+    import threading
+    import time
+
+    from numerate.numgen.torch_utils import ModelLoadError, probe_hub
+
+    class Mute(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", "1000")
+            self.end_headers()
+            self.wfile.flush()
+            time.sleep(5)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Mute)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    endpoint = f"http://127.0.0.1:{server.server_address[1]}"
+    monkeypatch.setenv("NUMERATE_HUB_TIMEOUT", "0.5")
+    try:
+        started = time.monotonic()
+        why = probe_hub(endpoint)
+        assert why is not None and "did not answer within 0.5 s" in why
+        assert time.monotonic() - started < 4
+    finally:
+        server.shutdown()
+    for garbage in ("abc", "nan", "0", "1e9"):
+        monkeypatch.setenv("NUMERATE_HUB_TIMEOUT", garbage)
+        with pytest.raises(ModelLoadError, match=f"NUMERATE_HUB_TIMEOUT='{garbage}': give seconds"):
+            probe_hub(endpoint)
