@@ -64,13 +64,24 @@ def insert_rows(con: Any, table: str, columns: Sequence[str],
 
     if strict:
         check_columns(table, columns, rows)
-    batch = pa.Table.from_pydict({c: [r.get(c) for r in rows] for c in columns})
+    try:
+        batch = pa.Table.from_pydict({c: [r.get(c) for r in rows] for c in columns})
+    except UnicodeEncodeError:  # a lone surrogate (a journal written before answers were
+        batch = pa.Table.from_pydict(  # cleaned): stored with U+FFFD, never a failed write
+            {c: [_text(r.get(c)) for r in rows] for c in columns}
+        )
     names = ", ".join(columns)
     con.register("incoming_rows", batch)
     try:
         con.execute(f"INSERT {conflict} INTO {table} ({names}) SELECT {names} FROM incoming_rows")
     finally:
         con.unregister("incoming_rows")
+
+
+def _text(value: object) -> object:
+    from numerate.kernel.inputs import valid_text
+
+    return valid_text(value) if isinstance(value, str) else value
 
 
 class Tables:

@@ -152,3 +152,18 @@ def test_a_version_3_database_keeps_its_rows_through_migration_4(tmp_path):
     ]
     assert store.query("SELECT sample_index, outcome FROM responses") == [(0, "correct")]
     store.close()
+
+
+def test_a_row_holding_a_lone_surrogate_is_stored_with_a_replacement_character():
+    """A journal written before answers were cleaned may hold "\\ud800": replaying it failed
+    every later write to the database (a UnicodeEncodeError in each command)."""
+    from numerate.store.tables import insert_rows
+
+    store = Store.open(":memory:")
+    with store.session() as con:
+        con.execute("CREATE TABLE t (a VARCHAR, n INTEGER)")
+        insert_rows(con, "t", ["a", "n"], [{"a": "x\ud800y", "n": 1}, {"a": "ok", "n": 2}],
+                    strict=False)  # fmt: skip
+        assert con.execute("SELECT a, n FROM t ORDER BY n").fetchall() == [
+            ("x\ufffdy", 1), ("ok", 2),
+        ]  # fmt: skip
