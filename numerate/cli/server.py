@@ -98,6 +98,38 @@ def api_answers(url: str) -> None:
         ) from None
 
 
+def check_prefect_settings() -> None:
+    """ConfigError naming the PREFECT_* variable whose value Prefect's settings refuse
+    (PREFECT_LOGGING_LEVEL=LOUD ended the command in pydantic's traceback at Prefect's
+    import); empty PREFECT_HOME refused like any empty path (Prefect wrote its database
+    here)."""
+    import re
+
+    from pydantic import ValidationError
+
+    if "PREFECT_HOME" in os.environ and not os.environ["PREFECT_HOME"].strip():
+        raise ConfigError(
+            "PREFECT_HOME='': an empty path would mean here; unset it or give a folder"
+        )
+    import contextlib
+    import io
+
+    try:  # Prefect prints the error itself ("Failed to initialize plugins"): said once, below
+        with contextlib.redirect_stderr(io.StringIO()):
+            import prefect.context  # noqa: F401 (its import loads the profiles: the environment)
+            from prefect.settings import get_current_settings
+
+            get_current_settings()
+    except ValidationError as error:
+        problem = error.errors()[0]
+        section = re.sub(r"(?<=[a-z])(?=[A-Z])", "_", error.title.removesuffix("Settings"))
+        name = "_".join(part for part in ("PREFECT", section.upper(),
+                                          *map(str, problem["loc"])) if part).upper()  # fmt: skip
+        raise ConfigError(
+            f"{name}={problem.get('input')!r}: {problem['msg']} (a Prefect setting)"
+        ) from None
+
+
 def check_prefect_home() -> None:
     """ConfigError unless $PREFECT_HOME (when set) can be a folder Prefect writes in: a file
     or device there left Prefect's temporary server to time out after 25 s."""
@@ -378,12 +410,20 @@ def connect() -> Server:
 
     chosen = mode()
     if chosen == "external":
+        check_prefect_settings()
         api_answers(os.environ["PREFECT_API_URL"])  # before anything is made
         return External()
     check_prefect_home()
     if chosen == "temporary":
+        check_prefect_settings()
         return TemporaryServer()
-    return Background()
+    server = Background()
+    try:
+        check_prefect_settings()  # Prefect's import (0.7 s) while the server starts
+    except ConfigError:
+        server.abandon()
+        raise
+    return server
 
 
 server_app = typer.Typer(

@@ -79,7 +79,10 @@ def not_duckdb(path: str) -> str | None:
 
 
 def _existing_database(path: str) -> None:
+    from numerate.store.access import lock_timeout_s
     from numerate.store.journal import live_owners
+
+    lock_timeout_s()  # a bad NUMERATE_LOCK_TIMEOUT is refused at once, not when a wait comes
 
     file = Path(path)
     if file.is_dir():

@@ -99,6 +99,7 @@ class Store(Tables):
         self._flusher: threading.Thread | None = None
         if not self.memory:
             self._every = flush_seconds()  # a bad setting is refused here, not in the thread
+            access.lock_timeout_s()  # and here, not only once another process holds the file
             try:
                 if Path(path).is_dir():
                     raise StoreError(f"cannot open results database {path}: it is a folder")

@@ -363,3 +363,35 @@ def test_a_prefect_api_that_says_headers_then_nothing_or_is_no_prefect_is_one_li
     finally:
         server.shutdown()
     assert not db.exists()
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("PREFECT_LOGGING_LEVEL", "LOUD", "PREFECT_LOGGING_LEVEL='LOUD': Input should be 'DEBUG'"),
+        ("PREFECT_API_REQUEST_TIMEOUT", "soon", "PREFECT_API_REQUEST_TIMEOUT='soon': Input should"),
+        ("PREFECT_HOME", "", "PREFECT_HOME='': an empty path would mean here"),
+        ("NUMERATE_LOCK_TIMEOUT", "forever", "NUMERATE_LOCK_TIMEOUT='forever': expected a number"),
+    ],
+)
+def test_a_setting_in_the_environment_that_cannot_work_is_one_line(
+    tmp_path, variable, value, message
+):
+    """Before: pydantic's traceback at Prefect's import; Prefect's database written in the
+    current folder for an empty PREFECT_HOME; a NUMERATE_LOCK_TIMEOUT nobody checked until
+    another process held the file."""
+    import subprocess
+    import sys
+
+    from tests.cli.test_run import numerate_env
+
+    env = {**numerate_env(tmp_path / "prefect"), variable: value}
+    config = oracle_sweep(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "numerate.cli", "run", "--config", str(config), "--db", "r.duckdb"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("error: ") and len(done.stderr.strip().splitlines()) == 1
+    assert message in done.stderr
+    assert not (tmp_path / "r.duckdb").exists() and not (tmp_path / "prefect.db").exists()
