@@ -162,6 +162,13 @@ class ModelConfig(BaseModel):
                 raise ValueError(
                     f"model = {self.model_id!r} is not a baseline (known: {', '.join(BASELINES)})"
                 )
+            endpoint = ("base_url", "api_key_env", "api_key_secret")
+            given = [field for field in endpoint if getattr(self, field) is not None]
+            if given:  # a baseline asks no endpoint: the field would be ignored
+                raise ValueError(
+                    f"{given[0]}: model {self.name!r} is {self.model_id}, which asks no "
+                    "endpoint (leave it out)"
+                )
         elif not self.base_url:
             raise ValueError(f"model {self.name!r} needs a base_url (or a baseline: model)")
         elif not self.base_url.startswith(("http://", "https://")):
@@ -441,8 +448,6 @@ def one_model_config(
     template = base.models[0].model_dump() if base.models else {}
     template.update(name=name or model.replace(" ", "_"), model=model, base_url=base_url)
     template.update(api_key_env=api_key_env, api_key_secret=None)
-    if model.startswith("baseline:"):
-        template["base_url"] = None
     data = base.model_dump(mode="json", context=WITH_CREDENTIALS)
     data["models"] = [template]
     if data["name"] == DEFAULT_SWEEP["name"]:

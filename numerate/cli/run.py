@@ -179,8 +179,10 @@ def sweep_to_run(
         raise ConfigError(f"--model {model!r}: give a model id (or a baseline:NAME)")
     if model:
         return one_model_config(sweep_config, model, base_url, name, api_key_env)
-    if base_url or api_key_env:
-        raise ConfigError(f"{'--base-url' if base_url else '--api-key-env'} needs --model")
+    given = [o for o, v in (("--base-url", base_url), ("--api-key-env", api_key_env),
+                            ("--name", name)) if v is not None]  # fmt: skip
+    if given:
+        raise ConfigError(f"{given[0]} needs --model (it describes the model --model names)")
     return sweep_config
 
 
