@@ -35,6 +35,8 @@ Whole = Annotated[int, Strict()]
 take them as 1 and 2), so that a value that is not written as a whole number is an error."""
 Real = Annotated[float, Strict()]
 """A number in a configuration: a whole or decimal number, not `true` nor `"0.5"`."""
+Flag = Annotated[bool, Strict()]
+"""A yes/no in a configuration: `true` or `false`, not `'yes'`, `1` or `"true"`."""
 MAX_SEED = 2**63 - 1
 """The largest seed: what a signed 64-bit integer holds (the database's BIGINT, numpy)."""
 Seed = Annotated[int, Strict(), Field(ge=0, le=MAX_SEED)]

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from numerate.kernel.inputs import Whole, check_parameters_size
+from numerate.kernel.inputs import Flag, Whole, check_parameters_size
 from numerate.numgen.baselines import BASELINES
 from numerate.numgen.detection import DEFAULT_DETECTOR, DetectionSettings
 from numerate.numgen.generation import GenerationSettings
@@ -39,7 +39,7 @@ class NumGenConfig(BaseModel):
     can reach: a shared mount when generation runs on another machine)."""
     task_batch: Whole = Field(64, ge=1, le=10_000)
     """Images per Prefect task (model batches are sized separately, to the GPU's memory)."""
-    annotate: bool = True
+    annotate: Flag = True
     """Save a copy of every image with the detector's boxes drawn on it."""
 
     @field_validator("generator", "detector")
@@ -69,17 +69,30 @@ class NumGenConfig(BaseModel):
                 f"detector {self.detector!r}: the {self.generator} baseline answers counts "
                 "itself and uses no detector (leave detector out)"
             )
-        uses_a_device = self.needs_images and (
-            self.detector != "blobs"
-            or not (self.generator == "synthetic" or self.generator.startswith("callable:"))
+        diffusers = self.needs_images and not (
+            self.generator == "synthetic" or self.generator.startswith("callable:")
         )
-        if self.generation.device != "auto" and not uses_a_device:
+        defaults = GenerationSettings().model_dump()
+        unused = [name for name, value in self.generation.model_dump().items()
+                  if name != "device" and value != defaults[name]]  # fmt: skip
+        if unused and not diffusers:
             raise ValueError(
-                f"generation.device {self.generation.device!r}: neither the {self.generator} "
-                f"generator nor the {self.detector_label} detector runs on a device (leave "
-                "it out)"
+                f"generation.{unused[0]} = {getattr(self.generation, unused[0])!r}: "
+                f"{self._who()} makes no use of it (it sets how a diffusers model samples)"
+            )
+        runs_a_model = diffusers or (self.needs_images and self.detector != "blobs")
+        if self.generation.device != "auto" and not runs_a_model:
+            raise ValueError(
+                f"generation.device {self.generation.device!r}: {self._who()} runs on no "
+                "device (leave it out)"
             )
         return self
+
+    def _who(self) -> str:
+        """What runs, in words, for a message about a setting nothing uses."""
+        if not self.needs_images:
+            return f"the {self.generator} baseline"
+        return f"the {self.generator} generator with the {self.detector} detector"
 
     @property
     def needs_images(self) -> bool:
