@@ -39,6 +39,8 @@ def cache_clear(
 
     db = results_db(db)
     try:
+        if model is not None and not model.strip():
+            raise ConfigError("--model '': give an endpoint model id, or leave it out for all")
         when = None
         if before is not None:
             try:

@@ -14,7 +14,7 @@ from numerate.cli.common import (
     open_reader,
     show,
 )
-from numerate.kernel.errors import NumerateError
+from numerate.kernel.errors import ConfigError, NumerateError
 
 
 @app.command("db")
@@ -40,6 +40,8 @@ def db_command(
 
     try:
         fmt = check_format(output)
+        if sql is not None and not sql.strip():
+            raise ConfigError("SQL '': give a query, or leave it out to list the tables")
         with open_reader(path, numerate_schema=False) as reader:
             # the user's SQL, or the list of tables and views
             frame = reader.printable_frame(sql) if sql else queries.tables(reader)

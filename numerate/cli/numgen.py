@@ -328,7 +328,7 @@ def _parse_responses(path: Path) -> tuple[list[int], list[int]]:
     from numerate.kernel.files import read_text
     from numerate.kernel.inputs import MAX_DATA_BYTES, whole_number
 
-    text = read_text(path, limit=MAX_DATA_BYTES).removeprefix("\ufeff")  # a spreadsheet's BOM
+    text = read_text(path, limit=MAX_DATA_BYTES)
     targets, generated = [], []
     with io.StringIO(text, newline="") as handle:
         reader = csv.DictReader(handle, restkey=_EXTRA, restval=_MISSING)

@@ -23,10 +23,13 @@ def view(
             help="DuckDB results file (default: $NUMERATE_DB, else results/numerate.duckdb)."
         ),
     ] = None,
-    port: Annotated[int, typer.Option(help="Port to serve on.", min=1, max=65535)] = 8765,
+    port: Annotated[
+        int | None, typer.Option(help="Port to serve on (default 8765).", min=1, max=65535)
+    ] = None,
     host: Annotated[
-        str, typer.Option(help="Address to serve on (127.0.0.1: this machine only).")
-    ] = "127.0.0.1",
+        str | None,
+        typer.Option(help="Address to serve on (default 127.0.0.1: this machine only)."),
+    ] = None,
     export: Annotated[
         str | None,
         typer.Option(help="Write the pages as files into this folder instead (no server)."),
@@ -41,11 +44,14 @@ def view(
         path = results_database(db, None)
         Reader.open(path).close()  # a database that cannot be read: one line, now
         if export is not None:
+            if port is not None or host is not None:
+                given = "--port" if port is not None else "--host"
+                raise ConfigError(f"{given}: --export writes files and serves nothing")
             export_pages(path, export_folder(export))
             return
     except NumerateError as error:
         fail(error)
-    serve(path, host, port)
+    serve(path, "127.0.0.1" if host is None else host, 8765 if port is None else port)
 
 
 MARKER = ".numerate-export"

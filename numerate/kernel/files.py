@@ -42,8 +42,8 @@ def read_text(path: Path, what: str = "", limit: int | None = None) -> str:
         raise ConfigError(f"cannot read {name}: {error.strerror}") from None
     if limit is not None and len(data) > limit:
         raise ConfigError(f"{name} is larger than {limit:,} bytes, the most numerate reads")
-    try:
-        return data.decode("utf-8")
+    try:  # a byte order mark (a spreadsheet's, an editor's) is no part of the text
+        return data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError:
         raise ConfigError(f"{name} is not UTF-8 text") from None
 

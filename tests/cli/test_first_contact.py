@@ -395,3 +395,27 @@ def test_a_setting_in_the_environment_that_cannot_work_is_one_line(
     assert done.stderr.startswith("error: ") and len(done.stderr.strip().splitlines()) == 1
     assert message in done.stderr
     assert not (tmp_path / "r.duckdb").exists() and not (tmp_path / "prefect.db").exists()
+
+
+def test_empty_values_that_meant_everything_are_refused(tmp_path):
+    """`db PATH ''` listed the tables, `cache clear --model ''` removed nothing and said so,
+    an object named twice dealt its prompts twice: each is one line now."""
+    import duckdb
+
+    path = tmp_path / "x.duckdb"
+    duckdb.connect(str(path)).close()
+    assert "SQL '': give a query" in one_error(runner.invoke(app, ["db", str(path), " "]))
+    cleared = runner.invoke(app, ["cache", "clear", "--db", str(path), "--model", ""])
+    assert "--model '': give an endpoint model id" in one_error(cleared)
+    twice = runner.invoke(app, ["numgen", "prompts", "--object", "dogs", "--object", "dogs"])
+    assert "object 'dogs' is named twice" in one_error(twice)
+
+
+def test_a_file_with_a_byte_order_mark_is_read(tmp_path):
+    """A JSON Lines file saved with a BOM was refused ("Unexpected UTF-8 BOM")."""
+    made = runner.invoke(app, ["generate", "objects", "--count", "1"])
+    line = json.dumps({**json.loads(made.stdout), "response": "Answer: 3"})
+    (tmp_path / "a.jsonl").write_text("\ufeff" + line + "\n", encoding="utf-8")
+    graded = runner.invoke(app, ["grade", str(tmp_path / "a.jsonl")])
+    assert graded.exit_code == 0, graded.output
+    assert json.loads(graded.stdout)["outcome"] in ("correct", "wrong")

@@ -237,6 +237,14 @@ def test_bad_command_lines_are_one_line(results, tmp_path):
         (["--db", str(db), "--export", str(tmp_path / "other")], "other files in it"),
         (["--db", str(db), "--port", "70000"], "65535"),
         (["--db", str(db), "--host", ""], "--host '': give an address"),
+        (
+            ["--db", str(db), "--export", str(tmp_path / "e"), "--port", "9999"],
+            "--port: --export writes files and serves nothing",
+        ),
+        (
+            ["--db", str(db), "--export", str(tmp_path / "e"), "--host", "0.0.0.0"],
+            "--host: --export writes files",
+        ),
         (["--db", str(db), "--host", "nosuch.invalid"], "cannot serve on nosuch.invalid"),
         (
             ["--db", str(db), "--export", str(tmp_path / "other" / "keep.txt" / "x")],
