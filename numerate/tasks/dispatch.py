@@ -41,6 +41,11 @@ async def run_step(
 ) -> None:
     """Run a GPU step as its deployment (work pool `gpu`) or in this process. Its
     `parameters` go to a deployment as JSON (its flow validates them into their types)."""
+    if dispatch == "deployments" and not await deployed(deployment):
+        raise DispatchError(
+            f"deployment {deployment!r} is not on the Prefect server (PREFECT_API_URL): "
+            "deploy it with `numerate deploy`, or use --dispatch local"
+        )
     remote = dispatch == "deployments" or (dispatch == "auto" and await deployed(deployment))
     if not remote:
         await local(**parameters)

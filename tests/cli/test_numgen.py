@@ -140,6 +140,19 @@ def test_numgen_report_refuses_a_run_it_would_ignore(tmp_path, arguments, messag
     assert result.exit_code == 2 and result.stderr == f"error: {message}\n"
 
 
+@pytest.mark.usefixtures("prefect_harness")
+def test_dispatch_to_deployments_that_are_not_there_says_which(tmp_path, db_path):
+    """Before: `NumGen run failed: ObjectNotFound: None`."""
+    result = runner.invoke(
+        app, ["numgen", "run", "--count", "1", "--db", db_path, "--dispatch", "deployments",
+              "--images-dir", str(tmp_path)],
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: deployment 'numgen-generate/numgen-generate' is not on the")
+    assert "`numerate deploy`, or use --dispatch local" in last
+
+
 def test_report_without_results(tmp_path):
     result = runner.invoke(app, ["numgen", "report", "--db", str(tmp_path / "none.duckdb")])
     assert result.exit_code == 2 and "no results database" in result.stderr
