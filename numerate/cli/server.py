@@ -452,6 +452,14 @@ def status() -> None:
         if mode() == "external":
             typer.echo(f"commands report to PREFECT_API_URL={os.environ['PREFECT_API_URL']}")
             return
+        port = choose_port() if os.environ.get("PREFECT_SERVER_API_PORT", "").strip() else None
+        theirs = f"http://127.0.0.1:{port or DEFAULT_PORT}/api"
+        if mode() == "background" and healthy(theirs):  # as a command would find it
+            typer.echo(
+                f"no background server of numerate's runs under {folder.parent}; a Prefect "
+                f"server it did not start answers at {theirs}, and commands report to it"
+            )
+            return
         typer.echo("no background Prefect server runs (the next `numerate run` starts one)")
         raise typer.Exit(1)
     now = time.time()

@@ -206,3 +206,33 @@ def test_the_server_files_live_under_prefect_home(monkeypatch, tmp_path):
     assert server.home() == tmp_path / "home" / "numerate-server"
     monkeypatch.delenv("PREFECT_HOME")
     assert server.home() == Path(os.path.expanduser("~/.prefect/numerate-server"))
+
+
+def test_status_names_a_prefect_server_numerate_did_not_start_that_commands_use(tmp_path):
+    """Before: "no background Prefect server runs (the next `numerate run` starts one)" while
+    another Prefect server answered on the port and every command reported to it."""
+    import http.server
+    import threading
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"true")
+
+        def log_message(self, *args):
+            pass
+
+    theirs = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Health)
+    threading.Thread(target=theirs.serve_forever, daemon=True).start()
+    try:
+        env = background_env(tmp_path)
+        env["PREFECT_SERVER_API_PORT"] = str(theirs.server_address[1])
+        done = numerate(env, "server", "status", timeout=60)
+    finally:
+        theirs.shutdown()
+    assert done.returncode == 0, done.stderr
+    url = f"http://127.0.0.1:{theirs.server_address[1]}/api"
+    assert f"a Prefect server it did not start answers at {url}, and commands report" in (
+        done.stdout
+    )
