@@ -242,4 +242,13 @@ def bounded_loader() -> type:
             return super().construct_mapping(node, deep=deep)
 
     BoundedLoader.add_constructor("tag:yaml.org,2002:int", BoundedLoader.construct_yaml_int)
+
+    def not_json(loader: Any, node: Any) -> Any:  # bytes, a set, ordered pairs: no config value
+        raise yaml.constructor.ConstructorError(
+            None, None, f"the tag {node.tag.replace('tag:yaml.org,2002:', '!!')} is not allowed "
+            "(a config holds text, numbers, true/false, lists and mappings)", node.start_mark,
+        )  # fmt: skip
+
+    for tag in ("binary", "set", "omap", "pairs"):
+        BoundedLoader.add_constructor(f"tag:yaml.org,2002:{tag}", not_json)
     return BoundedLoader

@@ -90,6 +90,8 @@ def test_yaml_within_the_bounds():
         ("a: 2024-13-45\n", "not valid YAML: month must be in 1..12"),
         ("a: [\n", "not valid YAML"),
         ("a: 1\nb: x\x00y\n", "(line 2, column 5): not valid YAML: the character '\\x00' is not"),
+        ("name: !!binary aGVsbG8=\n", "(line 1, column 7): not valid YAML: the tag !!binary is"),
+        ("models: !!set {a, b}\n", "not valid YAML: the tag !!set is not allowed"),
         ("a: 1\nb: 2\na: 3\n", "(line 3, column 1): not valid YAML: the key 'a' appears twice"),
         ("m:\n  - {n: 1, n: 2}\n", "(line 2, column 12): not valid YAML: the key 'n' appears"),
     ],
