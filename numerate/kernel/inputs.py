@@ -188,6 +188,17 @@ def yaml_value(text: str, where: str) -> Any:
     return value
 
 
+def _not_json(loader: Any, node: Any) -> Any:
+    """The constructor of YAML's tags that make no JSON value (bytes, a set, ordered pairs):
+    a ConstructorError at the tag."""
+    import yaml
+
+    raise yaml.constructor.ConstructorError(
+        None, None, f"the tag {node.tag.replace('tag:yaml.org,2002:', '!!')} is not allowed "
+        "(a config holds text, numbers, true/false, lists and mappings)", node.start_mark,
+    )  # fmt: skip
+
+
 @functools.cache
 def bounded_loader() -> type:
     """YAML's safe loader without aliases (`*name`: a few hundred bytes of nested aliases
@@ -243,12 +254,6 @@ def bounded_loader() -> type:
 
     BoundedLoader.add_constructor("tag:yaml.org,2002:int", BoundedLoader.construct_yaml_int)
 
-    def not_json(loader: Any, node: Any) -> Any:  # bytes, a set, ordered pairs: no config value
-        raise yaml.constructor.ConstructorError(
-            None, None, f"the tag {node.tag.replace('tag:yaml.org,2002:', '!!')} is not allowed "
-            "(a config holds text, numbers, true/false, lists and mappings)", node.start_mark,
-        )  # fmt: skip
-
     for tag in ("binary", "set", "omap", "pairs"):
-        BoundedLoader.add_constructor(f"tag:yaml.org,2002:{tag}", not_json)
+        BoundedLoader.add_constructor(f"tag:yaml.org,2002:{tag}", _not_json)
     return BoundedLoader
