@@ -172,7 +172,9 @@ class ModelConfig(BaseModel):
         elif not self.base_url:
             raise ValueError(f"model {self.name!r} needs a base_url (or a baseline: model)")
         elif not self.base_url.startswith(("http://", "https://")):
-            raise ValueError(f"base_url = {self.base_url!r} must start with http:// or https://")
+            raise ValueError(
+                f"base_url = {_shown_url(self.base_url)!r} must start with http:// or https://"
+            )
         else:
             _check_url(self.base_url)
         if self.api_key_env and self.api_key_secret:
@@ -313,16 +315,24 @@ def _check_url(url: str) -> None:
 
     if any(not " " < c <= "~" for c in url):
         raise ValueError(
-            f"base_url = {url!r} holds a space, a control or a non-ASCII character (write it "
-            "percent-encoded)"
+            f"base_url = {_shown_url(url)!r} holds a space, a control or a non-ASCII character "
+            "(write it percent-encoded)"
         )
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 (parsing the port is the check)
-    except ValueError as error:
-        raise ValueError(f"base_url = {url!r} is not a valid URL ({error})") from None
+    except ValueError as error:  # its text may quote a piece of a password: not with one
+        reason = "user information that is no user:password@" if "@" in url else str(error)
+        raise ValueError(f"base_url = {_shown_url(url)!r} is not a valid URL ({reason})") from None
     if not parts.hostname:
-        raise ValueError(f"base_url = {url!r} names no host")
+        raise ValueError(f"base_url = {_shown_url(url)!r} names no host")
+
+
+def _shown_url(url: str) -> str:
+    """`url` as a message may show it: everything before its last `@` after the scheme is
+    hidden (a password with a space, a `/` or a `#` in it is no well-formed user information,
+    and the redaction of well-formed URLs would not find it)."""
+    return re.sub(r"^([^:/]*://)?.*@", lambda m: f"{m.group(1) or ''}***@", url, flags=re.S)
 
 
 def _show(value: Any) -> str:

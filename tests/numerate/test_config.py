@@ -210,3 +210,24 @@ def test_a_sweep_name_longer_than_a_file_name_can_hold_is_refused():
     with pytest.raises(ConfigError, match="name"):
         parse_sweep_config({"name": "s" * 300, "models": models,
                             "manifolds": [{"manifold": "objects", "count": 2}]})  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://admin:hunter2 secret@127.0.0.1:18777/v1",
+        "http://admin:hun/ter2@127.0.0.1:18777/v1",
+        "http://u:hunter2#x@127.0.0.1:9/v1",
+        "http://u:hunter2?x@127.0.0.1:9/v1",
+        "ftp://u:hunter2@127.0.0.1/v1",
+        "http://u:hunter2\n@127.0.0.1/v1",
+    ],
+)
+def test_a_refused_base_url_never_shows_its_password(url):
+    """A password with a space, `/`, `#` or `?` is no well-formed user information: the URL
+    was refused with the password in the message (and its port error quoted part of it)."""
+    config = base(models=[{"name": "m", "model": "m", "base_url": url}])
+    with pytest.raises(ConfigError) as raised:
+        parse_sweep_config(config, "s.yaml")
+    assert "hunter2" not in str(raised.value) and "hun" not in str(raised.value)
+    assert "***@" in str(raised.value)
