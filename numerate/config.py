@@ -162,7 +162,7 @@ class ModelConfig(BaseModel):
                 raise ValueError(
                     f"model = {self.model_id!r} is not a baseline (known: {', '.join(BASELINES)})"
                 )
-            endpoint = ("base_url", "api_key_env", "api_key_secret")
+            endpoint = ("base_url", "api_key_env", "api_key_secret", "system_prompt", "revision")
             given = [field for field in endpoint if getattr(self, field) is not None]
             if given:  # a baseline asks no endpoint: the field would be ignored
                 raise ValueError(

@@ -14,10 +14,17 @@ if TYPE_CHECKING:
 __all__ = ["list_runs", "resolve_run"]
 
 
+def check_sweep_name(sweep: str | None) -> None:
+    """ConfigError for an empty `--sweep` (it would mean every sweep)."""
+    if sweep is not None and not sweep.strip():
+        raise ConfigError(f"--sweep {sweep!r}: give a sweep name, or leave it out for every sweep")
+
+
 def resolve_run(source: Source, text: str | None, sweep: str | None = None) -> str:
     """The full run id that `text` names: `latest` (also when None) and `previous` by start time
     (within `sweep` when given), else the one run whose id starts with `text`. ConfigError names
     the text when no run or several runs match."""
+    check_sweep_name(sweep)
     if text is None or text in ("latest", "previous"):
         offset = 1 if text == "previous" else 0
         found = queries.latest_run_ids(source, sweep, offset)
@@ -56,4 +63,5 @@ def list_runs(source: Source, limit: int = 20, sweep: str | None = None) -> pl.D
     """
     if limit < 1:
         raise ConfigError(f"--limit {limit}: need at least 1")
+    check_sweep_name(sweep)
     return browse.runs_page(source, 0, min(limit, 2**63 - 1), sweep)[0]  # DuckDB's BIGINT

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, cast
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
@@ -74,7 +74,7 @@ def compare(
         fmt = check_format(output)
         grouping = _check_options(by, alpha)
         with open_reader(db) as reader:
-            runs = (_resolve(reader, base, sweep, "BASE"), _resolve(reader, new, sweep, "NEW"))
+            runs = _resolve_pair(reader, base, new, sweep, (base_model, new_model))
             pair = _load_pair(reader, runs, model or [], (base_model, new_model), manifold or [])
         comparison = _compare(*pair, by=grouping, alpha=alpha, runs=runs)
     except NumerateError as error:
@@ -104,6 +104,20 @@ def _report(comparison: pl.DataFrame, fmt: Format, title: str, gate: bool, alpha
         names = ", ".join("/".join(row) for row in regressed.select(keys).iter_rows())
         typer.echo(f"regression: {names}", err=True)
         raise typer.Exit(EXIT_REGRESSION)
+
+
+def _resolve_pair(
+    reader: Reader, base: str, new: str, sweep: str | None, models: tuple[Any, Any]
+) -> tuple[str, str]:
+    """The two runs BASE and NEW name; ConfigError when they are one run and no two of its
+    models are compared (--base-model, --new-model)."""
+    runs = (_resolve(reader, base, sweep, "BASE"), _resolve(reader, new, sweep, "NEW"))
+    if runs[0] == runs[1] and (None in models or models[0] == models[1]):
+        raise ConfigError(
+            f"BASE and NEW both name run {runs[0]}: nothing to compare (two of its models: "
+            "--base-model and --new-model)"
+        )
+    return runs
 
 
 def _resolve(reader: Reader, text: str, sweep: str | None, role: str) -> str:

@@ -450,7 +450,13 @@ def status() -> None:
     state = read_state(folder)
     if state is None:
         if mode() == "external":
-            typer.echo(f"commands report to PREFECT_API_URL={os.environ['PREFECT_API_URL']}")
+            url = os.environ["PREFECT_API_URL"]
+            try:
+                api_answers(url)
+            except ConfigError as error:
+                typer.echo(f"commands report to PREFECT_API_URL, which does not answer: {error}")
+                raise typer.Exit(1) from None
+            typer.echo(f"commands report to PREFECT_API_URL={url}")
             return
         port = choose_port() if os.environ.get("PREFECT_SERVER_API_PORT", "").strip() else None
         theirs = f"http://127.0.0.1:{port or DEFAULT_PORT}/api"

@@ -65,6 +65,8 @@ class PromptSpec(BaseModel):
                 raise ValueError(f"objects contains an empty name: {self.objects!r}")
             if self.objects.count(name) > 1:  # its prompts would be dealt twice
                 raise ValueError(f"object {name!r} is named twice in objects")
+            if name in self.singulars and not self.singulars[name].strip():
+                raise ValueError(f"singulars: the singular of {name!r} is empty")
             if name not in OBJECTS and name not in self.singulars:
                 raise ValueError(
                     f"object {name!r} has no singular form: add singulars: {{{name!r}: ...}}"

@@ -43,7 +43,10 @@ def check_available(model_id: str, marker: str, what: str) -> None:
         if not (path / marker).is_file():
             raise ModelLoadError(f"{what} {model_id!r}: no {marker} in that folder")
         return
-    offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in OFF
+    raw = os.environ.get("HF_HUB_OFFLINE", "").strip().lower()
+    if raw not in (*OFF, "", "0", "false", "no", "off"):  # the hub client reads it as "online"
+        raise ModelLoadError(f"HF_HUB_OFFLINE={raw!r}: give 1 (offline) or 0 (online)")
+    offline = raw in OFF
     unreachable = None if offline else hub_unreachable()
     if unreachable is not None:
         go_offline()

@@ -419,3 +419,30 @@ def test_a_file_with_a_byte_order_mark_is_read(tmp_path):
     graded = runner.invoke(app, ["grade", str(tmp_path / "a.jsonl")])
     assert graded.exit_code == 0, graded.output
     assert json.loads(graded.stdout)["outcome"] in ("correct", "wrong")
+
+
+def test_values_a_third_unseen_corpus_found_accepted_are_refused(tmp_path, monkeypatch):
+    """`runs --sweep ''` listed every run, `compare latest latest` compared a run with itself,
+    an empty NumGen singular passed validation and failed the run (KeyError), a baseline's
+    system_prompt was ignored, HF_HUB_OFFLINE=maybe meant online."""
+    db = tmp_path / "r.duckdb"
+    sweep = ["run", "--config", str(oracle_sweep(tmp_path)), "--format", "json"]
+    assert runner.invoke(app, [*sweep, "--db", str(db)]).exit_code == 0
+    everything = runner.invoke(app, ["runs", "--db", str(db), "--sweep", ""])
+    assert "--sweep '': give a sweep name" in one_error(everything)
+    itself = runner.invoke(app, ["compare", "latest", "latest", "--db", str(db)])
+    assert "BASE and NEW both name run" in one_error(itself)
+    config = tmp_path / "n.yaml"
+    config.write_text("prompts: {per_number: 1, singulars: {unicorns: ''}, objects: [unicorns]}\n")
+    empty = runner.invoke(app, ["numgen", "run", "--config", str(config), "--db", str(db)])
+    assert "the singular of 'unicorns' is empty" in one_error(empty)
+    prompted = oracle_sweep(tmp_path, models=[{"name": "o", "model": "baseline:oracle",
+                                              "system_prompt": "hi"}])  # fmt: skip
+    unused = runner.invoke(app, ["run", "--config", str(prompted), "--db", str(db)])
+    assert "system_prompt: model 'o' is baseline:oracle, which asks no endpoint" in one_error(
+        unused
+    )
+    monkeypatch.setenv("HF_HUB_OFFLINE", "maybe")
+    monkeypatch.delenv("HF_ENDPOINT", raising=False)
+    hub = runner.invoke(app, ["numgen", "run", "--generator", "org/model", "--db", str(db)])
+    assert "HF_HUB_OFFLINE='maybe': give 1 (offline) or 0 (online)" in one_error(hub)

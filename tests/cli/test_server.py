@@ -236,3 +236,12 @@ def test_status_names_a_prefect_server_numerate_did_not_start_that_commands_use(
     assert f"a Prefect server it did not start answers at {url}, and commands report" in (
         done.stdout
     )
+
+
+def test_status_with_a_prefect_api_url_that_does_not_answer_exits_1(tmp_path):
+    """It said `commands report to PREFECT_API_URL=...` and exit 0 with nothing behind it."""
+    env = background_env(tmp_path)
+    env["PREFECT_API_URL"] = "http://127.0.0.1:9/api"
+    done = numerate(env, "server", "status", timeout=60)
+    assert done.returncode == 1
+    assert done.stdout.startswith("commands report to PREFECT_API_URL, which does not answer")
