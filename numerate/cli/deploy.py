@@ -31,6 +31,7 @@ def deploy(
     root = Path(__file__).resolve().parents[2]
     prefect_file = root / "deployments" / "prefect.yaml"
     try:
+        _check_schedule(cron, timezone)  # the command line first, then the environment
         if not os.environ.get("PREFECT_API_URL"):
             raise ConfigError(
                 "PREFECT_API_URL is not set: start a server (prefect server start) and export "
@@ -38,7 +39,6 @@ def deploy(
             )
         if not prefect_file.exists():
             raise ConfigError(f"no {prefect_file}: run numerate deploy from a numerate checkout")
-        _check_schedule(cron, timezone)
         api_answers(os.environ["PREFECT_API_URL"])
     except NumerateError as error:
         fail(error)

@@ -101,7 +101,9 @@ def probe_hub(endpoint: str) -> str | None:
         return None  # it answered
     except (OSError, ValueError) as error:
         reason = getattr(error, "reason", error)
-        return f"the hub ({endpoint}) did not answer within {timeout:g} s ({reason})"
+        if isinstance(reason, TimeoutError):
+            return f"the hub ({endpoint}) did not answer within {timeout:g} s"
+        return f"the hub ({endpoint}) cannot be reached ({reason})"
 
 
 def go_offline() -> None:

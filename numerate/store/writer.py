@@ -68,6 +68,17 @@ def _file_errors(path: str) -> Iterator[None]:
         ) from None
 
 
+def folder_problem(folder: Path) -> None:
+    """StoreError when the database's folder cannot be one (a file on its way said only
+    "File exists")."""
+    from numerate.kernel.files import OutputPathError, output_folder
+
+    try:
+        output_folder(folder)
+    except OutputPathError as error:
+        raise StoreError(f"cannot open results database in {folder}: {error.reason}") from None
+
+
 def damaged(error: BaseException) -> bool:
     """Whether a DuckDB error is about the file itself (unreadable, cut short, a block whose
     checksum does not match), not about the SQL."""
@@ -111,6 +122,7 @@ class Store(Tables):
                 problem = not_duckdb(path) if Path(path).is_file() else None
                 if problem:
                     raise StoreError(f"cannot open results database {path}: {problem}")
+                folder_problem(Path(path).parent)
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
             except OSError as error:
                 raise StoreError(f"cannot open results database {path}: {error.strerror}") from None

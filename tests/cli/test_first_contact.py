@@ -446,3 +446,16 @@ def test_values_a_third_unseen_corpus_found_accepted_are_refused(tmp_path, monke
     monkeypatch.delenv("HF_ENDPOINT", raising=False)
     hub = runner.invoke(app, ["numgen", "run", "--generator", "org/model", "--db", str(db)])
     assert "HF_HUB_OFFLINE='maybe': give 1 (offline) or 0 (online)" in one_error(hub)
+
+
+def test_a_database_under_a_file_and_a_bad_cron_say_what_they_are(tmp_path, monkeypatch):
+    """`--db FILE/x.duckdb` said "File exists"; `deploy --cron 'not a cron'` without
+    PREFECT_API_URL named the missing variable, not the bad option."""
+    planted = tmp_path / "planted"
+    planted.write_text("a file")
+    config = oracle_sweep(tmp_path)
+    under = runner.invoke(app, ["run", "--config", str(config), "--db", f"{planted}/x.duckdb"])
+    assert f"cannot open results database in {planted}: a file, not a folder" in one_error(under)
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    cron = runner.invoke(app, ["deploy", "--cron", "not a cron"])
+    assert "--cron 'not a cron' is not a valid cron expression" in one_error(cron)
