@@ -162,8 +162,8 @@ class ModelConfig(BaseModel):
                 raise ValueError(
                     f"model = {self.model_id!r} is not a baseline (known: {', '.join(BASELINES)})"
                 )
-            endpoint = ("base_url", "api_key_env", "api_key_secret", "system_prompt", "revision")
-            given = [field for field in endpoint if getattr(self, field) is not None]
+            defaults = ModelConfig.model_fields
+            given = [f for f in ENDPOINT_ONLY if getattr(self, f) != defaults[f].default]
             if given:  # a baseline asks no endpoint: the field would be ignored
                 raise ValueError(
                     f"{given[0]}: model {self.name!r} is {self.model_id}, which asks no "
@@ -181,6 +181,20 @@ class ModelConfig(BaseModel):
             raise ValueError(f"model {self.name!r}: set api_key_env or api_key_secret, not both")
         return self
 
+
+ENDPOINT_ONLY = (
+    "base_url",
+    "api_key_env",
+    "api_key_secret",
+    "system_prompt",
+    "revision",
+    "timeout_s",
+    "max_retries",
+    "breaker_after",
+    "throttle_budget_s",
+    "down_after_s",
+)
+"""A model's fields only an endpoint uses: a baseline given one (not its default) is refused."""
 
 WITH_CREDENTIALS = {"credentials": True}
 """`model_dump(mode="json", context=WITH_CREDENTIALS)`: keep base URLs' passwords (for a config
@@ -458,6 +472,9 @@ def one_model_config(
     template = base.models[0].model_dump() if base.models else {}
     template.update(name=name or model.replace(" ", "_"), model=model, base_url=base_url)
     template.update(api_key_env=api_key_env, api_key_secret=None)
+    if model.startswith("baseline:"):  # the first model's endpoint settings are not its own
+        for field in set(ENDPOINT_ONLY) - {"base_url", "api_key_env"}:  # the options' own
+            template[field] = ModelConfig.model_fields[field].default
     data = base.model_dump(mode="json", context=WITH_CREDENTIALS)
     data["models"] = [template]
     if data["name"] == DEFAULT_SWEEP["name"]:

@@ -93,6 +93,8 @@ def _description(error: BaseException) -> str:
         return f"HTTP {error.status_code}: {server_message(error)}"[:500]
     if isinstance(error, openai.APIResponseValidationError | ValueError):
         return f"malformed answer: {type(error).__name__}: {error}"[:500]
+    if isinstance(error, RecursionError):  # a JSON body nested beyond any answer's shape
+        return "malformed answer: nested too deep to read"
     return f"{type(error).__name__}: {error}"[:500]
 
 

@@ -140,7 +140,8 @@ def complete_runs(results_dir: str) -> list[str]:
     if not fs.exists(root):
         raise ConfigError(f"no results location at {results_dir}")
     if not fs.isdir(root):
-        raise ConfigError(f"results location {results_dir} is a file, not a folder of run shards")
+        kind = "a file" if fs.isfile(root) else "something else"
+        raise ConfigError(f"results location {results_dir} is {kind}, not a folder of run shards")
     runs = []
     for entry in fs.ls(root, detail=False):
         if fs.exists(f"{entry}/{SUCCESS}"):

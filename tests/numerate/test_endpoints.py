@@ -768,3 +768,11 @@ def test_a_slow_check_is_said_and_bounded_by_the_model_s_timeout(monkeypatch):
         "timeout_s bounds it)"
     ]
     assert "no answer within 0.3 s, twice" in unusable["mute"]
+
+
+def test_a_body_nested_too_deep_is_a_malformed_answer():
+    """It was recorded as Python's `RecursionError: maximum recursion depth exceeded ...`."""
+    from numerate.endpoints.retries import describe_error
+
+    deep = RecursionError("maximum recursion depth exceeded while decoding a JSON array")
+    assert describe_error(deep) == "malformed answer: nested too deep to read"
