@@ -242,6 +242,8 @@ class ManifoldSweep(BaseModel):
     grid: dict[str, Any] = {}
     """Parameter -> list of values (an axis of the cartesian product) or a scalar (fixed)."""
     _points: list[tuple[str, BaseModel]] = PrivateAttr(default_factory=list)
+    _identities: list[str] = PrivateAttr(default_factory=list)
+    """Each point's identity (point_identity), in the order of `_points`."""
 
     @model_validator(mode="before")
     @classmethod
@@ -304,6 +306,7 @@ class ManifoldSweep(BaseModel):
                 f"grid: {shown} = {math.prod(sizes):,} grid points, more than {MAX_POINTS:,}"
             )
         points: list[tuple[str, BaseModel]] = []
+        seen: dict[str, str] = {}  # a point's identity -> its key (a dict: 100,000 points)
         for combination in itertools.product(*axes.values()):
             point = dict(zip(axes, combination, strict=True))
             try:
@@ -316,10 +319,12 @@ class ManifoldSweep(BaseModel):
                 where = f"grid.{field}" if field else f"grid point {point}"
                 raise ValueError(f"{where}{shown}: {message}") from None
             key = ",".join(f"{k}={_show(v)}" for k, v in point.items()) or "default"
-            same = next((other for other, earlier in points if earlier == params), None)
-            if same is not None:  # its cases would be planned twice and asked once
-                raise ValueError(f"grid: the points {same} and {key} are the same point")
+            identity = point_identity(params)
+            if identity in seen:  # its cases would be planned twice and asked once
+                raise ValueError(f"grid: the points {seen[identity]} and {key} are the same point")
+            seen[identity] = key
             points.append((key, params))
+        self._identities = list(seen)
         return points
 
 
@@ -340,6 +345,14 @@ def _check_url(url: str) -> None:
         raise ValueError(f"base_url = {_shown_url(url)!r} is not a valid URL ({reason})") from None
     if not parts.hostname:
         raise ValueError(f"base_url = {_shown_url(url)!r} names no host")
+
+
+def point_identity(params: BaseModel) -> str:
+    """What makes two grid points the same point: their parameters but `count` (a smaller count
+    is a prefix of a larger one), as sorted JSON."""
+    from numerate.manifolds.common import canonical_params
+
+    return json.dumps(canonical_params(params), sort_keys=True)
 
 
 def _shown_url(url: str) -> str:
@@ -390,12 +403,9 @@ class SweepConfig(BaseModel):
 
     @model_validator(mode="after")
     def _distinct_points(self) -> SweepConfig:
-        from numerate.manifolds.common import canonical_params
-
         seen: dict[tuple[str, str], int] = {}
         for number, entry in enumerate(self.manifolds):
-            for key, params in entry.points():
-                point = json.dumps(canonical_params(params), sort_keys=True)
+            for (key, _params), point in zip(entry.points(), entry._identities, strict=True):
                 earlier = seen.setdefault((entry.manifold, point), number)
                 if earlier != number:  # a count is a prefix of a larger one: the same cases
                     raise ValueError(
