@@ -232,6 +232,13 @@ def port_is_free(port: int) -> bool:
     return True
 
 
+def port_url() -> str:
+    """The API address of a Prefect server on the port numerate's would use: a server the user
+    runs there is used instead of starting one."""
+    port = choose_port() if os.environ.get("PREFECT_SERVER_API_PORT", "").strip() else None
+    return f"http://127.0.0.1:{port or DEFAULT_PORT}/api"
+
+
 def choose_port() -> int:
     """$PREFECT_SERVER_API_PORT when set; else Prefect's 4200 when free, else any free port."""
     raw = os.environ.get("PREFECT_SERVER_API_PORT", "").strip()
@@ -297,8 +304,7 @@ class Background:
         state = read_state(self.folder)
         if state is not None:
             return state, state.url
-        port = choose_port() if os.environ.get("PREFECT_SERVER_API_PORT", "").strip() else None
-        theirs = f"http://127.0.0.1:{port or DEFAULT_PORT}/api"
+        theirs = port_url()
         if healthy(theirs):  # a `prefect server start` of the user's: report to it
             return None, theirs
         self.started_here = True
@@ -458,8 +464,7 @@ def status() -> None:
                 raise typer.Exit(1) from None
             typer.echo(f"commands report to PREFECT_API_URL={url}")
             return
-        port = choose_port() if os.environ.get("PREFECT_SERVER_API_PORT", "").strip() else None
-        theirs = f"http://127.0.0.1:{port or DEFAULT_PORT}/api"
+        theirs = port_url()
         if mode() == "background" and healthy(theirs):  # as a command would find it
             typer.echo(
                 f"no background server of numerate's runs under {folder.parent}; a Prefect "
