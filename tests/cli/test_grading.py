@@ -69,6 +69,43 @@ def test_grade_refuses_a_line_without_response_and_a_non_utf8_file(tmp_path):
     assert "is not UTF-8" in runner.invoke(app, ["grade", str(source)]).stderr
 
 
+@pytest.mark.parametrize("manifold", ["objects", "shuffle", "sequence"])
+@pytest.mark.parametrize(
+    ("field", "edit", "named"),
+    [
+        ("target", lambda case: "999", "target"),
+        ("seed", lambda case: case["seed"] + 1, "input"),  # another case: its prompt differs
+        ("index", lambda case: case["index"] + 1, "input"),
+    ],
+)
+def test_grade_refuses_a_case_that_is_not_the_one_generated(tmp_path, manifold, field, edit, named):
+    """A hand-edited target was graded as if it were the case's (answer 999 to a case of 7
+    objects: correct); a case is now checked against the one its params, seed and index
+    generate, and the first field that differs is named."""
+    case = cases_file(tmp_path, manifold, count=1)[0]
+    edited = {**case, field: edit(case), "response": "Answer: 999"}
+    source = tmp_path / "edited.jsonl"
+    source.write_text(json.dumps(case | {"response": "x"}) + "\n" + json.dumps(edited) + "\n")
+    out = tmp_path / "graded.jsonl"
+    result = runner.invoke(app, ["grade", str(source), "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(f"error: {source} line 2: {named} = ")
+    assert "generates for this line's params, seed and index" in result.stderr
+    assert not out.exists()
+
+
+def test_grade_takes_a_case_whose_params_leave_out_defaults(tmp_path):
+    """params as written by another tool may omit a parameter at its default, or add the
+    point's count: the case generated is the same, so it is graded."""
+    case = cases_file(tmp_path, count=1)[0]
+    params = {k: v for k, v in case["params"].items() if k != "anchor_prefix"} | {"count": 3}
+    source = tmp_path / "answers.jsonl"
+    source.write_text(json.dumps({**case, "params": params, "response": "Answer: 1"}) + "\n")
+    result = runner.invoke(app, ["grade", str(source)])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["outcome"] in {"correct", "wrong"}
+
+
 def test_regrade_restores_outcomes_from_the_stored_answers(tmp_path):
     db = str(tmp_path / "r.duckdb")
     result = runner.invoke(app, ["run", "--db", db, "--model", "baseline:oracle"])
