@@ -162,8 +162,7 @@ class ModelConfig(BaseModel):
                 raise ValueError(
                     f"model = {self.model_id!r} is not a baseline (known: {', '.join(BASELINES)})"
                 )
-            defaults = ModelConfig.model_fields
-            given = [f for f in ENDPOINT_ONLY if getattr(self, f) != defaults[f].default]
+            given = _endpoint_settings(self)
             if given:  # a baseline asks no endpoint: the field would be ignored
                 raise ValueError(
                     f"{given[0]}: model {self.name!r} is {self.model_id}, which asks no "
@@ -193,8 +192,26 @@ ENDPOINT_ONLY = (
     "breaker_after",
     "throttle_budget_s",
     "down_after_s",
+    "concurrency",
+    "concurrency_limit",
+    "max_error_rate",
 )
 """A model's fields only an endpoint uses: a baseline given one (not its default) is refused."""
+
+SAMPLING_ENDPOINT_ONLY = ("temperature", "max_tokens", "top_p")
+"""Sampling fields only an endpoint uses (a baseline's `samples` and `seed` draw its answers)."""
+
+
+def _endpoint_settings(model: ModelConfig) -> list[str]:
+    """The fields of `model` set (not to their defaults) that only an endpoint uses."""
+    models, samplings = ModelConfig.model_fields, Sampling.model_fields
+    given = [f for f in ENDPOINT_ONLY if getattr(model, f) != models[f].default]
+    return given + [
+        f"sampling.{f}"
+        for f in SAMPLING_ENDPOINT_ONLY
+        if getattr(model.sampling, f) != samplings[f].default
+    ]
+
 
 WITH_CREDENTIALS = {"credentials": True}
 """`model_dump(mode="json", context=WITH_CREDENTIALS)`: keep base URLs' passwords (for a config
@@ -485,6 +502,8 @@ def one_model_config(
     if model.startswith("baseline:"):  # the first model's endpoint settings are not its own
         for field in set(ENDPOINT_ONLY) - {"base_url", "api_key_env"}:  # the options' own
             template[field] = ModelConfig.model_fields[field].default
+        for field in SAMPLING_ENDPOINT_ONLY if "sampling" in template else ():
+            template["sampling"][field] = Sampling.model_fields[field].default
     data = base.model_dump(mode="json", context=WITH_CREDENTIALS)
     data["models"] = [template]
     if data["name"] == DEFAULT_SWEEP["name"]:

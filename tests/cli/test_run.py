@@ -528,7 +528,8 @@ def test_a_cli_run_checks_the_concurrency_limit_before_it_starts(tmp_path, limit
 
     if limit is not None:
         asyncio.run(create())
-    model = {"name": "o", "model": "baseline:oracle", "concurrency": 4, "concurrency_limit": name}
+    model = {"name": "o", "model": "m", "base_url": "http://127.0.0.1:9/v1", "concurrency": 4,
+             "concurrency_limit": name}  # checked before the endpoint is asked  # fmt: skip
     path = write_config(tmp_path / "s.yaml", [model])
     db = tmp_path / "r.duckdb"
     line = one_error_line(runner.invoke(app, ["run", "--config", str(path), "--db", str(db)]))

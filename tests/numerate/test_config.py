@@ -70,6 +70,15 @@ def test_grid_is_a_cartesian_product_with_fixed_scalars():
          "base_url: model 'o' is baseline:oracle, which asks no endpoint"),
         ({"models": [{"name": "o", "model": "baseline:random", "api_key_env": "KEY"}]},
          "api_key_env: model 'o' is baseline:random, which asks no endpoint"),
+        ({"models": [{"name": "o", "model": "baseline:random", "concurrency": 4}]},
+         "concurrency: model 'o' is baseline:random, which asks no endpoint"),
+        ({"models": [{"name": "o", "model": "baseline:oracle", "concurrency_limit": "gpu"}]},
+         "concurrency_limit: model 'o' is baseline:oracle, which asks no endpoint"),
+        ({"models": [{"name": "o", "model": "baseline:heuristic",
+                      "sampling": {"temperature": 0.7}}]},
+         "sampling.temperature: model 'o' is baseline:heuristic, which asks no endpoint"),
+        ({"models": [{"name": "o", "model": "baseline:random", "sampling": {"max_tokens": 64}}]},
+         "sampling.max_tokens: model 'o' is baseline:random, which asks no endpoint"),
         ({"batch_size": True}, "batch_size = True: Input should be a valid integer"),
         ({"batch_size": "200"}, "batch_size = '200': Input should be a valid integer"),
         ({"batch_size": 200.0}, "batch_size = 200.0: Input should be a valid integer"),
@@ -115,6 +124,30 @@ def test_one_model_override():
     ]
     with pytest.raises(ConfigError, match="needs a base_url"):
         one_model_config(parse_sweep_config(base()), "served-id", None)
+
+
+def test_a_baseline_from_the_command_line_takes_none_of_the_first_models_endpoint_settings():
+    """`--model baseline:random` over a config whose first model is an endpoint: its
+    concurrency and sampling temperature would be refused on a baseline, so they are left
+    behind; the number of samples per case (a design choice, not an endpoint's) is kept."""
+    endpoint = {
+        "name": "a",
+        "model": "m",
+        "base_url": "http://127.0.0.1:1/v1",
+        "concurrency": 8,
+        "concurrency_limit": "gpu",
+        "max_error_rate": 0.5,
+        "sampling": {"temperature": 0.7, "max_tokens": 64, "samples": 3, "seed": 5},
+    }
+    config = one_model_config(parse_sweep_config(base(models=[endpoint])), "baseline:random", None)
+    (model,) = config.models
+    assert (model.model_id, model.concurrency, model.concurrency_limit) == (
+        "baseline:random",
+        16,
+        None,
+    )
+    assert (model.sampling.temperature, model.sampling.max_tokens) == (0.0, 2048)
+    assert (model.sampling.samples, model.sampling.seed) == (3, 5)  # fmt: skip
 
 
 @pytest.mark.parametrize(
