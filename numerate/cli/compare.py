@@ -20,6 +20,25 @@ if TYPE_CHECKING:
 RUN_HELP = "an id, a unique prefix of one, latest or previous"
 
 
+def an_alpha(text: str) -> float:
+    """The parser of `--alpha`: a number strictly between 0 and 1, shown as given when it is
+    not one (`1e-400` is 0.0 to a float: it is said so, not shown as 0.0)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise typer.BadParameter(f"{text!r}: give a number between 0 and 1") from None
+    if not 0.0 < value < 1.0:
+        why = " (too small to tell from 0)" if value == 0.0 and text.strip("+-0.eE ") else ""
+        raise typer.BadParameter(f"{text}: need 0 < alpha < 1{why}")
+    return value
+
+
+ALPHA_OPTION = typer.Option(
+    help="Family-wise error rate of the verdicts (0 < alpha < 1).",
+    parser=an_alpha,
+)
+
+
 @app.command()
 def compare(
     base: Annotated[str, typer.Argument(metavar="BASE", help=f"The reference run: {RUN_HELP}.")],
@@ -44,7 +63,7 @@ def compare(
     sweep: Annotated[
         str | None, typer.Option(help="Resolve latest and previous within this sweep.")
     ] = None,
-    alpha: Annotated[float, typer.Option(help="Family-wise error rate of the verdicts.")] = 0.05,
+    alpha: Annotated[float, ALPHA_OPTION] = 0.05,
     output: Annotated[
         str, typer.Option("--format", help="table, csv, json or markdown.")
     ] = "table",
@@ -72,7 +91,7 @@ def compare(
     """
     try:
         fmt = check_format(output)
-        grouping = _check_options(by, alpha)
+        grouping = _check_options(by)
         with open_reader(db) as reader:
             runs = _resolve_pair(reader, base, new, sweep, (base_model, new_model))
             pair = _load_pair(reader, runs, model or [], (base_model, new_model), manifold or [])
@@ -201,13 +220,11 @@ def _load_pair(
     return relabel_model(base, base_model, label), relabel_model(new, new_model, label)
 
 
-def _check_options(by: str, alpha: float) -> Grouping:
+def _check_options(by: str) -> Grouping:
     from numerate.compare import GROUPINGS
 
     if by not in GROUPINGS:
         raise ConfigError(f"--by {by!r}: choose {' or '.join(GROUPINGS)}")
-    if not 0.0 < alpha < 1.0:
-        raise ConfigError(f"--alpha {alpha}: need 0 < alpha < 1")
     return cast("Grouping", by)
 
 

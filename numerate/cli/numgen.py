@@ -48,7 +48,9 @@ LEADERBOARD_COLUMNS = {
 }
 
 
-def _validate(data: dict[str, Any]) -> Any:
+def _validate(data: dict[str, Any], options: dict[str, str]) -> Any:
+    """The NumGen config of `data`; an error names the option that gave a bad value (see
+    _options_given), else the config's field."""
     from pydantic import ValidationError
 
     from numerate.kernel.errors import describe_validation_error
@@ -57,7 +59,31 @@ def _validate(data: dict[str, Any]) -> Any:
     try:
         return NumGenConfig.model_validate(data)
     except ValidationError as error:
-        raise ConfigError(describe_validation_error(error, "numgen config")) from None
+        raise ConfigError(describe_validation_error(error, "numgen config", options)) from None
+
+
+OPTION_OF = {
+    "generator": "--generator", "detector": "--detector", "images_dir": "--images-dir",
+    "prompts.per_number": "--count", "prompts.objects": "--object", "prompts.seed": "--seed",
+    "generation.steps": "--steps", "generation.guidance": "--guidance",
+    "generation.height": "--size", "generation.width": "--size",
+    "generation.device": "--device", "generation.dtype": "--dtype",
+    "generation.batch_size": "--batch-size",
+}  # fmt: skip
+"""The option of `numgen run` that sets each NumGen config field."""
+
+
+def _options_given(
+    top: dict[str, Any], prompts: dict[str, Any], generation: dict[str, Any]
+) -> dict[str, str]:
+    """{config field: option} for the options given on the command line (values not None),
+    so that an error about one names it as the user wrote it."""
+    values = {
+        **top,
+        **{f"prompts.{key}": value for key, value in prompts.items()},
+        **{f"generation.{key}": value for key, value in generation.items()},
+    }
+    return {f: option for f, option in OPTION_OF.items() if values.get(f) is not None}
 
 
 def _load_yaml(path: Path) -> dict[str, Any]:
@@ -194,7 +220,8 @@ def run(
         check_size(size)
         data = _load_yaml(config) if config else {}
         settings = _with_options(data, generator, detector, prompts, generation, images_dir)
-        numgen_config = _validate(settings)
+        top = {"generator": generator, "detector": detector, "images_dir": images_dir}
+        numgen_config = _validate(settings, _options_given(top, prompts, generation))
         numgen_config.check_models()
         result = _run_flow(numgen_config, db, dispatch)
     except (NumerateError, ValueError) as error:  # ValueError: a model id, device or file
@@ -285,7 +312,13 @@ def calibrate(
         try:
             numgen_config = calibration_config(detector, per_number=count, **extra)
         except ValidationError as error:
-            raise ConfigError(describe_validation_error(error, "calibration")) from None
+            options = {
+                "prompts.per_number": "--count",
+                "detector": "--detector",
+                "images_dir": "--images-dir",
+                "generation.device": "--device",
+            }
+            raise ConfigError(describe_validation_error(error, "calibration", options)) from None
         numgen_config.check_models()
         result = _run_flow(numgen_config, db, dispatch)
     except (NumerateError, ValueError) as error:
@@ -512,7 +545,8 @@ def prompts(
         try:
             spec = PromptSpec(**values)
         except ValidationError as error:
-            raise ConfigError(describe_validation_error(error, "prompts")) from None
+            options = {"per_number": "--count", "seed": "--seed", "objects": "--object"}
+            raise ConfigError(describe_validation_error(error, "prompts", options)) from None
     except NumerateError as error:
         fail(error)
         return

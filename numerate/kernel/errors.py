@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from pydantic import ValidationError
 
 
@@ -16,20 +18,28 @@ class ConfigError(NumerateError):
     """A configuration value or parameter that cannot be used."""
 
 
-def describe_validation_error(error: ValidationError, where: str) -> str:
+def describe_validation_error(
+    error: ValidationError, where: str, options: Mapping[str, str] | None = None
+) -> str:
     """One line per problem, naming the field and the offending value.
 
     Args:
         error: pydantic's error.
         where: what was being validated ("objects parameters", "sweep config").
+        options: the fields the user gave as command-line options, and those options
+            (`{"prompts.per_number": "--count"}`): a problem with one names the option.
     """
     lines = []
     problems = error.errors()
     for problem in problems[:MAX_PROBLEMS]:
         field = ".".join(str(part) for part in problem["loc"]) or "(whole object)"
         value = problem.get("input")
-        shown = "" if isinstance(value, dict | list) else f" = {shorten(repr(value))}"
         message = shorten(problem["msg"].removeprefix("Value error, "), 300)
+        option = _option_of(field, options or {})
+        if option is not None:
+            lines.append(f"{option} {shorten(repr(value))}: {message}")
+            continue
+        shown = "" if isinstance(value, dict | list) else f" = {shorten(repr(value))}"
         lines.append(f"{where}: {field}{shown}: {message}")
     if len(problems) > MAX_PROBLEMS:
         lines.append(f"{where}: ... and {len(problems) - MAX_PROBLEMS} more problem(s)")
@@ -38,6 +48,15 @@ def describe_validation_error(error: ValidationError, where: str) -> str:
 
 MAX_PROBLEMS = 10
 """Problems an error message lists at most: a broken config gets a readable answer."""
+
+
+def _option_of(field: str, options: Mapping[str, str]) -> str | None:
+    """The option that gave `field` (or the list or mapping it is an item of)."""
+    while field:
+        if field in options:
+            return options[field]
+        field = field.rpartition(".")[0]
+    return None
 
 
 def first_line(error: BaseException) -> str:

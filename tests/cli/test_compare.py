@@ -152,7 +152,6 @@ def test_filters(results):
         (["nope", "latest"], "BASE: run 'nope': no run in"),
         (["latest", "nope"], "NEW: run 'nope': no run in"),
         (["latest", "previous", "--by", "weird"], "--by 'weird': choose manifold or point"),
-        (["latest", "previous", "--alpha", "2"], "--alpha 2.0: need 0 < alpha < 1"),
         (["latest", "previous", "--format", "xml"], "--format 'xml'"),
         (["latest", "previous", "--base-model", "m"], "--base-model and --new-model go together"),
         (["latest", "previous", "--model", "m", "--base-model", "m", "--new-model", "r"],

@@ -82,10 +82,34 @@ def test_prompts_export(tmp_path):
     assert bad.exit_code == 2 and "'bananas' has no singular" in bad.stderr
 
 
-def test_a_bad_run_option_is_one_clear_line(tmp_path):
-    result = runner.invoke(app, ["numgen", "run", "--count", "0", "--db", str(tmp_path / "x.db")])
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        (["run", "--count", "0"], "error: --count 0: Input should be greater than or equal to 1"),
+        (["run", "--seed", "-4"], "error: --seed -4: Input should be greater than or equal to 0"),
+        (["run", "--generator", "hf/x", "--steps", "0"], "error: --steps 0: Input should be"),
+        (["run", "--generator", "hf/x", "--batch-size", "0"], "error: --batch-size 0: Input"),
+        (["prompts", "--count", "0"], "error: --count 0: Input should be greater than or equal"),
+        (["calibrate", "--detector", "blobs", "--count", "0"], "error: --count 0: Input"),
+    ],
+)
+def test_a_bad_run_option_is_one_clear_line_naming_the_option(tmp_path, options, said):
+    """An option's bad value was named by the config field it sets (`prompts.per_number = 0`
+    for `--count 0`): the user never wrote that name."""
+    db = [] if options[0] == "prompts" else ["--db", str(tmp_path / "x.db")]  # it stores none
+    result = runner.invoke(app, ["numgen", *options, *db])
     assert result.exit_code == 2
-    assert "prompts.per_number = 0" in result.stderr
+    assert result.stderr.startswith(said), result.stderr
+    assert not (tmp_path / "x.db").exists()
+
+
+def test_a_bad_config_value_is_named_by_its_field(tmp_path):
+    """The same value from a config file is named by its field (no option was given)."""
+    config = tmp_path / "n.yaml"
+    config.write_text("prompts: {per_number: 0}\n")
+    result = runner.invoke(app, ["numgen", "run", "-c", str(config)])
+    assert result.exit_code == 2
+    assert "numgen config: prompts.per_number = 0" in result.stderr
 
 
 @pytest.mark.usefixtures("prefect_harness")
@@ -215,10 +239,10 @@ def test_a_bad_numgen_config_is_one_error_line(tmp_path, content, message):
     [
         (["--images-dir", "{file}"], "images_dir '{file}': a file, not a folder"),
         (["--images-dir", "{file}/sub"], "images_dir '{file}/sub': {file} is a file, not a"),
-        (["--images-dir", ""], "images_dir = '': give the folder for the images"),
+        (["--images-dir", ""], "--images-dir '': give the folder for the images"),
         (["--size", "0"], "--size 0: Input should be greater than or equal to 8"),
         (["--size", "12"], "--size 12: Input should be a multiple of 8"),
-        (["--seed", str(2**63)], "prompts.seed = 9223372036854775808: Input should be less"),
+        (["--seed", str(2**63)], "--seed 9223372036854775808: Input should be less"),
     ],
 )
 def test_a_bad_images_folder_or_size_is_one_line_before_anything_is_made(

@@ -339,7 +339,7 @@ def test_a_night_with_a_dead_endpoint_exits_3_after_storing_the_rest(tmp_path):
         (["run", "--model", "baseline:oracle", "--db", "/proc/nonexistent/x.duckdb"],
          "cannot open results database /proc/nonexistent/x.duckdb"),
         (["numgen", "calibrate", "--detector", "blobs", "--count", "-1"],
-         "prompts.per_number = -1"),
+         "--count -1: Input should be greater than or equal to 1"),
         (["generate", "objects", "--out", ""], "'--out': '': give a path (an empty one"),
         (["run", "--model", " ", "--base-url", "http://127.0.0.1:9/v1"], "--model ' ': give a"),
         (["run", "--name", "foo"], "--name needs --model"),
@@ -689,11 +689,15 @@ HOSTILE = [
     ({"victim": "keep", "c.jsonl.partial": LINK + "victim", "c.jsonl": FOLDER},
      ["generate", "objects", "--out", "c.jsonl"], "a folder"),
     # values the command cannot use
-    ({}, ["numgen", "run", "--device", "tpu", "--db", "x.duckdb"], "generation.device = 'tpu'"),
+    ({}, ["compare", "latest", "previous", "--alpha", "1e-400", "--db", "x.duckdb"],
+     "'--alpha': 1e-400: need 0 < alpha < 1 (too small to tell from 0)"),  # not "0.0"
+    ({}, ["compare", "latest", "previous", "--alpha", "nan", "--db", "x.duckdb"],
+     "'--alpha': nan: need 0 < alpha < 1"),
+    ({}, ["numgen", "run", "--device", "tpu", "--db", "x.duckdb"], "--device 'tpu'"),
     ({}, ["numgen", "run", "--device", "cuda:x", "--db", "x.duckdb"], "cuda, cuda:N or mps"),
     ({}, ["numgen", "calibrate", "--detector", "blobs", "--device", "xla", "--db", "x.duckdb"],
-     "generation.device = 'xla'"),
-    ({}, ["numgen", "run", "--dtype", "int8", "--db", "x.duckdb"], "generation.dtype = 'int8'"),
+     "--device 'xla'"),
+    ({}, ["numgen", "run", "--dtype", "int8", "--db", "x.duckdb"], "--dtype 'int8'"),
     # input beyond the bounds: digits, depth, size, in every place input is parsed
     ({}, ["generate", "objects", "--set", f"length={DIGITS}"],
      "--set length: a whole number of 5,000 digits"),
