@@ -11,7 +11,7 @@ from numerate.endpoints.keys import EndpointError, api_key, key_source
 from numerate.endpoints.limits import key_hint, refusal_cause, refuses_key
 from numerate.endpoints.retries import describe_error
 from numerate.kernel.credentials import redact
-from numerate.kernel.errors import ConfigError
+from numerate.kernel.errors import ConfigError, shorten
 
 
 async def check_endpoint(model: ModelConfig) -> str | None:
@@ -61,7 +61,7 @@ def check_timeout_s(model: ModelConfig) -> float:
 async def list_models(model: ModelConfig, key: str, where: str) -> list[str] | None:
     """The model ids `GET {base_url}/models` lists; None when it answers no such list (an
     error status included: the chat request that follows says why). EndpointError when the
-    endpoint cannot be reached (after one retry)."""
+    endpoint cannot be reached (after one retry), or redirects (to where: base_url is wrong)."""
     import httpx
 
     url = f"{(model.base_url or '').rstrip('/')}/models"
@@ -85,6 +85,12 @@ async def list_models(model: ModelConfig, key: str, where: str) -> list[str] | N
                         f"cannot reach {where}: {type(error).__name__}: {detail}"
                     ) from None
                 await asyncio.sleep(0.5)
+    if response.is_redirect:  # followed, a POST would come back a GET (and then a 404/405)
+        target = shorten(response.headers.get("location", ""), 200)
+        raise EndpointError(
+            f"{where} redirects {url} to {target!r} (HTTP {response.status_code}): give "
+            "base_url as the address it points to (numerate follows no redirect)"
+        )
     try:
         data = response.json()["data"] if response.is_success else None
         return [str(m["id"]) for m in data] if isinstance(data, list) else None

@@ -459,3 +459,40 @@ def test_a_database_under_a_file_and_a_bad_cron_say_what_they_are(tmp_path, monk
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
     cron = runner.invoke(app, ["deploy", "--cron", "not a cron"])
     assert "--cron 'not a cron' is not a valid cron expression" in one_error(cron)
+
+
+@pytest.mark.parametrize("status", [301, 302, 307, 308])
+def test_an_endpoint_that_redirects_is_named_with_where_it_points(tmp_path, status):
+    """Before: the check's chat request followed the redirect and the run said it `cannot
+    reach model 'm' at <base_url>` (which had answered), naming the target's DNS error; to a
+    live host, a POST turned into a GET by a 302 came back a 404. Nothing said base_url was
+    the wrong address. Now the check names the redirect's target, and nothing is written."""
+    import http.server
+    import threading
+
+    class Moved(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(status)
+            self.send_header("Location", "https://api.example.invalid/v1/models")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_POST = do_GET
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Moved)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    db = tmp_path / "r.duckdb"
+    try:
+        result = runner.invoke(
+            app, ["run", "--model", "m", "--base-url", base_url, "--db", str(db)]
+        )
+    finally:
+        server.shutdown()
+    text = one_error(result, code=3)
+    assert f"redirects {base_url}/models to 'https://api.example.invalid/v1/models'" in text
+    assert f"(HTTP {status}): give base_url as the address it points to" in text
+    assert not db.exists()
