@@ -281,6 +281,35 @@ def _quiet_prefect_server_lines(record: logging.LogRecord) -> bool:
     return not message.startswith(("Starting temporary server", "Stopping temporary server"))
 
 
+def _in_a_session_of_its_own(server: Any) -> None:
+    """Have Prefect start its temporary server (`server`, a SubprocessASGIServer) in a session
+    of its own: Ctrl-C in a terminal reaches the whole process group, and the server, still
+    importing, printed its own `Aborted!` or traceback under the command's `interrupted`.
+    This process stops it all the same (Prefect at exit, stop_within's deadline, the
+    watchdog). Prefect's launch is kept; only the `subprocess` it sees starts sessions."""
+    import functools
+    import subprocess
+    import types
+
+    from prefect.server.api import server as prefect_server
+
+    if "_run_uvicorn_command" in vars(server):
+        return  # done for this server already
+    launch = server._run_uvicorn_command
+    detached = types.SimpleNamespace(
+        **{**vars(subprocess), "Popen": functools.partial(subprocess.Popen, start_new_session=True)}
+    )
+
+    def launch_detached() -> Any:
+        prefect_server.subprocess = detached  # type: ignore[assignment]
+        try:
+            return launch()
+        finally:
+            prefect_server.subprocess = subprocess
+
+    server._run_uvicorn_command = launch_detached
+
+
 class TemporaryServer:
     """Prefect's temporary server (when no PREFECT_API_URL is set), started in a thread so that
     the command checks its input and endpoints meanwhile; `wait()` before the first flow.
@@ -315,6 +344,7 @@ class TemporaryServer:
                 server = SubprocessASGIServer()  # the one Prefect's client would start
                 started_here = not server.running
                 on_hard_stop.append(lambda: kill_child(server.server_process))
+                _in_a_session_of_its_own(server)
                 server.start()
             except BaseException as error:  # reported by wait(), in the command's thread
                 self.error = error
@@ -342,7 +372,8 @@ class TemporaryServer:
                     err=True,
                 )
                 meanwhile()
-            self.thread.join()
+            while self.thread.is_alive():  # not one join(): a signal that another thread
+                self.thread.join(0.1)  # received is handled only when this one runs Python
         if isinstance(self.error, NumerateError | KeyboardInterrupt):
             raise self.error
         if self.error is not None:  # Prefect's own: it timed out, its process exited

@@ -828,6 +828,53 @@ def test_a_signal_stops_a_command_stuck_in_one_long_call_in_c(stop, code):
     assert out.strip() == "recorded"  # the cleanups ran, the one that hangs did not hold it
 
 
+def _servers_of(prefect_home):
+    """Pids of Prefect servers running with `prefect_home` (their environment says so)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            args = (proc / "cmdline").read_bytes()
+            environ = (proc / "environ").read_bytes()
+        except OSError:
+            continue
+        if b"uvicorn" in args and f"PREFECT_HOME={prefect_home}".encode() in environ:
+            found.append(int(proc.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
+@pytest.mark.parametrize("after_s", [0.2, 3.0])
+def test_ctrl_c_to_the_process_group_while_the_temporary_server_starts(tmp_path, after_s):
+    """Ctrl-C in a terminal signals the whole process group: the temporary server, still
+    importing, printed click's `Aborted!` (or a KeyboardInterrupt traceback), and the command
+    waited in one uninterruptible join on the thread starting it, so that the signal (taken
+    by another thread) was handled only by the 5 s deadline: `stopped now`, the run left
+    `running`. Now: `interrupted` within seconds, nothing else said, no server left."""
+    home = tmp_path / "prefect"
+    command = [sys.executable, "-m", "numerate.cli", "run", "--model", "baseline:oracle",
+               "--db", str(tmp_path / "r.duckdb")]  # fmt: skip
+    started = subprocess.Popen(command, cwd=ROOT, env=numerate_env(home), text=True,
+                               stderr=subprocess.PIPE, start_new_session=True)  # fmt: skip
+    try:
+        for line in started.stderr:
+            if line.startswith("starting Prefect's temporary server"):
+                break
+        time.sleep(after_s)  # in the imports the wait does meanwhile, or in the wait itself
+        os.killpg(started.pid, signal.SIGINT)
+        sent = time.monotonic()
+        _, stderr = started.communicate(timeout=30)
+    finally:
+        started.kill()
+    assert time.monotonic() - sent < 5, stderr
+    assert started.returncode == 130, stderr
+    assert stderr.strip().splitlines()[-1].startswith("interrupted"), stderr
+    assert not any(word in stderr for word in ("Aborted", "Traceback", "stopped now")), stderr
+    deadline = time.monotonic() + 10  # Prefect stops its server at exit; the watchdog, else
+    while _servers_of(home) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _servers_of(home)
+
+
 RELAYED = """
 import os, signal, sys, time
 from numerate.cli.common import stop_code, stop_within
