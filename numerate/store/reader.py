@@ -78,6 +78,73 @@ def not_duckdb(path: str) -> str | None:
     return None
 
 
+def cut_short(con: Any, path: str) -> str | None:
+    """Why the DuckDB file at `path` (the current database of `con`) is shorter than its
+    tables (said without the path), or None. Opening such a file works, and reading fails
+    only at the first missing block: a run failed at its end (exit 3, a `.wal` left beside
+    the file), a report halfway.
+    The table metadata says which blocks the tables use; reading it, not the blocks, takes
+    milliseconds (a metadata block that is missing is an error here too, the same kind)."""
+    database = con.execute("SELECT current_database()").fetchall()[0][0]
+    tables = con.execute(
+        "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = ?", [database]
+    ).fetchall()
+    if not tables:
+        return None
+    parts = " UNION ALL ".join(
+        "SELECT max(block_id) AS block FROM pragma_storage_info("
+        f"'{_sql_text(f'{_name(database)}.{_name(schema)}.{_name(table)}')}') WHERE persistent"
+        for schema, table in tables
+    )
+    last = con.execute(f"SELECT max(block) FROM ({parts})").fetchall()[0][0]
+    size_rows = con.execute(  # fetchall: DuckDB 2 keeps a result unfinished until then
+        "SELECT block_size FROM pragma_database_size() WHERE database_name = ?", [database]
+    ).fetchall()
+    if last is None or last < 0 or not size_rows:
+        return None
+    needed = HEADERS_SIZE + (last + 1) * size_rows[0][0]
+    size = Path(path).stat().st_size
+    if size >= needed:
+        return None
+    return (
+        f"the file is cut short: its tables need {needed:,} bytes and it has {size:,} (a copy "
+        "that stopped early, or a full disk); restore it from a copy"
+    )
+
+
+def whole_file_problem(con: Any, path: str) -> str | None:
+    """`cut_short`, or why the file's metadata cannot be read; remembered while the file keeps
+    its size and time (the view opens a reader for each page)."""
+    import duckdb
+
+    try:
+        stat = Path(path).stat()
+        seen = (stat.st_size, stat.st_mtime_ns)
+        if _whole.get(path) == seen:
+            return None
+        problem = cut_short(con, path)
+    except (duckdb.Error, OSError) as error:  # its metadata cannot be read: the same
+        return f"its metadata cannot be read: {first_line(error)} (a damaged or truncated file)"
+    if problem is None:
+        _whole[path] = seen
+    return problem
+
+
+_whole: dict[str, tuple[int, int]] = {}
+"""The files found whole, with the size and time they had then."""
+
+HEADERS_SIZE = 3 * 4096
+"""A DuckDB file's main header and its two database headers, before its first block."""
+
+
+def _name(identifier: str) -> str:
+    return '"' + identifier.replace('"', '""') + '"'
+
+
+def _sql_text(text: str) -> str:
+    return text.replace("'", "''")
+
+
 def _existing_database(path: str) -> None:
     from numerate.store.access import lock_timeout_s
     from numerate.store.journal import live_owners
@@ -127,6 +194,10 @@ class Reader:
             raise ConfigError(f"cannot open {path}: {first_line(error)}") from None
         except OSError as error:
             raise ConfigError(f"cannot open {path}: {error.strerror}") from None
+        problem = whole_file_problem(reader.con, path)
+        if problem:
+            reader.close()
+            raise ConfigError(f"results database {path}: {problem}")
         if numerate_schema:
             try:
                 reader.check_schema()

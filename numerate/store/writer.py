@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 
 from numerate.kernel.errors import first_line
 from numerate.store import access, journal
-from numerate.store.reader import not_duckdb
+from numerate.store.reader import not_duckdb, whole_file_problem
 from numerate.store.schema import JOURNALED, StoreError, migrate, now, transaction
 from numerate.store.tables import Tables, check_columns, insert_rows
 
@@ -200,6 +200,9 @@ class Store(Tables):
         self._con = con
         try:
             if not self._migrated:
+                problem = None if self.memory else whole_file_problem(con, self.path)
+                if problem:
+                    raise StoreError(f"cannot use results database {self.path}: {problem}")
                 try:
                     self.found_version = migrate(con)
                 except StoreError as error:

@@ -109,7 +109,9 @@ def oracle_sweep(folder, **fields):
 
 def test_a_database_that_is_a_looping_link_or_truncated_is_one_line(tmp_path):
     """`--db` a symbolic link to itself, or a DuckDB file cut short: one error line naming
-    the file, no traceback (RuntimeError and DuckDB's IOException before)."""
+    the file, no traceback (RuntimeError and DuckDB's IOException before). A file cut short
+    is said so when it is opened, by every command: a run failed only at its end (exit 3, a
+    `.wal` left beside the file), a report said DuckDB's "Could not read enough bytes"."""
     (tmp_path / "loop.duckdb").symlink_to("loop.duckdb")
     config = oracle_sweep(tmp_path)
     sweep = ["run", "--config", str(config), "--format", "json"]
@@ -120,10 +122,36 @@ def test_a_database_that_is_a_looping_link_or_truncated_is_one_line(tmp_path):
     assert done.exit_code == 0, done.output
     cut = tmp_path / "cut.duckdb"
     cut.write_bytes(whole.read_bytes()[: whole.stat().st_size * 2 // 3])
-    truncated = runner.invoke(app, [*sweep, "--db", str(cut)])
-    assert truncated.exit_code == 3 and "Traceback" not in truncated.output
-    last = truncated.stderr.strip().splitlines()[-1]
-    assert last.startswith(f"error: results database {cut}") and "truncated" in last, last
+    before = cut.read_bytes()
+    pages = str(tmp_path / "pages")
+    for command in (
+        [*sweep, "--db", str(cut)], ["report", "--db", str(cut)], ["runs", "--db", str(cut)],
+        ["upgrade", "--db", str(cut)], ["db", str(cut)],
+        ["view", "--db", str(cut), "--export", pages],
+    ):  # fmt: skip
+        said = one_error(runner.invoke(app, command))
+        assert f"results database {cut}: the file is cut short: its tables need " in said, said
+    assert cut.read_bytes() == before  # nothing written: a run failed at its end (exit 3)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "cut.duckdb", "loop.duckdb", "s.yaml", "whole.duckdb"]  # fmt: skip
+
+
+def test_a_database_that_shrank_after_a_drop_is_not_taken_for_one_cut_short(tmp_path):
+    """DuckDB's header keeps counting the blocks a dropped table freed once the file is
+    truncated to the blocks in use: the check reads which blocks the tables use."""
+    db = tmp_path / "r.duckdb"
+    sweep = ["run", "--config", str(oracle_sweep(tmp_path)), "--format", "json", "--db", str(db)]
+    assert runner.invoke(app, sweep).exit_code == 0
+    con = duckdb.connect(str(db))
+    con.execute("CREATE TABLE scratch AS SELECT range AS x, random() AS y FROM range(2000000)")
+    con.execute("CHECKPOINT")
+    grown = db.stat().st_size
+    con.execute("DROP TABLE scratch")
+    con.execute("CHECKPOINT")
+    con.close()
+    assert db.stat().st_size < grown  # the case in question
+    assert runner.invoke(app, ["report", "--db", str(db)]).exit_code == 0
+    assert runner.invoke(app, sweep).exit_code == 0
 
 
 @pytest.mark.parametrize("where", ["{file}", "{file}/pages"])
@@ -161,16 +189,26 @@ def test_a_pipe_or_device_given_as_a_database_is_one_line_at_once(tmp_path, comm
 
 
 def test_upgrade_reads_every_table_and_names_a_truncated_file(tmp_path):
-    """Before: a DuckDB file cut short opened, its schema table read, and `upgrade` said it
-    was up to date (exit 0)."""
+    """Before: a DuckDB file with a damaged block opened, its schema table read, and
+    `upgrade` said it was up to date (exit 0)."""
     whole = tmp_path / "whole.duckdb"
     sweep = ["run", "--config", str(oracle_sweep(tmp_path)), "--format", "json"]
     assert runner.invoke(app, [*sweep, "--db", str(whole)]).exit_code == 0
     assert runner.invoke(app, ["upgrade", "--db", str(whole)]).exit_code == 0
-    cut = tmp_path / "cut.duckdb"
-    cut.write_bytes(whole.read_bytes()[: whole.stat().st_size * 2 // 3])
-    text = one_error(runner.invoke(app, ["upgrade", "--db", str(cut)]))
-    assert f"results database {cut}: table " in text and "(a damaged or truncated file)" in text
+    damaged = tmp_path / "damaged.duckdb"
+    con = duckdb.connect(str(whole), read_only=True)
+    (block,) = con.execute(
+        "SELECT max(block_id) FROM pragma_storage_info('cases') WHERE persistent"
+    ).fetchone()
+    (block_size,) = con.execute("SELECT block_size FROM pragma_database_size()").fetchone()
+    con.close()
+    content = bytearray(whole.read_bytes())
+    at = 3 * 4096 + block * block_size + 100  # in a block of `cases`: its checksum fails
+    content[at : at + 64] = b"\xff" * 64
+    damaged.write_bytes(content)
+    text = one_error(runner.invoke(app, ["upgrade", "--db", str(damaged)]))
+    assert f"results database {damaged}: table " in text
+    assert "(a damaged or truncated file)" in text
 
 
 def test_deploy_to_an_api_that_never_answers_says_so_within_seconds(monkeypatch):
