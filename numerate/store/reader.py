@@ -151,23 +151,28 @@ def _existing_database(path: str) -> None:
 
     lock_timeout_s()  # a bad NUMERATE_LOCK_TIMEOUT is refused at once, not when a wait comes
 
-    file = Path(path)
-    if file.is_dir():
-        raise ConfigError(f"{path} is a folder, not a results database")
-    if file.exists() and not file.is_file():
-        raise ConfigError(
-            f"{path} is not a regular file (a device, a pipe or a socket), not a results database"
-        )
-    if not file.is_file():
+    problem = database_file_problem(path)
+    if problem:
+        raise ConfigError(f"{path}: {problem}")
+    if not Path(path).exists():
         if live_owners(path):
             raise ConfigError(
                 f"no results in {path} yet: a run is starting to write it (try again in a "
                 "few seconds)"
             )
         raise ConfigError(f"no results database at {path} (run `numerate run` first)")
-    problem = not_duckdb(path)
-    if problem:
-        raise ConfigError(f"{path}: {problem}")
+
+
+def database_file_problem(path: str) -> str | None:
+    """Why what is at `path` cannot be a results database (a folder, a device, a pipe or a
+    socket, a file that is no DuckDB database: see not_duckdb), or None (nothing there
+    included): the reader's check and the writer's, in the same words."""
+    file = Path(path)
+    if file.is_dir():
+        return "a folder, not a results database"
+    if file.exists() and not file.is_file():  # DuckDB would wait on a pipe for a writer
+        return "not a regular file (a device, a pipe or a socket), not a results database"
+    return not_duckdb(path) if file.is_file() else None
 
 
 class Reader:

@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 
 from numerate.kernel.errors import first_line
 from numerate.store import access, journal
-from numerate.store.reader import not_duckdb, whole_file_problem
+from numerate.store.reader import database_file_problem, whole_file_problem
 from numerate.store.schema import JOURNALED, StoreError, migrate, now, transaction
 from numerate.store.tables import Tables, check_columns, insert_rows
 
@@ -112,14 +112,7 @@ class Store(Tables):
             self._every = flush_seconds()  # a bad setting is refused here, not in the thread
             access.lock_timeout_s()  # and here, not only once another process holds the file
             try:
-                if Path(path).is_dir():
-                    raise StoreError(f"cannot open results database {path}: it is a folder")
-                if Path(path).exists() and not Path(path).is_file():  # DuckDB waits on a pipe
-                    raise StoreError(
-                        f"cannot open results database {path}: not a regular file (a device, a "
-                        "pipe or a socket)"
-                    )
-                problem = not_duckdb(path) if Path(path).is_file() else None
+                problem = database_file_problem(path)
                 if problem:
                     raise StoreError(f"cannot open results database {path}: {problem}")
                 folder_problem(Path(path).parent)
