@@ -74,28 +74,18 @@ def api_answers(url: str) -> None:
     """ConfigError unless Prefect's health check at PREFECT_API_URL `url` answers, whole,
     within ANSWER_TIMEOUT_S (a 401 or 403 counts: a server that wants a key); Prefect's own
     client would wait 60 s a try, then end in a traceback."""
-    import urllib.error
-    import urllib.request
+    from numerate.kernel.http import Unanswered, answer
 
     health = f"{url.rstrip('/')}/health"
     try:
-        with urllib.request.urlopen(health, timeout=ANSWER_TIMEOUT_S) as answer:
-            answer.read(1024)  # the whole answer, in time: headers and then silence is no answer
-            return
-    except urllib.error.HTTPError as error:
-        if error.code in (401, 403):
-            return  # a server that wants a key: Prefect's client has it
+        status, _ = answer(health, ANSWER_TIMEOUT_S, limit=1024)
+    except Unanswered as error:
         raise ConfigError(
-            f"PREFECT_API_URL {url}: not a Prefect API (HTTP {error.code} at {health})"
-        ) from None
-    except (OSError, ValueError) as error:
-        reason = getattr(error, "reason", None) or error
-        if isinstance(reason, TimeoutError):
-            reason = f"no answer within {ANSWER_TIMEOUT_S:.0f} s"
-        raise ConfigError(
-            f"PREFECT_API_URL {url}: Prefect's API cannot be reached ({reason}); start a "
+            f"PREFECT_API_URL {url}: Prefect's API cannot be reached ({error.reason}); start a "
             "server (prefect server start) or fix the URL"
         ) from None
+    if status >= 400 and status not in (401, 403):  # 401, 403: it wants a key Prefect has
+        raise ConfigError(f"PREFECT_API_URL {url}: not a Prefect API (HTTP {status} at {health})")
 
 
 def check_prefect_settings() -> None:
@@ -213,13 +203,14 @@ def alive(pid: int) -> bool:
 
 
 def healthy(url: str, timeout: float = 0.3) -> bool:
-    import urllib.request
+    """Whether a Prefect server at `url` says it is healthy, within `timeout` seconds."""
+    from numerate.kernel.http import Unanswered, answer
 
     try:
-        with urllib.request.urlopen(f"{url}/health", timeout=timeout) as answer:
-            return bool(answer.status == 200 and answer.read().strip() == b"true")
-    except (OSError, ValueError):
+        status, body = answer(f"{url}/health", timeout, limit=1024)
+    except Unanswered:
         return False
+    return status == 200 and body.strip() == b"true"
 
 
 def port_is_free(port: int) -> bool:

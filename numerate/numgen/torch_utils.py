@@ -83,8 +83,8 @@ def probe_hub(endpoint: str) -> str | None:
     (any HTTP answer counts, read whole) within NUMERATE_HUB_TIMEOUT seconds; ModelLoadError
     for a NUMERATE_HUB_TIMEOUT that is no number of seconds."""
     import os
-    import urllib.error
-    import urllib.request
+
+    from numerate.kernel.http import Unanswered, answer
 
     raw = os.environ.get("NUMERATE_HUB_TIMEOUT", "").strip()
     try:
@@ -94,16 +94,12 @@ def probe_hub(endpoint: str) -> str | None:
     if not 0.1 <= timeout <= 60.0:  # NaN too
         raise ModelLoadError(f"NUMERATE_HUB_TIMEOUT={raw!r}: give seconds, from 0.1 to 60")
     try:
-        with urllib.request.urlopen(f"{endpoint}/api/models?limit=1", timeout=timeout) as answer:
-            answer.read(64 * 1024)  # the answer itself, in time: headers then silence is none
-            return None
-    except urllib.error.HTTPError:
-        return None  # it answered
-    except (OSError, ValueError) as error:
-        reason = getattr(error, "reason", error)
-        if isinstance(reason, TimeoutError):
+        answer(f"{endpoint}/api/models?limit=1", timeout)  # any status: it answered
+    except Unanswered as error:
+        if error.timed_out:
             return f"the hub ({endpoint}) did not answer within {timeout:g} s"
-        return f"the hub ({endpoint}) cannot be reached ({reason})"
+        return f"the hub ({endpoint}) cannot be reached ({error.reason})"
+    return None
 
 
 def go_offline() -> None:

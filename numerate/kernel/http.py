@@ -1,0 +1,48 @@
+"""A bounded HTTP question: is anything answering at a URL, whole and in time?"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+
+class Unanswered(Exception):
+    """No whole HTTP answer: `timed_out` (none within the time), else `reason` (no connection,
+    a URL that is none)."""
+
+    def __init__(self, reason: str, timed_out: bool) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.timed_out = timed_out
+
+
+def answer(url: str, timeout_s: float, limit: int = 64 * 1024) -> tuple[int, bytes]:
+    """The HTTP status `url` answers a GET with (an error status included) and up to `limit`
+    bytes of its body, all read within `timeout_s` in all. A server that sends its headers
+    and then nothing, or one byte at a time, is no answer (each read's own timeout would let
+    it go on). Raises Unanswered."""
+    import urllib.error
+    import urllib.request
+
+    found: dict[str, tuple[int, bytes] | BaseException] = {}
+
+    def ask() -> None:
+        try:
+            with urllib.request.urlopen(url, timeout=timeout_s) as response:
+                found["answer"] = (response.status, response.read(limit))
+        except urllib.error.HTTPError as error:
+            found["answer"] = (error.code, b"")
+        except (OSError, ValueError) as error:
+            found["error"] = error
+
+    asking = threading.Thread(target=ask, name="numerate-http-probe", daemon=True)
+    asking.start()
+    deadline = time.monotonic() + timeout_s
+    while asking.is_alive() and time.monotonic() < deadline:  # short joins: a signal another
+        asking.join(min(0.1, max(0.0, deadline - time.monotonic())))  # thread took is handled
+    answered, error = found.get("answer"), found.get("error")
+    if isinstance(answered, tuple):
+        return answered
+    if error is None or isinstance(getattr(error, "reason", error), TimeoutError):
+        raise Unanswered(f"no answer within {timeout_s:g} s", timed_out=True)
+    raise Unanswered(str(getattr(error, "reason", None) or error), timed_out=False)
