@@ -295,3 +295,57 @@ def test_nothing_imports_a_card_folder_by_its_own_name():
         if old.search(path.read_text(encoding="utf-8"))
     ]
     assert found == []
+
+
+PATH_PARSERS = {"path_option", "path_argument"}
+
+
+def unparsed_path_parameters(source: str) -> list[str]:
+    """The command parameters of `source` typed `Path` whose option or argument is not made by
+    path_option/path_argument (directly, or through a module constant made by one): typer
+    would read an empty path as `.`, here."""
+    tree = ast.parse(source)
+    made_by_parser = {
+        target.id
+        for node in tree.body
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+        and isinstance(node.value.func, ast.Name) and node.value.func.id in PATH_PARSERS
+        for target in node.targets if isinstance(target, ast.Name)
+    }  # fmt: skip
+    found = []
+    for function in ast.walk(tree):
+        if not isinstance(function, ast.FunctionDef):
+            continue
+        for arg in function.args.args:
+            annotation = arg.annotation
+            if not (isinstance(annotation, ast.Subscript) and ast.unparse(annotation.value)
+                    == "Annotated"):  # fmt: skip
+                continue
+            kind, option = annotation.slice.elts[0], annotation.slice.elts[1]
+            if "Path" not in ast.unparse(kind):
+                continue
+            parsed = (
+                isinstance(option, ast.Call) and ast.unparse(option.func) in PATH_PARSERS
+            ) or (isinstance(option, ast.Name) and option.id in made_by_parser)
+            if not parsed:
+                found.append(f"{function.name}({arg.arg})")
+    return found
+
+
+def test_every_path_parameter_of_the_cli_refuses_an_empty_path():
+    found = [
+        f"{path.name}: {name}"
+        for path in sorted((PACKAGE / "cli").glob("*.py"))
+        for name in unparsed_path_parameters(path.read_text(encoding="utf-8"))
+    ]
+    assert not found, "use path_option/path_argument for:\n" + "\n".join(found)
+
+
+def test_the_path_parameter_check_sees_a_plain_typer_option():
+    plain = (
+        "def c(out: Annotated[Path | None, typer.Option(help='x')] = None,\n"
+        "      ok: Annotated[Path, path_option('y')] = None,\n"
+        "      config: Annotated[Path, CONFIG] = None, n: Annotated[int, typer.Option()] = 1): ..."
+    )
+    assert unparsed_path_parameters(plain) == ["c(out)", "c(config)"]
+    assert unparsed_path_parameters("CONFIG = path_option('z')\n" + plain) == ["c(out)"]

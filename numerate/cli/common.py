@@ -74,6 +74,20 @@ def a_path(text: str) -> Path:
     return Path(text)
 
 
+def path_option(help: str, *names: str) -> Any:
+    """A typer option that is a path, parsed by `a_path` (an empty path refused)."""
+    import typer
+
+    return typer.Option(*names, help=help, parser=a_path)
+
+
+def path_argument(help: str) -> Any:
+    """A typer argument that is a path, parsed by `a_path` (an empty path refused)."""
+    import typer
+
+    return typer.Argument(help=help, parser=a_path)
+
+
 def check_output(option: str, path: Path | str | None, suffixes: tuple[str, ...] = ()) -> None:
     """Refuse an output path before any work is done: one that cannot be a file (see
     kernel.files.output_target) or, given `suffixes`, whose suffix names a format the command

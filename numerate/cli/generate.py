@@ -9,7 +9,7 @@ from typing import Annotated, BinaryIO
 import typer
 
 from numerate.cli.app import app
-from numerate.cli.common import a_path, check_output, fail, parse_assignments, write_output
+from numerate.cli.common import check_output, fail, parse_assignments, path_option, write_output
 from numerate.kernel.errors import ConfigError, NumerateError
 
 
@@ -24,10 +24,7 @@ def generate(
     ] = None,
     out: Annotated[
         Path | None,
-        typer.Option(
-            help="JSON Lines file to write (default: standard output).",
-            parser=a_path,
-        ),
+        path_option("JSON Lines file to write (default: standard output)."),
     ] = None,
 ) -> None:
     """Generate test cases as JSON Lines, one case a line."""

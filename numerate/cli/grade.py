@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from numerate.cli.app import app
-from numerate.cli.common import a_path, check_output, fail, write_output
+from numerate.cli.common import check_output, fail, path_argument, path_option, write_output
 from numerate.kernel.errors import NumerateError
 
 
@@ -19,17 +19,11 @@ from numerate.kernel.errors import NumerateError
 def grade(
     path: Annotated[
         Path,
-        typer.Argument(
-            help="JSON Lines: cases with a `response` field.",
-            parser=a_path,
-        ),
+        path_argument("JSON Lines: cases with a `response` field."),
     ],
     out: Annotated[
         Path | None,
-        typer.Option(
-            help="File to write (default: standard output).",
-            parser=a_path,
-        ),
+        path_option("File to write (default: standard output)."),
     ] = None,
 ) -> None:
     """Grade answers from any source (JSON Lines of cases with their responses).

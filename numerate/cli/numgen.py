@@ -15,11 +15,11 @@ import typer
 
 from numerate.cli.common import (
     DB_HELP,
-    a_path,
     check_format,
     check_output,
     fail,
     open_reader,
+    path_option,
     results_db,
     settle_prefect,
     show,
@@ -165,9 +165,7 @@ def _calibration_note(source: Source, detector: str) -> str:
     )
 
 
-CONFIG_OPTION = typer.Option(
-    "--config", "-c", help="NumGen config (YAML); options win.", parser=a_path
-)
+CONFIG_OPTION = path_option("NumGen config (YAML); options win.", "--config", "-c")
 
 
 @app.command()
@@ -408,18 +406,12 @@ def _parse_responses(path: Path) -> tuple[list[int], list[int]]:
 def score(
     responses: Annotated[
         Path,
-        typer.Option(
-            help="CSV with columns target,generated.",
-            parser=a_path,
-        ),
+        path_option("CSV with columns target,generated."),
     ],
     output: Annotated[str, typer.Option("--format", help="json or table.")] = "table",
     heatmap: Annotated[
         Path | None,
-        typer.Option(
-            help="Also draw the confusion matrix to this PNG.",
-            parser=a_path,
-        ),
+        path_option("Also draw the confusion matrix to this PNG."),
     ] = None,
 ) -> None:
     """Score (target, generated) pairs from any source: every NumGen metric."""
@@ -457,10 +449,7 @@ def report(
     ] = "table",
     heatmap: Annotated[
         Path | None,
-        typer.Option(
-            help="Draw a run's confusion matrix to this PNG.",
-            parser=a_path,
-        ),
+        path_option("Draw a run's confusion matrix to this PNG."),
     ] = None,
     run_id: Annotated[
         str | None, typer.Option("--run", help="Run for --heatmap (default: the latest).")
@@ -524,10 +513,7 @@ def prompts(
     output: Annotated[str, typer.Option("--format", help="json, jsonl or txt.")] = "jsonl",
     out: Annotated[
         Path | None,
-        typer.Option(
-            help="File to write (default: stdout).",
-            parser=a_path,
-        ),
+        path_option("File to write (default: stdout)."),
     ] = None,
 ) -> None:
     """Export the prompts ("An image with 7 apples") as JSON, JSON Lines or text."""

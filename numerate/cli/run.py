@@ -11,10 +11,10 @@ import typer
 from numerate.cli.app import app
 from numerate.cli.common import (
     Format,
-    a_path,
     check_format,
     fail,
     on_hard_stop,
+    path_option,
     print_report,
     quiet_exit,
     quiet_run_logs,
@@ -34,12 +34,7 @@ if TYPE_CHECKING:
 def run(
     config: Annotated[
         Path | None,
-        typer.Option(
-            "--config",
-            "-c",
-            help="Sweep config (YAML). Default: the built-in sweep.",
-            parser=a_path,
-        ),
+        path_option("Sweep config (YAML). Default: the built-in sweep.", "--config", "-c"),
     ] = None,
     db: Annotated[
         str | None,
