@@ -46,6 +46,19 @@ class Preflight:
         return None
 
 
+async def check_locations(config: SweepConfig) -> None:
+    """The sweep's own places, before anything is written: `results_dir` writable, `view_dir`
+    a folder or one that can be made (the CLI's preflight and a deployment's run both ask)."""
+    if config.results_dir:
+        from numerate.store.shards import check_writable
+
+        await asyncio.to_thread(check_writable, config.results_dir)
+    if config.view_dir:
+        from numerate.kernel.files import check_folder
+
+        await asyncio.to_thread(check_folder, "view_dir", config.view_dir)
+
+
 async def preflight(
     config: SweepConfig,
     db: str,
@@ -57,14 +70,7 @@ async def preflight(
     names what is wrong. `journal`: the run's journal taken before the checks (readers hear
     that a run is starting); `prefect_ready` is called before the first question to
     Prefect's API (the CLI's temporary server may still be starting)."""
-    if config.results_dir:
-        from numerate.store.shards import check_writable
-
-        await asyncio.to_thread(check_writable, config.results_dir)
-    if config.view_dir:
-        from numerate.kernel.files import check_folder
-
-        await asyncio.to_thread(check_folder, "view_dir", config.view_dir)
+    await check_locations(config)
     if any(model.concurrency_limit or model.api_key_secret for model in config.models):
         await asyncio.to_thread(prefect_ready)  # else Prefect's client starts a server of its own
         for model in config.models:

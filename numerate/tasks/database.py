@@ -10,6 +10,7 @@ from prefect.cache_policies import NO_CACHE
 from numerate.config import SweepConfig
 from numerate.kernel.errors import NumerateError
 from numerate.plan import PlannedCase, case_row
+from numerate.preflight import check_locations
 from numerate.provenance import code_version
 from numerate.store import Store, queries
 from numerate.store.rows import PointStop
@@ -19,14 +20,7 @@ from numerate.verdict import PartVerdict
 @task(cache_policy=NO_CACHE)
 async def open_run(sweep: SweepConfig, db: str, fresh: bool = False) -> str:
     """Resume the unfinished run of this exact sweep, or start a new one; returns its id."""
-    if sweep.results_dir:
-        from numerate.store.shards import check_writable
-
-        await asyncio.to_thread(check_writable, sweep.results_dir)
-    if sweep.view_dir:
-        from numerate.kernel.files import check_folder
-
-        await asyncio.to_thread(check_folder, "view_dir", sweep.view_dir)
+    await check_locations(sweep)  # a deployment's run has had no CLI preflight
     store = await asyncio.to_thread(Store.open, db)
     fingerprint = sweep.fingerprint()
     if not fresh:
