@@ -12,7 +12,7 @@ import contextlib
 import os
 import secrets
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -75,12 +75,21 @@ def _output_target(path: Path) -> Path:
         raise OutputPathError(path, "a folder; give a file name")
     if target.exists() and not target.is_file():
         raise OutputPathError(path, "not a regular file (a device, a pipe or a socket)")
-    for folder in target.parents:
+    _nearest_folder(path, target, target.parents)
+    return target
+
+
+def _nearest_folder(path: Path, target: Path, candidates: Iterable[Path]) -> Path:
+    """The first of `candidates` (`target` or its parents, nearest first) that exists, when it
+    is a folder; OutputPathError naming it otherwise (`path` lies under a file)."""
+    for folder in candidates:
         if folder.exists():
             if not folder.is_dir():
-                raise OutputPathError(path, f"{folder} is a file, not a folder")
-            break
-    return target
+                kind = "a file" if folder.is_file() else "a device, a pipe or a socket"
+                where = "" if folder == target else f"{folder} is "
+                raise OutputPathError(path, f"{where}{kind}, not a folder")
+            return folder
+    return Path(target.anchor or "/")
 
 
 def output_folder(path: Path) -> Path:
@@ -103,15 +112,9 @@ def _output_folder(path: Path) -> Path:
     target = Path(os.path.realpath(path.expanduser()))
     if target.is_symlink():
         raise OutputPathError(path, "a symbolic link that leads nowhere (a loop)")
-    for folder in (target, *target.parents):
-        if folder.exists():
-            if not folder.is_dir():
-                kind = "a file" if folder.is_file() else "a device, a pipe or a socket"
-                where = "" if folder == target else f"{folder} is "
-                raise OutputPathError(path, f"{where}{kind}, not a folder")
-            if not os.access(folder, os.W_OK | os.X_OK):
-                raise OutputPathError(path, f"{folder} cannot be written (permission denied)")
-            break
+    folder = _nearest_folder(path, target, (target, *target.parents))
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise OutputPathError(path, f"{folder} cannot be written (permission denied)")
     return target
 
 
