@@ -32,6 +32,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
+from numerate.kernel.errors import shorten
+from numerate.store.schema import JOURNALED, StoreError
+
 __all__ = [
     "Journal",
     "Segment",
@@ -164,16 +167,52 @@ class Journal:
 
 
 def read_segment(path: Path) -> Rows:
-    """A segment's rows; a last line cut short (the writer died mid-line) is left out."""
+    """A segment's rows; a last line cut short (the writer died mid-line) is left out.
+
+    Raises:
+        StoreError: a line that is no row numerate journals (not JSON before the last line,
+            another table, a row that is no mapping, a column its table lacks, a time that is
+            none), naming the file and the line.
+    """
     rows: Rows = []
-    with open(path) as lines:
-        for line in lines:
+    with open(path, encoding="utf-8", errors="replace") as lines:
+        for number, line in enumerate(lines, start=1):
             try:
-                table, row = json.loads(line)
-            except (ValueError, TypeError):
-                continue
+                entry = json.loads(line)
+            except ValueError:
+                if not line.endswith("\n"):
+                    continue  # the last line, cut short: its rows are not taken as written
+                entry = None
+            problem = _entry_problem(entry)
+            if problem:
+                raise StoreError(
+                    f"journal {path} line {number}: {problem}; move the file out of "
+                    f"{path.parent} to go on (the answers it holds are then not stored)"
+                )
+            table, row = entry
             rows.append((table, _decode(row)))
     return rows
+
+
+def _entry_problem(entry: Any) -> str | None:
+    """Why a journal line's JSON is no `[table, row]` numerate writes, or None."""
+    if not (isinstance(entry, list) and len(entry) == 2):
+        return "not a [table, row] pair"
+    table, row = entry
+    if table not in JOURNALED:
+        return f"{shorten(repr(table), 60)} is no table a journal holds"
+    if not isinstance(row, dict):
+        return f"a {table} row that is no mapping"
+    unknown = sorted(set(row) - set(JOURNALED[table][0]))
+    if unknown:
+        return f"{shorten(repr(unknown[0]), 60)} is no column of {table}"
+    for column in TIMESTAMP_COLUMNS & row.keys():
+        try:
+            if isinstance(row[column], str):
+                datetime.fromisoformat(row[column])
+        except ValueError:
+            return f"{column} = {shorten(repr(row[column]), 60)} is no time"
+    return None
 
 
 @contextlib.contextmanager

@@ -74,8 +74,11 @@ def insert_rows(con: Any, table: str, columns: Sequence[str],
     con.register("incoming_rows", batch)
     try:
         con.execute(f"INSERT {conflict} INTO {table} ({names}) SELECT {names} FROM incoming_rows")
-    finally:
-        con.unregister("incoming_rows")
+    except BaseException:
+        with contextlib.suppress(Exception):  # in an aborted transaction this fails too, and
+            con.unregister("incoming_rows")  # its error would hide the insert's
+        raise
+    con.unregister("incoming_rows")
 
 
 def _text(value: object) -> object:

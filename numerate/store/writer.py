@@ -243,12 +243,27 @@ class Store(Tables):
             self._journal.written(segment)
 
     def _replay_orphans(self, con: Any) -> None:
+        """Write the journals processes that died left (their answers), in one transaction;
+        StoreError naming the file when one cannot be: none numerate wrote (see
+        journal.read_segment), or rows the table refuses."""
+        import duckdb
+        import pyarrow as pa
+
         with journal.orphans(self.path) as segments:
-            if segments:
-                with transaction(con):
-                    for segment in segments:
-                        self._write_rows(con, journal.read_segment(segment))
-                logger.info("%s: wrote the answers a stopped process had received", self.path)
+            if not segments:
+                return
+            with transaction(con):
+                for segment in segments:
+                    rows = journal.read_segment(segment)
+                    try:
+                        self._write_rows(con, rows)
+                    except (duckdb.Error, pa.ArrowException, ValueError, TypeError) as error:
+                        raise StoreError(
+                            f"journal {segment}: its rows cannot be written "
+                            f"({first_line(error)}); move the file out of {segment.parent} "
+                            "to go on (the answers it holds are then not stored)"
+                        ) from None
+            logger.info("%s: wrote the answers a stopped process had received", self.path)
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Any]:

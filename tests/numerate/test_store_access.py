@@ -384,6 +384,52 @@ def test_a_journal_of_an_earlier_version_is_replayed_with_null_for_a_newer_colum
     assert stored["old"]["revision"] is None and stored["old"]["text"] == "Answer: 1"
 
 
+def dead_journal(db_path, request_hash, after):
+    """The journal of a process that died, holding one good completion and then `after`."""
+    Store.open(db_path)
+    Store.close_all()
+    row = completion(request_hash)
+    row["created_at"] = row["created_at"].isoformat()
+    folder = journal_dir(db_path)
+    folder.mkdir(exist_ok=True)
+    (folder / "dead.owner").write_text("")
+    segment = folder / "dead.000001.jsonl"
+    segment.write_text(json.dumps(["completions", row]) + after)
+    return segment
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ('["evil_table", {"a": 1}]', "line 2: 'evil_table' is no table a journal holds"),
+        ('["responses", "str"]', "line 2: a responses row that is no mapping"),
+        ('["completions", {"colour": 1}]', "line 2: 'colour' is no column of completions"),
+        ('["completions", {"created_at": "soon"}]', "line 2: created_at = 'soon' is no time"),
+        ("[1, 2, 3]", "line 2: not a [table, row] pair"),
+        ("not json", "line 2: not a [table, row] pair"),  # not the last line: no cut
+        ('["responses", {}]', "cannot be written (Constraint Error: NOT NULL constraint"),
+        ('["responses", {"sample_index": "x"}]', "cannot be written (Conversion Error"),
+    ],
+)
+def test_a_journal_line_numerate_did_not_write_is_one_error_naming_the_file(db_path, line, said):
+    """Before: a KeyError, an AttributeError, Arrow's or DuckDB's error (its first one hidden
+    behind "Current transaction is aborted") ended every later writer in a traceback. Now one
+    StoreError names the file (and line) and how to go on; nothing is written."""
+    segment = dead_journal(db_path, "good", "\n" + line + "\n")
+    with pytest.raises(StoreError) as refused:
+        Store.open(db_path)
+    assert f"journal {segment}" in str(refused.value) and said in str(refused.value)
+    assert "move the file out of" in str(refused.value)
+    Store.close_all()
+    segment.unlink()
+    assert Store.open(db_path).get_completions(["good"]) == {}  # the good line neither
+
+
+def test_a_last_journal_line_cut_short_is_left_out_and_the_rest_written(db_path):
+    dead_journal(db_path, "kept", '\n["compl')
+    assert Store.open(db_path).get_completions(["kept"])["kept"]["text"] == "Answer: 1"
+
+
 def test_a_numgen_run_scored_again_keeps_only_its_new_scores(db_path):
     """Metrics and per-target rows are typed (numerate.numgen.rows) and written together; a
     second scoring over a smaller design leaves no target of the first behind, and a metrics
