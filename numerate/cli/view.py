@@ -80,10 +80,23 @@ def export_folder(given: str) -> Path:
     return folder
 
 
-def _head(path: Path) -> str:
+def _earlier_export(folder: Path) -> set[str]:
+    """The files an earlier export into `folder` wrote, as its MARKER lists them: only names
+    of files inside the folder (a damaged or edited marker, with bytes that are no UTF-8, a
+    NUL, `..`, a folder's name, is no reason to stop, nor to remove anything else)."""
+    names = _head(folder / MARKER, limit=None).splitlines()
+    return {
+        name
+        for name in names
+        if name and "\x00" not in name and "\ufffd" not in name and not Path(name).is_absolute()
+        and ".." not in Path(name).parts and (folder / name).is_file()
+    }  # fmt: skip
+
+
+def _head(path: Path, limit: int | None = 4096) -> str:
     try:
-        with open(path, errors="replace") as text:
-            return text.read(4096)
+        with open(path, encoding="utf-8", errors="replace") as text:
+            return text.read(limit)
     except OSError:
         return ""
 
@@ -100,13 +113,12 @@ def export_pages(path: str, folder: Path) -> None:
         if written[0] % 200 == 0:
             typer.echo(f"  {written[0]:,} pages written ...", err=True)
 
-    before = set((folder / MARKER).read_text().splitlines())
+    before = _earlier_export(folder)
     try:
         with Reader.open(path) as reader:
             done = export(reader, folder, templates(), progress, between=reader.let_writers_in)
         for stale in sorted(before - set(done.paths)):
-            if stale and ".." not in Path(stale).parts and not Path(stale).is_absolute():
-                (folder / stale).unlink(missing_ok=True)
+            (folder / stale).unlink(missing_ok=True)
         (folder / MARKER).write_text("".join(f"{name}\n" for name in done.paths))
     except OSError as error:
         raise ConfigError(f"--export {folder}: cannot write there ({error.strerror})") from None

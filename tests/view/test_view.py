@@ -448,6 +448,28 @@ def test_an_export_again_replaces_what_it_wrote_and_nothing_else(results, tmp_pa
     assert refused.exit_code == 2 and "other files in it" in refused.output
 
 
+@pytest.mark.parametrize(
+    "marker",
+    [b"\xff\xfe\x00bad\n", b"a\x00b\n", b"../outside.txt\n{outside}\nsub\n"],
+)
+def test_an_export_over_a_damaged_marker_writes_and_removes_nothing_outside(
+    results, tmp_path, marker
+):
+    """Before: bytes that are no UTF-8 in the folder's .numerate-export were a
+    UnicodeDecodeError, a NUL a ValueError (tracebacks). Only names of files inside the folder
+    are taken from it: a file outside it, or a folder inside it, is left alone."""
+    db, _ = results
+    out = tmp_path / "out"
+    (out / "sub").mkdir(parents=True)
+    outside = tmp_path / "outside.txt"
+    outside.write_text("mine")
+    (out / ".numerate-export").write_bytes(marker.replace(b"{outside}", bytes(outside)))
+    done = runner.invoke(app, ["view", "--db", str(db), "--export", str(out)])
+    assert done.exit_code == 0, done.output
+    assert (out / "index.html").is_file() and (out / "sub").is_dir()
+    assert outside.read_text() == "mine"
+
+
 def answers(db):
     """How many answers `db` holds (0 before it exists), read like any reader."""
     from numerate.kernel.errors import ConfigError
