@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import signal
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -172,6 +173,11 @@ def serve(path: str, host: str, port: int) -> None:
                 for sig, handler in previous.items():
                     signal.signal(sig, handler)
 
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            access.hurry(0)  # a page waiting for the database gives up now, not at shutdown
+            super().handle_exit(sig, frame)
+
+    logging.getLogger("uvicorn.error").addFilter(_no_cancelled_pages)
     server = Server(uvicorn.Config(create_app(path, hosts), host=address, port=port,
                                    log_level="warning", timeout_graceful_shutdown=1))  # fmt: skip
     server.run()
@@ -179,6 +185,18 @@ def serve(path: str, host: str, port: int) -> None:
         stop_signals.extend(server._captured_signals[:1])
         access.hurry(0)
         raise KeyboardInterrupt
+
+
+def _no_cancelled_pages(record: logging.LogRecord) -> bool:
+    """False for uvicorn's lines about a page cut off by the shutdown a signal asked for
+    ("Cancel 1 running task(s)", a CancelledError's traceback): the command says
+    `interrupted`, and a traceback under it says something went wrong."""
+    import asyncio
+
+    cancelled = record.exc_info is not None and isinstance(
+        record.exc_info[1], asyncio.CancelledError
+    )
+    return not cancelled and not record.getMessage().startswith("Cancel ")
 
 
 def _bindable(host: str, port: int) -> tuple[str, bool]:

@@ -1,8 +1,12 @@
 """`numerate view` over a real database (tests/view/conftest.py), read through the app's HTTP
 interface, and exported. What a page shows is checked against the database read directly."""
 
+import contextlib
 import html
 import re
+import subprocess
+import sys
+import time
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -281,6 +285,41 @@ def test_the_server_serves_on_127_0_0_1_and_stops_on_sigint(results):
         assert "Traceback" not in said and said.strip().endswith("interrupted")
     finally:
         server.kill()
+
+
+@pytest.mark.parametrize("stop", ["SIGINT", "SIGTERM"])
+def test_a_signal_while_a_page_waits_for_a_held_database_says_only_that(results, stop):
+    """Before: uvicorn cancelled the page at shutdown and printed `Cancel 1 running task(s)`
+    and a CancelledError traceback under `interrupted`. The page now gives up at the signal."""
+    import signal
+    import threading
+    import urllib.request
+
+    db, _ = results
+    server, address = start_view(db)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); "
+         "print('held', flush=True); time.sleep(60)", str(db)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+
+        def ask() -> None:  # a page that waits for the file (its answer cut off by the stop)
+            with contextlib.suppress(OSError):
+                urllib.request.urlopen(address, timeout=30).close()
+
+        threading.Thread(target=ask, daemon=True).start()
+        time.sleep(2)
+        server.send_signal(getattr(signal, stop))
+        assert server.wait(10) == (130 if stop == "SIGINT" else 143)
+        said = server.stderr.read()
+        assert "waiting for results database" in said  # the page was waiting
+        assert "Traceback" not in said and "Cancel" not in said and "ERROR" not in said, said
+        assert said.strip().endswith("interrupted" if stop == "SIGINT" else "terminated")
+    finally:
+        server.kill()
+        holder.kill()
 
 
 @pytest.mark.slow
