@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from numerate.kernel.errors import NumerateError
+from numerate.kernel.errors import NumerateError, first_line
 from numerate.numgen.rows import DetectionRow, ImageRow, MetricsRow, TargetRow
 from numerate.store.migrations import MIGRATIONS
 from numerate.store.rows import (
@@ -81,6 +81,8 @@ def migrate(con: Any) -> int:
     the database file (DuckDB's lock), so two processes never migrate it at once: the second
     finds the work done. A database that holds tables but not numerate's is refused, not
     filled with numerate's tables beside them."""
+    import duckdb
+
     tables = sorted(
         row[0]
         for row in con.execute(
@@ -108,11 +110,18 @@ def migrate(con: Any) -> int:
         )
     for version in range(found + 1, SCHEMA_VERSION + 1):
         description, sql = MIGRATIONS[version - 1]
-        with transaction(con):
-            con.execute(sql)
-            con.execute(
-                "INSERT INTO schema_migrations VALUES (?, ?, ?)", [version, description, now()]
-            )
+        try:
+            with transaction(con):
+                con.execute(sql)
+                con.execute(
+                    "INSERT INTO schema_migrations VALUES (?, ?, ?)", [version, description, now()]
+                )
+        except duckdb.Error as error:  # its tables already changed: a schema_migrations edited
+            raise StoreError(
+                f"its tables do not match its recorded schema version {found} (migration "
+                f"{version} fails: {first_line(error)}); its schema_migrations table was "
+                "changed by hand: restore the file from a copy"
+            ) from None
     return found
 
 

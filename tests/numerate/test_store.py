@@ -32,6 +32,28 @@ def test_a_newer_database_is_refused(tmp_path):
         Store(path)
 
 
+@pytest.mark.parametrize(
+    ("removed", "said"),
+    [(f"version = {SCHEMA_VERSION}", f"migration {SCHEMA_VERSION} fails: Catalog Error"),
+     ("true", "recorded schema version 0 (migration 1 fails: Catalog Error")],
+)  # fmt: skip
+def test_a_schema_migrations_table_edited_by_hand_is_said_so(tmp_path, removed, said):
+    """Before: upgrade ran the migration again on tables that had it, and DuckDB's
+    CatalogException ("Column with name ... already exists") came as a traceback."""
+    path = str(tmp_path / "edited.duckdb")
+    con = duckdb.connect(path)
+    migrate(con)
+    con.execute(f"DELETE FROM schema_migrations WHERE {removed}")
+    con.close()
+    with pytest.raises(StoreError, match="do not match its recorded schema version") as refused:
+        Store(path)
+    assert said in str(refused.value) and "changed by hand" in str(refused.value)
+    con = duckdb.connect(path, read_only=True)  # nothing half done: the migration rolled back
+    assert con.execute("SELECT count(*) FROM schema_migrations").fetchall()[0][0] in (
+        0, SCHEMA_VERSION - 1)  # fmt: skip
+    con.close()
+
+
 def test_runs_resume_only_when_unfinished(db_path):
     store = Store.open(db_path)
     store.start_run("r1", "s", "h", {"a": 1}, "v")
