@@ -97,8 +97,8 @@ class Progress:
 
     def note(self, message: str) -> None:
         """Say something the user should know while the work goes on (a wait for the results
-        database): a warning in the log by default."""
-        logger.warning("%s", message)
+        database): a warning in the log by default, `note:` first as on a terminal."""
+        logger.warning("note: %s", message)
 
     def close(self) -> None:
         """Final display."""

@@ -26,7 +26,7 @@ PLACEHOLDERS = frozenset({"EMPTY"})
 """Keys that are no secret: what local servers are sent when no key is configured."""
 
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^\s/?#'\"<>]+@")
-_BEARER = re.compile(r"(?i)\b((?:bearer|basic)\s+)[^\s\"',;]+")
+_BEARER = re.compile(r"(?i)\b((?:bearer|basic)\s+)[^\s\"',;()<>:]+")
 _KEY_LIKE = re.compile(r"\b(sk|pk|rk)-[A-Za-z0-9_\-]{8,}")
 _QUERY_SECRET = re.compile(
     r"(?i)([?&;](?:[a-z0-9_\-]*(?:token|key|secret|password|passwd|signature|sig|auth))=)"
@@ -59,6 +59,19 @@ def scrub(text: str, secrets: Iterable[str], *, token_shapes: bool = False) -> s
         text = _BEARER.sub(lambda match: f"{match.group(1)}{MARKER}", text)
         text = _KEY_LIKE.sub(lambda match: f"{match.group(1)}-{MARKER}", text)
     return text
+
+
+_SECRET_OPTION = re.compile(
+    r"(?i)(--?[a-z0-9_\-]*(?:token|key|secret|password|passwd|auth)(?:=|\s+))(?!-)\S+"
+)
+
+
+def scrub_command_line(text: str) -> str:
+    """A command line shown to a person (another process's, holding a file) with the value of
+    every option named like a credential (`--api-key X`, `--token=X`), what looks like one,
+    and the secrets registered here, hidden."""
+    text = _SECRET_OPTION.sub(lambda match: f"{match.group(1)}{MARKER}", text)
+    return redact(text, token_shapes=True)
 
 
 def redact(text: str, *, token_shapes: bool = False) -> str:

@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from numerate.kernel.credentials import scrub_command_line
 from numerate.store.schema import StoreError
 
 __all__ = [
@@ -118,7 +119,7 @@ def _command_line(pid: int) -> str | None:
         if word == "-m" and index + 1 < len(words):
             words = words[index + 1 :]
             break
-    text = " ".join(" ".join(words).split())  # one line, whatever the arguments hold
+    text = scrub_command_line(" ".join(" ".join(words).split()))  # one line, no secret
     return text if len(text) <= 100 else text[:97] + "..."
 
 

@@ -69,3 +69,26 @@ def test_the_colon_after_a_hidden_query_value_is_kept():
     assert scrub("http://h/?token=a:b&c=1 and http://h/?sig=x:", []) == (
         "http://h/?token=***&c=1 and http://h/?sig=***:"
     )
+
+
+def test_a_bearer_token_ends_before_the_bracket_and_colon_of_the_message():
+    """Before: `(held by ... Bearer abcSECRET): nothing is lost` became `Bearer *** nothing is
+    lost`, the `):` hidden with the token."""
+    said = "(held by PID 1: x -H Bearer abcdefSECRET): nothing is lost"
+    assert scrub(said, [], token_shapes=True) == "(held by PID 1: x -H Bearer ***): nothing is lost"
+
+
+@pytest.mark.parametrize(
+    ("command", "shown"),
+    [
+        ("run --api-key sk-LEAK1234567890abcdef now", "run --api-key *** now"),
+        ("run --token=xyz123 --password hunter2 -v", "run --token=*** --password *** -v"),
+        ("run http://u:pw@h/v1 --key-file keys.txt", "run http://***@h/v1 --key-file keys.txt"),
+        ("curl -H Bearer abcdefSECRET x", "curl -H Bearer *** x"),
+        ("numerate run --config nightly.yaml", "numerate run --config nightly.yaml"),
+    ],
+)  # fmt: skip
+def test_another_process_s_command_line_is_shown_without_its_secrets(command, shown):
+    from numerate.kernel.credentials import scrub_command_line
+
+    assert scrub_command_line(command) == shown

@@ -103,6 +103,25 @@ def test_a_long_wait_is_said_with_the_process_that_holds_the_file(db_path, monke
     assert f"waiting for results database {db_path}, held by PID {other.pid}" in progress.notes[0]
 
 
+def test_the_holder_s_command_line_is_shown_without_its_secrets():
+    """Before: the lock-wait note showed the holder's command line as it was, an API key
+    given as an option and a URL's password included."""
+    from numerate.store.access import _command_line
+
+    other = subprocess.Popen(
+        [sys.executable, "-c", "print(1,flush=1);input()", "http://u:hunter2PW@h/v1",
+         "--api-key", "sk-LEAKKEY1234567890abcdef"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert other.stdout.readline().strip() == "1"
+        shown = _command_line(other.pid)
+    finally:
+        other.kill()
+    assert shown is not None and "http://***@h/v1 --api-key ***" in shown, shown
+    assert "LEAKKEY" not in shown and "hunter2PW" not in shown
+
+
 def test_holder_reads_the_pid_duckdb_names():
     assert holder("Conflicting lock is held in /usr/bin/python3 (PID 1)").startswith("PID 1")
     assert holder("IO Error: something else") is None
