@@ -28,8 +28,10 @@ def ingest(
         fail(error)
     loaded = done.loaded
     typer.echo(f"ingested {len(loaded)} run(s) into {db}" + "".join(f"\n  {r}" for r in loaded))
+    if done.present:
+        typer.echo(f"{len(done.present)} run(s) made in {db} already: {', '.join(done.present)}")
     for run_id, reason in done.skipped:
-        typer.echo(f"warning: skipped run {run_id}: its shards cannot be read: {reason}", err=True)
+        typer.echo(f"warning: skipped run {run_id}: {reason}", err=True)
     if done.skipped:
         fail(f"{len(done.skipped)} run(s) skipped; fix or remove their shards and ingest again",
              EXIT_RUN_FAILED)  # fmt: skip

@@ -12,6 +12,7 @@ import typer
 from numerate.cli.app import app
 from numerate.cli.common import DB_HELP, check_output, fail, open_reader, write_output
 from numerate.kernel.errors import ConfigError, NumerateError
+from numerate.kernel.files import slug
 
 if TYPE_CHECKING:
     import polars as pl
@@ -171,6 +172,6 @@ def plot(
         content = render_run(fmt=fmt, kind=chosen, x=x, **read)
     except NumerateError as error:
         fail(error)
-    path = Path(out if out is not None else f"plot-{read['run_id']}.png")
+    path = Path(out if out is not None else f"plot-{slug(read['run_id'])}.png")
     write_output(path, content)
     typer.echo(str(path))

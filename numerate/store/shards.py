@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 
-from numerate.kernel.errors import ConfigError, first_line
+from numerate.kernel.errors import ConfigError, first_line, shorten
 from numerate.kernel.files import write_atomically
-from numerate.store.schema import OPTIONAL_SHARD_TABLES, SHARD_TABLES, now
+from numerate.manifolds.grading import Outcome
+from numerate.store.schema import OPTIONAL_SHARD_TABLES, SHARD_TABLES, StoreError, now
 from numerate.store.writer import Store
 
 SUCCESS = "_SUCCESS"
@@ -106,16 +107,48 @@ def ingest_run(store: Store, run_id: str, folder: str, source: str) -> None:
     """Load a run's Parquet shards (a local folder) in one transaction; loading the same run
     again changes nothing (two ingests of one location at once are harmless)."""
     with store.transaction() as con:
-        for table, (_, conflict) in SHARD_TABLES.items():
+        for table, (query, conflict) in SHARD_TABLES.items():
             path = _sql_path(str(Path(folder) / f"{table}.parquet"))
             if table in OPTIONAL_SHARD_TABLES and not Path(path).exists():
                 continue
+            problem = _shard_problem(con, table, path, run_id, "run_id = $run" in query)
+            if problem:  # nothing of the run is written: the transaction rolls back
+                raise ShardError(f"{table}.parquet: {problem}")
             con.execute(
                 f"INSERT {conflict} INTO {table} BY NAME SELECT * FROM read_parquet('{path}')"
             )
         con.execute(
             "INSERT OR REPLACE INTO ingested_shards VALUES (?, ?, ?)", [run_id, source, now()]
         )
+
+
+class ShardError(StoreError):
+    """A run's shards hold what its run cannot: rows of another run, unknown outcomes."""
+
+
+def _shard_problem(con: Any, table: str, path: str, run_id: str, of_the_run: bool) -> str | None:
+    """Why a run's shard of `table` cannot be loaded as that run's, or None: its rows are
+    the run's own (`of_the_run`: each names the run its folder is named after; a run id like
+    `../../x` would name files where it is used) and its outcomes are outcomes."""
+    source = f"read_parquet('{path}')"
+    columns = {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
+    if of_the_run and "run_id" in columns:
+        others = con.execute(
+            f"SELECT DISTINCT run_id FROM {source} WHERE run_id IS DISTINCT FROM ? LIMIT 1",
+            [run_id],
+        ).fetchall()
+        if others:
+            return f"a row of run {shorten(repr(others[0][0]), 80)}, in the folder of {run_id!r}"
+    if "outcome" in columns:
+        known = [outcome.value for outcome in Outcome]
+        odd = con.execute(
+            f"SELECT DISTINCT outcome FROM {source} WHERE outcome IS NULL OR NOT list_contains(?, "
+            "outcome) LIMIT 1",
+            [known],
+        ).fetchall()
+        if odd:
+            return f"outcome {shorten(repr(odd[0][0]), 80)} is none of {', '.join(known)}"
+    return None
 
 
 def check_writable(results_dir: str) -> None:
@@ -151,10 +184,12 @@ def complete_runs(results_dir: str) -> list[str]:
 
 @dataclass
 class Ingested:
-    """What an ingest did: the runs it loaded, and those it skipped with why."""
+    """What an ingest did: the runs it loaded, those it skipped with why, those it had."""
 
     loaded: list[str] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    present: list[str] = field(default_factory=list)
+    """Runs the database holds already, made in it (not ingested)."""
 
 
 def ingest(store: Store, results_dir: str) -> Ingested:
@@ -168,6 +203,10 @@ def ingest(store: Store, results_dir: str) -> Ingested:
     for run_id in complete_runs(results_dir):
         if ingested(store, run_id):
             continue
+        if store.query("SELECT 1 FROM runs WHERE run_id = ?", [run_id]):
+            done.present.append(run_id)  # made in this database: nothing to load
+            continue
+        source = f"{results_dir.rstrip('/')}/{run_id}"
         with tempfile.TemporaryDirectory(prefix="numerate-ingest-") as local:
             try:
                 for table in SHARD_TABLES:
@@ -175,9 +214,13 @@ def ingest(store: Store, results_dir: str) -> Ingested:
                     if table in OPTIONAL_SHARD_TABLES and not fs.exists(shard):
                         continue  # published before the table existed
                     fs.get_file(shard, f"{local}/{table}.parquet")
-                ingest_run(store, run_id, local, source=f"{results_dir.rstrip('/')}/{run_id}")
-            except (OSError, duckdb.Error) as error:
-                done.skipped.append((run_id, first_line(error)[:300]))
+                ingest_run(store, run_id, local, source=source)
+            except ShardError as error:
+                done.skipped.append((run_id, str(error)[:300]))
+                continue
+            except (OSError, duckdb.Error) as error:  # named by the shard, not the local copy
+                said = first_line(error).replace(local, source)[:300]
+                done.skipped.append((run_id, f"its shards cannot be read: {said}"))
                 continue
         done.loaded.append(run_id)
     return done

@@ -10,7 +10,6 @@ import hashlib
 import json
 import math
 import posixpath
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ import polars as pl
 from numerate.compare import compare_runs, for_display, run_answers, summary_line
 from numerate.figures import curve_points, grid_parameters, heatmap, level_label
 from numerate.kernel.errors import ConfigError
+from numerate.kernel.files import slug
 from numerate.store import browse, queries
 from numerate.store.queries import POOLED, Source
 from numerate.view.svg import PALETTE, curve_svg, heat_color
@@ -151,14 +151,6 @@ def image_file(run_id: str, prompt_id: str, annotated: bool) -> str:
     """The export's copy of a NumGen image."""
     kind = "annotated" if annotated else "images"
     return f"numgen/{slug(run_id)}/{kind}/{slug(prompt_id)}.png"
-
-
-def slug(text: str) -> str:
-    """`text` as a file name: itself when it is plain, else its plain part and a digest."""
-    plain = re.sub(r"[^A-Za-z0-9._-]", "_", text)[:60]
-    if plain == text and not text.startswith("."):
-        return text
-    return f"{plain.lstrip('.')}-{hashlib.sha256(text.encode()).hexdigest()[:10]}"
 
 
 def cases_file(run_id: str, manifold: str, **query: object) -> str:

@@ -94,6 +94,83 @@ def test_a_corrupt_or_incomplete_shard_is_skipped_and_named(tmp_path):
     assert table(central, "SELECT run_id FROM runs") == [(good,)]
 
 
+def _rewrite(shard, sql):
+    """`shard` (a Parquet file) with `sql` applied to it (its rows as `shard_rows`)."""
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute(f"CREATE TABLE shard_rows AS SELECT * FROM read_parquet('{shard}')")
+    con.execute(sql)
+    con.execute(f"COPY shard_rows TO '{shard}' (FORMAT parquet)")
+    con.close()
+
+
+@pytest.mark.parametrize(
+    ("table_name", "sql", "said"),
+    [
+        ("responses", "UPDATE shard_rows SET run_id = '../../../../tmp/PWNED'",
+         "responses.parquet: a row of run '../../../../tmp/PWNED', in the folder of"),
+        ("runs", "UPDATE shard_rows SET run_id = 'another-run'",
+         "runs.parquet: a row of run 'another-run'"),
+        ("responses", "UPDATE shard_rows SET outcome = 'bogus-outcome'",
+         "responses.parquet: outcome 'bogus-outcome' is none of correct, wrong"),
+    ],
+)  # fmt: skip
+def test_a_shard_holding_another_run_s_rows_or_no_outcome_is_skipped(
+    tmp_path, table_name, sql, said
+):
+    """Before: ingest stored a shard's rows as they were: a run id `../../x` that `plot` then
+    wrote a file under (`plot-../../x.png`), an outcome that is none, a second folder holding
+    the same run counted as a second run ingested."""
+    shared = tmp_path / "shared"
+    run_id = asyncio.run(sweep(config("oracle", shared), str(tmp_path / "a.duckdb")))
+    Store.close_all()
+    _rewrite(shared / run_id / f"{table_name}.parquet", sql)
+    central = str(tmp_path / "central.duckdb")
+    result = CliRunner().invoke(app, ["ingest", str(shared), "--db", central])
+    assert result.exit_code == 3, result.output
+    assert f"warning: skipped run {run_id}: {said}" in result.stderr
+    assert table(central, "SELECT count(*) FROM responses") == [(0,)]  # nothing of it
+
+
+def test_a_run_made_in_the_database_is_said_to_be_there_not_ingested(tmp_path):
+    shared = tmp_path / "shared"
+    db = str(tmp_path / "a.duckdb")
+    run_id = asyncio.run(sweep(config("oracle", shared), db))
+    Store.close_all()
+    result = CliRunner().invoke(app, ["ingest", str(shared), "--db", db])
+    assert result.exit_code == 0, result.output
+    assert f"ingested 0 run(s) into {db}\n1 run(s) made in {db} already: {run_id}" in result.stdout
+
+
+def test_the_default_plot_file_of_a_run_is_a_plain_name_in_the_working_folder(
+    tmp_path, monkeypatch
+):
+    """A run id from elsewhere (`../../x`, written into a database by hand) made `plot` write
+    `plot-../../x.png`, outside the working folder, making the folders on the way."""
+    import duckdb
+
+    db = tmp_path / "a.duckdb"
+    run_id = asyncio.run(sweep(config("oracle", tmp_path / "shared"), str(db)))
+    Store.close_all()
+    odd = "../../PWNED"
+    con = duckdb.connect(str(db))
+    for (name,) in con.execute(
+        "SELECT c.table_name FROM duckdb_columns() c JOIN duckdb_tables() t USING (table_name) "
+        "WHERE column_name = 'run_id'"
+    ).fetchall():
+        con.execute(f"UPDATE {name} SET run_id = ? WHERE run_id = ?", [odd, run_id])
+    con.close()
+    work = tmp_path / "deep" / "a"
+    work.mkdir(parents=True)
+    monkeypatch.chdir(work)
+    result = CliRunner().invoke(app, ["plot", "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    (written,) = work.iterdir()
+    assert written.name.startswith("plot-_.._PWNED-") and written.suffix == ".png"
+    assert not (tmp_path / "PWNED.png").exists() and not (tmp_path / "plot-..").exists()
+
+
 def test_ingest_of_a_file_is_an_error(tmp_path):
     a_file = tmp_path / "shard.parquet"
     a_file.write_bytes(b"x")
