@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast
@@ -107,20 +108,29 @@ def _metrics_frame(row: Mapping[str, object]) -> Any:
 def _run_flow(config: Any, db: str, dispatch: str) -> dict[str, Any]:
     import asyncio
 
-    from numerate.cli.common import quiet_run_logs, terminal_progress
+    from numerate.cli.common import quiet_exit, quiet_run_logs, stop_signals, terminal_progress
     from numerate.cli.server import connect
+    from numerate.flows.numgen import DETECT_DEPLOYMENT, GENERATE_DEPLOYMENT
     from numerate.kernel.files import check_folder
     from numerate.progress import reporting_to
+    from numerate.store.reader import database_file_problem
+    from numerate.tasks.dispatch import Dispatch, require_deployed
+    from numerate.verdict import RunFailed
 
     if config.needs_images:
         check_folder("images_dir", config.images_dir)  # before the database is made
     server = connect()
     from numerate.store import Store
 
-    Store.open(db)  # a file that is no numerate database is refused before any image is made
+    problem = database_file_problem(db)  # a file that is no database: refused before the wait
+    if problem:
+        raise ConfigError(f"cannot open results database {db}: {problem}")
     server.wait()
+    if config.needs_images:  # a missing deployment: said before the database is made
+        steps = [GENERATE_DEPLOYMENT, DETECT_DEPLOYMENT]
+        asyncio.run(require_deployed(steps, cast(Dispatch, dispatch)))
+    Store.open(db)  # one of another program, or newer: refused before any image is made
     from numerate.flows.numgen import numgen
-    from numerate.tasks.dispatch import Dispatch
 
     quiet_run_logs(logging.CRITICAL)  # once Prefect has set its loggers up: how the run
     # ended is said once, below (a failing generator's tracebacks were printed per task)
@@ -133,15 +143,18 @@ def _run_flow(config: Any, db: str, dispatch: str) -> dict[str, Any]:
         with reporting_to(terminal_progress(label)):
             result: dict[str, Any] = asyncio.run(numgen(config, db, cast(Dispatch, dispatch)))
     except KeyboardInterrupt:
+        by_term = signal.SIGTERM in stop_signals
         typer.echo(
-            "interrupted: the images made so far are kept; run the same command again to "
-            "continue without making them twice",
+            f"{'terminated' if by_term else 'interrupted'}: the images made so far are kept; "
+            "run the same command again to continue without making them twice",
             err=True,
         )
-        raise typer.Exit(130) from None
+        quiet_exit(143 if by_term else 130)  # said once (`interrupted` followed it)
+    except RunFailed as error:  # recorded as failed: a generator or detector failing
+        fail(error, code=3)
     except (NumerateError, ValueError):
-        raise
-    except Exception as error:  # a generator or detector failing for every image
+        raise  # before the run was recorded: bad input, exit 2
+    except Exception as error:
         fail(f"NumGen run failed: {type(error).__name__}: {error}", code=3)
     settle_prefect()
     return result

@@ -11,13 +11,14 @@ from pathlib import Path
 from prefect import flow, get_run_logger
 
 from numerate.config import results_database
+from numerate.kernel.errors import NumerateError
 from numerate.numgen.batches import DetectionRow, ImageRow, read_manifest, write_manifest
 from numerate.numgen.config import NumGenConfig
 from numerate.numgen.rows import NumGenResult
 from numerate.progress import current as current_progress
 from numerate.tasks.artifacts import publish_numgen_artifacts
 from numerate.tasks.database import release_database
-from numerate.tasks.dispatch import Dispatch, run_step
+from numerate.tasks.dispatch import Dispatch, require_deployed, run_step
 from numerate.tasks.numgen import (
     DETECTIONS_MANIFEST,
     IMAGES_MANIFEST,
@@ -32,6 +33,7 @@ from numerate.tasks.numgen import (
     score_run,
 )
 from numerate.tasks.passing import unwalked
+from numerate.verdict import RunFailed
 
 GENERATE_DEPLOYMENT = "numgen-generate/numgen-generate"
 DETECT_DEPLOYMENT = "numgen-detect/numgen-detect"
@@ -103,6 +105,8 @@ async def numgen(
     """
     settings = config or NumGenConfig()
     db_path = results_database(db)
+    if settings.needs_images:  # a missing deployment is said before the run is recorded
+        await require_deployed([GENERATE_DEPLOYMENT, DETECT_DEPLOYMENT], dispatch)
     run_id = await open_numgen_run(settings, db_path)
     try:
         if settings.needs_images:
@@ -118,9 +122,16 @@ async def numgen(
             current_progress().add_total(len(prompts))
             await answer_with_baseline(settings, unwalked(prompts), run_id, db_path)
         metrics = await score_run(run_id, settings, db_path)
-    except BaseException:
+    except BaseException as error:
         await finish_numgen_run(run_id, db_path, "failed")
-        raise
+        if not isinstance(error, Exception | SystemExit):
+            raise  # a signal, a cancellation: the command says it was stopped
+        detail = (
+            str(error)
+            if isinstance(error, NumerateError | ValueError)
+            else (f"{type(error).__name__}: {error}")
+        )  # a generator's own exception, its exit (SystemExit) included: exit 0 before
+        raise RunFailed(f"NumGen run {run_id} failed: {detail}", run_id) from error
     await finish_numgen_run(run_id, db_path)
     try:
         await publish_numgen_artifacts(

@@ -1,6 +1,6 @@
 """Running a flow where it belongs: as its deployment on a work pool, or in this process."""
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Literal
 
 from prefect import get_run_logger
@@ -33,6 +33,19 @@ async def deployed(name: str) -> bool:
     return True
 
 
+async def require_deployed(deployments: Sequence[str], dispatch: Dispatch) -> None:
+    """DispatchError naming the first of `deployments` that is not on the Prefect server, when
+    `dispatch` is `deployments` (before the run is recorded: nothing is written)."""
+    if dispatch != "deployments":
+        return
+    for deployment in deployments:
+        if not await deployed(deployment):
+            raise DispatchError(
+                f"deployment {deployment!r} is not on the Prefect server (PREFECT_API_URL): "
+                "deploy it with `numerate deploy`, or use --dispatch local"
+            )
+
+
 async def run_step(
     deployment: str,
     local: Callable[..., Awaitable[int]],
@@ -41,11 +54,7 @@ async def run_step(
 ) -> None:
     """Run a GPU step as its deployment (work pool `gpu`) or in this process. Its
     `parameters` go to a deployment as JSON (its flow validates them into their types)."""
-    if dispatch == "deployments" and not await deployed(deployment):
-        raise DispatchError(
-            f"deployment {deployment!r} is not on the Prefect server (PREFECT_API_URL): "
-            "deploy it with `numerate deploy`, or use --dispatch local"
-        )
+    await require_deployed([deployment], dispatch)
     remote = dispatch == "deployments" or (dispatch == "auto" and await deployed(deployment))
     if not remote:
         await local(**parameters)

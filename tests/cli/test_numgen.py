@@ -1,7 +1,10 @@
 """`numerate numgen ...` from the user's side."""
 
 import json
+import re
+from pathlib import Path
 
+import duckdb
 import pytest
 from typer.testing import CliRunner
 
@@ -145,9 +148,43 @@ def test_a_generator_failing_everywhere_is_one_error_line(tmp_path, db_path):
               "--images-dir", str(tmp_path)],
     )  # fmt: skip
     assert result.exit_code == 3  # a failed run, as `numerate run` says it
-    assert result.stderr.strip().splitlines()[-1] == (
-        "error: NumGen run failed: ConnectionError: image API unreachable"
-    )
+    last = result.stderr.strip().splitlines()[-1]
+    assert re.fullmatch(
+        r"error: NumGen run numgen-[0-9a-f]+ failed: ConnectionError: image API unreachable", last
+    ), last
+
+
+def returns_nothing(prompt, seed):
+    return None
+
+
+def leaves(prompt, seed):
+    raise SystemExit(0)
+
+
+@pytest.mark.parametrize(
+    ("generator", "said"),
+    [
+        ("returns_nothing", "a generator must return a path, PIL image, numpy array"),
+        ("leaves", "failed: SystemExit: 0"),
+    ],
+)
+def test_a_generator_that_returns_no_image_or_exits_is_a_failed_run(tmp_path, generator, said):
+    """Before: an image that is none (ImageError) was exit 2, "nothing was run or written",
+    beside a failed run stored; a generator's SystemExit(0) ended the command with exit 0 and
+    nothing said."""
+    db = tmp_path / "r.duckdb"
+    result = runner.invoke(
+        app, ["numgen", "run", "--generator", f"callable:tests.cli.test_numgen:{generator}",
+              "--detector", "blobs", "--count", "1", "--db", str(db), "--dispatch", "local",
+              "--images-dir", str(tmp_path / "images")],
+    )  # fmt: skip
+    assert result.exit_code == 3, result.output
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: NumGen run numgen-") and said in last, last
+    con = duckdb.connect(str(db), read_only=True)
+    assert con.execute("SELECT status FROM numgen_runs").fetchall() == [("failed",)]
+    con.close()
 
 
 @pytest.mark.parametrize(
@@ -175,6 +212,7 @@ def test_dispatch_to_deployments_that_are_not_there_says_which(tmp_path, db_path
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("error: deployment 'numgen-generate/numgen-generate' is not on the")
     assert "`numerate deploy`, or use --dispatch local" in last
+    assert not Path(db_path).exists()  # said before the database is made (a failed run before)
 
 
 def test_report_without_results(tmp_path):

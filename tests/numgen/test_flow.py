@@ -99,8 +99,11 @@ def test_calibration_runs_feed_the_calibration_view(db_path, tmp_path):
 def test_a_broken_generator_marks_the_run_failed(db_path, tmp_path):
     config = {"generator": "callable:tests.numgen.test_flow:unreachable", "detector": "blobs",
               "images_dir": str(tmp_path), "prompts": {"per_number": 1, "n_max": 2}}  # fmt: skip
-    with pytest.raises(ConnectionError, match="unreachable"):
+    from numerate.verdict import RunFailed
+
+    with pytest.raises(RunFailed, match="failed: ConnectionError: image API unreachable") as ended:
         run(config, db_path)
+    assert isinstance(ended.value.__cause__, ConnectionError)  # the generator's own, kept
     from numerate.store import Store
 
     Store.close_all()
