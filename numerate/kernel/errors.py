@@ -32,9 +32,12 @@ def describe_validation_error(
     lines = []
     problems = error.errors()
     for problem in problems[:MAX_PROBLEMS]:
-        field = ".".join(str(part) for part in problem["loc"]) or "(whole object)"
+        field = ".".join(str(part) for part in problem["loc"])
         value = problem.get("input")
         message = shorten(problem["msg"].removeprefix("Value error, "), 300)
+        if not field:  # a check of the whole (a model validator): its message names the fields
+            lines.append(f"{where}: {message}")
+            continue
         option = _option_of(field, options or {})
         if option is not None:
             lines.append(f"{option} {shorten(repr(value))}: {message}")

@@ -168,6 +168,21 @@ def join_english(parts: Sequence[str], conjunction: str = "and") -> str:
     return f"{', '.join(parts[:-1])}, {conjunction} {parts[-1]}"
 
 
+def check_anchor_text(params: BaseModel) -> None:
+    """ValueError when `anchor_prefix` or `anchor_suffix` is given (not its default) with
+    anchor NONE: they shape markers there are none of, and would only change the cases' seed
+    (a point seed hashes every parameter): the same cases under another name."""
+    if getattr(params, "anchor", None) is not AnchorFormat.NONE:
+        return
+    fields = type(params).model_fields
+    for name in ("anchor_prefix", "anchor_suffix"):
+        if getattr(params, name) != fields[name].default:
+            raise ValueError(
+                f"{name} = {getattr(params, name)!r} with anchor NONE: it shapes the markers, "
+                "and there are none (set an anchor, or leave it out)"
+            )
+
+
 class ParamsBase(BaseModel):
     """Parameters every grid point has, whatever its manifold."""
 

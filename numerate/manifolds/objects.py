@@ -18,6 +18,7 @@ from numerate.manifolds.common import (
     anchor_label,
     canonical_params,
     case_rng,
+    check_anchor_text,
     indefinite_article,
     join_english,
     number_word,
@@ -322,6 +323,7 @@ class ObjectCountingGenerationParams(ParamsBase):
 
     @model_validator(mode="after")
     def _enough_vocabulary(self) -> ObjectCountingGenerationParams:
+        check_anchor_text(self)
         most_targets = _fewest_items(self.target_groups)
         if self.length > most_targets:
             raise ValueError(

@@ -10,7 +10,7 @@ from enum import StrEnum
 from functools import lru_cache, partial
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from numerate.kernel.inputs import Real, Whole
 from numerate.manifolds.common import (
@@ -20,6 +20,7 @@ from numerate.manifolds.common import (
     anchor_label,
     canonical_params,
     case_rng,
+    check_anchor_text,
     indefinite_article,
     join_english,
 )
@@ -303,13 +304,19 @@ class ShuffleGenerationParams(ParamsBase):
     confounding_count: Whole = Field(0, ge=0, le=200)
     """Number of irrelevant statements inserted among the swaps."""
     anchor: AnchorFormat = AnchorFormat.NONE
-    """Marker before each statement: any of the nine formats."""
+    """Marker before each statement: NONE, NUMERIC, ASCII, ALPHA, ROMAN, SKIP_2, REVERSE, HEX
+    or ELEMENTS."""
     adjective_prob: Real = Field(0.0, ge=0.0, le=1.0)
     """Probability that an item carries an adjective."""
     anchor_prefix: str = "\n"
     """Text before each marker (when anchor is not NONE)."""
     anchor_suffix: str = "."
     """Text after each marker (when anchor is not NONE)."""
+
+    @model_validator(mode="after")
+    def _anchor_text_with_an_anchor(self) -> ShuffleGenerationParams:
+        check_anchor_text(self)
+        return self
 
 
 class ShuffleCase(CaseBase):

@@ -120,3 +120,21 @@ def test_stable_hash_is_the_same_in_another_interpreter():
 @given(st.integers(0, 2**62), st.integers(0, 10**6))
 def test_case_rng_is_a_pure_function(seed, index):
     assert case_rng(seed, index).random() == case_rng(seed, index).random()
+
+
+@pytest.mark.parametrize("manifold", ["objects", "shuffle"])
+@pytest.mark.parametrize("field", ["anchor_prefix", "anchor_suffix"])
+def test_anchor_text_without_an_anchor_is_refused(manifold, field):
+    """Before: `--set anchor_prefix=[` with anchor NONE was taken, changed nothing in the
+    prompts, and changed every case (the point seed hashes every parameter)."""
+    from pydantic import ValidationError
+
+    from numerate.manifolds import registry
+
+    spec = registry.get(manifold)
+    with pytest.raises(ValidationError, match=f"{field} = '\\[' with anchor NONE"):
+        spec.params(**{field: "["})
+    anchored = spec.params(anchor="ROMAN", **{field: "["})
+    assert getattr(anchored, field) == "["
+    default = spec.params_model.model_fields[field].default
+    assert getattr(spec.params(**{field: default}), field) == default  # the default: as left out
