@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from numerate.kernel.inputs import Whole
+from numerate.kernel.inputs import Seed, Whole
 
 
 class AnchorFormat(StrEnum):
@@ -201,9 +201,9 @@ class CaseBase(BaseModel):
 
     manifold: str
     """Registry name of the manifold that generated the case."""
-    index: int
+    index: Whole = Field(ge=0)
     """Position of the case within its grid point (0-based)."""
-    seed: int
+    seed: Seed
     """Seed of the grid point; (manifold, params, seed, index) reproduce the case."""
     params: dict[str, Any]
     """The generation parameters, as JSON."""

@@ -94,6 +94,33 @@ def test_grade_refuses_a_case_that_is_not_the_one_generated(tmp_path, manifold, 
     assert not out.exists()
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "said"),
+    [
+        ("index", True, "index = True: Input should be a valid integer"),
+        ("index", 3.0, "index = 3.0: Input should be a valid integer"),
+        ("index", "3", "index = '3': Input should be a valid integer"),
+        ("index", -5, "index = -5: Input should be greater than or equal to 0"),
+        ("seed", "5", "seed = '5': Input should be a valid integer"),
+        (
+            "seed",
+            2**64,
+            "seed = 18446744073709551616: Input should be less than or equal to "
+            "9223372036854775807",
+        ),
+    ],
+)
+def test_grade_takes_an_index_and_seed_only_as_written(tmp_path, field, value, said):
+    """Before: `true`, `3.0`, `"3"`, -5 and 2**64 were taken as an index or a seed (pydantic's
+    lax integers), unlike every other whole number numerate reads."""
+    case = cases_file(tmp_path, count=1)[0]
+    source = tmp_path / "odd.jsonl"
+    source.write_text(json.dumps({**case, field: value, "response": "Answer: 1"}) + "\n")
+    result = runner.invoke(app, ["grade", str(source)])
+    assert result.exit_code == 2
+    assert result.stderr == f"error: {source} line 1: {said}\n"
+
+
 def test_grade_takes_a_case_whose_params_leave_out_defaults(tmp_path):
     """params as written by another tool may omit a parameter at its default, or add the
     point's count: the case generated is the same, so it is graded."""
