@@ -172,6 +172,8 @@ def sweep_to_run(
     )
     if model is not None and not model.strip():
         raise ConfigError(f"--model {model!r}: give a model id (or a baseline:NAME)")
+    if name is not None and not name.strip():  # it was replaced by the model id, silently
+        raise ConfigError(f"--name {name!r}: give a label, or leave it out (the model id)")
     if model:
         return one_model_config(sweep_config, model, base_url, name, api_key_env)
     given = [o for o, v in (("--base-url", base_url), ("--api-key-env", api_key_env),

@@ -275,7 +275,7 @@ class Background:
         import atexit
 
         self.folder = home()
-        self.started_here = self.announced = False
+        self.started_here = self.announced = self.adopted = False
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             if not _holding:
@@ -297,6 +297,7 @@ class Background:
             return state, state.url
         theirs = port_url()
         if healthy(theirs):  # a `prefect server start` of the user's: report to it
+            self.adopted = True
             return None, theirs
         self.started_here = True
         state = launch(self.folder)
@@ -305,6 +306,14 @@ class Background:
     def announce(self) -> None:
         """Say, once, that this command started the server (said when the command gets to
         use it: a command that stops before, on bad input, says only why it stopped)."""
+        if self.adopted and not self.announced:  # said: the runs go to someone's server
+            self.announced = True
+            typer.echo(
+                f"note: reporting to the Prefect server already on {self.url}, which numerate "
+                f"did not start under PREFECT_HOME={self.folder.parent} (NUMERATE_SERVER="
+                "temporary keeps this command's runs to itself)",
+                err=True,
+            )
         if not self.started_here or self.state is None or self.announced:
             return
         self.announced = True
@@ -338,9 +347,9 @@ class Background:
     def wait(self, meanwhile: Callable[[], object] = nothing) -> None:
         """Until the server answers, doing `meanwhile` first when it does not yet; a server
         that cannot start is a ServerError naming its log."""
+        self.announce()
         if self.state is None:
             return
-        self.announce()
         deadline = time.monotonic() + START_TIMEOUT_SECONDS
         if not healthy(self.url, timeout=1.0):
             meanwhile()

@@ -343,6 +343,7 @@ def test_a_night_with_a_dead_endpoint_exits_3_after_storing_the_rest(tmp_path):
         (["generate", "objects", "--out", ""], "'--out': '': give a path (an empty one"),
         (["run", "--model", " ", "--base-url", "http://127.0.0.1:9/v1"], "--model ' ': give a"),
         (["run", "--name", "foo"], "--name needs --model"),
+        (["run", "--model", "baseline:oracle", "--name", ""], "--name '': give a label"),
         (["run", "--model", "baseline:oracle", "--base-url", "http://h/v1"], "asks no endpoint"),
         (["grade", ""], "'path': '': give a path"),
         (["run", "--config", ""], "'--config' / '-c': '': give a path"),

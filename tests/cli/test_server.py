@@ -238,6 +238,46 @@ def test_status_names_a_prefect_server_numerate_did_not_start_that_commands_use(
     )
 
 
+def test_a_command_reporting_to_a_server_numerate_did_not_start_says_so(
+    tmp_path, monkeypatch, capsys
+):
+    """Before: a run reported to whatever Prefect server answered on the port (another
+    user's, or numerate's background server of another PREFECT_HOME) and said nothing."""
+    import http.server
+    import threading
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"true")
+
+        def log_message(self, *args):
+            pass
+
+    theirs = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Health)
+    threading.Thread(target=theirs.serve_forever, daemon=True).start()
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("PREFECT_SERVER_API_PORT", str(theirs.server_address[1]))
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    try:
+        from numerate.cli.server import Background
+
+        found = Background()
+        found.wait()
+        found.wait()
+    finally:
+        theirs.shutdown()
+        os.environ.pop("PREFECT_API_URL", None)  # set by Background for the command's flows
+    said = capsys.readouterr().err.splitlines()
+    url = f"http://127.0.0.1:{theirs.server_address[1]}/api"
+    assert said == [
+        f"note: reporting to the Prefect server already on {url}, which numerate did not start "
+        f"under PREFECT_HOME={tmp_path / 'home'} (NUMERATE_SERVER=temporary keeps this "
+        "command's runs to itself)"
+    ]  # once
+
+
 def test_status_with_a_prefect_api_url_that_does_not_answer_exits_1(tmp_path):
     """It said `commands report to PREFECT_API_URL=...` and exit 0 with nothing behind it."""
     env = background_env(tmp_path)
