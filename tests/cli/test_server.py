@@ -208,9 +208,8 @@ def test_the_server_files_live_under_prefect_home(monkeypatch, tmp_path):
     assert server.home() == Path(os.path.expanduser("~/.prefect/numerate-server"))
 
 
-def test_status_names_a_prefect_server_numerate_did_not_start_that_commands_use(tmp_path):
-    """Before: "no background Prefect server runs (the next `numerate run` starts one)" while
-    another Prefect server answered on the port and every command reported to it."""
+def health_server():
+    """A server that says it is a healthy Prefect server (and nothing else), running."""
     import http.server
     import threading
 
@@ -225,6 +224,13 @@ def test_status_names_a_prefect_server_numerate_did_not_start_that_commands_use(
 
     theirs = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Health)
     threading.Thread(target=theirs.serve_forever, daemon=True).start()
+    return theirs
+
+
+def test_status_names_a_prefect_server_numerate_did_not_start_that_commands_use(tmp_path):
+    """Before: "no background Prefect server runs (the next `numerate run` starts one)" while
+    another Prefect server answered on the port and every command reported to it."""
+    theirs = health_server()
     try:
         env = background_env(tmp_path)
         env["PREFECT_SERVER_API_PORT"] = str(theirs.server_address[1])
@@ -243,20 +249,7 @@ def test_a_command_reporting_to_a_server_numerate_did_not_start_says_so(
 ):
     """Before: a run reported to whatever Prefect server answered on the port (another
     user's, or numerate's background server of another PREFECT_HOME) and said nothing."""
-    import http.server
-    import threading
-
-    class Health(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            self.send_response(200)
-            self.end_headers()
-            self.wfile.write(b"true")
-
-        def log_message(self, *args):
-            pass
-
-    theirs = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Health)
-    threading.Thread(target=theirs.serve_forever, daemon=True).start()
+    theirs = health_server()
     monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("PREFECT_SERVER_API_PORT", str(theirs.server_address[1]))
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
