@@ -71,11 +71,27 @@ def not_duckdb(path: str) -> str | None:
     SQLite file would make DuckDB fetch an extension to open it), or None."""
     with open(path, "rb") as file:
         head = file.read(16)
+        if not head and not _being_made(file):
+            return "an empty file, not a DuckDB database (remove it, and a new one is made)"
     if head.startswith(b"SQLite format 3\x00"):
         return "a SQLite database, not a DuckDB one"
     if head and head[8:12] != b"DUCK":
         return "not a DuckDB database file"
     return None
+
+
+def _being_made(file: Any) -> bool:
+    """Whether another process holds the lock of an empty database file (DuckDB's: it is
+    writing the file's first bytes). A 0-byte file nobody holds was left empty (DuckDB then
+    said only "not a valid DuckDB database file")."""
+    import fcntl
+
+    try:
+        fcntl.lockf(file, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    fcntl.lockf(file, fcntl.LOCK_UN)
+    return False
 
 
 def cut_short(con: Any, path: str) -> str | None:

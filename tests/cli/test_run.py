@@ -690,6 +690,9 @@ HOSTILE = [
     ({"victim": "keep", "c.jsonl.partial": LINK + "victim", "c.jsonl": FOLDER},
      ["generate", "objects", "--out", "c.jsonl"], "a folder"),
     # values the command cannot use
+    ({"e.duckdb": ""}, ["report", "--db", "e.duckdb"], "e.duckdb: an empty file, not a DuckDB"),
+    ({"e.duckdb": ""}, ["run", "--model", "baseline:oracle", "--db", "e.duckdb"],
+     "cannot open results database e.duckdb: an empty file, not a DuckDB database"),
     ({}, ["compare", "latest", "previous", "--alpha", "1e-400", "--db", "x.duckdb"],
      "'--alpha': 1e-400: need 0 < alpha < 1 (too small to tell from 0)"),  # not "0.0"
     ({}, ["compare", "latest", "previous", "--alpha", "nan", "--db", "x.duckdb"],
