@@ -10,7 +10,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from numerate.cli.app import app
-from numerate.cli.common import DB_HELP, check_output, fail, open_reader, write_output
+from numerate.cli.common import (
+    DB_HELP,
+    check_output,
+    fail,
+    open_reader,
+    path_option,
+    write_output,
+)
 from numerate.kernel.errors import ConfigError, NumerateError
 from numerate.kernel.files import slug
 
@@ -151,8 +158,8 @@ def plot(
         list[str] | None, typer.Option("--manifold", help="Only this manifold (repeatable).")
     ] = None,
     out: Annotated[
-        str | None,
-        typer.Option("--out", help="File to write, .png or .html (default: plot-<run id>.png)."),
+        Path | None,
+        path_option("File to write, .png or .html (default: plot-<run id>.png).", "--out"),
     ] = None,
 ) -> None:
     """Plot a run: difficulty curves with 95% intervals, heatmaps, comparisons.

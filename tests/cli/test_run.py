@@ -346,6 +346,7 @@ def test_a_night_with_a_dead_endpoint_exits_3_after_storing_the_rest(tmp_path):
         (["run", "--model", "baseline:oracle", "--name", ""], "--name '': give a label"),
         (["run", "--model", "baseline:oracle", "--base-url", "http://h/v1"], "asks no endpoint"),
         (["grade", ""], "'path': '': give a path"),
+        (["plot", "--out", ""], "'--out': '': give a path"),
         (["run", "--config", ""], "'--config' / '-c': '': give a path"),
         (["numgen", "run", "--config", " "], "'--config' / '-c': ' ': give a path"),
         (["numgen", "score", "--responses", ""], "'--responses': '': give a path"),
