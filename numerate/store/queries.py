@@ -110,6 +110,11 @@ def latest_run_ids(source: Source, sweep: str | None, offset: int = 0) -> str | 
     return str(rows[0][0]) if rows else None
 
 
+def sweep_names(source: Source) -> list[str]:
+    """The names of the sweeps the database holds runs of, sorted."""
+    return [str(r[0]) for r in source.query("SELECT DISTINCT sweep_name FROM runs ORDER BY 1")]
+
+
 def run_ids_starting(source: Source, prefix: str, limit: int = 6) -> list[str]:
     """Ids of the runs whose id starts with `prefix`, newest first."""
     rows = source.query(

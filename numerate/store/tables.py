@@ -230,7 +230,16 @@ class Tables:
 
     def clear_completions(self, model_id: str | None = None, before: datetime | None = None) -> int:
         """Remove stored answers (all, one endpoint model id's, or those stored before a
-        time); returns how many. Graded responses keep their text: no result is lost."""
+        time); returns how many. Graded responses keep their text: no result is lost.
+        StoreError when `model_id` is no model id any run asked (a typo removed 0)."""
+        if model_id is not None:
+            known = [r[0] for r in self.query("SELECT DISTINCT model_id FROM responses ORDER BY 1")]
+            if model_id not in known:
+                shown = ", ".join(map(str, known[:10])) or "none"
+                raise StoreError(
+                    f"--model {model_id!r}: no run in {self.path} asked that model id (its "
+                    f"model ids: {shown})"
+                )
         where: list[str] = ["TRUE"]
         params: list[Any] = []
         if model_id is not None:

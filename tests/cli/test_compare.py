@@ -85,8 +85,9 @@ def test_runs_lists_the_newest_first(results):
     assert [line.split(",")[2] for line in solo.stdout.splitlines()[1:]] == ["g", "o"]
     table = runner.invoke(app, ["runs", "--db", db])
     assert table.exit_code == 0 and ids[0] in table.stdout
-    none = runner.invoke(app, ["runs", "--db", db, "--sweep", "nope"])
-    assert none.exit_code == 0 and "holds no runs of sweep 'nope'" in none.stderr
+    none = runner.invoke(app, ["runs", "--db", db, "--sweep", "nope"])  # a typo: exit 0 before
+    assert none.exit_code == 2
+    assert none.stderr == "error: --sweep 'nope': no run of that sweep (its sweeps: cmp, solo)\n"
 
 
 def test_a_model_that_got_worse_fails_the_gate(results):

@@ -174,6 +174,11 @@ def test_cache_clear(tmp_path):
     assert result.exit_code == 0 and result.stdout.startswith("removed 600 stored answer(s)")
     bad = runner.invoke(app, ["cache", "clear", "--db", db, "--before", "yesterday"])
     assert bad.exit_code == 2 and "--before 'yesterday'" in bad.stderr
+    typo = runner.invoke(app, ["cache", "clear", "--db", db, "--model", "baseline:orcale"])
+    assert typo.exit_code == 2  # "removed 0" before
+    assert (
+        "--model 'baseline:orcale': no run in" in typo.stderr and "baseline:oracle" in typo.stderr
+    )
     store = Store.open(db)
     assert store.query("SELECT count(*) FROM responses")[0][0] == 600  # results stay
     Store.close_all()
