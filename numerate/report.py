@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -139,6 +140,19 @@ def for_terminal(frame: Any) -> Any:
     return pl.DataFrame(rows, infer_schema_length=None) if rows else frame
 
 
+def _finite(value: Any) -> Any:
+    """`value` (records, lists, numbers) with each NaN or infinite float as the text "NaN",
+    "Infinity" or "-Infinity": JSON has no such numbers (Python wrote them bare, which no JSON
+    reader takes)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    return value
+
+
 def render(frame: Any, fmt: Format, title: str = "") -> str:
     """A polars frame as a terminal table, CSV, JSON (records) or Markdown."""
     if fmt == "table":
@@ -146,7 +160,7 @@ def render(frame: Any, fmt: Format, title: str = "") -> str:
     if fmt == "csv":
         return frame.write_csv()
     if fmt == "json":
-        return json.dumps(frame.to_dicts(), indent=2, default=str) + "\n"
+        return json.dumps(_finite(frame.to_dicts()), indent=2, default=str, allow_nan=False) + "\n"
     columns = frame.columns
     numeric = {c for c, dtype in frame.schema.items() if dtype.is_numeric()}
     rows = [[_cell(c, v) for c, v in zip(columns, row, strict=True)] for row in frame.iter_rows()]

@@ -226,3 +226,14 @@ def test_db_output_keeps_the_data_and_markdown_cells_stay_cells(tmp_path):
     assert csv.exit_code == 0 and csv.stdout.splitlines()[1].startswith("\x1b[31mred,a|b,")
     markdown = runner.invoke(app, ["db", str(path), query, "--format", "markdown"])
     assert markdown.stdout.splitlines()[2] == "| \x1b[31mred | a\\|b | l1<br>l2 |"
+
+
+def test_db_json_of_a_nan_or_an_infinity_is_json(tmp_path):
+    """Before: `NaN` and `Infinity` bare, which no JSON reader takes."""
+    path = tmp_path / "x.duckdb"
+    duckdb.connect(str(path)).close()
+    query = "SELECT 'nan'::DOUBLE AS a, 'inf'::DOUBLE AS b, '-inf'::DOUBLE AS c, 0.5::DOUBLE AS d"
+    done = runner.invoke(app, ["db", str(path), query, "--format", "json"])
+    assert done.exit_code == 0, done.output
+    rows = json.loads(done.stdout, parse_constant=lambda name: pytest.fail(f"bare {name}"))
+    assert rows == [{"a": "NaN", "b": "Infinity", "c": "-Infinity", "d": 0.5}]
