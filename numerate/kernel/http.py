@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 
 class Unanswered(Exception):
@@ -26,9 +27,11 @@ def answer(url: str, timeout_s: float, limit: int = 64 * 1024) -> tuple[int, byt
 
     found: dict[str, tuple[int, bytes] | BaseException] = {}
 
+    request = _request(url)
+
     def ask() -> None:
         try:
-            with urllib.request.urlopen(url, timeout=timeout_s) as response:
+            with urllib.request.urlopen(request, timeout=timeout_s) as response:
                 found["answer"] = (response.status, response.read(limit))
         except urllib.error.HTTPError as error:
             found["answer"] = (error.code, b"")
@@ -46,3 +49,23 @@ def answer(url: str, timeout_s: float, limit: int = 64 * 1024) -> tuple[int, byt
     if error is None or isinstance(getattr(error, "reason", error), TimeoutError):
         raise Unanswered(f"no answer within {timeout_s:g} s", timed_out=True)
     raise Unanswered(str(getattr(error, "reason", None) or error), timed_out=False)
+
+
+def _request(url: str) -> Any:
+    """A GET of `url`; a user and password in it (`http://u:pw@host/`) go as HTTP basic
+    authentication, as HTTP clients send them (urllib took `u:pw@host` for a host name, and
+    the error blamed the DNS)."""
+    import base64
+    import urllib.request
+    from urllib.parse import unquote, urlsplit
+
+    try:
+        parts = urlsplit(url)
+        user, password = parts.username, parts.password
+    except ValueError:
+        return url  # urlopen says why it is no URL
+    if user is None:
+        return url
+    bare = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+    token = base64.b64encode(f"{unquote(user)}:{unquote(password or '')}".encode()).decode()
+    return urllib.request.Request(bare, headers={"Authorization": f"Basic {token}"})

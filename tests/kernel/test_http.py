@@ -18,6 +18,13 @@ def server():
             if self.path == "/missing":
                 self.send_error(404)
                 return
+            if self.path == "/whoami":
+                said = self.headers.get("Authorization", "none").encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(said)))
+                self.end_headers()
+                self.wfile.write(said)
+                return
             body = b"true" if self.path == "/ok" else b"x" * 100
             self.send_response(200)
             self.send_header("Content-Length", str(len(body)))
@@ -62,3 +69,14 @@ def test_no_server_and_no_url_say_why():
     with pytest.raises(Unanswered) as nonsense:
         answer("nonsense", 5)
     assert not nonsense.value.timed_out and "unknown url type" in nonsense.value.reason
+
+
+def test_a_user_and_password_in_the_url_go_as_basic_authentication(server):
+    """Before: urllib took `u:pw@127.0.0.1` for a host name, and the answer blamed the DNS
+    ("Name or service not known") for a server that was there."""
+    import base64
+
+    with_user = server.replace("http://", "http://u%40x:p%3Aw@")
+    status, said = answer(f"{with_user}/whoami", 5)
+    assert status == 200 and said == b"Basic " + base64.b64encode(b"u@x:p:w")
+    assert answer(f"{server}/whoami", 5) == (200, b"none")
