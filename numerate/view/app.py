@@ -186,10 +186,16 @@ def create_app(db: str, hosts: frozenset[str] | None = None) -> Starlette:
             return Response("no such image", status_code=404, media_type="text/plain")
         return FileResponse(file, media_type=pages.IMAGE_TYPES[file.suffix.lower()])
 
+    async def no_such_page(request: Request, error: Exception) -> Response:
+        """A page the viewer has no route for: the viewer's own page saying so (Starlette's
+        was a bare "Not Found")."""
+        body, status = _problem(environment, f"no page at {request.url.path}", 404)
+        return HTMLResponse(body, status_code=status)
+
     routes = [Route(address, page(*shown)) for address, shown in PAGES.items()]
     routes.append(Route("/numgen/{run_id}/image/{prompt_id}", image))
     middleware = [] if hosts is None else [Middleware(KnownHostsOnly, hosts=hosts)]
-    return Starlette(routes=routes, middleware=middleware)
+    return Starlette(routes=routes, middleware=middleware, exception_handlers={404: no_such_page})
 
 
 class KnownHostsOnly:

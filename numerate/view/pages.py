@@ -202,10 +202,17 @@ def rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
     return list(frame.iter_rows(named=True))
 
 
+RUN_STATUSES = ("running", "finished", "degraded", "failed", "interrupted")
+"""The statuses a run can have (docs/schema.md, `runs.status`)."""
+
+
 def runs(
     source: Source, links: Links, page: int, sweep: str, status: str, text: str
 ) -> dict[str, Any]:
-    """The runs, newest first, a page of them; `live`: some run is still going."""
+    """The runs, newest first, a page of them; `live`: some run is still going. A `status`
+    that is none is a ConfigError (it listed no run, as if there were none)."""
+    if status and status not in RUN_STATUSES:
+        raise ConfigError(f"status {status!r}: choose {', '.join(RUN_STATUSES)}")
     fetch = functools.partial(
         browse.runs_page, source, sweep=sweep or None, status=status or None, text=text or None
     )
@@ -397,6 +404,8 @@ def comparison(
     """Two runs compared case by case (`numerate compare`'s table and verdicts), and the cases
     lost and gained, a page of each."""
     records = require_run(source, base), require_run(source, new)
+    if base == new:  # as `numerate compare` says: every case would be "no change"
+        raise ConfigError(f"run {base!r} compared with itself: give two runs")
     compared = compare_runs(run_answers(source, base), run_answers(source, new))
     changed = {}
     for kind, page in (("lost", lost_page), ("gained", gained_page)):

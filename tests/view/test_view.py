@@ -158,6 +158,16 @@ def test_garbage_is_a_page_that_says_why_never_a_traceback(client, results):
     assert nul.status_code == 400 and "\x00" not in nul.text  # it was written into the page
     reflected = client.get(f"/run/{second}/cases/objects", params={"model": "m", "q": "<b>x"})
     assert "<b>x" not in reflected.text and "&lt;b&gt;x" in reflected.text
+    # before: a run compared with itself (all "no change"), a status that is none (no runs
+    # listed), a page that is not there (Starlette's bare "Not Found") were all answered
+    itself = client.get("/compare", params={"base": second, "new": second})
+    assert itself.status_code == 400 and "compared with itself" in itself.text
+    bogus = client.get("/", params={"status": "bogus"})
+    assert bogus.status_code == 400 and "status &#39;bogus&#39;: choose running" in bogus.text
+    assert client.get("/", params={"status": "finished"}).status_code == 200
+    for missing in ("/nosuchpage", "/%ff", "/run/..%2F..", "/run/x/y/z/w"):
+        gone = client.get(missing)
+        assert gone.status_code == 404 and "no page at" in gone.text and "<html" in gone.text
 
 
 def test_nothing_can_be_changed_and_the_database_is_not_held(client, results):
