@@ -465,7 +465,12 @@ def report(
         path_option("Draw a run's confusion matrix to this PNG."),
     ] = None,
     run_id: Annotated[
-        str | None, typer.Option("--run", help="Run for --heatmap (default: the latest).")
+        str | None,
+        typer.Option(
+            "--run",
+            help="Run for --heatmap: an id, a unique prefix of one, latest or previous "
+            "(default: the latest).",
+        ),
     ] = None,
 ) -> None:
     """The NumGen leaderboard (Accuracy, MWE, Counting Level, Weber's Law), latest run of each
@@ -505,6 +510,13 @@ def _draw_run_heatmap(store: Source, run_id: str | None, path: Path) -> None:
     from numerate.numgen.metrics import ConfusionMatrix
     from numerate.store import queries
 
+    if run_id is not None:
+        named = queries.numgen_runs_named(store, run_id)
+        if len(named) > 1:
+            raise ConfigError(
+                f"--run {run_id!r} is ambiguous: it starts {', '.join(named[:5])}; give more"
+            )
+        run_id = named[0] if named else run_id
     stored = queries.numgen_confusion(store, run_id)
     if stored is None:
         raise ConfigError(f"no NumGen run {run_id!r} with metrics")

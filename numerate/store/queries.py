@@ -340,6 +340,21 @@ def numgen_confusion(source: Source, run_id: str | None) -> tuple[str, str, str,
     return (str(rows[0][0]), str(rows[0][1]), str(rows[0][2]), str(rows[0][3])) if rows else None
 
 
+def numgen_runs_named(source: Source, text: str) -> list[str]:
+    """Ids of the NumGen runs with metrics that `text` names, newest first: `latest` and
+    `previous` one each, else those whose id starts with `text` (an exact id alone)."""
+    base = "SELECT m.run_id FROM numgen_metrics m JOIN numgen_runs r USING (run_id) "
+    if text in ("latest", "previous"):
+        offset = 1 if text == "previous" else 0
+        rows = source.query(base + f"ORDER BY r.started_at DESC LIMIT 1 OFFSET {offset}")
+    else:
+        rows = source.query(
+            base + "WHERE starts_with(m.run_id, ?) ORDER BY r.started_at DESC LIMIT 6", [text]
+        )
+    ids = [str(row[0]) for row in rows]
+    return [text] if text in ids else ids
+
+
 def detector_calibration(source: Source, detector: str) -> tuple[int, int]:
     """(correct, n) of a detector's calibration counts."""
     rows = source.query(

@@ -138,6 +138,15 @@ def test_run_then_report(tmp_path, db_path):
         assert column in header
     assert "| synthetic | blobs | 1.000 |" in report.stdout
     assert heatmap.exists()
+    # --run as every other --run takes it (before: "no NumGen run 'latest' with metrics")
+    random_id = json.loads(baseline.stdout)["run_id"]
+    for named, shown in (("latest", random_id), ("previous", None), (random_id[:12], random_id)):
+        drawn = runner.invoke(app, ["numgen", "report", "--db", db_path, "--heatmap",
+                                    str(heatmap), "--run", named])  # fmt: skip
+        assert drawn.exit_code == 0, drawn.output
+        said = drawn.stderr.strip().splitlines()[-1]
+        assert said.startswith("heatmap of run numgen-") and (shown is None or shown in said)
+        assert shown is not None or random_id not in said  # the one before the latest
 
 
 @pytest.mark.usefixtures("prefect_harness")
