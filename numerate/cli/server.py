@@ -471,6 +471,12 @@ def status() -> None:
                 f"server it did not start answers at {theirs}, and commands report to it"
             )
             return
+        if mode() == "temporary":  # not "the next run starts one": it does not
+            typer.echo(
+                "no background Prefect server: NUMERATE_SERVER=temporary, so each command "
+                "starts Prefect's temporary server and stops it when it ends"
+            )
+            raise typer.Exit(1)
         typer.echo("no background Prefect server runs (the next `numerate run` starts one)")
         raise typer.Exit(1)
     now = time.time()

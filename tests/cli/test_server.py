@@ -278,3 +278,13 @@ def test_status_with_a_prefect_api_url_that_does_not_answer_exits_1(tmp_path):
     done = numerate(env, "server", "status", timeout=60)
     assert done.returncode == 1
     assert done.stdout.startswith("commands report to PREFECT_API_URL, which does not answer")
+
+
+def test_status_under_temporary_servers_says_no_run_starts_a_background_one(tmp_path):
+    """It said "the next `numerate run` starts one", which under NUMERATE_SERVER=temporary
+    no run does (`server start` said so)."""
+    env = background_env(tmp_path)
+    env["NUMERATE_SERVER"] = "temporary"
+    done = numerate(env, "server", "status", timeout=60)
+    assert done.returncode == 1
+    assert done.stdout.startswith("no background Prefect server: NUMERATE_SERVER=temporary")
