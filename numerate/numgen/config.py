@@ -80,6 +80,13 @@ class NumGenConfig(BaseModel):
                 f"generation.{unused[0]} = {getattr(self.generation, unused[0])!r}: "
                 f"{self._who()} makes no use of it (it sets how a diffusers model samples)"
             )
+        detection = self.detection.model_dump()
+        changed = [n for n, v in detection.items() if v != DetectionSettings().model_dump()[n]]
+        if changed and (not self.needs_images or self.detector == "blobs"):
+            raise ValueError(
+                f"detection.{changed[0]} = {detection[changed[0]]!r}: {self._who()} makes no "
+                "use of it (it sets how Grounding DINO finds and filters boxes)"
+            )
         runs_a_model = diffusers or (self.needs_images and self.detector != "blobs")
         if self.generation.device != "auto" and not runs_a_model:
             raise ValueError(

@@ -71,6 +71,12 @@ class PromptSpec(BaseModel):
                 raise ValueError(
                     f"object {name!r} has no singular form: add singulars: {{{name!r}: ...}}"
                 )
+        unasked = sorted(set(self.singulars) - set(self.objects))
+        if unasked:  # a typo in its name, or an object left out: its singular is never used
+            raise ValueError(
+                f"singulars: {unasked[0]!r} is not one of the objects asked "
+                f"({', '.join(self.objects)})"
+            )
         return self
 
     def singular(self, name: str) -> str:

@@ -270,6 +270,15 @@ def test_an_output_path_that_is_a_folder_is_one_error_line(tmp_path, arguments):
         (b"generator: weber\ngeneration: {device: cpu}\n", "the weber baseline runs on no device"),
         (b"generation: {guidance: .nan}\n", "generation.guidance = nan: Input should be a finite"),
         (b"images_dir: ''\n", "images_dir = '': give the folder for the images"),
+        (
+            b"detection: {min_score: 0.9}\n",  # synthetic images, counted by blobs
+            "detection.min_score = 0.9: the synthetic generator with the blobs detector makes no",
+        ),
+        (b"generator: weber\ndetection: {batch_size: 2}\n", "detection.batch_size = 2: the weber"),
+        (
+            b"prompts: {objects: [apples], singulars: {apples: apple, dgos: dog}}\n",
+            "singulars: 'dgos' is not one of the objects asked (apples)",
+        ),
         (b"generator: synthetic\ngenerator: random\n", "the key 'generator' appears twice"),
     ],
 )
