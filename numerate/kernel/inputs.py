@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from typing import Annotated, Any
 
 from pydantic import Field, Strict
@@ -110,14 +111,21 @@ def valid_text(text: str) -> str:
 
 
 def whole_number(text: str, where: str) -> int:
-    """`text` as an int (ValueError when it is not one, as int() raises); InputLimitError
-    naming `where` when it has more than MAX_INTEGER_DIGITS digits."""
+    """`text` as an int, written as people write one in a data file: ASCII digits, a `-`
+    before them at most (ValueError otherwise: int() also takes `+1`, `1_000` and other
+    scripts' digits, `٣`); InputLimitError naming `where` when it has more than
+    MAX_INTEGER_DIGITS digits."""
     digits = sum(character.isdigit() for character in text)
     if digits > MAX_INTEGER_DIGITS:
         raise InputLimitError(
             f"{where}: a whole number of {digits:,} digits; at most {MAX_INTEGER_DIGITS} allowed"
         )
+    if not _WHOLE.fullmatch(text):
+        raise ValueError(f"not a whole number: {text!r}")
     return int(text)
+
+
+_WHOLE = re.compile(r"-?[0-9]+")
 
 
 def json_value(text: str, where: str, limit: int = MAX_LINE_CHARS) -> Any:

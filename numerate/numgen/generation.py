@@ -126,6 +126,8 @@ def to_image(value: Any, what: str = "image") -> Image.Image:
             raise ImageError(f"{what}: an array of shape {value.shape} is not an image")
         if not np.isfinite(array).all():
             raise ImageError(f"{what}: the array holds NaN or infinite values")
+        if array.dtype != np.uint8 and array.min() < 0:  # clipped, it was a black image
+            raise ImageError(f"{what}: the array holds negative values (floats are 0..1 or 0..255)")
         if array.dtype != np.uint8:
             scale = 255.0 if array.max() <= 1.0 else 1.0
             array = np.clip(array * scale, 0, 255).round().astype(np.uint8)

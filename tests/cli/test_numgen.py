@@ -49,6 +49,9 @@ def test_score_as_a_table(tmp_path):
     [("target,count\n1,1\n", "missing generated"),
      ("target,generated\n1,1\n2,many\n", "line 3: generated = 'many' is not a count"),
      ("target,generated\n1,-2\n", "line 2: generated = -2 is negative"),
+     ("target,generated\n1,\u0663\n", "line 2: generated = '\u0663' is not a count"),  # Arabic 3
+     ("target,generated\n1,+1\n", "line 2: generated = '+1' is not a count"),
+     ("target,generated\n1_0,1\n", "line 2: target = '1_0' is not a whole number"),
      ("target,generated\n0,1\n", "line 2: target = 0 is outside 1..19"),
      ("target,generated\n", "holds no responses"),
      ("target,generated\n3,3\n4\n", "line 3: 1 field(s); the header has 2"),

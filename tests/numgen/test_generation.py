@@ -37,7 +37,7 @@ def test_to_image_accepts_what_the_spec_allows(tmp_path):
 @pytest.mark.parametrize(
     ("value", "message"),
     [(np.zeros((2, 2, 2, 2)), "shape"), (np.full((4, 4, 3), np.nan), "NaN"),
-     (42, "got int")],
+     (42, "got int"), (np.full((4, 4, 3), -5.0), "negative values")],  # black, clipped, before
 )  # fmt: skip
 def test_to_image_rejects_what_is_not_an_image(value, message):
     with pytest.raises(ImageError, match=message):
