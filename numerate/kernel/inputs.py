@@ -120,7 +120,7 @@ def whole_number(text: str, where: str) -> int:
         raise InputLimitError(
             f"{where}: a whole number of {digits:,} digits; at most {MAX_INTEGER_DIGITS} allowed"
         )
-    if not _WHOLE.fullmatch(text):
+    if not _WHOLE.fullmatch(text.strip()):  # white space around it, as int() takes
         raise ValueError(f"not a whole number: {text!r}")
     return int(text)
 

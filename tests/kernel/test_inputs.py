@@ -103,8 +103,10 @@ def test_yaml_beyond_a_bound_or_broken_is_one_config_error(text, message):
 
 def test_whole_numbers_and_depth_checks():
     assert whole_number(" 42 ", "w") == 42
-    with pytest.raises(ValueError):
-        whole_number("4x", "w")
+    for odd in ("4x", "+1", "1_000", "\u0663", "", "-"):  # int() takes the middle three
+        with pytest.raises(ValueError):
+            whole_number(odd, "w")
+    assert whole_number("-7", "w") == -7
     with pytest.raises(InputLimitError, match="w: a whole number of 5,000 digits"):
         whole_number("1" * 5000, "w")
     deep: list = []
