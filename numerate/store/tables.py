@@ -233,7 +233,9 @@ class Tables:
         time); returns how many. Graded responses keep their text: no result is lost.
         StoreError when `model_id` is no model id any run asked (a typo removed 0)."""
         if model_id is not None:
-            known = [r[0] for r in self.query("SELECT DISTINCT model_id FROM responses ORDER BY 1")]
+            known = [r[0] for r in self.query(
+                "SELECT model_id FROM responses UNION SELECT model_id FROM completions ORDER BY 1"
+            )]  # fmt: skip
             if model_id not in known:
                 shown = ", ".join(map(str, known[:10])) or "none"
                 raise StoreError(

@@ -103,7 +103,8 @@ def test_cache_clear_by_model_and_date(db_path):
     old = completion("a", "x", model_id="m1")
     later = completion("b", "y", model_id="m2", created_at=old["created_at"] + timedelta(2))
     store.put_completions([old, later])
-    assert store.clear_completions(model_id="nope") == 0
+    with pytest.raises(StoreError, match=r"--model 'nope': no run in .* asked that model id"):
+        store.clear_completions(model_id="nope")  # a typo: "removed 0" before
     assert store.clear_completions(before=old["created_at"] + timedelta(1)) == 1
     assert set(store.get_completions(["a", "b"])) == {"b"}
     assert store.clear_completions(model_id="m2") == 1
