@@ -15,6 +15,7 @@ from numerate.kernel.inputs import json_value
 from numerate.manifolds import registry
 from numerate.store import Store, queries
 from numerate.store.rows import Regrade
+from numerate.store.shards import Ingested
 
 
 def grade_record(record: Any, where: str) -> dict[str, Any]:
@@ -116,6 +117,19 @@ def regrade_run(store: Store, run_id: str) -> Counter[tuple[str, str]]:
     store.update_grades(run_id, updates)
     aggregate_stored_run(store, run_id)
     return changes
+
+
+def ingest_graded(store: Store, results_dir: str) -> Ingested:
+    """`store.shards.ingest`, then each loaded run graded again here (`regrade_run`): a shard
+    brings answers, and their outcomes and aggregates are this database's graders', never
+    what the shard says (outcomes rewritten to `correct` were stored, and `report` showed the
+    shard's own summaries beside them)."""
+    from numerate.store.shards import ingest
+
+    done = ingest(store, results_dir)
+    for run_id in done.loaded:
+        regrade_run(store, run_id)
+    return done
 
 
 def aggregate_stored_run(store: Store, run_id: str) -> int:

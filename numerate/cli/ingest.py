@@ -17,13 +17,14 @@ def ingest(
     db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
 ) -> None:
     """Load the Parquet shards of runs made on other workers (complete, not yet loaded)."""
+    from numerate.regrade import ingest_graded
     from numerate.store import Store, shards
     from numerate.verdict import EXIT_RUN_FAILED
 
     db = results_db(db)
     try:
         shards.complete_runs(results_dir)  # a missing location fails before the database opens
-        done = shards.ingest(Store.open(db), results_dir)
+        done = ingest_graded(Store.open(db), results_dir)
     except NumerateError as error:
         fail(error)
     loaded = done.loaded

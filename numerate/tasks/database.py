@@ -87,11 +87,11 @@ async def publish_shards(run_id: str, db: str, results_dir: str) -> str:
 async def ingest_shards(results_dir: str, db: str) -> list[str]:
     """Load every complete run in the results location that the database lacks; a run whose
     shards cannot be read is skipped with a warning, and the task fails once the rest is in."""
-    from numerate.store.shards import ingest
+    from numerate.regrade import ingest_graded
 
-    done = await asyncio.to_thread(ingest, Store.open(db), results_dir)
+    done = await asyncio.to_thread(ingest_graded, Store.open(db), results_dir)
     for run_id, reason in done.skipped:
-        get_run_logger().warning("skipped run %s: its shards cannot be read: %s", run_id, reason)
+        get_run_logger().warning("skipped run %s: %s", run_id, reason)
     if done.skipped:
         names = ", ".join(run_id for run_id, _ in done.skipped)
         raise NumerateError(f"{len(done.skipped)} run(s) skipped ({names}); the rest is loaded")

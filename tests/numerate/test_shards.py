@@ -133,6 +133,26 @@ def test_a_shard_holding_another_run_s_rows_or_no_outcome_is_skipped(
     assert table(central, "SELECT count(*) FROM responses") == [(0,)]  # nothing of it
 
 
+def test_an_ingested_run_is_graded_here_not_taken_at_its_shards_word(tmp_path):
+    """Before: outcomes rewritten to `correct` in a shard were stored as such, and the shard's
+    own summaries beside them. Its answers are graded again on ingest, and its aggregates made
+    from that."""
+    shared = tmp_path / "shared"
+    worker = tmp_path / "worker.duckdb"
+    run_id = asyncio.run(sweep(config("random", shared), str(worker)))
+    Store.close_all()
+    truth = table(worker, "SELECT case_id, outcome FROM responses")
+    accuracy = table(worker, "SELECT manifold, accuracy FROM summaries")
+    assert {outcome for _, outcome in truth} != {"correct"}  # a random guesser misses some
+    _rewrite(shared / run_id / "responses.parquet", "UPDATE shard_rows SET outcome = 'correct'")
+    _rewrite(shared / run_id / "summaries.parquet", "UPDATE shard_rows SET accuracy = 1.0")
+    central = tmp_path / "central.duckdb"
+    result = CliRunner().invoke(app, ["ingest", str(shared), "--db", str(central)])
+    assert result.exit_code == 0, result.output
+    assert table(central, "SELECT case_id, outcome FROM responses") == truth
+    assert table(central, "SELECT manifold, accuracy FROM summaries") == accuracy
+
+
 def test_a_run_made_in_the_database_is_said_to_be_there_not_ingested(tmp_path):
     shared = tmp_path / "shared"
     db = str(tmp_path / "a.duckdb")
