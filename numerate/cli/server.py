@@ -74,11 +74,12 @@ def api_answers(url: str) -> None:
     """ConfigError unless Prefect's health check at PREFECT_API_URL `url` answers, whole,
     within ANSWER_TIMEOUT_S (a 401 or 403 counts: a server that wants a key); Prefect's own
     client would wait 60 s a try, then end in a traceback."""
+    from numerate.kernel.errors import shorten
     from numerate.kernel.http import Unanswered, answer
 
     health = f"{url.rstrip('/')}/health"
     try:
-        status, _ = answer(health, ANSWER_TIMEOUT_S, limit=1024)
+        status, said = answer(health, ANSWER_TIMEOUT_S, limit=1024)
     except Unanswered as error:
         raise ConfigError(
             f"PREFECT_API_URL {url}: Prefect's API cannot be reached ({error.reason}); start a "
@@ -86,6 +87,11 @@ def api_answers(url: str) -> None:
         ) from None
     if status >= 400 and status not in (401, 403):  # 401, 403: it wants a key Prefect has
         raise ConfigError(f"PREFECT_API_URL {url}: not a Prefect API (HTTP {status} at {health})")
+    if status < 300 and said.strip() != b"true":  # Prefect's health answers `true`; a web
+        raise ConfigError(  # page answered 200 too, and Prefect's client failed in a traceback
+            f"PREFECT_API_URL {url}: not a Prefect API ({health} answers "
+            f"{shorten(said.decode(errors='replace').strip(), 40)!r}, not Prefect's true)"
+        )
 
 
 def check_prefect_settings() -> None:

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
+from numerate.kernel.credentials import redact
 from numerate.kernel.files import write_atomically
 from numerate.numgen.detection import Detection, Detector, annotate, caption_for
 from numerate.numgen.generation import (
@@ -114,7 +115,8 @@ def generate_batch(
         except Exception as error:
             if len(missing) == 1:
                 raise
-            log.warning("a batch of %d failed (%s); retrying image by image", len(missing), error)
+            said = redact(str(error), token_shapes=True)  # a generator's error may quote a key
+            log.warning("a batch of %d failed (%s); retrying image by image", len(missing), said)
             made, failures = [], []
             for prompt in missing:
                 try:
@@ -125,8 +127,9 @@ def generate_batch(
                 raise failures[0][1] from None
             for prompt, failure in failures:
                 rows[prompt.prompt_id] = image_row(
-                    prompt, generator.name, error=f"{type(failure).__name__}: {failure}"
-                )
+                    prompt, generator.name,
+                    error=redact(f"{type(failure).__name__}: {failure}", token_shapes=True),
+                )  # fmt: skip
         for prompt, image in made:
             path = folder / f"{prompt.prompt_id}.png"
             save_png(image, path, prompt, generator.name)

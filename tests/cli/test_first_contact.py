@@ -372,7 +372,12 @@ def test_a_prefect_api_that_says_headers_then_nothing_or_is_no_prefect_is_one_li
 
     class Odd(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
-            if "/hang/" in self.path:
+            if "/page/" in self.path:  # a web server, not Prefect: 200 and a page
+                self.send_response(200)
+                self.send_header("Content-Length", "15")
+                self.end_headers()
+                self.wfile.write(b"<html>hi</html>")
+            elif "/hang/" in self.path:
                 self.send_response(200)
                 self.send_header("Content-Length", "1000")
                 self.end_headers()
@@ -394,6 +399,11 @@ def test_a_prefect_api_that_says_headers_then_nothing_or_is_no_prefect_is_one_li
         for url, said in (
             (f"{base}/hang/api", "cannot be reached (no answer within 5 s)"),
             (f"{base}/api", f"not a Prefect API (HTTP 404 at {base}/api/health)"),
+            (
+                f"{base}/page/api",
+                f"not a Prefect API ({base}/page/api/health answers "
+                "'<html>hi</html>', not Prefect's true)",
+            ),  # a traceback before
         ):
             monkeypatch.setenv("PREFECT_API_URL", url)
             text = one_error(runner.invoke(app, ["run", "--config", str(config), "--db", str(db)]))

@@ -174,6 +174,22 @@ def leaves(prompt, seed):
     raise SystemExit(0)
 
 
+def quotes_a_key(prompt, seed):
+    raise RuntimeError("boom sk-CALLBACKSECRET0123456789")
+
+
+def test_a_generator_error_quoting_a_key_is_shown_without_it(tmp_path):
+    """Before: the warning that a batch failed showed the generator's error as it was; only
+    the last line was redacted."""
+    result = runner.invoke(
+        app, ["numgen", "run", "--generator", "callable:tests.cli.test_numgen:quotes_a_key",
+              "--detector", "blobs", "--count", "1", "--db", str(tmp_path / "r.duckdb"),
+              "--dispatch", "local", "--images-dir", str(tmp_path / "images")],
+    )  # fmt: skip
+    assert result.exit_code == 3, result.output
+    assert "CALLBACKSECRET" not in result.output and "sk-***" in result.stderr
+
+
 @pytest.mark.parametrize(
     ("generator", "said"),
     [
