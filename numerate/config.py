@@ -13,6 +13,7 @@ import os
 import re
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
@@ -104,7 +105,9 @@ class ModelConfig(BaseModel):
     """Model id the endpoint serves, or `baseline:random` / `baseline:oracle` /
     `baseline:heuristic` (`model` in a config file)."""
     base_url: str | None = None
-    """Endpoint root, e.g. http://127.0.0.1:8000/v1 (not needed for baselines)."""
+    """Endpoint root, e.g. http://127.0.0.1:8000/v1 (not needed for baselines): request paths
+    are added at its end, so it holds no query or fragment; a `user:password@` in it is sent
+    as basic authentication, instead of a key (not with `api_key_env`/`api_key_secret`)."""
     revision: str | None = Field(None, min_length=1, max_length=200)
     """Declared revision of what the endpoint serves (a checkpoint hash, a date): part of the
     cache key, so answers of one revision are never reused for another."""
@@ -136,8 +139,8 @@ class ModelConfig(BaseModel):
     as an error; rate limits lower the concurrency and do not spend `max_retries`."""
     down_after_s: Real = Field(30.0, gt=0.0, le=86_400.0)
     """Seconds a server may stay unreachable (no answer at all) before the model is stopped."""
-    system_prompt: str | None = None
-    """Optional system message sent before every case."""
+    system_prompt: str | None = Field(None, min_length=1)
+    """Optional system message sent before every case (leave it out for none)."""
     sampling: Sampling = Sampling()
     """Sampling parameters."""
 
@@ -168,8 +171,10 @@ class ModelConfig(BaseModel):
                     f"{given[0]}: model {self.name!r} is {self.model_id}, which asks no "
                     "endpoint (leave it out)"
                 )
-        elif not self.base_url:
+        elif self.base_url is None:
             raise ValueError(f"model {self.name!r} needs a base_url (or a baseline: model)")
+        elif not self.base_url.strip():
+            raise ValueError(f"base_url = {self.base_url!r} is empty (the endpoint's root URL)")
         elif not self.base_url.startswith(("http://", "https://")):
             raise ValueError(
                 f"base_url = {_shown_url(self.base_url)!r} must start with http:// or https://"
@@ -178,6 +183,13 @@ class ModelConfig(BaseModel):
             _check_url(self.base_url)
         if self.api_key_env and self.api_key_secret:
             raise ValueError(f"model {self.name!r}: set api_key_env or api_key_secret, not both")
+        key = "api_key_env" if self.api_key_env else "api_key_secret" if self.api_key_secret else ""
+        if key and self.base_url and "@" in urlsplit(self.base_url).netloc:
+            raise ValueError(  # both would be the one Authorization header: one would be lost
+                f"model {self.name!r}: base_url = {_shown_url(self.base_url)!r} holds "
+                f"user:password@ and {key} names a key; both are sent as the Authorization "
+                "header, so give one of them"
+            )
         return self
 
 
@@ -347,8 +359,6 @@ class ManifoldSweep(BaseModel):
 
 def _check_url(url: str) -> None:
     """A URL that an HTTP client can use: a host, and a port if any that is a number."""
-    from urllib.parse import urlsplit
-
     if any(not " " < c <= "~" for c in url):
         raise ValueError(
             f"base_url = {_shown_url(url)!r} holds a space, a control or a non-ASCII character "
@@ -362,6 +372,12 @@ def _check_url(url: str) -> None:
         raise ValueError(f"base_url = {_shown_url(url)!r} is not a valid URL ({reason})") from None
     if not parts.hostname:
         raise ValueError(f"base_url = {_shown_url(url)!r} names no host")
+    if parts.query or parts.fragment or url.endswith(("?", "#")):  # paths are added after it
+        raise ValueError(
+            f"base_url = {_shown_url(url)!r} holds a query or fragment ('?' or '#'): request "
+            "paths such as /chat/completions are added at its end (give the endpoint's root, "
+            "and a key with api_key_env)"
+        )
 
 
 def point_identity(params: BaseModel) -> str:

@@ -94,6 +94,18 @@ def test_grid_is_a_cartesian_product_with_fixed_scalars():
          "length = True: Input should be a valid integer"),
         ({"manifolds": [{"manifold": "objects", "grid": {"prob_adjective": ["0.5"]}}]},
          "prob_adjective = '0.5': Input should be a valid number"),
+        # a query was kept in front of every request path (`/v1?token=X/models`)
+        ({"models": [{"name": "a", "model": "m", "base_url": "http://h/v1?token=X"}]},
+         "holds a query or fragment ('?' or '#')"),
+        ({"models": [{"name": "a", "model": "m", "base_url": "http://h/v1#x"}]},
+         "holds a query or fragment"),
+        # the key was silently not sent: basic authentication took the Authorization header
+        ({"models": [{"name": "a", "model": "m", "base_url": "http://u:pw@h/v1",
+                      "api_key_env": "KEY"}]},
+         "base_url = 'http://***@h/v1' holds user:password@ and api_key_env names a key"),
+        ({"models": [{"name": "a", "model": "m", "base_url": "http://h", "system_prompt": ""}]},
+         "system_prompt = '': String should have at least 1 character"),
+        ({"models": [{"name": "a", "model": "m", "base_url": ""}]}, "base_url = '' is empty"),
     ],
 )  # fmt: skip
 def test_bad_values_name_their_field(changes, message):
