@@ -23,7 +23,7 @@ def ingest(
 
     db = results_db(db)
     try:
-        shards.complete_runs(results_dir)  # a missing location fails before the database opens
+        shards.require_complete_runs(results_dir)  # before the database is made
         done = ingest_graded(Store.open(db), results_dir)
     except NumerateError as error:
         fail(error)

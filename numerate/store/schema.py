@@ -45,6 +45,9 @@ SHARD_TABLES: dict[str, tuple[str, str]] = {
     "summaries": ("SELECT * FROM summaries WHERE run_id = $run", "OR REPLACE"),
 }
 
+RUN_STATUSES = ("running", "finished", "degraded", "failed", "interrupted")
+"""The statuses a run can have (docs/schema.md, `runs.status`)."""
+
 OPTIONAL_SHARD_TABLES = frozenset({"run_models", "point_stops"})
 """Shard tables that runs published by earlier versions lack."""
 

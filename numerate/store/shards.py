@@ -19,7 +19,13 @@ from typing import Any, BinaryIO
 from numerate.kernel.errors import ConfigError, first_line, shorten
 from numerate.kernel.files import write_atomically
 from numerate.manifolds.grading import Outcome
-from numerate.store.schema import OPTIONAL_SHARD_TABLES, SHARD_TABLES, StoreError, now
+from numerate.store.schema import (
+    OPTIONAL_SHARD_TABLES,
+    RUN_STATUSES,
+    SHARD_TABLES,
+    StoreError,
+    now,
+)
 from numerate.store.writer import Store
 
 SUCCESS = "_SUCCESS"
@@ -38,6 +44,12 @@ def _filesystem(results_dir: str) -> tuple[Any, str]:
         fs, root = fsspec.core.url_to_fs(results_dir)
     except (ImportError, ValueError) as error:
         raise ConfigError(f"results location {results_dir!r}: {error}") from None
+    protocols = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
+    if "memory" in protocols:
+        raise ConfigError(
+            f"results location {results_dir!r} is this process's memory: what is published "
+            "there is gone when it ends (give a folder or a shared URL such as s3://...)"
+        )
     return fs, root.rstrip("/")
 
 
@@ -117,6 +129,9 @@ def ingest_run(store: Store, run_id: str, folder: str, source: str) -> None:
             con.execute(
                 f"INSERT {conflict} INTO {table} BY NAME SELECT * FROM read_parquet('{path}')"
             )
+        problem = _shards_disagree(con, folder)
+        if problem:
+            raise ShardError(problem)
         con.execute(
             "INSERT OR REPLACE INTO ingested_shards VALUES (?, ?, ?)", [run_id, source, now()]
         )
@@ -139,15 +154,40 @@ def _shard_problem(con: Any, table: str, path: str, run_id: str, of_the_run: boo
         ).fetchall()
         if others:
             return f"a row of run {shorten(repr(others[0][0]), 80)}, in the folder of {run_id!r}"
-    if "outcome" in columns:
-        known = [outcome.value for outcome in Outcome]
+    for column, known in _KNOWN_VALUES.get(table, {"outcome": _OUTCOMES}).items():
+        if column not in columns:
+            continue
         odd = con.execute(
-            f"SELECT DISTINCT outcome FROM {source} WHERE outcome IS NULL OR NOT list_contains(?, "
-            "outcome) LIMIT 1",
-            [known],
+            f"SELECT DISTINCT {column} FROM {source} WHERE {column} IS NULL OR NOT "
+            f"list_contains(?, {column}) LIMIT 1",
+            [list(known)],
         ).fetchall()
         if odd:
-            return f"outcome {shorten(repr(odd[0][0]), 80)} is none of {', '.join(known)}"
+            return f"{column} {shorten(repr(odd[0][0]), 80)} is none of {', '.join(known)}"
+    return None
+
+
+_OUTCOMES = tuple(outcome.value for outcome in Outcome)
+_KNOWN_VALUES: dict[str, dict[str, tuple[str, ...]]] = {
+    "runs": {"status": RUN_STATUSES},
+    "run_models": {"status": ("ok", "degraded", "failed")},
+}
+"""The columns of a shard whose values come from a fixed list (by table; every other table:
+`outcome`)."""
+
+
+def _shards_disagree(con: Any, folder: str) -> str | None:
+    """Why a run's shards, each loadable, cannot be one run's, or None: aggregates counted
+    over answers the shards do not hold (an empty `responses.parquet` beside summaries)."""
+    counted = {
+        table: con.execute(f"SELECT count(*) FROM read_parquet('{_sql_path(path)}')").fetchone()[0]
+        for table in ("responses", "points", "summaries")
+        if Path(path := f"{folder}/{table}.parquet").exists()
+    }
+    if counted.get("responses") == 0:
+        aggregated = [f"{table}.parquet ({n} rows)" for table, n in counted.items() if n]
+        if aggregated:
+            return f"responses.parquet holds no answer, yet {' and '.join(aggregated)} count some"
     return None
 
 
@@ -180,6 +220,34 @@ def complete_runs(results_dir: str) -> list[str]:
         if fs.exists(f"{entry}/{SUCCESS}"):
             runs.append(PurePosixPath(entry).name)
     return sorted(runs)
+
+
+def require_complete_runs(results_dir: str) -> list[str]:
+    """`complete_runs`, or a ConfigError saying why the location holds none: a location with
+    nothing to load is a wrong path far more often than an ingest with nothing to do (a run's
+    own folder, the folder above the location, runs still being published)."""
+    runs = complete_runs(results_dir)
+    if runs:
+        return runs
+    fs, root = _filesystem(results_dir)
+    if fs.exists(f"{root}/{SUCCESS}"):
+        parent = PurePosixPath(results_dir.rstrip("/")).parent
+        raise ConfigError(
+            f"results location {results_dir} is one run's folder (it holds {SUCCESS}): give "
+            f"the folder of run folders, {parent}"
+        )
+    folders = [entry for entry in fs.ls(root, detail=True) if entry.get("type") == "directory"]
+    if not folders:
+        raise ConfigError(
+            f"results location {results_dir} holds no run folder (runs publish to "
+            "<results_dir>/<run id>/)"
+        )
+    names = ", ".join(sorted(PurePosixPath(entry["name"]).name for entry in folders)[:3])
+    raise ConfigError(
+        f"results location {results_dir} holds no complete run: none of its {len(folders)} "
+        f"folder(s) ({names}{', ...' if len(folders) > 3 else ''}) has the {SUCCESS} marker a "
+        "published run ends with (still being published, or not run folders?)"
+    )
 
 
 @dataclass

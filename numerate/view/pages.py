@@ -24,6 +24,7 @@ from numerate.kernel.errors import ConfigError
 from numerate.kernel.files import slug
 from numerate.store import browse, queries
 from numerate.store.queries import POOLED, Source
+from numerate.store.schema import RUN_STATUSES
 from numerate.view.svg import PALETTE, curve_svg, heat_color
 
 __all__ = [
@@ -200,10 +201,6 @@ def paged(
 
 def rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
     return list(frame.iter_rows(named=True))
-
-
-RUN_STATUSES = ("running", "finished", "degraded", "failed", "interrupted")
-"""The statuses a run can have (docs/schema.md, `runs.status`)."""
 
 
 def runs(

@@ -114,6 +114,12 @@ def _rewrite(shard, sql):
          "runs.parquet: a row of run 'another-run'"),
         ("responses", "UPDATE shard_rows SET outcome = 'bogus-outcome'",
          "responses.parquet: outcome 'bogus-outcome' is none of correct, wrong"),
+        ("runs", "UPDATE shard_rows SET status = 'bogus'",
+         "runs.parquet: status 'bogus' is none of running, finished"),
+        ("run_models", "UPDATE shard_rows SET status = 'great'",
+         "run_models.parquet: status 'great' is none of ok, degraded, failed"),
+        ("responses", "DELETE FROM shard_rows",
+         "responses.parquet holds no answer, yet points.parquet (2 rows) and summaries"),
     ],
 )  # fmt: skip
 def test_a_shard_holding_another_run_s_rows_or_no_outcome_is_skipped(
@@ -131,6 +137,34 @@ def test_a_shard_holding_another_run_s_rows_or_no_outcome_is_skipped(
     assert result.exit_code == 3, result.output
     assert f"warning: skipped run {run_id}: {said}" in result.stderr
     assert table(central, "SELECT count(*) FROM responses") == [(0,)]  # nothing of it
+
+
+@pytest.mark.parametrize(
+    ("layout", "said"),
+    [
+        ({}, "holds no run folder"),
+        ({"a/_SUCCESS": "", "a/runs.parquet": ""}, "is one run's folder (it holds _SUCCESS): give"),
+        ({"r1/runs.parquet.partial": "", "r2/x": ""},
+         "holds no complete run: none of its 2 folder(s) (r1, r2) has the _SUCCESS marker"),
+    ],
+)  # fmt: skip
+def test_a_location_with_nothing_to_ingest_is_an_error_and_makes_no_database(
+    tmp_path, layout, said
+):
+    """Before: an empty folder, a run's own folder (one level too deep) or folders without
+    the _SUCCESS marker were `ingested 0 run(s)`, exit 0, and the database was made: a
+    mistyped path looked like a quiet night."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    for name, text in layout.items():
+        (shared / name).parent.mkdir(parents=True, exist_ok=True)
+        (shared / name).write_text(text)
+    given = str(shared / "a") if "a/_SUCCESS" in layout else str(shared)
+    db = tmp_path / "c.duckdb"
+    result = CliRunner().invoke(app, ["ingest", given, "--db", str(db)])
+    assert result.exit_code == 2, result.output
+    assert said in result.stderr and result.stderr.startswith("error: results location ")
+    assert not db.exists()
 
 
 def test_an_ingested_run_is_graded_here_not_taken_at_its_shards_word(tmp_path):
@@ -208,3 +242,15 @@ def test_a_results_dir_that_is_a_file_says_so(tmp_path):
     with pytest.raises(ConfigError, match="a file, not a folder"):
         check_writable(str(planted))
     assert planted.read_text() == "a file"
+
+
+def test_a_results_location_in_this_process_s_memory_is_refused(tmp_path):
+    """Before: `results_dir: memory://x` was accepted; the shards a run published there were
+    gone when it ended."""
+    from numerate.kernel.errors import ConfigError
+    from numerate.store.shards import check_writable
+
+    with pytest.raises(ConfigError, match="'memory://x' is this process's memory"):
+        check_writable("memory://x")
+    result = CliRunner().invoke(app, ["ingest", "memory://x", "--db", str(tmp_path / "c.db")])
+    assert result.exit_code == 2 and "this process's memory" in result.stderr
