@@ -54,6 +54,10 @@ def main() -> None:  # pragma: no cover - entry point
     from numerate.cli.common import stop_signals, stop_within
 
     stop_within()  # SIGINT, SIGTERM: every command ends within seconds
+    import logging
+
+    logging.raiseExceptions = False  # a log line that cannot be written (a closed pipe) is
+    # dropped, not a `--- Logging error ---` traceback quoting what was being handled
     try:
         code = app(standalone_mode=False)
         if sys.modules.get("numerate.store") is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -399,6 +400,7 @@ class TemporaryServer:
 
 STOP_SECONDS = 5.0
 stop_signals: list[int] = []  # the SIGINT/SIGTERM this process received, in order
+signals_seen: list[int] = []  # those its signal thread saw, whichever handler took them
 on_hard_stop: list[Callable[[], object]] = []  # run before the deadline ends the process
 
 
@@ -452,6 +454,7 @@ def stop_within(seconds: float = STOP_SECONDS) -> None:
         while True:
             for signum in os.read(wakeups, 64):
                 if signum in (signal.SIGINT, signal.SIGTERM):
+                    signals_seen.append(signum)  # also one a handler of Prefect's took
                     arm(143 if signum == signal.SIGTERM else 130)
 
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -471,7 +474,24 @@ def stop_code() -> int:
     """The exit code of a command stopped by a signal: 143 after SIGTERM, else 130."""
     import signal
 
-    return 143 if signal.SIGTERM in stop_signals else 130
+    return 143 if signal.SIGTERM in (stop_signals or signals_seen) else 130
+
+
+def say_once(what_is_kept: str) -> Callable[[], None]:
+    """A function that says, the first time it is called, how a command stopped by a signal
+    ended (`interrupted: <what_is_kept>`, or `terminated: ...`): called where the command
+    catches the interruption and, for a command the deadline ends, from `on_hard_stop`."""
+    said = threading.Event()
+
+    def say() -> None:
+        if not said.is_set():
+            said.set()
+            by_term = stop_code() == 143
+            with contextlib.suppress(OSError, ValueError):
+                sys.stderr.write(f"{'terminated' if by_term else 'interrupted'}: {what_is_kept}\n")
+                sys.stderr.flush()
+
+    return say
 
 
 def kill_child(process: Any) -> None:

@@ -40,8 +40,10 @@ def db_command(
 
     try:
         fmt = check_format(output)
+        if path is not None and not path.strip():  # positional: not `--db` as results_db says
+            raise ConfigError(f"PATH {path!r}: give the results database's path")
         if sql is not None and not sql.strip():
-            raise ConfigError("SQL '': give a query, or leave it out to list the tables")
+            raise ConfigError(f"SQL {sql!r}: give a query, or leave it out to list the tables")
         with open_reader(path, numerate_schema=False) as reader:
             # the user's SQL, or the list of tables and views
             frame = reader.printable_frame(sql) if sql else queries.tables(reader)
@@ -61,5 +63,6 @@ def _leave_now(code: int) -> None:
     import sys
 
     sys.stdout.flush()
+    sys.stderr.write("terminated\n" if code == 143 else "interrupted\n")
     sys.stderr.flush()
     os._exit(code)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import logging
-import signal
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast
@@ -108,7 +107,14 @@ def _metrics_frame(row: Mapping[str, object]) -> Any:
 def _run_flow(config: Any, db: str, dispatch: str) -> dict[str, Any]:
     import asyncio
 
-    from numerate.cli.common import quiet_exit, quiet_run_logs, stop_signals, terminal_progress
+    from numerate.cli.common import (
+        on_hard_stop,
+        quiet_exit,
+        quiet_run_logs,
+        say_once,
+        stop_code,
+        terminal_progress,
+    )
     from numerate.cli.server import connect
     from numerate.flows.numgen import DETECT_DEPLOYMENT, GENERATE_DEPLOYMENT
     from numerate.kernel.files import check_folder
@@ -139,17 +145,17 @@ def _run_flow(config: Any, db: str, dispatch: str) -> dict[str, Any]:
         return name.rstrip("/").rsplit("/", 1)[-1][:24]
 
     label = f"numgen {short(config.generator)} / {short(config.detector_label)}"
+    said = say_once(
+        "the images made so far are kept; run the same command again to continue without "
+        "making them twice"
+    )
+    on_hard_stop.append(said)  # a generator that does not return: the deadline ends the run
     try:
         with reporting_to(terminal_progress(label)):
             result: dict[str, Any] = asyncio.run(numgen(config, db, cast(Dispatch, dispatch)))
     except KeyboardInterrupt:
-        by_term = signal.SIGTERM in stop_signals
-        typer.echo(
-            f"{'terminated' if by_term else 'interrupted'}: the images made so far are kept; "
-            "run the same command again to continue without making them twice",
-            err=True,
-        )
-        quiet_exit(143 if by_term else 130)  # said once (`interrupted` followed it)
+        said()
+        quiet_exit(stop_code())  # said once (`interrupted` followed it)
     except RunFailed as error:  # recorded as failed: a generator or detector failing
         fail(error, code=3)
     except (NumerateError, ValueError):
@@ -292,7 +298,7 @@ def _show_run(numgen_config: Any, result: dict[str, Any], db: str) -> None:
     row = queries.numgen_metrics(Store.open(db), str(result["run_id"]))
     if row is None:
         raise ConfigError(f"run {result['run_id']} stored no metrics")
-    show(render(_metrics_frame(row), "markdown", title=title))
+    show(render(_metrics_frame(row), "table", title=title))
     typer.echo(f"errors: {result['errors']} images without a count")
     typer.echo(f"confusion matrix heatmap: {result['heatmap']}")
     if numgen_config.needs_images and numgen_config.detector != "blobs":
@@ -339,9 +345,7 @@ def calibrate(
     from numerate.store import Store, queries
 
     frame = queries.numgen_targets(Store.open(db), str(result["run_id"]))
-    typer.echo(
-        render(frame, "markdown", title=f"detector {detector}: accuracy per number"), nl=False
-    )
+    typer.echo(render(frame, "table", title=f"detector {detector}: accuracy per number"), nl=False)
     typer.echo(f"overall: {result['accuracy']:.3f} over {result['n']} images")
 
 
@@ -451,7 +455,7 @@ def score(
         return
     from numerate.report import render
 
-    show(render(_metrics_frame(scores.as_row()), "markdown", title=str(responses)))
+    show(render(_metrics_frame(scores.as_row()), "table", title=str(responses)))
 
 
 @app.command()
@@ -492,10 +496,8 @@ def report(
             if heatmap:
                 _draw_run_heatmap(reader, run_id, heatmap)
             shown = frame.rename(LEADERBOARD_COLUMNS)
-            if fmt == "table":
-                fmt = "markdown"  # the reference's table layout
             show(render(shown, fmt, title="NumGen leaderboard"))
-            if fmt == "markdown":
+            if fmt in ("table", "markdown"):
                 for detector in frame["detector"].unique().sort().to_list():
                     if detector not in ("none", "blobs"):
                         typer.echo(_calibration_note(reader, detector))

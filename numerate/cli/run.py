@@ -18,7 +18,9 @@ from numerate.cli.common import (
     print_report,
     quiet_exit,
     quiet_run_logs,
+    say_once,
     settle_prefect,
+    stop_code,
     stop_signals,
     terminal_progress,
 )
@@ -260,8 +262,9 @@ def run_sweep(
             Store.open(db_path).mark_interrupted(sweep_config.name, sweep_config.fingerprint())
         Store.close_all()  # what cannot be written now stays in the journal
 
+    said = say_once("every answer received so far is stored; run the same command again to resume")
     # stopped past the deadline (one long call in C): the run is still recorded as stopped
-    on_hard_stop.append(lambda: record_the_stop(1))
+    on_hard_stop.extend([said, lambda: record_the_stop(1)])
     try:
         server.wait(meanwhile=import_what_the_flow_uses)
         with reporting_to(terminal_progress(sweep_config.name)), tags(*run_tags(sweep_config)):
@@ -269,13 +272,10 @@ def run_sweep(
             return str(asyncio.run(sweep(sweep_config, db_path, fresh, unusable, plot=False)))
     except (KeyboardInterrupt, TerminationSignal) as stop:
         record_the_stop(3)
-        by_term = signal.SIGTERM in stop_signals or isinstance(stop, TerminationSignal)
-        typer.echo(
-            f"{'terminated' if by_term else 'interrupted'}: every answer received so far is "
-            "stored; run the same command again to resume",
-            err=True,
-        )
-        quiet_exit(143 if by_term else 130)
+        if isinstance(stop, TerminationSignal) and not stop_signals:  # Prefect's own handler
+            stop_signals.append(signal.SIGTERM)
+        said()
+        quiet_exit(stop_code())
     except RunFailed:
         raise  # stored all the same: the caller reports it
     except NumerateError as error:

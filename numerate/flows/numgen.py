@@ -123,9 +123,10 @@ async def numgen(
             await answer_with_baseline(settings, unwalked(prompts), run_id, db_path)
         metrics = await score_run(run_id, settings, db_path)
     except BaseException as error:
-        await finish_numgen_run(run_id, db_path, "failed")
-        if not isinstance(error, Exception | SystemExit):
-            raise  # a signal, a cancellation: the command says it was stopped
+        stopped = not isinstance(error, Exception | SystemExit)  # a signal, a cancellation
+        await finish_numgen_run(run_id, db_path, "interrupted" if stopped else "failed")
+        if stopped:
+            raise  # the command says it was stopped
         detail = (
             str(error)
             if isinstance(error, NumerateError | ValueError)

@@ -88,6 +88,19 @@ def _stored_size(path: Path, prompt: Prompt, generator: str) -> tuple[int, int] 
     return size
 
 
+def _made_together(
+    generator: ImageGenerator, prompts: list[Prompt]
+) -> tuple[list[tuple[Prompt, Any]], str | None]:
+    """The images of `prompts` made in one call, or none and the call's error, redacted (a
+    generator's error may quote a key); a single prompt's error is raised."""
+    try:
+        return list(zip(prompts, generator.generate(prompts), strict=True)), None
+    except Exception as error:
+        if len(prompts) == 1:
+            raise
+        return [], redact(str(error), token_shapes=True)
+
+
 def generate_batch(
     generator: ImageGenerator, prompts: Sequence[Prompt], folder: Path
 ) -> list[ImageRow]:
@@ -110,12 +123,9 @@ def generate_batch(
         else:
             missing.append(prompt)
     if missing:
-        try:
-            made = list(zip(missing, generator.generate(missing), strict=True))
-        except Exception as error:
-            if len(missing) == 1:
-                raise
-            said = redact(str(error), token_shapes=True)  # a generator's error may quote a key
+        made, said = _made_together(generator, missing)
+        if said is not None:  # logged outside the `except`: were the log handler to fail,
+            # its traceback would show the error it handled as it was, a quoted key in it
             log.warning("a batch of %d failed (%s); retrying image by image", len(missing), said)
             made, failures = [], []
             for prompt in missing:

@@ -39,9 +39,12 @@ def test_score_prints_every_metric_as_json(tmp_path):
 def test_score_as_a_table(tmp_path):
     path = write_csv(tmp_path / "r.csv", [(1, 1), (2, 3)])
     result = runner.invoke(app, ["numgen", "score", "--responses", str(path)])
-    assert result.exit_code == 0 and "| accuracy |" in result.stdout.replace(
-        " accuracy ", " accuracy |", 0
-    )
+    assert result.exit_code == 0, result.output
+    header, row = result.stdout.splitlines()[2], result.stdout.splitlines()[4]
+    assert "┃ n ┃    accuracy [95% CI] ┃   mwe ┃" in header  # a table, as every `table`
+    assert "│ 2 │ 0.500 [0.095, 0.905] │ 0.250 │" in row  # (before: Markdown)
+    markdown = runner.invoke(app, ["numgen", "score", "--responses", str(path), "--format", "x"])
+    assert markdown.exit_code == 2 and "--format 'x'" in markdown.stderr
 
 
 @pytest.mark.parametrize(
@@ -126,7 +129,7 @@ def test_run_then_report(tmp_path, db_path):
               "--dispatch", "local"],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
-    assert "| 20 | 1.000 |" in result.stdout and "confusion.png" in result.stdout
+    assert "│ 20 │ 1.000 [0.839, 1.000] │" in result.stdout and "confusion.png" in result.stdout
     baseline = runner.invoke(
         app, ["numgen", "run", "--generator", "random", "--count", "5", "--db", db_path,
               "--format", "json", "--dispatch", "local", "--images-dir", images],
@@ -139,7 +142,9 @@ def test_run_then_report(tmp_path, db_path):
     header = report.stdout.splitlines()[2]
     for column in ("Model", "Accuracy", "MWE", "Counting Level", "Weber's Law"):
         assert column in header
-    assert "| synthetic | blobs | 1.000 |" in report.stdout
+    assert "│ synthetic │ blobs    │    1.000 │" in report.stdout  # a table (Markdown before)
+    markdown = runner.invoke(app, ["numgen", "report", "--db", db_path, "--format", "markdown"])
+    assert "| synthetic | blobs | 1.000 |" in markdown.stdout
     assert heatmap.exists()
     # --run as every other --run takes it (before: "no NumGen run 'latest' with metrics")
     random_id = json.loads(baseline.stdout)["run_id"]
@@ -176,6 +181,55 @@ def leaves(prompt, seed):
 
 def quotes_a_key(prompt, seed):
     raise RuntimeError("boom sk-CALLBACKSECRET0123456789")
+
+
+def hangs(prompt, seed):
+    import os
+    import time
+
+    Path(os.environ["NUMGEN_TEST_CALLED"]).touch()
+    time.sleep(600)  # never returns, as a stuck download or a deadlocked pipeline
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("signal_name", "code"), [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_signal_while_a_generator_hangs_records_and_says_an_interruption(
+    tmp_path, signal_name, code
+):
+    """Before: the 5 s deadline ended it (`stopped now`) with no `interrupted` line, and the
+    run was stored as `failed`."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    called = tmp_path / "called"
+    env = dict(os.environ, PREFECT_HOME=str(tmp_path / "prefect"), NUMERATE_SERVER="temporary",
+               NUMGEN_TEST_CALLED=str(called), PYTHONUNBUFFERED="1")  # fmt: skip
+    env.pop("PREFECT_API_URL", None)
+    db = tmp_path / "r.duckdb"
+    command = [sys.executable, "-m", "numerate.cli", "numgen", "run", "--generator",
+               "callable:tests.cli.test_numgen:hangs", "--detector", "blobs", "--count", "1",
+               "--db", str(db), "--dispatch", "local", "--images-dir", str(tmp_path / "i"),
+               ]  # fmt: skip
+    process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 90
+        while not called.exists() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert called.exists(), "the generator was never called"
+        process.send_signal(getattr(signal, signal_name))
+        sent = time.monotonic()
+        _, err = process.communicate(timeout=20)
+    finally:
+        process.kill()
+    assert time.monotonic() - sent < 8
+    assert process.returncode == code, err
+    said = "terminated" if code == 143 else "interrupted"
+    assert f"{said}: the images made so far are kept" in err and "Traceback" not in err
+    status = duckdb.connect(str(db), read_only=True).sql("SELECT status FROM numgen_runs")
+    assert status.fetchall() == [("interrupted",)]
 
 
 def test_a_generator_error_quoting_a_key_is_shown_without_it(tmp_path):

@@ -936,3 +936,5 @@ def test_ctrl_c_stops_a_long_db_query_quietly_with_130(tmp_path, stop, code):
     assert time.monotonic() - sent < 5
     assert query_runs.returncode == code, err.decode()
     assert b"Traceback" not in err and b"Error" not in err and out == b""
+    said = "terminated" if stop == signal.SIGTERM else "interrupted"  # nothing said before
+    assert err.decode().splitlines()[-1:] == [said], err.decode()
