@@ -25,6 +25,12 @@ def resolve_run(source: Source, text: str | None, sweep: str | None = None) -> s
     (within `sweep` when given), else the one run whose id starts with `text`. ConfigError names
     the text when no run or several runs match."""
     check_sweep_name(sweep)
+    if text is not None:  # ` latest`, a pasted id with a newline: as meant
+        given, text = text, text.strip()
+        if not text:
+            raise ConfigError(
+                f"run id {given!r}: give an id, a unique prefix of one, latest or previous"
+            )
     if text is None or text in ("latest", "previous"):
         offset = 1 if text == "previous" else 0
         found = queries.latest_run_ids(source, sweep, offset)
@@ -40,9 +46,6 @@ def resolve_run(source: Source, text: str | None, sweep: str | None = None) -> s
             )
             raise ConfigError(f"{source.path} holds no {wanted}{scope} yet{starting}")
         return found
-    text = text.strip()
-    if not text:
-        raise ConfigError("run id '': give an id, a unique prefix of one, latest or previous")
     ids = queries.run_ids_starting(source, text)
     if not ids:
         raise ConfigError(f"run {text!r}: no run in {source.path} has an id starting so")

@@ -343,6 +343,7 @@ def numgen_confusion(source: Source, run_id: str | None) -> tuple[str, str, str,
 def numgen_runs_named(source: Source, text: str) -> list[str]:
     """Ids of the NumGen runs with metrics that `text` names, newest first: `latest` and
     `previous` one each, else those whose id starts with `text` (an exact id alone)."""
+    text = text.strip()
     base = "SELECT m.run_id FROM numgen_metrics m JOIN numgen_runs r USING (run_id) "
     if text in ("latest", "previous"):
         offset = 1 if text == "previous" else 0

@@ -303,6 +303,10 @@ class Reader:
         import polars as pl
 
         try:
+            statements = len(self.con.extract_statements(sql))
+            if statements != 1:  # DuckDB would run each and show the last, or say nothing
+                said = f"{statements} statements" if statements else "no statement (only comments?)"
+                raise ConfigError(f"the SQL holds {said}: give one query")
             relation = self.con.sql(sql)
             if relation is None:  # a statement without rows
                 return pl.DataFrame()

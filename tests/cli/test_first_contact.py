@@ -452,7 +452,15 @@ def test_empty_values_that_meant_everything_are_refused(tmp_path):
 
     path = tmp_path / "x.duckdb"
     duckdb.connect(str(path)).close()
-    assert "SQL '': give a query" in one_error(runner.invoke(app, ["db", str(path), " "]))
+    assert "SQL ' ': give a query" in one_error(runner.invoke(app, ["db", str(path), " "]))
+    # the positional PATH was named `--db ''`; several statements showed the last one's rows,
+    # comments alone printed nothing
+    assert "PATH '': give the results" in one_error(runner.invoke(app, ["db", "", "select 1"]))
+    both = runner.invoke(app, ["db", str(path), "select 1; select 2"])
+    assert "the SQL holds 2 statements: give one query" in one_error(both)
+    comment = runner.invoke(app, ["db", str(path), "/* a comment */ ;"])
+    assert "the SQL holds no statement (only comments?)" in one_error(comment)
+    assert runner.invoke(app, ["db", str(path), "select 1;"]).exit_code == 0
     cleared = runner.invoke(app, ["cache", "clear", "--db", str(path), "--model", ""])
     assert "--model '': give an endpoint model id" in one_error(cleared)
     twice = runner.invoke(app, ["numgen", "prompts", "--object", "dogs", "--object", "dogs"])

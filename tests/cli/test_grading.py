@@ -159,7 +159,10 @@ def test_regrade_restores_outcomes_from_the_stored_answers(tmp_path):
     Store.close_all()
     missing = runner.invoke(app, ["regrade", "--run", "nope", "--db", db])
     assert missing.exit_code == 2 and "run 'nope': no run in" in missing.stderr
-    for named in ("latest", run_id[:-4]):  # as report, compare and plot name runs
+    blank = runner.invoke(app, ["regrade", "--run", " \n", "--db", db])
+    assert blank.exit_code == 2 and "run id ' \\n': give an id" in blank.stderr
+    # as report, compare and plot name runs; ` latest` was stripped, then taken for an id
+    for named in ("latest", run_id[:-4], " latest", f"{run_id}\n"):
         again = runner.invoke(app, ["regrade", "--run", named, "--db", db])
         assert again.exit_code == 0 and f"of {run_id}: 0 outcome(s) changed" in again.stdout
 
