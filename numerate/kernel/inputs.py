@@ -207,6 +207,16 @@ def _not_json(loader: Any, node: Any) -> Any:
     )  # fmt: skip
 
 
+def _read_exponents_as_numbers(loader: Any) -> None:
+    """`1e-9` is a number in YAML 1.2 and JSON; YAML 1.1 (PyYAML) wants `1.0e-9` and reads
+    `1e-9` as text, which a number field then refused as "not a valid number"."""
+    loader.add_implicit_resolver(
+        "tag:yaml.org,2002:float",
+        re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+        list("-+0123456789"),
+    )
+
+
 @functools.cache
 def bounded_loader() -> type:
     """YAML's safe loader without aliases (`*name`: a few hundred bytes of nested aliases
@@ -261,6 +271,7 @@ def bounded_loader() -> type:
             return super().construct_mapping(node, deep=deep)
 
     BoundedLoader.add_constructor("tag:yaml.org,2002:int", BoundedLoader.construct_yaml_int)
+    _read_exponents_as_numbers(BoundedLoader)
 
     for tag in ("binary", "set", "omap", "pairs"):
         BoundedLoader.add_constructor(f"tag:yaml.org,2002:{tag}", _not_json)

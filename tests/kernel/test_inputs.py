@@ -78,6 +78,13 @@ def test_yaml_within_the_bounds():
     }  # fmt: skip
 
 
+def test_yaml_reads_an_exponent_without_a_dot_as_a_number_as_json_does():
+    """Before: `1e-9` was the text '1e-9' (YAML 1.1), refused as "not a valid number"."""
+    read = yaml_value("a: [1e-9, -2E3, 1.5e+2, 3.0e-1, 1_0e1, 12, e5, 1e, '1e-9']", "cfg")
+    assert read == {"a": [1e-9, -2000.0, 150.0, 0.3, 100.0, 12, "e5", "1e", "1e-9"]}
+    assert [type(value) for value in read["a"][:5]] == [float] * 5
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
