@@ -40,6 +40,8 @@ models AS (
     SELECT DISTINCT run_id, model FROM responses WHERE run_id IN (SELECT run_id FROM page)
     UNION
     SELECT run_id, model FROM run_models WHERE run_id IN (SELECT run_id FROM page)
+    UNION  -- those it was asked to evaluate: a run stopped before any answer names them too
+    SELECT run_id, unnest(json_extract_string(config, '$.models[*].name')) FROM page
 ),
 answered AS (
     SELECT run_id, count(*) AS n FROM responses

@@ -186,3 +186,20 @@ def test_an_ambiguous_prefix_and_a_missing_database(results, tmp_path):
     assert "--limit 0" in one_error_line(runner.invoke(app, ["runs", "--db", db, "--limit", "0"]))
     every = runner.invoke(app, ["runs", "--db", db, "--format", "json", "--limit", "9" * 20])
     assert every.exit_code == 0 and len(json.loads(every.stdout)) == len(ids), every.output
+
+
+def test_a_run_stopped_before_any_answer_lists_the_models_it_was_asked(tmp_path):
+    """Before: `runs` showed an empty models column for a run interrupted before its first
+    answer (models were taken from answers and verdicts only)."""
+    from numerate.store import Store
+
+    db = str(tmp_path / "r.duckdb")
+    store = Store.open(db)
+    config = {"name": "s", "models": [{"name": "b-model"}, {"name": "a-model"}]}
+    store.start_run("run-1", "s", "h", config, "v")
+    Store.close_all()
+    listed = runner.invoke(app, ["runs", "--db", db, "--format", "json"])
+    assert listed.exit_code == 0, listed.output
+    assert [(row["id"], row["models"]) for row in json.loads(listed.stdout)] == [
+        ("run-1", "a-model, b-model")
+    ]
