@@ -261,7 +261,11 @@ def alive(pid):
         os.kill(pid, 0)
     except OSError:
         return False
-    return True
+    try:  # a process that ended and is not yet reaped (a zombie) is gone too
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return True
 while alive(parent) and alive(child):
     time.sleep(0.5)
 for sig in (signal.SIGTERM, signal.SIGKILL):
@@ -318,11 +322,27 @@ def _in_a_session_of_its_own(server: Any) -> None:
     def launch_detached() -> Any:
         prefect_server.subprocess = detached  # type: ignore[assignment]
         try:
-            return launch()
+            process = launch()
         finally:
             prefect_server.subprocess = subprocess
+        _watch(process.pid)  # from its first moment: a signal during its start stopped this
+        return process  # process before Prefect registered its stop, and the server stayed
 
     server._run_uvicorn_command = launch_detached
+
+
+def _watch(server_pid: int) -> None:
+    """A watchdog process that stops the server `server_pid` when this process is gone,
+    however it ended (SIGKILL leaves it no chance to clean up)."""
+    import os
+    import subprocess
+    import sys
+
+    subprocess.Popen(
+        [sys.executable, "-c", _WATCHDOG, str(os.getpid()), str(server_pid)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
 
 
 class TemporaryServer:
@@ -342,10 +362,6 @@ class TemporaryServer:
             self.thread.start()
 
     def _start(self) -> None:
-        import os
-        import subprocess
-        import sys
-
         from prefect.server.api.server import SubprocessASGIServer
 
         # One start at a time in a process: a command that stopped early (bad input) leaves its
@@ -357,20 +373,12 @@ class TemporaryServer:
         with _SERVER_START:
             try:
                 server = SubprocessASGIServer()  # the one Prefect's client would start
-                started_here = not server.running
                 on_hard_stop.append(lambda: kill_child(server.server_process))
                 _in_a_session_of_its_own(server)
                 server.start()
             except BaseException as error:  # reported by wait(), in the command's thread
                 self.error = error
                 return
-        if server.server_process is None or not started_here:
-            return
-        subprocess.Popen(
-            [sys.executable, "-c", _WATCHDOG, str(os.getpid()), str(server.server_process.pid)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )  # fmt: skip
 
     def abandon(self) -> None:
         return None  # it stops with this process

@@ -880,6 +880,37 @@ def test_ctrl_c_to_the_process_group_while_the_temporary_server_starts(tmp_path,
     assert not _servers_of(home)
 
 
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
+def test_a_command_killed_while_its_temporary_server_starts_leaves_no_server(tmp_path):
+    """The watchdog was started once the server answered (about 8 s): a command stopped in
+    the seconds before, by a signal or SIGKILL, left the server running (seen once in 8
+    tries of Ctrl-C at 3 s). The watchdog starts with the server now, and takes a command
+    that ended but is not yet reaped (a zombie, as here until `wait`) for gone."""
+    home = tmp_path / "prefect"
+    command = [sys.executable, "-m", "numerate.cli", "run", "--model", "baseline:oracle",
+               "--db", str(tmp_path / "r.duckdb")]  # fmt: skip
+    started = subprocess.Popen(command, cwd=ROOT, env=numerate_env(home), text=True,
+                               stderr=subprocess.PIPE, start_new_session=True)  # fmt: skip
+    try:
+        for line in started.stderr:
+            if line.startswith("starting Prefect's temporary server"):
+                break
+        deadline = time.monotonic() + 30
+        while not _servers_of(home) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _servers_of(home), "no server was started"
+        started.kill()  # the server is starting, not yet answering
+        deadline = time.monotonic() + 15
+        while _servers_of(home) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _servers_of(home)
+    finally:
+        started.kill()
+        started.wait()
+        for pid in _servers_of(home):
+            os.kill(pid, signal.SIGKILL)
+
+
 RELAYED = """
 import os, signal, sys, time
 from numerate.cli.common import stop_code, stop_within
