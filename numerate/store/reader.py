@@ -13,6 +13,7 @@ between pieces of its work.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -128,6 +129,20 @@ def cut_short(con: Any, path: str) -> str | None:
     )
 
 
+def open_error(error: BaseException, path: str) -> str:
+    """What DuckDB's error opening `path` means, in the words `cut_short` uses when the file
+    ends inside the metadata read at open (DuckDB: "Could not read enough bytes ...")."""
+    said = first_line(error)
+    if "Could not read enough bytes" in said:
+        with contextlib.suppress(OSError):
+            size = Path(path).stat().st_size
+            return (
+                f"the file is cut short: it ends at byte {size:,}, inside what DuckDB reads "
+                "to open it (a copy that stopped early, or a full disk); restore it from a copy"
+            )
+    return said
+
+
 def whole_file_problem(con: Any, path: str) -> str | None:
     """`cut_short`, or why the file's metadata cannot be read; remembered while the file keeps
     its size and time (the view opens a reader for each page)."""
@@ -212,7 +227,7 @@ class Reader:
         try:
             reader = cls(path, _connect(path))
         except duckdb.Error as error:
-            raise ConfigError(f"cannot open {path}: {first_line(error)}") from None
+            raise ConfigError(f"cannot open {path}: {open_error(error, path)}") from None
         except OSError as error:
             raise ConfigError(f"cannot open {path}: {error.strerror}") from None
         problem = whole_file_problem(reader.con, path)

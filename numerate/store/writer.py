@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 
 from numerate.kernel.errors import first_line
 from numerate.store import access, journal
-from numerate.store.reader import database_file_problem, whole_file_problem
+from numerate.store.reader import database_file_problem, open_error, whole_file_problem
 from numerate.store.schema import JOURNALED, StoreError, migrate, now, transaction
 from numerate.store.tables import Tables, check_columns, insert_rows
 
@@ -183,8 +183,9 @@ class Store(Tables):
                 con = self._instance
                 access.attach(con, self.path)
         except duckdb.Error as error:
-            raise StoreError(f"cannot open results database {self.path}: {first_line(error)}"
-                             ) from None  # fmt: skip
+            raise StoreError(
+                f"cannot open results database {self.path}: {open_error(error, self.path)}"
+            ) from None
         except OSError as error:
             raise StoreError(f"cannot open results database {self.path}: {error.strerror}"
                              ) from None  # fmt: skip
