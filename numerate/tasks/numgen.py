@@ -1,12 +1,15 @@
 """NumGen tasks: thin wrappers over `numgen/` and the store. One task per batch of images."""
 
 import asyncio
+import contextlib
 import json
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
+from prefect.context import TaskRunContext
 
 from numerate.kernel.files import write_atomically
 from numerate.numgen.baselines import baseline_counts
@@ -78,21 +81,46 @@ def build_prompts(config: NumGenConfig) -> list[Prompt]:
     return make_prompts(config.prompts)
 
 
-@task(cache_policy=NO_CACHE, retries=1)
+BATCH_RETRIES = 1
+"""Tries of a batch task after its first fails (a whole batch fails when its model does)."""
+
+
+@contextlib.contextmanager
+def counted_if_failing(n: int) -> Iterator[None]:
+    """A batch of `n` images whose task fails counts on the progress bar: as `n` retries
+    when the task will be tried again, else as `n` errors (0 errors was shown while every
+    image failed)."""
+    try:
+        yield
+    except Exception:
+        context = TaskRunContext.get()
+        tries = context.task_run.run_count if context else BATCH_RETRIES + 1
+        if tries <= BATCH_RETRIES:
+            current_progress().retried(n)
+        else:
+            current_progress().advance(0, errors=n)
+        raise
+
+
+@task(cache_policy=NO_CACHE, retries=BATCH_RETRIES)
 async def generate_images(numgen: NumGenConfig, prompts: list[Prompt]) -> list[ImageRow]:
     """Make (or find already made) the images of a batch of prompts."""
-    generator = make_generator(numgen.generator, numgen.generation)
-    rows = await asyncio.to_thread(generate_batch, generator, prompts, image_folder(numgen))
+    with counted_if_failing(len(prompts)):
+        generator = make_generator(numgen.generator, numgen.generation)
+        rows = await asyncio.to_thread(generate_batch, generator, prompts, image_folder(numgen))
     errors = sum(1 for r in rows if r["error"])
     current_progress().advance(len(rows), errors=errors, cached=sum(r["cached"] for r in rows))
     return rows
 
 
-@task(cache_policy=NO_CACHE, retries=1)
+@task(cache_policy=NO_CACHE, retries=BATCH_RETRIES)
 async def detect_images(numgen: NumGenConfig, images: list[ImageRow]) -> list[DetectionRow]:
     """Count the objects in a batch of images."""
-    detector = make_detector(numgen.detector, numgen.detection, numgen.generation.device, "float32")
-    rows = await asyncio.to_thread(detect_batch, detector, images, annotated_folder(numgen))
+    with counted_if_failing(len(images)):
+        detector = make_detector(
+            numgen.detector, numgen.detection, numgen.generation.device, "float32"
+        )
+        rows = await asyncio.to_thread(detect_batch, detector, images, annotated_folder(numgen))
     current_progress().advance(len(rows), errors=sum(1 for r in rows if r["error"]))
     return rows
 

@@ -61,3 +61,31 @@ def test_a_batch_is_answered_and_graded_every_sample_of_every_case(db_path):
         "SELECT case_id, sample_index FROM responses ORDER BY ALL"
     )  # every graded answer is written (the session writes the journal first)
     assert stored == sorted((r["case_id"], r["sample_index"]) for r in rows)
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_a_batch_of_images_that_fails_counts_as_retries_then_errors():
+    """Before: the NumGen bar said `0 errors 0 retries` while every image failed (a batch
+    whose generator fails raises; nothing was counted)."""
+    from prefect import flow, task
+
+    from numerate.progress import Progress, reporting_to
+    from numerate.tasks.numgen import BATCH_RETRIES, counted_if_failing
+
+    class Counted(Progress):
+        def render(self):
+            pass
+
+    @task(retries=BATCH_RETRIES)
+    def batch():
+        with counted_if_failing(10):
+            raise RuntimeError("the model is broken")
+
+    @flow
+    def images():
+        batch()
+
+    with reporting_to(Counted()) as progress:
+        with pytest.raises(RuntimeError, match="broken"):
+            images()
+    assert (progress.done, progress.retries, progress.errors) == (0, 10 * BATCH_RETRIES, 10)
