@@ -547,7 +547,13 @@ def prompts(
     from pydantic import ValidationError
 
     from numerate.kernel.errors import describe_validation_error
-    from numerate.numgen.prompts import ExportFormat, PromptSpec, format_prompts, make_prompts
+    from numerate.numgen.prompts import (
+        OBJECTS,
+        ExportFormat,
+        PromptSpec,
+        format_prompts,
+        make_prompts,
+    )
 
     try:
         check_format(output, ("json", "jsonl", "txt"))
@@ -555,6 +561,13 @@ def prompts(
         values: dict[str, Any] = {"per_number": count, "seed": seed}
         if objects:
             values["objects"] = objects
+            unknown = [name for name in objects if name not in OBJECTS]
+            if unknown:  # no config here to give a singular in
+                raise ConfigError(
+                    f"--object {unknown[0]!r} is none of the objects numerate knows "
+                    f"({', '.join(OBJECTS)}); `numgen run --config` takes others, with their "
+                    "singular form"
+                )
         try:
             spec = PromptSpec(**values)
         except ValidationError as error:

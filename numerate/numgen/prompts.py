@@ -18,7 +18,16 @@ from numerate.kernel.inputs import Seed, Whole
 
 TEMPLATE = "An image with {n} {object}"
 
+
 # The reference's eleven objects, plural -> singular.
+def unknown_object(name: str) -> str:
+    """Why `name` cannot be an object without its singular, naming those known."""
+    return (
+        f"object {name!r} is none of the objects numerate knows ({', '.join(OBJECTS)}); "
+        f"another needs its singular form in a config file: prompts.singulars: {{{name!r}: ...}}"
+    )
+
+
 OBJECTS: dict[str, str] = {
     "apples": "apple",
     "people": "person",
@@ -68,9 +77,7 @@ class PromptSpec(BaseModel):
             if name in self.singulars and not self.singulars[name].strip():
                 raise ValueError(f"singulars: the singular of {name!r} is empty")
             if name not in OBJECTS and name not in self.singulars:
-                raise ValueError(
-                    f"object {name!r} has no singular form: add singulars: {{{name!r}: ...}}"
-                )
+                raise ValueError(unknown_object(name))
         unasked = sorted(set(self.singulars) - set(self.objects))
         if unasked:  # a typo in its name, or an object left out: its singular is never used
             raise ValueError(

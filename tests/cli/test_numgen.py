@@ -88,7 +88,9 @@ def test_prompts_export(tmp_path):
     lines = out.read_text().splitlines()
     assert len(lines) == 20 and lines[0] == "An image with 1 apple"
     bad = runner.invoke(app, ["numgen", "prompts", "--object", "bananas"])
-    assert bad.exit_code == 2 and "'bananas' has no singular" in bad.stderr
+    assert bad.exit_code == 2, bad.output  # before: "add singulars", an option it lacks
+    assert "--object 'bananas' is none of the objects numerate knows (apples, " in bad.stderr
+    assert "`numgen run --config` takes others" in bad.stderr
 
 
 @pytest.mark.parametrize(
