@@ -174,6 +174,11 @@ def plot(
         chosen = _check_kind(kind)
         if chosen == "compare" and against is None:
             raise ConfigError("--kind compare needs --against OTHER_RUN")
+        if x is not None and chosen not in ("curves", "all"):  # it changed nothing
+            raise ConfigError(
+                f"--x {x!r} chooses the curves' x axis, and --kind {chosen} draws no curves "
+                "(--kind curves or all draws them)"
+            )
         read = _read(db, run, against, model or [], manifold or [])
         _note_left_out(read["points"], x, chosen)
         content = render_run(fmt=fmt, kind=chosen, x=x, **read)

@@ -91,6 +91,10 @@ def test_an_unknown_x_names_the_valid_parameters(results, tmp_path):
     line = one_error_line(plot(db, "--x", "colour", "--out", str(tmp_path / "c.png")))
     assert "--x 'colour'" in line and "objects: length, distractor_count" in line
     assert not (tmp_path / "c.png").exists()
+    heatmap = plot(db, "--x", "length", "--kind", "heatmap", "--out", str(tmp_path / "h.png"))
+    line = one_error_line(heatmap)  # before: drawn, the --x ignored
+    assert "--x 'length' chooses the curves' x axis, and --kind heatmap draws no curves" in line
+    assert not (tmp_path / "h.png").exists()
 
 
 def test_against_previous(results, tmp_path):
