@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from numerate.judging import judge
 from numerate.kernel.errors import ConfigError, describe_validation_error, shorten
-from numerate.kernel.inputs import json_value
+from numerate.kernel.inputs import json_value, what_it_is
 from numerate.manifolds import registry
 from numerate.store import Store, queries
 from numerate.store.rows import Regrade
@@ -26,7 +26,7 @@ def grade_record(record: Any, where: str) -> dict[str, Any]:
     Raises ConfigError naming `where` and the field when the record is not such a case.
     """
     if not isinstance(record, dict):
-        raise ConfigError(f"{where}: expected a JSON object, got {type(record).__name__}")
+        raise ConfigError(f"{where}: expected a JSON object, got {what_it_is(record)}")
     manifold = record.get("manifold")
     if not isinstance(manifold, str):
         raise ConfigError(f"{where}: manifold = {manifold!r}: expected a manifold name")
@@ -92,7 +92,9 @@ def grade_lines(lines: list[str], source: str) -> list[dict[str, Any]]:
         try:
             record = json_value(line, where)
         except json.JSONDecodeError as error:
-            raise ConfigError(f"{where}: not valid JSON: {error.msg}") from None
+            raise ConfigError(  # its msg alone said "Unterminated string starting at"
+                f"{where}, column {error.colno}: not valid JSON: {error.msg}"
+            ) from None
         graded.append(grade_record(record, where))
     if not graded:
         raise ConfigError(f"{source} holds no answers to grade")

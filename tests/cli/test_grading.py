@@ -42,7 +42,8 @@ def test_grade_writes_outcome_and_answer_for_every_line(tmp_path):
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ("{not json\n", "line 1: not valid JSON"),
+        ("{not json\n", "line 1, column 2: not valid JSON"),
+        ('{"a": "x\n', "line 1, column 7: not valid JSON: Unterminated string starting at"),
         ("[1, 2]\n", "line 1: expected a JSON object"),
         ('{"manifold": "nope", "response": "x"}\n', "unknown manifold 'nope'"),
         ('{"manifold": "objects", "response": "x"}\n', "line 1"),
