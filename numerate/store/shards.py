@@ -279,8 +279,10 @@ def ingest(store: Store, results_dir: str) -> Ingested:
             try:
                 for table in SHARD_TABLES:
                     shard = f"{root}/{run_id}/{table}.parquet"
-                    if table in OPTIONAL_SHARD_TABLES and not fs.exists(shard):
-                        continue  # published before the table existed
+                    if not fs.exists(shard):
+                        if table in OPTIONAL_SHARD_TABLES:
+                            continue  # published before the table existed
+                        raise ShardError(f"{table}.parquet is missing, beside its {SUCCESS}")
                     fs.get_file(shard, f"{local}/{table}.parquet")
                 ingest_run(store, run_id, local, source=source)
             except ShardError as error:
