@@ -30,7 +30,7 @@ from pydantic import (
 from numerate.kernel.credentials import scrub
 from numerate.kernel.errors import ConfigError, describe_validation_error
 from numerate.kernel.files import read_text
-from numerate.kernel.inputs import Real, Seed, Whole, check_parameters_size
+from numerate.kernel.inputs import Real, Seed, Whole, check_parameters_size, what_it_is
 from numerate.manifolds import registry
 
 MAX_POINTS = 100_000
@@ -481,7 +481,7 @@ class SweepConfig(BaseModel):
 def parse_sweep_config(data: Any, source: str = "sweep config") -> SweepConfig:
     """Validate a sweep config; a problem raises ConfigError naming the field and the value."""
     if not isinstance(data, dict):
-        raise ConfigError(f"{source}: expected a mapping at the top, got {type(data).__name__}")
+        raise ConfigError(f"{source}: expected a mapping at the top, got {what_it_is(data)}")
     try:
         return SweepConfig.model_validate(data)
     except ValidationError as error:

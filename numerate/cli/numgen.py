@@ -88,10 +88,11 @@ def _options_given(
 
 def _load_yaml(path: Path) -> dict[str, Any]:
     from numerate.config import load_yaml
+    from numerate.kernel.inputs import what_it_is
 
     data = load_yaml(path, "numgen config")
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping of settings, got {type(data).__name__}")
+        raise ConfigError(f"{path}: expected a mapping of settings, got {what_it_is(data)}")
     return data
 
 

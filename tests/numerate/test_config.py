@@ -278,3 +278,18 @@ def test_a_refused_base_url_never_shows_its_password(url):
         parse_sweep_config(config, "s.yaml")
     assert "hunter2" not in str(raised.value) and "hun" not in str(raised.value)
     assert "***@" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [("", "got nothing (an empty document, or comments only)"),
+     ("# a comment\n", "got nothing (an empty document"),
+     ("- a\n", "got a list"), ("7\n", "got a number")],
+)  # fmt: skip
+def test_a_config_that_is_no_mapping_says_what_it_is(tmp_path, text, said):
+    """Before: an empty config file was said to be `got NoneType`."""
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_sweep_config(path)
+    assert f"expected a mapping at the top, {said}" in str(info.value)
