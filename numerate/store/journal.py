@@ -72,13 +72,6 @@ def _encode(value: Any) -> Any:
     raise TypeError(f"cannot journal a {type(value).__name__}")
 
 
-def _decode(row: dict[str, Any]) -> dict[str, Any]:
-    for column in TIMESTAMP_COLUMNS & row.keys():
-        if isinstance(row[column], str):
-            row[column] = datetime.fromisoformat(row[column])
-    return row
-
-
 def _lock(file: IO[Any]) -> bool:
     """Take the file's exclusive lock without waiting; False when another holder has it."""
     try:
@@ -189,13 +182,13 @@ def read_segment(path: Path) -> Rows:
                     f"journal {path} line {number}: {problem}; move the file out of "
                     f"{path.parent} to go on (the answers it holds are then not stored)"
                 )
-            table, row = entry
-            rows.append((table, _decode(row)))
+            rows.append((entry[0], entry[1]))
     return rows
 
 
 def _entry_problem(entry: Any) -> str | None:
-    """Why a journal line's JSON is no `[table, row]` numerate writes, or None."""
+    """Why a journal line's JSON is no `[table, row]` numerate writes, or None; its times,
+    written as text, are made times (in place) as they are checked."""
     if not (isinstance(entry, list) and len(entry) == 2):
         return "not a [table, row] pair"
     table, row = entry
@@ -209,7 +202,7 @@ def _entry_problem(entry: Any) -> str | None:
     for column in TIMESTAMP_COLUMNS & row.keys():
         try:
             if isinstance(row[column], str):
-                datetime.fromisoformat(row[column])
+                row[column] = datetime.fromisoformat(row[column])
         except ValueError:
             return f"{column} = {shorten(repr(row[column]), 60)} is no time"
     return None

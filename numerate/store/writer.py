@@ -24,7 +24,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from numerate.kernel.errors import first_line
+from numerate.kernel.errors import first_line, shorten
 from numerate.store import access, journal
 from numerate.store.reader import database_file_problem, open_error, whole_file_problem
 from numerate.store.schema import JOURNALED, StoreError, migrate, now, transaction
@@ -85,6 +85,26 @@ def damaged(error: BaseException) -> bool:
     import duckdb
 
     return isinstance(error, duckdb.IOException) or "Corrupt database" in str(error)
+
+
+def _of_known_runs(con: Any, segment: Path, rows: journal.Rows) -> None:
+    """StoreError naming the journal file when one of its answers is of a run the database
+    holds no row of (a journal of another database, one edited): stored, it would be an
+    answer of no run, counted by no report and never removed."""
+    named = sorted(
+        {str(row["run_id"]) for table, row in rows if table == "responses" and "run_id" in row}
+    )  # a row without one: refused by the table (NOT NULL)
+    if not named:
+        return
+    known = {row[0] for row in con.execute(
+        "SELECT run_id FROM runs WHERE list_contains(?, run_id)", [named]).fetchall()}  # fmt: skip
+    unknown = [run_id for run_id in named if run_id not in known]
+    if unknown:
+        raise StoreError(
+            f"journal {segment}: answers of run {shorten(repr(unknown[0]), 80)}, which this "
+            f"database holds no run of; move the file out of {segment.parent} to go on (the "
+            "answers it holds are then not stored)"
+        )
 
 
 class Store(Tables):
@@ -256,6 +276,7 @@ class Store(Tables):
             with transaction(con):
                 for segment in segments:
                     rows = journal.read_segment(segment)
+                    _of_known_runs(con, segment, rows)
                     try:
                         self._write_rows(con, rows)
                     except (duckdb.Error, pa.ArrowException, ValueError, TypeError) as error:

@@ -444,6 +444,29 @@ def test_a_journal_line_numerate_did_not_write_is_one_error_naming_the_file(db_p
     assert Store.open(db_path).get_completions(["good"]) == {}  # the good line neither
 
 
+def test_a_journal_s_answer_of_a_run_the_database_lacks_is_refused(db_path):
+    """Before: written as an answer of no run (a journal of another database, or edited),
+    which no report counts and nothing removes."""
+    answer = {
+        "run_id": "nosuch-run", "model": "m", "model_id": "m", "manifold": "objects",
+        "case_id": "c", "sample_index": 0, "point_key": "default", "request_hash": "good",
+        "raw_text": "1", "answer": "1", "outcome": "correct", "error": None,
+        "finish_reason": "stop", "prompt_tokens": 1, "completion_tokens": 1, "latency_s": 0.1,
+        "cached": False,
+    }  # fmt: skip
+    segment = dead_journal(db_path, "good", "\n" + json.dumps(["responses", answer]) + "\n")
+    with pytest.raises(StoreError) as refused:
+        Store.open(db_path)
+    said = str(refused.value)
+    assert f"journal {segment}: answers of run 'nosuch-run', which this database holds no " in said
+    assert "move the file out of" in said
+    Store.close_all()
+    segment.unlink()
+    store = Store.open(db_path)  # nothing of the file was written
+    assert store.get_completions(["good"]) == {}
+    assert store.query("SELECT count(*) FROM responses") == [(0,)]
+
+
 def test_a_last_journal_line_cut_short_is_left_out_and_the_rest_written(db_path):
     dead_journal(db_path, "kept", '\n["compl')
     assert Store.open(db_path).get_completions(["kept"])["kept"]["text"] == "Answer: 1"

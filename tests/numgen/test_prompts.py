@@ -35,7 +35,8 @@ def test_the_same_seed_gives_the_same_prompts_and_seeds():
 
 def test_custom_objects_need_a_singular():
     with pytest.raises(
-        ValidationError, match="'bananas' is none of the objects numerate knows .*prompts.singulars"
+        ValidationError,
+        match=r"'bananas' is none of the objects numerate knows .*prompts.singulars",
     ):
         PromptSpec(objects=["bananas"])
     spec = PromptSpec(objects=["bananas"], singulars={"bananas": "banana"}, per_number=1)

@@ -85,7 +85,6 @@ def test_a_batch_of_images_that_fails_counts_as_retries_then_errors():
     def images():
         batch()
 
-    with reporting_to(Counted()) as progress:
-        with pytest.raises(RuntimeError, match="broken"):
-            images()
+    with reporting_to(Counted()) as progress, pytest.raises(RuntimeError, match="broken"):
+        images()
     assert (progress.done, progress.retries, progress.errors) == (0, 10 * BATCH_RETRIES, 10)
