@@ -82,9 +82,31 @@ def _step(what: str, command: list[str], root: Path, env: dict[str, str]) -> Non
     except subprocess.TimeoutExpired:
         fail(f"creating the {what} took more than {STEP_TIMEOUT_S} s: stopped", code=3)
     if done.returncode != 0:
-        detail = (done.stderr or done.stdout).strip().splitlines()
-        fail(f"creating the {what} failed: {detail[-1] if detail else done.returncode}")
+        fail(f"creating the {what} failed: {_why(done.stderr or done.stdout, done.returncode)}")
     typer.echo(f"created {what}", err=True)
+
+
+def _why(output: str, code: int) -> str:
+    """The line of a failed `prefect` command that says why: its exception's, else its last
+    one that says something (pydantic's last line is a link: "For further information
+    visit ..."); a server whose answers Prefect cannot read is said so."""
+    import re
+
+    from prefect import __version__
+
+    lines = [line for line in output.splitlines() if line.strip()]
+    raised = [line for line in lines if re.match(r"[A-Za-z_][\w.]*(Error|Exception)\b", line)]
+    if raised and "ValidationError" in raised[-1]:
+        return (
+            f"PREFECT_API_URL answers what Prefect {__version__} cannot read "
+            f"({raised[-1].split(': ', 1)[-1]}): is it a Prefect {__version__} server?"
+        )
+    said = [
+        line.strip() for line in lines
+        if not line.lstrip().startswith("For further information")
+        and line.strip() != "An exception occurred."
+    ]  # fmt: skip
+    return raised[-1] if raised else said[-1] if said else f"exit code {code}"
 
 
 STEP_TIMEOUT_S = 300

@@ -235,6 +235,37 @@ def test_deploy_to_an_api_that_never_answers_says_so_within_seconds(monkeypatch)
     assert took < 15, took
 
 
+def test_deploy_to_a_server_that_is_no_prefect_says_so_not_pydantic_s_link(monkeypatch):
+    """A server whose /health answers `true` and everything else other JSON: the error was
+    the last line of Prefect's traceback, "For further information visit https://errors..."."""
+    import http.server
+    import threading
+
+    class NotPrefect(http.server.BaseHTTPRequestHandler):
+        def answer(self):
+            body = b"true" if self.path.endswith("/health") else b'{"ok": 1}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = do_PUT = do_PATCH = answer
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), NotPrefect)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv("PREFECT_API_URL", f"http://127.0.0.1:{server.server_port}/api")
+        text = one_error(runner.invoke(app, ["deploy"]))
+    finally:
+        server.shutdown()
+    assert "creating the work pool cpu failed: PREFECT_API_URL answers what Prefect 3." in text
+    assert "validation errors for WorkPool" in text and "errors.pydantic.dev" not in text
+
+
 @pytest.mark.parametrize("value", ["0", "abc", "-5", "nan"])
 def test_a_bad_flush_interval_is_refused_before_the_run(tmp_path, monkeypatch, value):
     """Before: the flush thread died with a traceback, and the run went on and exited 0."""
