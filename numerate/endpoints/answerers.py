@@ -83,6 +83,7 @@ class EndpointAnswerer:
                 if completion.error is None or tries > self.model.max_retries:
                     return completion
                 # a malformed or empty answer: a proxy's error page, a cut body; ask again
+                current_progress().retried()
                 await asyncio.sleep(backoff_s(tries, self.retry_base_s, self.rng))
                 continue
             detail = describe_error(error)  # credentials redacted

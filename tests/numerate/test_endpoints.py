@@ -473,9 +473,13 @@ def test_a_malformed_answer_is_asked_again_then_answered(fake_openai, db_path):
     replies = iter([Reply(raw_body="<html>502 Bad Gateway</html>"), Reply(content=None),
                     Reply(content=f"Answer: {planned[0].target}")])  # fmt: skip
     fake_openai.responder = lambda body: next(replies)
-    completion = run_query(endpoint(fake_openai), planned, db_path)[planned[0].case_id, 0]
+    from numerate.progress import Progress, reporting_to
+
+    with reporting_to(Progress()) as progress:  # the bar did not count these retries
+        completion = run_query(endpoint(fake_openai), planned, db_path)[planned[0].case_id, 0]
     assert completion.error is None and completion.attempts == 3
     assert completion.text == f"Answer: {planned[0].target}"
+    assert progress.retries == 2
 
 
 def test_a_busy_endpoint_is_usable_not_refused(fake_openai):
