@@ -55,10 +55,12 @@ def write_output(path: Path, content: Content) -> None:
     """Write a command's output file atomically (kernel.files.write_atomically, the one way
     numerate writes output files); a path that cannot be written (a folder, no permission, a
     full disk) is one error line and exit 2, and leaves nothing behind."""
-    from numerate.kernel.files import write_atomically
+    from numerate.kernel.files import OutputPathError, write_atomically
 
     try:
         write_atomically(path, content)
+    except OutputPathError as error:
+        fail(f"cannot write {path}: {error.reason}")
     except ConfigError as error:
         fail(error)
     except OSError as error:

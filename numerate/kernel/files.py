@@ -75,6 +75,10 @@ def _output_target(path: Path) -> Path:
         raise OutputPathError(path, "a folder; give a file name")
     if target.exists() and not target.is_file():
         raise OutputPathError(path, "not a regular file (a device, a pipe or a socket)")
+    if path.is_symlink() and not target.parent.is_dir():  # the folders made would be the
+        raise OutputPathError(  # link's, wherever it points (/nonexist/ at the root)
+            path, f"a symbolic link to {target}, whose folder does not exist"
+        )
     _nearest_folder(path, target, target.parents)
     return target
 
@@ -152,7 +156,7 @@ def write_atomically(path: Path, content: Content) -> Path:
 
     Args:
         path: the file to write; its folder is created. A symbolic link is written through:
-            its target gets the content.
+            its target gets the content (a link into a folder that does not exist is refused).
         content: text (UTF-8), bytes, or a function that writes the binary file it is given.
 
     Raises:
@@ -161,7 +165,10 @@ def write_atomically(path: Path, content: Content) -> Path:
     """
     target = output_target(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = _create_temporary(target)
+    try:
+        handle, temporary = _create_temporary(target)
+    except FileNotFoundError:  # the folder is there: a file system of the kernel's (/proc)
+        raise OutputPathError(path, f"no file can be made in {target.parent}") from None
     try:
         with handle:
             if isinstance(content, str):

@@ -2,6 +2,7 @@
 
 import errno
 import os
+from pathlib import Path
 
 import pytest
 
@@ -40,6 +41,20 @@ def test_an_output_path_that_is_a_link_writes_the_link_s_target(tmp_path):
     dangling.symlink_to("made.txt")
     write_atomically(dangling, "made")
     assert dangling.is_symlink() and (tmp_path / "made.txt").read_text() == "made"
+    far = tmp_path / "far.txt"  # before: its folders were made, wherever the link points
+    far.symlink_to(tmp_path / "nonexist" / "deeper" / "x.txt")
+    with pytest.raises(OutputPathError, match=r"far\.txt: a symbolic link to .*whose folder"):
+        write_atomically(far, "made")
+    assert not (tmp_path / "nonexist").exists()
+    write_atomically(tmp_path / "sub" / "dir" / "y.txt", "made")  # a path as written: made
+    assert (tmp_path / "sub" / "dir" / "y.txt").read_text() == "made"
+
+
+@pytest.mark.skipif(not Path("/proc/version").exists(), reason="needs /proc")
+def test_a_folder_no_file_can_be_made_in_says_so():
+    """Before: "No such file or directory" for /proc/version, which exists."""
+    with pytest.raises(OutputPathError, match="/proc/version: no file can be made in /proc"):
+        write_atomically(Path("/proc/version"), "x")
 
 
 @pytest.mark.parametrize("failure", ["full disk", "error while writing", "interrupted"])
