@@ -330,12 +330,8 @@ def calibrate(
         try:
             numgen_config = calibration_config(detector, per_number=count, **extra)
         except ValidationError as error:
-            options = {
-                "prompts.per_number": "--count",
-                "detector": "--detector",
-                "images_dir": "--images-dir",
-                "generation.device": "--device",
-            }
+            given = ("prompts.per_number", "detector", "images_dir", "generation.device")
+            options = {field: OPTION_OF[field] for field in given}  # those calibrate has
             raise ConfigError(describe_validation_error(error, "calibration", options)) from None
         numgen_config.check_models()
         result = _run_flow(numgen_config, db, dispatch)
@@ -572,7 +568,11 @@ def prompts(
         try:
             spec = PromptSpec(**values)
         except ValidationError as error:
-            options = {"per_number": "--count", "seed": "--seed", "objects": "--object"}
+            options = {  # a prompt spec's fields, named as `numgen run` names them
+                field.removeprefix("prompts."): option
+                for field, option in OPTION_OF.items()
+                if field.startswith("prompts.")
+            }
             raise ConfigError(describe_validation_error(error, "prompts", options)) from None
     except NumerateError as error:
         fail(error)
