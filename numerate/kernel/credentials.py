@@ -28,8 +28,10 @@ PLACEHOLDERS = frozenset({"EMPTY"})
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^\s/?#'\"<>]+@")
 _BEARER = re.compile(r"(?i)\b((?:bearer|basic)\s+)[^\s\"',;()<>:]+")
 _KEY_LIKE = re.compile(r"\b(sk|pk|rk)-[A-Za-z0-9_\-]{8,}")
+_CREDENTIAL_WORDS = "token|key|secret|password|passwd|signature|sig|auth"
+"""How the name of a credential ends: a URL's query parameter, a command-line option."""
 _QUERY_SECRET = re.compile(
-    r"(?i)([?&;](?:[a-z0-9_\-]*(?:token|key|secret|password|passwd|signature|sig|auth))=)"
+    rf"(?i)([?&;](?:[a-z0-9_\-]*(?:{_CREDENTIAL_WORDS}))=)"
     r"[^&;#\s'\"<>]+?(?=[&;#\s'\"<>]|:\s|:$|$)"  # ": " after it is the message's
 )
 
@@ -61,9 +63,7 @@ def scrub(text: str, secrets: Iterable[str], *, token_shapes: bool = False) -> s
     return text
 
 
-_SECRET_OPTION = re.compile(
-    r"(?i)(--?[a-z0-9_\-]*(?:token|key|secret|password|passwd|auth)(?:=|\s+))(?!-)\S+"
-)
+_SECRET_OPTION = re.compile(rf"(?i)(--?[a-z0-9_\-]*(?:{_CREDENTIAL_WORDS})(?:=|\s+))(?!-)\S+")
 
 
 def scrub_command_line(text: str) -> str:

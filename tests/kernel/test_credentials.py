@@ -86,6 +86,8 @@ def test_a_bearer_token_ends_before_the_bracket_and_colon_of_the_message():
         ("run http://u:pw@h/v1 --key-file keys.txt", "run http://***@h/v1 --key-file keys.txt"),
         ("curl -H Bearer abcdefSECRET x", "curl -H Bearer *** x"),
         ("numerate run --config nightly.yaml", "numerate run --config nightly.yaml"),
+        # the words a URL's query parameter is hidden by (one list for both)
+        ("x --signature abc --sig=def --design y", "x --signature *** --sig=*** --design y"),
     ],
 )  # fmt: skip
 def test_another_process_s_command_line_is_shown_without_its_secrets(command, shown):
