@@ -50,7 +50,7 @@ def _filesystem(results_dir: str) -> tuple[Any, str]:
             f"results location {results_dir!r} is this process's memory: what is published "
             "there is gone when it ends (give a folder or a shared URL such as s3://...)"
         )
-    return fs, root.rstrip("/")
+    return fs, root.rstrip("/") or "/"  # "/" itself: not "", the working folder
 
 
 def publish_run(store: Store, run_id: str, results_dir: str) -> str:

@@ -254,3 +254,11 @@ def test_a_results_location_in_this_process_s_memory_is_refused(tmp_path):
         check_writable("memory://x")
     result = CliRunner().invoke(app, ["ingest", "memory://x", "--db", str(tmp_path / "c.db")])
     assert result.exit_code == 2 and "this process's memory" in result.stderr
+
+
+def test_the_root_folder_is_the_root_not_the_working_folder(tmp_path, monkeypatch):
+    """Before: `/` lost its slash and listed the working folder's runs as the root's."""
+    from numerate.store.shards import _filesystem
+
+    monkeypatch.chdir(tmp_path)
+    assert _filesystem("/")[1] == "/" and _filesystem("/x/")[1] == "/x"
