@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import typer
 
@@ -54,6 +54,7 @@ def main() -> None:  # pragma: no cover - entry point
     from numerate.cli.common import stop_signals, stop_within
 
     stop_within()  # SIGINT, SIGTERM: every command ends within seconds
+    _streams_that_exist()
     import logging
 
     logging.raiseExceptions = False  # a log line that cannot be written (a closed pipe) is
@@ -75,6 +76,12 @@ def main() -> None:  # pragma: no cover - entry point
         sys.exit(2)
     except (typer.Abort, EOFError, KeyboardInterrupt):
         stopped()
+    except OSError:
+        lost = _output_lost()
+        if lost is None:
+            raise
+        print(f"error: cannot write the output: {lost.strerror or lost}", file=sys.stderr)
+        sys.exit(2)
     except Exception:
         if not stop_signals:
             raise
@@ -83,6 +90,56 @@ def main() -> None:  # pragma: no cover - entry point
         store = sys.modules.get("numerate.store")
         if store is not None:
             store.Store.close_all()
+
+
+def _streams_that_exist() -> None:
+    """A standard stream the command was started without (`numerate ... >&-`): /dev/null,
+    so that writing it is no AttributeError on None; the standard output, watched (see
+    _Watched)."""
+    import os
+
+    if sys.stdout is None:
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (for the process's life)
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115
+    sys.stdout = _Watched(sys.stdout)
+
+
+class _Watched:
+    """A stream that remembers the error a write or flush of it raised (a full disk,
+    /dev/full, a closed pipe), to say it in one line rather than a traceback."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self.failed: OSError | None = None
+
+    def write(self, text: str) -> int:
+        try:
+            return int(self._stream.write(text))
+        except OSError as error:
+            self.failed = error
+            raise
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as error:
+            self.failed = error
+            raise
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _output_lost() -> OSError | None:
+    """The error writing the standard output raised, if it did; the output then goes to
+    /dev/null, so that the exit's own flush does not fail again."""
+    import os
+
+    failed = getattr(sys.stdout, "failed", None)
+    if failed is not None:
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (for the process's life)
+    return failed
 
 
 def stopped() -> NoReturn:

@@ -587,3 +587,27 @@ def test_an_endpoint_that_redirects_is_named_with_where_it_points(tmp_path, stat
     assert f"redirects {base_url}/models to 'https://api.example.invalid/v1/models'" in text
     assert f"(HTTP {status}): give base_url as the address it points to" in text
     assert not db.exists()
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize(
+    "command", [["manifolds"], ["--version"], ["generate", "objects", "--count", "3"], ["--help"]]
+)
+def test_an_output_that_cannot_be_written_is_one_line_not_a_traceback(tmp_path, command):
+    """Before: `> /dev/full` (a full disk) ended in an OSError traceback, and a closed
+    standard output (`>&-`) in an AttributeError on None."""
+    import subprocess
+    import sys
+
+    full = subprocess.run(
+        [sys.executable, "-m", "numerate.cli", *command], stdout=open("/dev/full", "w"),  # noqa: SIM115
+        stderr=subprocess.PIPE, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert full.returncode == 2, full.stderr
+    assert full.stderr == "error: cannot write the output: No space left on device\n"
+    closed = subprocess.run(
+        [sys.executable, "-m", "numerate.cli", *command], stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True, timeout=120, cwd=tmp_path,
+        preexec_fn=lambda: __import__("os").close(1),
+    )  # fmt: skip
+    assert closed.returncode == 0 and "Traceback" not in closed.stderr, closed.stderr
