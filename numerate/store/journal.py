@@ -54,6 +54,19 @@ def journal_dir(db: str) -> Path:
     return Path(f"{db}.journal")
 
 
+def journal_problem(db: str) -> str | None:
+    """Why the journal folder of `db` cannot be made or used, or None: something else at its
+    name (a file ended a run in a traceback; a link would have journals written where it
+    points)."""
+    folder = journal_dir(db)
+    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+        return (
+            f"{folder} is {'a link' if folder.is_symlink() else 'not a folder'}, where numerate "
+            "keeps the database's journal folder: move it away"
+        )
+    return None
+
+
 Rows = list[tuple[str, Mapping[str, object]]]
 """(table, row) pairs in the order they were received."""
 

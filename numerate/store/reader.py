@@ -198,7 +198,15 @@ def database_file_problem(path: str) -> str | None:
     """Why what is at `path` cannot be a results database (a folder, a device, a pipe or a
     socket, a file that is no DuckDB database: see not_duckdb), or None (nothing there
     included): the reader's check and the writer's, in the same words."""
+    import errno
+    import os
+
     file = Path(path)
+    try:
+        os.stat(path)
+    except OSError as error:
+        if error.errno == errno.ELOOP:  # readers said "no results database at ..."
+            return "a symbolic link that loops"
     if file.is_dir():
         return "a folder, not a results database"
     if file.exists() and not file.is_file():  # DuckDB would wait on a pipe for a writer

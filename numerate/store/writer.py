@@ -132,7 +132,7 @@ class Store(Tables):
             self._every = flush_seconds()  # a bad setting is refused here, not in the thread
             access.lock_timeout_s()  # and here, not only once another process holds the file
             try:
-                problem = database_file_problem(path)
+                problem = database_file_problem(path) or journal.journal_problem(path)
                 if problem:
                     raise StoreError(f"cannot open results database {path}: {problem}")
                 folder_problem(Path(path).parent)

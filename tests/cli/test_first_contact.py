@@ -117,6 +117,9 @@ def test_a_database_that_is_a_looping_link_or_truncated_is_one_line(tmp_path):
     sweep = ["run", "--config", str(config), "--format", "json"]
     looped = runner.invoke(app, [*sweep, "--db", str(tmp_path / "loop.duckdb")])
     assert "a symbolic link that loops" in one_error(looped)
+    for reader in (["report", "--db"], ["db"]):  # "no results database at ..." before
+        read = runner.invoke(app, [*reader, str(tmp_path / "loop.duckdb")])
+        assert "loop.duckdb: a symbolic link that loops" in one_error(read)
     whole = tmp_path / "whole.duckdb"
     done = runner.invoke(app, [*sweep, "--db", str(whole)])
     assert done.exit_code == 0, done.output

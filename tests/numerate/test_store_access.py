@@ -547,3 +547,19 @@ def test_readers_in_turn_never_keep_a_writer_out(tmp_path, db_path):
     assert done.returncode == 0, done.stderr
     assert float(done.stdout) < 1.0
     assert not Path(f"{db_path}.waiting").exists()  # every knock removed
+
+
+@pytest.mark.parametrize("kind", ["file", "link"])
+def test_something_else_at_the_journal_folder_s_name_is_one_error(tmp_path, kind):
+    """Before: a file at `<db>.journal` ended `run` in a FileExistsError traceback (and other
+    writers went on); a link had journals written, claimed and removed where it points."""
+    db = str(tmp_path / "r.duckdb")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    if kind == "file":
+        journal_dir(db).write_text("x")
+    else:
+        journal_dir(db).symlink_to(elsewhere)
+    with pytest.raises(StoreError, match=r"r\.duckdb\.journal is (not a folder|a link), where"):
+        Store.open(db)
+    assert not Path(db).exists() and not any(elsewhere.iterdir())
