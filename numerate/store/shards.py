@@ -44,6 +44,12 @@ def _filesystem(results_dir: str) -> tuple[Any, str]:
         fs, root = fsspec.core.url_to_fs(results_dir)
     except (ImportError, ValueError) as error:
         raise ConfigError(f"results location {results_dir!r}: {error}") from None
+    except Exception as error:  # a file system's own: a server that refuses, an archive
+        # that is none, a file system that needs arguments a URL cannot give
+        raise ConfigError(
+            f"results location {results_dir!r} cannot be opened: {type(error).__name__}: "
+            f"{first_line(error) or 'no reason given'}"
+        ) from None
     protocols = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
     if "memory" in protocols:
         raise ConfigError(
@@ -209,6 +215,15 @@ def check_writable(results_dir: str) -> None:
 
 def complete_runs(results_dir: str) -> list[str]:
     """Run ids whose shards are complete in the results location, sorted."""
+    try:
+        return _complete_runs(results_dir)
+    except OSError as error:  # a share that went away, a listing refused
+        raise ConfigError(
+            f"results location {results_dir} cannot be read: {error.strerror or error}"
+        ) from None
+
+
+def _complete_runs(results_dir: str) -> list[str]:
     fs, root = _filesystem(results_dir)
     if not fs.exists(root):
         raise ConfigError(f"no results location at {results_dir}")

@@ -262,3 +262,21 @@ def test_the_root_folder_is_the_root_not_the_working_folder(tmp_path, monkeypatc
 
     monkeypatch.chdir(tmp_path)
     assert _filesystem("/")[1] == "/" and _filesystem("/x/")[1] == "/x"
+
+
+@pytest.mark.parametrize(
+    ("location", "said"),
+    [("zip://x", "cannot be opened: IsADirectoryError"),
+     ("ftp://127.0.0.1:1/x", "cannot be opened: ConnectionRefusedError"),
+     ("reference://", "cannot be opened: TypeError: ReferenceFileSystem")],
+)  # fmt: skip
+def test_a_results_location_its_file_system_cannot_open_is_one_error(
+    tmp_path, monkeypatch, location, said
+):
+    """Before: a traceback from the file system (an FTP server that refuses, an archive that
+    is none, a file system that needs arguments a URL cannot give)."""
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["ingest", location, "--db", str(tmp_path / "c.duckdb")])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(f"error: results location {location!r} {said}")
+    assert not (tmp_path / "c.duckdb").exists()
