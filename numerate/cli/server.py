@@ -70,6 +70,15 @@ ANSWER_TIMEOUT_S = 5.0
 """How long a command waits for the Prefect API at PREFECT_API_URL to answer at all."""
 
 
+def health_url(url: str) -> str:
+    """The health check of Prefect's API at `url`: `/health` after its path, before a query
+    it may hold (`/api?token=X` asked `/api?token=X/health`)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"{parts.path.rstrip('/')}/health"))
+
+
 def api_answers(url: str) -> None:
     """ConfigError unless Prefect's health check at PREFECT_API_URL `url` answers, whole,
     within ANSWER_TIMEOUT_S (a 401 or 403 counts: a server that wants a key); Prefect's own
@@ -77,7 +86,7 @@ def api_answers(url: str) -> None:
     from numerate.kernel.errors import shorten
     from numerate.kernel.http import Unanswered, answer
 
-    health = f"{url.rstrip('/')}/health"
+    health = health_url(url)
     try:
         status, said = answer(health, ANSWER_TIMEOUT_S, limit=1024)
     except Unanswered as error:
@@ -213,7 +222,7 @@ def healthy(url: str, timeout: float = 0.3) -> bool:
     from numerate.kernel.http import Unanswered, answer
 
     try:
-        status, body = answer(f"{url}/health", timeout, limit=1024)
+        status, body = answer(health_url(url), timeout, limit=1024)
     except Unanswered:
         return False
     return status == 200 and body.strip() == b"true"
@@ -462,13 +471,16 @@ def status() -> None:
     state = read_state(folder)
     if state is None:
         if mode() == "external":
+            from numerate.kernel.credentials import redact
+
             url = os.environ["PREFECT_API_URL"]
             try:
                 api_answers(url)
-            except ConfigError as error:
-                typer.echo(f"commands report to PREFECT_API_URL, which does not answer: {error}")
+            except ConfigError as error:  # the URL's password or token hidden, as in errors
+                said = redact(f"commands report to PREFECT_API_URL, which does not answer: {error}")
+                typer.echo(said)
                 raise typer.Exit(1) from None
-            typer.echo(f"commands report to PREFECT_API_URL={url}")
+            typer.echo(redact(f"commands report to PREFECT_API_URL={url}"))
             return
         theirs = port_url()
         if mode() == "background" and healthy(theirs):  # as a command would find it

@@ -288,3 +288,21 @@ def test_status_under_temporary_servers_says_no_run_starts_a_background_one(tmp_
     done = numerate(env, "server", "status", timeout=60)
     assert done.returncode == 1
     assert done.stdout.startswith("no background Prefect server: NUMERATE_SERVER=temporary")
+
+
+def test_server_status_hides_the_credentials_of_prefect_api_url(monkeypatch):
+    """Before: `server status` printed PREFECT_API_URL's password or token in clear (every
+    other command's errors hid it); the health check was asked after the URL's query."""
+    from typer.testing import CliRunner
+
+    from numerate.cli import app
+    from numerate.cli.server import health_url
+
+    for url, secret in (("http://alice:pw-S3CR3T-99@127.0.0.1:1/api", "pw-S3CR3T-99"),
+                        ("http://127.0.0.1:1/api?token=TOKSECRET77", "TOKSECRET77")):  # fmt: skip
+        monkeypatch.setenv("PREFECT_API_URL", url)
+        result = CliRunner().invoke(app, ["server", "status"])
+        assert result.exit_code == 1 and "which does not answer" in result.output
+        assert secret not in result.output and "***" in result.output
+    assert health_url("http://h/api?token=X") == "http://h/api/health?token=X"
+    assert health_url("http://h/api/") == "http://h/api/health"
