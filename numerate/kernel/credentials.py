@@ -10,10 +10,12 @@ like a credential (`?token=...`, `&api_key=...`), with `MARKER`. No I/O.
 
 from __future__ import annotations
 
+import functools
+import json
 import re
 import threading
 from collections.abc import Iterable
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, quote_plus, unquote, urlsplit
 
 MARKER = "***"
 """What a secret is replaced with."""
@@ -50,9 +52,10 @@ def scrub(text: str, secrets: Iterable[str], *, token_shapes: bool = False) -> s
             sends back, never for a
             model's answer, whose words it could change.
     """
-    for secret in sorted(secrets, key=len, reverse=True):
-        if len(secret) >= MIN_SECRET_CHARS and secret not in PLACEHOLDERS and secret in text:
-            text = text.replace(secret, MARKER)
+    hidden = {form for secret in secrets for form in _written_forms(secret)}
+    for form in sorted(hidden, key=len, reverse=True):
+        if form in text:
+            text = text.replace(form, MARKER)
     if "://" in text and "@" in text:
         text = _USERINFO.sub(lambda match: f"{match.group(1)}{MARKER}@", text)
     if "://" in text and "=" in text:  # a URL's query holding a credential: ?token=...
@@ -61,6 +64,18 @@ def scrub(text: str, secrets: Iterable[str], *, token_shapes: bool = False) -> s
         text = _BEARER.sub(lambda match: f"{match.group(1)}{MARKER}", text)
         text = _KEY_LIKE.sub(lambda match: f"{match.group(1)}-{MARKER}", text)
     return text
+
+
+@functools.lru_cache(maxsize=256)
+def _written_forms(secret: str) -> frozenset[str]:
+    """`secret` as a server may quote it back: as it is, escaped in JSON, percent-encoded
+    (`Tok/en+Secret=` came back as `Tok%2Fen%2BSecret%3D` and was stored); none for a
+    placeholder or a string too short to be a secret."""
+    if len(secret) < MIN_SECRET_CHARS or secret in PLACEHOLDERS:
+        return frozenset()
+    return frozenset(
+        {secret, json.dumps(secret)[1:-1], quote(secret, safe=""), quote_plus(secret, safe="")}
+    )
 
 
 _SECRET_OPTION = re.compile(rf"(?i)(--?[a-z0-9_\-]*(?:{_CREDENTIAL_WORDS})(?:=|\s+))(?!-)\S+")
