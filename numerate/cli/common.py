@@ -487,18 +487,21 @@ def stop_code() -> int:
     return 143 if signal.SIGTERM in (stop_signals or signals_seen) else 130
 
 
-def say_once(what_is_kept: str) -> Callable[[], None]:
+def say_once(what_is_kept: str) -> Callable[..., None]:
     """A function that says, the first time it is called, how a command stopped by a signal
     ended (`interrupted: <what_is_kept>`, or `terminated: ...`): called where the command
     catches the interruption and, for a command the deadline ends, from `on_hard_stop`."""
     said = threading.Event()
 
-    def say() -> None:
+    def say(instead: str | None = None) -> None:
+        """Say it, or `instead` of what was kept, what the command found."""
         if not said.is_set():
             said.set()
             by_term = stop_code() == 143
             with contextlib.suppress(OSError, ValueError):
-                sys.stderr.write(f"{'terminated' if by_term else 'interrupted'}: {what_is_kept}\n")
+                sys.stderr.write(
+                    f"{'terminated' if by_term else 'interrupted'}: {instead or what_is_kept}\n"
+                )
                 sys.stderr.flush()
 
     return say

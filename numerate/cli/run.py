@@ -254,13 +254,23 @@ def run_sweep(
 
     from prefect.exceptions import TerminationSignal
 
-    def record_the_stop(seconds: float) -> None:
+    from numerate.store.schema import now
+
+    started = now()
+
+    def record_the_stop(seconds: float) -> str | None:
+        """Mark the run interrupted; the id of a run of this sweep that ended since this
+        command started, when the signal came as it ended (it stopped nothing of it)."""
         from numerate.store import access
 
         access.hurry(seconds)  # within the 5 s every command stops in (common.stop_within)
+        ended = None
         with contextlib.suppress(StoreError):  # busy: the run stays 'running', resumable
-            Store.open(db_path).mark_interrupted(sweep_config.name, sweep_config.fingerprint())
+            store = Store.open(db_path)
+            store.mark_interrupted(sweep_config.name, sweep_config.fingerprint())
+            ended = store.ended_since(sweep_config.name, sweep_config.fingerprint(), started)
         Store.close_all()  # what cannot be written now stays in the journal
+        return ended
 
     said = say_once("every answer received so far is stored; run the same command again to resume")
     # stopped past the deadline (one long call in C): the run is still recorded as stopped
@@ -271,10 +281,15 @@ def run_sweep(
             # a Failed run raises RunFailed here
             return str(asyncio.run(sweep(sweep_config, db_path, fresh, unusable, plot=False)))
     except (KeyboardInterrupt, TerminationSignal) as stop:
-        record_the_stop(3)
+        ended = record_the_stop(3)
         if isinstance(stop, TerminationSignal) and not stop_signals:  # Prefect's own handler
             stop_signals.append(signal.SIGTERM)
-        said()
+        said(  # "run the same command again to resume" resumed another, older run
+            f"run {ended} had ended as the signal came; its results are stored (numerate "
+            f"report --run {ended} shows them)"
+            if ended
+            else None
+        )
         quiet_exit(stop_code())
     except RunFailed:
         raise  # stored all the same: the caller reports it

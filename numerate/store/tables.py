@@ -194,6 +194,17 @@ class Tables:
                 [sweep_name, config_hash, mine],
             )
 
+    def ended_since(self, sweep_name: str, config_hash: str, since: datetime) -> str | None:
+        """The run of this sweep that ended (finished, degraded or failed) at or after
+        `since`, if any: a signal that came as it ended stopped nothing of it."""
+        rows = self.query(
+            "SELECT run_id FROM runs WHERE sweep_name = ? AND config_hash = ? AND status IN "
+            "('finished', 'degraded', 'failed') AND finished_at >= ? "
+            "ORDER BY finished_at DESC LIMIT 1",
+            [sweep_name, config_hash, since],
+        )
+        return str(rows[0][0]) if rows else None
+
     # ------------------------------------------------------------------ cases and answers
 
     def put_cases(self, rows: Sequence[CaseRow]) -> None:

@@ -911,6 +911,37 @@ def test_a_command_killed_while_its_temporary_server_starts_leaves_no_server(tmp
             os.kill(pid, signal.SIGKILL)
 
 
+ENDS_THEN_INTERRUPTED = """
+import sys
+import numerate.flows.sweep as flows
+real = flows.sweep
+async def ends_then_interrupted(*args, **kwargs):
+    await real(*args, **kwargs)
+    raise KeyboardInterrupt  # Ctrl-C as the run ends: stored `finished`
+flows.sweep = ends_then_interrupted
+from numerate.cli import main
+sys.argv = ["numerate", "run", "--model", "baseline:oracle", "--db", sys.argv[1]]
+main()
+"""
+
+
+def test_ctrl_c_as_a_run_ends_says_it_ended_not_to_resume_it(tmp_path):
+    """Before: `interrupted: ... run the same command again to resume` for a run stored as
+    finished; the advice then resumed an older interrupted run of the same sweep."""
+    db = tmp_path / "r.duckdb"
+    env = {**numerate_env(tmp_path / "prefect"), "NUMERATE_SERVER": "temporary"}
+    done = subprocess.run([sys.executable, "-c", ENDS_THEN_INTERRUPTED, str(db)], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=180)  # fmt: skip
+    assert done.returncode == 130, done.stderr
+    (run_id, status), = duckdb.connect(str(db), read_only=True).sql(
+        "SELECT run_id, status FROM runs").fetchall()  # fmt: skip
+    assert status == "finished"
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"interrupted: run {run_id} had ended as the signal came; its results are stored "
+        f"(numerate report --run {run_id} shows them)"
+    )
+
+
 RELAYED = """
 import os, signal, sys, time
 from numerate.cli.common import stop_code, stop_within
