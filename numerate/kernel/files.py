@@ -75,12 +75,23 @@ def _output_target(path: Path) -> Path:
         raise OutputPathError(path, "a folder; give a file name")
     if target.exists() and not target.is_file():
         raise OutputPathError(path, "not a regular file (a device, a pipe or a socket)")
+    if target.is_file() and _is_a_duckdb_database(target):  # no output of numerate's is one
+        raise OutputPathError(path, "a DuckDB database (results?); give another file name")
     if path.is_symlink() and not target.parent.is_dir():  # the folders made would be the
         raise OutputPathError(  # link's, wherever it points (/nonexist/ at the root)
             path, f"a symbolic link to {target}, whose folder does not exist"
         )
     _nearest_folder(path, target, target.parents)
     return target
+
+
+def _is_a_duckdb_database(file: Path) -> bool:
+    """Whether `file` starts as a DuckDB database does ("DUCK" after its first 8 bytes)."""
+    try:
+        with open(file, "rb") as handle:
+            return handle.read(12)[8:12] == b"DUCK"
+    except OSError:
+        return False
 
 
 def _nearest_folder(path: Path, target: Path, candidates: Iterable[Path]) -> Path:

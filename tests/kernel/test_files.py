@@ -121,3 +121,15 @@ def test_an_existing_file_keeps_its_permissions(tmp_path):
     umask = os.umask(0)
     os.umask(umask)
     assert fresh.stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_a_duckdb_database_is_never_overwritten_by_an_output(tmp_path):
+    """Before: `generate --out results.duckdb` replaced a results database with JSON Lines."""
+    import duckdb
+
+    db = tmp_path / "results.duckdb"
+    duckdb.connect(str(db)).close()
+    before = db.read_bytes()
+    with pytest.raises(OutputPathError, match="a DuckDB database"):
+        write_atomically(db, "{}\n")
+    assert db.read_bytes() == before
