@@ -313,12 +313,18 @@ class ObjectCountingGenerationParams(ParamsBase):
     anchor_suffix: str = ". "
     """Text after each marker (when anchor is not NONE)."""
 
-    @field_validator("anchor")
+    @field_validator("anchor", mode="before")
     @classmethod
-    def _object_anchor(cls, anchor: AnchorFormat) -> AnchorFormat:
-        if anchor not in OBJECT_ANCHORS:
-            allowed = ", ".join(a.value for a in OBJECT_ANCHORS)
-            raise ValueError(f"anchor {anchor.value} is not an Object Counting format ({allowed})")
+    def _object_anchor(cls, anchor: object) -> object:
+        """Only Object Counting's formats, and only those named when one is not (a value
+        none of the formats was refused naming every manifold's, ASCII among them)."""
+        value = anchor.value if isinstance(anchor, AnchorFormat) else anchor
+        allowed = [a.value for a in OBJECT_ANCHORS]
+        if value not in allowed:
+            shown = value if isinstance(value, str) else repr(value)
+            raise ValueError(
+                f"anchor {shown} is not an Object Counting format ({', '.join(allowed)})"
+            )
         return anchor
 
     @model_validator(mode="after")

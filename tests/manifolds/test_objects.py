@@ -307,3 +307,14 @@ def test_no_distractor_could_be_counted_in_an_asked_category(seed, index, groups
     for item in case.items:
         if item.category not in case.target_categories:
             assert not COUNTABLE_AS.get(item.name, frozenset()) & set(case.target_categories)
+
+
+@pytest.mark.parametrize("anchor", ["ASCII", "bogus", "SKIP_2"])
+def test_an_anchor_objects_has_not_is_refused_naming_only_its_own(anchor):
+    """Before: a value that is no format was refused naming every manifold's formats, ASCII
+    among them, which objects then refused too."""
+    with pytest.raises(ValidationError) as refused:
+        ObjectCountingGenerationParams(anchor=anchor)
+    said = str(refused.value)
+    assert "is not an Object Counting format (NONE, NUMERIC, ALPHA, ROMAN, REVERSE, HEX)" in said
+    assert "'ASCII', " not in said and "ELEMENTS" not in said
