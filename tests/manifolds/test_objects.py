@@ -317,4 +317,4 @@ def test_an_anchor_objects_has_not_is_refused_naming_only_its_own(anchor):
         ObjectCountingGenerationParams(anchor=anchor)
     said = str(refused.value)
     assert "is not an Object Counting format (NONE, NUMERIC, ALPHA, ROMAN, REVERSE, HEX)" in said
-    assert "'ASCII', " not in said and "ELEMENTS" not in said
+    assert "Input should be" not in said and "ELEMENTS" not in said
