@@ -52,6 +52,8 @@ def results_database(given: str | None = None, configured: str | None = None) ->
                 f"{what} {value!r}: give the results database's path (or leave it out for "
                 f"$NUMERATE_DB, else {DEFAULT_DB})"
             )
+        if value is not None and any(ord(c) < 32 or ord(c) == 127 for c in value):
+            raise ConfigError(f"{what} {value!r}: a path with a control character (a newline?)")
     return given or configured or os.environ.get("NUMERATE_DB", "").strip() or DEFAULT_DB
 
 

@@ -74,6 +74,8 @@ def a_path(text: str) -> Path:
 
     if not text.strip():
         raise typer.BadParameter(f"{text!r}: give a path (an empty one would mean here)")
+    if any(ord(c) < 32 or ord(c) == 127 for c in text):  # messages would show it torn
+        raise typer.BadParameter(f"{text!r}: a path with a control character (a newline?)")
     return Path(text)
 
 

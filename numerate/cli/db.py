@@ -9,6 +9,7 @@ import typer
 from numerate.cli.app import app
 from numerate.cli.common import (
     DB_HELP,
+    a_path,
     check_format,
     fail,
     open_reader,
@@ -40,13 +41,15 @@ def db_command(
 
     try:
         fmt = check_format(output)
-        if path is not None and not path.strip():  # positional: not `--db` as results_db says
-            raise ConfigError(f"PATH {path!r}: give the results database's path")
+        if path is not None:  # positional: not `--db` as results_db says
+            a_path(path)  # blank or with a control character: refused
         if sql is not None and not sql.strip():
             raise ConfigError(f"SQL {sql!r}: give a query, or leave it out to list the tables")
         with open_reader(path, numerate_schema=False) as reader:
             # the user's SQL, or the list of tables and views
             frame = reader.printable_frame(sql) if sql else queries.tables(reader)
+    except typer.BadParameter as error:
+        fail(f"PATH {error.message}")
     except NumerateError as error:
         fail(error)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the query stops with the process

@@ -493,7 +493,15 @@ def test_empty_values_that_meant_everything_are_refused(tmp_path):
     assert "SQL ' ': give a query" in one_error(runner.invoke(app, ["db", str(path), " "]))
     # the positional PATH was named `--db ''`; several statements showed the last one's rows,
     # comments alone printed nothing
-    assert "PATH '': give the results" in one_error(runner.invoke(app, ["db", "", "select 1"]))
+    assert "PATH '': give a path" in one_error(runner.invoke(app, ["db", "", "select 1"]))
+    # a newline in a path tore the message in two ("no results database at b.duckdb" and
+    # "error:  (run ...)"), the file being there
+    torn = runner.invoke(app, ["db", f"{path}\n", "select 1"])
+    assert f"PATH '{path}\\n': a path with a control character" in one_error(torn)
+    torn = runner.invoke(app, ["report", "--db", f"{path}\n"])
+    assert f"--db '{path}\\n': a path with a control character" in one_error(torn)
+    torn = runner.invoke(app, ["generate", "objects", "--out", "x\n.jsonl"])
+    assert "'x\\n.jsonl': a path with a control character" in torn.stderr
     both = runner.invoke(app, ["db", str(path), "select 1; select 2"])
     assert "the SQL holds 2 statements: give one query" in one_error(both)
     comment = runner.invoke(app, ["db", str(path), "/* a comment */ ;"])
