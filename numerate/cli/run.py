@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -27,6 +28,8 @@ from numerate.cli.common import (
 from numerate.kernel.errors import ConfigError, NumerateError
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from numerate.cli.server import Server
     from numerate.config import SweepConfig
     from numerate.preflight import Preflight
@@ -222,6 +225,24 @@ def import_what_the_flow_uses() -> None:
     import numerate.aggregate  # noqa: F401
 
 
+def _record_the_stop(
+    sweep_config: SweepConfig, db_path: str, started: datetime, seconds: float
+) -> str | None:
+    """Mark the sweep's run interrupted, within `seconds`; the id of a run of it that ended
+    since `started` (the command's start), when the signal came as it ended (it stopped
+    nothing of it)."""
+    from numerate.store import Store, StoreError, access
+
+    access.hurry(seconds)  # within the 5 s every command stops in (common.stop_within)
+    ended = None
+    with contextlib.suppress(StoreError):  # busy: the run stays 'running', resumable
+        store = Store.open(db_path)
+        store.mark_interrupted(sweep_config.name, sweep_config.fingerprint())
+        ended = store.ended_since(sweep_config.name, sweep_config.fingerprint(), started)
+    Store.close_all()  # what cannot be written now stays in the journal
+    return ended
+
+
 def run_sweep(
     sweep_config: SweepConfig,
     db_path: str,
@@ -241,7 +262,7 @@ def run_sweep(
 
     quiet_run_logs(logging.CRITICAL)  # how the run ended is said once, by the CLI
     from numerate.progress import reporting_to
-    from numerate.store import Store, StoreError
+    from numerate.store import StoreError
     from numerate.verdict import RunFailed
 
     cases = sweep_config.total_cases()
@@ -256,22 +277,7 @@ def run_sweep(
 
     from numerate.store.schema import now
 
-    started = now()
-
-    def record_the_stop(seconds: float) -> str | None:
-        """Mark the run interrupted; the id of a run of this sweep that ended since this
-        command started, when the signal came as it ended (it stopped nothing of it)."""
-        from numerate.store import access
-
-        access.hurry(seconds)  # within the 5 s every command stops in (common.stop_within)
-        ended = None
-        with contextlib.suppress(StoreError):  # busy: the run stays 'running', resumable
-            store = Store.open(db_path)
-            store.mark_interrupted(sweep_config.name, sweep_config.fingerprint())
-            ended = store.ended_since(sweep_config.name, sweep_config.fingerprint(), started)
-        Store.close_all()  # what cannot be written now stays in the journal
-        return ended
-
+    record_the_stop = functools.partial(_record_the_stop, sweep_config, db_path, now())
     said = say_once("every answer received so far is stored; run the same command again to resume")
     # stopped past the deadline (one long call in C): the run is still recorded as stopped
     on_hard_stop.extend([said, lambda: record_the_stop(1)])
@@ -285,10 +291,9 @@ def run_sweep(
         if isinstance(stop, TerminationSignal) and not stop_signals:  # Prefect's own handler
             stop_signals.append(signal.SIGTERM)
         said(  # "run the same command again to resume" resumed another, older run
-            f"run {ended} had ended as the signal came; its results are stored (numerate "
-            f"report --run {ended} shows them)"
-            if ended
-            else None
+            ended
+            and f"run {ended} had ended as the signal came; its results are stored "
+            f"(numerate report --run {ended} shows them)"
         )
         quiet_exit(stop_code())
     except RunFailed:

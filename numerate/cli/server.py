@@ -94,6 +94,11 @@ def api_answers(url: str) -> None:
             f"PREFECT_API_URL {url}: Prefect's API cannot be reached ({error.reason}); start a "
             "server (prefect server start) or fix the URL"
         ) from None
+    if 300 <= status < 400:  # not followed: Prefect's client would not follow it either
+        raise ConfigError(
+            f"PREFECT_API_URL {url}: {health} answers with a redirect (HTTP {status}); give "
+            "the address it points to"
+        )
     if status >= 400 and status not in (401, 403):  # 401, 403: it wants a key Prefect has
         raise ConfigError(f"PREFECT_API_URL {url}: not a Prefect API (HTTP {status} at {health})")
     if status < 300 and said.strip() != b"true":  # Prefect's health answers `true`; a web

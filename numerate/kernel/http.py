@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 import time
+import urllib.error
+import urllib.request
 from typing import Any
 
 
@@ -17,13 +19,22 @@ class Unanswered(Exception):
         self.timed_out = timed_out
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A redirect is the answer (its 3xx status), not followed: a Location with a user and
+    password in it was taken for a host name, and the error blamed the DNS."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirects)
+
+
 def answer(url: str, timeout_s: float, limit: int = 64 * 1024) -> tuple[int, bytes]:
-    """The HTTP status `url` answers a GET with (an error status included) and up to `limit`
-    bytes of its body, all read within `timeout_s` in all. A server that sends its headers
-    and then nothing, or one byte at a time, is no answer (each read's own timeout would let
-    it go on). Raises Unanswered."""
-    import urllib.error
-    import urllib.request
+    """The HTTP status `url` answers a GET with (an error status and a redirect, not
+    followed, included) and up to `limit` bytes of its body, all read within `timeout_s` in
+    all. A server that sends its headers and then nothing, or one byte at a time, is no
+    answer (each read's own timeout would let it go on). Raises Unanswered."""
 
     found: dict[str, tuple[int, bytes] | BaseException] = {}
 
@@ -31,7 +42,7 @@ def answer(url: str, timeout_s: float, limit: int = 64 * 1024) -> tuple[int, byt
 
     def ask() -> None:
         try:
-            with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            with _OPENER.open(request, timeout=timeout_s) as response:
                 found["answer"] = (response.status, response.read(limit))
         except urllib.error.HTTPError as error:
             found["answer"] = (error.code, b"")

@@ -306,3 +306,31 @@ def test_server_status_hides_the_credentials_of_prefect_api_url(monkeypatch):
         assert secret not in result.output and "***" in result.output
     assert health_url("http://h/api?token=X") == "http://h/api/health?token=X"
     assert health_url("http://h/api/") == "http://h/api/health"
+
+
+def test_a_prefect_api_url_that_redirects_is_said_to_redirect():
+    """Before: the redirect was followed, its Location's `user:pw@host` taken for a host
+    name, and the error blamed the DNS ("Name or service not known")."""
+    import http.server
+    import threading
+
+    from numerate.cli.server import api_answers
+    from numerate.kernel.errors import ConfigError
+
+    class Redirects(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(307)
+            self.send_header("Location", "http://u:pw@elsewhere.invalid/api/health")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Redirects)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with pytest.raises(ConfigError, match=r"answers with a redirect \(HTTP 307\); give the"):
+            api_answers(f"http://127.0.0.1:{server.server_port}/api")
+    finally:
+        server.shutdown()
