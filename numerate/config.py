@@ -28,9 +28,9 @@ from pydantic import (
 )
 
 from numerate.kernel.credentials import scrub
-from numerate.kernel.errors import ConfigError, describe_validation_error
+from numerate.kernel.errors import ConfigError, describe_validation_error, what_it_is
 from numerate.kernel.files import read_text
-from numerate.kernel.inputs import Real, Seed, Whole, check_parameters_size, what_it_is
+from numerate.kernel.inputs import Real, Seed, Whole, check_parameters_size
 from numerate.manifolds import registry
 
 MAX_POINTS = 100_000

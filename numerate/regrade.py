@@ -10,8 +10,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from numerate.judging import judge
-from numerate.kernel.errors import ConfigError, describe_validation_error, shorten
-from numerate.kernel.inputs import json_value, what_it_is
+from numerate.kernel.errors import ConfigError, describe_validation_error, shorten, what_it_is
+from numerate.kernel.inputs import json_value
 from numerate.manifolds import registry
 from numerate.store import Store, queries
 from numerate.store.rows import Regrade

@@ -88,7 +88,7 @@ def _options_given(
 
 def _load_yaml(path: Path) -> dict[str, Any]:
     from numerate.config import load_yaml
-    from numerate.kernel.inputs import what_it_is
+    from numerate.kernel.errors import what_it_is
 
     data = load_yaml(path, "numgen config")
     if not isinstance(data, dict):

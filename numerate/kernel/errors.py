@@ -18,6 +18,16 @@ class ConfigError(NumerateError):
     """A configuration value or parameter that cannot be used."""
 
 
+def what_it_is(value: object) -> str:
+    """A value read from a file, as its reader would name it: `nothing` for an empty
+    document (`NoneType` before), `a list`, `text`, ..."""
+    if value is None:
+        return "nothing (an empty document, or comments only)"
+    names = {bool: "true/false", int: "a number", float: "a number", str: "text",
+             list: "a list", dict: "a mapping"}  # fmt: skip
+    return names.get(type(value), f"a {type(value).__name__}")
+
+
 def describe_validation_error(
     error: ValidationError, where: str, options: Mapping[str, str] | None = None
 ) -> str:
@@ -35,6 +45,9 @@ def describe_validation_error(
         field = ".".join(str(part) for part in problem["loc"])
         value = problem.get("input")
         message = shorten(problem["msg"].removeprefix("Value error, "), 300)
+        if problem["type"] in ("model_type", "model_attributes_type", "dict_type"):
+            given = "empty" if value is None else f"not {what_it_is(value)}"
+            message = f"should be a mapping of settings ({given})"  # not a class
         if not field:  # a check of the whole (a model validator): its message names the fields
             lines.append(f"{where}: {message}")
             continue

@@ -167,16 +167,6 @@ def _unique_keys(pairs: list[tuple[str, Any]], where: str) -> dict[str, Any]:
     return dict(pairs)
 
 
-def what_it_is(value: Any) -> str:
-    """A value read from a file, as its reader would name it: `nothing` for an empty
-    document (`NoneType` before), `a list`, `text`, ..."""
-    if value is None:
-        return "nothing (an empty document, or comments only)"
-    names = {bool: "true/false", int: "a number", float: "a number", str: "text",
-             list: "a list", dict: "a mapping"}  # fmt: skip
-    return names.get(type(value), f"a {type(value).__name__}")
-
-
 def yaml_value(text: str, where: str) -> Any:
     """A YAML document read with the safe loader, without aliases and within the bounds;
     ConfigError naming `where` (and the line and column, where known) when it is not valid

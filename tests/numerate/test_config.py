@@ -106,6 +106,8 @@ def test_grid_is_a_cartesian_product_with_fixed_scalars():
         ({"models": [{"name": "a", "model": "m", "base_url": "http://h", "system_prompt": ""}]},
          "system_prompt = '': String should have at least 1 character"),
         ({"models": [{"name": "a", "model": "m", "base_url": ""}]}, "base_url = '' is empty"),
+        # pydantic named its class: "a valid dictionary or instance of ModelConfig"
+        ({"models": [[1]]}, "models.0: should be a mapping of settings (not a list)"),
     ],
 )  # fmt: skip
 def test_bad_values_name_their_field(changes, message):
