@@ -191,7 +191,10 @@ def _existing_database(path: str) -> None:
                 f"no results in {path} yet: a run is starting to write it (try again in a "
                 "few seconds)"
             )
-        raise ConfigError(f"no results database at {path} (run `numerate run` first)")
+        raise ConfigError(  # numgen report said to run `numerate run`
+            f"no results database at {path} (a run makes it: `numerate run` or "
+            "`numerate numgen run`)"
+        )
 
 
 def database_file_problem(path: str) -> str | None:
