@@ -81,7 +81,13 @@ def run_state(source: Source, run_id: str) -> str | None:
             f"run {run_id} is still running (started {run.started:%Y-%m-%d %H:%M}, "
             f"{run.answered} answers so far): the figures are partial"
         )
+    if not run.answered:
+        return f"run {run_id} ended {run.status} and {HOLDS_NO_ANSWER}"
     return f"run {run_id} ended {run.status}"
+
+
+HOLDS_NO_ANSWER = "holds no answer: nothing to report"
+"""How run_state ends for a run that stopped before any answer."""
 
 
 def _markdown(cell: str) -> str:

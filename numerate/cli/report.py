@@ -15,7 +15,7 @@ from numerate.cli.common import (
     print_report,
     show,
 )
-from numerate.kernel.errors import NumerateError
+from numerate.kernel.errors import ConfigError, NumerateError
 
 RUN_HELP = "Run id, a unique prefix of one, latest or previous."
 
@@ -41,7 +41,7 @@ def report(
 
     Never writes; reads while sweeps write the database (docs/sharing.md, "Many users, one
     database")."""
-    from numerate.report import check_filters, render, run_points, run_state
+    from numerate.report import HOLDS_NO_ANSWER, check_filters, render, run_points, run_state
     from numerate.runs import resolve_run
 
     models, manifolds = model or [], manifold or []
@@ -51,6 +51,8 @@ def report(
             run_id = resolve_run(reader, run_id)
             check_filters(reader, run_id, models, manifolds)
             state = run_state(reader, run_id)
+            if state and state.endswith(HOLDS_NO_ANSWER):  # an empty table, exit 0 before
+                raise ConfigError(state)
             if state:
                 typer.echo(f"note: {state}", err=True)
             print_report(reader, run_id, fmt, models, manifolds)

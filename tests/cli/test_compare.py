@@ -203,3 +203,19 @@ def test_a_run_stopped_before_any_answer_lists_the_models_it_was_asked(tmp_path)
     assert [(row["id"], row["models"]) for row in json.loads(listed.stdout)] == [
         ("run-1", "a-model, b-model")
     ]
+
+
+def test_report_of_a_run_stopped_before_any_answer_says_so(tmp_path):
+    """Before: an empty table and exit 0 (plot refused the same run)."""
+    from numerate.store import Store
+
+    db = str(tmp_path / "r.duckdb")
+    store = Store.open(db)
+    store.start_run("run-1", "s", "h", {"name": "s", "models": [{"name": "m"}]}, "v")
+    store.set_run_status("run-1", "interrupted")
+    Store.close_all()
+    result = runner.invoke(app, ["report", "--db", db])
+    assert result.exit_code == 2, result.output
+    assert result.stderr == (
+        "error: run run-1 ended interrupted and holds no answer: nothing to report\n"
+    )
