@@ -117,17 +117,19 @@ def _run_flow(config: Any, db: str, dispatch: str) -> dict[str, Any]:
         terminal_progress,
     )
     from numerate.cli.server import connect
-    from numerate.flows.numgen import DETECT_DEPLOYMENT, GENERATE_DEPLOYMENT
     from numerate.kernel.files import check_folder
-    from numerate.progress import reporting_to
     from numerate.store.reader import database_file_problem
-    from numerate.tasks.dispatch import Dispatch, require_deployed
-    from numerate.verdict import RunFailed
 
     if config.needs_images:
         check_folder("images_dir", config.images_dir)  # before the database is made
-    server = connect()
+    server = connect()  # before Prefect is imported: its settings read PREFECT_API_URL once
+    # (imported before, a background server's URL was not seen, and Prefect started a
+    # temporary server of its own for the run)
+    from numerate.flows.numgen import DETECT_DEPLOYMENT, GENERATE_DEPLOYMENT
+    from numerate.progress import reporting_to
     from numerate.store import Store
+    from numerate.tasks.dispatch import Dispatch, require_deployed
+    from numerate.verdict import RunFailed
 
     problem = database_file_problem(db)  # a file that is no database: refused before the wait
     if problem:

@@ -79,6 +79,16 @@ def test_the_first_run_starts_the_server_later_runs_reuse_it_and_stop_stops_it(
         assert second.returncode == 0, second.stderr
         assert "background" not in second.stderr  # reused, not started again
         assert state(tmp_path)["pid"] == server["pid"]
+        # numgen run too: it imported Prefect before it found the server, so Prefect started
+        # a temporary server of its own for the run (8 s, and the run not in the UI)
+        # (seen with a server of another PREFECT_HOME, which a command adopts)
+        other = {**env, "PREFECT_HOME": str(tmp_path / "other-home")}
+        images = str(tmp_path / "images")
+        numgen = numerate(other, "numgen", "run", "--count", "1", "--db", str(tmp_path / "n.db"),
+                          "--images-dir", images)  # fmt: skip
+        assert numgen.returncode == 0, numgen.stderr
+        assert "Starting temporary server" not in numgen.stderr, numgen.stderr
+        assert "note: reporting to the Prefect server already on" in numgen.stderr
 
         running = numerate(env, "server", "status")
         assert running.returncode == 0 and server["url"] in running.stdout
