@@ -10,6 +10,7 @@ like a credential (`?token=...`, `&api_key=...`), with `MARKER`. No I/O.
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 import re
@@ -28,7 +29,7 @@ PLACEHOLDERS = frozenset({"EMPTY"})
 """Keys that are no secret: what local servers are sent when no key is configured."""
 
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^\s/?#'\"<>]+@")
-_BEARER = re.compile(r"(?i)\b((?:bearer|basic)\s+)[^\s\"',;()<>:]+")
+_BEARER = re.compile(r"(?i)\b((?:bearer|basic)\s+)[^\s\"',;()<>:\[\]{}]+")
 _KEY_LIKE = re.compile(r"\b(sk|pk|rk)-[A-Za-z0-9_\-]{8,}")
 _CREDENTIAL_WORDS = "token|key|secret|password|passwd|signature|sig|auth"
 """How the name of a credential ends: a URL's query parameter, a command-line option."""
@@ -69,13 +70,20 @@ def scrub(text: str, secrets: Iterable[str], *, token_shapes: bool = False) -> s
 @functools.lru_cache(maxsize=256)
 def _written_forms(secret: str) -> frozenset[str]:
     """`secret` as a server may quote it back: as it is, escaped in JSON, percent-encoded
-    (`Tok/en+Secret=` came back as `Tok%2Fen%2BSecret%3D` and was stored); none for a
-    placeholder or a string too short to be a secret."""
+    (`Tok/en+Secret=` came back as `Tok%2Fen%2BSecret%3D` and was stored), in base64; none
+    for a placeholder or a string too short to be a secret."""
     if len(secret) < MIN_SECRET_CHARS or secret in PLACEHOLDERS:
         return frozenset()
-    return frozenset(
-        {secret, json.dumps(secret)[1:-1], quote(secret, safe=""), quote_plus(secret, safe="")}
-    )
+    raw = secret.encode()
+    encoded = (base64.b64encode(raw).decode(), base64.urlsafe_b64encode(raw).decode())
+    quoted = {
+        quote(secret, safe=""),
+        quote_plus(secret, safe=""),
+        quote(secret),
+        quote_plus(secret),
+    }
+    padded = {form for text in encoded for form in (text, text.rstrip("="))}  # base64, as sent
+    return frozenset({secret, json.dumps(secret)[1:-1]} | quoted | padded)
 
 
 _SECRET_OPTION = re.compile(rf"(?i)(--?[a-z0-9_\-]*(?:{_CREDENTIAL_WORDS})(?:=|\s+))(?!-)\S+")

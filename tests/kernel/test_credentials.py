@@ -99,10 +99,15 @@ def test_another_process_s_command_line_is_shown_without_its_secrets(command, sh
 def test_a_key_quoted_back_escaped_or_percent_encoded_is_hidden_too():
     """Before: only the key as it is was hidden; a server that quoted it URL-encoded or
     JSON-escaped had it stored in `raw_text`."""
+    import base64
     import json
     from urllib.parse import quote, quote_plus
 
     key = 'Tok/en+Secret=Value"x y'
-    for form in (key, json.dumps(key)[1:-1], quote(key, safe=""), quote_plus(key, safe="")):
+    forms = [key, json.dumps(key)[1:-1], quote(key, safe=""), quote_plus(key, safe=""),
+             quote(key), base64.b64encode(key.encode()).decode(),
+             base64.urlsafe_b64encode(key.encode()).decode().rstrip("=")]  # fmt: skip
+    for form in forms:  # corpus G: base64 and Python's default quote() were stored
         assert scrub(f"echo: {form} .", [key]) == "echo: *** ."
+    assert scrub("[Bearer abcdefSECRET]", [], token_shapes=True) == "[Bearer ***]"
     assert scrub("EMPTY", ["EMPTY"]) == "EMPTY"  # a placeholder is no secret, in any form
