@@ -20,6 +20,17 @@ def check_sweep_name(sweep: str | None) -> None:
         raise ConfigError(f"--sweep {sweep!r}: give a sweep name, or leave it out for every sweep")
 
 
+def check_known_sweep(source: Source, sweep: str | None) -> None:
+    """ConfigError for a --sweep the database holds no run of, naming those it holds (a
+    typo listed nothing, or changed nothing); none for a database without runs."""
+    if sweep is None:
+        return
+    known = queries.sweep_names(source)
+    if known and sweep not in known:
+        shown = ", ".join(known[:10])
+        raise ConfigError(f"--sweep {sweep!r}: no run of that sweep (its sweeps: {shown})")
+
+
 def resolve_run(source: Source, text: str | None, sweep: str | None = None) -> str:
     """The full run id that `text` names: `latest` (also when None) and `previous` by start time
     (within `sweep` when given), else the one run whose id starts with `text`. ConfigError names

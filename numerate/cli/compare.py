@@ -130,6 +130,8 @@ def _resolve_pair(
 ) -> tuple[str, str]:
     """The two runs BASE and NEW name; ConfigError when they are one run and no two of its
     models are compared (--base-model, --new-model)."""
+    if sweep is not None and sweep.strip():  # a typo, or one that changed nothing: said
+        _check_sweep(reader, sweep, (base, new))
     runs = (_resolve(reader, base, sweep, "BASE"), _resolve(reader, new, sweep, "NEW"))
     if runs[0] == runs[1] and (None in models or models[0] == models[1]):
         raise ConfigError(
@@ -137,6 +139,19 @@ def _resolve_pair(
             "--base-model and --new-model)"
         )
     return runs
+
+
+def _check_sweep(reader: Reader, sweep: str, named: tuple[str, str]) -> None:
+    """ConfigError for a --sweep the database holds no run of, or one that chooses nothing
+    (BASE and NEW both run ids): it was ignored, and the comparison shown."""
+    from numerate.runs import check_known_sweep
+
+    check_known_sweep(reader, sweep)
+    if all(text.strip() not in ("latest", "previous") for text in named):
+        raise ConfigError(
+            f"--sweep {sweep!r} chooses which runs latest and previous are; BASE and NEW are "
+            "run ids (leave it out)"
+        )
 
 
 def _resolve(reader: Reader, text: str, sweep: str | None, role: str) -> str:

@@ -8,7 +8,7 @@ import typer
 
 from numerate.cli.app import app
 from numerate.cli.common import DB_HELP, check_format, fail, open_reader, results_db, show
-from numerate.kernel.errors import ConfigError, NumerateError
+from numerate.kernel.errors import NumerateError
 
 
 @app.command("runs")
@@ -25,17 +25,13 @@ def list_runs_command(
     Never writes; reads while sweeps write the database (docs/sharing.md, "Many users, one
     database")."""
     from numerate.report import render
-    from numerate.runs import list_runs
-    from numerate.store.queries import sweep_names
+    from numerate.runs import check_known_sweep, list_runs
 
     try:
         fmt = check_format(output)
         with open_reader(db) as reader:
             frame = list_runs(reader, limit=limit, sweep=sweep)
-            known = sweep_names(reader)
-        if sweep is not None and known and sweep not in known:  # a typo listed nothing
-            shown = ", ".join(known[:10])
-            raise ConfigError(f"--sweep {sweep!r}: no run of that sweep (its sweeps: {shown})")
+            check_known_sweep(reader, sweep)  # a typo listed nothing
     except NumerateError as error:
         fail(error)
     if frame.is_empty() and fmt in ("table", "markdown"):

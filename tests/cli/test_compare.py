@@ -219,3 +219,13 @@ def test_report_of_a_run_stopped_before_any_answer_says_so(tmp_path):
     assert result.stderr == (
         "error: run run-1 ended interrupted and holds no answer: nothing to report\n"
     )
+
+
+def test_a_sweep_that_is_none_or_chooses_nothing_is_refused(results):
+    """Before: `compare ID ID --sweep nosuch` compared the two runs, exit 0, the --sweep
+    ignored."""
+    db, ids = results
+    line = one_error_line(compare(db, ids[0], ids[1], "--sweep", "nosuch"))
+    assert "--sweep 'nosuch': no run of that sweep (its sweeps: " in line
+    line = one_error_line(compare(db, ids[0], ids[1], "--sweep", "solo"))
+    assert "--sweep 'solo' chooses which runs latest and previous are" in line
