@@ -122,9 +122,7 @@ def _run_flow(config: Any, db: str, dispatch: str) -> dict[str, Any]:
 
     if config.needs_images:
         check_folder("images_dir", config.images_dir)  # before the database is made
-    server = connect()  # before Prefect is imported: its settings read PREFECT_API_URL once
-    # (imported before, a background server's URL was not seen, and Prefect started a
-    # temporary server of its own for the run)
+    server = connect()  # before Prefect's import: else it started a server of its own
     from numerate.flows.numgen import DETECT_DEPLOYMENT, GENERATE_DEPLOYMENT
     from numerate.progress import reporting_to
     from numerate.store import Store
