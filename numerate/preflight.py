@@ -47,16 +47,16 @@ class Preflight:
 
 
 async def check_locations(config: SweepConfig) -> None:
-    """The sweep's own places, before anything is written: `results_dir` writable, `view_dir`
-    a folder or one that can be made (the CLI's preflight and a deployment's run both ask)."""
+    """The sweep's own places, before anything is written: `results_dir` and `view_dir`
+    writable, made if need be (the CLI's preflight and a deployment's run both ask)."""
     if config.results_dir:
         from numerate.store.shards import check_writable
 
         await asyncio.to_thread(check_writable, config.results_dir)
     if config.view_dir:
-        from numerate.kernel.files import check_folder
+        from numerate.kernel.files import check_writable_folder
 
-        await asyncio.to_thread(check_folder, "view_dir", config.view_dir)
+        await asyncio.to_thread(check_writable_folder, "view_dir", config.view_dir)
 
 
 async def preflight(

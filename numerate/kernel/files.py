@@ -142,6 +142,22 @@ def check_folder(option: str, path: Path | str) -> None:
         raise ConfigError(f"{option} {str(path)!r:.200}: {error.reason}") from None
 
 
+def check_writable_folder(option: str, path: Path | str) -> None:
+    """`check_folder`, then the folder made (with its parents) and a file made and removed
+    in it: ConfigError naming `option` when it cannot be (a view_dir under /proc was taken,
+    and its pages silently not written after the run)."""
+    check_folder(option, path)
+    folder = Path(path)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        handle, probe = _create_temporary(folder / ".numerate-write-check")
+        handle.close()
+        probe.unlink()
+    except OSError as error:
+        reason = error.strerror or str(error)
+        raise ConfigError(f"{option} {str(path)!r:.200} cannot be written: {reason}") from None
+
+
 def _create_temporary(target: Path) -> tuple[BinaryIO, Path]:
     """A new, empty file beside `target`, created exclusively under a random name (a link or
     file already at that name is an error, never written through); an existing target's

@@ -133,3 +133,16 @@ def test_a_duckdb_database_is_never_overwritten_by_an_output(tmp_path):
     with pytest.raises(OutputPathError, match="a DuckDB database"):
         write_atomically(db, "{}\n")
     assert db.read_bytes() == before
+
+
+def test_a_folder_that_cannot_be_written_is_refused_before_any_work(tmp_path):
+    """Before: `view_dir: /proc/x` was taken; after the run its pages were silently not
+    written (exit 0)."""
+    from numerate.kernel.errors import ConfigError
+
+    made = tmp_path / "pages" / "deeper"
+    files.check_writable_folder("view_dir", made)
+    assert made.is_dir() and not any(made.iterdir())  # made, and the probe removed
+    if Path("/proc/version").exists():
+        with pytest.raises(ConfigError, match=r"view_dir '/proc/x' cannot be written"):
+            files.check_writable_folder("view_dir", "/proc/x")
