@@ -210,6 +210,9 @@ def database_file_problem(path: str) -> str | None:
     except OSError as error:
         if error.errno == errno.ELOOP:  # readers said "no results database at ..."
             return "a symbolic link that loops"
+        target = Path(os.path.realpath(path))
+        if file.is_symlink() and not target.parent.is_dir():  # DuckDB named the link
+            return f"a symbolic link to {target}, whose folder does not exist"
     if file.is_dir():
         return "a folder, not a results database"
     if file.exists() and not file.is_file():  # DuckDB would wait on a pipe for a writer

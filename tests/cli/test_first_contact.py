@@ -120,6 +120,10 @@ def test_a_database_that_is_a_looping_link_or_truncated_is_one_line(tmp_path):
     for reader in (["report", "--db"], ["db"]):  # "no results database at ..." before
         read = runner.invoke(app, [*reader, str(tmp_path / "loop.duckdb")])
         assert "loop.duckdb: a symbolic link that loops" in one_error(read)
+    (tmp_path / "far.duckdb").symlink_to(tmp_path / "nowhere" / "z.duckdb")
+    far = runner.invoke(app, [*sweep, "--db", str(tmp_path / "far.duckdb")])  # DuckDB's
+    assert "far.duckdb: a symbolic link to " in one_error(far)  # IO Error named the link
+    assert "whose folder does not exist" in far.stderr
     whole = tmp_path / "whole.duckdb"
     done = runner.invoke(app, [*sweep, "--db", str(whole)])
     assert done.exit_code == 0, done.output
@@ -140,7 +144,7 @@ def test_a_database_that_is_a_looping_link_or_truncated_is_one_line(tmp_path):
         said = one_error(runner.invoke(app, command))  # DuckDB's "Could not read enough bytes"
         assert f"{cut}: the file is cut short: it ends at byte 100,000, inside what" in said
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "cut.duckdb", "loop.duckdb", "s.yaml", "whole.duckdb"]  # fmt: skip
+        "cut.duckdb", "far.duckdb", "loop.duckdb", "s.yaml", "whole.duckdb"]  # fmt: skip
 
 
 def test_a_database_that_shrank_after_a_drop_is_not_taken_for_one_cut_short(tmp_path):
