@@ -847,6 +847,19 @@ def _servers_of(prefect_home):
     return found
 
 
+def _run_starting_its_server(tmp_path, home):
+    """A `run` of its own process group, once it says it starts Prefect's temporary server
+    (its standard error read up to that line)."""
+    command = [sys.executable, "-m", "numerate.cli", "run", "--model", "baseline:oracle",
+               "--db", str(tmp_path / "r.duckdb")]  # fmt: skip
+    started = subprocess.Popen(command, cwd=ROOT, env=numerate_env(home), text=True,
+                               stderr=subprocess.PIPE, start_new_session=True)  # fmt: skip
+    for line in started.stderr:
+        if line.startswith("starting Prefect's temporary server"):
+            break
+    return started
+
+
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
 @pytest.mark.parametrize("after_s", [0.2, 3.0])
 def test_ctrl_c_to_the_process_group_while_the_temporary_server_starts(tmp_path, after_s):
@@ -856,14 +869,8 @@ def test_ctrl_c_to_the_process_group_while_the_temporary_server_starts(tmp_path,
     by another thread) was handled only by the 5 s deadline: `stopped now`, the run left
     `running`. Now: `interrupted` within seconds, nothing else said, no server left."""
     home = tmp_path / "prefect"
-    command = [sys.executable, "-m", "numerate.cli", "run", "--model", "baseline:oracle",
-               "--db", str(tmp_path / "r.duckdb")]  # fmt: skip
-    started = subprocess.Popen(command, cwd=ROOT, env=numerate_env(home), text=True,
-                               stderr=subprocess.PIPE, start_new_session=True)  # fmt: skip
+    started = _run_starting_its_server(tmp_path, home)
     try:
-        for line in started.stderr:
-            if line.startswith("starting Prefect's temporary server"):
-                break
         time.sleep(after_s)  # in the imports the wait does meanwhile, or in the wait itself
         os.killpg(started.pid, signal.SIGINT)
         sent = time.monotonic()
@@ -887,14 +894,8 @@ def test_a_command_killed_while_its_temporary_server_starts_leaves_no_server(tmp
     tries of Ctrl-C at 3 s). The watchdog starts with the server now, and takes a command
     that ended but is not yet reaped (a zombie, as here until `wait`) for gone."""
     home = tmp_path / "prefect"
-    command = [sys.executable, "-m", "numerate.cli", "run", "--model", "baseline:oracle",
-               "--db", str(tmp_path / "r.duckdb")]  # fmt: skip
-    started = subprocess.Popen(command, cwd=ROOT, env=numerate_env(home), text=True,
-                               stderr=subprocess.PIPE, start_new_session=True)  # fmt: skip
+    started = _run_starting_its_server(tmp_path, home)
     try:
-        for line in started.stderr:
-            if line.startswith("starting Prefect's temporary server"):
-                break
         deadline = time.monotonic() + 30
         while not _servers_of(home) and time.monotonic() < deadline:
             time.sleep(0.05)
