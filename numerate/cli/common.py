@@ -426,30 +426,19 @@ def stop_within(seconds: float = STOP_SECONDS) -> None:
     signal handled in Python ends it at once. Must be called in the main thread."""
     import os
     import signal
-    import sys
-
-    def deadline(code: int) -> None:
-        import time
-
-        time.sleep(seconds)
-        with contextlib.suppress(OSError, ValueError):
-            sys.stderr.write(f"error: still busy {seconds:g} s after the signal: stopped now\n")
-            sys.stderr.flush()
-        for cleanup in on_hard_stop:  # a temporary server still starting: no orphan; a run
-            worker = threading.Thread(target=_quietly, args=(cleanup,), daemon=True)
-            worker.start()  # recorded as stopped. Each in a thread of its own, bounded: the
-            worker.join(2.0)  # main thread may hold what it needs
-        os._exit(code)
 
     armed = threading.Event()
 
     def arm(code: int) -> None:
         if not armed.is_set():
             armed.set()
-            threading.Thread(target=deadline, args=(code,), daemon=True).start()
+            threading.Thread(target=_deadline, args=(seconds, code), daemon=True).start()
 
     def on_signal(signum: int, frame: Any) -> None:
         code = 143 if signum == signal.SIGTERM else 130
+        if _redelivering.is_set():  # the first one again: it was lost in a callback
+            _redelivering.clear()
+            raise KeyboardInterrupt
         if stop_signals:
             os._exit(code)
         stop_signals.append(signum)
@@ -471,10 +460,53 @@ def stop_within(seconds: float = STOP_SECONDS) -> None:
 
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, on_signal)
+    _redeliver_lost_interrupts()
     wakeups, written = os.pipe()
     os.set_blocking(written, False)
     signal.set_wakeup_fd(written, warn_on_full_buffer=False)
     threading.Thread(target=watch, args=(wakeups,), name="numerate-signals", daemon=True).start()
+
+
+def _deadline(seconds: float, code: int) -> None:
+    import os
+    import time
+
+    time.sleep(seconds)
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(f"error: still busy {seconds:g} s after the signal: stopped now\n")
+        sys.stderr.flush()
+    for cleanup in on_hard_stop:  # a temporary server still starting: no orphan; a run
+        worker = threading.Thread(target=_quietly, args=(cleanup,), daemon=True)
+        worker.start()  # recorded as stopped. Each in a thread of its own, bounded: the
+        worker.join(2.0)  # main thread may hold what it needs
+    os._exit(code)
+
+
+_redelivering = threading.Event()  # set while a lost KeyboardInterrupt is raised again
+
+
+def _redeliver_lost_interrupts() -> None:
+    """A KeyboardInterrupt raised where Python cannot pass it on (a weakref callback, such as
+    the one importlib runs when an import ends, a `__del__`, a garbage collector callback) is
+    printed as "Exception ignored" and dropped: the command went on until the deadline
+    ended it (`stopped now`) or, near its end, finished with exit 0. Such an interrupt is
+    raised again from another thread 20 ms later (raised from here, it would be lost in this
+    hook), until it reaches code that can take it; `on_signal` takes it as the first signal
+    once more, not as the user's second."""
+    import _thread
+
+    passed_on = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        if stop_signals and isinstance(unraisable.exc_value, KeyboardInterrupt):
+            _redelivering.set()
+            again = threading.Timer(0.02, _thread.interrupt_main)  # SIGINT: `on_signal`
+            again.daemon = True
+            again.start()
+        else:
+            passed_on(unraisable)
+
+    sys.unraisablehook = hook
 
 
 def _quietly(cleanup: Callable[[], object]) -> None:
