@@ -63,6 +63,9 @@ def part_verdict(
         return PartVerdict(model.name, "failed", f"{stopped}; {counts}", n, errors)
     if n == 0:
         return PartVerdict(model.name, "failed", "no answer was recorded", n, errors)
+    if errors == n:  # fewer requests than it takes the breaker to stop the model: no answer
+        cause = f"every request failed ({errors} of {n}); most often: {common_error}"
+        return PartVerdict(model.name, "failed", cause, n, errors)
     rate = errors / n
     if rate > model.max_error_rate:
         cause = (
