@@ -24,15 +24,19 @@ def ingest(
     db = results_db(db)
     try:
         shards.require_complete_runs(results_dir)  # before the database is made
-        done = ingest_graded(Store.open(db), results_dir)
+        store = Store.open(db)
+        done = ingest_graded(store, results_dir)
+        discarded = not done.loaded and done.skipped and store.discard_if_unused()
     except NumerateError as error:
         fail(error)
     loaded = done.loaded
-    typer.echo(f"ingested {len(loaded)} run(s) into {db}" + "".join(f"\n  {r}" for r in loaded))
+    if not discarded:
+        typer.echo(f"ingested {len(loaded)} run(s) into {db}" + "".join(f"\n  {r}" for r in loaded))
     if done.present:
         typer.echo(f"{len(done.present)} run(s) made in {db} already: {', '.join(done.present)}")
     for run_id, reason in done.skipped:
         typer.echo(f"warning: skipped run {run_id}: {reason}", err=True)
     if done.skipped:
-        fail(f"{len(done.skipped)} run(s) skipped; fix or remove their shards and ingest again",
-             EXIT_RUN_FAILED)  # fmt: skip
+        nothing = f"; nothing was loaded, and {db} was not made" if discarded else ""
+        fail(f"{len(done.skipped)} run(s) skipped{nothing}; fix or remove their shards and "
+             "ingest again", EXIT_RUN_FAILED)  # fmt: skip

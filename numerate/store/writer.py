@@ -128,6 +128,7 @@ class Store(Tables):
         self._claims: dict[str, journal.RunClaim] = {}
         self._stop = threading.Event()
         self._flusher: threading.Thread | None = None
+        self._made: list[Path] = []  # the file and folders this process made, deepest first
         if not self.memory:
             self._every = flush_seconds()  # a bad setting is refused here, not in the thread
             access.lock_timeout_s()  # and here, not only once another process holds the file
@@ -136,6 +137,7 @@ class Store(Tables):
                 if problem:
                     raise StoreError(f"cannot open results database {path}: {problem}")
                 folder_problem(Path(path).parent)
+                self._made = [p for p in (Path(path), *Path(path).parents) if not p.exists()]
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
             except OSError as error:
                 raise StoreError(f"cannot open results database {path}: {error.strerror}") from None
@@ -391,6 +393,24 @@ class Store(Tables):
             if self._instance is not None:
                 self._instance.close()
                 self._instance = None
+
+    def discard_if_unused(self) -> bool:
+        """Remove the file, and the folders made for it, when this process made it and it
+        holds no run (an ingest that loaded nothing leaves no empty database behind); False,
+        with nothing removed, when it was there before or holds a run. Removed while its lock
+        is held: a process that opens the path meanwhile makes a file of its own."""
+        if self.memory or self.found_version != 0 or Path(self.path) not in self._made:
+            return False
+        with self.session() as con:
+            if con.execute("SELECT count(*) FROM runs").fetchone()[0]:
+                return False
+            for file in (Path(self.path), Path(f"{self.path}.wal")):
+                file.unlink(missing_ok=True)
+        Store.release(self.path)
+        for folder in self._made[1:]:
+            with contextlib.suppress(OSError):  # not empty: another process's files
+                folder.rmdir()
+        return True
 
     @classmethod
     def release(cls, path: str) -> None:

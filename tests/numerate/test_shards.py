@@ -94,6 +94,29 @@ def test_a_corrupt_or_incomplete_shard_is_skipped_and_named(tmp_path):
     assert table(central, "SELECT run_id FROM runs") == [(good,)]
 
 
+def test_an_ingest_that_loads_nothing_leaves_no_database_it_made(tmp_path):
+    """Every run skipped: the database made for the ingest (and its folder) is removed, as
+    it holds nothing; one that was there before, even an empty file, is left as it was."""
+    shared = tmp_path / "shared"
+    (shared / "lacking").mkdir(parents=True)
+    (shared / "lacking" / SUCCESS).write_bytes(b"")
+    made = tmp_path / "new" / "central.duckdb"
+    result = CliRunner().invoke(app, ["ingest", str(shared), "--db", str(made)])
+    assert result.exit_code == 3, result.output
+    assert result.stderr.splitlines()[-1] == (
+        f"error: 1 run(s) skipped; nothing was loaded, and {made} was not made; fix or "
+        "remove their shards and ingest again"
+    )
+    assert not (tmp_path / "new").exists() and result.stdout == ""
+    import duckdb
+
+    theirs = tmp_path / "theirs.duckdb"
+    duckdb.connect(str(theirs)).close()
+    kept = CliRunner().invoke(app, ["ingest", str(shared), "--db", str(theirs)])
+    assert kept.exit_code == 3 and theirs.exists(), kept.output
+    assert "was not made" not in kept.stderr and "ingested 0 run(s)" in kept.stdout
+
+
 def _rewrite(shard, sql):
     """`shard` (a Parquet file) with `sql` applied to it (its rows as `shard_rows`)."""
     import duckdb
