@@ -102,6 +102,19 @@ def _head(path: Path, limit: int | None = 4096) -> str:
         return ""
 
 
+def _remove_emptied(folder: Path, emptied: Path) -> None:
+    """The folders of a removed page (`emptied`, relative to `folder`) that it left empty,
+    deepest first, up to the export's own folder: a run gone from the database leaves no
+    `runs/<run>/cases/` behind. A folder with anything in it stays."""
+    for inside in (emptied, *emptied.parents):
+        if inside == Path("."):
+            return
+        try:
+            (folder / inside).rmdir()
+        except OSError:  # not empty (or gone): nor are the folders above it
+            return
+
+
 def export_pages(path: str, folder: Path) -> None:
     from numerate.store.reader import Reader
     from numerate.view.app import templates
@@ -120,6 +133,7 @@ def export_pages(path: str, folder: Path) -> None:
             done = export(reader, folder, templates(), progress, between=reader.let_writers_in)
         for stale in sorted(before - set(done.paths)):
             (folder / stale).unlink(missing_ok=True)
+            _remove_emptied(folder, Path(stale).parent)
         (folder / MARKER).write_text("".join(f"{name}\n" for name in done.paths))
     except OSError as error:
         raise ConfigError(f"--export {folder}: cannot write there ({error.strerror})") from None

@@ -482,13 +482,19 @@ def test_an_export_again_replaces_what_it_wrote_and_nothing_else(results, tmp_pa
     out = tmp_path / "out"
     assert runner.invoke(app, ["view", "--db", str(db), "--export", str(out)]).exit_code == 0
     stale = out / "runs" / "gone-run" / "index.html"
-    stale.parent.mkdir(parents=True)
+    stale_case = out / "runs" / "gone-run" / "cases" / "objects" / "p1.html"
+    stale_case.parent.mkdir(parents=True)
     stale.write_text("old")
+    stale_case.write_text("old")
     listed = (out / ".numerate-export").read_text()
-    (out / ".numerate-export").write_text(listed + "runs/gone-run/index.html\n")
+    (out / ".numerate-export").write_text(
+        listed + "runs/gone-run/index.html\nruns/gone-run/cases/objects/p1.html\n"
+    )
     (out / "notes.txt").write_text("mine")
+    (out / "runs" / "mine").mkdir()  # a folder of the user's, empty: kept
     assert runner.invoke(app, ["view", "--db", str(db), "--export", str(out)]).exit_code == 0
-    assert not stale.exists() and (out / "notes.txt").read_text() == "mine"
+    assert not (out / "runs" / "gone-run").exists()  # no empty cases/ folders left behind
+    assert (out / "notes.txt").read_text() == "mine" and (out / "runs" / "mine").is_dir()
     assert (out / ".numerate-export").read_text() == listed
     other = tmp_path / "site"
     other.mkdir()
