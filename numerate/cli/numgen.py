@@ -5,9 +5,11 @@ Imports stay inside the commands: `numerate --help` must not load numpy or torch
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast
 
@@ -146,16 +148,15 @@ def _run_flow(config: Any, db: str, dispatch: str) -> dict[str, Any]:
         return name.rstrip("/").rsplit("/", 1)[-1][:24]
 
     label = f"numgen {short(config.generator)} / {short(config.detector_label)}"
-    said = say_once(
-        "the images made so far are kept; run the same command again to continue without "
-        "making them twice"
-    )
+    said = say_once("the images made so far are kept; run the same command again to continue "
+                    "without making them twice")  # fmt: skip
     on_hard_stop.append(said)  # a generator that does not return: the deadline ends the run
+    started = datetime.now(UTC)
     try:
         with reporting_to(terminal_progress(label)):
             result: dict[str, Any] = asyncio.run(numgen(config, db, cast(Dispatch, dispatch)))
     except KeyboardInterrupt:
-        said()
+        said(_ended_as_it_stopped(config, db, started))
         quiet_exit(stop_code())  # said once (`interrupted` followed it)
     except RunFailed as error:  # recorded as failed: a generator or detector failing
         fail(error, code=3)
@@ -165,6 +166,22 @@ def _run_flow(config: Any, db: str, dispatch: str) -> dict[str, Any]:
         fail(f"NumGen run failed: {type(error).__name__}: {error}", code=3)
     settle_prefect()
     return result
+
+
+def _ended_as_it_stopped(config: Any, db: str, started: datetime) -> str | None:
+    """What to say of the command's NumGen run when it had ended, stored, as the signal came
+    (not "run the same command again", which makes a new run), else None; within 3 s."""
+    from numerate.store import Store, StoreError, access
+
+    access.hurry(3)  # within the 5 s every command stops in (common.stop_within)
+    with contextlib.suppress(StoreError):
+        ended = Store.open(db).numgen_ended_since(config.model_dump(mode="json"), started)
+        if ended:
+            return (
+                f"NumGen run {ended} had ended as the signal came; its results are stored "
+                "(numerate numgen report shows them)"
+            )
+    return None
 
 
 def _calibration_note(source: Source, detector: str) -> str:

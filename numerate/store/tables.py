@@ -205,6 +205,16 @@ class Tables:
         )
         return str(rows[0][0]) if rows else None
 
+    def numgen_ended_since(self, config: Mapping[str, object], since: datetime) -> str | None:
+        """The NumGen run of `config` started at or after `since` (a command's start) and
+        finished, if any: a signal that came as it ended stopped nothing of it."""
+        rows = self.query(
+            "SELECT run_id FROM numgen_runs WHERE CAST(config AS VARCHAR) = ? AND status = "
+            "'finished' AND started_at >= ? ORDER BY finished_at DESC LIMIT 1",
+            [json.dumps(config), since],
+        )
+        return str(rows[0][0]) if rows else None
+
     # ------------------------------------------------------------------ cases and answers
 
     def put_cases(self, rows: Sequence[CaseRow]) -> None:

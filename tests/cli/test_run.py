@@ -926,20 +926,54 @@ main()
 """
 
 
+def _stopped_as_it_ends(tmp_path, script, runs_table):
+    """`script` run with a database path; what it printed, and the id of its one run, which
+    is stored as finished."""
+    db = tmp_path / "r.duckdb"
+    env = {**numerate_env(tmp_path / "prefect"), "NUMERATE_SERVER": "temporary"}
+    done = subprocess.run([sys.executable, "-c", script, str(db)], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=180)  # fmt: skip
+    (run_id, status), = duckdb.connect(str(db), read_only=True).sql(
+        f"SELECT run_id, status FROM {runs_table}").fetchall()  # fmt: skip
+    assert status == "finished", done.stderr
+    return done, run_id
+
+
 def test_ctrl_c_as_a_run_ends_says_it_ended_not_to_resume_it(tmp_path):
     """Before: `interrupted: ... run the same command again to resume` for a run stored as
     finished; the advice then resumed an older interrupted run of the same sweep."""
-    db = tmp_path / "r.duckdb"
-    env = {**numerate_env(tmp_path / "prefect"), "NUMERATE_SERVER": "temporary"}
-    done = subprocess.run([sys.executable, "-c", ENDS_THEN_INTERRUPTED, str(db)], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=180)  # fmt: skip
+    done, run_id = _stopped_as_it_ends(tmp_path, ENDS_THEN_INTERRUPTED, "runs")
     assert done.returncode == 130, done.stderr
-    (run_id, status), = duckdb.connect(str(db), read_only=True).sql(
-        "SELECT run_id, status FROM runs").fetchall()  # fmt: skip
-    assert status == "finished"
     assert done.stderr.strip().splitlines()[-1] == (
         f"interrupted: run {run_id} had ended as the signal came; its results are stored "
         f"(numerate report --run {run_id} shows them)"
+    )
+
+
+NUMGEN_ENDS_THEN_TERMINATED = """
+import os, signal, sys, time
+import numerate.flows.numgen as flows
+real = flows.numgen
+async def ends_then_terminated(*args, **kwargs):
+    result = await real(*args, **kwargs)
+    os.kill(os.getpid(), signal.SIGTERM)  # as the run ends: stored `finished`
+    time.sleep(2)
+    return result
+flows.numgen = ends_then_terminated
+from numerate.cli import main
+sys.argv = ["numerate", "numgen", "run", "--count", "1", "--db", sys.argv[1]]
+main()
+"""
+
+
+def test_a_sigterm_as_a_numgen_run_ends_says_it_ended_not_to_run_it_again(tmp_path):
+    """Before: `terminated: the images made so far are kept; run the same command again`
+    for a NumGen run stored as finished (the same command makes a new run)."""
+    done, run_id = _stopped_as_it_ends(tmp_path, NUMGEN_ENDS_THEN_TERMINATED, "numgen_runs")
+    assert done.returncode == 143, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"terminated: NumGen run {run_id} had ended as the signal came; its results are stored "
+        "(numerate numgen report shows them)"
     )
 
 
