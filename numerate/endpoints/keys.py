@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from numerate.config import ModelConfig
-from numerate.kernel.credentials import register_secret, url_secrets
+from numerate.kernel.credentials import register_secret, registered_secrets, url_secrets
 from numerate.kernel.errors import ConfigError
 
 
@@ -19,7 +19,20 @@ async def api_key(model: ModelConfig) -> str:
     """The model's API key: from its Prefect Secret block or environment variable ("EMPTY"
     when none is configured: local servers ignore it), without surrounding whitespace (a key
     file's trailing newline). ConfigError, naming where the key comes from but never showing
-    it, when it holds a character an HTTP header cannot carry."""
+    it, when it holds a character an HTTP header cannot carry, or when the model's system
+    prompt holds a credential."""
+    key = await _api_key(model)
+    prompt = model.system_prompt or ""
+    if any(secret in prompt for secret in registered_secrets()):
+        raise ConfigError(
+            f"model {model.name!r}: system_prompt holds an API key or password given for an "
+            "endpoint: it would be sent with every request, stored with each answer and shown "
+            "in the Prefect flow run's parameters; remove it from the prompt"
+        )
+    return key
+
+
+async def _api_key(model: ModelConfig) -> str:
     for credential in url_secrets(model.base_url):
         register_secret(credential)
     if model.api_key_secret:

@@ -600,6 +600,27 @@ def test_a_bad_key_is_one_line_that_never_shows_it(tmp_path, fake_openai, monkey
         no_secret_anywhere(result, part)
 
 
+@pytest.mark.parametrize("where", ["key", "password"])
+def test_a_system_prompt_that_holds_a_credential_is_refused_before_anything_is_sent(
+    tmp_path, fake_openai, monkeypatch, where
+):
+    """A key pasted into the prompt was sent with every request, stored with every answer and
+    shown in the Prefect flow run's parameters (which only redact the base URL)."""
+    secret = "sk-pasted-0123456789"
+    monkeypatch.setenv("SWEEP_KEY", secret)
+    model = {"name": "fake", "model": "fake-model", "system_prompt": f"Use {secret} to answer."}
+    if where == "key":
+        model |= {"base_url": fake_openai.base_url, "api_key_env": "SWEEP_KEY"}
+    else:
+        model["base_url"] = fake_openai.base_url.replace("http://", f"http://me:{secret}@")
+    db = tmp_path / "r.db"
+    path = write_config(tmp_path / "s.yaml", [model])
+    result = runner.invoke(app, ["run", "--config", str(path), "--db", str(db)])
+    assert "model 'fake': system_prompt holds an API key or password" in one_error_line(result, 2)
+    assert fake_openai.requests == [] and not db.exists()
+    no_secret_anywhere(result, secret)
+
+
 def test_a_litellm_proxy_with_a_wrong_key_says_the_key_was_refused(tmp_path, fake_openai,
                                                                    monkeypatch):  # fmt: skip
     fake_openai.api_key = "sk-master"
