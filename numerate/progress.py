@@ -26,6 +26,8 @@ class Progress:
         self.cached = 0
         self.retries = 0
         self.started = time.monotonic()
+        self.step = ""
+        """What the work is doing now, when the counts do not say it (generating cases)."""
         self._limits: dict[str, Any] = {}
         self._open: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -33,6 +35,12 @@ class Progress:
     def add_total(self, n: int) -> None:
         with self._lock:
             self.total += n
+        self.render()
+
+    def doing(self, step: str) -> None:
+        """Say what the work is doing now ("" once the counts say it all)."""
+        with self._lock:
+            self.step = step
         self.render()
 
     def advance(self, n: int = 1, *, errors: int = 0, cached: int = 0) -> None:
@@ -87,6 +95,7 @@ class Progress:
         open_points = self.open_points()
         shown_open = f" planned so far, {open_points} points still sampling" if open_points else ""
         return (
+            f"{f'{self.step}: ' if self.step else ''}"
             f"{self.done:,}/{self.total:,} requests{shown_open} ({self.cached:,} cached), "
             f"{self.rate():,.1f}/s, {self.errors:,} errors, {self.retries:,} retries"
             f"{shown_limit}{shown_eta}"

@@ -177,6 +177,7 @@ def terminal_progress(description: str) -> Any:
             super().__init__()
             self.bar = RichBar(
                 TextColumn("[bold]{task.description}"),
+                TextColumn("{task.fields[step]}"),
                 BarColumn(),
                 TextColumn("{task.completed:,}/{task.total:,}"),
                 TextColumn("{task.fields[rate]:,.1f}/s"),
@@ -191,7 +192,15 @@ def terminal_progress(description: str) -> Any:
                 transient=False,
             )
             self.task_id = self.bar.add_task(
-                description, total=0, rate=0.0, errors=0, retries=0, cached=0, limit="", open=""
+                description,
+                total=0,
+                rate=0.0,
+                errors=0,
+                retries=0,
+                cached=0,
+                limit="",
+                open="",
+                step="",
             )
             self.bar.start()
 
@@ -202,6 +211,7 @@ def terminal_progress(description: str) -> Any:
                 errors=self.errors, retries=self.retries, cached=self.cached,
                 limit="" if limit is None else f"≤{limit} in flight",
                 open=f"{points} points still sampling" if (points := self.open_points()) else "",
+                step=self.step,
             )  # fmt: skip
 
         def note(self, message: str) -> None:

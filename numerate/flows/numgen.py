@@ -114,8 +114,11 @@ async def numgen(
             current_progress().add_total(2 * len(build_prompts(settings)))
             folder = str(run_folder(settings, run_id))
             parameters: dict[str, NumGenConfig | str] = {"config": settings, "run_dir": folder}
+            current_progress().doing("step 1 of 2, images")  # why the total is twice the prompts
             await run_step(GENERATE_DEPLOYMENT, numgen_generate, parameters, dispatch)
+            current_progress().doing("step 2 of 2, counts")
             await run_step(DETECT_DEPLOYMENT, numgen_detect, parameters, dispatch)
+            current_progress().doing("")
             await ingest_manifests(run_id, folder, db_path)
         else:
             prompts = build_prompts(settings)

@@ -165,13 +165,13 @@ async def sweep(
         run_id = await open_run(config, db_path, fresh)
         generate_cases = await case_generator()
         get_run_logger().info("run %s of sweep %r -> %s", run_id, config.name, db_path)
-        plans: list[Plan] = [
-            (
-                entry.precision,
-                await generate_cases(entry, config.seed, generator_label(entry.manifold)),
-            )
-            for entry in config.manifolds
-        ]
+        plans: list[Plan] = []
+        for i, entry in enumerate(config.manifolds, 1):  # a 9M-case plan takes a while: 0/0
+            n = len(config.manifolds)
+            current_progress().doing(f"generating {entry.manifold} cases ({i}/{n})")
+            label = generator_label(entry.manifold)
+            plans.append((entry.precision, await generate_cases(entry, config.seed, label)))
+        current_progress().doing("")
         planned = [case for _, cases in plans for case in cases]
         try:
             batch = config.batch_size

@@ -8,6 +8,7 @@ import pytest
 
 from numerate.flows.sweep import sweep
 from numerate.kernel.stats import wilson_interval
+from numerate.progress import Progress, reporting_to
 from numerate.store import Store
 from tests.fake_openai import Reply, prompt_of
 
@@ -361,3 +362,25 @@ def test_each_grid_is_built_once_where_the_config_is_validated(db_path, monkeypa
     assert sorted(built) == ["objects", "sequence", "shuffle"]
     asyncio.run(sweep(config, db_path, plot=False))
     assert sorted(built) == ["objects", "sequence", "shuffle"]  # none built again
+
+
+class Shown(Progress):
+    """A progress display that keeps each (step, total, done) it is asked to show."""
+
+    def __init__(self):
+        super().__init__()
+        self.shown = []
+
+    def render(self):
+        self.shown.append((self.step, self.total, self.done))
+
+
+def test_the_bar_says_cases_are_being_generated_while_it_has_nothing_to_count(db_path):
+    """A 9-million-case plan showed `0/0` for minutes: the bar now names what it is doing."""
+    manifolds = [{"manifold": "objects", "count": 5}, {"manifold": "shuffle", "count": 5}]
+    with reporting_to(Shown()) as progress:
+        run(config([{"name": "o", "model": "baseline:oracle"}], manifolds), db_path)
+    steps = [step for step, _, _ in progress.shown]
+    assert steps[:2] == ["generating objects cases (1/2)", "generating shuffle cases (2/2)"]
+    counted = [(total, done) for step, total, done in progress.shown if total]
+    assert counted and all(step == "" for step, total, _ in progress.shown if total)

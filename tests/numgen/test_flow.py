@@ -135,3 +135,17 @@ def test_a_numgen_run_publishes_its_metrics_as_artifacts(db_path, tmp_path):
     rows = table.data if isinstance(table.data, list) else __import__("json").loads(table.data)
     assert rows[0]["generator"] == "random" and rows[0]["n"] == 50
     assert run_id in summary.data and "knower_level" in summary.data
+
+
+def test_the_bar_says_which_of_the_two_steps_it_counts(db_path, tmp_path):
+    """A NumGen bar counts each prompt twice (its image, then its count): it says so."""
+    from numerate.progress import reporting_to
+    from tests.flows.test_sweep import Shown
+
+    config = {"generator": "synthetic", "detector": "blobs", "images_dir": str(tmp_path),
+              "prompts": {"per_number": 1}}  # fmt: skip
+    with reporting_to(Shown()) as progress:
+        run(config, db_path)
+    done_in = {step: done for step, _, done in progress.shown}
+    assert done_in["step 1 of 2, images"] == 10 and done_in["step 2 of 2, counts"] == 20
+    assert progress.shown[-1][0] == ""
