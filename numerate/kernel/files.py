@@ -77,19 +77,31 @@ def _output_target(path: Path) -> Path:
         raise OutputPathError(path, "not a regular file (a device, a pipe or a socket)")
     if target.is_file() and _is_a_duckdb_database(target):  # no output of numerate's is one
         raise OutputPathError(path, "a DuckDB database (results?); give another file name")
-    if path.is_symlink() and not target.parent.is_dir():  # the folders made would be the
-        raise OutputPathError(  # link's, wherever it points (/nonexist/ at the root)
-            path, f"a symbolic link to {target}, whose folder does not exist"
-        )
+    dangling = link_into_nowhere(path)  # the folders made would be the link's, wherever it
+    if dangling:  # points (/nonexist/ at the root)
+        raise OutputPathError(path, dangling)
     _nearest_folder(path, target, target.parents)
     return target
 
 
+def link_into_nowhere(path: Path) -> str | None:
+    """What `path` is when it is a symbolic link into a folder that does not exist (said for
+    outputs and results databases alike), else None."""
+    target = Path(os.path.realpath(path))
+    if path.is_symlink() and not target.parent.is_dir():
+        return f"a symbolic link to {target}, whose folder does not exist"
+    return None
+
+
+def looks_like_duckdb(head: bytes) -> bool:
+    """Whether a file's first bytes are a DuckDB database's ("DUCK" after its first 8)."""
+    return head[8:12] == b"DUCK"
+
+
 def _is_a_duckdb_database(file: Path) -> bool:
-    """Whether `file` starts as a DuckDB database does ("DUCK" after its first 8 bytes)."""
     try:
         with open(file, "rb") as handle:
-            return handle.read(12)[8:12] == b"DUCK"
+            return looks_like_duckdb(handle.read(12))
     except OSError:
         return False
 

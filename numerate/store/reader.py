@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from numerate.kernel.errors import ConfigError, first_line
+from numerate.kernel.files import link_into_nowhere, looks_like_duckdb
 from numerate.store.schema import SCHEMA_VERSION
 
 if TYPE_CHECKING:
@@ -76,7 +77,7 @@ def not_duckdb(path: str) -> str | None:
             return "an empty file, not a DuckDB database (remove it, and a new one is made)"
     if head.startswith(b"SQLite format 3\x00"):
         return "a SQLite database, not a DuckDB one"
-    if head and head[8:12] != b"DUCK":
+    if head and not looks_like_duckdb(head):
         return "not a DuckDB database file"
     return None
 
@@ -210,9 +211,9 @@ def database_file_problem(path: str) -> str | None:
     except OSError as error:
         if error.errno == errno.ELOOP:  # readers said "no results database at ..."
             return "a symbolic link that loops"
-        target = Path(os.path.realpath(path))
-        if file.is_symlink() and not target.parent.is_dir():  # DuckDB named the link
-            return f"a symbolic link to {target}, whose folder does not exist"
+        dangling = link_into_nowhere(file)  # DuckDB named the link
+        if dangling:
+            return dangling
     if file.is_dir():
         return "a folder, not a results database"
     if file.exists() and not file.is_file():  # DuckDB would wait on a pipe for a writer
