@@ -53,8 +53,7 @@ def scrub(text: str, secrets: Iterable[str], *, token_shapes: bool = False) -> s
             sends back, never for a
             model's answer, whose words it could change.
     """
-    hidden = {form for secret in secrets for form in _written_forms(secret)}
-    for form in sorted(hidden, key=len, reverse=True):
+    for form in _longest_first(frozenset(secrets)):
         if form in text:
             text = text.replace(form, MARKER)
     if "://" in text and "@" in text:
@@ -65,6 +64,14 @@ def scrub(text: str, secrets: Iterable[str], *, token_shapes: bool = False) -> s
         text = _BEARER.sub(lambda match: f"{match.group(1)}{MARKER}", text)
         text = _KEY_LIKE.sub(lambda match: f"{match.group(1)}-{MARKER}", text)
     return text
+
+
+@functools.lru_cache(maxsize=64)
+def _longest_first(secrets: frozenset[str]) -> tuple[str, ...]:
+    """Every written form of `secrets`, longest first (a form inside another is replaced
+    after it); made once per set of secrets, not for each text scrubbed."""
+    hidden = {form for secret in secrets for form in _written_forms(secret)}
+    return tuple(sorted(hidden, key=len, reverse=True))
 
 
 @functools.lru_cache(maxsize=256)
