@@ -7,7 +7,9 @@ The only part of numerate/ that may import flows/. Imports stay inside the comma
 
 from __future__ import annotations
 
+import errno
 import importlib
+import io
 import sys
 from typing import Any, NoReturn
 
@@ -53,8 +55,8 @@ def main() -> None:  # pragma: no cover - entry point
 
     from numerate.cli.common import stop_signals, stop_within
 
+    _streams_that_exist()  # first: the file descriptors it fills are the lowest free ones
     stop_within()  # SIGINT, SIGTERM: every command ends within seconds
-    _streams_that_exist()
     import logging
 
     logging.raiseExceptions = False  # a log line that cannot be written (a closed pipe) is
@@ -93,16 +95,40 @@ def main() -> None:  # pragma: no cover - entry point
 
 
 def _streams_that_exist() -> None:
-    """A standard stream the command was started without (`numerate ... >&-`): /dev/null,
-    so that writing it is no AttributeError on None; the standard output, watched (see
-    _Watched)."""
+    """A standard stream the command was started without (`numerate ... >&-`): its file
+    descriptor is /dev/null's, so that no file the command opens takes its number (a
+    database written to by a stray print) and the processes it starts (Prefect's server,
+    which died on a missing standard output) have one. Writing a closed standard output is
+    an error said in one line (the output was lost, exit 0); the standard output, watched
+    (see _Watched)."""
     import os
 
+    for number in (0, 1, 2):
+        try:
+            os.fstat(number)
+        except OSError:  # closed: the lowest free number is this one
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != number:
+                os.dup2(null, number)
+                os.close(null)
+            os.set_inheritable(number, True)  # as a standard stream is
     if sys.stdout is None:
-        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (for the process's life)
+        sys.stdout = _ClosedOutput()
     if sys.stderr is None:
-        sys.stderr = open(os.devnull, "w")  # noqa: SIM115
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (for the process's life)
     sys.stdout = _Watched(sys.stdout)
+
+
+class _ClosedOutput(io.TextIOBase):
+    """The standard output of a command started without one: writing it fails."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        if text:
+            raise OSError(errno.EBADF, "the standard output is closed")
+        return 0
 
 
 class _Watched:

@@ -625,4 +625,30 @@ def test_an_output_that_cannot_be_written_is_one_line_not_a_traceback(tmp_path, 
         stderr=subprocess.PIPE, text=True, timeout=120, cwd=tmp_path,
         preexec_fn=lambda: __import__("os").close(1),
     )  # fmt: skip
-    assert closed.returncode == 0 and "Traceback" not in closed.stderr, closed.stderr
+    assert closed.returncode == 2, closed.stderr  # exit 0: the output silently lost
+    assert closed.stderr == "error: cannot write the output: the standard output is closed\n"
+
+
+def test_a_run_without_a_standard_output_runs_and_says_its_output_was_lost(tmp_path):
+    """Prefect's temporary server inherits the command's standard output: a closed one made it
+    die at start (uvicorn's traceback, then `did not start`, exit 3, an empty database)."""
+    import subprocess
+    import sys
+
+    from tests.cli.test_run import numerate_env
+
+    db = tmp_path / "r.duckdb"
+    env = {**numerate_env(tmp_path / "prefect"), "NUMERATE_SERVER": "temporary"}
+    closed = subprocess.run(
+        [sys.executable, "-m", "numerate.cli", "run", "--model", "baseline:oracle", "--db",
+         str(db)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=180,
+        cwd=tmp_path, env=env, preexec_fn=lambda: __import__("os").close(1),
+    )  # fmt: skip
+    assert "Traceback" not in closed.stderr and "did not start" not in closed.stderr
+    assert closed.returncode == 2, closed.stderr
+    assert closed.stderr.splitlines()[-1] == (
+        "error: cannot write the output: the standard output is closed"
+    )
+    assert duckdb.connect(str(db), read_only=True).sql("SELECT status FROM runs").fetchall() == [
+        ("finished",)
+    ]
