@@ -19,7 +19,11 @@ PREFECT_DEFAULTS = {
 
 
 def configure() -> None:
-    """Apply the defaults; a variable the user already set wins."""
+    """Apply the defaults; a variable the user already set wins. A PREFECT_API_URL set
+    empty (`PREFECT_API_URL= numerate ...`, the shell's way to clear it) is unset: Prefect
+    took it for an address, and its event worker printed some 280 lines of tracebacks."""
+    if os.environ.get("PREFECT_API_URL") == "":
+        del os.environ["PREFECT_API_URL"]
     for name, value in PREFECT_DEFAULTS.items():
         os.environ.setdefault(name, value)
 

@@ -344,3 +344,14 @@ def test_a_prefect_api_url_that_redirects_is_said_to_redirect():
             api_answers(f"http://127.0.0.1:{server.server_port}/api")
     finally:
         server.shutdown()
+
+
+def test_an_empty_prefect_api_url_is_taken_as_unset(tmp_path):
+    """`PREFECT_API_URL= numerate run`: Prefect took the empty text for an address, and its
+    event worker printed some 280 lines of tracebacks (exit 0)."""
+    env = {**numerate_env(tmp_path / "prefect"), "NUMERATE_SERVER": "temporary",
+           "PREFECT_API_URL": ""}  # fmt: skip
+    db = str(tmp_path / "r.db")
+    done = numerate(env, "run", "--model", "baseline:oracle", "--db", db)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and "EventsWorker" not in done.stderr, done.stderr
