@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import html
 import json
 import re
 import threading
@@ -76,8 +77,8 @@ def _longest_first(secrets: frozenset[str]) -> tuple[str, ...]:
 
 @functools.lru_cache(maxsize=256)
 def _written_forms(secret: str) -> frozenset[str]:
-    """`secret` as a server may quote it back: as it is, escaped in JSON, percent-encoded
-    (`Tok/en+Secret=` came back as `Tok%2Fen%2BSecret%3D` and was stored), in base64; none
+    """`secret` as a server may quote it back: as it is, escaped in JSON or HTML, percent-
+    encoded (`Tok/en+Secret=` came back as `Tok%2Fen%2BSecret%3D` and was stored), in base64; none
     for a placeholder or a string too short to be a secret."""
     if len(secret) < MIN_SECRET_CHARS or secret in PLACEHOLDERS:
         return frozenset()
@@ -90,7 +91,8 @@ def _written_forms(secret: str) -> frozenset[str]:
         quote_plus(secret),
     }
     padded = {form for text in encoded for form in (text, text.rstrip("="))}  # base64, as sent
-    return frozenset({secret, json.dumps(secret)[1:-1]} | quoted | padded)
+    escaped = {html.escape(secret), html.escape(secret, quote=False)}  # an HTML error page
+    return frozenset({secret, json.dumps(secret)[1:-1]} | quoted | padded | escaped)
 
 
 _SECRET_OPTION = re.compile(rf"(?i)(--?[a-z0-9_\-]*(?:{_CREDENTIAL_WORDS})(?:=|\s+))(?!-)\S+")

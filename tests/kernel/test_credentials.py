@@ -111,3 +111,14 @@ def test_a_key_quoted_back_escaped_or_percent_encoded_is_hidden_too():
         assert scrub(f"echo: {form} .", [key]) == "echo: *** ."
     assert scrub("[Bearer abcdefSECRET]", [], token_shapes=True) == "[Bearer ***]"
     assert scrub("EMPTY", ["EMPTY"]) == "EMPTY"  # a placeholder is no secret, in any form
+
+
+def test_a_key_quoted_back_in_an_html_page_is_hidden():
+    """Corpus H: a server that escaped the header as HTML (`&` as `&amp;`) kept the key's
+    tail past the `;` where the bearer shape ends, in the error, the database and Prefect's."""
+    import html
+
+    key = "Zq/+=&<AbC7xyz'LEAK\"99"
+    for form in (html.escape(key), html.escape(key, quote=False)):
+        said = scrub(f"bad Bearer {form} seen", [key], token_shapes=True)
+        assert said == "bad Bearer *** seen", said
