@@ -63,11 +63,11 @@ def main() -> None:  # pragma: no cover - entry point
     # dropped, not a `--- Logging error ---` traceback quoting what was being handled
     try:
         code = app(standalone_mode=False)
-        if sys.modules.get("numerate.store") is not None:
-            sys.modules["numerate.store"].Store.close_all()
+        code = code if isinstance(code, int) else 0
+        _close_stores(failed=code != 0)
         if stop_signals and code in (130, 143):
             stopped()
-        leave(code if isinstance(code, int) else 0)
+        leave(code)
     except NoArgsIsHelpError as error:  # `numerate generate` alone: its help
         print(error.ctx.get_help() if error.ctx else error.format_message(), file=sys.stderr)
         sys.exit(2)
@@ -89,9 +89,24 @@ def main() -> None:  # pragma: no cover - entry point
             raise
         stopped()  # an interruption some library wrapped in its own error (pydantic, ...)
     finally:
-        store = sys.modules.get("numerate.store")
-        if store is not None:
-            store.Store.close_all()
+        _close_stores(failed=True)  # after an exception; nothing left to close otherwise
+
+
+def _close_stores(failed: bool) -> None:
+    """Close the results databases the command opened; when it failed or was stopped, first
+    remove each one it made that holds nothing (a run stopped while Prefect's server started
+    left an empty database, and a later `report` on it said "no runs")."""
+    import contextlib
+
+    store = sys.modules.get("numerate.store")
+    if store is None:
+        return
+    made = [opened for opened in store.Store.close_all() if opened.made_here]  # flushed first
+    if failed and made:
+        store.access.hurry(2)  # a database another process holds meanwhile is kept
+        for opened in made:
+            with contextlib.suppress(store.StoreError):
+                opened.discard_if_unused()
 
 
 def _streams_that_exist() -> None:

@@ -228,19 +228,27 @@ def import_what_the_flow_uses() -> None:
 def _record_the_stop(
     sweep_config: SweepConfig, db_path: str, started: datetime, seconds: float
 ) -> str | None:
-    """Mark the sweep's run interrupted, within `seconds`; the id of a run of it that ended
-    since `started` (the command's start), when the signal came as it ended (it stopped
-    nothing of it)."""
+    """Mark the sweep's run interrupted, within `seconds`; what to say instead of "run the
+    same command again to resume": that a run of it ended since `started` (the command's
+    start), when the signal came as it ended (it stopped nothing of it), or that nothing was
+    stored, when it came before the run began (the database made for it is removed)."""
     from numerate.store import Store, StoreError, access
 
     access.hurry(seconds)  # within the 5 s every command stops in (common.stop_within)
-    ended = None
+    said = None
     with contextlib.suppress(StoreError):  # busy: the run stays 'running', resumable
         store = Store.open(db_path)
         store.mark_interrupted(sweep_config.name, sweep_config.fingerprint())
         ended = store.ended_since(sweep_config.name, sweep_config.fingerprint(), started)
+        if ended:
+            said = (
+                f"run {ended} had ended as the signal came; its results are stored "
+                f"(numerate report --run {ended} shows them)"
+            )
+        elif store.discard_if_unused():
+            said = f"the run had not started; nothing was stored, and {db_path} was not made"
     Store.close_all()  # what cannot be written now stays in the journal
-    return ended
+    return said
 
 
 def run_sweep(
@@ -287,14 +295,10 @@ def run_sweep(
             # a Failed run raises RunFailed here
             return str(asyncio.run(sweep(sweep_config, db_path, fresh, unusable, plot=False)))
     except (KeyboardInterrupt, TerminationSignal) as stop:
-        ended = record_the_stop(3)
+        instead = record_the_stop(3)
         if isinstance(stop, TerminationSignal) and not stop_signals:  # Prefect's own handler
             stop_signals.append(signal.SIGTERM)
-        said(  # "run the same command again to resume" resumed another, older run
-            ended
-            and f"run {ended} had ended as the signal came; its results are stored "
-            f"(numerate report --run {ended} shows them)"
-        )
+        said(instead)  # "run the same command again to resume" resumed an older run
         quiet_exit(stop_code())
     except RunFailed:
         raise  # stored all the same: the caller reports it

@@ -107,6 +107,17 @@ def _of_known_runs(con: Any, segment: Path, rows: journal.Rows) -> None:
         )
 
 
+def holds_nothing(con: Any) -> bool:
+    """Whether the database of `con` holds no row but its schema's migrations."""
+    tables = con.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() "
+        "AND table_name <> 'schema_migrations'"
+    ).fetchall()
+    return not any(
+        con.execute(f'SELECT 1 FROM "{table}" LIMIT 1').fetchone() for (table,) in tables
+    )
+
+
 class Store(Tables):
     """This process's access to one results database."""
 
@@ -388,21 +399,28 @@ class Store(Tables):
             self._claims.clear()
             if self._journal is not None:
                 self._journal.close()
+                self._journal = None  # a session after the close writes no journal
             if self.memory and self._con is not None:
                 self._disconnect()
             if self._instance is not None:
                 self._instance.close()
                 self._instance = None
 
+    @property
+    def made_here(self) -> bool:
+        """Whether this process made the database file (and its schema)."""
+        return not self.memory and self.found_version == 0 and Path(self.path) in self._made
+
     def discard_if_unused(self) -> bool:
         """Remove the file, and the folders made for it, when this process made it and it
-        holds no run (an ingest that loaded nothing leaves no empty database behind); False,
-        with nothing removed, when it was there before or holds a run. Removed while its lock
-        is held: a process that opens the path meanwhile makes a file of its own."""
-        if self.memory or self.found_version != 0 or Path(self.path) not in self._made:
+        holds nothing but its schema (a command that failed or was stopped before its run
+        began, an ingest that loaded nothing: no empty database is left behind); False, with
+        nothing removed, when it was there before or holds a row. Removed while its lock is
+        held: a process that opens the path meanwhile makes a file of its own."""
+        if not self.made_here:
             return False
         with self.session() as con:
-            if con.execute("SELECT count(*) FROM runs").fetchone()[0]:
+            if not holds_nothing(con):
                 return False
             for file in (Path(self.path), Path(f"{self.path}.wal")):
                 file.unlink(missing_ok=True)
@@ -433,12 +451,13 @@ class Store(Tables):
                 store._flusher.join(timeout=within)
 
     @classmethod
-    def close_all(cls) -> None:
-        """Close every store this process opened."""
+    def close_all(cls) -> list[Store]:
+        """Close every store this process opened; returns them."""
         with cls._open_lock:
             stores, cls._open = list(cls._open.values()), {}
         for store in stores:
             store.close()
+        return stores
 
     def claim_run(self, run_id: str) -> bool:
         """Hold `run_id` for this process (no other process resumes it meanwhile); False when

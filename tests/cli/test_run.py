@@ -900,7 +900,12 @@ def test_ctrl_c_to_the_process_group_while_the_temporary_server_starts(tmp_path,
         started.kill()
     assert time.monotonic() - sent < 5, stderr
     assert started.returncode == 130, stderr
-    assert stderr.strip().splitlines()[-1].startswith("interrupted"), stderr
+    db = tmp_path / "r.duckdb"  # made for the run, then left empty ("run ... again to resume")
+    assert stderr.strip().splitlines()[-1] in (
+        "interrupted",
+        f"interrupted: the run had not started; nothing was stored, and {db} was not made",
+    ), stderr
+    assert not db.exists()
     assert not any(word in stderr for word in ("Aborted", "Traceback", "stopped now")), stderr
     deadline = time.monotonic() + 10  # Prefect stops its server at exit; the watchdog, else
     while _servers_of(home) and time.monotonic() < deadline:
