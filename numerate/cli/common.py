@@ -477,19 +477,35 @@ def stop_within(seconds: float = STOP_SECONDS) -> None:
     threading.Thread(target=watch, args=(wakeups,), name="numerate-signals", daemon=True).start()
 
 
+CLEANUP_SECONDS = 1.2
+"""Of the `seconds` a stopped command has, what the deadline leaves to `on_hard_stop`."""
+
+
 def _deadline(seconds: float, code: int) -> None:
+    """End the process `seconds` after the signal at the latest: the cleanups first (a
+    temporary server still starting: no orphan; a run recorded as stopped), each in a thread
+    of its own, all at once within CLEANUP_SECONDS (the main thread may hold what they need), then
+    one line unless a cleanup said how the command stopped (it printed two, `error:` first)."""
     import os
     import time
 
-    time.sleep(seconds)
-    with contextlib.suppress(OSError, ValueError):
-        sys.stderr.write(f"error: still busy {seconds:g} s after the signal: stopped now\n")
-        sys.stderr.flush()
-    for cleanup in on_hard_stop:  # a temporary server still starting: no orphan; a run
-        worker = threading.Thread(target=_quietly, args=(cleanup,), daemon=True)
-        worker.start()  # recorded as stopped. Each in a thread of its own, bounded: the
-        worker.join(2.0)  # main thread may hold what it needs
+    busy = max(seconds - CLEANUP_SECONDS, 0.0)
+    time.sleep(busy)
+    until = time.monotonic() + min(CLEANUP_SECONDS, seconds)
+    workers = [threading.Thread(target=_quietly, args=(c,), daemon=True) for c in on_hard_stop]
+    for worker in workers:  # at once: one that hangs holds back no other
+        worker.start()
+    for worker in workers:
+        worker.join(max(until - time.monotonic(), 0.0))
+    if not _said.is_set():
+        with contextlib.suppress(OSError, ValueError):
+            how = "terminated" if code == 143 else "interrupted"
+            sys.stderr.write(f"{how}: still busy {busy:g} s after the signal: stopped now\n")
+            sys.stderr.flush()
     os._exit(code)
+
+
+_said = threading.Event()  # a command said how it stopped (say_once)
 
 
 _redelivering = threading.Event()  # set while a lost KeyboardInterrupt is raised again
@@ -541,6 +557,7 @@ def say_once(what_is_kept: str) -> Callable[..., None]:
         """Say it, or `instead` of what was kept, what the command found."""
         if not said.is_set():
             said.set()
+            _said.set()
             by_term = stop_code() == 143
             with contextlib.suppress(OSError, ValueError):
                 sys.stderr.write(

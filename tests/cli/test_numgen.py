@@ -226,10 +226,11 @@ def test_a_signal_while_a_generator_hangs_records_and_says_an_interruption(
         _, err = process.communicate(timeout=20)
     finally:
         process.kill()
-    assert time.monotonic() - sent < 8
+    assert time.monotonic() - sent < 5.5  # corpus H: 5.12 s, two lines (`error:` first)
     assert process.returncode == code, err
     said = "terminated" if code == 143 else "interrupted"
     assert f"{said}: the images made so far are kept" in err and "Traceback" not in err
+    assert "stopped now" not in err and "error:" not in err, err
     status = duckdb.connect(str(db), read_only=True).sql("SELECT status FROM numgen_runs")
     assert status.fetchall() == [("interrupted",)]
 
