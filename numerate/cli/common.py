@@ -76,7 +76,12 @@ def a_path(text: str) -> Path:
         raise typer.BadParameter(f"{text!r}: give a path (an empty one would mean here)")
     if any(ord(c) < 32 or ord(c) == 127 for c in text):  # messages would show it torn
         raise typer.BadParameter(f"{text!r}: a path with a control character (a newline?)")
-    return Path(text)
+    return _FolderPath(text) if text.endswith("/") else Path(text)
+
+
+class _FolderPath(type(Path())):  # type: ignore[misc]
+    """A path given with a trailing `/`, which Path drops: a folder's name, never a file's
+    (`--out dir.png/` wrote a file `dir.png`)."""
 
 
 def path_option(help: str, *names: str) -> Any:
@@ -101,6 +106,9 @@ def check_output(option: str, path: Path | str | None, suffixes: tuple[str, ...]
 
     if path is None:
         return
+    if isinstance(path, _FolderPath) or str(path).endswith("/"):
+        shown = f"{str(path).rstrip('/'):.200}/"
+        raise ConfigError(f"{option} {shown}: a folder's name (it ends with /); give a file name")
     try:
         output_target(Path(path))
     except OutputPathError as error:

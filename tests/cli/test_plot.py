@@ -138,6 +138,9 @@ def test_an_unwritable_path_is_one_line(results, tmp_path):
     line = one_error_line(plot(db, "--out", str(tmp_path / "taken.png")))
     assert f"--out {tmp_path / 'taken.png'}: a folder; give a file name" in line
     assert sorted(tmp_path.rglob("*")) == before  # no DIR.png, no stray temporary file
+    slashed = one_error_line(plot(db, "--out", f"{tmp_path / 'new.png'}/"))  # corpus H: a file
+    assert f"--out {tmp_path / 'new.png'}/: a folder's name (it ends with /)" in slashed  # new.png
+    assert sorted(tmp_path.rglob("*")) == before
 
 
 def test_a_missing_database_and_an_empty_run(results, tmp_path):
