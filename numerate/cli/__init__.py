@@ -61,6 +61,9 @@ def main() -> None:  # pragma: no cover - entry point
 
     logging.raiseExceptions = False  # a log line that cannot be written (a closed pipe) is
     # dropped, not a `--- Logging error ---` traceback quoting what was being handled
+    if sys.argv[1:2] == ["--version"] and len(sys.argv) > 2:  # click answers it at once
+        print(f"error: --version takes nothing after it (got {sys.argv[2]!r})", file=sys.stderr)
+        sys.exit(2)
     try:
         code = app(standalone_mode=False)
         code = code if isinstance(code, int) else 0

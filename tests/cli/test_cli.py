@@ -115,6 +115,10 @@ def test_version_names_the_package_and_the_code():
     result = runner.invoke(app, ["--version"])
     assert result.exit_code == 0
     assert re.fullmatch(r"numerate \S+ \(code \S+\)\n", result.stdout)
+    extra = subprocess.run([sys.executable, "-m", "numerate.cli", "--version", "extra"],
+                           capture_output=True, text=True, cwd=ROOT)  # fmt: skip
+    assert (extra.returncode, extra.stdout) == (2, ""), extra  # exit 0, `extra` ignored
+    assert extra.stderr == "error: --version takes nothing after it (got 'extra')\n"
 
 
 def test_every_table_and_column_is_documented(tmp_path):
