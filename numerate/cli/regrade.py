@@ -39,6 +39,8 @@ def regrade(
         fail(error)
         return
     total = sum(changes.values())
+    if not total:  # "regraded 0 responses", exit 0: as `report` says, there is nothing
+        fail(f"run {run_id} holds no answer: nothing to regrade")
     moved = {k: n for k, n in changes.items() if k[0] != k[1]}
     detail = ", ".join(f"{a} -> {b}: {n}" for (a, b), n in sorted(moved.items()))
     typer.echo(

@@ -166,6 +166,12 @@ def test_regrade_restores_outcomes_from_the_stored_answers(tmp_path):
     for named in ("latest", run_id[:-4], " latest", f"{run_id}\n"):
         again = runner.invoke(app, ["regrade", "--run", named, "--db", db])
         assert again.exit_code == 0 and f"of {run_id}: 0 outcome(s) changed" in again.stdout
+    store = Store.open(db)  # a run stopped before any answer: "regraded 0 responses", exit 0
+    store.query("DELETE FROM responses WHERE run_id = ?", [run_id])
+    Store.close_all()
+    empty = runner.invoke(app, ["regrade", "--run", run_id, "--db", db])
+    assert empty.exit_code == 2 and empty.stdout == "", empty.output
+    assert empty.stderr == f"error: run {run_id} holds no answer: nothing to regrade\n"
 
 
 def test_cache_clear(tmp_path):
