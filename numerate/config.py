@@ -13,7 +13,7 @@ import os
 import re
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from pydantic import (
     BaseModel,
@@ -374,6 +374,11 @@ def _check_url(url: str) -> None:
         raise ValueError(f"base_url = {_shown_url(url)!r} is not a valid URL ({reason})") from None
     if not parts.hostname:
         raise ValueError(f"base_url = {_shown_url(url)!r} names no host")
+    if ":" in unquote(parts.username or ""):  # basic authentication sends user:password, and
+        raise ValueError(  # a server splits it at the first colon: another user, password
+            f"base_url = {_shown_url(url)!r}: its user name holds a colon (%3A), which basic "
+            "authentication cannot carry (the server would read another user and password)"
+        )
     if parts.query or parts.fragment or url.endswith(("?", "#")):  # paths are added after it
         raise ValueError(
             f"base_url = {_shown_url(url)!r} holds a query or fragment ('?' or '#'): request "

@@ -103,6 +103,9 @@ def test_grid_is_a_cartesian_product_with_fixed_scalars():
         ({"models": [{"name": "a", "model": "m", "base_url": "http://u:pw@h/v1",
                       "api_key_env": "KEY"}]},
          "base_url = 'http://***@h/v1' holds user:password@ and api_key_env names a key"),
+        # corpus H: sent as `us:er:pw`, which a server reads as user `us`, password `er:pw`
+        ({"models": [{"name": "a", "model": "m", "base_url": "http://us%3Aer:pw@h/v1"}]},
+         "base_url = 'http://***@h/v1': its user name holds a colon (%3A)"),
         ({"models": [{"name": "a", "model": "m", "base_url": "http://h", "system_prompt": ""}]},
          "system_prompt = '': String should have at least 1 character"),
         ({"models": [{"name": "a", "model": "m", "base_url": ""}]}, "base_url = '' is empty"),
