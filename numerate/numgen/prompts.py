@@ -69,11 +69,19 @@ class PromptSpec(BaseModel):
             raise ValueError(f"n_min = {self.n_min} is larger than n_max = {self.n_max}")
         if not self.objects:
             raise ValueError("objects is empty: name at least one object")
+        folded = [name.casefold() for name in self.objects]
         for name in self.objects:
             if not name.strip():
                 raise ValueError(f"objects contains an empty name: {self.objects!r}")
-            if self.objects.count(name) > 1:  # its prompts would be dealt twice
-                raise ValueError(f"object {name!r} is named twice in objects")
+            if folded.count(name.casefold()) > 1:  # its prompts would be dealt twice
+                twice = [o for o in self.objects if o.casefold() == name.casefold()]
+                raise ValueError(f"object {name!r} is named twice in objects ({twice})")
+            for text in (name, self.singulars.get(name, "")):  # stored, shown, in the prompt
+                if any(ord(c) < 32 or ord(c) == 127 for c in text) or text != text.strip():
+                    raise ValueError(
+                        f"object {text!r}: a name with a control character (a newline?) or "
+                        "spaces around it"
+                    )
             if name in self.singulars and not self.singulars[name].strip():
                 raise ValueError(f"singulars: the singular of {name!r} is empty")
             if name not in OBJECTS and name not in self.singulars:

@@ -46,7 +46,11 @@ def test_custom_objects_need_a_singular():
 @pytest.mark.parametrize(
     ("values", "field"),
     [({"n_min": 0}, "n_min"), ({"n_max": 20}, "n_max"), ({"per_number": 0}, "per_number"),
-     ({"n_min": 5, "n_max": 3}, "n_min = 5"), ({"objects": []}, "objects is empty")],
+     ({"n_min": 5, "n_max": 3}, "n_min = 5"), ({"objects": []}, "objects is empty"),
+     # corpus H: stored and prompted as given
+     ({"objects": ["ca\nts"], "singulars": {"ca\nts": "cat"}}, "a name with a control"),
+     ({"objects": ["bananas"], "singulars": {"bananas": "ban\tana"}}, "ban.tana'. a name with"),
+     ({"objects": [" cats"], "singulars": {" cats": "cat"}}, "spaces around it")],
 )  # fmt: skip
 def test_bad_specs_name_the_field(values, field):
     with pytest.raises(ValidationError, match=field):
