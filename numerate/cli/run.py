@@ -78,11 +78,15 @@ def run(
         run_id = run_sweep(sweep_config, db_path, fresh, server, unusable)
     except RunFailed as error:  # stored all the same: show it, then say why it failed
         run_id, failure = error.run_id, error
-    settle_prefect()
+    on_hard_stop.clear()  # the run is recorded as ended: nothing to say "stored" of, or mark
     try:
+        settle_prefect()
         print_report(Store.open(db_path), run_id, fmt)
     except NumerateError as error:  # the run is stored: only its report could not be read
         fail(error)
+    except KeyboardInterrupt:  # a bare `terminated` for a run stored as ended
+        say_once("")(f"run {run_id} is stored; numerate report --run {run_id} shows it")
+        quiet_exit(stop_code())
     Store.close_all()
     if failure is not None:
         fail(f"run {run_id}: {failure}", EXIT_RUN_FAILED)

@@ -954,6 +954,28 @@ main()
 """
 
 
+TERMINATED_AS_IT_REPORTS = """
+import os, signal, sys, time
+import numerate.cli.run as command
+def settles_then_terminated():
+    os.kill(os.getpid(), signal.SIGTERM)  # the run is stored `finished`: its report follows
+    time.sleep(2)
+command.settle_prefect = settles_then_terminated
+from numerate.cli import main
+sys.argv = ["numerate", "run", "--model", "baseline:oracle", "--db", sys.argv[1]]
+main()
+"""
+
+
+def test_a_sigterm_as_a_stored_run_is_reported_names_the_run(tmp_path):
+    """Corpus H: a bare `terminated`, no report, for a run stored as finished."""
+    done, run_id = _stopped_as_it_ends(tmp_path, TERMINATED_AS_IT_REPORTS, "runs")
+    assert done.returncode == 143, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"terminated: run {run_id} is stored; numerate report --run {run_id} shows it"
+    )
+
+
 def _stopped_as_it_ends(tmp_path, script, runs_table):
     """`script` run with a database path; what it printed, and the id of its one run, which
     is stored as finished."""
