@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -97,6 +98,16 @@ def _markdown(cell: str) -> str:
     )
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _visible(text: str) -> str:
+    """`text` for a terminal: each control character but a line break or a tab written as
+    its escape (`\x1b`): a model's answer holding an escape sequence set the terminal's title
+    and cleared its screen when `numerate db` printed it."""
+    return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
+
+
 def _cell(column: str, value: Any) -> str:
     if value is None:
         return "-"
@@ -179,13 +190,14 @@ def render(frame: Any, fmt: Format, title: str = "") -> str:
         return (f"### {title}\n\n" if title else "") + "\n".join(lines) + "\n"
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(title=title or None)
     for column in columns:
         right = column in numeric or column in _FORMATTED
-        table.add_column(column, justify="right" if right else "left")
-    for row in rows:
-        table.add_row(*row)
+        table.add_column(_visible(column), justify="right" if right else "left")
+    for row in rows:  # as text, not rich markup: a model's `[red]` is its own answer
+        table.add_row(*(Text(_visible(cell)) for cell in row))
     buffer = io.StringIO()
     Console(file=buffer, width=200, force_terminal=False).print(table)
     return buffer.getvalue()

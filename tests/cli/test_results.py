@@ -226,6 +226,12 @@ def test_db_output_keeps_the_data_and_markdown_cells_stay_cells(tmp_path):
     assert csv.exit_code == 0 and csv.stdout.splitlines()[1].startswith("\x1b[31mred,a|b,")
     markdown = runner.invoke(app, ["db", str(path), query, "--format", "markdown"])
     assert markdown.stdout.splitlines()[2] == "| \x1b[31mred | a\\|b | l1<br>l2 |"
+    # corpus H: the table, for a terminal, played an answer's escape sequences (a title set,
+    # the screen cleared) and read `[b]` as rich markup: both are shown as written
+    answer = "SELECT chr(27) || ']0;PWNED' || chr(7) || chr(27) || '[2J [b]x[/b]' AS answer"
+    table = runner.invoke(app, ["db", str(path), answer])
+    assert table.exit_code == 0 and "\x1b" not in table.stdout and "\x07" not in table.stdout
+    assert "\\x1b]0;PWNED\\x07\\x1b[2J [b]x[/b]" in table.stdout, table.stdout
 
 
 def test_db_json_of_a_nan_or_an_infinity_is_json(tmp_path):
