@@ -79,6 +79,10 @@ def main() -> None:  # pragma: no cover - entry point
         hint = f" (see: {ctx.command_path} --help)" if ctx is not None else ""
         print(f"error: {error.format_message()}{hint}", file=sys.stderr)
         sys.exit(2)
+    except SystemExit as leaving:  # click's answer to a closed pipe (`| head`): exit 1
+        if leaving.code == 1 and isinstance(_output_lost(), BrokenPipeError):
+            leave(0)  # the reader took what it wanted: nothing is wrong (as for `db`, which
+        raise  # wrote all before the reader left)
     except (typer.Abort, EOFError, KeyboardInterrupt):
         stopped()
     except OSError:

@@ -47,8 +47,9 @@ def fail(message: str | BaseException, code: int = 2) -> NoReturn:
         Store.stop_flushing()  # their warnings come before the error line, not after it
     text = redact(str(message), token_shapes=True)
     lines = text.splitlines() or [""]  # every line says it is an error
-    typer.echo("".join(f"error: {line}\n" for line in lines), err=True, nl=False)
-    raise typer.Exit(code)
+    with contextlib.suppress(OSError):  # a standard error that cannot be written (2>/dev/full):
+        typer.echo("".join(f"error: {line}\n" for line in lines), err=True, nl=False)
+    raise typer.Exit(code)  # the code says it all the same (it was 1, a traceback unseen)
 
 
 def write_output(path: Path, content: Content) -> None:

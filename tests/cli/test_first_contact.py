@@ -5,6 +5,7 @@ created."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import duckdb
 import pytest
@@ -627,6 +628,25 @@ def test_an_output_that_cannot_be_written_is_one_line_not_a_traceback(tmp_path, 
     )  # fmt: skip
     assert closed.returncode == 2, closed.stderr  # exit 0: the output silently lost
     assert closed.stderr == "error: cannot write the output: the standard output is closed\n"
+
+
+def test_a_reader_that_stops_reading_or_an_unwritable_error_keep_the_exit_code(tmp_path):
+    """Corpus H: `generate | head -c 10` exited 1 (click's answer to a closed pipe), and an
+    error line that could not be written (`2>/dev/full`) turned exit 2 into 1."""
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "numerate.cli", "generate", "objects", "--count", "20000"]
+    generate = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                cwd=tmp_path)  # fmt: skip
+    assert len(generate.stdout.read(10)) == 10
+    generate.stdout.close()  # as `head -c 10` does
+    assert generate.wait(timeout=120) == 0 and generate.stderr.read() == b""
+    if Path("/dev/full").exists():
+        report = [sys.executable, "-m", "numerate.cli", "report", "--db", "none.duckdb"]
+        with open("/dev/full", "w") as full:
+            unwritable = subprocess.run(report, stderr=full, cwd=tmp_path, timeout=120)
+        assert unwritable.returncode == 2
 
 
 def test_a_run_without_a_standard_output_runs_and_says_its_output_was_lost(tmp_path):
