@@ -284,6 +284,14 @@ def check_dispatch(dispatch: str) -> None:
     """`--dispatch` is one of auto, local or deployments."""
     if dispatch not in ("auto", "local", "deployments"):
         raise ConfigError(f"--dispatch {dispatch!r}: choose auto, local or deployments")
+    from numerate.cli.server import mode
+
+    if dispatch == "deployments" and mode() == "temporary":  # said after 7 s of its start
+        raise ConfigError(
+            "--dispatch deployments: NUMERATE_SERVER=temporary runs this command on a Prefect "
+            "server of its own, which no worker polls; set PREFECT_API_URL to the server "
+            "`numerate deploy` used, or use --dispatch local"
+        )
 
 
 def _with_options(

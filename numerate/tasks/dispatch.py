@@ -33,6 +33,15 @@ async def deployed(name: str) -> bool:
     return True
 
 
+def api_url() -> str:
+    """The address of the Prefect API this process reports to (its user and password hidden)."""
+    from prefect.settings import PREFECT_API_URL
+
+    from numerate.kernel.credentials import redact
+
+    return redact(str(PREFECT_API_URL.value() or "(none set)"))
+
+
 async def require_deployed(deployments: Sequence[str], dispatch: Dispatch) -> None:
     """DispatchError naming the first of `deployments` that is not on the Prefect server, when
     `dispatch` is `deployments` (before the run is recorded: nothing is written)."""
@@ -41,7 +50,7 @@ async def require_deployed(deployments: Sequence[str], dispatch: Dispatch) -> No
     for deployment in deployments:
         if not await deployed(deployment):
             raise DispatchError(
-                f"deployment {deployment!r} is not on the Prefect server (PREFECT_API_URL): "
+                f"deployment {deployment!r} is not on the Prefect server at {api_url()}: "
                 "deploy it with `numerate deploy`, or use --dispatch local"
             )
 

@@ -287,15 +287,23 @@ def test_numgen_report_refuses_a_run_it_would_ignore(tmp_path, arguments, messag
 
 
 @pytest.mark.usefixtures("prefect_harness")
-def test_dispatch_to_deployments_that_are_not_there_says_which(tmp_path, db_path):
+def test_dispatch_to_deployments_that_are_not_there_says_which(tmp_path, db_path, monkeypatch):
     """Before: `NumGen run failed: ObjectNotFound: None`."""
-    result = runner.invoke(
-        app, ["numgen", "run", "--count", "1", "--db", db_path, "--dispatch", "deployments",
-              "--images-dir", str(tmp_path)],
-    )  # fmt: skip
+    from prefect.settings import PREFECT_API_URL
+
+    command = ["numgen", "run", "--count", "1", "--db", db_path, "--dispatch", "deployments",
+               "--images-dir", str(tmp_path)]  # fmt: skip
+    own = runner.invoke(app, command)  # corpus H: a server started for 7 s, then "not on the
+    assert own.exit_code == 2, own.output  # server (PREFECT_API_URL)", which was not set
+    assert own.stderr.startswith("error: --dispatch deployments: NUMERATE_SERVER=temporary runs")
+    url = str(PREFECT_API_URL.value())
+    monkeypatch.setenv("PREFECT_API_URL", url)  # the harness's server, with no deployment
+    result = runner.invoke(app, command)
     assert result.exit_code == 2, result.output
     last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith("error: deployment 'numgen-generate/numgen-generate' is not on the")
+    assert last.startswith(
+        f"error: deployment 'numgen-generate/numgen-generate' is not on the Prefect server at {url}"
+    )
     assert "`numerate deploy`, or use --dispatch local" in last
     assert not Path(db_path).exists()  # said before the database is made (a failed run before)
 
