@@ -130,7 +130,10 @@ def _resolve_pair(
 ) -> tuple[str, str]:
     """The two runs BASE and NEW name; ConfigError when they are one run and no two of its
     models are compared (--base-model, --new-model)."""
-    if sweep is not None and sweep.strip():  # a typo, or one that changed nothing: said
+    from numerate.runs import check_sweep_name
+
+    check_sweep_name(sweep)  # of both runs: said once, not as BASE's
+    if sweep is not None:  # a typo, or one that changed nothing: said
         _check_sweep(reader, sweep, (base, new))
     runs = (_resolve(reader, base, sweep, "BASE"), _resolve(reader, new, sweep, "NEW"))
     if runs[0] == runs[1] and (None in models or models[0] == models[1]):

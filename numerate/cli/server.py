@@ -530,9 +530,14 @@ def start() -> None:
     from numerate.cli.common import fail
 
     try:
-        if mode() != "background":
+        chosen = mode()
+        if chosen != "background":
             raise ConfigError(
-                "PREFECT_API_URL or NUMERATE_SERVER=temporary is set: no background server is used"
+                "PREFECT_API_URL is set: commands report to its server, no background server "
+                "is used"
+                if chosen == "external"
+                else "NUMERATE_SERVER=temporary is set: "
+                "each command starts a server of its own, no background server is used"
             )
         server = Background()
         server.wait()

@@ -229,3 +229,5 @@ def test_a_sweep_that_is_none_or_chooses_nothing_is_refused(results):
     assert "--sweep 'nosuch': no run of that sweep (its sweeps: " in line
     line = one_error_line(compare(db, ids[0], ids[1], "--sweep", "solo"))
     assert "--sweep 'solo' chooses which runs latest and previous are" in line
+    line = one_error_line(compare(db, "previous", "latest", "--sweep", ""))  # said as BASE's
+    assert line == "error: --sweep '': give a sweep name, or leave it out for every sweep"

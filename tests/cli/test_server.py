@@ -355,3 +355,13 @@ def test_an_empty_prefect_api_url_is_taken_as_unset(tmp_path):
     done = numerate(env, "run", "--model", "baseline:oracle", "--db", db)
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr and "EventsWorker" not in done.stderr, done.stderr
+
+
+def test_server_start_names_what_keeps_the_background_server_unused(tmp_path):
+    """Corpus H: `PREFECT_API_URL or NUMERATE_SERVER=temporary is set` when only one was."""
+    env = {**numerate_env(tmp_path / "prefect"), "NUMERATE_SERVER": "temporary"}
+    done = numerate(env, "server", "start", timeout=60)
+    assert done.returncode == 2 and done.stderr == (
+        "error: NUMERATE_SERVER=temporary is set: each command starts a server of its own, no "
+        "background server is used\n"
+    )
