@@ -201,8 +201,8 @@ class CaseBase(BaseModel):
 
     manifold: str
     """Registry name of the manifold that generated the case."""
-    index: Whole = Field(ge=0)
-    """Position of the case within its grid point (0-based)."""
+    index: Whole = Field(ge=0, lt=2**63)
+    """Position of the case within its grid point (0-based; stored as a BIGINT)."""
     seed: Seed
     """Seed of the grid point; (manifold, params, seed, index) reproduce the case."""
     params: dict[str, Any]

@@ -95,6 +95,18 @@ def test_grade_refuses_a_case_that_is_not_the_one_generated(tmp_path, manifold, 
     assert not out.exists()
 
 
+def test_grade_shows_where_an_edited_case_differs():
+    """Corpus H: an input with a space added at its end was shown cut to the same first 60
+    characters as the one generated: two identical texts."""
+    from numerate.regrade import around_difference
+
+    generated = "How many objects are there? " * 5
+    shown, expected = around_difference(f'"{generated} "', f'"{generated}"')
+    assert shown != expected and shown.endswith(' "') and expected.endswith('"')
+    assert shown.startswith("...") and len(shown) <= 66
+    assert around_difference('"short"', '"other"') == ('"short"', '"other"')
+
+
 @pytest.mark.parametrize(
     ("field", "value", "said"),
     [
@@ -102,6 +114,8 @@ def test_grade_refuses_a_case_that_is_not_the_one_generated(tmp_path, manifold, 
         ("index", 3.0, "index = 3.0: Input should be a valid integer"),
         ("index", "3", "index = '3': Input should be a valid integer"),
         ("index", -5, "index = -5: Input should be greater than or equal to 0"),
+        # corpus H: blamed on `input` (the case 10**30 generates), not on the index
+        ("index", 10**30, f"index = {10**30}: Input should be less than 9223372036854775808"),
         ("seed", "5", "seed = '5': Input should be a valid integer"),
         (
             "seed",
