@@ -193,11 +193,16 @@ def _output_lost() -> OSError | None:
 def stopped() -> NoReturn:
     """Leave after Ctrl-C (130) or SIGTERM (143), in one line (a command that said more has
     already sent its standard error to /dev/null: see common.quiet_exit)."""
+    import contextlib
+
     from numerate.cli.common import stop_code
 
     code = stop_code()
-    print("terminated" if code == 143 else "interrupted", file=sys.stderr)
-    sys.exit(code)
+    with contextlib.suppress(OSError, ValueError):
+        print("terminated" if code == 143 else "interrupted", file=sys.stderr)
+    _close_stores(failed=True)
+    leave(code)  # not sys.exit: freeing every object while a daemon thread (a server still
+    # starting) held the standard error's lock aborted the process (SIGABRT, exit -6)
 
 
 def leave(code: int) -> NoReturn:

@@ -107,6 +107,34 @@ def _of_known_runs(con: Any, segment: Path, rows: journal.Rows) -> None:
         )
 
 
+def _remove_if_untouched(path: Path) -> bool:
+    """Remove the database file `path`, which this process just found empty and let go of,
+    unless another process holds it now or wrote it since: the file's lock (DuckDB's, an
+    fcntl lock) is taken first, so that one opening it meanwhile waits, then opens a file of
+    its own."""
+    import fcntl
+
+    try:
+        seen = path.stat()
+        handle = os.open(path, os.O_RDWR)
+    except OSError:
+        return False
+    try:
+        fcntl.lockf(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        now = os.fstat(handle)
+        if (now.st_ino, now.st_size, now.st_mtime_ns) != (
+            seen.st_ino, seen.st_size, seen.st_mtime_ns
+        ):  # fmt: skip
+            return False
+        path.unlink()
+        Path(f"{path}.wal").unlink(missing_ok=True)
+        return True
+    except OSError:  # held by another process now
+        return False
+    finally:
+        os.close(handle)
+
+
 def holds_nothing(con: Any) -> bool:
     """Whether the database of `con` holds no row but its schema's migrations."""
     tables = con.execute(
@@ -415,16 +443,16 @@ class Store(Tables):
         """Remove the file, and the folders made for it, when this process made it and it
         holds nothing but its schema (a command that failed or was stopped before its run
         began, an ingest that loaded nothing: no empty database is left behind); False, with
-        nothing removed, when it was there before or holds a row. Removed while its lock is
-        held: a process that opens the path meanwhile makes a file of its own."""
+        nothing removed, when it was there before or holds a row (see `_remove_if_untouched`
+        for another process that opens it meanwhile)."""
         if not self.made_here:
             return False
         with self.session() as con:
             if not holds_nothing(con):
                 return False
-            for file in (Path(self.path), Path(f"{self.path}.wal")):
-                file.unlink(missing_ok=True)
-        Store.release(self.path)
+        Store.release(self.path)  # let go of (a file removed while DuckDB held it aborted the
+        if not _remove_if_untouched(Path(self.path)):  # process at its exit, SIGABRT)
+            return False
         for folder in self._made[1:]:
             with contextlib.suppress(OSError):  # not empty: another process's files
                 folder.rmdir()
