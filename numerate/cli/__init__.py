@@ -110,7 +110,7 @@ def _close_stores(failed: bool) -> None:
         return
     made = [opened for opened in store.Store.close_all() if opened.made_here]  # flushed first
     if failed and made:
-        store.access.hurry(2)  # a database another process holds meanwhile is kept
+        store.access.hurry(0)  # no wait: a database another process holds is in use, kept
         for opened in made:
             with contextlib.suppress(store.StoreError):
                 opened.discard_if_unused()
