@@ -195,17 +195,18 @@ def stopped() -> NoReturn:
     already sent its standard error to /dev/null: see common.quiet_exit)."""
     import contextlib
 
-    from numerate.cli.common import stop_code
+    from numerate.cli.common import said_how_it_stopped, stop_code
 
     code = stop_code()
+    said_how_it_stopped()  # the deadline, should it come, says nothing more
     with contextlib.suppress(OSError, ValueError):
         print("terminated" if code == 143 else "interrupted", file=sys.stderr)
     _close_stores(failed=True)
-    leave(code)  # not sys.exit: freeing every object while a daemon thread (a server still
-    # starting) held the standard error's lock aborted the process (SIGABRT, exit -6)
+    leave(code, drain=False)  # not sys.exit: freeing every object while a daemon thread (a
+    # server still starting) held the standard error's lock aborted the process (SIGABRT)
 
 
-def leave(code: int) -> NoReturn:
+def leave(code: int, drain: bool = True) -> NoReturn:
     """Exit with `code` the way Python does, less its last step.
 
     Python's exit (Py_FinalizeEx) waits for the threads (running their exit hooks: Prefect's
@@ -213,7 +214,9 @@ def leave(code: int) -> NoReturn:
     server; logging flushes), then frees every module and object. That last step takes 0.3 s
     after a sweep (Prefect, pydantic, polars) and does nothing for the user, so we leave after
     the first two, once the standard streams are flushed (mypy leaves the same way). Where
-    this Python has no `threading._shutdown`, the exit is the normal one."""
+    this Python has no `threading._shutdown`, the exit is the normal one. A stopped command
+    (`drain=False`) waits for no thread: an executor's thread in an endpoint check that waits
+    30 s held it to the stop deadline."""
     import atexit
     import contextlib
     import os
@@ -222,7 +225,8 @@ def leave(code: int) -> NoReturn:
     shutdown = getattr(threading, "_shutdown", None)
     if shutdown is None:
         sys.exit(code)
-    shutdown()
+    if drain:
+        shutdown()
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):  # a closed pipe (`numerate … | head`)

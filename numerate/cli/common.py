@@ -329,7 +329,6 @@ def _in_a_session_of_its_own(server: Any) -> None:
     importing, printed its own `Aborted!` or traceback under the command's `interrupted`.
     This process stops it all the same (Prefect at exit, stop_within's deadline, the
     watchdog). Prefect's launch is kept; only the `subprocess` it sees starts sessions."""
-    import functools
     import subprocess
     import types
 
@@ -338,9 +337,15 @@ def _in_a_session_of_its_own(server: Any) -> None:
     if "_run_uvicorn_command" in vars(server):
         return  # done for this server already
     launch = server._run_uvicorn_command
-    detached = types.SimpleNamespace(
-        **{**vars(subprocess), "Popen": functools.partial(subprocess.Popen, start_new_session=True)}
-    )
+    log = temporary_server_log()
+
+    def popen(*args: Any, **kwargs: Any) -> Any:  # its lines (a shutdown traceback when it is
+        with open(log, "ab") as out:  # stopped while it starts) were the command's own
+            options: dict[str, Any] = {"start_new_session": True, "stdin": subprocess.DEVNULL,
+                                       "stdout": out, "stderr": out}  # fmt: skip
+            return subprocess.Popen(*args, **kwargs, **options)  # type: ignore[call-overload]
+
+    detached = types.SimpleNamespace(**{**vars(subprocess), "Popen": popen})
 
     def launch_detached() -> Any:
         prefect_server.subprocess = detached  # type: ignore[assignment]
@@ -352,6 +357,15 @@ def _in_a_session_of_its_own(server: Any) -> None:
         return process  # process before Prefect registered its stop, and the server stayed
 
     server._run_uvicorn_command = launch_detached
+
+
+def temporary_server_log() -> Path:
+    """Where Prefect's temporary servers write what they say: under PREFECT_HOME."""
+    from prefect.settings import PREFECT_HOME
+
+    folder = Path(PREFECT_HOME.value()).expanduser()
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / "numerate-temporary-server.log"
 
 
 def _watch(server_pid: int) -> None:
@@ -426,7 +440,10 @@ class TemporaryServer:
             from numerate.cli.server import ServerError
             from numerate.kernel.errors import first_line
 
-            raise ServerError(f"Prefect's temporary server did not start: {first_line(self.error)}")
+            raise ServerError(
+                f"Prefect's temporary server did not start: {first_line(self.error)} (its log: "
+                f"{temporary_server_log()})"
+            )
 
 
 STOP_SECONDS = 5.0
@@ -515,6 +532,11 @@ def _deadline(seconds: float, code: int) -> None:
 
 
 _said = threading.Event()  # a command said how it stopped (say_once)
+
+
+def said_how_it_stopped() -> None:
+    """Tell the stop deadline that the command has said how it stopped (in its own words)."""
+    _said.set()
 
 
 _redelivering = threading.Event()  # set while a lost KeyboardInterrupt is raised again
