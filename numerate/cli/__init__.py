@@ -7,6 +7,7 @@ The only part of numerate/ that may import flows/. Imports stay inside the comma
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import importlib
 import io
@@ -139,6 +140,29 @@ def _streams_that_exist() -> None:
     if sys.stderr is None:
         sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (for the process's life)
     sys.stdout = _Watched(sys.stdout)
+    sys.stderr = _Forgiving(sys.stderr)
+
+
+class _Forgiving:
+    """The standard error, whose lines are for the user: one that cannot be written (a full
+    disk, `2>/dev/full`) is dropped, and the command goes on (`run` ended with exit 1 before
+    anything ran, at its first line of progress)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return int(self._stream.write(text))
+        except OSError:
+            return len(text)
+
+    def flush(self) -> None:
+        with contextlib.suppress(OSError):
+            self._stream.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 class _ClosedOutput(io.TextIOBase):

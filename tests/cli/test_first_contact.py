@@ -647,6 +647,11 @@ def test_a_reader_that_stops_reading_or_an_unwritable_error_keep_the_exit_code(t
         with open("/dev/full", "w") as full:
             unwritable = subprocess.run(report, stderr=full, cwd=tmp_path, timeout=120)
         assert unwritable.returncode == 2
+        written = [sys.executable, "-m", "numerate.cli", "generate", "objects", "--count", "2",
+                   "--out", "g.jsonl"]  # fmt: skip
+        with open("/dev/full", "w") as full:  # corpus I: its `wrote ...` line ended it, exit 1
+            done = subprocess.run(written, stderr=full, cwd=tmp_path, timeout=120)
+        assert done.returncode == 0 and len((tmp_path / "g.jsonl").read_text().splitlines()) > 0
 
 
 def test_a_run_without_a_standard_output_runs_and_says_its_output_was_lost(tmp_path):
