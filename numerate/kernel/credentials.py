@@ -77,7 +77,8 @@ def _longest_first(secrets: frozenset[str]) -> tuple[str, ...]:
 
 @functools.lru_cache(maxsize=256)
 def _written_forms(secret: str) -> frozenset[str]:
-    """`secret` as a server may quote it back: as it is, escaped in JSON or HTML, percent-
+    """`secret` as a server may quote it back: as it is, escaped in JSON, HTML or a Python
+    repr (backslashes doubled), percent-
     encoded (`Tok/en+Secret=` came back as `Tok%2Fen%2BSecret%3D` and was stored), in base64; none
     for a placeholder or a string too short to be a secret."""
     if len(secret) < MIN_SECRET_CHARS or secret in PLACEHOLDERS:
@@ -92,7 +93,8 @@ def _written_forms(secret: str) -> frozenset[str]:
     }
     padded = {form for text in encoded for form in (text, text.rstrip("="))}  # base64, as sent
     escaped = {html.escape(secret), html.escape(secret, quote=False)}  # an HTML error page
-    return frozenset({secret, json.dumps(secret)[1:-1]} | quoted | padded | escaped)
+    backslashed = {repr(secret)[1:-1], secret.replace("\\", "\\\\")}  # Python's repr, a log
+    return frozenset({secret, json.dumps(secret)[1:-1]} | quoted | padded | escaped | backslashed)
 
 
 _SECRET_OPTION = re.compile(rf"(?i)(--?[a-z0-9_\-]*(?:{_CREDENTIAL_WORDS})(?:=|\s+))(?!-)\S+")

@@ -122,3 +122,12 @@ def test_a_key_quoted_back_in_an_html_page_is_hidden():
     for form in (html.escape(key), html.escape(key, quote=False)):
         said = scrub(f"bad Bearer {form} seen", [key], token_shapes=True)
         assert said == "bad Bearer *** seen", said
+
+
+def test_a_key_quoted_back_as_a_python_repr_is_hidden():
+    """Corpus I: a server that quoted the key with `{key!r}` doubled its backslash (and
+    escaped a quote), and the key was stored whole."""
+    key = "sk-abc\\def\"ghi'jkl"
+    for form in (repr(key), repr(key)[1:-1], key.replace("\\", "\\\\")):
+        said = scrub(f"invalid key {form}", [key])
+        assert "def" not in said and "jkl" not in said, said
