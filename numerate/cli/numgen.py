@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast
@@ -164,8 +164,23 @@ def _run_flow(config: Any, db: str, dispatch: str) -> dict[str, Any]:
         raise  # before the run was recorded: bad input, exit 2
     except Exception as error:
         fail(f"NumGen run failed: {type(error).__name__}: {error}", code=3)
-    settle_prefect()
+    on_hard_stop.clear()  # stored as ended: "the images made so far are kept" is no more true
+    with shown_after_a_signal(str(result["run_id"])):
+        settle_prefect()
     return result
+
+
+@contextlib.contextmanager
+def shown_after_a_signal(run_id: str) -> Iterator[None]:
+    """A signal while a stored NumGen run is settled or shown names the run (a bare
+    `interrupted` made it look lost, and running the command again makes another)."""
+    from numerate.cli.common import quiet_exit, say_once, stop_code
+
+    try:
+        yield
+    except KeyboardInterrupt:
+        say_once("")(f"NumGen run {run_id} is stored; numerate numgen report shows it")
+        quiet_exit(stop_code())
 
 
 def _ended_as_it_stopped(config: Any, db: str, started: datetime) -> str | None:
@@ -261,10 +276,11 @@ def run(
         result = _run_flow(numgen_config, db, dispatch)
     except (NumerateError, ValueError) as error:  # ValueError: a model id, device or file
         fail(error)  # the backends refuse
-    if output == "json":
-        typer.echo(json.dumps(result, indent=2))
-        return
-    _show_run(numgen_config, result, db)
+    with shown_after_a_signal(str(result["run_id"])):
+        if output == "json":
+            typer.echo(json.dumps(result, indent=2))
+        else:
+            _show_run(numgen_config, result, db)
 
 
 def check_size(size: int | None) -> None:
@@ -366,8 +382,10 @@ def calibrate(
     from numerate.report import render
     from numerate.store import Store, queries
 
-    frame = queries.numgen_targets(Store.open(db), str(result["run_id"]))
-    typer.echo(render(frame, "table", title=f"detector {detector}: accuracy per number"), nl=False)
+    with shown_after_a_signal(str(result["run_id"])):
+        frame = queries.numgen_targets(Store.open(db), str(result["run_id"]))
+        title = f"detector {detector}: accuracy per number"
+        typer.echo(render(frame, "table", title=title), nl=False)
     typer.echo(f"overall: {result['accuracy']:.3f} over {result['n']} images")
 
 

@@ -976,6 +976,28 @@ def test_a_sigterm_as_a_stored_run_is_reported_names_the_run(tmp_path):
     )
 
 
+NUMGEN_INTERRUPTED_AS_IT_SETTLES = """
+import os, signal, sys, time
+import numerate.cli.numgen as command
+def settles_then_interrupted():
+    os.kill(os.getpid(), signal.SIGINT)  # the run is stored `finished`: its table follows
+    time.sleep(2)
+command.settle_prefect = settles_then_interrupted
+from numerate.cli import main
+sys.argv = ["numerate", "numgen", "run", "--count", "1", "--db", sys.argv[1]]
+main()
+"""
+
+
+def test_ctrl_c_as_a_stored_numgen_run_is_shown_names_the_run(tmp_path):
+    """Corpus I: a bare `interrupted`, no table, for a NumGen run stored as finished."""
+    done, run_id = _stopped_as_it_ends(tmp_path, NUMGEN_INTERRUPTED_AS_IT_SETTLES, "numgen_runs")
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"interrupted: NumGen run {run_id} is stored; numerate numgen report shows it"
+    )
+
+
 def _stopped_as_it_ends(tmp_path, script, runs_table):
     """`script` run with a database path; what it printed, and the id of its one run, which
     is stored as finished."""
