@@ -144,10 +144,7 @@ def _run_flow(config: Any, db: str, dispatch: str) -> dict[str, Any]:
     quiet_run_logs(logging.CRITICAL)  # once Prefect has set its loggers up: how the run
     # ended is said once, below (a failing generator's tracebacks were printed per task)
 
-    def short(name: str) -> str:
-        return name.rstrip("/").rsplit("/", 1)[-1][:24]
-
-    label = f"numgen {short(config.generator)} / {short(config.detector_label)}"
+    label = f"numgen {_short(config.generator)} / {_short(config.detector_label)}"
     said = say_once("the images made so far are kept; run the same command again to continue "
                     "without making them twice")  # fmt: skip
     on_hard_stop.append(said)  # a generator that does not return: the deadline ends the run
@@ -168,6 +165,10 @@ def _run_flow(config: Any, db: str, dispatch: str) -> dict[str, Any]:
     with shown_after_a_signal(str(result["run_id"])):
         settle_prefect()
     return result
+
+
+def _short(name: str) -> str:
+    return name.rstrip("/").rsplit("/", 1)[-1][:24]
 
 
 @contextlib.contextmanager
