@@ -9,6 +9,7 @@ rendering, Ctrl-C) removes the temporary file: the target is the old file or the
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 import stat
@@ -93,6 +94,20 @@ def link_into_nowhere(path: Path) -> str | None:
     return None
 
 
+def missing_link_target(path: Path) -> str | None:
+    """What `path` is when it is a symbolic link that leads nowhere (a loop, or to something
+    that does not exist), else None."""
+    if not path.is_symlink():
+        return None
+    try:
+        path.stat()
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            return "a symbolic link that loops"
+        return f"a symbolic link to {os.path.realpath(path)}, which does not exist"
+    return None
+
+
 def looks_like_duckdb(head: bytes) -> bool:
     """Whether a file's first bytes are a DuckDB database's ("DUCK" after its first 8)."""
     return head[8:12] == b"DUCK"
@@ -139,6 +154,9 @@ def _output_folder(path: Path) -> Path:
     target = Path(os.path.realpath(path.expanduser()))
     if target.is_symlink():
         raise OutputPathError(path, "a symbolic link that leads nowhere (a loop)")
+    missing = missing_link_target(path.expanduser())
+    if missing:  # its folder was not made: "cannot write there (File exists)"
+        raise OutputPathError(path, missing)
     folder = _nearest_folder(path, target, (target, *target.parents))
     if not os.access(folder, os.W_OK | os.X_OK):
         raise OutputPathError(path, f"{folder} cannot be written (permission denied)")

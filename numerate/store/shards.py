@@ -17,7 +17,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 
 from numerate.kernel.errors import ConfigError, first_line, shorten
-from numerate.kernel.files import write_atomically
+from numerate.kernel.files import missing_link_target, write_atomically
 from numerate.manifolds.grading import Outcome
 from numerate.store.schema import (
     OPTIONAL_SHARD_TABLES,
@@ -226,6 +226,9 @@ def complete_runs(results_dir: str) -> list[str]:
 def _complete_runs(results_dir: str) -> list[str]:
     fs, root = _filesystem(results_dir)
     if not fs.exists(root):
+        missing = None if "://" in results_dir else missing_link_target(Path(results_dir))
+        if missing:  # "no results location" sent the user looking for a typo
+            raise ConfigError(f"results location {results_dir} is {missing}")
         raise ConfigError(f"no results location at {results_dir}")
     if not fs.isdir(root):
         kind = "a file" if fs.isfile(root) else "something else"

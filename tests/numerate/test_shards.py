@@ -69,6 +69,16 @@ def test_ingest_from_the_cli(tmp_path):
         app, ["ingest", str(tmp_path / "nowhere"), "--db", str(tmp_path / "c.duckdb")]
     )
     assert missing.exit_code == 2 and "no results location" in missing.stderr
+    loop, dangling = tmp_path / "loop", tmp_path / "dangling"
+    loop.symlink_to(loop)
+    dangling.symlink_to(tmp_path / "gone" / "shared")
+    gone = tmp_path / "gone" / "shared"
+    for link, said in (
+        (loop, "a symbolic link that loops"),
+        (dangling, f"a symbolic link to {gone}"),
+    ):
+        wrong = CliRunner().invoke(app, ["ingest", str(link), "--db", str(tmp_path / "c.duckdb")])
+        assert wrong.exit_code == 2 and f"results location {link} is {said}" in wrong.stderr
 
 
 def test_a_corrupt_or_incomplete_shard_is_skipped_and_named(tmp_path):

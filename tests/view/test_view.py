@@ -501,6 +501,13 @@ def test_an_export_again_replaces_what_it_wrote_and_nothing_else(results, tmp_pa
     (other / "index.html").write_text("<h1>my site</h1>")
     refused = runner.invoke(app, ["view", "--db", str(db), "--export", str(other)])
     assert refused.exit_code == 2 and "other files in it" in refused.output
+    dangling = tmp_path / "dangling"  # corpus I: "cannot write there (File exists)"
+    dangling.symlink_to(tmp_path / "gone" / "site")
+    refused = runner.invoke(app, ["view", "--db", str(db), "--export", str(dangling)])
+    assert refused.exit_code == 2, refused.output
+    assert (
+        f"a symbolic link to {tmp_path / 'gone' / 'site'}, which does not exist" in refused.output
+    )
 
 
 @pytest.mark.parametrize(
