@@ -72,9 +72,8 @@ def main() -> None:  # pragma: no cover - entry point
         if stop_signals and code in (130, 143):
             stopped()
         leave(code)
-    except NoArgsIsHelpError as error:  # `numerate generate` alone: its help
-        print(error.ctx.get_help() if error.ctx else error.format_message(), file=sys.stderr)
-        sys.exit(2)
+    except NoArgsIsHelpError as error:  # `numerate generate` alone: its help, then why
+        _needs_more(error.ctx)
     except ClickException as error:  # a command line that cannot be read
         ctx = getattr(error, "ctx", None)
         hint = f" (see: {ctx.command_path} --help)" if ctx is not None else ""
@@ -115,6 +114,20 @@ def _close_stores(failed: bool) -> None:
         for opened in made:
             with contextlib.suppress(store.StoreError):
                 opened.discard_if_unused()
+
+
+def _needs_more(ctx: Any) -> NoReturn:
+    """Leave a command line that names a group of commands, or a command, and nothing more:
+    its help (a rich help is printed, not returned: a blank line was), then one error line."""
+    help_text = ctx.get_help() if ctx is not None else ""
+    if help_text.strip():
+        print(help_text, file=sys.stderr)
+    missing = (
+        "a command" if hasattr(ctx, "command") and hasattr(ctx.command, "commands") else "arguments"
+    )
+    path = ctx.command_path if ctx is not None else "numerate"
+    print(f"error: {path}: give it {missing} (its help is above)", file=sys.stderr)
+    sys.exit(2)
 
 
 def _streams_that_exist() -> None:

@@ -137,3 +137,13 @@ def test_every_table_and_column_is_documented(tmp_path):
     for table, column in columns:
         assert f"**`{table}`**" in readme, f"docs/schema.md does not describe table {table}"
         assert f"`{column}`" in readme, f"docs/schema.md does not describe {table}.{column}"
+
+
+@pytest.mark.parametrize("group", [[], ["server"], ["numgen"], ["cache"]])
+def test_a_group_of_commands_alone_shows_its_help_and_one_error_line(group):
+    """Corpus I: the help, exit 2, and a blank line on the standard error, no `error:`."""
+    done = subprocess.run([sys.executable, "-m", "numerate.cli", *group], capture_output=True,
+                          text=True, cwd=ROOT)  # fmt: skip
+    assert done.returncode == 2 and "Usage:" in done.stdout
+    path = " ".join(["python -m numerate.cli", *group])  # `numerate ...` as a console script
+    assert done.stderr == f"error: {path}: give it a command (its help is above)\n"
