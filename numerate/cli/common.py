@@ -233,6 +233,19 @@ def terminal_progress(description: str) -> Any:
     return TerminalProgress()
 
 
+def notes_to_stderr() -> Any:
+    """A progress that shows nothing but its notes, each one line on standard error (a wait
+    for the results database before a flow runs: logged, it was a Prefect warning about a
+    log without a flow run, then the note twice)."""
+    from numerate.progress import Progress
+
+    class Notes(Progress):
+        def note(self, message: str) -> None:
+            typer.echo(f"note: {message}", err=True)
+
+    return Notes()
+
+
 def settle_prefect() -> None:
     """Let a temporary Prefect server record the last task runs before the process exits.
 

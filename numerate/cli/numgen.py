@@ -111,6 +111,7 @@ def _run_flow(config: Any, db: str, dispatch: str) -> dict[str, Any]:
     import asyncio
 
     from numerate.cli.common import (
+        notes_to_stderr,
         on_hard_stop,
         quiet_exit,
         quiet_run_logs,
@@ -138,7 +139,8 @@ def _run_flow(config: Any, db: str, dispatch: str) -> dict[str, Any]:
     if config.needs_images:  # a missing deployment: said before the database is made
         steps = [GENERATE_DEPLOYMENT, DETECT_DEPLOYMENT]
         asyncio.run(require_deployed(steps, cast(Dispatch, dispatch)))
-    Store.open(db)  # one of another program, or newer: refused before any image is made
+    with reporting_to(notes_to_stderr()):  # a wait for the file says so in one line
+        Store.open(db)  # one of another program, or newer: refused before any image is made
     from numerate.flows.numgen import numgen
 
     quiet_run_logs(logging.CRITICAL)  # once Prefect has set its loggers up: how the run

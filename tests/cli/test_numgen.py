@@ -551,3 +551,29 @@ def test_a_hub_that_sends_headers_then_nothing_is_unreachable(monkeypatch):
         monkeypatch.setenv("NUMERATE_HUB_TIMEOUT", garbage)
         with pytest.raises(ModelLoadError, match=f"NUMERATE_HUB_TIMEOUT='{garbage}': give seconds"):
             probe_hub(endpoint)
+
+
+def test_a_numgen_run_on_a_busy_database_says_so_in_one_note_and_one_error(tmp_path):
+    """Corpus I: a Prefect warning about a log without a flow run, then the note twice."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.numerate.test_store_access import hold
+
+    db = tmp_path / "r.duckdb"
+    duckdb.connect(str(db)).close()
+    holder = hold(db, 60)
+    try:
+        env = dict(os.environ, PREFECT_HOME=str(tmp_path / "prefect"), NUMERATE_LOCK_TIMEOUT="2")
+        env.pop("PREFECT_API_URL", None)
+        done = subprocess.run(
+            [sys.executable, "-m", "numerate.cli", "numgen", "run", "--count", "1", "--db",
+             str(db), "--images-dir", str(tmp_path / "i")],
+            env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    finally:
+        holder.kill()
+    assert done.returncode == 3, done.stderr
+    lines = [line for line in done.stderr.splitlines() if not line.startswith("starting Prefect")]
+    assert [line.split(":")[0] for line in lines] == ["note", "error"], done.stderr
