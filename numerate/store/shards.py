@@ -153,6 +153,14 @@ def _shard_problem(con: Any, table: str, path: str, run_id: str, of_the_run: boo
     `../../x` would name files where it is used) and its outcomes are outcomes."""
     source = f"read_parquet('{path}')"
     columns = {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
+    required = con.execute(
+        "SELECT column_name FROM duckdb_columns() WHERE database_name = current_database() "
+        "AND table_name = ? AND NOT is_nullable ORDER BY column_index",
+        [table],
+    ).fetchall()
+    lacking = [name for (name,) in required if name not in columns]
+    if lacking:  # DuckDB's Binder Error named its own REPLACE list
+        return f"no column {', '.join(lacking[:5])} (a file of another program, or cut)"
     if of_the_run and "run_id" in columns:
         others = con.execute(
             f"SELECT DISTINCT run_id FROM {source} WHERE run_id IS DISTINCT FROM ? LIMIT 1",

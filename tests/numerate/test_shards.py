@@ -151,6 +151,9 @@ def _rewrite(shard, sql):
          "runs.parquet: status 'bogus' is none of running, finished"),
         ("run_models", "UPDATE shard_rows SET status = 'great'",
          "run_models.parquet: status 'great' is none of ok, degraded, failed"),
+        # corpus I: `Binder Error: Column "sample_index" in REPLACE list not found`
+        ("responses", "CREATE OR REPLACE TABLE shard_rows AS SELECT 1 AS x",
+         "responses.parquet: no column run_id, model, model_id, manifold, case_id (a file of"),
         ("responses", "DELETE FROM shard_rows",
          "responses.parquet holds no answer, yet points.parquet (2 rows) and summaries"),
     ],
