@@ -475,6 +475,7 @@ def stop_within(seconds: float = STOP_SECONDS) -> None:
     signal handled in Python ends it at once. Must be called in the main thread."""
     import os
     import signal
+    import warnings
 
     armed = threading.Event()
 
@@ -506,6 +507,9 @@ def stop_within(seconds: float = STOP_SECONDS) -> None:
                 if signum in (signal.SIGINT, signal.SIGTERM):
                     signals_seen.append(signum)  # also one a handler of Prefect's took
                     arm(143 if signum == signal.SIGTERM else 130)
+                    warnings.filterwarnings(  # a connection attempt the stop cut short is
+                        "ignore", "coroutine .* was never awaited", RuntimeWarning
+                    )  # no news for the user (it was printed before `interrupted`)
 
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, on_signal)

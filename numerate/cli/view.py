@@ -203,14 +203,18 @@ def serve(path: str, host: str, port: int) -> None:
 
 def _no_cancelled_pages(record: logging.LogRecord) -> bool:
     """False for uvicorn's lines about a page cut off by the shutdown a signal asked for
-    ("Cancel 1 running task(s)", a CancelledError's traceback): the command says
+    ("Cancel 1 running task(s)", a CancelledError's traceback, or its text when a second
+    signal cuts the lifespan's shutdown short): the command says
     `interrupted`, and a traceback under it says something went wrong."""
     import asyncio
 
     cancelled = record.exc_info is not None and isinstance(
         record.exc_info[1], asyncio.CancelledError
     )
-    return not cancelled and not record.getMessage().startswith("Cancel ")
+    message = record.getMessage()
+    as_text = message.startswith("Traceback") and message.rstrip().endswith("CancelledError")
+    return not (cancelled or as_text) and not message.startswith("Cancel ")  # as text: the
+    # lifespan's own, cut off by a second Ctrl-C
 
 
 def _bindable(host: str, port: int) -> tuple[str, bool]:

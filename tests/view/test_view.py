@@ -542,3 +542,18 @@ def answers(db):
             return reader.query("SELECT count(*) FROM responses")[0][0]
     except ConfigError:
         return 0
+
+
+def test_the_shutdown_a_second_ctrl_c_cuts_short_is_not_shown():
+    """Corpus I: Ctrl-C twice within 0.1 s printed the lifespan's CancelledError traceback,
+    which uvicorn logs as text, under `interrupted`; another error is still shown."""
+    import logging
+
+    from numerate.cli.view import _no_cancelled_pages
+
+    def record(message):
+        return logging.LogRecord("uvicorn.error", logging.ERROR, "", 0, message, None, None)
+
+    cut = "Traceback (most recent call last):\n  File ...\nasyncio.exceptions.CancelledError\n"
+    assert not _no_cancelled_pages(record(cut))
+    assert _no_cancelled_pages(record("Traceback (most recent call last):\nValueError: x"))
