@@ -489,7 +489,10 @@ def stop_within(seconds: float = STOP_SECONDS) -> None:
         if _redelivering.is_set():  # the first one again: it was lost in a callback
             _redelivering.clear()
             raise KeyboardInterrupt
-        if stop_signals:
+        if stop_signals:  # at once, and said (a death with no word left a run `running`
+            with contextlib.suppress(OSError):  # unexplained); os.write: no lock to wait on
+                how = "terminated" if code == 143 else "interrupted"
+                os.write(2, f"{how}: stopped at once by a second signal\n".encode())
             os._exit(code)
         stop_signals.append(signum)
         arm(code)

@@ -1122,6 +1122,38 @@ def test_a_signal_that_comes_during_a_weakref_callback_still_stops_the_command(s
     assert "Exception ignored" not in done.stderr
 
 
+CLEANING_UP = """
+import sys, time
+from numerate.cli.common import stop_within
+stop_within()
+try:
+    print("ready", flush=True)
+    while True:
+        time.sleep(0.01)
+except KeyboardInterrupt:
+    print("cleaning up", flush=True)
+    time.sleep(3)  # the second signal comes here
+"""
+
+
+def test_a_second_signal_ends_the_command_at_once_and_says_so():
+    """Corpus I: a command that died at once (exit 130 within 0.02 s) said nothing, and its
+    run was left `running` with no word of why."""
+    busy = subprocess.Popen([sys.executable, "-c", CLEANING_UP], cwd=ROOT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        assert busy.stdout.readline().strip() == "ready"
+        busy.send_signal(signal.SIGINT)
+        assert busy.stdout.readline().strip() == "cleaning up"
+        busy.send_signal(signal.SIGINT)
+        sent = time.monotonic()
+        _, err = busy.communicate(timeout=30)
+    finally:
+        busy.kill()
+    assert busy.returncode == 130 and time.monotonic() - sent < 1
+    assert err == "interrupted: stopped at once by a second signal\n"
+
+
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
 @pytest.mark.parametrize(("stop", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_ctrl_c_stops_a_long_db_query_quietly_with_130(tmp_path, stop, code):
