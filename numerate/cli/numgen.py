@@ -8,10 +8,11 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import Iterator, Mapping
+import signal
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, cast
 
 import typer
 
@@ -113,10 +114,8 @@ def _run_flow(config: Any, db: str, dispatch: str) -> dict[str, Any]:
     from numerate.cli.common import (
         notes_to_stderr,
         on_hard_stop,
-        quiet_exit,
         quiet_run_logs,
         say_once,
-        stop_code,
         terminal_progress,
     )
     from numerate.cli.server import connect
@@ -141,6 +140,8 @@ def _run_flow(config: Any, db: str, dispatch: str) -> dict[str, Any]:
         asyncio.run(require_deployed(steps, cast(Dispatch, dispatch)))
     with reporting_to(notes_to_stderr()):  # a wait for the file says so in one line
         Store.open(db)  # one of another program, or newer: refused before any image is made
+    from prefect.exceptions import TerminationSignal
+
     from numerate.flows.numgen import numgen
 
     quiet_run_logs(logging.CRITICAL)  # once Prefect has set its loggers up: how the run
@@ -154,9 +155,8 @@ def _run_flow(config: Any, db: str, dispatch: str) -> dict[str, Any]:
     try:
         with reporting_to(terminal_progress(label)):
             result: dict[str, Any] = asyncio.run(numgen(config, db, cast(Dispatch, dispatch)))
-    except KeyboardInterrupt:
-        said(_ended_as_it_stopped(config, db, started))
-        quiet_exit(stop_code())  # said once (`interrupted` followed it)
+    except (KeyboardInterrupt, TerminationSignal) as stop:  # Prefect's handler took a SIGTERM
+        _stopped(stop, lambda: said(_ended_as_it_stopped(config, db, started)))  # (exit 1)
     except RunFailed as error:  # recorded as failed: a generator or detector failing
         fail(error, code=3)
     except (NumerateError, ValueError):
@@ -167,6 +167,17 @@ def _run_flow(config: Any, db: str, dispatch: str) -> dict[str, Any]:
     with shown_after_a_signal(str(result["run_id"])):
         settle_prefect()
     return result
+
+
+def _stopped(stop: BaseException, say: Callable[[], object]) -> NoReturn:
+    """Leave a NumGen run a signal stopped, saying so once (`say`): 130, or 143 after a
+    SIGTERM, also one Prefect's handler took (raised as its TerminationSignal)."""
+    from numerate.cli.common import quiet_exit, stop_code, stop_signals
+
+    if not isinstance(stop, KeyboardInterrupt) and not stop_signals:
+        stop_signals.append(signal.SIGTERM)
+    say()
+    quiet_exit(stop_code())
 
 
 def _short(name: str) -> str:

@@ -468,10 +468,21 @@ def in_use(folder: Path) -> bool:
     return False
 
 
+def _checked_mode() -> str:
+    """`mode()`, or one error line and exit 2 for a NUMERATE_SERVER that is none."""
+    from numerate.cli.common import fail
+
+    try:
+        return mode()
+    except ConfigError as error:
+        fail(error)
+
+
 @server_app.command()
 def status() -> None:
     """Say whether numerate's background Prefect server runs, where, and for how long it
     has been idle. Exit 0 when it runs, 1 when it does not."""
+    _checked_mode()  # NUMERATE_SERVER=bogus: a traceback here, one line in `start`
     folder = home()
     state = read_state(folder)
     if state is None:
@@ -558,6 +569,7 @@ def stop(
     """Stop numerate's background Prefect server (a later command starts a new one)."""
     from numerate.cli.common import fail
 
+    _checked_mode()  # NUMERATE_SERVER=bogus: ignored here, exit 0, refused by `start`
     folder = home()
     state = read_state(folder)
     if state is None:

@@ -998,6 +998,29 @@ def test_ctrl_c_as_a_stored_numgen_run_is_shown_names_the_run(tmp_path):
     )
 
 
+NUMGEN_TERMINATED_IN_PREFECT = """
+import sys
+from prefect.exceptions import TerminationSignal
+import numerate.flows.numgen as flows
+async def terminated(*args, **kwargs):
+    raise TerminationSignal(signal=15)  # Prefect's SIGTERM handler, during the flow
+flows.numgen = terminated
+from numerate.cli import main
+sys.argv = ["numerate", "numgen", "run", "--count", "1", "--db", sys.argv[1]]
+main()
+"""
+
+
+def test_a_sigterm_prefect_takes_during_a_numgen_run_is_one_line_and_143(tmp_path):
+    """Corpus J: Prefect's TerminationSignal traceback, exit 1, no `terminated` line."""
+    env = {**numerate_env(tmp_path / "prefect"), "NUMERATE_SERVER": "temporary"}
+    done = subprocess.run([sys.executable, "-c", NUMGEN_TERMINATED_IN_PREFECT,
+                           str(tmp_path / "r.duckdb")], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=180)  # fmt: skip
+    assert done.returncode == 143 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("terminated: "), done.stderr
+
+
 def _stopped_as_it_ends(tmp_path, script, runs_table):
     """`script` run with a database path; what it printed, and the id of its one run, which
     is stored as finished."""

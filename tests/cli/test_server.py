@@ -365,3 +365,12 @@ def test_server_start_names_what_keeps_the_background_server_unused(tmp_path):
         "error: NUMERATE_SERVER=temporary is set: each command starts a server of its own, no "
         "background server is used\n"
     )
+
+
+@pytest.mark.parametrize("command", [["server", "status"], ["server", "stop"]])
+def test_a_bad_numerate_server_is_one_line_for_status_and_stop(tmp_path, command):
+    """Corpus J: `status` showed a ConfigError traceback (exit 1), `stop` ignored it (exit 0)."""
+    env = {**numerate_env(tmp_path / "prefect"), "NUMERATE_SERVER": "bogus"}
+    done = numerate(env, *command, timeout=60)
+    assert (done.returncode, done.stdout) == (2, ""), done.stderr
+    assert done.stderr == "error: NUMERATE_SERVER='bogus': choose background or temporary\n"
