@@ -954,17 +954,22 @@ main()
 """
 
 
-TERMINATED_AS_IT_REPORTS = """
+SIGNALLED_AS_IT_SETTLES = """
 import os, signal, sys, time
-import numerate.cli.run as command
-def settles_then_terminated():
-    os.kill(os.getpid(), signal.SIGTERM)  # the run is stored `finished`: its report follows
+import numerate.cli.{module} as command
+def settles_then_signalled():
+    os.kill(os.getpid(), signal.{signal})  # the run is stored `finished`: its output follows
     time.sleep(2)
-command.settle_prefect = settles_then_terminated
+command.settle_prefect = settles_then_signalled
 from numerate.cli import main
-sys.argv = ["numerate", "run", "--model", "baseline:oracle", "--db", sys.argv[1]]
+sys.argv = ["numerate", {command}, "--db", sys.argv[1]]
 main()
 """
+"""A command whose run is stored, signalled as Prefect settles (before its report or table)."""
+
+TERMINATED_AS_IT_REPORTS = SIGNALLED_AS_IT_SETTLES.format(
+    module="run", signal="SIGTERM", command='"run", "--model", "baseline:oracle"'
+)
 
 
 def test_a_sigterm_as_a_stored_run_is_reported_names_the_run(tmp_path):
@@ -976,17 +981,9 @@ def test_a_sigterm_as_a_stored_run_is_reported_names_the_run(tmp_path):
     )
 
 
-NUMGEN_INTERRUPTED_AS_IT_SETTLES = """
-import os, signal, sys, time
-import numerate.cli.numgen as command
-def settles_then_interrupted():
-    os.kill(os.getpid(), signal.SIGINT)  # the run is stored `finished`: its table follows
-    time.sleep(2)
-command.settle_prefect = settles_then_interrupted
-from numerate.cli import main
-sys.argv = ["numerate", "numgen", "run", "--count", "1", "--db", sys.argv[1]]
-main()
-"""
+NUMGEN_INTERRUPTED_AS_IT_SETTLES = SIGNALLED_AS_IT_SETTLES.format(
+    module="numgen", signal="SIGINT", command='"numgen", "run", "--count", "1"'
+)
 
 
 def test_ctrl_c_as_a_stored_numgen_run_is_shown_names_the_run(tmp_path):
