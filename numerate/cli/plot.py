@@ -169,8 +169,8 @@ def plot(
     from numerate.plots import OutputFormat, output_format, render_run
 
     try:
+        check_output("--out", out)  # a folder's name first: its missing suffix is no news
         fmt: OutputFormat = output_format(out) if out is not None else "png"
-        check_output("--out", out)
         chosen = _check_kind(kind)
         if chosen == "compare" and against is None:
             raise ConfigError("--kind compare needs --against OTHER_RUN")

@@ -140,6 +140,10 @@ def test_an_unwritable_path_is_one_line(results, tmp_path):
     assert sorted(tmp_path.rglob("*")) == before  # no DIR.png, no stray temporary file
     slashed = one_error_line(plot(db, "--out", f"{tmp_path / 'new.png'}/"))  # corpus H: a file
     assert f"--out {tmp_path / 'new.png'}/: a folder's name (it ends with /)" in slashed  # new.png
+    folder = one_error_line(plot(db, "--out", f"{tmp_path / 'taken.png'}/"))  # corpus J: a folder
+    assert f"--out {tmp_path / 'taken.png'}/: a folder's name" in folder  # not "no suffix"
+    plain = one_error_line(plot(db, "--out", f"{tmp_path}/"))
+    assert "a folder's name" in plain and "suffix" not in plain
     assert sorted(tmp_path.rglob("*")) == before
 
 
