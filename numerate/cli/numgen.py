@@ -435,14 +435,17 @@ def _parse_responses(path: Path) -> tuple[list[int], list[int]]:
     with io.StringIO(text, newline="") as handle:
         reader = csv.DictReader(handle, restkey=_EXTRA, restval=_MISSING)
         columns = list(reader.fieldnames or [])
+        if not any(name.strip() for name in columns):
+            what = "is empty" if not text.strip() else "has no header on its first line"
+            raise ConfigError(f"{path} {what}; it needs a header target,generated")
+        twice = sorted({name for name in columns if columns.count(name) > 1})
+        if twice:  # before what is missing: `target,target` lacks `generated` for that reason
+            raise ConfigError(f"{path}: the column {twice[0]!r} appears twice")
         missing = {"target", "generated"} - set(columns)
         if missing:
             raise ConfigError(
                 f"{path}: needs columns target,generated; missing {', '.join(sorted(missing))}"
             )
-        twice = sorted({name for name in columns if columns.count(name) > 1})
-        if twice:
-            raise ConfigError(f"{path}: the column {twice[0]!r} appears twice")
         for line, row in enumerate(reader, start=2):
             got = _fields(row, columns)
             if got != len(columns):

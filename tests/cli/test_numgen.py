@@ -59,7 +59,11 @@ def test_score_as_a_table(tmp_path):
      ("target,generated\n", "holds no responses"),
      ("target,generated\n3,3\n4\n", "line 3: 1 field(s); the header has 2"),
      ("target,generated\n3,3,9\n", "line 2: 3 field(s); the header has 2"),
-     ("target,generated,target\n3,3,4\n", "the column 'target' appears twice")],
+     ("target,generated,target\n3,3,4\n", "the column 'target' appears twice"),
+     ("target,target\n3,3\n", "the column 'target' appears twice"),  # corpus J: "missing"
+     ("", "bad.csv is empty; it needs a header target,generated"),  # corpus J: "missing"
+     ("\n\n3,3\n", "bad.csv has no header on its first line"),
+     (",\n3,3\n", "bad.csv has no header on its first line")],
 )  # fmt: skip
 def test_score_names_the_bad_line_and_value(tmp_path, content, message):
     path = tmp_path / "bad.csv"
