@@ -489,10 +489,35 @@ def parse_sweep_config(data: Any, source: str = "sweep config") -> SweepConfig:
     """Validate a sweep config; a problem raises ConfigError naming the field and the value."""
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a mapping at the top, got {what_it_is(data)}")
+    refuse_the_other_kind(data, source, "sweep")
     try:
         return SweepConfig.model_validate(data)
     except ValidationError as error:
         raise ConfigError(describe_validation_error(error, source)) from None
+
+
+ConfigKind = Literal["sweep", "numgen"]
+_KIND_NAMES: dict[ConfigKind, tuple[str, str]] = {
+    "sweep": ("a sweep config", "numerate run --config"),
+    "numgen": ("a NumGen config", "numerate numgen run --config"),
+}
+
+
+def refuse_the_other_kind(data: dict[Any, Any], source: str, expected: ConfigKind) -> None:
+    """A config of the other kind (a sweep config where a NumGen one is expected, or the
+    reverse) is one ConfigError saying so and where it goes; each of its keys used to be an
+    error line of its own. It is the other kind when none of its keys is one of `expected`'s
+    and all are the other's: a sweep config with one stray NumGen key gets the usual errors."""
+    from numerate.numgen.config import NumGenConfig
+
+    fields = {"sweep": set(SweepConfig.model_fields), "numgen": set(NumGenConfig.model_fields)}
+    other: ConfigKind = "numgen" if expected == "sweep" else "sweep"
+    keys = set(data)
+    if not keys or keys & fields[expected] or not keys <= fields[other]:
+        return
+    shown = ", ".join(sorted(str(key) for key in keys)[:4]) + (", ..." if len(keys) > 4 else "")
+    (this, takes), (wanted, _) = _KIND_NAMES[other], _KIND_NAMES[expected]
+    raise ConfigError(f"{source} is {this} ({shown}), not {wanted}: `{takes}` takes it")
 
 
 def load_yaml(path: Path, what: str) -> Any:

@@ -90,12 +90,13 @@ def _options_given(
 
 
 def _load_yaml(path: Path) -> dict[str, Any]:
-    from numerate.config import load_yaml
+    from numerate.config import load_yaml, refuse_the_other_kind
     from numerate.kernel.errors import what_it_is
 
     data = load_yaml(path, "numgen config")
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of settings, got {what_it_is(data)}")
+    refuse_the_other_kind(data, f"numgen config {path}", "numgen")
     return data
 
 

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from numerate.cli import app
 
 runner = CliRunner()
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def write_csv(path, rows, header="target,generated"):
@@ -581,3 +582,17 @@ def test_a_numgen_run_on_a_busy_database_says_so_in_one_note_and_one_error(tmp_p
     assert done.returncode == 3, done.stderr
     lines = [line for line in done.stderr.splitlines() if not line.startswith("starting Prefect")]
     assert [line.split(":")[0] for line in lines] == ["note", "error"], done.stderr
+
+
+def test_a_sweep_config_given_to_numgen_run_is_one_line_saying_so(tmp_path):
+    """Corpus J: five lines, one per key of the sweep config, none saying what it was."""
+    config = ROOT / "deployments" / "sweeps" / "small.yaml"
+    result = runner.invoke(
+        app, ["numgen", "run", "--config", str(config), "--db", str(tmp_path / "r.duckdb")]
+    )
+    assert result.exit_code == 2, result.output
+    assert result.stderr == (
+        f"error: numgen config {config} is a sweep config (db, manifolds, models, name, ...), "
+        "not a NumGen config: `numerate run --config` takes it\n"
+    )
+    assert list(tmp_path.iterdir()) == []

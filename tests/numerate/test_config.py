@@ -298,3 +298,22 @@ def test_a_config_that_is_no_mapping_says_what_it_is(tmp_path, text, said):
     with pytest.raises(ConfigError) as info:
         load_sweep_config(path)
     assert f"expected a mapping at the top, {said}" in str(info.value)
+
+
+def test_a_numgen_config_given_as_a_sweep_config_is_one_line_saying_so():
+    """Corpus J: each of its keys was an error of its own (name, models and manifolds missing,
+    generator, detector and prompts not permitted): six lines that never said what it was."""
+    data = {"generator": "synthetic", "detector": "synthetic", "prompts": {"per_number": 1}}
+    with pytest.raises(ConfigError) as error:
+        parse_sweep_config(data, "sweep config ng.yaml")
+    assert str(error.value) == (
+        "sweep config ng.yaml is a NumGen config (detector, generator, prompts), not a sweep "
+        "config: `numerate numgen run --config` takes it"
+    )
+
+
+def test_a_sweep_config_with_one_stray_numgen_key_gets_the_usual_error():
+    with pytest.raises(ConfigError) as error:
+        parse_sweep_config(base(generator="synthetic"))
+    assert "generator = 'synthetic': Extra inputs are not permitted" in str(error.value)
+    assert "NumGen config" not in str(error.value)
