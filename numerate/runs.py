@@ -11,7 +11,7 @@ from numerate.store.queries import Source
 if TYPE_CHECKING:
     import polars as pl
 
-__all__ = ["list_runs", "resolve_run"]
+__all__ = ["list_runs", "numgen_runs_elsewhere", "resolve_run"]
 
 
 def check_sweep_name(sweep: str | None) -> None:
@@ -29,6 +29,20 @@ def check_known_sweep(source: Source, sweep: str | None) -> None:
     if known and sweep not in known:
         shown = ", ".join(known[:10])
         raise ConfigError(f"--sweep {sweep!r}: no run of that sweep (its sweeps: {shown})")
+
+
+def numgen_runs_elsewhere(source: Source) -> str:
+    """Where a database without language-model runs shows the NumGen runs it holds, as the end
+    of a sentence ("holds no run yet" alone sent its user looking for a lost run); "" when it
+    holds none."""
+    import shlex
+
+    count = queries.numgen_run_count(source)
+    if not count:
+        return ""
+    runs, them = ("run", "it") if count == 1 else ("runs", "them")
+    command = f"numerate numgen report --db {shlex.quote(source.path)}"
+    return f"; it holds {count} NumGen {runs}: `{command}` shows {them}"
 
 
 def resolve_run(source: Source, text: str | None, sweep: str | None = None) -> str:
@@ -55,7 +69,8 @@ def resolve_run(source: Source, text: str | None, sweep: str | None = None) -> s
                 if live_owners(source.path)
                 else ""
             )
-            raise ConfigError(f"{source.path} holds no {wanted}{scope} yet{starting}")
+            also = "" if sweep or starting else numgen_runs_elsewhere(source)
+            raise ConfigError(f"{source.path} holds no {wanted}{scope} yet{starting}{also}")
         return found
     ids = queries.run_ids_starting(source, text)
     if not ids:

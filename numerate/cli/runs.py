@@ -25,17 +25,18 @@ def list_runs_command(
     Never writes; reads while sweeps write the database (docs/sharing.md, "Many users, one
     database")."""
     from numerate.report import render
-    from numerate.runs import check_known_sweep, list_runs
+    from numerate.runs import check_known_sweep, list_runs, numgen_runs_elsewhere
 
     try:
         fmt = check_format(output)
         with open_reader(db) as reader:
             frame = list_runs(reader, limit=limit, sweep=sweep)
             check_known_sweep(reader, sweep)  # a typo listed nothing
+            elsewhere = "" if sweep or not frame.is_empty() else numgen_runs_elsewhere(reader)
     except NumerateError as error:
         fail(error)
     if frame.is_empty() and fmt in ("table", "markdown"):
         scope = f" of sweep {sweep!r}" if sweep else ""
-        typer.echo(f"{results_db(db)} holds no runs{scope}", err=True)
+        typer.echo(f"{results_db(db)} holds no runs{scope}{elsewhere}", err=True)
         return
     show(render(frame, fmt))

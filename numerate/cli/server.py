@@ -493,7 +493,7 @@ def status() -> None:
             try:
                 api_answers(url)
             except ConfigError as error:  # the URL's password or token hidden, as in errors
-                said = redact(f"commands report to PREFECT_API_URL, which does not answer: {error}")
+                said = redact(f"commands report to PREFECT_API_URL, which is not usable: {error}")
                 typer.echo(said)
                 raise typer.Exit(1) from None
             typer.echo(redact(f"commands report to PREFECT_API_URL={url}"))

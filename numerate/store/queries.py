@@ -340,6 +340,11 @@ def numgen_confusion(source: Source, run_id: str | None) -> tuple[str, str, str,
     return (str(rows[0][0]), str(rows[0][1]), str(rows[0][2]), str(rows[0][3])) if rows else None
 
 
+def numgen_run_count(source: Source) -> int:
+    """How many NumGen runs the database holds (whatever their status)."""
+    return int(source.query("SELECT count(*) FROM numgen_runs")[0][0])
+
+
 def numgen_runs_named(source: Source, text: str) -> list[str]:
     """Ids of the NumGen runs with metrics that `text` names, newest first: `latest` and
     `previous` one each, else those whose id starts with `text` (an exact id alone)."""

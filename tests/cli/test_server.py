@@ -218,8 +218,9 @@ def test_the_server_files_live_under_prefect_home(monkeypatch, tmp_path):
     assert server.home() == Path(os.path.expanduser("~/.prefect/numerate-server"))
 
 
-def health_server():
-    """A server that says it is a healthy Prefect server (and nothing else), running."""
+def health_server(body: bytes = b"true"):
+    """A server that says it is a healthy Prefect server (and nothing else), running; with
+    another `body`, a web server of another kind."""
     import http.server
     import threading
 
@@ -227,7 +228,7 @@ def health_server():
         def do_GET(self):
             self.send_response(200)
             self.end_headers()
-            self.wfile.write(b"true")
+            self.wfile.write(body)
 
         def log_message(self, *args):
             pass
@@ -287,7 +288,25 @@ def test_status_with_a_prefect_api_url_that_does_not_answer_exits_1(tmp_path):
     env["PREFECT_API_URL"] = "http://127.0.0.1:9/api"
     done = numerate(env, "server", "status", timeout=60)
     assert done.returncode == 1
-    assert done.stdout.startswith("commands report to PREFECT_API_URL, which does not answer")
+    assert done.stdout.startswith("commands report to PREFECT_API_URL, which is not usable: ")
+    assert "Prefect's API cannot be reached" in done.stdout
+
+
+def test_status_with_a_prefect_api_url_at_another_kind_of_server_says_what_it_is(monkeypatch):
+    """Corpus J: a web server that answers was said to be one that "does not answer"."""
+    from typer.testing import CliRunner
+
+    from numerate.cli import app
+
+    theirs = health_server(b"<html>hello</html>")
+    try:
+        monkeypatch.setenv("PREFECT_API_URL", f"http://127.0.0.1:{theirs.server_port}/api")
+        result = CliRunner().invoke(app, ["server", "status"])
+    finally:
+        theirs.shutdown()
+    assert result.exit_code == 1
+    assert "which is not usable: " in result.output and "does not answer" not in result.output
+    assert "not a Prefect API (" in result.output and "'<html>hello</html>'" in result.output
 
 
 def test_status_under_temporary_servers_says_no_run_starts_a_background_one(tmp_path):
@@ -312,7 +331,7 @@ def test_server_status_hides_the_credentials_of_prefect_api_url(monkeypatch):
                         ("http://127.0.0.1:1/api?token=TOKSECRET77", "TOKSECRET77")):  # fmt: skip
         monkeypatch.setenv("PREFECT_API_URL", url)
         result = CliRunner().invoke(app, ["server", "status"])
-        assert result.exit_code == 1 and "which does not answer" in result.output
+        assert result.exit_code == 1 and "which is not usable" in result.output
         assert secret not in result.output and "***" in result.output
     assert health_url("http://h/api?token=X") == "http://h/api/health?token=X"
     assert health_url("http://h/api/") == "http://h/api/health"
