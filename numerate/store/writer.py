@@ -180,8 +180,44 @@ class Store(Tables):
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
             except OSError as error:
                 raise StoreError(f"cannot open results database {path}: {error.strerror}") from None
-        with self.session():  # creates or upgrades the file now: a bad path fails here
-            pass
+        try:
+            with self.session():  # creates or upgrades the file now: a bad path fails here
+                pass
+        except BaseException:  # a signal or an error while the file was made: no half-made
+            self._discard_half_made()  # file is left (no Store holds it for _close_stores)
+            raise
+
+    def _discard_half_made(self) -> None:
+        """Remove the file (and folders) this process began to make when its making failed
+        or was stopped, if it holds no row: no Store holds it for `discard_if_unused`."""
+        import duckdb
+
+        if self.memory or Path(self.path) not in self._made:
+            return
+        if self._instance is not None:  # lets go of the file whatever the session left held
+            with contextlib.suppress(Exception):
+                self._instance.close()
+            self._instance = None
+        try:  # another process's now (it made the file first, this one waited): it is held
+            con = duckdb.connect(self.path, read_only=True)
+        except (duckdb.Error, OSError):
+            return
+        try:
+            empty = holds_nothing(con)
+        finally:
+            con.close()
+        if empty:
+            self._remove_made()
+
+    def _remove_made(self) -> bool:
+        """Remove the file this process made, then the folders made for it that are empty,
+        unless another process holds the file (see `_remove_if_untouched`)."""
+        if not _remove_if_untouched(Path(self.path)):
+            return False
+        for folder in self._made[1:]:
+            with contextlib.suppress(OSError):  # not empty: another process's files
+                folder.rmdir()
+        return True
 
     # ------------------------------------------------------------------ sessions
 
@@ -451,12 +487,7 @@ class Store(Tables):
             if not holds_nothing(con):
                 return False
         Store.release(self.path)  # let go of (a file removed while DuckDB held it aborted the
-        if not _remove_if_untouched(Path(self.path)):  # process at its exit, SIGABRT)
-            return False
-        for folder in self._made[1:]:
-            with contextlib.suppress(OSError):  # not empty: another process's files
-                folder.rmdir()
-        return True
+        return self._remove_made()  # process at its exit, SIGABRT)
 
     @classmethod
     def release(cls, path: str) -> None:

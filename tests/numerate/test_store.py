@@ -190,3 +190,25 @@ def test_a_row_holding_a_lone_surrogate_is_stored_with_a_replacement_character()
         assert con.execute("SELECT a, n FROM t ORDER BY n").fetchall() == [
             ("x\ufffdy", 1), ("ok", 2),
         ]  # fmt: skip
+
+
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, RuntimeError])
+def test_a_database_whose_making_is_stopped_is_not_left_behind(tmp_path, monkeypatch, stop):
+    """A Ctrl-C while `numgen run` made its database (in its migrations) left it behind,
+    empty, while the command said nothing was stored: no Store held it to be removed."""
+    import numerate.store.writer as writer
+
+    def stopped_halfway(con):
+        con.execute("CREATE TABLE half_made (x INTEGER)")
+        raise stop
+
+    made = tmp_path / "new" / "r.duckdb"
+    kept = tmp_path / "kept.duckdb"
+    Store.open(str(kept))
+    Store.release(str(kept))
+    monkeypatch.setattr(writer, "migrate", stopped_halfway)
+    for path in (made, kept):
+        with pytest.raises(stop):
+            Store.open(str(path))
+    assert not made.exists() and not made.parent.exists()  # its folder was made for it too
+    assert kept.exists()  # there before: never removed
