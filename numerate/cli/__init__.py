@@ -232,12 +232,13 @@ def stopped() -> NoReturn:
     already sent its standard error to /dev/null: see common.quiet_exit)."""
     import contextlib
 
-    from numerate.cli.common import said_how_it_stopped, stop_code
+    from numerate.cli.common import said_how_it_stopped, stop_code, stop_notes
 
     code = stop_code()
     said_how_it_stopped()  # the deadline, should it come, says nothing more
+    note = f": {stop_notes[-1]}" if stop_notes else ""
     with contextlib.suppress(OSError, ValueError):
-        print("terminated" if code == 143 else "interrupted", file=sys.stderr)
+        print(f"{'terminated' if code == 143 else 'interrupted'}{note}", file=sys.stderr)
     _close_stores(failed=True)
     leave(code, drain=False)  # not sys.exit: freeing every object while a daemon thread (a
     # server still starting) held the standard error's lock aborted the process (SIGABRT)

@@ -39,6 +39,8 @@ def fail(message: str | BaseException, code: int = 2) -> NoReturn:
     from numerate.kernel.credentials import redact
     from numerate.store import Store, access
 
+    if stop_signals:  # an error the stop caused (pydantic wrapped the KeyboardInterrupt in
+        raise KeyboardInterrupt  # its own: exit 2): the stop is the news, said by cli.stopped
     if isinstance(message, ServerError):
         code = 3  # the machine's fault, not the input's: running it again may work
     if isinstance(message, access.DatabaseBusy):
@@ -460,6 +462,8 @@ class TemporaryServer:
 
 
 STOP_SECONDS = 5.0
+SAME_SIGNAL_S = 1.0
+"""A second signal this soon after the first is taken for a copy of it (see stop_within)."""
 stop_signals: list[int] = []  # the SIGINT/SIGTERM this process received, in order
 signals_seen: list[int] = []  # those its signal thread saw, whichever handler took them
 on_hard_stop: list[Callable[[], object]] = []  # run before the deadline ends the process
@@ -472,12 +476,17 @@ def stop_within(seconds: float = STOP_SECONDS) -> None:
     and says how to go on) and arms a deadline: a thread that ends the process with 130
     (SIGINT) or 143 (SIGTERM) when the command has not ended by then (a download thread, a
     network wait with no timeout of its own, an exit that waits for a thread). A second
-    signal handled in Python ends it at once. Must be called in the main thread."""
+    signal handled in Python ends it at once, unless it comes within SAME_SIGNAL_S of the
+    first: GNU `timeout` sends its signal twice, to the command and to its process group, and
+    the copy ended commands at once, unrecorded. Must be called in the main thread."""
     import os
     import signal
-    import warnings
+    import time
+
+    from numerate.kernel import stopping
 
     armed = threading.Event()
+    first_at: list[float] = []
 
     def arm(code: int) -> None:
         if not armed.is_set():
@@ -489,30 +498,18 @@ def stop_within(seconds: float = STOP_SECONDS) -> None:
         if _redelivering.is_set():  # the first one again: it was lost in a callback
             _redelivering.clear()
             raise KeyboardInterrupt
+        if stop_signals and time.monotonic() - first_at[0] < SAME_SIGNAL_S:
+            return  # the first one again (`timeout`): its KeyboardInterrupt is on its way
         if stop_signals:  # at once, and said (a death with no word left a run `running`
             with contextlib.suppress(OSError):  # unexplained); os.write: no lock to wait on
                 how = "terminated" if code == 143 else "interrupted"
                 os.write(2, f"{how}: stopped at once by a second signal\n".encode())
             os._exit(code)
+        stopping.ask()
         stop_signals.append(signum)
+        first_at.append(time.monotonic())
         arm(code)
         raise KeyboardInterrupt
-
-    def watch(wakeups: int) -> None:
-        """Arms the deadline the moment a signal arrives: Python runs `on_signal` only when
-        the main thread is back in Python code, and one long call in C (compressing a large
-        result) kept it away for 15 s. A second signal is not judged here: during a flow,
-        Prefect's own SIGTERM handler sends the signal again to the handler it replaced
-        (`on_signal`), and counting that as the user's second one ended a run at once,
-        unrecorded (status `running`); `on_signal` tells the two apart."""
-        while True:
-            for signum in os.read(wakeups, 64):
-                if signum in (signal.SIGINT, signal.SIGTERM):
-                    signals_seen.append(signum)  # also one a handler of Prefect's took
-                    arm(143 if signum == signal.SIGTERM else 130)
-                    warnings.filterwarnings(  # a connection attempt the stop cut short is
-                        "ignore", "coroutine .* was never awaited", RuntimeWarning
-                    )  # no news for the user (it was printed before `interrupted`)
 
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, on_signal)
@@ -520,7 +517,33 @@ def stop_within(seconds: float = STOP_SECONDS) -> None:
     wakeups, written = os.pipe()
     os.set_blocking(written, False)
     signal.set_wakeup_fd(written, warn_on_full_buffer=False)
-    threading.Thread(target=watch, args=(wakeups,), name="numerate-signals", daemon=True).start()
+    watcher = threading.Thread(target=_watch_signals, args=(wakeups, arm), daemon=True)
+    watcher.name = "numerate-signals"
+    watcher.start()
+
+
+def _watch_signals(wakeups: int, arm: Callable[[int], None]) -> None:
+    """Arm the deadline the moment a signal arrives: Python runs the handler only when the
+    main thread is back in Python code, and one long call in C (compressing a large result)
+    kept it away for 15 s. A second signal is not judged here: during a flow, Prefect's own
+    SIGTERM handler sends the signal again to the handler it replaced (`stop_within`'s), and
+    counting that as the user's second one ended a run at once, unrecorded (status
+    `running`); the handler tells the two apart."""
+    import os
+    import signal
+    import warnings
+
+    from numerate.kernel import stopping
+
+    while True:
+        for signum in os.read(wakeups, 64):
+            if signum in (signal.SIGINT, signal.SIGTERM):
+                stopping.ask()  # what a run records, below the command line
+                signals_seen.append(signum)  # also one a handler of Prefect's took
+                arm(143 if signum == signal.SIGTERM else 130)
+                warnings.filterwarnings(  # a connection attempt the stop cut short is
+                    "ignore", "coroutine .* was never awaited", RuntimeWarning
+                )  # no news for the user (it was printed before `interrupted`)
 
 
 CLEANUP_SECONDS = 1.2
@@ -552,6 +575,16 @@ def _deadline(seconds: float, code: int) -> None:
 
 
 _said = threading.Event()  # a command said how it stopped (say_once)
+
+
+stop_notes: list[str] = []  # what a stop that reaches cli.stopped means, if anything
+
+
+def if_stopped_say(what: str | None) -> None:
+    """From now on, a stop that reaches `cli.stopped` says `interrupted: <what>` (a bare
+    `interrupted` as a run's Prefect server started left its user to guess what was kept);
+    None: no more (the command says how it stopped in its own words from here)."""
+    stop_notes[:] = [what] if what else []
 
 
 def said_how_it_stopped() -> None:

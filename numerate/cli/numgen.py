@@ -21,6 +21,7 @@ from numerate.cli.common import (
     check_format,
     check_output,
     fail,
+    if_stopped_say,
     open_reader,
     path_option,
     results_db,
@@ -109,28 +110,20 @@ def _metrics_frame(row: Mapping[str, object]) -> Any:
     return pl.DataFrame([{name: row[name] for name in NUMGEN_METRIC_COLUMNS}])
 
 
-def _run_flow(config: Any, db: str, dispatch: str) -> dict[str, Any]:
+def _before_the_run(config: Any, db: str, dispatch: str) -> None:
+    """What `_run_flow` checks before the run begins: Prefect's server up, the deployments
+    the run needs and the database."""
     import asyncio
 
-    from numerate.cli.common import (
-        notes_to_stderr,
-        on_hard_stop,
-        quiet_run_logs,
-        say_once,
-        terminal_progress,
-    )
+    from numerate.cli.common import notes_to_stderr
     from numerate.cli.server import connect
-    from numerate.kernel.files import check_folder
     from numerate.store.reader import database_file_problem
 
-    if config.needs_images:
-        check_folder("images_dir", config.images_dir)  # before the database is made
     server = connect()  # before Prefect's import: else it started a server of its own
     from numerate.flows.numgen import DETECT_DEPLOYMENT, GENERATE_DEPLOYMENT
     from numerate.progress import reporting_to
     from numerate.store import Store
     from numerate.tasks.dispatch import Dispatch, require_deployed
-    from numerate.verdict import RunFailed
 
     problem = database_file_problem(db)  # a file that is no database: refused before the wait
     if problem:
@@ -141,6 +134,27 @@ def _run_flow(config: Any, db: str, dispatch: str) -> dict[str, Any]:
         asyncio.run(require_deployed(steps, cast(Dispatch, dispatch)))
     with reporting_to(notes_to_stderr()):  # a wait for the file says so in one line
         Store.open(db)  # one of another program, or newer: refused before any image is made
+
+
+def _run_flow(config: Any, db: str, dispatch: str) -> dict[str, Any]:
+    import asyncio
+
+    from numerate.cli.common import (
+        on_hard_stop,
+        quiet_run_logs,
+        say_once,
+        terminal_progress,
+    )
+    from numerate.kernel import stopping
+    from numerate.kernel.files import check_folder
+    from numerate.progress import reporting_to
+    from numerate.tasks.dispatch import Dispatch
+    from numerate.verdict import RunFailed
+
+    if config.needs_images:
+        check_folder("images_dir", config.images_dir)  # before the database is made
+    _before_the_run(config, db, dispatch)
+    if_stopped_say(None)  # said below, from here
     from prefect.exceptions import TerminationSignal
 
     from numerate.flows.numgen import numgen
@@ -158,11 +172,13 @@ def _run_flow(config: Any, db: str, dispatch: str) -> dict[str, Any]:
             result: dict[str, Any] = asyncio.run(numgen(config, db, cast(Dispatch, dispatch)))
     except (KeyboardInterrupt, TerminationSignal) as stop:  # Prefect's handler took a SIGTERM
         _stopped(stop, lambda: said(_ended_as_it_stopped(config, db, started)))  # (exit 1)
-    except RunFailed as error:  # recorded as failed: a generator or detector failing
-        fail(error, code=3)
-    except (NumerateError, ValueError):
-        raise  # before the run was recorded: bad input, exit 2
     except Exception as error:
+        if stopping.asked():  # an error the stop caused (the run is recorded interrupted)
+            _stopped(KeyboardInterrupt(), lambda: said(_ended_as_it_stopped(config, db, started)))
+        if isinstance(error, RunFailed):  # recorded as failed: a generator or detector failing
+            fail(error, code=3)
+        if isinstance(error, NumerateError | ValueError):
+            raise  # before the run was recorded: bad input, exit 2
         fail(f"NumGen run failed: {type(error).__name__}: {error}", code=3)
     on_hard_stop.clear()  # stored as ended: "the images made so far are kept" is no more true
     with shown_after_a_signal(str(result["run_id"])):
@@ -200,17 +216,21 @@ def shown_after_a_signal(run_id: str) -> Iterator[None]:
 
 def _ended_as_it_stopped(config: Any, db: str, started: datetime) -> str | None:
     """What to say of the command's NumGen run when it had ended, stored, as the signal came
-    (not "run the same command again", which makes a new run), else None; within 3 s."""
+    (not "run the same command again", which makes a new run), or had not begun (the database
+    made for it is removed), else None; within 3 s."""
     from numerate.store import Store, StoreError, access
 
     access.hurry(3)  # within the 5 s every command stops in (common.stop_within)
     with contextlib.suppress(StoreError):
-        ended = Store.open(db).numgen_ended_since(config.model_dump(mode="json"), started)
+        store = Store.open(db)
+        ended = store.numgen_ended_since(config.model_dump(mode="json"), started)
         if ended:
             return (
                 f"NumGen run {ended} had ended as the signal came; its results are stored "
                 "(numerate numgen report shows them)"
             )
+        if store.discard_if_unused():  # the run is recorded before any image is made
+            return f"the NumGen run had not started; nothing was stored, and {db} was not made"
     return None
 
 
@@ -231,6 +251,9 @@ def _calibration_note(source: Source, detector: str) -> str:
         f"synthetic images of known count (numgen_calibration)"
     )
 
+
+NOT_STARTED = "the NumGen run had not started; nothing was stored"
+"""What a stop before a NumGen run begins (while Prefect's server starts) leaves."""
 
 CONFIG_OPTION = path_option("NumGen config (YAML); options win.", "--config", "-c")
 
@@ -275,14 +298,13 @@ def run(
     output: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
 ) -> None:
     """Generate images for "An image with {n} {object}", count the objects, score, store."""
+    if_stopped_say(NOT_STARTED)
     db = results_db(db)
     generation = {"steps": steps, "guidance": guidance, "height": size, "width": size,
                   "device": device, "dtype": dtype, "batch_size": batch_size}  # fmt: skip
     prompts = {"per_number": count, "objects": objects, "seed": seed}
     try:
-        check_format(output, ("table", "json"))
-        check_dispatch(dispatch)
-        check_size(size)
+        _check_options(output, dispatch, size)
         data = _load_yaml(config) if config else {}
         settings = _with_options(data, generator, detector, prompts, generation, images_dir)
         top = {"generator": generator, "detector": detector, "images_dir": images_dir}
@@ -296,6 +318,13 @@ def run(
             typer.echo(json.dumps(result, indent=2))
         else:
             _show_run(numgen_config, result, db)
+
+
+def _check_options(output: str, dispatch: str, size: int | None) -> None:
+    """`numgen run`'s options checked before its config is read."""
+    check_format(output, ("table", "json"))
+    check_dispatch(dispatch)
+    check_size(size)
 
 
 def check_size(size: int | None) -> None:
@@ -377,6 +406,7 @@ def calibrate(
     from numerate.kernel.errors import describe_validation_error
     from numerate.numgen.config import calibration_config
 
+    if_stopped_say("the calibration had not started; nothing was stored")
     db = results_db(db)
     try:
         extra: dict[str, Any] = {"images_dir": images_dir} if images_dir is not None else {}

@@ -14,6 +14,7 @@ from numerate.cli.common import (
     Format,
     check_format,
     fail,
+    if_stopped_say,
     on_hard_stop,
     path_option,
     print_report,
@@ -33,6 +34,10 @@ if TYPE_CHECKING:
     from numerate.cli.server import Server
     from numerate.config import SweepConfig
     from numerate.preflight import Preflight
+
+
+NOT_STARTED = "the run had not started; nothing was stored"
+"""What a stop before a run begins (while Prefect's server starts) leaves."""
 
 
 @app.command()
@@ -67,9 +72,11 @@ def run(
     ] = "table",
 ) -> None:
     """Run a sweep: generate, ask, grade, aggregate, store; then print the results."""
+    if_stopped_say(NOT_STARTED)
     sweep_config, fmt, db_path, server, unusable = prepare(
         (config, model, base_url, name, api_key_env), db, fresh, output
     )  # first: it starts Prefect's server when none runs
+    if_stopped_say(None)  # run_sweep says how it stopped
     from numerate.store import Store
     from numerate.verdict import EXIT_RUN_FAILED, RunFailed
 
@@ -250,7 +257,7 @@ def _record_the_stop(
                 f"(numerate report --run {ended} shows them)"
             )
         elif store.discard_if_unused():
-            said = f"the run had not started; nothing was stored, and {db_path} was not made"
+            said = f"{NOT_STARTED}, and {db_path} was not made"
     Store.close_all()  # what cannot be written now stays in the journal
     return said
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from prefect import flow, get_run_logger
 
 from numerate.config import results_database
+from numerate.kernel import stopping
 from numerate.kernel.errors import NumerateError
 from numerate.numgen.batches import DetectionRow, ImageRow, read_manifest, write_manifest
 from numerate.numgen.config import NumGenConfig
@@ -126,7 +127,8 @@ async def numgen(
             await answer_with_baseline(settings, unwalked(prompts), run_id, db_path)
         metrics = await score_run(run_id, settings, db_path)
     except BaseException as error:
-        stopped = not isinstance(error, Exception | SystemExit)  # a signal, a cancellation
+        # a signal, a cancellation, or an error a stop signal caused (recorded `failed` before)
+        stopped = not isinstance(error, Exception | SystemExit) or stopping.asked()
         await finish_numgen_run(run_id, db_path, "interrupted" if stopped else "failed")
         if stopped:
             raise  # the command says it was stopped

@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from numerate.cli import app
@@ -147,3 +148,18 @@ def test_a_group_of_commands_alone_shows_its_help_and_one_error_line(group):
     assert done.returncode == 2 and "Usage:" in done.stdout
     path = " ".join(["python -m numerate.cli", *group])  # `numerate ...` as a console script
     assert done.stderr == f"error: {path}: give it a command (its help is above)\n"
+
+
+def test_an_error_that_comes_once_a_stop_signal_came_is_the_stop(monkeypatch):
+    """A SIGINT 1.1 s into `numgen run` ended in `error: Error calling function
+    `_ser_model`: KeyboardInterrupt`, exit 2: pydantic wrapped the interrupt in an error of
+    its own. Once a signal came, `fail` hands the stop on (cli.stopped says it, 130)."""
+    import signal
+
+    from numerate.cli import common
+
+    with pytest.raises(typer.Exit):  # no signal: the error, exit 2
+        common.fail(ValueError("Error calling function `_ser_model`"))
+    monkeypatch.setattr(common, "stop_signals", [signal.SIGINT])
+    with pytest.raises(KeyboardInterrupt):
+        common.fail(ValueError("Error calling function `_ser_model`: KeyboardInterrupt"))

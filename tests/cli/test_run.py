@@ -15,6 +15,7 @@ import yaml
 from typer.testing import CliRunner
 
 from numerate.cli import app
+from numerate.cli.common import SAME_SIGNAL_S
 from tests.fake_openai import Reply, spawn
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -870,10 +871,17 @@ def _servers_of(prefect_home):
     return found
 
 
-def _run_starting_its_server(tmp_path, home):
-    """A `run` of its own process group, once it says it starts Prefect's temporary server
-    (its standard error read up to that line)."""
-    command = [sys.executable, "-m", "numerate.cli", "run", "--model", "baseline:oracle",
+STARTING = {
+    "run": (["run", "--model", "baseline:oracle"], "the run"),
+    "numgen": (["numgen", "run", "--count", "1"], "the NumGen run"),
+}
+"""A command that starts a run, and how its stop before the run began names the run."""
+
+
+def _run_starting_its_server(tmp_path, home, which="run"):
+    """A `run` (or `numgen run`) of its own process group, once it says it starts Prefect's
+    temporary server (its standard error read up to that line)."""
+    command = [sys.executable, "-m", "numerate.cli", *STARTING[which][0],
                "--db", str(tmp_path / "r.duckdb")]  # fmt: skip
     started = subprocess.Popen(command, cwd=ROOT, env=numerate_env(home), text=True,
                                stderr=subprocess.PIPE, start_new_session=True)  # fmt: skip
@@ -884,15 +892,16 @@ def _run_starting_its_server(tmp_path, home):
 
 
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
-@pytest.mark.parametrize("after_s", [0.2, 3.0])
-def test_ctrl_c_to_the_process_group_while_the_temporary_server_starts(tmp_path, after_s):
+@pytest.mark.parametrize(("which", "after_s"), [("run", 0.2), ("run", 3.0), ("numgen", 1.0)])
+def test_ctrl_c_to_the_process_group_while_the_temporary_server_starts(tmp_path, which, after_s):
     """Ctrl-C in a terminal signals the whole process group: the temporary server, still
     importing, printed click's `Aborted!` (or a KeyboardInterrupt traceback), and the command
     waited in one uninterruptible join on the thread starting it, so that the signal (taken
     by another thread) was handled only by the 5 s deadline: `stopped now`, the run left
-    `running`. Now: `interrupted` within seconds, nothing else said, no server left."""
+    `running`. Now: `interrupted` within seconds, saying the run had not started (corpus J:
+    a bare `interrupted`), nothing else said, no server left."""
     home = tmp_path / "prefect"
-    started = _run_starting_its_server(tmp_path, home)
+    started = _run_starting_its_server(tmp_path, home, which)
     try:
         time.sleep(after_s)  # in the imports the wait does meanwhile, or in the wait itself
         os.killpg(started.pid, signal.SIGINT)
@@ -903,10 +912,8 @@ def test_ctrl_c_to_the_process_group_while_the_temporary_server_starts(tmp_path,
     assert time.monotonic() - sent < 5, stderr
     assert started.returncode == 130, stderr
     db = tmp_path / "r.duckdb"  # made for the run, then left empty ("run ... again to resume")
-    assert stderr.strip().splitlines()[-1] in (
-        "interrupted",
-        f"interrupted: the run had not started; nothing was stored, and {db} was not made",
-    ), stderr
+    said = f"interrupted: {STARTING[which][1]} had not started; nothing was stored"
+    assert stderr.strip().splitlines()[-1] in (said, f"{said}, and {db} was not made"), stderr
     assert not db.exists()
     assert not any(word in stderr for word in ("Aborted", "Traceback", "stopped now")), stderr
     deadline = time.monotonic() + 10  # Prefect stops its server at exit; the watchdog, else
@@ -1153,6 +1160,7 @@ try:
 except KeyboardInterrupt:
     print("cleaning up", flush=True)
     time.sleep(3)  # the second signal comes here
+    print("cleaned", flush=True)
 """
 
 
@@ -1165,6 +1173,7 @@ def test_a_second_signal_ends_the_command_at_once_and_says_so():
         assert busy.stdout.readline().strip() == "ready"
         busy.send_signal(signal.SIGINT)
         assert busy.stdout.readline().strip() == "cleaning up"
+        time.sleep(SAME_SIGNAL_S + 0.2)  # a copy of the first comes sooner (see below)
         busy.send_signal(signal.SIGINT)
         sent = time.monotonic()
         _, err = busy.communicate(timeout=30)
@@ -1172,6 +1181,23 @@ def test_a_second_signal_ends_the_command_at_once_and_says_so():
         busy.kill()
     assert busy.returncode == 130 and time.monotonic() - sent < 1
     assert err == "interrupted: stopped at once by a second signal\n"
+
+
+def test_a_copy_of_the_first_signal_lets_the_command_stop_as_it_does():
+    """Corpus I #5, J: `timeout -s INT` sends its signal to the command and then to its
+    process group; when the copy came after Python had handled the first, the command
+    ended at once (`stopped at once by a second signal`) with its run left unrecorded."""
+    busy = subprocess.Popen([sys.executable, "-c", CLEANING_UP], cwd=ROOT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        assert busy.stdout.readline().strip() == "ready"
+        busy.send_signal(signal.SIGINT)
+        assert busy.stdout.readline().strip() == "cleaning up"  # the first is handled
+        busy.send_signal(signal.SIGINT)  # the copy: within SAME_SIGNAL_S
+        out, err = busy.communicate(timeout=30)
+    finally:
+        busy.kill()
+    assert out == "cleaned\n" and "second signal" not in err, (out, err)
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")

@@ -114,6 +114,26 @@ def unreachable(text, seed):
     raise ConnectionError("image API unreachable")
 
 
+def test_an_error_that_a_stop_signal_caused_marks_the_run_interrupted(db_path, tmp_path):
+    """A SIGINT in step 2 stored the run `failed` (seen once at 9 s into `numgen run`): the
+    error the stop caused was taken for the generator's. Once a stop signal came, it is the
+    stop: `interrupted`, and the error goes on to the command, which says it stopped."""
+    from numerate.kernel import stopping
+
+    config = {"generator": "callable:tests.numgen.test_flow:unreachable", "detector": "blobs",
+              "images_dir": str(tmp_path), "prompts": {"per_number": 1, "n_max": 2}}  # fmt: skip
+    stopping.ask()
+    try:
+        with pytest.raises(ConnectionError, match="image API unreachable"):
+            run(config, db_path)
+    finally:
+        stopping._asked.clear()
+    from numerate.store import Store
+
+    Store.close_all()
+    assert query(db_path, "SELECT status FROM numgen_runs") == [("interrupted",)]
+
+
 def test_a_numgen_run_publishes_its_metrics_as_artifacts(db_path, tmp_path):
     from prefect import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
