@@ -13,7 +13,7 @@ import os
 import re
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
@@ -30,6 +30,7 @@ from pydantic import (
 from numerate.kernel.credentials import scrub
 from numerate.kernel.errors import ConfigError, describe_validation_error, what_it_is
 from numerate.kernel.files import read_text
+from numerate.kernel.http import shown_url, url_problem
 from numerate.kernel.inputs import Real, Seed, Whole, check_parameters_size
 from numerate.manifolds import registry
 
@@ -179,7 +180,7 @@ class ModelConfig(BaseModel):
             raise ValueError(f"base_url = {self.base_url!r} is empty (the endpoint's root URL)")
         elif not self.base_url.startswith(("http://", "https://")):
             raise ValueError(
-                f"base_url = {_shown_url(self.base_url)!r} must start with http:// or https://"
+                f"base_url = {shown_url(self.base_url)!r} must start with http:// or https://"
             )
         else:
             _check_url(self.base_url)
@@ -188,7 +189,7 @@ class ModelConfig(BaseModel):
         key = "api_key_env" if self.api_key_env else "api_key_secret" if self.api_key_secret else ""
         if key and self.base_url and "@" in urlsplit(self.base_url).netloc:
             raise ValueError(  # both would be the one Authorization header: one would be lost
-                f"model {self.name!r}: base_url = {_shown_url(self.base_url)!r} holds "
+                f"model {self.name!r}: base_url = {shown_url(self.base_url)!r} holds "
                 f"user:password@ and {key} names a key; both are sent as the Authorization "
                 "header, so give one of them"
             )
@@ -360,28 +361,15 @@ class ManifoldSweep(BaseModel):
 
 
 def _check_url(url: str) -> None:
-    """A URL that an HTTP client can use: a host, and a port if any that is a number."""
-    if any(not " " < c <= "~" for c in url):
-        raise ValueError(
-            f"base_url = {_shown_url(url)!r} holds a space, a control or a non-ASCII character "
-            "(write it percent-encoded)"
-        )
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 (parsing the port is the check)
-    except ValueError as error:  # its text may quote a piece of a password: not with one
-        reason = "user information that is no user:password@" if "@" in url else str(error)
-        raise ValueError(f"base_url = {_shown_url(url)!r} is not a valid URL ({reason})") from None
-    if not parts.hostname:
-        raise ValueError(f"base_url = {_shown_url(url)!r} names no host")
-    if ":" in unquote(parts.username or ""):  # basic authentication sends user:password, and
-        raise ValueError(  # a server splits it at the first colon: another user, password
-            f"base_url = {_shown_url(url)!r}: its user name holds a colon (%3A), which basic "
-            "authentication cannot carry (the server would read another user and password)"
-        )
+    """A URL that an HTTP client can use (kernel.http.url_problem), with no query or
+    fragment: request paths are added at its end."""
+    problem = url_problem(url)
+    if problem:
+        raise ValueError(f"base_url = {shown_url(url)!r} is not a valid URL: {problem}")
+    parts = urlsplit(url)
     if parts.query or parts.fragment or url.endswith(("?", "#")):  # paths are added after it
         raise ValueError(
-            f"base_url = {_shown_url(url)!r} holds a query or fragment ('?' or '#'): request "
+            f"base_url = {shown_url(url)!r} holds a query or fragment ('?' or '#'): request "
             "paths such as /chat/completions are added at its end (give the endpoint's root, "
             "and a key with api_key_env)"
         )
@@ -393,13 +381,6 @@ def point_identity(params: BaseModel) -> str:
     from numerate.manifolds.common import canonical_params
 
     return json.dumps(canonical_params(params), sort_keys=True)
-
-
-def _shown_url(url: str) -> str:
-    """`url` as a message may show it: everything before its last `@` after the scheme is
-    hidden (a password with a space, a `/` or a `#` in it is no well-formed user information,
-    and the redaction of well-formed URLs would not find it)."""
-    return re.sub(r"^([^:/]*://)?.*@", lambda m: f"{m.group(1) or ''}***@", url, flags=re.S)
 
 
 def _show(value: Any) -> str:

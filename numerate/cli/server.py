@@ -84,8 +84,11 @@ def api_answers(url: str) -> None:
     within ANSWER_TIMEOUT_S (a 401 or 403 counts: a server that wants a key); Prefect's own
     client would wait 60 s a try, then end in a traceback."""
     from numerate.kernel.errors import shorten
-    from numerate.kernel.http import Unanswered, answer
+    from numerate.kernel.http import Unanswered, answer, shown_url, url_problem
 
+    problem = url_problem(url)  # one that is none was probed, said to answer nothing in 5 s
+    if problem:
+        raise ConfigError(f"PREFECT_API_URL {shown_url(url)} is not a valid URL: {problem}")
     health = health_url(url)
     try:
         status, said = answer(health, ANSWER_TIMEOUT_S, limit=1024)

@@ -29,7 +29,11 @@ URL's userinfo is replaced whatever its length."""
 PLACEHOLDERS = frozenset({"EMPTY"})
 """Keys that are no secret: what local servers are sent when no key is configured."""
 
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^\s/?#'\"<>]+@")
+# well-formed user information, or a `user:password@` whose password holds a `/`, `?` or
+# `#` (no URL then, but meant as one: `http://u:pa/ss@host`, whose `pa` parsers take for a port)
+_USERINFO = re.compile(
+    r"(?i)\b([a-z][a-z0-9+.\-]*://)(?:[^\s/?#'\"<>]+|[^\s/?#'\"<>@:]*:[^\s'\"<>]*)@"
+)
 _BEARER = re.compile(r"(?i)\b((?:bearer|basic)\s+)[^\s\"',;()<>:\[\]{}]+")
 _KEY_LIKE = re.compile(r"\b(sk|pk|rk)-[A-Za-z0-9_\-]{8,}")
 _CREDENTIAL_WORDS = "token|key|secret|password|passwd|signature|sig|auth"

@@ -30,6 +30,49 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
 _OPENER = urllib.request.build_opener(_NoRedirects)
 
 
+def shown_url(url: str) -> str:
+    """`url` as a message may show it: everything before its last `@` after the scheme is
+    hidden (a password with a space, a `/` or a `#` in it is no well-formed user information,
+    and the redaction of well-formed URLs would not find it)."""
+    import re
+
+    return re.sub(r"^([^:/]*://)?.*@", lambda m: f"{m.group(1) or ''}***@", url, flags=re.S)
+
+
+def url_problem(url: str) -> str | None:
+    """Why `url` is no URL an HTTP client can use (a host, a port that is a number), in words
+    that quote no part of a password; None when it is one."""
+    from urllib.parse import unquote, urlsplit
+
+    if any(not " " < c <= "~" for c in url):
+        return "it holds a space, a control or a non-ASCII character (write it percent-encoded)"
+    try:
+        parts = urlsplit(url)
+    except ValueError as error:  # an unclosed `[`: its text quotes no password without one
+        return "user information that is no user:password@" if "@" in url else str(error)
+    if "@" in url.partition("://")[2] and "@" not in parts.netloc:  # `u:pa/ss@host`: the
+        return (  # `/` ended the host, and `pa` was taken for its port
+            "a '/', '?' or '#' before its '@': in a user name or password, write them "
+            "percent-encoded (%2F, %3F, %23)"
+        )
+    try:
+        parts.port  # noqa: B018 (parsing the port is the check)
+    except ValueError:  # what follows the `@` only: the error quotes the port
+        try:
+            parts._replace(netloc=parts.netloc.rpartition("@")[2]).port  # noqa: B018
+        except ValueError as error:
+            return str(error)
+        return "user information that is no user:password@"
+    if not parts.hostname:
+        return "it names no host"
+    if ":" in unquote(parts.username or ""):  # basic authentication sends user:password, and
+        return (  # a server splits it at the first colon: another user, another password
+            "its user name holds a colon (%3A), which basic authentication cannot carry (the "
+            "server would read another user and password)"
+        )
+    return None
+
+
 def answer(url: str, timeout_s: float, limit: int = 64 * 1024) -> tuple[int, bytes]:
     """The HTTP status `url` answers a GET with (an error status and a redirect, not
     followed, included) and up to `limit` bytes of its body, all read within `timeout_s` in
@@ -46,8 +89,8 @@ def answer(url: str, timeout_s: float, limit: int = 64 * 1024) -> tuple[int, byt
                 found["answer"] = (response.status, response.read(limit))
         except urllib.error.HTTPError as error:
             found["answer"] = (error.code, b"")
-        except (OSError, ValueError) as error:
-            found["error"] = error
+        except Exception as error:  # http.client.InvalidURL is no ValueError: a traceback
+            found["error"] = error  # from the thread, and "no answer within 5 s"
 
     asking = threading.Thread(target=ask, name="numerate-http-probe", daemon=True)
     asking.start()

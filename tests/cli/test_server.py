@@ -292,6 +292,25 @@ def test_status_with_a_prefect_api_url_that_does_not_answer_exits_1(tmp_path):
     assert "Prefect's API cannot be reached" in done.stdout
 
 
+@pytest.mark.parametrize("password", ["PW/LEAK88", "PW#LEAK88"])
+def test_a_prefect_api_url_whose_password_breaks_it_is_one_line_that_hides_it(tmp_path, password):
+    """Corpus K: `http://u:PW/LEAK88@host/api` is no URL (the `/` ends the host, and `PW` was
+    taken for its port): two thread tracebacks, "no answer within 5 s" (after 1 s), and the
+    password in clear, from `server status` and `run`."""
+    env = background_env(tmp_path)
+    env["PREFECT_API_URL"] = f"http://u:{password}@127.0.0.1:1/api"
+    status = numerate(env, "server", "status", timeout=60)
+    run = numerate(env, "run", "--db", str(tmp_path / "r.duckdb"), timeout=60)
+    for done, code in ((status, 1), (run, 2)):
+        said = done.stdout + done.stderr
+        assert done.returncode == code, said
+        assert "LEAK88" not in said and "Traceback" not in said, said
+        assert (
+            "PREFECT_API_URL http://***@127.0.0.1:1/api is not a valid URL: a '/', '?' or " in said
+        )
+    assert not (tmp_path / "r.duckdb").exists()
+
+
 def test_status_with_a_prefect_api_url_at_another_kind_of_server_says_what_it_is(monkeypatch):
     """Corpus J: a web server that answers was said to be one that "does not answer"."""
     from typer.testing import CliRunner

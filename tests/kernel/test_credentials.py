@@ -131,3 +131,11 @@ def test_a_key_quoted_back_as_a_python_repr_is_hidden():
     for form in (repr(key), repr(key)[1:-1], key.replace("\\", "\\\\")):
         said = scrub(f"invalid key {form}", [key])
         assert "def" not in said and "jkl" not in said, said
+
+
+def test_a_password_that_breaks_its_url_is_hidden_all_the_same():
+    """Corpus K: `http://u:PW/LEAK88@host` is no well-formed URL (its `/` ends the host), and
+    the password was shown in clear wherever the URL was quoted."""
+    for text in ("at http://u:PW/LEAK88@127.0.0.1:1/api now", "http://u:PW#LEAK88@h/api"):
+        assert "LEAK88" not in scrub(text, []) and "http://***@" in scrub(text, [])
+    assert scrub("https://registry.npmjs.org/@scope/pkg", []).endswith("/@scope/pkg")

@@ -80,3 +80,15 @@ def test_a_user_and_password_in_the_url_go_as_basic_authentication(server):
     status, said = answer(f"{with_user}/whoami", 5)
     assert status == 200 and said == b"Basic " + base64.b64encode(b"u@x:p:w")
     assert answer(f"{server}/whoami", 5) == (200, b"none")
+
+
+def test_a_url_that_is_none_is_no_answer_at_once_and_no_thread_traceback(monkeypatch):
+    """Corpus K: http.client's InvalidURL (no ValueError) escaped the probe thread as a
+    traceback, and the answer was "no answer within 5 s", given after 1 s."""
+    escaped = []
+    monkeypatch.setattr(threading, "excepthook", escaped.append)
+    started = time.monotonic()
+    with pytest.raises(Unanswered) as raised:
+        answer("http://u:PW/LEAK88@127.0.0.1:1/api/health", 5)
+    assert not raised.value.timed_out and "within" not in raised.value.reason
+    assert time.monotonic() - started < 4 and escaped == []

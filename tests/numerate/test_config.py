@@ -105,7 +105,14 @@ def test_grid_is_a_cartesian_product_with_fixed_scalars():
          "base_url = 'http://***@h/v1' holds user:password@ and api_key_env names a key"),
         # corpus H: sent as `us:er:pw`, which a server reads as user `us`, password `er:pw`
         ({"models": [{"name": "a", "model": "m", "base_url": "http://us%3Aer:pw@h/v1"}]},
-         "base_url = 'http://***@h/v1': its user name holds a colon (%3A)"),
+         "base_url = 'http://***@h/v1' is not a valid URL: its user name holds a colon (%3A)"),
+        # corpus K: a port that is no number, said to be "user information that is no ..."
+        ({"models": [{"name": "a", "model": "m", "base_url": "http://u:pw@127.0.0.1:bad/v1"}]},
+         "base_url = 'http://***@127.0.0.1:bad/v1' is not a valid URL: Port could not be cast "
+         "to integer value as 'bad'"),
+        ({"models": [{"name": "a", "model": "m", "base_url": "http://u:p/w@h:1/v1"}]},
+         "is not a valid URL: a '/', '?' or '#' before its '@': in a user name or password, "
+         "write them percent-encoded"),
         ({"models": [{"name": "a", "model": "m", "base_url": "http://h", "system_prompt": ""}]},
          "system_prompt = '': String should have at least 1 character"),
         ({"models": [{"name": "a", "model": "m", "base_url": ""}]}, "base_url = '' is empty"),
