@@ -55,7 +55,14 @@ def results_database(given: str | None = None, configured: str | None = None) ->
             )
         if value is not None and any(ord(c) < 32 or ord(c) == 127 for c in value):
             raise ConfigError(f"{what} {value!r}: a path with a control character (a newline?)")
-    return given or configured or os.environ.get("NUMERATE_DB", "").strip() or DEFAULT_DB
+    chosen = given or configured or os.environ.get("NUMERATE_DB", "").strip() or DEFAULT_DB
+    if chosen.endswith("/"):  # writers made the file without it, then failed on its journal
+        what = "--db" if given else "db" if configured else "NUMERATE_DB"
+        raise ConfigError(
+            f"{what} {chosen:.200}: a folder's name (it ends with /); give the results "
+            "database's file name"
+        )
+    return chosen
 
 
 BASELINES = ("baseline:random", "baseline:oracle", "baseline:heuristic")

@@ -79,7 +79,13 @@ def a_path(text: str) -> Path:
         raise typer.BadParameter(f"{text!r}: give a path (an empty one would mean here)")
     if any(ord(c) < 32 or ord(c) == 127 for c in text):  # messages would show it torn
         raise typer.BadParameter(f"{text!r}: a path with a control character (a newline?)")
-    return _FolderPath(text) if text.endswith("/") else Path(text)
+    if not text.endswith("/"):
+        return Path(text)
+    if Path(text).exists() and not Path(text).is_dir():  # read as the file: `cat x/` refuses
+        raise typer.BadParameter(
+            f"{text}: a folder's name (it ends with /), and {text.rstrip('/')} is a file"
+        )
+    return _FolderPath(text)
 
 
 class _FolderPath(type(Path())):  # type: ignore[misc]

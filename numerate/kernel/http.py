@@ -50,6 +50,8 @@ def url_problem(url: str) -> str | None:
         parts = urlsplit(url)
     except ValueError as error:  # an unclosed `[`: its text quotes no password without one
         return "user information that is no user:password@" if "@" in url else str(error)
+    if parts.scheme not in ("http", "https"):
+        return "it does not start with http:// or https://"
     if "@" in url.partition("://")[2] and "@" not in parts.netloc:  # `u:pa/ss@host`: the
         return (  # `/` ended the host, and `pa` was taken for its port
             "a '/', '?' or '#' before its '@': in a user name or password, write them "

@@ -45,6 +45,58 @@ def test_an_empty_path_never_means_here(tmp_path, monkeypatch, arguments):
     assert list(tmp_path.iterdir()) == []  # no ./results, no database
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["run", "--model", "baseline:oracle", "--db", "x.duckdb/"],
+        ["numgen", "run", "--count", "1", "--db", "x.duckdb/"],
+        ["numgen", "calibrate", "--detector", "blobs", "--count", "1", "--db", "new/c.duckdb/"],
+        ["runs", "--db", "x.duckdb/"],
+    ],
+)
+def test_a_database_path_ending_with_a_slash_is_refused_before_anything(
+    tmp_path, monkeypatch, command
+):
+    """Corpus K: `run --db x.duckdb/` ran the whole run into `x.duckdb`, then ended in a
+    97-line traceback (its journal is `x.duckdb/.journal`); `numgen run` stored its run in
+    `x.duckdb`, then a traceback. A path ending with / names a folder: refused at once."""
+    monkeypatch.chdir(tmp_path)
+    assert "a folder's name (it ends with /)" in one_error(runner.invoke(app, command))
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setenv("NUMERATE_DB", "env.duckdb/")
+    said = one_error(runner.invoke(app, ["runs"]))
+    assert "NUMERATE_DB env.duckdb/: a folder's name" in said
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["grade", "{file}/"],
+        ["run", "--config", "{file}/"],
+        ["numgen", "score", "--responses", "{file}/"],
+    ],
+)
+def test_a_file_named_with_a_slash_after_it_is_refused_as_cat_refuses_it(tmp_path, command):
+    """Corpus K: `grade resp.jsonl/` read `resp.jsonl` and exited 0 (`cat resp.jsonl/`: "Not
+    a directory")."""
+    import subprocess
+    import sys
+
+    file = tmp_path / "given"
+    file.write_text("target,generated\n1,1\n")
+    arguments = [part.format(file=file) for part in command]  # the parser's own error: as
+    done = subprocess.run(
+        [sys.executable, "-m", "numerate.cli", *arguments],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )  # the command prints it
+    assert (done.returncode, done.stdout) == (2, ""), done.stderr
+    assert len(done.stderr.splitlines()) == 1 and done.stderr.startswith("error: ")
+    assert f"{file}/: a folder's name (it ends with /), and {file} is a file" in done.stderr
+
+
 @pytest.mark.parametrize("command", [["report"], ["runs"], ["upgrade"], ["regrade", "--run", "x"]])
 def test_a_folder_given_as_a_database_is_one_line(tmp_path, command):
     folder = tmp_path / "folder.duckdb"
@@ -314,7 +366,8 @@ def test_a_name_longer_than_the_file_system_allows_is_one_line(tmp_path, monkeyp
 @pytest.mark.parametrize(
     ("variables", "message"),
     [
-        ({"PREFECT_API_URL": "garbage"}, "PREFECT_API_URL garbage: Prefect's API cannot be"),
+        ({"PREFECT_API_URL": "garbage"},
+         "PREFECT_API_URL garbage is not a valid URL: it does not start with http:// or https://"),
         ({"PREFECT_API_URL": "http://127.0.0.1:9/api"}, "cannot be reached ([Errno 111]"),
         ({"NUMERATE_SERVER": "temporary", "PREFECT_HOME": "/dev/null"},
          "PREFECT_HOME '/dev/null': a device, a pipe or a socket, not a folder"),
