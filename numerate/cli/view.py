@@ -7,7 +7,7 @@ import logging
 import signal
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -60,6 +60,10 @@ MARKER = ".numerate-export"
 into the same folder removes those it no longer writes (a run since deleted), nothing else."""
 
 
+MADE: set[Path] = set()
+"""The export folders this command made (a stopped export removes them again)."""
+
+
 def export_folder(given: str) -> Path:
     """The folder an export goes into, made if needed: new, or empty, or an earlier export
     (its MARKER, or the index.html of an export made before there was one); ConfigError when
@@ -74,6 +78,8 @@ def export_folder(given: str) -> Path:
     if folder.is_dir() and any(folder.iterdir()) and not earlier:
         raise ConfigError(f"--export {given}: a folder with other files in it (give a new one)")
     try:
+        if not folder.exists():
+            MADE.add(folder)
         folder.mkdir(parents=True, exist_ok=True)
         (folder / MARKER).touch()
     except OSError as error:
@@ -116,18 +122,20 @@ def _remove_emptied(folder: Path, emptied: Path) -> None:
 
 
 def export_pages(path: str, folder: Path) -> None:
+    from numerate.kernel import stopping
     from numerate.store.reader import Reader
     from numerate.view.app import templates
     from numerate.view.export import export
 
-    written = [0]
+    written: list[str] = []
 
     def progress(page: str) -> None:
-        written[0] += 1
-        if written[0] % 200 == 0:
-            typer.echo(f"  {written[0]:,} pages written ...", err=True)
+        written.append(page)
+        if len(written) % 200 == 0:
+            typer.echo(f"  {len(written):,} pages written ...", err=True)
 
     before = _earlier_export(folder)
+    fresh = not before and [p.name for p in folder.iterdir()] == [MARKER]
     try:
         with Reader.open(path) as reader:
             done = export(reader, folder, templates(), progress, between=reader.let_writers_in)
@@ -137,6 +145,10 @@ def export_pages(path: str, folder: Path) -> None:
         (folder / MARKER).write_text("".join(f"{name}\n" for name in done.paths))
     except OSError as error:
         raise ConfigError(f"--export {folder}: cannot write there ({error.strerror})") from None
+    except BaseException as error:
+        if isinstance(error, KeyboardInterrupt) or stopping.asked():  # an error it caused
+            _stopped_export(folder, fresh, before, written)
+        raise
     where = folder.resolve()
     typer.echo(f"{done.files:,} files in {where} (open {where / 'index.html'})")
     if done.unshown:
@@ -145,6 +157,34 @@ def export_pages(path: str, folder: Path) -> None:
             f"e.g. {where / done.unshown[0]}",
             err=True,
         )
+
+
+def _stopped_export(folder: Path, fresh: bool, before: set[str], written: list[str]) -> NoReturn:
+    """Leave an export a signal stopped: what a new one wrote is removed (half a site whose
+    links lead nowhere was left behind); an earlier one keeps the pages it had and those
+    written now, listed in its marker (the next export removes those it no longer writes)."""
+    import shutil
+
+    from numerate.cli.common import quiet_exit, say_once, stop_code
+
+    if fresh:  # all in it is this export's: it held nothing but its marker when it began
+        for inside in list(folder.iterdir()):
+            with contextlib.suppress(OSError):
+                if inside.is_dir() and not inside.is_symlink():
+                    shutil.rmtree(inside)
+                else:
+                    inside.unlink()
+        if folder in MADE:  # a folder the user had is left as it was: empty
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        said = f"the export was stopped; what it had written in {folder} is removed"
+    else:
+        listed = sorted(before | set(written))
+        with contextlib.suppress(OSError):
+            (folder / MARKER).write_text("".join(f"{name}\n" for name in listed))
+        said = f"the export into {folder} is incomplete; run the same command again to finish it"
+    say_once("")(said)
+    quiet_exit(stop_code())
 
 
 STOPPING = (signal.SIGINT, signal.SIGTERM)

@@ -14,6 +14,7 @@ from typing import Any
 
 import jinja2
 
+from numerate.kernel import stopping
 from numerate.kernel.errors import NumerateError, first_line
 from numerate.kernel.files import write_atomically
 from numerate.numgen.metrics import MAX_COUNT
@@ -73,6 +74,8 @@ def export(
         except NumerateError:
             raise
         except Exception as error:
+            if stopping.asked():  # the stop interrupted its query ("Query interrupted"): the
+                raise KeyboardInterrupt from error  # export is stopped, not a page unshown
             message = f"could not show this page: {first_line(error)}"
             shown = problem_page(environment, links, message, 500)
             unshown.append(path)

@@ -557,3 +557,73 @@ def test_the_shutdown_a_second_ctrl_c_cuts_short_is_not_shown():
     cut = "Traceback (most recent call last):\n  File ...\nasyncio.exceptions.CancelledError\n"
     assert not _no_cancelled_pages(record(cut))
     assert _no_cancelled_pages(record("Traceback (most recent call last):\nValueError: x"))
+
+
+SLOW_EXPORT = """
+import sys, time
+import numerate.view.export as export
+real = export.write_atomically
+def slowly(path, content):
+    real(path, content)
+    print("written", flush=True)
+    time.sleep(0.3)
+export.write_atomically = slowly
+from numerate.cli import main
+sys.argv = ["numerate", "view", "--db", sys.argv[1], "--export", sys.argv[2]]
+main()
+"""
+
+
+@pytest.mark.parametrize("earlier", [False, True])
+def test_an_export_a_signal_stops_is_removed_or_kept_whole(results, tmp_path, earlier):
+    """Corpus K: a new export stopped by Ctrl-C left half a site behind (its links leading
+    nowhere), saying a bare `interrupted`. Now a new one is removed; one over an earlier
+    export keeps what it had, its marker listing the pages written now as well."""
+    import signal
+
+    db, _ = results
+    out = tmp_path / "out"
+    if earlier:
+        assert runner.invoke(app, ["view", "--db", str(db), "--export", str(out)]).exit_code == 0
+        listed = set((out / ".numerate-export").read_text().splitlines())
+    command = [sys.executable, "-c", SLOW_EXPORT, str(db), str(out)]
+    stopped = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert stopped.stdout.readline().strip() == "written"
+        assert stopped.stdout.readline().strip() == "written"
+        stopped.send_signal(signal.SIGINT)
+        _, err = stopped.communicate(timeout=30)
+    finally:
+        stopped.kill()
+    assert stopped.returncode == 130, err
+    if earlier:
+        assert err.strip().endswith("is incomplete; run the same command again to finish it")
+        assert set((out / ".numerate-export").read_text().splitlines()) >= listed
+    else:
+        assert err.strip().endswith(f"what it had written in {out} is removed"), err
+        assert not out.exists()
+
+
+def test_a_page_whose_query_a_stop_interrupted_stops_the_export(results, tmp_path, monkeypatch):
+    """Corpus K: the page whose query Ctrl-C interrupted was exported as "could not show this
+    page: Query interrupted", the export went on and exited 0: the signal was lost."""
+    import numerate.view.export as exporting
+    from numerate.kernel import stopping
+    from numerate.store.reader import Reader
+    from numerate.view.app import templates
+
+    def interrupted(links):
+        raise RuntimeError("Query interrupted")
+
+    db, _ = results
+    with Reader.open(str(db)) as reader:
+        path, template, _ = next(exporting._pages(reader, None))
+        monkeypatch.setattr(exporting, "_pages", lambda *_: iter([(path, template, interrupted)]))
+        unshown = exporting.export(reader, tmp_path / "a", templates()).unshown
+        assert unshown == (path,)  # no stop: the page says why
+        stopping.ask()
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                exporting.export(reader, tmp_path / "b", templates())
+        finally:
+            stopping._asked.clear()
