@@ -84,6 +84,11 @@ def run_state(source: Source, run_id: str) -> str | None:
         )
     if not run.answered:
         return f"run {run_id} ended {run.status} and {HOLDS_NO_ANSWER}"
+    if run.status == "interrupted":  # its figures are computed from what it had graded
+        return (
+            f"run {run_id} ended interrupted: the figures are of its {run.answered:,} answers "
+            "(the same command resumes it)"
+        )
     return f"run {run_id} ended {run.status}"
 
 

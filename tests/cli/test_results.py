@@ -3,6 +3,7 @@ that is still writing."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -135,10 +136,12 @@ def test_report_and_duckdb_read_a_sweep_while_it_runs(tmp_path):
             assert sweep.poll() is None, "the sweep ended before it was read"
             assert time.monotonic() < deadline, "no live read succeeded"
             live = subprocess.run(report, cwd=ROOT, env=env, capture_output=True, text=True)
-            if live.returncode == 0 and "answers so far" in live.stderr:
+            if live.returncode == 0 and re.search(r"[1-9][\d,]* answers so far", live.stderr):
                 break
             time.sleep(0.5)
         assert "still running" in live.stderr
+        rows = json.loads(live.stdout)  # corpus K: an empty table, exit 0, while it ran
+        assert rows and all(row["n"] > 0 for row in rows), (live.stdout, live.stderr)
         assert sweep.poll() is None  # read while the sweep was writing the file
         assert sweep.wait(timeout=300) == 0
     finally:
@@ -149,6 +152,48 @@ def test_report_and_duckdb_read_a_sweep_while_it_runs(tmp_path):
     assert after.returncode == 0, after.stderr
     assert "still running" not in after.stderr
     assert not list(tmp_path.glob("live.duckdb.*"))  # no journal, no copy left behind
+
+
+def test_a_run_that_did_not_end_is_read_with_the_figures_its_end_would_store(two_runs, tmp_path):
+    """Corpus K: `report` of an interrupted run with 18 graded answers showed an empty table
+    (exit 0) and `plot` said nothing was graded: a run stores its points and summaries as it
+    ends. Readers compute them from its answers; they are the ones its end stores."""
+    import shutil
+
+    from numerate.store import queries
+    from numerate.store.reader import Reader
+
+    db = tmp_path / "copy.duckdb"
+    shutil.copy(two_runs, db)
+    reads = (
+        lambda r, run: queries.summaries(r, run),
+        lambda r, run: queries.summaries(r, run, ["random"], ["sequence"]),
+        lambda r, run: queries.points(r, run, ["oracle"]),
+        lambda r, run: queries.plotted_points(r, run),
+        lambda r, run: queries.summarised(r, run, "manifold"),
+    )
+    with Reader.open(str(db)) as reader:
+        run = queries.latest_run_ids(reader, None)
+        stored = [read(reader, run) for read in reads]
+    con = duckdb.connect(str(db))
+    con.execute("UPDATE runs SET status = 'interrupted' WHERE run_id = ?", [run])
+    for table in ("points", "summaries"):
+        con.execute(f"DELETE FROM {table} WHERE run_id = ?", [run])
+    con.close()
+    with Reader.open(str(db)) as reader:
+        live = [read(reader, run) for read in reads]
+    for was, now in zip(stored, live, strict=True):
+        if isinstance(was, list):
+            assert now == was
+            continue
+        assert now.columns == was.columns and now.height == was.height > 0
+        for column in was.columns:
+            expected = was[column].to_list()
+            if was[column].dtype.is_numeric():
+                expected = pytest.approx(expected, nan_ok=True)
+            assert now[column].to_list() == expected, column
+    report = runner.invoke(app, ["report", "--db", str(db), "--format", "json"])
+    assert report.exit_code == 0 and json.loads(report.stdout), report.output
 
 
 def test_a_database_of_an_older_schema_is_refused_by_readers_until_upgraded(two_runs, tmp_path):
