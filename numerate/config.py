@@ -473,15 +473,18 @@ class SweepConfig(BaseModel):
         return sum(m.planned_count * len(m.points()) for m in self.manifolds)
 
 
-def parse_sweep_config(data: Any, source: str = "sweep config") -> SweepConfig:
-    """Validate a sweep config; a problem raises ConfigError naming the field and the value."""
+def parse_sweep_config(
+    data: Any, source: str = "sweep config", options: dict[str, str] | None = None
+) -> SweepConfig:
+    """Validate a sweep config; a problem raises ConfigError naming the field and the value
+    (or the command-line option that gave the field, `options`: {field: option})."""
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a mapping at the top, got {what_it_is(data)}")
     refuse_the_other_kind(data, source, "sweep")
     try:
         return SweepConfig.model_validate(data)
     except ValidationError as error:
-        raise ConfigError(describe_validation_error(error, source)) from None
+        raise ConfigError(describe_validation_error(error, source, options)) from None
 
 
 ConfigKind = Literal["sweep", "numgen"]
@@ -544,7 +547,10 @@ def one_model_config(
     data["models"] = [template]
     if data["name"] == DEFAULT_SWEEP["name"]:
         data["name"] = re.sub(r"[^A-Za-z0-9_.-]+", "-", template["name"]).strip("-.") or "model"
-    return parse_sweep_config(data, "--model/--base-url")
+    given = {"model": model, "base_url": base_url, "name": name, "api_key_env": api_key_env}
+    options = {f"models.0.{field}": f"--{field.replace('_', '-')}"
+               for field, value in given.items() if value is not None}  # fmt: skip
+    return parse_sweep_config(data, "--model/--base-url", options)
 
 
 def evaluate_config(

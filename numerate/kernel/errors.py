@@ -55,6 +55,10 @@ def describe_validation_error(
         if option is not None:
             lines.append(f"{option} {shorten(repr(value))}: {message}")
             continue
+        named = _named_option(field, message, options or {})
+        if named is not None:  # a check of a whole mapping whose message starts with the
+            lines.append(named)  # field it is about, which an option gave
+            continue
         shown = "" if isinstance(value, dict | list) else f" = {shorten(repr(value))}"
         lines.append(f"{where}: {field}{shown}: {message}")
     if len(problems) > MAX_PROBLEMS:
@@ -64,6 +68,19 @@ def describe_validation_error(
 
 MAX_PROBLEMS = 10
 """Problems an error message lists at most: a broken config gets a readable answer."""
+
+
+def _named_option(field: str, message: str, options: Mapping[str, str]) -> str | None:
+    """`message` of a check of the mapping at `field` that starts with one of its fields
+    (`api_key_env: ...`, `base_url = 'x' must ...`), with that field named by the option that
+    gave it (`--api-key-env: ...`, `--base-url 'x' must ...`); None when no option gave it."""
+    import re
+
+    starts = re.match(r"([a-z_]+)( = |: )", message)
+    if starts is None or f"{field}.{starts[1]}" not in options:
+        return None
+    option = options[f"{field}.{starts[1]}"]
+    return f"{option}{' ' if starts[2] == ' = ' else ': '}{message[starts.end() :]}"
 
 
 def _option_of(field: str, options: Mapping[str, str]) -> str | None:

@@ -346,6 +346,13 @@ def test_a_night_with_a_dead_endpoint_exits_3_after_storing_the_rest(tmp_path):
         (["run", "--name", "foo"], "--name needs --model"),
         (["run", "--model", "baseline:oracle", "--name", ""], "--name '': give a label"),
         (["run", "--model", "baseline:oracle", "--base-url", "http://h/v1"], "asks no endpoint"),
+        # corpus K: each said `--model/--base-url: models.0...`, naming the wrong option
+        (["run", "--model", "baseline:oracle", "--name", "bad name"],
+         "error: --name 'bad name': String should match pattern"),
+        (["run", "--model", "baseline:oracle", "--api-key-env", "KEY"],
+         "error: --api-key-env: model 'baseline:oracle' is baseline:oracle, which asks no"),
+        (["run", "--model", "m", "--base-url", "ftp://x"],
+         "error: --base-url 'ftp://x' must start with http:// or https://"),
         (["grade", ""], "'path': '': give a path"),
         (["plot", "--out", ""], "'--out': '': give a path"),
         (["run", "--config", ""], "'--config' / '-c': '': give a path"),
