@@ -30,7 +30,7 @@ def generate(
     """Generate test cases as JSON Lines, one case a line."""
     from pydantic import ValidationError
 
-    from numerate.kernel.errors import describe_validation_error
+    from numerate.kernel.errors import describe_validation_error, shorten
     from numerate.kernel.inputs import MAX_SEED
     from numerate.manifolds import registry
 
@@ -52,7 +52,10 @@ def generate(
         try:
             params = spec.params(**values)
         except ValidationError as error:
-            raise ConfigError(describe_validation_error(error, f"{manifold} parameters")) from None
+            given = {a.partition("=")[0].strip(): f"--set {shorten(a.strip())}" for a in set_ or []}
+            raise ConfigError(
+                describe_validation_error(error, f"{manifold} parameters", given)
+            ) from None
     except (NumerateError, registry.UnknownManifoldError) as error:
         fail(error)
         return

@@ -37,7 +37,8 @@ def describe_validation_error(
         error: pydantic's error.
         where: what was being validated ("objects parameters", "sweep config").
         options: the fields the user gave as command-line options, and those options
-            (`{"prompts.per_number": "--count"}`): a problem with one names the option.
+            (`{"prompts.per_number": "--count"}`): a problem with one names the option (and
+            its value; an option that holds it, `--set length=1e400`, as given).
     """
     lines = []
     problems = error.errors()
@@ -52,8 +53,9 @@ def describe_validation_error(
             lines.append(f"{where}: {message}")
             continue
         option = _option_of(field, options or {})
-        if option is not None:
-            lines.append(f"{option} {shorten(repr(value))}: {message}")
+        if option is not None:  # `--set key=text` shows the value as it was given (1e400, not
+            shown = "" if "=" in option else f" {shorten(repr(value))}"  # the inf it was read as)
+            lines.append(f"{option}{shown}: {message}")
             continue
         named = _named_option(field, message, options or {})
         if named is not None:  # a check of a whole mapping whose message starts with the
