@@ -335,6 +335,16 @@ def quiet_run_logs(level: int = logging.WARNING) -> None:
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     for name in ("prefect.flow_runs", "prefect.task_runs"):
         logging.getLogger(name).setLevel(level)
+    for name in ("prefect.flow_runs", "prefect.task_runs", "prefect.engine"):
+        logging.getLogger(name).addFilter(_not_once_stopped)
+
+
+def _not_once_stopped(record: logging.LogRecord) -> bool:
+    """False once a stop signal came: how the run ended is the command's to say, in one line
+    (`prefect.engine - Finished in state Crashed(...)` followed a SIGTERM's `terminated`)."""
+    from numerate.kernel import stopping
+
+    return not stopping.asked()
 
 
 def _quiet_prefect_server_lines(record: logging.LogRecord) -> bool:

@@ -164,3 +164,27 @@ def test_an_error_that_comes_once_a_stop_signal_came_is_the_stop(monkeypatch):
     monkeypatch.setattr(common, "stop_signals", [signal.SIGINT])
     with pytest.raises(KeyboardInterrupt):
         common.fail(ValueError("Error calling function `_ser_model`: KeyboardInterrupt"))
+
+
+def test_prefect_s_run_lines_are_not_printed_once_a_stop_signal_came():
+    """Corpus J: `prefect.engine - Finished in state Crashed(...)` followed `terminated` after
+    a SIGTERM in `numgen calibrate`: how the run ended is the command's line to say."""
+    import logging
+
+    from numerate.cli.common import quiet_run_logs
+    from numerate.kernel import stopping
+
+    seen: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: seen.append(record.getMessage())  # type: ignore[method-assign]
+    engine = logging.getLogger("prefect.engine")
+    engine.addHandler(handler)
+    try:
+        quiet_run_logs()
+        engine.error("Finished in state Failed('a generator failed')")
+        stopping.ask()
+        engine.error("Finished in state Crashed('Execution was aborted')")
+    finally:
+        stopping._asked.clear()
+        engine.removeHandler(handler)
+    assert seen == ["Finished in state Failed('a generator failed')"]
