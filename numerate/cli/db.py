@@ -30,6 +30,9 @@ def db_command(
     output: Annotated[
         str, typer.Option("--format", help="table, csv, json or markdown.")
     ] = "table",
+    db: Annotated[
+        str | None, typer.Option("--db", help="The database, as every other command takes it.")
+    ] = None,
 ) -> None:
     """Query the results with SQL, read-only; without SQL, list the tables and views.
 
@@ -41,6 +44,7 @@ def db_command(
 
     try:
         fmt = check_format(output)
+        path, sql = _database_and_sql(path, sql, db)
         if path is not None:  # positional: not `--db` as results_db says
             a_path(path)  # blank or with a control character: refused
         if sql is not None and not sql.strip():
@@ -49,7 +53,7 @@ def db_command(
             # the user's SQL, or the list of tables and views
             frame = reader.printable_frame(sql) if sql else queries.tables(reader)
     except typer.BadParameter as error:
-        fail(f"PATH {error.message}")
+        fail(f"{'PATH' if db is None else '--db'} {error.message}")
     except NumerateError as error:
         fail(error)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the query stops with the process
@@ -57,6 +61,18 @@ def db_command(
 
         _leave_now(stop_code())
     show(render(frame, fmt))
+
+
+def _database_and_sql(
+    path: str | None, sql: str | None, db: str | None
+) -> tuple[str | None, str | None]:
+    """The database and the SQL: `numerate db --db X "SELECT ..."` reads its one argument as
+    the SQL (`--db` was "No such option", though every other command takes it)."""
+    if db is None:
+        return path, sql
+    if sql is not None:
+        raise ConfigError(f"--db {db} and PATH {path}: give the database once")
+    return db, path
 
 
 def _leave_now(code: int) -> None:

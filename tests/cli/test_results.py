@@ -81,6 +81,18 @@ def test_db_keeps_every_column_of_a_result(two_runs):
         assert run_id in shown.stdout  # both runs of the oracle are told apart
 
 
+def test_db_takes_the_database_as_every_other_command_does_too(two_runs):
+    """`numerate db --db X SQL` was "No such option: --db"; its SQL is its one argument."""
+    sql = "SELECT count(*) AS runs FROM runs"
+    positional = runner.invoke(app, ["db", two_runs, sql, "--format", "csv"])
+    option = runner.invoke(app, ["db", "--db", two_runs, sql, "--format", "csv"])
+    assert option.exit_code == 0 and option.stdout == positional.stdout == "runs\n2\n"
+    tables = runner.invoke(app, ["db", "--db", two_runs, "--format", "csv"])
+    assert tables.exit_code == 0 and "leaderboard" in tables.stdout
+    twice = runner.invoke(app, ["db", "other.duckdb", sql, "--db", two_runs])
+    assert twice.exit_code == 2 and "give the database once" in twice.stderr
+
+
 def test_report_names_runs_by_prefix_latest_and_previous(two_runs):
     first, second = run_ids(two_runs)
     for name, expected in [(first[:6], first), ("previous", first), ("latest", second)]:
