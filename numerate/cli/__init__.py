@@ -7,7 +7,6 @@ The only part of numerate/ that may import flows/. Imports stay inside the comma
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import importlib
 import io
@@ -136,7 +135,7 @@ def _streams_that_exist() -> None:
     database written to by a stray print) and the processes it starts (Prefect's server,
     which died on a missing standard output) have one. Writing a closed standard output is
     an error said in one line (the output was lost, exit 0); the standard output, watched
-    (see _Watched)."""
+    (see _Guarded)."""
     import os
 
     for number in (0, 1, 2):
@@ -152,30 +151,8 @@ def _streams_that_exist() -> None:
         sys.stdout = _ClosedOutput()
     if sys.stderr is None:
         sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (for the process's life)
-    sys.stdout = _Watched(sys.stdout)
-    sys.stderr = _Forgiving(sys.stderr)
-
-
-class _Forgiving:
-    """The standard error, whose lines are for the user: one that cannot be written (a full
-    disk, `2>/dev/full`) is dropped, and the command goes on (`run` ended with exit 1 before
-    anything ran, at its first line of progress)."""
-
-    def __init__(self, stream: Any) -> None:
-        self._stream = stream
-
-    def write(self, text: str) -> int:
-        try:
-            return int(self._stream.write(text))
-        except OSError:
-            return len(text)
-
-    def flush(self) -> None:
-        with contextlib.suppress(OSError):
-            self._stream.flush()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
+    sys.stdout = _Guarded(sys.stdout)
+    sys.stderr = _Guarded(sys.stderr, forgives=True)
 
 
 class _ClosedOutput(io.TextIOBase):
@@ -190,12 +167,15 @@ class _ClosedOutput(io.TextIOBase):
         return 0
 
 
-class _Watched:
-    """A stream that remembers the error a write or flush of it raised (a full disk,
-    /dev/full, a closed pipe), to say it in one line rather than a traceback."""
+class _Guarded:
+    """A standard stream that remembers the error a write or flush of it raised (a full disk,
+    /dev/full, a closed pipe: `failed`), to say it in one line rather than a traceback. The
+    standard error, whose lines are for the user, `forgives` it: the line is dropped and the
+    command goes on (`run` ended with exit 1 before anything ran, at its first progress)."""
 
-    def __init__(self, stream: Any) -> None:
+    def __init__(self, stream: Any, forgives: bool = False) -> None:
         self._stream = stream
+        self._forgives = forgives
         self.failed: OSError | None = None
 
     def write(self, text: str) -> int:
@@ -203,6 +183,8 @@ class _Watched:
             return int(self._stream.write(text))
         except OSError as error:
             self.failed = error
+            if self._forgives:
+                return len(text)
             raise
 
     def flush(self) -> None:
@@ -210,7 +192,8 @@ class _Watched:
             self._stream.flush()
         except OSError as error:
             self.failed = error
-            raise
+            if not self._forgives:
+                raise
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
