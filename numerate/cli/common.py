@@ -36,11 +36,12 @@ def fail(message: str | BaseException, code: int = 2) -> NoReturn:
     command failed for now: nothing is lost, and running it again goes on), like a failed
     run. Credentials are redacted (numerate.kernel.credentials): every error passes here."""
     from numerate.cli.server import ServerError
+    from numerate.kernel import stopping
     from numerate.kernel.credentials import redact
     from numerate.store import Store, access
 
-    if stop_signals:  # an error the stop caused (pydantic wrapped the KeyboardInterrupt in
-        raise KeyboardInterrupt  # its own: exit 2): the stop is the news, said by cli.stopped
+    if stopping.asked():  # an error the stop caused (pydantic wrapped the KeyboardInterrupt
+        raise KeyboardInterrupt  # in its own: exit 2): the stop is the news, cli.stopped says
     if isinstance(message, ServerError):
         code = 3  # the machine's fault, not the input's: running it again may work
     if isinstance(message, access.DatabaseBusy):

@@ -155,13 +155,14 @@ def test_an_error_that_comes_once_a_stop_signal_came_is_the_stop(monkeypatch):
     """A SIGINT 1.1 s into `numgen run` ended in `error: Error calling function
     `_ser_model`: KeyboardInterrupt`, exit 2: pydantic wrapped the interrupt in an error of
     its own. Once a signal came, `fail` hands the stop on (cli.stopped says it, 130)."""
-    import signal
-
     from numerate.cli import common
 
     with pytest.raises(typer.Exit):  # no signal: the error, exit 2
         common.fail(ValueError("Error calling function `_ser_model`"))
-    monkeypatch.setattr(common, "stop_signals", [signal.SIGINT])
+    from numerate.kernel import stopping
+
+    monkeypatch.setattr(stopping, "_asked", __import__("threading").Event())
+    stopping.ask()  # as the signal handler does (Prefect's for a SIGTERM in a flow included)
     with pytest.raises(KeyboardInterrupt):
         common.fail(ValueError("Error calling function `_ser_model`: KeyboardInterrupt"))
 
