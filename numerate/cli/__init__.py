@@ -64,6 +64,7 @@ def main() -> None:  # pragma: no cover - entry point
     if sys.argv[1:2] == ["--version"] and len(sys.argv) > 2:  # click answers it at once
         print(f"error: --version takes nothing after it (got {sys.argv[2]!r})", file=sys.stderr)
         sys.exit(2)
+    _refuse_undecodable(sys.argv[1:])
     try:
         code = app(standalone_mode=False)
         code = code if isinstance(code, int) else 0
@@ -96,6 +97,28 @@ def main() -> None:  # pragma: no cover - entry point
         stopped()  # an interruption some library wrapped in its own error (pydantic, ...)
     finally:
         _close_stores(failed=True)  # after an exception; nothing left to close otherwise
+
+
+def _refuse_undecodable(arguments: list[str]) -> None:
+    """Leave with one line (exit 2) when an argument holds bytes that are no UTF-8 (Python
+    keeps them as surrogates, which DuckDB, pydantic and JSON refuse: a run id, SQL or a
+    sweep name gave tracebacks, or errors naming no option), naming the option it was given
+    to."""
+    import os
+
+    for index, argument in enumerate(arguments):
+        try:
+            argument.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = os.fsencode(argument).decode("utf-8", "backslashreplace")  # \xff, as given
+            before = arguments[index - 1] if index else ""
+            given = f"{before} {shown}" if before.startswith("-") and "=" not in before else shown
+            print(
+                f"error: {given}: not valid text (undecodable bytes; numerate reads its "
+                "arguments as UTF-8)",
+                file=sys.stderr,
+            )
+            sys.exit(2)
 
 
 def _close_stores(failed: bool) -> None:

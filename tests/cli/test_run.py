@@ -337,6 +337,12 @@ def test_a_night_with_a_dead_endpoint_exits_3_after_storing_the_rest(tmp_path):
         (["generate", "objects", "--set", "length=true"], "--set length=true: Input should be"),
         (["generate", "objects", "--set", "length=1e400"], "--set length=1e400: Input should"),
         (["generate", "objects", "--set", "anchor=\udcff"], "undecodable"),
+        # corpus L: a traceback (regrade, db), DuckDB's or pydantic's words, or two lines
+        (["regrade", "--run", "\udcff"], "error: --run \\xff: not valid text (undecodable"),
+        (["db", "x.duckdb", "select '\udcff'"], "error: select '\\xff': not valid text"),
+        (["run", "--model", "\udcff", "--base-url", "http://127.0.0.1:9/v1"],
+         "error: --model \\xff: not valid text"),
+        (["numgen", "run", "--generator=\udcff"], "error: --generator=\\xff: not valid text"),
         (["run", "--model", "m", "--base-url", "http://[::1:bad"], "is not a valid URL"),
         (["run", "--model", "baseline:oracle", "--db", "/proc/nonexistent/x.duckdb"],
          "cannot open results database /proc/nonexistent/x.duckdb"),
