@@ -78,8 +78,8 @@ def _output_target(path: Path) -> Path:
         raise OutputPathError(path, "not a regular file (a device, a pipe or a socket)")
     if target.is_file() and _is_a_duckdb_database(target):  # no output of numerate's is one
         raise OutputPathError(path, "a DuckDB database (results?); give another file name")
-    dangling = link_into_nowhere(path)  # the folders made would be the link's, wherever it
-    if dangling:  # points (/nonexist/ at the root)
+    dangling = link_into_nowhere(path) or link_above_into_nowhere(path)  # the folders made
+    if dangling:  # would be the link's, wherever it points (/nonexist/ at the root)
         raise OutputPathError(path, dangling)
     _nearest_folder(path, target, target.parents)
     return target
@@ -91,6 +91,16 @@ def link_into_nowhere(path: Path) -> str | None:
     target = Path(os.path.realpath(path))
     if path.is_symlink() and not target.parent.is_dir():
         return f"a symbolic link to {target}, whose folder does not exist"
+    return None
+
+
+def link_above_into_nowhere(path: Path) -> str | None:
+    """What a folder above `path` is when it is a symbolic link that leads nowhere (`dl/x`,
+    `dl` a link to /nonexistent/dir: writing made /nonexistent/dir), else None."""
+    for folder in path.parents:
+        missing = missing_link_target(folder)
+        if missing:
+            return f"{folder} is {missing}"
     return None
 
 
@@ -154,7 +164,7 @@ def _output_folder(path: Path) -> Path:
     target = Path(os.path.realpath(path.expanduser()))
     if target.is_symlink():
         raise OutputPathError(path, "a symbolic link that leads nowhere (a loop)")
-    missing = missing_link_target(path.expanduser())
+    missing = missing_link_target(path.expanduser()) or link_above_into_nowhere(path.expanduser())
     if missing:  # its folder was not made: "cannot write there (File exists)"
         raise OutputPathError(path, missing)
     folder = _nearest_folder(path, target, (target, *target.parents))

@@ -730,3 +730,29 @@ def test_a_run_without_a_standard_output_runs_and_says_its_output_was_lost(tmp_p
     assert duckdb.connect(str(db), read_only=True).sql("SELECT status FROM runs").fetchall() == [
         ("finished",)
     ]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["generate", "objects", "--count", "1", "--out", "dl/g.jsonl"],
+        ["numgen", "prompts", "--count", "1", "--out", "dl/p.json"],
+        ["numgen", "score", "--responses", "{csv}", "--heatmap", "dl/h.png"],
+        ["view", "--db", "{db}", "--export", "dl/sub"],
+    ],
+)
+def test_an_output_under_a_link_that_leads_nowhere_is_refused(tmp_path, monkeypatch, command):
+    """Corpus L: `--out dl/g.jsonl`, `dl` a link to a folder that does not exist, made that
+    folder (/nonexistent/dir) and wrote there, exit 0; `view --export dl/sub` said
+    "cannot write there (File exists)". A link named in the path itself was refused."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "dl").symlink_to(tmp_path / "gone" / "dir")
+    (tmp_path / "r.csv").write_text("target,generated\n1,1\n")
+    from numerate.store import Store
+
+    Store.open(str(tmp_path / "r.duckdb"))
+    Store.close_all()
+    values = {"csv": str(tmp_path / "r.csv"), "db": str(tmp_path / "r.duckdb")}
+    said = one_error(runner.invoke(app, [part.format(**values) for part in command]))
+    assert f"dl is a symbolic link to {tmp_path / 'gone' / 'dir'}, which does not exist" in said
+    assert not (tmp_path / "gone").exists()
