@@ -336,16 +336,33 @@ def quiet_run_logs(level: int = logging.WARNING) -> None:
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     for name in ("prefect.flow_runs", "prefect.task_runs"):
         logging.getLogger(name).setLevel(level)
-    for name in ("prefect.flow_runs", "prefect.task_runs", "prefect.engine"):
-        logging.getLogger(name).addFilter(_not_once_stopped)
+    for name in ("prefect.flow_runs", "prefect.task_runs", "prefect.engine", "asyncio"):
+        logging.getLogger(name).addFilter(_not_about_a_stop)
 
 
-def _not_once_stopped(record: logging.LogRecord) -> bool:
-    """False once a stop signal came: how the run ended is the command's to say, in one line
-    (`prefect.engine - Finished in state Crashed(...)` followed a SIGTERM's `terminated`)."""
+STOPPED_RUN_WORDS = (
+    "Execution was cancelled by the runtime environment",
+    "Execution was aborted by an interrupt signal",
+    "Execution was aborted by a termination signal",
+)
+"""How Prefect's crash lines describe a run a signal stopped (prefect.states)."""
+
+
+def _not_about_a_stop(record: logging.LogRecord) -> bool:
+    """False for a line about a stop: any, once a stop signal came (`prefect.engine -
+    Finished in state Crashed(...)` followed a SIGTERM's `terminated`); one that says a signal
+    crashed the run, or whose error is a signal's or a cancellation (asyncio's `Fatal write
+    error` with Prefect's TerminationSignal), before the signal thread has seen it. How the
+    run ended is the command's to say, in one line."""
     from numerate.kernel import stopping
 
-    return not stopping.asked()
+    if stopping.asked():
+        return False
+    error = record.exc_info[1] if record.exc_info else None
+    if error is not None and not isinstance(error, Exception):
+        return False
+    message = record.getMessage()
+    return not any(words in message for words in STOPPED_RUN_WORDS)
 
 
 def _quiet_prefect_server_lines(record: logging.LogRecord) -> bool:
@@ -667,6 +684,19 @@ def say_once(what_is_kept: str) -> Callable[..., None]:
                 sys.stderr.flush()
 
     return say
+
+
+def ended_as_the_signal_came(run: str, shows: str) -> str:
+    """What a command says of its `run` ("run X", "NumGen run X") that had been stored as
+    ended when a stop signal came (not "run the same command again", which makes a new run)."""
+    return f"{run} had ended as the signal came; its results are stored ({shows} shows them)"
+
+
+def said_to_have_ended(run: str, shows: str) -> NoReturn:
+    """Leave a command whose `run` ended, stored, though a stop signal came (one a library
+    swallowed: the command went on and exited 0), saying so in one line: 130 or 143."""
+    say_once("")(ended_as_the_signal_came(run, shows))
+    quiet_exit(stop_code())
 
 
 def kill_child(process: Any) -> None:

@@ -142,6 +142,7 @@ def _run_flow(config: Any, db: str, dispatch: str) -> dict[str, Any]:
     from numerate.cli.common import (
         on_hard_stop,
         quiet_run_logs,
+        said_to_have_ended,
         say_once,
         terminal_progress,
     )
@@ -181,6 +182,8 @@ def _run_flow(config: Any, db: str, dispatch: str) -> dict[str, Any]:
             raise  # before the run was recorded: bad input, exit 2
         fail(f"NumGen run failed: {type(error).__name__}: {error}", code=3)
     on_hard_stop.clear()  # stored as ended: "the images made so far are kept" is no more true
+    if stopping.asked():  # a signal a library swallowed: the run went on to its end
+        said_to_have_ended(f"NumGen run {result['run_id']}", "numerate numgen report")
     with shown_after_a_signal(str(result["run_id"])):
         settle_prefect()
     return result
@@ -218,6 +221,7 @@ def _ended_as_it_stopped(config: Any, db: str, started: datetime) -> str | None:
     """What to say of the command's NumGen run when it had ended, stored, as the signal came
     (not "run the same command again", which makes a new run), or had not begun (the database
     made for it is removed), else None; within 3 s."""
+    from numerate.cli.common import ended_as_the_signal_came
     from numerate.store import Store, StoreError, access
 
     access.hurry(3)  # within the 5 s every command stops in (common.stop_within)
@@ -225,10 +229,7 @@ def _ended_as_it_stopped(config: Any, db: str, started: datetime) -> str | None:
         store = Store.open(db)
         ended = store.numgen_ended_since(config.model_dump(mode="json"), started)
         if ended:
-            return (
-                f"NumGen run {ended} had ended as the signal came; its results are stored "
-                "(numerate numgen report shows them)"
-            )
+            return ended_as_the_signal_came(f"NumGen run {ended}", "numerate numgen report")
         if store.discard_if_unused():  # the run is recorded before any image is made
             return f"the NumGen run had not started; nothing was stored, and {db} was not made"
     return None

@@ -20,6 +20,7 @@ from numerate.cli.common import (
     print_report,
     quiet_exit,
     quiet_run_logs,
+    said_to_have_ended,
     say_once,
     settle_prefect,
     stop_code,
@@ -77,6 +78,7 @@ def run(
         (config, model, base_url, name, api_key_env), db, fresh, output
     )  # first: it starts Prefect's server when none runs
     if_stopped_say(None)  # run_sweep says how it stopped
+    from numerate.kernel import stopping
     from numerate.store import Store
     from numerate.verdict import EXIT_RUN_FAILED, RunFailed
 
@@ -86,6 +88,8 @@ def run(
     except RunFailed as error:  # stored all the same: show it, then say why it failed
         run_id, failure = error.run_id, error
     on_hard_stop.clear()  # the run is recorded as ended: nothing to say "stored" of, or mark
+    if stopping.asked():  # a signal a library swallowed (asyncio's transport took Prefect's
+        said_to_have_ended(f"run {run_id}", f"numerate report --run {run_id}")  # exit 0 was)
     try:
         settle_prefect()
         print_report(Store.open(db_path), run_id, fmt)
@@ -242,7 +246,9 @@ def _record_the_stop(
     """Mark the sweep's run interrupted, within `seconds`; what to say instead of "run the
     same command again to resume": that a run of it ended since `started` (the command's
     start), when the signal came as it ended (it stopped nothing of it), or that nothing was
-    stored, when it came before the run began (the database made for it is removed)."""
+    stored, when it came before the run began (the database made for it is removed; one that
+    was there is said to hold nothing of it: "every answer ... is stored" was said of none)."""
+    from numerate.cli.common import ended_as_the_signal_came
     from numerate.store import Store, StoreError, access
 
     access.hurry(seconds)  # within the 5 s every command stops in (common.stop_within)
@@ -252,12 +258,11 @@ def _record_the_stop(
         store.mark_interrupted(sweep_config.name, sweep_config.fingerprint())
         ended = store.ended_since(sweep_config.name, sweep_config.fingerprint(), started)
         if ended:
-            said = (
-                f"run {ended} had ended as the signal came; its results are stored "
-                f"(numerate report --run {ended} shows them)"
-            )
+            said = ended_as_the_signal_came(f"run {ended}", f"numerate report --run {ended}")
         elif store.discard_if_unused():
             said = f"{NOT_STARTED}, and {db_path} was not made"
+        elif not store.claimed_runs():  # the flow had not begun (or resumed) a run of it
+            said = NOT_STARTED
     Store.close_all()  # what cannot be written now stays in the journal
     return said
 

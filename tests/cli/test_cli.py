@@ -183,6 +183,11 @@ def test_prefect_s_run_lines_are_not_printed_once_a_stop_signal_came():
     try:
         quiet_run_logs()
         engine.error("Finished in state Failed('a generator failed')")
+        engine.error("Crash detected! Execution was aborted by a termination signal.")  # corpus
+        try:  # L: before the signal thread had seen the signal Prefect's handler took
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            engine.exception("Fatal write error on socket transport")
         stopping.ask()
         engine.error("Finished in state Crashed('Execution was aborted')")
     finally:

@@ -1063,6 +1063,63 @@ def test_ctrl_c_as_a_run_ends_says_it_ended_not_to_resume_it(tmp_path):
     )
 
 
+SIGNAL_SWALLOWED = """
+import os, signal, sys, time
+import numerate.flows.sweep as flows
+real = flows.sweep
+async def swallowed(*args, **kwargs):
+    ended = await real(*args, **kwargs)
+    signal.signal(signal.SIGTERM, lambda *_: None)  # as a library's handler that takes it
+    os.kill(os.getpid(), signal.SIGTERM)  # (asyncio's transport took Prefect's signal)
+    time.sleep(0.2)  # the signal thread sees it
+    return ended
+flows.sweep = swallowed
+from numerate.cli import main
+sys.argv = ["numerate", "run", "--model", "baseline:oracle", "--db", sys.argv[1]]
+main()
+"""
+
+
+def test_a_signal_a_library_swallows_still_ends_the_command_as_stopped(tmp_path):
+    """Corpus L: a SIGTERM as the flow started went to asyncio's transport, which logged a
+    TerminationSignal traceback and went on: the run finished, its report was printed, exit
+    0. The command now ends as a stopped one that had finished, in one line, 143."""
+    done, run_id = _stopped_as_it_ends(tmp_path, SIGNAL_SWALLOWED, "runs")
+    assert done.returncode == 143, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"terminated: run {run_id} had ended as the signal came; its results are stored "
+        f"(numerate report --run {run_id} shows them)"
+    )
+
+
+STOPPED_BEFORE_ITS_RUN = """
+import sys
+import numerate.flows.sweep as flows
+async def stopped(*args, **kwargs):
+    raise KeyboardInterrupt  # as the flow starts, before it begins (or resumes) a run
+flows.sweep = stopped
+from numerate.cli import main
+sys.argv = ["numerate", "run", "--model", "baseline:oracle", "--db", sys.argv[1], "--fresh"]
+main()
+"""
+
+
+def test_a_stop_before_the_run_began_in_a_database_of_other_runs_says_nothing_was_stored(
+    tmp_path,
+):
+    """Corpus L: `terminated: every answer received so far is stored; run the same command
+    again to resume`, when the flow had begun no run (the database held earlier runs)."""
+    _stopped_as_it_ends(tmp_path, ENDS_THEN_INTERRUPTED, "runs")  # a run stored before
+    env = {**numerate_env(tmp_path / "prefect"), "NUMERATE_SERVER": "temporary"}
+    stopped = subprocess.run([sys.executable, "-c", STOPPED_BEFORE_ITS_RUN,
+                              str(tmp_path / "r.duckdb")], cwd=ROOT, env=env,
+                             capture_output=True, text=True, timeout=180)  # fmt: skip
+    assert stopped.returncode == 130, stopped.stderr
+    assert stopped.stderr.strip().splitlines()[-1] == (
+        "interrupted: the run had not started; nothing was stored"
+    )
+
+
 NUMGEN_ENDS_THEN_TERMINATED = """
 import os, signal, sys, time
 import numerate.flows.numgen as flows
