@@ -1052,17 +1052,6 @@ def _stopped_as_it_ends(tmp_path, script, runs_table):
     return done, run_id
 
 
-def test_ctrl_c_as_a_run_ends_says_it_ended_not_to_resume_it(tmp_path):
-    """Before: `interrupted: ... run the same command again to resume` for a run stored as
-    finished; the advice then resumed an older interrupted run of the same sweep."""
-    done, run_id = _stopped_as_it_ends(tmp_path, ENDS_THEN_INTERRUPTED, "runs")
-    assert done.returncode == 130, done.stderr
-    assert done.stderr.strip().splitlines()[-1] == (
-        f"interrupted: run {run_id} had ended as the signal came; its results are stored "
-        f"(numerate report --run {run_id} shows them)"
-    )
-
-
 SIGNAL_SWALLOWED = """
 import os, signal, sys, time
 import numerate.flows.sweep as flows
@@ -1080,14 +1069,19 @@ main()
 """
 
 
-def test_a_signal_a_library_swallows_still_ends_the_command_as_stopped(tmp_path):
-    """Corpus L: a SIGTERM as the flow started went to asyncio's transport, which logged a
-    TerminationSignal traceback and went on: the run finished, its report was printed, exit
-    0. The command now ends as a stopped one that had finished, in one line, 143."""
-    done, run_id = _stopped_as_it_ends(tmp_path, SIGNAL_SWALLOWED, "runs")
-    assert done.returncode == 143, done.stderr
+@pytest.mark.parametrize(
+    ("script", "said", "code"),
+    [("ENDS_THEN_INTERRUPTED", "interrupted", 130), ("SIGNAL_SWALLOWED", "terminated", 143)],
+)
+def test_a_signal_as_a_run_ends_says_it_ended_not_to_resume_it(tmp_path, script, said, code):
+    """Before: `interrupted: ... run the same command again to resume` for a run stored as
+    finished; the advice then resumed an older interrupted run of the same sweep. Corpus L: a
+    SIGTERM as the flow started went to asyncio's transport, which logged a TerminationSignal
+    traceback and went on: the run finished, its report was printed, exit 0."""
+    done, run_id = _stopped_as_it_ends(tmp_path, globals()[script], "runs")
+    assert done.returncode == code, done.stderr
     assert done.stderr.strip().splitlines()[-1] == (
-        f"terminated: run {run_id} had ended as the signal came; its results are stored "
+        f"{said}: run {run_id} had ended as the signal came; its results are stored "
         f"(numerate report --run {run_id} shows them)"
     )
 
