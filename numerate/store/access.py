@@ -267,6 +267,27 @@ def _announce(message: str) -> None:
     current().note(message)
 
 
+def lock_log() -> str | None:
+    """The file NUMERATE_LOCK_LOG names, checked: StoreError naming the variable when it
+    cannot be appended to (a folder, a missing folder, no permission: it was silently not
+    written); None when unset or empty."""
+    log = os.environ.get("NUMERATE_LOCK_LOG", "").strip()
+    if not log:
+        return None
+    try:
+        with open(log, "a"):
+            pass
+    except OSError as error:
+        raise StoreError(
+            f"NUMERATE_LOCK_LOG={log!r}: cannot be written ({error.strerror or error}); give a "
+            "file to append each database session to, or unset it"
+        ) from None
+    return log
+
+
+_LOG_LOST: list[str] = []  # the NUMERATE_LOCK_LOG a write of failed (said once)
+
+
 @contextlib.contextmanager
 def held(path: str, kind: str, waited_s: float) -> Iterator[None]:
     """Time a session that holds `path` (for NUMERATE_LOCK_LOG)."""
@@ -274,9 +295,14 @@ def held(path: str, kind: str, waited_s: float) -> Iterator[None]:
     try:
         yield
     finally:
-        log = os.environ.get("NUMERATE_LOCK_LOG")
+        log = os.environ.get("NUMERATE_LOCK_LOG", "").strip()
         if log:
             line = {"pid": os.getpid(), "db": path, "kind": kind, "waited_s": round(waited_s, 4),
                     "held_s": round(time.monotonic() - started, 4), "at": time.time()}  # fmt: skip
-            with contextlib.suppress(OSError), open(log, "a") as out:
-                out.write(json.dumps(line) + "\n")
+            try:
+                with open(log, "a") as out:
+                    out.write(json.dumps(line) + "\n")
+            except OSError as error:  # a log never fails the work it logs; said once
+                if log not in _LOG_LOST:
+                    _LOG_LOST.append(log)
+                    _announce(f"NUMERATE_LOCK_LOG {log}: not written ({error.strerror})")

@@ -171,6 +171,7 @@ class Store(Tables):
         if not self.memory:
             self._every = flush_seconds()  # a bad setting is refused here, not in the thread
             access.lock_timeout_s()  # and here, not only once another process holds the file
+            access.lock_log()  # and here: a log that cannot be written was silently none
             try:
                 problem = database_file_problem(path) or journal.journal_problem(path)
                 if problem:

@@ -516,6 +516,9 @@ def test_a_prefect_api_that_says_headers_then_nothing_or_is_no_prefect_is_one_li
         ("PREFECT_API_REQUEST_TIMEOUT", "soon", "PREFECT_API_REQUEST_TIMEOUT='soon': Input should"),
         ("PREFECT_HOME", "", "PREFECT_HOME='': an empty path would mean here"),
         ("NUMERATE_LOCK_TIMEOUT", "forever", "NUMERATE_LOCK_TIMEOUT='forever': expected a number"),
+        # corpus L: a log that could not be written was silently none, exit 0
+        ("NUMERATE_LOCK_LOG", "/", "NUMERATE_LOCK_LOG='/': cannot be written (Is a directory)"),
+        ("NUMERATE_LOCK_LOG", "/nonexistent/x.log", "cannot be written (No such file or"),
     ],
 )
 def test_a_setting_in_the_environment_that_cannot_work_is_one_line(
