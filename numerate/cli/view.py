@@ -52,7 +52,20 @@ def view(
             return
     except NumerateError as error:
         fail(error)
+    except KeyboardInterrupt:  # before the export began writing (export_pages says after)
+        _unmade()
+        raise
     serve(path, "127.0.0.1" if host is None else host, 8765 if port is None else port)
+
+
+def _unmade() -> None:
+    """Remove the export folders this command made that hold nothing but their marker (a
+    stop in an export's first second left one behind, an empty marker in it)."""
+    for folder in MADE:  # deepest first: each above is empty once those below are gone
+        with contextlib.suppress(OSError):
+            if [inside.name for inside in folder.iterdir()] in ([MARKER], []):
+                (folder / MARKER).unlink(missing_ok=True)
+                folder.rmdir()
 
 
 MARKER = ".numerate-export"
@@ -60,8 +73,9 @@ MARKER = ".numerate-export"
 into the same folder removes those it no longer writes (a run since deleted), nothing else."""
 
 
-MADE: set[Path] = set()
-"""The export folders this command made (a stopped export removes them again)."""
+MADE: list[Path] = []
+"""The export folder and the folders above it this command made, deepest first (a stopped
+export removes them again)."""
 
 
 def export_folder(given: str) -> Path:
@@ -78,8 +92,7 @@ def export_folder(given: str) -> Path:
     if folder.is_dir() and any(folder.iterdir()) and not earlier:
         raise ConfigError(f"--export {given}: a folder with other files in it (give a new one)")
     try:
-        if not folder.exists():
-            MADE.add(folder)
+        MADE.extend(made for made in (folder, *folder.parents) if not made.exists())
         folder.mkdir(parents=True, exist_ok=True)
         (folder / MARKER).touch()
     except OSError as error:
@@ -174,9 +187,9 @@ def _stopped_export(folder: Path, fresh: bool, before: set[str], written: list[s
                     shutil.rmtree(inside)
                 else:
                     inside.unlink()
-        if folder in MADE:  # a folder the user had is left as it was: empty
+        for made in MADE:  # a folder the user had is left as it was: empty
             with contextlib.suppress(OSError):
-                folder.rmdir()
+                made.rmdir()
         said = f"the export was stopped; what it had written in {folder} is removed"
     else:
         listed = sorted(before | set(written))

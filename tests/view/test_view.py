@@ -627,3 +627,23 @@ def test_a_page_whose_query_a_stop_interrupted_stops_the_export(results, tmp_pat
                 exporting.export(reader, tmp_path / "b", templates())
         finally:
             stopping._asked.clear()
+
+
+def test_an_export_stopped_before_its_first_page_leaves_no_folder(results, tmp_path, monkeypatch):
+    """Corpus L: a signal in the export's first second (its folder made, no page yet) left
+    the folder behind with an empty `.numerate-export` in it."""
+    import numerate.cli.view as view
+
+    def stopped(path, folder):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(view, "export_pages", stopped)
+    db, _ = results
+    out = tmp_path / "new" / "out"
+    result = runner.invoke(app, ["view", "--db", str(db), "--export", str(out)])
+    assert result.exit_code == 130, result.output
+    assert not (tmp_path / "new").exists()  # nor the folder made above it
+    kept = tmp_path / "kept"  # a folder the user had, empty: kept as it was
+    kept.mkdir()
+    runner.invoke(app, ["view", "--db", str(db), "--export", str(kept)])
+    assert kept.is_dir()
