@@ -148,7 +148,10 @@ def _rewrite(shard, sql):
         ("responses", "UPDATE shard_rows SET outcome = 'bogus-outcome'",
          "responses.parquet: outcome 'bogus-outcome' is none of correct, wrong"),
         ("runs", "UPDATE shard_rows SET status = 'bogus'",
-         "runs.parquet: status 'bogus' is none of running, finished"),
+         "runs.parquet: status 'bogus' is none of finished, degraded"),
+        # corpus L: loaded, exit 0, as a run `running` with a finish time
+        ("runs", "UPDATE shard_rows SET status = 'running'",
+         "runs.parquet: status 'running' is none of finished, degraded, failed, interrupted"),
         ("run_models", "UPDATE shard_rows SET status = 'great'",
          "run_models.parquet: status 'great' is none of ok, degraded, failed"),
         # corpus I: `Binder Error: Column "sample_index" in REPLACE list not found`
