@@ -504,6 +504,11 @@ def refuse_the_other_kind(data: dict[Any, Any], source: str, expected: ConfigKin
     fields = {"sweep": set(SweepConfig.model_fields), "numgen": set(NumGenConfig.model_fields)}
     other: ConfigKind = "numgen" if expected == "sweep" else "sweep"
     keys = set(data)
+    if keys & {"prefect-version", "deployments"}:  # deployments/prefect.yaml: a line a key
+        raise ConfigError(
+            f"{source} is a Prefect deployment file (prefect-version, deployments), not "
+            f"{_KIND_NAMES[expected][0]}: `numerate deploy` (or `prefect deploy`) reads it"
+        )
     if not keys or keys & fields[expected] or not keys <= fields[other]:
         return
     shown = ", ".join(sorted(str(key) for key in keys)[:4]) + (", ..." if len(keys) > 4 else "")

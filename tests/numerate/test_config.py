@@ -324,3 +324,14 @@ def test_a_sweep_config_with_one_stray_numgen_key_gets_the_usual_error():
         parse_sweep_config(base(generator="synthetic"))
     assert "generator = 'synthetic': Extra inputs are not permitted" in str(error.value)
     assert "NumGen config" not in str(error.value)
+
+
+def test_a_prefect_deployment_file_given_as_a_sweep_config_is_one_line_saying_so():
+    """Corpus L: `run --config deployments/prefect.yaml` gave five lines, one a key."""
+    with pytest.raises(ConfigError) as error:
+        load_sweep_config(ROOT / "deployments" / "prefect.yaml")
+    assert str(error.value).endswith(
+        "prefect.yaml is a Prefect deployment file (prefect-version, deployments), not a "
+        "sweep config: `numerate deploy` (or `prefect deploy`) reads it"
+    )
+    assert "\n" not in str(error.value)
