@@ -60,8 +60,11 @@ class EndpointAnswerer:
         tries = attempts = 0
         throttled_since: float | None = None
         while True:
-            attempts += 1
             async with self.limit:
+                if self.breaker.tripped:  # while this one waited for a slot: sent no more
+                    return Completion(request_id, None, attempts=attempts, sample=sample,
+                                      error=f"stopped: {self.breaker.cause}")  # fmt: skip
+                attempts += 1  # (those waiting went on sending for 45 s after a trip)
                 sent_at = time.monotonic()
                 try:  # the whole answer within timeout_s: a body that trickles in too
                     async with asyncio.timeout(self.model.timeout_s):

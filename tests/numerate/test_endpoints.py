@@ -780,3 +780,42 @@ def test_a_body_nested_too_deep_is_a_malformed_answer():
 
     deep = RecursionError("maximum recursion depth exceeded while decoding a JSON array")
     assert describe_error(deep) == "malformed answer: nested too deep to read"
+
+
+def test_requests_waiting_for_a_slot_when_the_breaker_trips_send_nothing():
+    """Corpus L: after the breaker tripped (a server that cut every answer short), requests
+    that had waited for a slot still sent their attempts, and retried, for 44 s more: the
+    docs say retries stop once it trips. Now the first attempt trips it, and the four others
+    waiting for the one slot send nothing."""
+    import httpx2 as httpx
+    import openai
+
+    from numerate.endpoints.answerers import EndpointAnswerer
+
+    model = ModelConfig(name="tripped-in-a-queue", model="m", base_url="http://x/v1", concurrency=1,
+                        max_retries=3)  # fmt: skip
+    breaker = None
+    sent = []
+
+    async def create(**_):
+        sent.append(1)
+        breaker.cause = "endpoint unreachable for 30 s (cut short)"  # as it trips
+        await asyncio.sleep(0.05)
+        raise openai.APIConnectionError(request=httpx.Request("POST", "http://x/v1"))
+
+    client = types.SimpleNamespace(chat=types.SimpleNamespace(
+        completions=types.SimpleNamespace(create=create)))  # fmt: skip
+
+    async def main():
+        nonlocal breaker
+        answerer = EndpointAnswerer(model, client, retry_base_s=0.01)
+        breaker = answerer.breaker
+        planned = planned_cases(5)
+        return await asyncio.gather(*(
+            answerer.answer(case, [{"role": "user", "content": "q"}], f"r{i}")
+            for i, case in enumerate(planned)
+        ))  # fmt: skip
+
+    completions = asyncio.run(main())
+    assert len(sent) == 1
+    assert all(c.error and "endpoint unreachable for 30 s" in c.error for c in completions[1:])
