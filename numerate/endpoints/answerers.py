@@ -62,8 +62,9 @@ class EndpointAnswerer:
         while True:
             async with self.limit:
                 if self.breaker.tripped:  # while this one waited for a slot: sent no more
+                    how = "stopped" if attempts else "not sent"  # (a re-run sends it)
                     return Completion(request_id, None, attempts=attempts, sample=sample,
-                                      error=f"stopped: {self.breaker.cause}")  # fmt: skip
+                                      error=f"{how}: {self.breaker.cause}")  # fmt: skip
                 attempts += 1  # (those waiting went on sending for 45 s after a trip)
                 sent_at = time.monotonic()
                 try:  # the whole answer within timeout_s: a body that trickles in too
@@ -87,7 +88,7 @@ class EndpointAnswerer:
                     return completion
                 # a malformed or empty answer: a proxy's error page, a cut body; ask again
                 current_progress().retried()
-                await asyncio.sleep(backoff_s(tries, self.retry_base_s, self.rng))
+                await self.breaker.pause(backoff_s(tries, self.retry_base_s, self.rng))
                 continue
             detail = describe_error(error)  # credentials redacted
             self.breaker.failure(error, detail)
@@ -98,7 +99,9 @@ class EndpointAnswerer:
                 waited = time.monotonic() - throttled_since
                 left = self.model.throttle_budget_s - waited
                 if left >= 0 and not self.breaker.tripped:  # never past the budget
-                    await asyncio.sleep(min(self.throttle_delay_s(error, attempts), left + 0.1))
+                    await self.breaker.pause(
+                        min(self.throttle_delay_s(error, attempts), left + 0.1)
+                    )
                     continue
                 refused = f"{detail} (still refused after {waited:.0f} s)"
                 return Completion(request_id, None, attempts=attempts, sample=sample, error=refused)
@@ -106,7 +109,7 @@ class EndpointAnswerer:
             if not is_retryable(error) or tries > self.model.max_retries or self.breaker.tripped:
                 return Completion(request_id, None, attempts=attempts, error=detail, sample=sample)
             current_progress().retried()
-            await asyncio.sleep(self.retry_delay_s(error, tries))
+            await self.breaker.pause(self.retry_delay_s(error, tries))
             if self.breaker.tripped:
                 return Completion(request_id, None, attempts=attempts, sample=sample,
                                   error=f"stopped: {self.breaker.cause}")  # fmt: skip

@@ -4,6 +4,7 @@ and its breaker (which stops asking a model that cannot answer)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from typing import Any
 
@@ -82,11 +83,31 @@ class Breaker:
         self.successes = 0
         self.refusals = 0
         self.unreachable_since: float | None = None
-        self.cause: str | None = None
+        self._cause: str | None = None
+        self._trip = asyncio.Event()  # a breaker belongs to one event loop (model_breaker)
+
+    @property
+    def cause(self) -> str | None:
+        """Why it tripped (None: it has not)."""
+        return self._cause
+
+    @cause.setter
+    def cause(self, cause: str | None) -> None:
+        self._cause = cause
+        if cause is not None:
+            self._trip.set()  # retries waiting out their backoff stop now
 
     @property
     def tripped(self) -> bool:
-        return self.cause is not None
+        return self._cause is not None
+
+    async def pause(self, seconds: float) -> None:
+        """Wait `seconds` before a retry, or less: until the breaker trips (requests waiting
+        out a backoff of up to 90 s went on for 44 s after a trip, then said they stopped)."""
+        if self.tripped:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._trip.wait(), seconds)
 
     def success(self) -> None:
         self.successes += 1

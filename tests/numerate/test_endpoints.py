@@ -818,4 +818,38 @@ def test_requests_waiting_for_a_slot_when_the_breaker_trips_send_nothing():
 
     completions = asyncio.run(main())
     assert len(sent) == 1
-    assert all(c.error and "endpoint unreachable for 30 s" in c.error for c in completions[1:])
+    assert [c.error for c in completions[1:]] == [
+        "not sent: endpoint unreachable for 30 s (cut short)"
+    ] * 4
+
+
+def test_a_retry_waiting_out_its_backoff_stops_when_the_breaker_trips():
+    """Corpus L: requests waiting out a backoff (up to 90 s) went on for 44 s after the
+    breaker tripped, then said they stopped. The trip ends their wait."""
+    import httpx2 as httpx
+    import openai
+
+    from numerate.endpoints.answerers import EndpointAnswerer
+
+    model = ModelConfig(name="tripped-in-a-backoff", model="m", base_url="http://x/v1",
+                        max_retries=5)  # fmt: skip
+
+    async def create(**_):
+        raise openai.APIConnectionError(request=httpx.Request("POST", "http://x/v1"))
+
+    client = types.SimpleNamespace(chat=types.SimpleNamespace(
+        completions=types.SimpleNamespace(create=create)))  # fmt: skip
+
+    async def main():
+        answerer = EndpointAnswerer(model, client, retry_base_s=60.0)  # a 30 to 90 s backoff
+        asked = asyncio.ensure_future(
+            answerer.answer(planned_cases(1)[0], [{"role": "user", "content": "q"}], "r0")
+        )
+        await asyncio.sleep(0.2)
+        answerer.breaker.cause = "endpoint unreachable for 30 s (refused)"  # another's trip
+        return await asyncio.wait_for(asked, 5)
+
+    started = time.monotonic()
+    completion = asyncio.run(main())
+    assert time.monotonic() - started < 3
+    assert completion.error == "stopped: endpoint unreachable for 30 s (refused)"
