@@ -62,9 +62,7 @@ class EndpointAnswerer:
         while True:
             async with self.limit:
                 if self.breaker.tripped:  # while this one waited for a slot: sent no more
-                    how = "stopped" if attempts else "not sent"  # (a re-run sends it)
-                    return Completion(request_id, None, attempts=attempts, sample=sample,
-                                      error=f"{how}: {self.breaker.cause}")  # fmt: skip
+                    return self._stopped(request_id, attempts, sample)
                 attempts += 1  # (those waiting went on sending for 45 s after a trip)
                 sent_at = time.monotonic()
                 try:  # the whole answer within timeout_s: a body that trickles in too
@@ -111,8 +109,14 @@ class EndpointAnswerer:
             current_progress().retried()
             await self.breaker.pause(self.retry_delay_s(error, tries))
             if self.breaker.tripped:
-                return Completion(request_id, None, attempts=attempts, sample=sample,
-                                  error=f"stopped: {self.breaker.cause}")  # fmt: skip
+                return self._stopped(request_id, attempts, sample)
+
+    def _stopped(self, request_id: str, attempts: int, sample: int) -> Completion:
+        """A request the tripped breaker stopped: "not sent" when no attempt of it was (a
+        re-run sends it), else "stopped"."""
+        how = "stopped" if attempts else "not sent"
+        return Completion(request_id, None, attempts=attempts, sample=sample,
+                          error=f"{how}: {self.breaker.cause}")  # fmt: skip
 
     def retry_delay_s(self, error: Exception, tries: int) -> float:
         """Wait before a retry: what the server asked for (with jitter), else backoff."""
