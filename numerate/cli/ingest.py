@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import contextlib
+from datetime import UTC, datetime
+from typing import Annotated, NoReturn
 
 import typer
 
@@ -22,6 +24,7 @@ def ingest(
     from numerate.verdict import EXIT_RUN_FAILED
 
     db = results_db(db)
+    started = datetime.now(UTC)
     try:
         shards.require_complete_runs(results_dir)  # before the database is made
         store = Store.open(db)
@@ -29,6 +32,8 @@ def ingest(
         discarded = not done.loaded and done.skipped and store.discard_if_unused()
     except NumerateError as error:
         fail(error)
+    except KeyboardInterrupt:  # a bare `terminated` beside a database holding loaded runs
+        _stopped(db, started)
     loaded = done.loaded
     if not discarded:
         typer.echo(f"ingested {len(loaded)} run(s) into {db}" + "".join(f"\n  {r}" for r in loaded))
@@ -40,3 +45,25 @@ def ingest(
         nothing = f"; nothing was loaded, and {db} was not made" if discarded else ""
         fail(f"{len(done.skipped)} run(s) skipped{nothing}; fix or remove their shards and "
              "ingest again", EXIT_RUN_FAILED)  # fmt: skip
+
+
+def _stopped(db: str, started: datetime) -> NoReturn:
+    """Leave an ingest a signal stopped, saying which runs it had loaded (each one whole, in
+    a transaction of its own): the same command loads the rest."""
+    from numerate.cli.common import quiet_exit, say_once, stop_code
+    from numerate.store import Store, StoreError, access
+
+    access.hurry(2)  # within the 5 s every command stops in
+    loaded: list[str] = []
+    with contextlib.suppress(StoreError):
+        loaded = Store.open(db).ingested_since(started)
+    if loaded:
+        shown = ", ".join(loaded[:5]) + (", ..." if len(loaded) > 5 else "")
+        said = (
+            f"{len(loaded)} run(s) were loaded into {db} ({shown}); run the same command "
+            "again to load the rest"
+        )
+    else:
+        said = "no run was loaded; run the same command again to load them"
+    say_once("")(said)
+    quiet_exit(stop_code())

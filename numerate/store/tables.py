@@ -184,6 +184,14 @@ class Tables:
             )
         return int(n), int(errors), common[0][0] if common else None
 
+    def ingested_since(self, since: datetime) -> list[str]:
+        """The runs loaded from shards at or after `since`, in the order they were loaded."""
+        rows = self.query(
+            "SELECT run_id FROM ingested_shards WHERE ingested_at >= ? ORDER BY ingested_at",
+            [since],
+        )
+        return [str(row[0]) for row in rows]
+
     def mark_interrupted(self, sweep_name: str, config_hash: str) -> None:
         """Runs of this sweep that this process was running were stopped by the user."""
         mine = self.claimed_runs()

@@ -81,6 +81,36 @@ def test_ingest_from_the_cli(tmp_path):
         assert wrong.exit_code == 2 and f"results location {link} is {said}" in wrong.stderr
 
 
+STOPPED_AFTER_LOADING = """
+import sys
+import numerate.regrade as regrade
+def stopped(store, run_id):
+    raise KeyboardInterrupt  # Ctrl-C once the run is loaded, as it is graded here
+regrade.regrade_run = stopped
+from numerate.cli import main
+sys.argv = ["numerate", "ingest", sys.argv[1], "--db", sys.argv[2]]
+main()
+"""
+
+
+def test_an_ingest_a_signal_stops_names_the_runs_it_had_loaded(tmp_path):
+    """Corpus L: a bare `terminated` beside a database that held the run it had loaded."""
+    import subprocess
+    import sys
+
+    shared = tmp_path / "shared"
+    run_id = asyncio.run(sweep(config("oracle", shared), str(tmp_path / "w.duckdb")))
+    Store.close_all()
+    db = tmp_path / "c.duckdb"
+    done = subprocess.run([sys.executable, "-c", STOPPED_AFTER_LOADING, str(shared), str(db)],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"interrupted: 1 run(s) were loaded into {db} ({run_id}); run the same command again "
+        "to load the rest"
+    )
+
+
 def test_a_corrupt_or_incomplete_shard_is_skipped_and_named(tmp_path):
     shared = tmp_path / "shared"
     good = asyncio.run(sweep(config("oracle", shared), str(tmp_path / "a.duckdb")))
