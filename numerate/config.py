@@ -56,12 +56,14 @@ def results_database(given: str | None = None, configured: str | None = None) ->
         if value is not None and any(ord(c) < 32 or ord(c) == 127 for c in value):
             raise ConfigError(f"{what} {value!r}: a path with a control character (a newline?)")
     chosen = given or configured or os.environ.get("NUMERATE_DB", "").strip() or DEFAULT_DB
+    what = "--db" if given else "db" if configured else "NUMERATE_DB"
     if chosen.endswith("/"):  # writers made the file without it, then failed on its journal
-        what = "--db" if given else "db" if configured else "NUMERATE_DB"
         raise ConfigError(
             f"{what} {chosen:.200}: a folder's name (it ends with /); give the results "
             "database's file name"
         )
+    if what == "NUMERATE_DB" and os.path.isdir(chosen):  # said without naming the variable
+        raise ConfigError(f"NUMERATE_DB {chosen:.200}: a folder; give the results database's file")
     return chosen
 
 

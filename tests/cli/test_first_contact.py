@@ -66,6 +66,9 @@ def test_a_database_path_ending_with_a_slash_is_refused_before_anything(
     monkeypatch.setenv("NUMERATE_DB", "env.duckdb/")
     said = one_error(runner.invoke(app, ["runs"]))
     assert "NUMERATE_DB env.duckdb/: a folder's name" in said
+    monkeypatch.setenv("NUMERATE_DB", str(tmp_path))  # corpus L: the variable was not named
+    said = one_error(runner.invoke(app, ["runs"]))
+    assert f"NUMERATE_DB {tmp_path}: a folder; give the results database's file" in said
 
 
 @pytest.mark.parametrize(
