@@ -22,13 +22,14 @@ def check_sweep_name(sweep: str | None) -> None:
 
 def check_known_sweep(source: Source, sweep: str | None) -> None:
     """ConfigError for a --sweep the database holds no run of, naming those it holds (a
-    typo listed nothing, or changed nothing); none for a database without runs."""
+    typo listed nothing, or changed nothing); a database without a sweep's run says so (it
+    listed nothing, exit 0)."""
     if sweep is None:
         return
     known = queries.sweep_names(source)
-    if known and sweep not in known:
-        shown = ", ".join(known[:10])
-        raise ConfigError(f"--sweep {sweep!r}: no run of that sweep (its sweeps: {shown})")
+    if sweep not in known:
+        shown = f"its sweeps: {', '.join(known[:10])}" if known else "it holds no sweep's run"
+        raise ConfigError(f"--sweep {sweep!r}: no run of that sweep ({shown})")
 
 
 def numgen_runs_elsewhere(source: Source) -> str:

@@ -762,3 +762,16 @@ def test_an_output_under_a_link_that_leads_nowhere_is_refused(tmp_path, monkeypa
     said = one_error(runner.invoke(app, [part.format(**values) for part in command]))
     assert f"dl is a symbolic link to {tmp_path / 'gone' / 'dir'}, which does not exist" in said
     assert not (tmp_path / "gone").exists()
+
+
+def test_a_sweep_a_database_without_sweep_runs_holds_no_run_of_is_an_error(tmp_path):
+    """Corpus M: `runs --sweep x` on a database of NumGen runs only (or none) said it held no
+    runs of sweep 'x', exit 0; with other sweeps' runs it was an error."""
+    from numerate.store import Store
+
+    db = tmp_path / "r.duckdb"
+    Store.open(str(db))
+    Store.close_all()
+    for command in (["runs"], ["compare", "latest", "previous"]):
+        said = one_error(runner.invoke(app, [*command, "--db", str(db), "--sweep", "x"]))
+        assert "--sweep 'x': no run of that sweep (it holds no sweep's run)" in said
