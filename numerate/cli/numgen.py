@@ -200,6 +200,21 @@ def _stopped(stop: BaseException, say: Callable[[], object]) -> NoReturn:
     quiet_exit(stop_code())
 
 
+def _calibrations_only(source: Source) -> str:
+    """What a database without a NumGen benchmark run holds of detector calibrations, as the
+    end of a sentence: a finished calibration was said not to be there ("" when none is)."""
+    import shlex
+
+    from numerate.runs import calibrations_shown
+    from numerate.store import queries
+
+    count = queries.numgen_run_count(source, "calibration")
+    if not count:
+        return ""
+    shown = calibrations_shown(shlex.quote(source.path))
+    return f"; it holds {count} detector calibration(s): {shown}"
+
+
 def _short(name: str) -> str:
     return name.rstrip("/").rsplit("/", 1)[-1][:24]
 
@@ -581,7 +596,8 @@ def report(
         with open_reader(db) as reader:
             frame = queries.numgen_leaderboard(reader)
             if frame.height == 0:
-                raise ConfigError(f"{reader.path} holds no finished NumGen runs yet")
+                raise ConfigError(f"{reader.path} holds no finished NumGen benchmark run "
+                                  f"yet{_calibrations_only(reader)}")  # fmt: skip
             if heatmap:
                 _draw_run_heatmap(reader, run_id, heatmap)
             shown = frame.rename(LEADERBOARD_COLUMNS)

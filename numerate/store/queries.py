@@ -399,9 +399,12 @@ def numgen_confusion(source: Source, run_id: str | None) -> tuple[str, str, str,
     return (str(rows[0][0]), str(rows[0][1]), str(rows[0][2]), str(rows[0][3])) if rows else None
 
 
-def numgen_run_count(source: Source) -> int:
-    """How many NumGen runs the database holds (whatever their status)."""
-    return int(source.query("SELECT count(*) FROM numgen_runs")[0][0])
+def numgen_run_count(source: Source, kind: str = "benchmark", finished: bool = True) -> int:
+    """How many NumGen runs of `kind` (benchmark or calibration) the database holds: finished
+    ones (those `numgen report` shows), or any."""
+    where = " AND status = 'finished'" if finished else ""
+    rows = source.query(f"SELECT count(*) FROM numgen_runs WHERE kind = ?{where}", [kind])
+    return int(rows[0][0])
 
 
 def numgen_runs_named(source: Source, text: str) -> list[str]:

@@ -163,7 +163,7 @@ def test_run_then_report(tmp_path, db_path):
         assert said.startswith("heatmap of run numgen-") and (shown is None or shown in said)
         assert shown is not None or random_id not in said  # the one before the latest
     # corpus J: `report` and `runs` said the database held no run, and not where its runs are
-    where = f"it holds 2 NumGen runs: `numerate numgen report --db {db_path}` shows them"
+    where = f"it holds 2 finished NumGen runs: `numerate numgen report --db {db_path}` shows them"
     for command in ("report", "runs", "plot"):
         told = runner.invoke(app, [command, "--db", db_path])
         assert told.stderr.strip().endswith(where), told.output

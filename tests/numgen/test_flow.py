@@ -94,6 +94,17 @@ def test_calibration_runs_feed_the_calibration_view(db_path, tmp_path):
         [("triangles",), ("dots",)],
     )
     assert query(db_path, "SELECT count(*) FROM numgen_leaderboard") == [(0,)]  # not a benchmark
+    # corpus M: `runs` sent the user to `numgen report`, which said no finished run was there
+    from typer.testing import CliRunner
+
+    from numerate.cli import app
+    from numerate.store import Store
+
+    Store.close_all()
+    shown = f'`numerate db {db_path} "SELECT * FROM numgen_calibration"` shows them'
+    for command in (["runs"], ["numgen", "report"]):
+        said = CliRunner().invoke(app, [*command, "--db", db_path]).stderr
+        assert said.strip().endswith(f"it holds 1 detector calibration(s): {shown}"), said
 
 
 def test_a_broken_generator_marks_the_run_failed(db_path, tmp_path):
