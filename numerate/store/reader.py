@@ -224,11 +224,15 @@ def database_file_problem(path: str) -> str | None:
 class Reader:
     """A read-only connection to a results database."""
 
-    def __init__(self, path: str, con: Any) -> None:
+    def __init__(self, path: str, con: Any, waited_s: float = 0.0) -> None:
+        from numerate.store import access
+
         self.path = path
         self.con = con
         self.abandoned = False
         """True after Ctrl-C left a query running on `con` (see printable_frame)."""
+        self._held: Any = access.held(path, "read", waited_s)  # NUMERATE_LOCK_LOG's line
+        self._held.__enter__()
 
     @classmethod
     def open(cls, path: str, numerate_schema: bool = True) -> Reader:
@@ -236,11 +240,17 @@ class Reader:
         words, when it does not exist (or a run is only starting to write it), is not a file,
         cannot be read or is not a numerate database (when `numerate_schema`); DatabaseBusy
         when writers held it past NUMERATE_LOCK_TIMEOUT."""
+        import time
+
         import duckdb
 
+        from numerate.store import access
+
         existing_database(path)
+        access.lock_log()  # one that cannot be written: refused, as writers refuse it
+        started = time.monotonic()
         try:
-            reader = cls(path, _connect(path))
+            reader = cls(path, _connect(path), time.monotonic() - started)
         except duckdb.Error as error:
             raise ConfigError(f"cannot open {path}: {open_error(error, path)}") from None
         except OSError as error:
@@ -370,6 +380,9 @@ class Reader:
     def close(self) -> None:
         if not self.abandoned:
             self.con.close()
+        held, self._held = self._held, None  # closed twice: logged once
+        if held is not None:
+            held.__exit__(None, None, None)
 
     def __enter__(self) -> Reader:
         return self

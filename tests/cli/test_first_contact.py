@@ -775,3 +775,23 @@ def test_a_sweep_a_database_without_sweep_runs_holds_no_run_of_is_an_error(tmp_p
     for command in (["runs"], ["compare", "latest", "previous"]):
         said = one_error(runner.invoke(app, [*command, "--db", str(db), "--sweep", "x"]))
         assert "--sweep 'x': no run of that sweep (it holds no sweep's run)" in said
+
+
+def test_readers_log_their_sessions_and_refuse_a_log_that_cannot_be_written(tmp_path, monkeypatch):
+    """Corpus M: readers wrote no NUMERATE_LOCK_LOG line (the docs say every session does)
+    and took a log that cannot be written silently, exit 0."""
+    import json
+
+    from numerate.store import Store
+
+    db = tmp_path / "r.duckdb"
+    Store.open(str(db))
+    Store.close_all()
+    log = tmp_path / "locks.jsonl"
+    monkeypatch.setenv("NUMERATE_LOCK_LOG", str(log))
+    assert runner.invoke(app, ["db", str(db), "SELECT 1"]).exit_code == 0
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(line["kind"], line["db"]) for line in lines] == [("read", str(db))]
+    monkeypatch.setenv("NUMERATE_LOCK_LOG", str(tmp_path))
+    said = one_error(runner.invoke(app, ["runs", "--db", str(db)]))
+    assert "NUMERATE_LOCK_LOG=" in said and "cannot be written (Is a directory)" in said
