@@ -11,7 +11,7 @@ from numerate.store.queries import Source
 if TYPE_CHECKING:
     import polars as pl
 
-__all__ = ["calibrations_shown", "list_runs", "numgen_runs_elsewhere", "resolve_run"]
+__all__ = ["list_runs", "numgen_runs_elsewhere", "resolve_run"]
 
 
 def check_sweep_name(sweep: str | None) -> None:
@@ -46,15 +46,12 @@ def numgen_runs_elsewhere(source: Source) -> str:
         return f"; it holds {count} finished NumGen {runs}: {shows}"
     calibrations = queries.numgen_run_count(source, "calibration")
     if calibrations:
-        return f"; it holds {calibrations} detector calibration(s): {calibrations_shown(path)}"
+        return (
+            f"; it holds {calibrations} detector calibration(s): {queries.calibrations_shown(path)}"
+        )
     unfinished = sum(queries.numgen_run_count(source, kind, False)
                      for kind in ("benchmark", "calibration"))  # fmt: skip
     return f"; it holds {unfinished} NumGen run(s), none finished" if unfinished else ""
-
-
-def calibrations_shown(path: str) -> str:
-    """How a database's detector calibrations are shown (`path` quoted for a shell)."""
-    return f'`numerate db {path} "SELECT * FROM numgen_calibration"` shows them'
 
 
 def resolve_run(source: Source, text: str | None, sweep: str | None = None) -> str:

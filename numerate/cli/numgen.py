@@ -205,13 +205,12 @@ def _calibrations_only(source: Source) -> str:
     end of a sentence: a finished calibration was said not to be there ("" when none is)."""
     import shlex
 
-    from numerate.runs import calibrations_shown
     from numerate.store import queries
 
     count = queries.numgen_run_count(source, "calibration")
     if not count:
         return ""
-    shown = calibrations_shown(shlex.quote(source.path))
+    shown = queries.calibrations_shown(shlex.quote(source.path))
     return f"; it holds {count} detector calibration(s): {shown}"
 
 

@@ -399,6 +399,12 @@ def numgen_confusion(source: Source, run_id: str | None) -> tuple[str, str, str,
     return (str(rows[0][0]), str(rows[0][1]), str(rows[0][2]), str(rows[0][3])) if rows else None
 
 
+def calibrations_shown(path: str) -> str:
+    """How a database's detector calibrations are shown (`path` quoted for a shell), as the
+    end of a sentence."""
+    return f'`numerate db {path} "SELECT * FROM numgen_calibration"` shows them'
+
+
 def numgen_run_count(source: Source, kind: str = "benchmark", finished: bool = True) -> int:
     """How many NumGen runs of `kind` (benchmark or calibration) the database holds: finished
     ones (those `numgen report` shows), or any."""
