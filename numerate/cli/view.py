@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import signal
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -155,7 +155,7 @@ def export_pages(path: str, folder: Path) -> None:
         for stale in sorted(before - set(done.paths)):
             (folder / stale).unlink(missing_ok=True)
             _remove_emptied(folder, Path(stale).parent)
-        (folder / MARKER).write_text("".join(f"{name}\n" for name in done.paths))
+        _write_marker(folder, done.paths)
     except OSError as error:
         raise ConfigError(f"--export {folder}: cannot write there ({error.strerror})") from None
     except BaseException as error:
@@ -170,6 +170,11 @@ def export_pages(path: str, folder: Path) -> None:
             f"e.g. {where / done.unshown[0]}",
             err=True,
         )
+
+
+def _write_marker(folder: Path, names: Iterable[str]) -> None:
+    """The export's MARKER: the files it wrote, one per line."""
+    (folder / MARKER).write_text("".join(f"{name}\n" for name in names))
 
 
 def _stopped_export(folder: Path, fresh: bool, before: set[str], written: list[str]) -> NoReturn:
@@ -187,14 +192,11 @@ def _stopped_export(folder: Path, fresh: bool, before: set[str], written: list[s
                     shutil.rmtree(inside)
                 else:
                     inside.unlink()
-        for made in MADE:  # a folder the user had is left as it was: empty
-            with contextlib.suppress(OSError):
-                made.rmdir()
+        _unmade()  # a folder the user had is left as it was: empty
         said = f"the export was stopped; what it had written in {folder} is removed"
     else:
-        listed = sorted(before | set(written))
         with contextlib.suppress(OSError):
-            (folder / MARKER).write_text("".join(f"{name}\n" for name in listed))
+            _write_marker(folder, sorted(before | set(written)))
         said = f"the export into {folder} is incomplete; run the same command again to finish it"
     say_once("")(said)
     quiet_exit(stop_code())
