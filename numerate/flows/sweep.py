@@ -137,11 +137,12 @@ async def sweep(
     fresh: bool = False,
     unusable: dict[str, str] | None = None,
     plot: bool = True,
-) -> str | State:
+) -> str:
     """Evaluate every model of a sweep config on every grid point; returns the run id.
 
-    The flow run ends Failed, naming the model, the cause and the counts, when a model's part
-    is degraded (too many errors) or failed (stopped); the results are stored all the same.
+    The flow run ends Failed (RunFailed), naming the model, the cause and the counts, when a
+    model's part is degraded (too many errors) or failed (stopped); the results are stored
+    all the same.
 
     Args:
         config: the sweep config (validated once, where it enters: a deployment's parameters
@@ -190,9 +191,13 @@ async def sweep(
 
 async def conclude(
     run_id: str, db: str, config: SweepConfig, verdicts: list[PartVerdict], plot: bool = True
-) -> str | State:
-    """Aggregate, record how every part ended, publish; the run id, or a Failed state naming
-    every part that is not ok."""
+) -> str:
+    """Aggregate, record how every part ended, publish; the run id. RunFailed, naming every
+    part that is not ok, when one is not: raised, not returned as a Failed state, so that its
+    caller gets it from this process (Prefect keeps a raised error in memory). A returned
+    state's data came back through the API: when a state proposal was retried (a loaded
+    server answers late), the API took the retry for a duplicate and returned its own copy,
+    without the data, and the caller got Prefect's bare FailedRun (`numerate run` exit 1)."""
     await aggregate_run(run_id, db)
     status, message = run_verdict(verdicts)
     await finish_run(run_id, db, status, unwalked(verdicts))
@@ -203,10 +208,9 @@ async def conclude(
     if config.results_dir:
         await publish_shards(run_id, db, config.results_dir)
     await release_database(db)
-    if message is None:
-        return run_id
-    get_run_logger().error("run %s: %s", run_id, message)
-    return Failed(message=message, data=RunFailed(message, run_id))
+    if message is not None:
+        raise RunFailed(message, run_id)
+    return run_id
 
 
 @flow(name="nightly-sweep")
