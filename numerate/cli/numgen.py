@@ -6,6 +6,7 @@ Imports stay inside the commands: `numerate --help` must not load numpy or torch
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import signal
@@ -149,16 +150,18 @@ def _run_flow(config: Any, db: str, dispatch: str) -> dict[str, Any]:
     from numerate.kernel import stopping
     from numerate.kernel.files import check_folder
     from numerate.progress import reporting_to
-    from numerate.tasks.dispatch import Dispatch
-    from numerate.verdict import RunFailed
 
     if config.needs_images:
         check_folder("images_dir", config.images_dir)  # before the database is made
+    # before Prefect is imported: imported earlier, it did not see the server the command
+    # found (numerate's background server) and started a temporary one of its own
     _before_the_run(config, db, dispatch)
     if_stopped_say(None)  # said below, from here
     from prefect.exceptions import TerminationSignal
 
     from numerate.flows.numgen import numgen
+    from numerate.tasks.dispatch import Dispatch
+    from numerate.verdict import RunFailed
 
     quiet_run_logs(logging.CRITICAL)  # once Prefect has set its loggers up: how the run
     # ended is said once, below (a failing generator's tracebacks were printed per task)
@@ -166,16 +169,18 @@ def _run_flow(config: Any, db: str, dispatch: str) -> dict[str, Any]:
     label = f"numgen {_short(config.generator)} / {_short(config.detector_label)}"
     said = say_once("the images made so far are kept; run the same command again to continue "
                     "without making them twice")  # fmt: skip
-    on_hard_stop.append(said)  # a generator that does not return: the deadline ends the run
     started = datetime.now(UTC)
+    record_the_stop = functools.partial(_record_the_stop, config, db, started)
+    # a generator that does not return: the deadline ends the run, still recorded as stopped
+    on_hard_stop.extend([said, lambda: record_the_stop(1)])
     try:
         with reporting_to(terminal_progress(label)):
             result: dict[str, Any] = asyncio.run(numgen(config, db, cast(Dispatch, dispatch)))
     except (KeyboardInterrupt, TerminationSignal) as stop:  # Prefect's handler took a SIGTERM
-        _stopped(stop, lambda: said(_ended_as_it_stopped(config, db, started)))  # (exit 1)
+        _stopped(stop, lambda: said(record_the_stop(3)))  # (exit 1)
     except Exception as error:
         if stopping.asked():  # an error the stop caused (the run is recorded interrupted)
-            _stopped(KeyboardInterrupt(), lambda: said(_ended_as_it_stopped(config, db, started)))
+            _stopped(KeyboardInterrupt(), lambda: said(record_the_stop(3)))
         if isinstance(error, RunFailed):  # recorded as failed: a generator or detector failing
             fail(error, code=3)
         if isinstance(error, NumerateError | ValueError):
@@ -231,16 +236,19 @@ def shown_after_a_signal(run_id: str) -> Iterator[None]:
         quiet_exit(stop_code())
 
 
-def _ended_as_it_stopped(config: Any, db: str, started: datetime) -> str | None:
-    """What to say of the command's NumGen run when it had ended, stored, as the signal came
-    (not "run the same command again", which makes a new run), or had not begun (the database
-    made for it is removed), else None; within 3 s."""
+def _record_the_stop(config: Any, db: str, started: datetime, seconds: float) -> str | None:
+    """Mark the command's NumGen run interrupted, within `seconds` (its flow records it too,
+    through a task, which a loaded Prefect API kept past the stop deadline: the run stayed
+    `running`); what to say of the run when it had ended, stored, as the signal came (not
+    "run the same command again", which makes a new run), or had not begun (the database made
+    for it is removed), else None."""
     from numerate.cli.common import ended_as_the_signal_came
     from numerate.store import Store, StoreError, access
 
-    access.hurry(3)  # within the 5 s every command stops in (common.stop_within)
+    access.hurry(seconds)  # within the 5 s every command stops in (common.stop_within)
     with contextlib.suppress(StoreError):
         store = Store.open(db)
+        store.mark_interrupted()
         ended = store.numgen_ended_since(config.model_dump(mode="json"), started)
         if ended:
             return ended_as_the_signal_came(f"NumGen run {ended}", "numerate numgen report")

@@ -255,7 +255,7 @@ def _record_the_stop(
     said = None
     with contextlib.suppress(StoreError):  # busy: the run stays 'running', resumable
         store = Store.open(db_path)
-        store.mark_interrupted(sweep_config.name, sweep_config.fingerprint())
+        store.mark_interrupted()
         ended = store.ended_since(sweep_config.name, sweep_config.fingerprint(), started)
         if ended:
             said = ended_as_the_signal_came(f"run {ended}", f"numerate report --run {ended}")

@@ -192,15 +192,17 @@ class Tables:
         )
         return [str(row[0]) for row in rows]
 
-    def mark_interrupted(self, sweep_name: str, config_hash: str) -> None:
-        """Runs of this sweep that this process was running were stopped by the user."""
+    def mark_interrupted(self) -> None:
+        """The runs this process holds (sweeps' and NumGen's) that are still running were
+        stopped by the user."""
         mine = self.claimed_runs()
         if mine:
-            self.query(
-                "UPDATE runs SET status = 'interrupted' WHERE status = 'running' "
-                "AND sweep_name = ? AND config_hash = ? AND run_id IN (SELECT unnest(?))",
-                [sweep_name, config_hash, mine],
-            )
+            for table in ("runs", "numgen_runs"):
+                self.query(
+                    f"UPDATE {table} SET status = 'interrupted' WHERE status = 'running' "
+                    "AND run_id IN (SELECT unnest(?))",
+                    [mine],
+                )
 
     def ended_since(self, sweep_name: str, config_hash: str, since: datetime) -> str | None:
         """The run of this sweep that ended (finished, degraded or failed) at or after
@@ -322,6 +324,7 @@ class Tables:
 
     def start_numgen_run(self, run_id: str, kind: str, generator: str, detector: str,
                          config: Mapping[str, object], code_version: str) -> None:  # fmt: skip
+        self.claim_run(run_id)
         self.query(
             "INSERT INTO numgen_runs VALUES (?, ?, ?, ?, ?, ?, 'running', ?, NULL)",
             [run_id, kind, generator, detector, json.dumps(config), code_version, now()],
