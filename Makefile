@@ -31,13 +31,20 @@ browser:
 		  apt-get install -y -q chromium >/dev/null 2>&1 || \
 		  echo "warning: could not install Chromium: numerate view's browser tests will be skipped"; }
 
-## test: lint, the import contract (layers), the type check, then the whole test suite (what CI runs)
+## test: lint, the import contract (layers), the type check, then the whole test suite (what CI runs).
+## The suite runs on $(TEST_WORKERS) pytest-xdist workers (most tests wait on processes and servers:
+## three fill two cores) while mypy checks the types beside it; it ends with the 15 slowest tests,
+## so that growth shows at every landing. One folder while developing: docs/architecture.md.
+TEST_WORKERS ?= 3
 test: $(STAMP) browser
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
-	$(BIN)/mypy
-	$(BIN)/pytest
+	@$(BIN)/mypy > .mypy.log 2>&1 & mypy=$$!; \
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal --durations=15; tests=$$?; \
+	wait $$mypy; typed=$$?; echo "mypy: $$(tail -n 1 .mypy.log)"; \
+	if [ $$typed -ne 0 ]; then cat .mypy.log; fi; rm -f .mypy.log; \
+	[ $$tests -eq 0 ] && [ $$typed -eq 0 ]
 
 ## docs: the documentation site (docs/, mkdocs.yml) into site/, offline; a broken link or anchor
 ## fails it (`make test` builds it too: tests/test_docs.py)
@@ -62,4 +69,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/view.py
 
 clean:
-	rm -rf $(VENV) $(RESULTS) site .pytest_cache .ruff_cache .mypy_cache .import_linter_cache .hypothesis
+	rm -rf $(VENV) $(RESULTS) site .pytest_cache .ruff_cache .mypy_cache .mypy.log .import_linter_cache .hypothesis

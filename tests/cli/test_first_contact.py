@@ -722,7 +722,7 @@ def test_a_run_without_a_standard_output_runs_and_says_its_output_was_lost(tmp_p
     from tests.cli.test_run import numerate_env
 
     db = tmp_path / "r.duckdb"
-    env = {**numerate_env(tmp_path / "prefect"), "NUMERATE_SERVER": "temporary"}
+    env = {**numerate_env(tmp_path / "prefect", own_server=True), "NUMERATE_SERVER": "temporary"}
     closed = subprocess.run(
         [sys.executable, "-m", "numerate.cli", "run", "--model", "baseline:oracle", "--db",
          str(db)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=180,

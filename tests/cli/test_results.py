@@ -15,12 +15,14 @@ from typer.testing import CliRunner
 from numerate.cli import app
 from tests.cli.test_run import (
     ROOT,
+    logged,
     numerate_env,
     one_error_line,
     slow_sweep,
     start_sweep,
     write_config,
 )
+from tests.waiting import wait_until
 
 runner = CliRunner()
 
@@ -137,12 +139,13 @@ def test_reports_do_not_touch_a_foreign_database(tmp_path, command):
 def test_report_and_duckdb_read_a_sweep_while_it_runs(tmp_path):
     """A sweep that writes for a while: another process reads the database itself (no copy)
     while it runs, sees its graded answers marked running, and sees it finished after."""
-    config, endpoint, _ = slow_sweep(tmp_path, count=200, delay=0.05, batch_size=20)
+    config, endpoint, log = slow_sweep(tmp_path, count=200, delay=0.05, batch_size=20)
     db = tmp_path / "live.duckdb"
     env = numerate_env(tmp_path / "prefect")
     report = [sys.executable, "-m", "numerate.cli", "report", "--db", str(db), "--format", "json"]
     sweep = start_sweep(config, db, env)
-    try:
+    try:  # a `report` (a process: 1 s of CPU) once answers come, not before
+        wait_until(lambda: len(logged(log)) >= 10 or sweep.poll() is not None, 120, "answers")
         deadline = time.monotonic() + 120
         while True:
             assert sweep.poll() is None, "the sweep ended before it was read"

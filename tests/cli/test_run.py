@@ -1,6 +1,7 @@
 """`numerate run`, `report` and `db`: errors users see, and a sweep killed with SIGKILL."""
 
 import base64
+import contextlib
 import json
 import os
 import signal
@@ -17,6 +18,8 @@ from typer.testing import CliRunner
 from numerate.cli import app
 from numerate.cli.common import SAME_SIGNAL_S
 from tests.fake_openai import Reply, spawn
+from tests.prefect_server import migrated_database
+from tests.waiting import cpu_seconds, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
@@ -143,11 +146,41 @@ def test_db_reports_bad_sql_in_one_line(tmp_path):
 # ---------------------------------------------------------------- real processes
 
 
-def numerate_env(prefect_home):
+def numerate_env(prefect_home, own_server=False, migrated=True):
+    """The environment of a `numerate` the test starts as a process: a Prefect home of its
+    own, reporting to the session's Prefect server (tests/conftest.py). `own_server`: to no
+    server, so that the command starts one itself (Prefect's temporary server, unless the
+    test asks NUMERATE_SERVER=background), for the tests of that start; in a home whose
+    Prefect database is already migrated, unless not `migrated` (a new home's first start)."""
     env = dict(os.environ)
     env.update({"PREFECT_HOME": str(prefect_home), "PYTHONUNBUFFERED": "1"})
-    env.pop("PREFECT_API_URL", None)
+    if own_server:
+        env.pop("PREFECT_API_URL", None)
+        if migrated:
+            migrated_database(Path(prefect_home))
     return env
+
+
+class Console(list):
+    """Arguments whose refusal the console script words (the command-line parser's own
+    errors, an argument that is no UTF-8): `refusal` runs them as a user runs them."""
+
+
+def refusal(arguments, cwd):
+    """How `numerate <arguments>`, run in `cwd`, refused them: its exit code, standard output
+    and standard error. In this process (Typer's runner: a command's refusal is its own,
+    however it is started) unless the arguments are `Console`'s: through the console script
+    (`python -m numerate.cli`), which words the parser's errors and checks the arguments."""
+    if isinstance(arguments, Console):
+        done = subprocess.run(
+            [sys.executable, "-m", "numerate.cli", *arguments], cwd=cwd,
+            env=numerate_env(Path(cwd) / "prefect"), capture_output=True, text=True,
+            timeout=120, errors="surrogateescape",
+        )  # fmt: skip
+        return done.returncode, done.stdout, done.stderr
+    with contextlib.chdir(cwd):
+        result = runner.invoke(app, list(arguments))
+    return result.exit_code, result.stdout, result.stderr
 
 
 def start_endpoint(tmp_path, delay):
@@ -328,27 +361,62 @@ def test_a_night_with_a_dead_endpoint_exits_3_after_storing_the_rest(tmp_path):
     con.close()
 
 
+def test_a_failed_run_exits_3_when_prefect_s_api_answers_its_end_as_a_repeat(tmp_path, monkeypatch):
+    """Issue 35's flake: under load, Prefect's client sent the run's end (its Failed state)
+    again after an answer that did not come; the API took the second for a repeat of the
+    first and answered with its own copy of the state, without the error the flow had put in
+    it, and `numerate run` ended in Prefect's bare FailedRun (exit 1, a traceback) instead of
+    exit 3. The flow raises the run's failure now: it reaches the command from this process,
+    whatever the API answers. Here the API's answer to the end is that repeat's."""
+    from prefect.client.orchestration import PrefectClient
+    from prefect.client.schemas.responses import (
+        OrchestrationResult,
+        SetStateStatus,
+        StateRejectDetails,
+    )
+
+    sent = PrefectClient.set_flow_run_state
+
+    async def answered_as_a_repeat(self, flow_run_id, state, force=False):
+        answer = await sent(self, flow_run_id, state, force=force)
+        if not state.is_failed():
+            return answer
+        repeat = StateRejectDetails(reason="This run has already made this state transition.")
+        return OrchestrationResult(state=answer.state, status=SetStateStatus.REJECT,
+                                   details=repeat)  # fmt: skip
+
+    monkeypatch.setattr(PrefectClient, "set_flow_run_state", answered_as_a_repeat)
+    gone = {"name": "gone", "model": "m", "base_url": "http://127.0.0.1:9/v1"}
+    path = write_config(tmp_path / "s.yaml", [gone, {"name": "oracle", "model": "baseline:oracle"}])
+    result = runner.invoke(app, ["run", "--config", str(path), "--db", str(tmp_path / "r.duckdb")])
+    assert result.exit_code == 3, result.output
+    assert result.stderr.strip().splitlines()[-1].startswith("error: run cli-")
+    assert "model 'gone' failed: cannot reach" in result.stderr
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        (["generate", "objects", "--count", "ten"], "Invalid value for '--count'"),
-        (["frobnicate"], "No such command 'frobnicate'"),
+        (Console(["generate", "objects", "--count", "ten"]), "Invalid value for '--count'"),
+        (Console(["frobnicate"]), "No such command 'frobnicate'"),
         (["generate", "objects", "--seed", "-1"], "--seed -1"),
         (["generate", "objects", "--set", "length=true"], "--set length=true: Input should be"),
         (["generate", "objects", "--set", "length=1e400"], "--set length=1e400: Input should"),
         (["generate", "objects", "--set", "anchor=\udcff"], "undecodable"),
         # corpus L: a traceback (regrade, db), DuckDB's or pydantic's words, or two lines
-        (["regrade", "--run", "\udcff"], "error: --run \\xff: not valid text (undecodable"),
-        (["db", "x.duckdb", "select '\udcff'"], "error: select '\\xff': not valid text"),
-        (["run", "--model", "\udcff", "--base-url", "http://127.0.0.1:9/v1"],
+        (Console(["regrade", "--run", "\udcff"]),
+         "error: --run \\xff: not valid text (undecodable"),
+        (Console(["db", "x.duckdb", "select '\udcff'"]), "error: select '\\xff': not valid text"),
+        (Console(["run", "--model", "\udcff", "--base-url", "http://127.0.0.1:9/v1"]),
          "error: --model \\xff: not valid text"),
-        (["numgen", "run", "--generator=\udcff"], "error: --generator=\\xff: not valid text"),
+        (Console(["numgen", "run", "--generator=\udcff"]),
+         "error: --generator=\\xff: not valid text"),
         (["run", "--model", "m", "--base-url", "http://[::1:bad"], "is not a valid URL"),
         (["run", "--model", "baseline:oracle", "--db", "/proc/nonexistent/x.duckdb"],
          "cannot open results database /proc/nonexistent/x.duckdb"),
         (["numgen", "calibrate", "--detector", "blobs", "--count", "-1"],
          "--count -1: Input should be greater than or equal to 1"),
-        (["generate", "objects", "--out", ""], "'--out': '': give a path (an empty one"),
+        (Console(["generate", "objects", "--out", ""]), "'--out': '': give a path (an empty one"),
         (["run", "--model", " ", "--base-url", "http://127.0.0.1:9/v1"], "--model ' ': give a"),
         (["run", "--name", "foo"], "--name needs --model"),
         (["run", "--model", "baseline:oracle", "--name", ""], "--name '': give a label"),
@@ -360,25 +428,22 @@ def test_a_night_with_a_dead_endpoint_exits_3_after_storing_the_rest(tmp_path):
          "error: --api-key-env: model 'baseline:oracle' is baseline:oracle, which asks no"),
         (["run", "--model", "m", "--base-url", "ftp://x"],
          "error: --base-url 'ftp://x' must start with http:// or https://"),
-        (["grade", ""], "'path': '': give a path"),
-        (["plot", "--out", ""], "'--out': '': give a path"),
-        (["run", "--config", ""], "'--config' / '-c': '': give a path"),
-        (["numgen", "run", "--config", " "], "'--config' / '-c': ' ': give a path"),
-        (["numgen", "score", "--responses", ""], "'--responses': '': give a path"),
-        (["numgen", "report", "--heatmap", ""], "'--heatmap': '': give a path"),
+        (Console(["grade", ""]), "'path': '': give a path"),
+        (Console(["plot", "--out", ""]), "'--out': '': give a path"),
+        (Console(["run", "--config", ""]), "'--config' / '-c': '': give a path"),
+        (Console(["numgen", "run", "--config", " "]), "'--config' / '-c': ' ': give a path"),
+        (Console(["numgen", "score", "--responses", ""]), "'--responses': '': give a path"),
+        (Console(["numgen", "report", "--heatmap", ""]), "'--heatmap': '': give a path"),
     ],
 )  # fmt: skip
 def test_garbage_on_the_command_line_is_one_line_and_exit_2(tmp_path, arguments, message):
-    """Through the console script's own entry point, as a user runs it."""
-    env = numerate_env(tmp_path / "prefect")
-    done = subprocess.run(
-        [sys.executable, "-m", "numerate.cli", *arguments], cwd=tmp_path, env=env,
-        capture_output=True, text=True, timeout=120, errors="surrogateescape",
-    )  # fmt: skip
-    assert done.returncode == 2, done.stderr
-    lines = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
-    assert len(lines) == 1 and message in lines[0], done.stderr
-    assert "Traceback" not in done.stderr
+    """What the command-line parser refuses, through the console script, as a user runs it;
+    what a command refuses, in this process (see `refusal`)."""
+    code, _, stderr = refusal(arguments, tmp_path)
+    assert code == 2, stderr
+    lines = [line for line in stderr.splitlines() if line.startswith("error: ")]
+    assert len(lines) == 1 and message in lines[0], stderr
+    assert "Traceback" not in stderr
 
 
 @pytest.mark.parametrize(
@@ -434,7 +499,7 @@ def test_a_run_says_what_it_does_in_numerate_s_words_only(tmp_path, command):
         "numgen": ["numgen", "run", "--generator", "synthetic", "--detector", "blobs",
                    "--count", "1", "--images-dir", str(tmp_path / "images")],
     }[command]  # fmt: skip
-    env = numerate_env(tmp_path / "prefect")
+    env = numerate_env(tmp_path / "prefect", own_server=True)
     env["PREFECT_LOGGING_LEVEL"] = "INFO"
     for name in ("DO_NOT_TRACK", "PREFECT_SERVER_ANALYTICS_ENABLED"):
         env.pop(name, None)
@@ -467,7 +532,7 @@ def test_a_missing_secret_block_is_one_line_and_leaves_no_server_behind(tmp_path
             str(tmp_path / "r.duckdb"),
         ],
         cwd=ROOT,
-        env=numerate_env(tmp_path / "prefect"),
+        env=numerate_env(tmp_path / "prefect", own_server=True),
         capture_output=True,
         text=True,
         timeout=120,
@@ -490,7 +555,8 @@ def test_prefect_s_temporary_server_dies_with_a_killed_cli(tmp_path):
         )
         command = [sys.executable, "-m", "numerate.cli", "run", "--config", str(config),
                    "--db", str(tmp_path / "r.duckdb")]  # fmt: skip
-        cli = subprocess.Popen(command, cwd=ROOT, env=numerate_env(tmp_path / "prefect"),
+        cli = subprocess.Popen(command, cwd=ROOT,
+                               env=numerate_env(tmp_path / "prefect", own_server=True),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
         deadline = time.monotonic() + 120
         while len(logged(log)) < 10:
@@ -706,7 +772,7 @@ def _contents(tmp_path):
 HOSTILE = [
     # output paths: no name, a folder, a device, a link loop, a "folder" that is a file, a
     # format the command does not write, a link planted at the old temporary name
-    ({}, ["generate", "objects", "--out", ""], "'--out': '': give a path"),
+    ({}, Console(["generate", "objects", "--out", ""]), "'--out': '': give a path"),
     ({"taken": FOLDER}, ["generate", "objects", "--out", "taken"], "--out taken: a folder"),
     ({"taken": FOLDER}, ["grade", "none.jsonl", "--out", "taken"], "--out taken: a folder"),
     ({"taken.png": FOLDER}, ["plot", "--out", "taken.png", "--db", "none.duckdb"],
@@ -730,9 +796,9 @@ HOSTILE = [
     ({"e.duckdb": ""}, ["report", "--db", "e.duckdb"], "e.duckdb: an empty file, not a DuckDB"),
     ({"e.duckdb": ""}, ["run", "--model", "baseline:oracle", "--db", "e.duckdb"],
      "cannot open results database e.duckdb: an empty file, not a DuckDB database"),
-    ({}, ["compare", "latest", "previous", "--alpha", "1e-400", "--db", "x.duckdb"],
+    ({}, Console(["compare", "latest", "previous", "--alpha", "1e-400", "--db", "x.duckdb"]),
      "'--alpha': 1e-400: need 0 < alpha < 1 (too small to tell from 0)"),  # not "0.0"
-    ({}, ["compare", "latest", "previous", "--alpha", "nan", "--db", "x.duckdb"],
+    ({}, Console(["compare", "latest", "previous", "--alpha", "nan", "--db", "x.duckdb"]),
      "'--alpha': nan: need 0 < alpha < 1"),
     ({}, ["numgen", "run", "--device", "tpu", "--db", "x.duckdb"], "--device 'tpu'"),
     ({}, ["numgen", "run", "--device", "cuda:x", "--db", "x.duckdb"], "cuda, cuda:N or mps"),
@@ -780,21 +846,18 @@ HOSTILE = [
 
 @pytest.mark.parametrize(("files", "arguments", "message"), HOSTILE)
 def test_hostile_input_is_one_line_exit_2_and_writes_nothing(tmp_path, files, arguments, message):
-    """Output paths, unknown values and input beyond the bounds of kernel.inputs: through the
-    console script, one `error:` line, exit 2, nothing on stdout, no file created or changed
-    (a link planted at a temporary name included)."""
+    """Output paths, unknown values and input beyond the bounds of kernel.inputs: one `error:`
+    line, exit 2, nothing on stdout, no file created or changed (a link planted at a temporary
+    name included)."""
     _plant(tmp_path, files)
     before = _contents(tmp_path)
-    done = subprocess.run(
-        [sys.executable, "-m", "numerate.cli", *arguments], cwd=tmp_path,
-        env=numerate_env(tmp_path / "prefect"), capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert done.returncode == 2, done.stderr[-2000:]
-    lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr[-2000:]
+    code, stdout, stderr = refusal(arguments, tmp_path)
+    assert code == 2, stderr[-2000:]
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), stderr[-2000:]
     assert message in lines[0], lines[0]
     assert len(lines[0]) < 400  # the input is named, not repeated
-    assert done.stdout == ""
+    assert stdout == ""
     assert _contents(tmp_path) == before
 
 
@@ -825,16 +888,11 @@ def test_db_prints_every_duckdb_type_in_every_format(tmp_path, output):
         assert shown in result.stdout, (shown, result.stdout)
 
 
-def _cpu_seconds(pid):
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _wait_until_the_query_runs(process, deadline):
     """Until the process has used 5 CPU seconds: starting (imports, opening the database) takes
     about 2, whatever the load, so the query runs."""
     while time.monotonic() < deadline and process.poll() is None:
-        if _cpu_seconds(process.pid) >= 5:
+        if cpu_seconds(process.pid) >= 5:
             return
         time.sleep(0.2)
 
@@ -858,7 +916,8 @@ def test_a_signal_stops_a_command_stuck_in_one_long_call_in_c(stop, code):
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
     try:
         assert stuck.stdout.readline().strip() == "ready"
-        time.sleep(0.5)
+        ready = cpu_seconds(stuck.pid)  # in the C call once it spends CPU after "ready"
+        wait_until(lambda: cpu_seconds(stuck.pid) > ready + 0.1, what="the long call runs")
         stuck.send_signal(stop)
         sent = time.monotonic()
         out, err = stuck.communicate(timeout=30)
@@ -897,8 +956,9 @@ def _run_starting_its_server(tmp_path, home, which="run"):
     temporary server (its standard error read up to that line)."""
     command = [sys.executable, "-m", "numerate.cli", *STARTING[which][0],
                "--db", str(tmp_path / "r.duckdb")]  # fmt: skip
-    started = subprocess.Popen(command, cwd=ROOT, env=numerate_env(home), text=True,
-                               stderr=subprocess.PIPE, start_new_session=True)  # fmt: skip
+    env = numerate_env(home, own_server=True)
+    started = subprocess.Popen(command, cwd=ROOT, env=env, text=True, stderr=subprocess.PIPE,
+                               start_new_session=True)  # fmt: skip
     for line in started.stderr:
         if line.startswith("starting Prefect's temporary server"):
             break

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def background_env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = numerate_env(tmp_path / "prefect")
+    env = numerate_env(tmp_path / "prefect", own_server=True)
     env.update(NUMERATE_SERVER="background", PREFECT_SERVER_API_PORT=str(free_port()), **extra)
     return env
 
@@ -45,6 +45,24 @@ def wait_until(condition, seconds: float) -> bool:
             return True
         time.sleep(0.2)
     return condition()
+
+
+def flow_runs_of(url: str, flow: str) -> list:
+    """The runs of the flow named `flow` on the Prefect server at `url`."""
+    import asyncio
+
+    from prefect import get_client
+    from prefect.client.schemas.filters import FlowFilter, FlowFilterName
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    async def read() -> list:
+        async with get_client() as client:
+            return await client.read_flow_runs(
+                flow_filter=FlowFilter(name=FlowFilterName(any_=[flow]))
+            )
+
+    with temporary_settings(updates={PREFECT_API_URL: url}):
+        return asyncio.run(read())
 
 
 @pytest.fixture
@@ -89,6 +107,7 @@ def test_the_first_run_starts_the_server_later_runs_reuse_it_and_stop_stops_it(
         assert numgen.returncode == 0, numgen.stderr
         assert "Starting temporary server" not in numgen.stderr, numgen.stderr
         assert "note: reporting to the Prefect server already on" in numgen.stderr
+        assert flow_runs_of(server["url"], "numgen"), "the NumGen run is not on the server"
 
         running = numerate(env, "server", "status")
         assert running.returncode == 0 and server["url"] in running.stdout
@@ -387,7 +406,7 @@ def test_a_prefect_api_url_that_redirects_is_said_to_redirect():
 def test_an_empty_prefect_api_url_is_taken_as_unset(tmp_path):
     """`PREFECT_API_URL= numerate run`: Prefect took the empty text for an address, and its
     event worker printed some 280 lines of tracebacks (exit 0)."""
-    env = {**numerate_env(tmp_path / "prefect"), "NUMERATE_SERVER": "temporary",
+    env = {**numerate_env(tmp_path / "prefect", own_server=True), "NUMERATE_SERVER": "temporary",
            "PREFECT_API_URL": ""}  # fmt: skip
     db = str(tmp_path / "r.db")
     done = numerate(env, "run", "--model", "baseline:oracle", "--db", db)
@@ -397,7 +416,7 @@ def test_an_empty_prefect_api_url_is_taken_as_unset(tmp_path):
 
 def test_server_start_names_what_keeps_the_background_server_unused(tmp_path):
     """Corpus H: `PREFECT_API_URL or NUMERATE_SERVER=temporary is set` when only one was."""
-    env = {**numerate_env(tmp_path / "prefect"), "NUMERATE_SERVER": "temporary"}
+    env = {**numerate_env(tmp_path / "prefect", own_server=True), "NUMERATE_SERVER": "temporary"}
     done = numerate(env, "server", "start", timeout=60)
     assert done.returncode == 2 and done.stderr == (
         "error: NUMERATE_SERVER=temporary is set: each command starts a server of its own, no "
@@ -408,7 +427,7 @@ def test_server_start_names_what_keeps_the_background_server_unused(tmp_path):
 @pytest.mark.parametrize("command", [["server", "status"], ["server", "stop"]])
 def test_a_bad_numerate_server_is_one_line_for_status_and_stop(tmp_path, command):
     """Corpus J: `status` showed a ConfigError traceback (exit 1), `stop` ignored it (exit 0)."""
-    env = {**numerate_env(tmp_path / "prefect"), "NUMERATE_SERVER": "bogus"}
+    env = {**numerate_env(tmp_path / "prefect", own_server=True), "NUMERATE_SERVER": "bogus"}
     done = numerate(env, *command, timeout=60)
     assert (done.returncode, done.stdout) == (2, ""), done.stderr
     assert done.stderr == "error: NUMERATE_SERVER='bogus': choose background or temporary\n"

@@ -1,7 +1,8 @@
-"""What a sweep shows in Prefect, read back from the harness's server: its results table and
-summary under keys that keep each night's version, progress, names and tags."""
+"""What a sweep shows in Prefect, read back from the server: its results table and summary
+under keys that keep each night's version, progress, names and tags."""
 
 import asyncio
+import os
 
 import pytest
 from prefect import get_client
@@ -50,6 +51,28 @@ async def tagged_runs(tag):
     return runs, tasks
 
 
+@pytest.fixture
+def recording_task_runs(tmp_path):
+    """A Prefect server of the test's own that records task runs, this test's flows reporting
+    to it. The session's server does not record them (tests/conftest.py): its recorder waited
+    up to 60 s for SQLite's lock with the server's event loop held, under several workers."""
+    from prefect.events.worker import EventsWorker
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from tests.prefect_server import migrated_database, start_prefect_server, stop
+
+    migrated_database(tmp_path / "server")
+    server, url = start_prefect_server(dict(os.environ, PREFECT_HOME=str(tmp_path / "server")))
+    try:  # Prefect's events worker of this process sends to the server it was started for:
+        EventsWorker.drain_all(timeout=30)  # the next one is this test's, then the session's
+        with temporary_settings(updates={PREFECT_API_URL: url}):
+            yield url
+            EventsWorker.drain_all(timeout=30)
+    finally:
+        stop(server)
+
+
+@pytest.mark.usefixtures("recording_task_runs")
 def test_a_sweep_publishes_results_summary_comparison_and_progress(db_path, tmp_path):
     from prefect import tags
 

@@ -4,11 +4,12 @@ night; and the family-wise false-alarm rate of that Holm step."""
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from numerate.kernel.power import minimum_detectable_drop, regression_power
 from numerate.kernel.stats import holm, holm_over_discordant, mcnemar_exact
+from tests.examples import examples
 
 ALPHA = 0.05
 
@@ -142,7 +143,7 @@ def _halving(n, discordant, level):
     return high
 
 
-@settings(max_examples=40, deadline=None)
+@examples(40)
 @given(
     n=st.integers(1, 400),
     share=st.floats(0.0, 1.0),

@@ -3,13 +3,14 @@
 import json
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from numerate.manifolds import registry
 from numerate.manifolds.common import CaseBase, point_seed
 from numerate.manifolds.grading import Outcome
+from tests.examples import examples
 
 NAMES = registry.names()
 
@@ -85,7 +86,7 @@ def test_chance_level_is_a_probability(name):
 
 @pytest.mark.parametrize("name", NAMES)
 @given(text=st.text(max_size=400))
-@settings(max_examples=200, deadline=None)
+@examples(200)
 def test_grading_never_raises_on_arbitrary_text(name, text):
     manifold = registry.get(name)
     case = manifold.generate(manifold.params(), 1, 0)

@@ -8,11 +8,12 @@ titles; dancing "Lola"; balls "blue ball".
 import time
 
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from numerate.manifolds import registry
 from numerate.manifolds.grading import Outcome
+from tests.examples import examples
 
 OBJECTS = registry.get("objects")
 SEQUENCE = registry.get("sequence")
@@ -272,7 +273,7 @@ cases = st.builds(
     style=st.sampled_from(ANSWER_STYLES),
     shift=st.integers(1, 50),
 )
-@settings(max_examples=300, deadline=None)
+@examples(300)
 def test_a_decoy_inside_the_reasoning_never_counts(case, wrapper, style, shift):
     opening, closing = wrapper
     decoy = a_wrong_value(case, shift)
@@ -283,7 +284,7 @@ def test_a_decoy_inside_the_reasoning_never_counts(case, wrapper, style, shift):
 
 
 @given(case=cases, style=st.sampled_from(ANSWER_STYLES), shift=st.integers(1, 50))
-@settings(max_examples=300, deadline=None)
+@examples(300)
 def test_a_different_value_is_never_correct(case, style, shift):
     wrong = a_wrong_value(case, shift)
     output = f"<think>The answer is {case.target}.</think>\n{style.format(wrong)}"
@@ -292,7 +293,7 @@ def test_a_different_value_is_never_correct(case, style, shift):
 
 
 @given(case=cases, shift=st.integers(1, 50))
-@settings(max_examples=200, deadline=None)
+@examples(200)
 def test_offering_two_values_is_never_correct(case, shift):
     wrong = a_wrong_value(case, shift)
     assume(case.manifold != "shuffle" or wrong != case.target)
@@ -302,7 +303,7 @@ def test_offering_two_values_is_never_correct(case, shift):
 
 
 @given(case=cases, wrapper=st.sampled_from(WRAPPERS))
-@settings(max_examples=100, deadline=None)
+@examples(100)
 def test_an_unclosed_reasoning_block_is_no_answer(case, wrapper):
     output = f"{wrapper[0]}Thinking... Answer: {case.target}"
     assert registry.get(case.manifold).grade(case, output).outcome is Outcome.UNPARSED

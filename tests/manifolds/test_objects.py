@@ -2,7 +2,7 @@ import random
 import re
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
@@ -20,6 +20,7 @@ from numerate.manifolds.objects import (
     quantity_phrase,
     render_items,
 )
+from tests.examples import examples
 
 MANIFOLD = registry.get("objects")
 WORD_VALUES = {
@@ -72,7 +73,7 @@ def test_same_seed_same_case(params, seed, index):
     assert generate(params, seed, index) == generate(params, seed, index)
 
 
-@settings(max_examples=400, deadline=None)
+@examples(400)
 @given(params_strategy(), st.integers(0, 2**62))
 def test_invariants_and_independent_answer(params, base_seed):
     seed = point_seed("objects", params, base_seed)
@@ -291,7 +292,7 @@ def test_large_totals_with_thousands_separator():
     assert grade(case, "Answer: 1,234").outcome is Outcome.CORRECT
 
 
-@settings(max_examples=300, deadline=None)
+@examples(300)
 @given(
     seed=st.integers(0, 2**32),
     index=st.integers(0, 1000),

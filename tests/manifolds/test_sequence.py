@@ -1,7 +1,7 @@
 import re
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
@@ -20,6 +20,7 @@ from numerate.manifolds.sequence import (
     is_prime,
     rule_text,
 )
+from tests.examples import examples
 
 MANIFOLD = registry.get("sequence")
 CATEGORY_BITS = {"skip": 1, "modulo": 2, "conditions": 4}
@@ -86,7 +87,7 @@ def test_same_seed_same_case(params, seed, index):
     assert generate(params, seed, index) == generate(params, seed, index)
 
 
-@settings(max_examples=500, deadline=None)
+@examples(500)
 @given(params_strategy(), st.integers(0, 2**62))
 def test_invariants_and_independent_answer(params, base_seed):
     seed = point_seed("sequence", params, base_seed)

@@ -1,7 +1,7 @@
 import re
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from numerate.manifolds import registry
@@ -17,6 +17,7 @@ from numerate.manifolds.shuffle import (
     generate,
     grade,
 )
+from tests.examples import examples
 
 MANIFOLD = registry.get("shuffle")
 
@@ -41,7 +42,7 @@ def test_same_seed_same_case(params, seed, index):
     assert generate(params, seed, index) == generate(params, seed, index)
 
 
-@settings(max_examples=400, deadline=None)
+@examples(400)
 @given(params_strategy(), st.integers(0, 2**62))
 def test_invariants_and_independent_answer(params, base_seed):
     seed = point_seed("shuffle", params, base_seed)

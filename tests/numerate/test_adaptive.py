@@ -5,13 +5,14 @@ import hashlib
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from numerate.adaptive import Sampler, decide, first_round
 from numerate.config import Precision
 from numerate.kernel.stats import wilson_interval
 from numerate.plan import plan_manifold
+from tests.examples import examples
 
 PRECISION = Precision(ci_width=0.10, min_count=20, max_count=400, step=20)
 
@@ -87,7 +88,7 @@ def test_a_resumed_point_takes_up_what_is_stored():
     assert sampler.points[("objects", "length=3")].asked == 20
 
 
-@settings(max_examples=60, deadline=None)
+@examples(60)
 @given(
     accuracy=st.floats(0, 1),
     samples=st.integers(1, 2),

@@ -4,6 +4,7 @@ the same time while two readers poll `report` and `db` every second."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 
@@ -23,7 +24,7 @@ from tests.contention import (
     wait_for_file,
 )
 from tests.fake_openai import spawn
-from tests.prefect_server import start_prefect_server, stop
+from tests.waiting import wait_until
 
 CASES = 45  # per sweep: at 0.25 s an answer, two at a time, about 6 s of asking
 
@@ -45,8 +46,9 @@ def wait_for_a_run(db, env, timeout_s=120):
 def test_two_sweeps_numgen_and_an_ingest_share_one_database_with_two_readers(tmp_path):
     lock_log = tmp_path / "locks.jsonl"
     endpoint, base_url = spawn(tmp_path, "--delay", "0.25")
-    server, api_url = start_prefect_server(environment(tmp_path / "prefect", None, lock_log))
-    env = environment(tmp_path / "prefect", api_url, lock_log)
+    env = environment(
+        tmp_path / "prefect", os.environ["PREFECT_API_URL"], lock_log
+    )  # the session's
     db = tmp_path / "shared.duckdb"
     readers: list[Reader] = []
     try:
@@ -96,13 +98,13 @@ def test_two_sweeps_numgen_and_an_ingest_share_one_database_with_two_readers(tmp
                 if name not in ended and process.poll() is not None:
                     ended[name] = time.time()
             time.sleep(0.2)
-        time.sleep(1.5)  # a last poll of each reader after the writers
+        last = max(ended.values())  # a last poll of each reader after the writers:
+        wait_until(lambda: all(any(p.started > last for p in r.polls) for r in readers), 60)
     finally:
         for reader in readers:
             reader.stop()
         endpoint.kill()
         endpoint.wait()
-        stop(server)
 
     for name, process in writers.items():
         log = (tmp_path / f"{name}.log").read_text()

@@ -6,13 +6,14 @@ import json
 import pickle
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from numerate.config import parse_sweep_config
 from numerate.env import startup_objects_frozen
 from numerate.manifolds import registry
 from numerate.plan import case_row, plan_manifold
+from tests.examples import examples
 
 MANIFOLD_GRIDS = {
     "objects": {"length": [2, 7], "distractor_count": [0, 3]},
@@ -32,7 +33,7 @@ def planned(manifold, seed, count=3):
     return plan_manifold(config.manifolds[0], seed)
 
 
-@settings(max_examples=20, deadline=None)
+@examples(20)
 @given(manifold=st.sampled_from(sorted(MANIFOLD_GRIDS)), seed=st.integers(0, 2**31))
 def test_a_planned_case_carries_the_fields_of_the_case_it_stands_for(manifold, seed):
     for item in planned(manifold, seed):
@@ -85,7 +86,7 @@ def test_an_error_inside_the_block_unfreezes():
 _text = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=40)
 
 
-@settings(max_examples=60, deadline=None)
+@examples(60)
 @given(
     base_url=st.sampled_from(["http://127.0.0.1:8000/v1", "https://api.example.com/v1/"]),
     revision=st.none() | _text.filter(str.strip),

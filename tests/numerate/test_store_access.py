@@ -21,6 +21,7 @@ from numerate.store.access import connect, holder
 from numerate.store.journal import Journal, journal_dir, live_owners, orphans, read_segment
 from numerate.store.migrations import MIGRATIONS
 from numerate.store.schema import now
+from tests.waiting import wait_until, waits_for_the_database
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -280,8 +281,9 @@ def test_ctrl_c_stops_a_command_waiting_for_the_database_at_once(db_path):
             [sys.executable, "-m", "numerate.cli", "cache", "clear", "--db", db_path],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
-        time.sleep(3)  # it is waiting by now (the default wait is 600 s)
-        assert waiting.poll() is None
+        waits = lambda: waits_for_the_database(db_path, waiting.pid)  # noqa: E731
+        wait_until(lambda: waits() or waiting.poll() is not None, what="the command waits")
+        assert waiting.poll() is None  # waiting (the default wait is 600 s)
         started = time.monotonic()
         waiting.send_signal(signal.SIGINT)
         _, stderr = waiting.communicate(timeout=30)

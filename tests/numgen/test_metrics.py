@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from numerate.numgen.baselines import random_counts, weber_counts
@@ -22,6 +22,7 @@ from numerate.numgen.metrics import (
     uniform_matrix,
     weber_matrix,
 )
+from tests.examples import examples
 
 
 def matrix(rows: dict[int, dict[int, int]], design=range(1, 11)) -> ConfusionMatrix:
@@ -141,7 +142,7 @@ def test_scalar_variability_by_hand():
     assert sv.slope == pytest.approx(0.0, abs=1e-12) and sv.p_slope_is_1 < 1e-9
 
 
-@settings(max_examples=200, deadline=None)
+@examples(200)
 @given(
     scale=st.floats(0.05, 20.0),
     exponent=st.sampled_from([0.0, 0.5, 1.0, 1.5]),
@@ -210,7 +211,7 @@ def test_the_weber_observer_is_human_like_and_knows_up_to_four():
 responses = st.lists(st.tuples(st.integers(1, 10), st.integers(0, 40)), min_size=1, max_size=200)
 
 
-@settings(max_examples=150, deadline=None)
+@examples(150)
 @given(responses)
 def test_metric_invariants(pairs):
     targets, generated = zip(*pairs, strict=True)

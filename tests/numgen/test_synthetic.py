@@ -1,12 +1,13 @@
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from PIL import Image, ImageDraw
 
 from numerate.numgen.synthetic import SHAPES, count_blobs, draw_stimulus
+from tests.examples import examples
 
 
-@settings(max_examples=120, deadline=None)
+@examples(120)
 @given(
     n=st.integers(0, 25),
     seed=st.integers(0, 2**32 - 1),

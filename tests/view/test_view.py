@@ -19,6 +19,7 @@ from numerate.cli import app
 from numerate.view.app import create_app
 from numerate.view.pages import PAGE_SIZE, pager
 from tests.view.conftest import sql, start_view
+from tests.waiting import wait_until, waits_for_the_database
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[2]
@@ -319,12 +320,17 @@ def test_a_signal_while_a_page_waits_for_a_held_database_says_only_that(results,
             with contextlib.suppress(OSError):
                 urllib.request.urlopen(address, timeout=30).close()
 
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.extend(server.stderr), daemon=True)
+        reader.start()
         threading.Thread(target=ask, daemon=True).start()
-        time.sleep(2)
+        wait_until(lambda: waits_for_the_database(db, server.pid), what="the page waits")
+        wait_until(lambda: any("waiting for results database" in line for line in lines),
+                   what="the page says it waits")  # after a second of it  # fmt: skip
         server.send_signal(getattr(signal, stop))
         assert server.wait(10) == (130 if stop == "SIGINT" else 143)
-        said = server.stderr.read()
-        assert "waiting for results database" in said  # the page was waiting
+        reader.join(10)  # to the end of what it said
+        said = "".join(lines)
         assert "Traceback" not in said and "Cancel" not in said and "ERROR" not in said, said
         assert said.strip().endswith("interrupted" if stop == "SIGINT" else "terminated")
     finally:
@@ -337,7 +343,6 @@ def test_pages_of_a_run_that_is_going_update_themselves_while_it_writes(tmp_path
     """A sweep writing for a while in another process: the viewer reads the same file (no
     copy) while it runs, shows the run as running with its answers so far, on pages that reload
     themselves, and never stops the sweep."""
-    import time
 
     from tests.cli.test_run import numerate_env, slow_sweep, start_sweep
 
@@ -372,11 +377,11 @@ def test_pages_of_a_run_that_is_going_update_themselves_while_it_writes(tmp_path
 
 def test_an_export_that_reads_for_long_lets_a_writing_sweep_in(tmp_path):
     """An export holds the database for minutes on a large one. While it reads, a sweep in
-    another process writes the same file: each of the sweep's sessions waits less than a
-    second (the export lets the file go when a writer knocks: without it, 2.1 s here), and
-    the sweep finishes."""
+    another process writes the same file: each of the sweep's sessions waits for a page or two
+    of the export, never for the whole of it (the export lets the file go when a writer knocks:
+    without it, a session waited the export's 2.1 s here), and the sweep finishes. Bounded by
+    the export's own length, not by seconds, which a loaded machine stretches."""
     import json
-    import time
 
     from numerate.store.reader import Reader
     from numerate.view.app import templates
@@ -406,7 +411,7 @@ def test_an_export_that_reads_for_long_lets_a_writing_sweep_in(tmp_path):
     sessions = [json.loads(line) for line in lock_log.read_text().splitlines()]
     during = [s for s in sessions if started < s["at"] < ended + 1 and s["kind"] == "write"]
     assert during, "the sweep wrote nothing while the export read"
-    assert max(s["waited_s"] for s in during) < 1.0, during
+    assert max(s["waited_s"] for s in during) < (ended - started) / 2, (ended - started, during)
     assert "Traceback" not in "".join(p.read_text() for p in (tmp_path / "out").rglob("*.html"))
 
 
