@@ -13,6 +13,7 @@ import typer
 
 from numerate.cli.app import app
 from numerate.cli.common import fail
+from numerate.kernel.confined import Confined, LeadsOutside
 from numerate.kernel.errors import ConfigError, NumerateError
 
 
@@ -51,6 +52,7 @@ def view(
             export_pages(path, export_folder(export))
             return
     except NumerateError as error:
+        _unmade()  # a new folder that failed holds nothing of its own: it is not left behind
         fail(error)
     except KeyboardInterrupt:  # before the export began writing (export_pages says after)
         _unmade()
@@ -70,7 +72,12 @@ def _unmade() -> None:
 
 MARKER = ".numerate-export"
 """The file an export leaves in its folder: the files it wrote, one per line. A later export
-into the same folder removes those it no longer writes (a run since deleted), nothing else."""
+into the same folder removes those it no longer writes (a run since deleted), nothing else.
+Every file of the folder, the marker included, is read, written and removed without following
+a link planted in it (numerate.kernel.confined)."""
+
+MARKER_BYTES = 64 * 1024 * 1024
+"""The largest marker an export reads (its list of a million pages is some 60 MB)."""
 
 
 MADE: list[Path] = []
@@ -88,13 +95,15 @@ def export_folder(given: str) -> Path:
         raise ConfigError("--export '': give a folder")
     check_folder("--export", given)  # a file, under a file, a name too long, not writable
     folder = Path(given).expanduser()
-    earlier = (folder / MARKER).is_file() or "numerate view" in _head(folder / "index.html")
+    inside = Confined(folder)
+    earlier = inside.is_file(MARKER) or "numerate view" in _head(inside, "index.html", 4096)
     if folder.is_dir() and any(folder.iterdir()) and not earlier:
         raise ConfigError(f"--export {given}: a folder with other files in it (give a new one)")
     try:
         MADE.extend(made for made in (folder, *folder.parents) if not made.exists())
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / MARKER).touch()
+        if not inside.is_file(MARKER):  # a link there is replaced, never written through
+            inside.write(MARKER, b"")
     except OSError as error:
         raise ConfigError(f"--export {given}: cannot write there ({error.strerror})") from None
     return folder
@@ -102,36 +111,29 @@ def export_folder(given: str) -> Path:
 
 def _earlier_export(folder: Path) -> set[str]:
     """The files an earlier export into `folder` wrote, as its MARKER lists them: only names
-    of files inside the folder (a damaged or edited marker, with bytes that are no UTF-8, a
-    NUL, `..`, a folder's name, is no reason to stop, nor to remove anything else)."""
-    names = _head(folder / MARKER, limit=None).splitlines()
-    return {
-        name
-        for name in names
-        if name and "\x00" not in name and "\ufffd" not in name and not Path(name).is_absolute()
-        and ".." not in Path(name).parts and (folder / name).is_file()
-    }  # fmt: skip
+    of regular files inside the folder, reached through no link (a damaged or edited marker,
+    with bytes that are no UTF-8, a NUL, `..`, a folder's name, a link, is no reason to stop,
+    nor to remove anything else; a marker that is itself a link lists nothing)."""
+    inside = Confined(folder)
+    names = _head(inside, MARKER, MARKER_BYTES).splitlines()
+    return {name for name in names if "\ufffd" not in name and _a_file(inside, name)}
 
 
-def _head(path: Path, limit: int | None = 4096) -> str:
+def _a_file(inside: Confined, name: str) -> bool:
     try:
-        with open(path, encoding="utf-8", errors="replace") as text:
-            return text.read(limit)
-    except OSError:
+        inside.parts(name)
+    except LeadsOutside:
+        return False
+    return inside.is_file(name)
+
+
+def _head(inside: Confined, name: str, limit: int) -> str:
+    """The start of a file of the folder, at most `limit` bytes, read through no link ("" when
+    it cannot be read)."""
+    try:
+        return inside.read_bytes(name, limit, head=True).decode("utf-8", errors="replace")
+    except (OSError, ValueError, LeadsOutside):
         return ""
-
-
-def _remove_emptied(folder: Path, emptied: Path) -> None:
-    """The folders of a removed page (`emptied`, relative to `folder`) that it left empty,
-    deepest first, up to the export's own folder: a run gone from the database leaves no
-    `runs/<run>/cases/` behind. A folder with anything in it stays."""
-    for inside in (emptied, *emptied.parents):
-        if inside == Path("."):
-            return
-        try:
-            (folder / inside).rmdir()
-        except OSError:  # not empty (or gone): nor are the folders above it
-            return
 
 
 def export_pages(path: str, folder: Path) -> None:
@@ -149,18 +151,24 @@ def export_pages(path: str, folder: Path) -> None:
 
     before = _earlier_export(folder)
     fresh = not before and [p.name for p in folder.iterdir()] == [MARKER]
+
+    def warn(said: str) -> None:
+        typer.echo(f"warning: {said}", err=True)
+
     try:
-        with Reader.open(path) as reader:
-            done = export(reader, folder, templates(), progress, between=reader.let_writers_in)
-        for stale in sorted(before - set(done.paths)):
-            (folder / stale).unlink(missing_ok=True)
-            _remove_emptied(folder, Path(stale).parent)
-        _write_marker(folder, done.paths)
-    except OSError as error:
-        raise ConfigError(f"--export {folder}: cannot write there ({error.strerror})") from None
+        try:
+            with Reader.open(path) as reader:
+                done = export(reader, folder, templates(), progress, warn=warn,
+                              between=reader.let_writers_in)  # fmt: skip
+            _remove_stale(folder, before - set(done.paths))
+            _write_marker(folder, done.paths)
+        except OSError as error:
+            reason = error.strerror or error
+            raise ConfigError(f"--export {folder}: cannot write there ({reason})") from None
     except BaseException as error:
         if isinstance(error, KeyboardInterrupt) or stopping.asked():  # an error it caused
             _stopped_export(folder, fresh, before, written)
+        _keep_what_was(folder, fresh, before, written)  # a failure: the same, said by fail()
         raise
     where = folder.resolve()
     typer.echo(f"{done.files:,} files in {where} (open {where / 'index.html'})")
@@ -172,34 +180,54 @@ def export_pages(path: str, folder: Path) -> None:
         )
 
 
+def _remove_stale(folder: Path, stale: set[str]) -> None:
+    """The files an earlier export wrote that this one did not (a run since deleted), with
+    the folders they leave empty up to the export's own: never through a link planted in the
+    folder (one that leads out is said, and nothing is removed through it)."""
+    inside = Confined(folder)
+    for name in sorted(stale):
+        try:
+            inside.remove(name)
+        except LeadsOutside as refused:
+            typer.echo(f"warning: not removed: {refused}", err=True)
+
+
 def _write_marker(folder: Path, names: Iterable[str]) -> None:
-    """The export's MARKER: the files it wrote, one per line."""
-    (folder / MARKER).write_text("".join(f"{name}\n" for name in names))
+    """The export's MARKER: the files it wrote, one per line (a link at its name replaced)."""
+    Confined(folder).write(MARKER, "".join(f"{name}\n" for name in names).encode())
 
 
 def _stopped_export(folder: Path, fresh: bool, before: set[str], written: list[str]) -> NoReturn:
-    """Leave an export a signal stopped: what a new one wrote is removed (half a site whose
-    links lead nowhere was left behind); an earlier one keeps the pages it had and those
-    written now, listed in its marker (the next export removes those it no longer writes)."""
-    import shutil
-
+    """Leave an export a signal stopped (`_keep_what_was`), saying what is left of it."""
     from numerate.cli.common import quiet_exit, say_once, stop_code
+
+    _keep_what_was(folder, fresh, before, written)
+    if fresh:
+        said = f"the export was stopped; what it had written in {folder} is removed"
+    else:
+        said = f"the export into {folder} is incomplete; run the same command again to finish it"
+    say_once("")(said)
+    quiet_exit(stop_code())
+
+
+def _keep_what_was(folder: Path, fresh: bool, before: set[str], written: list[str]) -> None:
+    """After an export that did not end: what a new one wrote is removed (half a site whose
+    links lead nowhere was left behind, or an empty marker in a new folder); an earlier one
+    keeps the pages it had and those written now, listed in its marker (the next export
+    removes those it no longer writes)."""
+    import shutil
 
     if fresh:  # all in it is this export's: it held nothing but its marker when it began
         for inside in list(folder.iterdir()):
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError):  # rmtree removes a link, never its target
                 if inside.is_dir() and not inside.is_symlink():
                     shutil.rmtree(inside)
                 else:
                     inside.unlink()
         _unmade()  # a folder the user had is left as it was: empty
-        said = f"the export was stopped; what it had written in {folder} is removed"
-    else:
-        with contextlib.suppress(OSError):
-            _write_marker(folder, sorted(before | set(written)))
-        said = f"the export into {folder} is incomplete; run the same command again to finish it"
-    say_once("")(said)
-    quiet_exit(stop_code())
+        return
+    with contextlib.suppress(OSError, LeadsOutside):
+        _write_marker(folder, sorted(before | set(written)))
 
 
 STOPPING = (signal.SIGINT, signal.SIGTERM)

@@ -247,6 +247,19 @@ def numgen_image(source: Source, run_id: str, prompt_id: str, annotated: bool) -
     return str(rows[0][0]) if rows and rows[0][0] else None
 
 
+def numgen_images_folder(source: Source, run_id: str) -> str | None:
+    """The folder a NumGen run's images lie in (the one their recorded files share), or None
+    when it recorded none: what the viewer serves of the run is confined to it."""
+    import os
+
+    recorded = [
+        os.path.dirname(str(row[0]))
+        for row in source.query("SELECT path FROM numgen_images WHERE run_id = ?", [run_id])
+        if row[0] and os.path.isabs(str(row[0]))
+    ]
+    return os.path.commonpath(recorded) if recorded else None
+
+
 def numgen_prompts(source: Source, run_id: str) -> list[tuple[str]]:
     """The prompt ids of a NumGen run's images."""
     return [(str(row[0]),) for row in source.query(

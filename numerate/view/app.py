@@ -19,9 +19,10 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import FileResponse, HTMLResponse, Response
+from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
+from numerate.kernel.confined import LeadsOutside
 from numerate.kernel.errors import ConfigError, first_line
 from numerate.store import browse
 from numerate.store.reader import Reader
@@ -169,22 +170,26 @@ def create_app(db: str, hosts: frozenset[str] | None = None) -> Starlette:
         return endpoint
 
     async def image(request: Request) -> Response:
-        def find() -> str | None:
+        run_id, prompt_id = request.path_params["run_id"], request.path_params["prompt_id"]
+
+        def find() -> tuple[str | None, bytes | None]:
             with Reader.open(db) as reader:
-                return browse.numgen_image(
-                    reader, request.path_params["run_id"], request.path_params["prompt_id"],
-                    annotated=request.query_params.get("annotated") == "1",
-                )  # fmt: skip
+                recorded = browse.numgen_image(
+                    reader, run_id, prompt_id, request.query_params.get("annotated") == "1"
+                )
+                return recorded, pages.image_bytes(pages.images_folder(reader, run_id), recorded)
 
         try:
-            path = await run_in_threadpool(find)
+            recorded, content = await run_in_threadpool(find)
+        except LeadsOutside as refused:  # a link planted among the images: not followed
+            return Response(f"not served: {refused}", status_code=403, media_type="text/plain")
         except Exception as error:  # the database gone, replaced or busy: said in a line
             return Response(f"cannot show this image: {first_line(error)}", status_code=503,
                             media_type="text/plain")  # fmt: skip
-        file = pages.servable_image(path)
-        if file is None:
+        if recorded is None or content is None:
             return Response("no such image", status_code=404, media_type="text/plain")
-        return FileResponse(file, media_type=pages.IMAGE_TYPES[file.suffix.lower()])
+        kind = pages.IMAGE_TYPES[Path(recorded).suffix.lower()]
+        return Response(content, media_type=kind)
 
     async def no_such_page(request: Request, error: Exception) -> Response:
         """A page the viewer has no route for: the viewer's own page saying so (Starlette's

@@ -15,8 +15,8 @@ from typing import Any
 import jinja2
 
 from numerate.kernel import stopping
+from numerate.kernel.confined import Confined, LeadsOutside
 from numerate.kernel.errors import NumerateError, first_line
-from numerate.kernel.files import write_atomically
 from numerate.numgen.metrics import MAX_COUNT
 from numerate.store import browse, queries
 from numerate.store.queries import Source
@@ -49,15 +49,20 @@ def export(
     progress: Callable[[str], None] = lambda path: None,
     only: Sequence[str] = (),
     between: Callable[[], object] = lambda: None,
+    warn: Callable[[str], None] = lambda said: None,
 ) -> Exported:
     """Write every page of `source` under `folder` (only those of the runs `only` and their
     comparison, when given: no NumGen run then). `between` runs before each page (a reader
     lets waiting writers in there). A page that cannot be built from what is stored now (a
     live run's manifold before its first grid point is summed up) says so, as the server's
     page would; so does one that fails otherwise, and the export goes on. The database
-    itself failing (gone, busy past the bound) stops it."""
+    itself failing (gone, busy past the bound) stops it. Nothing is written through a link
+    planted in the folder (numerate.kernel.confined): a link at a page's name is replaced,
+    one at a folder's is LeadsOutside; an image that is a link is left out (`warn`)."""
     from numerate.view.app import problem_page
 
+    folder.mkdir(parents=True, exist_ok=True)
+    confined = Confined(folder)
     written: list[str] = []
     unshown: list[str] = []
     chosen = frozenset(only) or None
@@ -79,12 +84,10 @@ def export(
             message = f"could not show this page: {first_line(error)}"
             shown = problem_page(environment, links, message, 500)
             unshown.append(path)
-        target = folder / path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(target, shown.encode())
+        confined.write(path, shown.encode())
         written.append(path)
         progress(path)
-    images = copy_images(source, folder) if chosen is None else []
+    images = copy_images(source, confined, warn) if chosen is None else []
     return Exported(tuple(written + images), tuple(unshown))
 
 
@@ -115,21 +118,28 @@ def _numgen_pages(source: Source, run_id: str) -> Iterator[Page]:
         )  # fmt: skip
 
 
-def copy_images(source: Source, folder: Path) -> list[str]:
+def copy_images(
+    source: Source, folder: Confined, warn: Callable[[str], None] = lambda said: None
+) -> list[str]:
     """The images of every NumGen run (and their annotated copies) into the export, where its
-    pages link to them (the files written, relative to `folder`); an image whose file is gone,
-    or that is no image (numerate.view.pages.servable_image), is left out."""
+    pages link to them (the files written, relative to the folder); an image whose file is
+    gone, or that is no image (numerate.view.pages.image_bytes), is left out, and one that is
+    a symbolic link is left out with a warning (`warn`): its target was copied."""
     copied: list[str] = []
     for run_id in browse.numgen_runs(source)["run_id"].to_list():
+        images = pages.images_folder(source, run_id)
         for prompt_id in {p for (p,) in browse.numgen_prompts(source, run_id)}:
             for annotated in (False, True):
                 found = browse.numgen_image(source, run_id, prompt_id, annotated)
-                file = pages.servable_image(found)
-                if file is None:
+                try:
+                    content = pages.image_bytes(images, found)
+                except LeadsOutside as refused:
+                    warn(f"image not copied: {refused}")
+                    continue
+                if content is None:
                     continue
                 name = pages.image_file(run_id, prompt_id, annotated)
-                (folder / name).parent.mkdir(parents=True, exist_ok=True)
-                write_atomically(folder / name, file.read_bytes())
+                folder.write(name, content)
                 copied.append(name)
     return copied
 

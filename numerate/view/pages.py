@@ -20,6 +20,7 @@ import polars as pl
 
 from numerate.compare import compare_runs, for_display, run_answers, summary_line
 from numerate.figures import curve_points, grid_parameters, heatmap, level_label
+from numerate.kernel.confined import Confined
 from numerate.kernel.errors import ConfigError
 from numerate.kernel.files import slug
 from numerate.store import browse, queries
@@ -138,14 +139,51 @@ IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg",
 """The only files the viewer serves or exports besides its pages: NumGen images, by suffix."""
 
 
-def servable_image(recorded: str | None) -> Path | None:
-    """The file of a NumGen image as the database records it, when the viewer may show it: a
-    regular file with an image suffix (IMAGE_TYPES); None for anything else (a path the
-    database was made to hold, a file since removed). No other file is ever read."""
-    if not recorded:
+IMAGE_MAGIC = {".png": (b"\x89PNG\r\n\x1a\n",), ".jpg": (b"\xff\xd8\xff",),
+               ".jpeg": (b"\xff\xd8\xff",), ".webp": (b"RIFF",)}  # fmt: skip
+"""How each kind of image begins: a file that does not is not served as one."""
+
+MAX_IMAGE_BYTES = 64 * 1024 * 1024
+"""The largest image the viewer serves or exports (a generated image is a few MB at most)."""
+
+
+def images_folder(source: Source, run_id: str) -> Confined | None:
+    """The folder of a NumGen run's images, which nothing it serves of the run may leave
+    (numerate.kernel.confined), or None when the run recorded no image."""
+    folder = browse.numgen_images_folder(source, run_id)
+    return Confined(folder) if folder else None
+
+
+def image_name(folder: Confined | None, recorded: str | None) -> str | None:
+    """The name under the run's images folder of a recorded image the viewer may show: one
+    with an image suffix (IMAGE_TYPES) that lies under the folder; None for anything else (a
+    path the database was made to hold)."""
+    if folder is None or not recorded or Path(recorded).suffix.lower() not in IMAGE_TYPES:
         return None
-    path = Path(recorded)
-    return path if path.suffix.lower() in IMAGE_TYPES and path.is_file() else None
+    return folder.relative(recorded)
+
+
+def servable_image(folder: Confined | None, recorded: str | None) -> bool:
+    """Whether a recorded image is there to show: a regular file under the run's images
+    folder, reached through no symbolic link (`image_bytes` reads it)."""
+    name = image_name(folder, recorded)
+    return name is not None and folder is not None and folder.is_file(name)
+
+
+def image_bytes(folder: Confined | None, recorded: str | None) -> bytes | None:
+    """A recorded image's content, when it is one the viewer may show: under the run's
+    images folder, read without following a link, no larger than MAX_IMAGE_BYTES and
+    beginning as its kind of image does; None when it is not there or is no image.
+    LeadsOutside when it, or a folder on its way, is a symbolic link (an image replaced by a
+    link to /etc/passwd was served as one). No other file is ever read."""
+    name = image_name(folder, recorded)
+    if name is None or folder is None:
+        return None
+    try:
+        content = folder.read_bytes(name, MAX_IMAGE_BYTES)
+    except (OSError, ValueError):
+        return None
+    return content if content.startswith(IMAGE_MAGIC[Path(name).suffix.lower()]) else None
 
 
 def image_file(run_id: str, prompt_id: str, annotated: bool) -> str:
@@ -472,12 +510,13 @@ def numgen_cell(
     listed = rows(frame)
     if not listed and at.total == 0:
         raise LookupError(f"NumGen run {run_id} has no image of {target} counted as {count}")
+    folder = images_folder(source, run_id)
     for row in listed:
-        image, annotated = servable_image(row.pop("path")), row.pop("annotated_path")
-        row["image"] = links.image(run_id, row["prompt_id"], False) if image else None
-        row["annotated"] = (
-            links.image(run_id, row["prompt_id"], True) if servable_image(annotated) else None
-        )
+        image, annotated = row.pop("path"), row.pop("annotated_path")
+        shown = servable_image(folder, image)
+        row["image"] = links.image(run_id, row["prompt_id"], False) if shown else None
+        shown = servable_image(folder, annotated)
+        row["annotated"] = links.image(run_id, row["prompt_id"], True) if shown else None
     return {
         "run_id": run_id, "target": target, "count": count, "images": listed, "pager": at,
         "run_link": links.numgen(run_id), "home": links.numgen(),

@@ -567,12 +567,12 @@ def test_the_shutdown_a_second_ctrl_c_cuts_short_is_not_shown():
 SLOW_EXPORT = """
 import sys, time
 import numerate.view.export as export
-real = export.write_atomically
-def slowly(path, content):
-    real(path, content)
-    print("written", flush=True)
-    time.sleep(0.3)
-export.write_atomically = slowly
+class Slowly(export.Confined):  # each page of the export written slowly
+    def write(self, relative, content):
+        super().write(relative, content)
+        print("written", flush=True)
+        time.sleep(0.3)
+export.Confined = Slowly
 from numerate.cli import main
 sys.argv = ["numerate", "view", "--db", sys.argv[1], "--export", sys.argv[2]]
 main()

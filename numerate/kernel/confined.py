@@ -1,0 +1,189 @@
+"""Files in a folder that nothing in it can lead out of.
+
+What numerate serves from, copies into, writes in or removes from a folder it does not own
+alone (a NumGen run's images, an export's folder) is named relative to that folder and reached
+one name at a time, each opened relative to the one above it without following a symbolic
+link (O_NOFOLLOW): a link planted anywhere below the folder (an image replaced by a link to
+/etc/passwd, an exported page or run folder replaced by a link to a file or folder elsewhere)
+is refused, never followed, so no file outside the folder is read, written or removed. The
+folder itself may be reached through links (a home under /home -> /data/home): it is the
+user's to name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import secrets
+import stat
+from collections.abc import Iterator
+from pathlib import Path, PurePosixPath
+
+from numerate.kernel.errors import NumerateError
+
+__all__ = ["Confined", "LeadsOutside"]
+
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NOFOLLOW
+_FILE = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0)
+
+
+class LeadsOutside(NumerateError):
+    """A name below a confined folder that is a symbolic link, or not what it must be (a file
+    where a folder must be), or a name that leaves the folder (`..`, absolute)."""
+
+    def __init__(self, folder: Path, relative: str, what: str) -> None:
+        super().__init__(f"{folder / relative}: {what}; numerate follows no link out of {folder}")
+        self.relative = relative
+
+
+class Confined:
+    """The files under `folder`, reached without following a link (module docstring)."""
+
+    def __init__(self, folder: Path | str) -> None:
+        self.folder = Path(folder)
+
+    def parts(self, relative: str | PurePosixPath) -> tuple[str, ...]:
+        """`relative`'s names; LeadsOutside for a name that is none (empty, absolute, `.`,
+        `..`, a NUL)."""
+        text = str(relative)
+        parts = tuple(PurePosixPath(text).parts)
+        if (
+            not parts
+            or text.startswith("/")
+            or "\x00" in text
+            or any(part in (".", "..") for part in parts)
+        ):
+            raise LeadsOutside(self.folder, text, "not a name inside the folder")
+        return parts
+
+    def relative(self, path: Path | str) -> str | None:
+        """`path` (absolute, as recorded) relative to the folder, or None when it does not lie
+        under it (compared by name: no link is looked at here)."""
+        try:
+            inside = Path(os.path.normpath(path)).relative_to(os.path.normpath(self.folder))
+        except ValueError:
+            return None
+        return inside.as_posix() if inside.parts else None
+
+    @contextlib.contextmanager
+    def _folder_of(self, parts: tuple[str, ...], make: bool = False) -> Iterator[int]:
+        """A descriptor of the folder holding the last of `parts`, each folder on the way
+        opened without following a link (made when missing, with `make`)."""
+        descriptor = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            for depth, name in enumerate(parts[:-1]):
+                try:
+                    below = os.open(name, _DIRECTORY, dir_fd=descriptor)
+                except FileNotFoundError:
+                    if not make:
+                        raise
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(name, 0o777, dir_fd=descriptor)
+                    below = self._open_folder(descriptor, parts[: depth + 1])
+                except OSError as error:
+                    raise self._refused(parts[: depth + 1], error) from None
+                os.close(descriptor)
+                descriptor = below
+            yield descriptor
+        finally:
+            os.close(descriptor)
+
+    def _open_folder(self, at: int, parts: tuple[str, ...]) -> int:
+        try:
+            return os.open(parts[-1], _DIRECTORY, dir_fd=at)
+        except OSError as error:
+            raise self._refused(parts, error) from None
+
+    def _refused(self, parts: tuple[str, ...], error: OSError) -> LeadsOutside | OSError:
+        """Why a name could not be opened: a link or not a folder is LeadsOutside; anything
+        else (no permission, gone) is the OSError it was."""
+        if error.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+            kind = "a symbolic link" if self._is_link(parts) else "not a folder"
+            return LeadsOutside(self.folder, "/".join(parts), kind)
+        return error
+
+    def _is_link(self, parts: tuple[str, ...]) -> bool:
+        try:
+            return stat.S_ISLNK(os.lstat(self.folder.joinpath(*parts)).st_mode)
+        except OSError:
+            return False
+
+    def read_bytes(self, relative: str, limit: int, head: bool = False) -> bytes:
+        """The content of a regular file under the folder, at most `limit` bytes (ValueError
+        beyond; with `head`, its first `limit` bytes); LeadsOutside when it or a folder on
+        its way is a link or not what it must be; FileNotFoundError when it is not there."""
+        parts = self.parts(relative)
+        with self._folder_of(parts) as folder:
+            try:
+                descriptor = os.open(parts[-1], _FILE, dir_fd=folder)
+            except OSError as error:
+                if error.errno == errno.ELOOP:
+                    raise LeadsOutside(self.folder, relative, "a symbolic link") from None
+                raise
+        with os.fdopen(descriptor, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise LeadsOutside(self.folder, relative, "not a regular file")
+            data = handle.read(limit + 1)
+        if head:
+            return data[:limit]
+        if len(data) > limit:
+            raise ValueError(f"{self.folder / relative}: larger than {limit:,} bytes")
+        return data
+
+    def write(self, relative: str, content: bytes) -> None:
+        """Write a file under the folder (its folders made): under a new name beside it, then
+        renamed over it, so that a reader sees the old file or the whole new one and a link
+        at its name is replaced, never written through. LeadsOutside when a folder on its way
+        is a link or a file."""
+        parts = self.parts(relative)
+        with self._folder_of(parts, make=True) as folder:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
+            temporary = f".{parts[-1][:100]}.{secrets.token_hex(8)}.partial"
+            descriptor = os.open(temporary, flags, 0o666, dir_fd=folder)
+            try:
+                with os.fdopen(descriptor, "wb") as handle:
+                    handle.write(content)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                if self._is_a_folder(parts[-1], folder):
+                    raise LeadsOutside(self.folder, relative, "a folder, where a file goes")
+                os.replace(temporary, parts[-1], src_dir_fd=folder, dst_dir_fd=folder)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(temporary, dir_fd=folder)
+                raise
+
+    @staticmethod
+    def _is_a_folder(name: str, folder: int) -> bool:
+        try:
+            return stat.S_ISDIR(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode)
+        except FileNotFoundError:
+            return False
+
+    def is_file(self, relative: str) -> bool:
+        """Whether a regular file (not a link) lies at `relative`, reached through no link."""
+        try:
+            parts = self.parts(relative)
+            with self._folder_of(parts) as folder:
+                found = os.stat(parts[-1], dir_fd=folder, follow_symlinks=False)
+        except (OSError, LeadsOutside):
+            return False
+        return stat.S_ISREG(found.st_mode)
+
+    def remove(self, relative: str) -> None:
+        """Remove a file (or a link: the link itself) under the folder, then the folders it
+        leaves empty up to the folder; nothing when it is gone. LeadsOutside when a folder on
+        its way is a link: nothing is removed through it."""
+        parts = self.parts(relative)
+        with contextlib.suppress(FileNotFoundError), self._folder_of(parts) as folder:
+            found = os.stat(parts[-1], dir_fd=folder, follow_symlinks=False)
+            if stat.S_ISDIR(found.st_mode):
+                raise LeadsOutside(self.folder, relative, "a folder, where a file was")
+            os.unlink(parts[-1], dir_fd=folder)
+        for depth in range(len(parts) - 1, 0, -1):  # the folders it emptied, deepest first
+            try:
+                with self._folder_of(parts[:depth]) as holder:
+                    os.rmdir(parts[depth - 1], dir_fd=holder)
+            except (OSError, LeadsOutside):  # not empty (nor those above it), or not a folder
+                return

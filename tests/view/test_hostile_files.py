@@ -1,0 +1,146 @@
+"""Issue 40: files planted in an images folder or an export folder lead nowhere outside it.
+The viewer serves no file through a link, an export copies none, and writing or removing an
+export's files never goes through a link planted in it (numerate.kernel.confined)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import duckdb
+import pytest
+from starlette.testclient import TestClient
+from typer.testing import CliRunner
+
+from numerate.cli import app
+from numerate.view.app import create_app
+
+runner = CliRunner()
+SECRET = "root:x:0:0:the content of a file outside every folder of numerate's\n"
+
+
+@pytest.fixture
+def numgen_run(tmp_path):
+    """A NumGen run of its own (its images in tmp_path/imgs), a file outside its folders, and
+    one of its images (prompt id, path)."""
+    db = tmp_path / "x.duckdb"
+    made = runner.invoke(app, ["numgen", "run", "--generator", "synthetic", "--detector",
+                               "blobs", "--count", "1", "--db", str(db), "--images-dir",
+                               str(tmp_path / "imgs")])  # fmt: skip
+    assert made.exit_code == 0, made.output
+    (secret := tmp_path / "outside" / "passwd").parent.mkdir()
+    secret.write_text(SECRET)
+    con = duckdb.connect(str(db), read_only=True)
+    [(run_id, prompt_id, path)] = con.sql(
+        "SELECT run_id, prompt_id, path FROM numgen_images ORDER BY prompt_index LIMIT 1"
+    ).fetchall()
+    con.close()
+    return db, run_id, prompt_id, Path(path), secret
+
+
+def test_an_image_replaced_by_a_link_is_not_served(numgen_run):
+    """F3: `ln -s /etc/passwd <id>.png` in the run's images folder: the image route answered
+    200, image/png, with /etc/passwd."""
+    db, run_id, prompt_id, image, secret = numgen_run
+    client = TestClient(create_app(str(db)))
+    address = f"/numgen/{run_id}/image/{prompt_id}"
+    served = client.get(address)
+    assert served.status_code == 200 and served.content.startswith(b"\x89PNG")
+    image.unlink()
+    os.symlink(secret, image)
+    refused = client.get(address)
+    assert refused.status_code == 403, refused.text
+    assert SECRET not in refused.text and "a symbolic link" in refused.text
+    os.rename(image.parent / "annotated", image.parent / "aside")
+    os.symlink(secret.parent, image.parent / "annotated")  # a folder on the way, too
+    annotated = client.get(address + "?annotated=1")
+    assert annotated.status_code in (403, 404) and SECRET not in annotated.text
+
+
+def test_an_export_copies_no_image_that_is_a_link(numgen_run, tmp_path):
+    """F8: `view --export` copied the link's target into the export."""
+    db, _, _, image, secret = numgen_run
+    image.unlink()
+    os.symlink(secret, image)
+    out = tmp_path / "export"
+    done = runner.invoke(app, ["view", "--db", str(db), "--export", str(out)])
+    assert done.exit_code == 0, done.output
+    assert f"warning: image not copied: {image}: a symbolic link" in done.stderr
+    assert not any(SECRET in p.read_text(errors="replace") for p in out.rglob("*") if p.is_file())
+    assert len(list(out.glob("numgen/*/images/*.png"))) == 9  # the 9 others
+
+
+@pytest.fixture
+def exported(numgen_run, tmp_path):
+    """The run's database and an export of it, and a folder outside holding a user's file."""
+    db = numgen_run[0]
+    out = tmp_path / "e2"
+    assert runner.invoke(app, ["view", "--db", str(db), "--export", str(out)]).exit_code == 0
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "keep.txt").write_text("a user's file")
+    return db, out, elsewhere, numgen_run[-1]
+
+
+def outside(folder: Path) -> dict[str, str]:
+    return {p.name: p.read_text() for p in folder.iterdir()}
+
+
+def test_a_reexport_replaces_a_page_planted_as_a_link_and_never_writes_through_it(exported):
+    """F6: with e2/index.html a link to an outside file, the next export overwrote that file
+    (exit 0); the same through a marker linked to an outside file."""
+    db, out, _elsewhere, secret = exported
+    for name in ("index.html", ".numerate-export"):
+        (out / name).unlink()
+        os.symlink(secret, out / name)
+        again = runner.invoke(app, ["view", "--db", str(db), "--export", str(out)])
+        assert again.exit_code == 0, again.output
+        assert secret.read_text() == SECRET  # never written through
+        assert (out / name).is_file() and not (out / name).is_symlink()
+    assert "index.html" in (out / ".numerate-export").read_text()
+
+
+def test_a_reexport_writes_nothing_into_a_folder_planted_as_a_link(exported):
+    """F6: with e2/numgen/RUN a link to an outside folder, the next export wrote its pages
+    into that folder (exit 0). It says the link is there and writes nothing through it."""
+    db, out, elsewhere, _ = exported
+    [run_folder] = [p for p in (out / "numgen").iterdir() if p.is_dir()]
+    before = outside(elsewhere)
+    os.rename(run_folder, out / "kept-aside")
+    os.symlink(elsewhere, run_folder)
+    again = runner.invoke(app, ["view", "--db", str(db), "--export", str(out)])
+    assert again.exit_code == 2, again.output
+    assert again.stderr.startswith(f"error: {run_folder}: a symbolic link; numerate follows no")
+    assert outside(elsewhere) == before
+
+
+def test_a_reexport_removes_nothing_through_a_folder_planted_as_a_link(exported, tmp_path):
+    """F7: with e6/numgen/RUN a link to an outside folder holding copies of the run's pages
+    and a user's file, exporting a database without that run removed the copies there."""
+    _, out, elsewhere, _ = exported
+    [run_folder] = [p for p in (out / "numgen").iterdir() if p.is_dir()]
+    for page in run_folder.glob("*.html"):
+        (elsewhere / page.name).write_text(page.read_text())
+    before = outside(elsewhere)
+    os.rename(run_folder, out / "kept-aside")
+    os.symlink(elsewhere, run_folder)
+    empty = tmp_path / "other.duckdb"  # a database of sweeps only: the NumGen run is gone
+    made = runner.invoke(app, ["run", "--model", "baseline:oracle", "--db", str(empty)])
+    assert made.exit_code == 0, made.output
+    again = runner.invoke(app, ["view", "--db", str(empty), "--export", str(out)])
+    assert again.exit_code == 0, again.output
+    assert outside(elsewhere) == before
+
+
+def test_a_failed_export_into_a_new_folder_leaves_no_folder(exported, tmp_path, monkeypatch):
+    """A failed export (exit 2) left its new folder behind with an empty marker."""
+    import numerate.view.export
+
+    def fails(*args, **kwargs):
+        raise numerate.view.export.NumerateError("the database went away")
+
+    monkeypatch.setattr(numerate.view.export, "export", fails)
+    out = tmp_path / "new" / "export"
+    done = runner.invoke(app, ["view", "--db", str(exported[0]), "--export", str(out)])
+    assert (done.exit_code, done.stderr) == (2, "error: the database went away\n")
+    assert not (tmp_path / "new").exists()
