@@ -24,6 +24,7 @@ from numerate.artifacts import (
     results_table,
     run_markdown,
 )
+from numerate.kernel.confined import LeadsOutside
 from numerate.numgen.rows import NumGenResult
 from numerate.progress import LogProgress
 from numerate.progress import current as current_progress
@@ -55,7 +56,7 @@ def _export_view(store: Store, run_id: str, view_dir: str | None) -> str | None:
 
     try:
         return str(export_run(store, run_id, Path(view_dir).expanduser().resolve()))
-    except OSError:
+    except (OSError, LeadsOutside):  # LeadsOutside: a link planted at the run's folder
         return None
 
 

@@ -50,6 +50,7 @@ def export(
     only: Sequence[str] = (),
     between: Callable[[], object] = lambda: None,
     warn: Callable[[str], None] = lambda said: None,
+    under: str = "",
 ) -> Exported:
     """Write every page of `source` under `folder` (only those of the runs `only` and their
     comparison, when given: no NumGen run then). `between` runs before each page (a reader
@@ -58,7 +59,8 @@ def export(
     page would; so does one that fails otherwise, and the export goes on. The database
     itself failing (gone, busy past the bound) stops it. Nothing is written through a link
     planted in the folder (numerate.kernel.confined): a link at a page's name is replaced,
-    one at a folder's is LeadsOutside; an image that is a link is left out (`warn`)."""
+    one at a folder's is LeadsOutside; an image that is a link is left out (`warn`). With
+    `under`, the pages go into that folder of `folder`, reached through no link either."""
     from numerate.view.app import problem_page
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -84,7 +86,7 @@ def export(
             message = f"could not show this page: {first_line(error)}"
             shown = problem_page(environment, links, message, 500)
             unshown.append(path)
-        confined.write(path, shown.encode())
+        confined.write(f"{under}/{path}" if under else path, shown.encode())
         written.append(path)
         progress(path)
     images = copy_images(source, confined, warn) if chosen is None else []
@@ -186,6 +188,6 @@ def export_run(source: Source, run_id: str, folder: Path) -> Path:
     from numerate.view.app import templates
 
     previous = queries.previous_run(source, run_id)
-    target = folder / pages.slug(run_id)
-    export(source, target, templates(), only=[run_id, *([previous] if previous else [])])
-    return target / pages.StaticLinks("").run(run_id)
+    chosen = [run_id, *([previous] if previous else [])]
+    export(source, folder, templates(), only=chosen, under=pages.slug(run_id))
+    return folder / pages.slug(run_id) / pages.StaticLinks("").run(run_id)

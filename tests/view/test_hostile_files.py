@@ -144,3 +144,28 @@ def test_a_failed_export_into_a_new_folder_leaves_no_folder(exported, tmp_path, 
     done = runner.invoke(app, ["view", "--db", str(exported[0]), "--export", str(out)])
     assert (done.exit_code, done.stderr) == (2, "error: the database went away\n")
     assert not (tmp_path / "new").exists()
+
+
+def test_a_run_s_pages_for_its_summary_are_not_written_through_a_planted_link(tmp_path):
+    """A sweep's `view_dir` (a shared folder, as /shared/numerate-pages) whose RUN_ID folder
+    someone replaced by a link to a folder elsewhere: the run's pages went into that folder."""
+    from numerate.kernel.confined import LeadsOutside
+    from numerate.store import Store
+    from numerate.view.export import export_run
+
+    db = tmp_path / "runs.duckdb"
+    made = runner.invoke(app, ["run", "--model", "baseline:oracle", "--db", str(db)])
+    assert made.exit_code == 0, made.output
+    store = Store.open(str(db))
+    shared, elsewhere = tmp_path / "shared", tmp_path / "elsewhere"
+    with store.session():
+        [(run_id,)] = store.con.sql("SELECT run_id FROM runs").fetchall()
+        page = export_run(store, run_id, shared)
+    run_folder = shared / run_id
+    assert page.is_file() and page.is_relative_to(run_folder)
+    os.rename(run_folder, tmp_path / "aside")
+    elsewhere.mkdir()
+    os.symlink(elsewhere, run_folder)
+    with store.session(), pytest.raises(LeadsOutside, match="a symbolic link"):
+        export_run(store, run_id, shared)
+    assert list(elsewhere.iterdir()) == []
