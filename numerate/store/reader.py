@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from numerate.kernel.errors import ConfigError, first_line
 from numerate.kernel.files import link_into_nowhere, looks_like_duckdb
-from numerate.store.schema import SCHEMA_VERSION
+from numerate.store.schema import SCHEMA_VERSION, DatabaseFault
 
 if TYPE_CHECKING:
     import polars as pl
@@ -271,7 +271,7 @@ class Reader:
         """ConfigError unless the database has numerate's current schema."""
         try:
             found = self.query("SELECT coalesce(max(version), 0) FROM schema_migrations")[0][0]
-        except ConfigError:
+        except DatabaseFault:
             raise ConfigError(f"{self.path} is not a numerate results database") from None
         if found != SCHEMA_VERSION:
             upgrade = (
@@ -290,11 +290,11 @@ class Reader:
         try:
             return self.con.execute(sql, list(params or [])).fetchall()
         except duckdb.Error as error:
-            raise ConfigError(first_line(error)) from None
+            raise DatabaseFault(first_line(error)) from None
 
     def frame(self, sql: str, params: Sequence[Any] | None = None) -> Any:
-        """A query's result as a polars DataFrame (ConfigError with DuckDB's first line when
-        the SQL fails)."""
+        """A query's result as a polars DataFrame (DatabaseFault with DuckDB's first line when
+        the SQL fails: numerate's own queries; the user's go through printable_frame)."""
         import duckdb
         import polars as pl
 
@@ -303,7 +303,7 @@ class Reader:
             # duckdb 2.0: only relations have .pl(); a statement without rows gives None
             return pl.DataFrame() if relation is None else relation.pl()
         except duckdb.Error as error:
-            raise ConfigError(first_line(error)) from None
+            raise DatabaseFault(first_line(error)) from None
 
     def printable_frame(self, sql: str) -> pl.DataFrame:
         """A query's result as a polars DataFrame that every output format can show (the

@@ -75,6 +75,11 @@ class StoreError(NumerateError):
     """The results database cannot be used."""
 
 
+class DatabaseFault(StoreError):
+    """A query of numerate's own failed in DuckDB: the database's fault (a view reading a file
+    DuckDB refuses, a table damaged), not the request's (the viewer answers 500, not 400)."""
+
+
 def now() -> datetime:
     return datetime.now(UTC)
 

@@ -26,6 +26,7 @@ from numerate.kernel.confined import LeadsOutside
 from numerate.kernel.errors import ConfigError, first_line
 from numerate.store import browse
 from numerate.store.reader import Reader
+from numerate.store.schema import DatabaseFault
 from numerate.view import pages
 
 __all__ = ["create_app", "problem_page", "templates"]
@@ -159,6 +160,9 @@ def create_app(db: str, hosts: frozenset[str] | None = None) -> Starlette:
                     return _problem(environment, str(error).strip("'\""), 404)
                 except ConfigError as error:
                     return _problem(environment, str(error), 400)
+                except DatabaseFault as error:  # the database's fault, not the request's
+                    said = f"the results database could not answer this page: {error}"
+                    return _problem(environment, said, 500)
                 except Exception as error:  # a page that cannot be shown says why, in a line
                     return _problem(
                         environment, f"could not show this page: {first_line(error)}", 500

@@ -169,3 +169,19 @@ def test_a_run_s_pages_for_its_summary_are_not_written_through_a_planted_link(tm
     with store.session(), pytest.raises(LeadsOutside, match="a symbolic link"):
         export_run(store, run_id, shared)
     assert list(elsewhere.iterdir()) == []
+
+
+def test_a_database_fault_is_a_500_page_that_says_so(numgen_run):
+    """F5: a view of the database reading a file outside it, which DuckDB refuses to the
+    viewer, answered 400 (a bad request): it is the database's fault."""
+    db, _, _, _, secret = numgen_run
+    con = duckdb.connect(str(db))
+    con.sql("ALTER TABLE numgen_runs RENAME TO numgen_runs_kept")
+    con.sql(f"CREATE VIEW numgen_runs AS SELECT * FROM read_text('{secret}')")
+    con.close()
+    client = TestClient(create_app(str(db)))
+    shown = client.get("/numgen")
+    assert shown.status_code == 500, shown.text
+    assert "the results database could not answer this page" in shown.text
+    assert SECRET not in shown.text
+    assert client.get("/").status_code == 200  # the pages that do not read it are unharmed
