@@ -10,6 +10,7 @@ routed (any other method is 405); there is no form that changes anything.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -207,9 +208,24 @@ def create_app(db: str, hosts: frozenset[str] | None = None) -> Starlette:
     return Starlette(routes=routes, middleware=middleware, exception_handlers={404: no_such_page})
 
 
+_HOST = re.compile(
+    r"(?P<name>\[[0-9a-f:.]+\]|[a-z0-9\-._~!$&'()*+,;=%]*)(?::[0-9]*)?", re.IGNORECASE
+)
+"""A Host header by RFC 9110's grammar (uri-host [":" port]): an IP literal in brackets, or a
+reg-name of unreserved characters, percent-escapes and sub-delimiters; no "@", "/", space."""
+
+
+def host_name(header: str) -> str | None:
+    """The host a Host header names, lower-cased (`[::1]` with its brackets), or None when the
+    header is not one (`localhost:80@evil.com`, `[::1]x`, `a b`)."""
+    found = _HOST.fullmatch(header)
+    return found["name"].lower() if found else None
+
+
 class KnownHostsOnly:
-    """ASGI middleware: a request whose Host header names none of `hosts` is answered 400
-    before any route (nor a redirect) sees it."""
+    """ASGI middleware: a request whose Host header names none of `hosts` (or is no Host
+    header by the standard's grammar, or is not exactly one) is answered 400 before any route
+    (nor a redirect) sees it."""
 
     def __init__(self, app: Any, hosts: frozenset[str]) -> None:
         self.app = app
@@ -217,9 +233,8 @@ class KnownHostsOnly:
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
-            host = dict(scope["headers"]).get(b"host", b"").decode("latin-1").lower()
-            name = host.split("]")[0] + "]" if host.startswith("[") else host.rsplit(":", 1)[0]
-            if name not in self.hosts:
+            headers = [value for key, value in scope["headers"] if key == b"host"]
+            if len(headers) != 1 or host_name(headers[0].decode("latin-1")) not in self.hosts:
                 refused = Response(
                     "numerate view answers only requests to " + ", ".join(sorted(self.hosts)),
                     status_code=400, media_type="text/plain",

@@ -185,3 +185,58 @@ def test_a_database_fault_is_a_500_page_that_says_so(numgen_run):
     assert "the results database could not answer this page" in shown.text
     assert SECRET not in shown.text
     assert client.get("/").status_code == 200  # the pages that do not read it are unharmed
+
+
+@pytest.mark.parametrize(
+    ("header", "name"),
+    [
+        ("localhost", "localhost"),
+        ("LocalHost:8000", "localhost"),
+        ("127.0.0.1:", "127.0.0.1"),
+        ("[::1]:8000", "[::1]"),
+        ("localhost:80@evil.com", None),  # F4: split on the last colon, it was "localhost"
+        ("[::1]evil.com", None),  # was "[::1]"
+        ("localhost/x", None),
+        ("local host", None),
+        ("localhost:8o", None),
+        ("", ""),
+    ],
+)
+def test_a_host_header_is_read_by_the_standard_s_grammar(header, name):
+    from numerate.view.app import host_name
+
+    assert host_name(header) == name
+
+
+def test_a_viewer_on_the_loopback_refuses_a_host_that_only_begins_like_its_own(tmp_path):
+    """F4: `Host: localhost:80@evil.com` was accepted; two Host headers are refused too."""
+    import asyncio
+
+    from numerate.cli.view import LOOPBACK_NAMES
+
+    db = tmp_path / "runs.duckdb"
+    assert runner.invoke(app, ["run", "--model", "baseline:oracle", "--db", str(db)]).exit_code == 0
+    viewer = create_app(str(db), LOOPBACK_NAMES)
+    client = TestClient(viewer, base_url="http://localhost:8000")
+    assert client.get("/").status_code == 200
+    for host in ("localhost:80@evil.com", "[::1]evil.com", "evil.com:8000"):
+        assert client.get("/", headers={"Host": host}).status_code == 400, host
+
+    said: list[dict] = []
+
+    async def twice() -> None:  # httpx sends one Host header: the ASGI call as a server makes it
+        scope = {"type": "http", "method": "GET", "path": "/", "raw_path": b"/",
+                 "query_string": b"", "root_path": "", "scheme": "http", "http_version": "1.1",
+                 "server": ("127.0.0.1", 8000), "client": ("127.0.0.1", 1),
+                 "headers": [(b"host", b"localhost"), (b"host", b"evil.com")]}  # fmt: skip
+
+        async def receive() -> dict:
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message: dict) -> None:
+            said.append(message)
+
+        await viewer(scope, receive, send)
+
+    asyncio.run(twice())
+    assert said[0]["status"] == 400
