@@ -27,6 +27,7 @@ from pydantic import (
     model_validator,
 )
 
+from numerate.kernel import names
 from numerate.kernel.credentials import scrub
 from numerate.kernel.errors import ConfigError, describe_validation_error, what_it_is
 from numerate.kernel.files import read_text
@@ -111,11 +112,12 @@ class ModelConfig(BaseModel):
         **_STRICT, serialize_by_alias=True, validate_by_alias=True, validate_by_name=False
     )
 
-    name: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:/@+-]+$")
+    name: str = Field(min_length=1, max_length=200, pattern=names.MODEL_NAME)
     """Label stored in the results (letters, digits and _ . : / @ + -)."""
-    model_id: str = Field(min_length=1, alias="model")
+    model_id: str = Field(min_length=1, max_length=200, alias="model", pattern=names.MODEL_ID)
     """Model id the endpoint serves, or `baseline:random` / `baseline:oracle` /
-    `baseline:heuristic` (`model` in a config file)."""
+    `baseline:heuristic` (`model` in a config file): no space, control character or
+    < > " ' ` \\ (numerate.kernel.names)."""
     base_url: str | None = None
     """Endpoint root, e.g. http://127.0.0.1:8000/v1 (not needed for baselines): request paths
     are added at its end, so it holds no query or fragment; a `user:password@` in it is sent
@@ -401,7 +403,7 @@ class SweepConfig(BaseModel):
 
     model_config = _STRICT
 
-    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")
+    name: str = Field(min_length=1, max_length=100, pattern=names.SWEEP_NAME)
     """Sweep name stored with every run."""
     seed: Seed = 0
     """Base seed of every grid point."""
@@ -543,7 +545,8 @@ def one_model_config(
     """`base` with its models replaced by one (the CLI's --model/--base-url/--api-key-env).
     A run of the built-in sweep is then named after the model, not `baselines`."""
     template = base.models[0].model_dump() if base.models else {}
-    template.update(name=name or model.replace(" ", "_"), model=model, base_url=base_url)
+    label = re.sub(r"[^A-Za-z0-9_.:/@+-]+", "_", model)[:200]  # a model id's label: the id's
+    template.update(name=name or label, model=model, base_url=base_url)  # problem said once
     template.update(api_key_env=api_key_env, api_key_secret=None)
     if model.startswith("baseline:"):  # the first model's endpoint settings are not its own
         for field in set(ENDPOINT_ONLY) - {"base_url", "api_key_env"}:  # the options' own

@@ -141,16 +141,13 @@ def regrade_run(store: Store, run_id: str) -> Counter[tuple[str, str]]:
 
 
 def ingest_graded(store: Store, results_dir: str) -> Ingested:
-    """`store.shards.ingest`, then each loaded run graded again here (`regrade_run`): a shard
+    """`store.shards.ingest`, each run graded again here (`regrade_run`) before it commits: a shard
     brings answers, and their outcomes and aggregates are this database's graders', never
     what the shard says (outcomes rewritten to `correct` were stored, and `report` showed the
     shard's own summaries beside them)."""
     from numerate.store.shards import ingest
 
-    done = ingest(store, results_dir)
-    for run_id in done.loaded:
-        regrade_run(store, run_id)
-    return done
+    return ingest(store, results_dir, grade=lambda run_id: regrade_run(store, run_id))
 
 
 def aggregate_stored_run(store: Store, run_id: str) -> int:

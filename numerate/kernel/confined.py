@@ -19,6 +19,7 @@ import secrets
 import stat
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
+from typing import BinaryIO
 
 from numerate.kernel.errors import NumerateError
 
@@ -109,10 +110,10 @@ class Confined:
         except OSError:
             return False
 
-    def read_bytes(self, relative: str, limit: int, head: bool = False) -> bytes:
-        """The content of a regular file under the folder, at most `limit` bytes (ValueError
-        beyond; with `head`, its first `limit` bytes); LeadsOutside when it or a folder on
-        its way is a link or not what it must be; FileNotFoundError when it is not there."""
+    def open(self, relative: str) -> BinaryIO:
+        """A regular file under the folder, open for reading; LeadsOutside when it or a
+        folder on its way is a link or not what it must be (a pipe, a device); FileNotFoundError
+        when it is not there."""
         parts = self.parts(relative)
         with self._folder_of(parts) as folder:
             try:
@@ -121,9 +122,17 @@ class Confined:
                 if error.errno == errno.ELOOP:
                     raise LeadsOutside(self.folder, relative, "a symbolic link") from None
                 raise
-        with os.fdopen(descriptor, "rb") as handle:
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                raise LeadsOutside(self.folder, relative, "not a regular file")
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            os.close(descriptor)
+            raise LeadsOutside(self.folder, relative, "not a regular file")
+        os.set_blocking(descriptor, True)
+        return os.fdopen(descriptor, "rb")
+
+    def read_bytes(self, relative: str, limit: int, head: bool = False) -> bytes:
+        """The content of a regular file under the folder, at most `limit` bytes (ValueError
+        beyond; with `head`, its first `limit` bytes); LeadsOutside when it or a folder on
+        its way is a link or not what it must be; FileNotFoundError when it is not there."""
+        with self.open(relative) as handle:
             data = handle.read(limit + 1)
         if head:
             return data[:limit]

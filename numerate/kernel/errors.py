@@ -46,6 +46,8 @@ def describe_validation_error(
         field = ".".join(str(part) for part in problem["loc"])
         value = problem.get("input")
         message = shorten(problem["msg"].removeprefix("Value error, "), 300)
+        if problem["type"] == "string_pattern_mismatch":  # a rule of names, in words
+            message = _name_rule(problem.get("ctx", {}).get("pattern"), message)
         if problem["type"] in ("model_type", "model_attributes_type", "dict_type"):
             given = "empty" if value is None else f"not {what_it_is(value)}"
             message = f"should be a mapping of settings ({given})"  # not a class
@@ -66,6 +68,17 @@ def describe_validation_error(
     if len(problems) > MAX_PROBLEMS:
         lines.append(f"{where}: ... and {len(problems) - MAX_PROBLEMS} more problem(s)")
     return "\n".join(lines)
+
+
+def _name_rule(pattern: object, message: str) -> str:
+    """A name's rule (numerate.kernel.names) in words, or pydantic's `message` quoting the
+    regular expression."""
+    from numerate.kernel.names import NAMES
+
+    for rule, words in NAMES.values():
+        if rule == pattern:
+            return f"not a name numerate takes ({words})"
+    return message
 
 
 MAX_PROBLEMS = 10

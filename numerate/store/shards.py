@@ -12,20 +12,17 @@ last, and every file is written under a temporary name and then renamed.
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 
-from numerate.kernel.errors import ConfigError, first_line, shorten
+from numerate.kernel.confined import Confined, LeadsOutside
+from numerate.kernel.errors import ConfigError, NumerateError, first_line, shorten
 from numerate.kernel.files import missing_link_target, write_atomically
-from numerate.manifolds.grading import Outcome
-from numerate.store.schema import (
-    OPTIONAL_SHARD_TABLES,
-    RUN_STATUSES,
-    SHARD_TABLES,
-    StoreError,
-    now,
-)
+from numerate.kernel.names import NAMES, name_problem
+from numerate.store.schema import OPTIONAL_SHARD_TABLES, SHARD_TABLES, StoreError, now
+from numerate.store.shard_checks import run_problem
 from numerate.store.writer import Store
 
 SUCCESS = "_SUCCESS"
@@ -121,89 +118,42 @@ def ingested(store: Store, run_id: str) -> bool:
     return bool(store.query("SELECT 1 FROM ingested_shards WHERE run_id = ?", [run_id]))
 
 
-def ingest_run(store: Store, run_id: str, folder: str, source: str) -> None:
-    """Load a run's Parquet shards (a local folder) in one transaction; loading the same run
-    again changes nothing (two ingests of one location at once are harmless)."""
+def ingest_run(
+    store: Store, run_id: str, folder: str, source: str, grade: Callable[[str], object]
+) -> None:
+    """Load a run's Parquet shards (a local folder) in one transaction, all of them checked
+    first (numerate.store.shard_checks) and the run graded here (`grade`) before it commits:
+    a ShardError, or the grader's own error, leaves nothing of the run written. Loading the
+    same run again changes nothing (two ingests of one location at once are harmless)."""
+    import duckdb
+
+    files = {
+        table: str(Path(folder) / f"{table}.parquet")
+        for table in SHARD_TABLES
+        if table not in OPTIONAL_SHARD_TABLES or (Path(folder) / f"{table}.parquet").exists()
+    }
     with store.transaction() as con:
-        for table, (query, conflict) in SHARD_TABLES.items():
-            path = _sql_path(str(Path(folder) / f"{table}.parquet"))
-            if table in OPTIONAL_SHARD_TABLES and not Path(path).exists():
-                continue
-            problem = _shard_problem(con, table, path, run_id, "run_id = $run" in query)
-            if problem:  # nothing of the run is written: the transaction rolls back
-                raise ShardError(f"{table}.parquet: {problem}")
-            con.execute(
-                f"INSERT {conflict} INTO {table} BY NAME SELECT * FROM read_parquet('{path}')"
-            )
-        problem = _shards_disagree(con, folder)
+        problem = run_problem(con, files, run_id)
         if problem:
             raise ShardError(problem)
+        for table, path in files.items():
+            _, conflict = SHARD_TABLES[table]
+            try:  # identical rows twice are one (shard_checks refused different ones)
+                con.execute(
+                    f"INSERT {conflict} INTO {table} BY NAME "
+                    f"SELECT DISTINCT * FROM read_parquet('{_sql_path(path)}')"
+                )
+            except duckdb.Error as error:  # said by the table, not by the local copy's path
+                raise ShardError(f"{table}.parquet: {first_line(error)}") from None
+        grade(run_id)
         con.execute(
             "INSERT OR REPLACE INTO ingested_shards VALUES (?, ?, ?)", [run_id, source, now()]
         )
 
 
 class ShardError(StoreError):
-    """A run's shards hold what its run cannot: rows of another run, unknown outcomes."""
-
-
-def _shard_problem(con: Any, table: str, path: str, run_id: str, of_the_run: bool) -> str | None:
-    """Why a run's shard of `table` cannot be loaded as that run's, or None: its rows are
-    the run's own (`of_the_run`: each names the run its folder is named after; a run id like
-    `../../x` would name files where it is used) and its outcomes are outcomes."""
-    source = f"read_parquet('{path}')"
-    columns = {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
-    required = con.execute(
-        "SELECT column_name FROM duckdb_columns() WHERE database_name = current_database() "
-        "AND table_name = ? AND NOT is_nullable ORDER BY column_index",
-        [table],
-    ).fetchall()
-    lacking = [name for (name,) in required if name not in columns]
-    if lacking:  # DuckDB's Binder Error named its own REPLACE list
-        return f"no column {', '.join(lacking[:5])} (a file of another program, or cut)"
-    if of_the_run and "run_id" in columns:
-        others = con.execute(
-            f"SELECT DISTINCT run_id FROM {source} WHERE run_id IS DISTINCT FROM ? LIMIT 1",
-            [run_id],
-        ).fetchall()
-        if others:
-            return f"a row of run {shorten(repr(others[0][0]), 80)}, in the folder of {run_id!r}"
-    for column, known in _KNOWN_VALUES.get(table, {"outcome": _OUTCOMES}).items():
-        if column not in columns:
-            continue
-        odd = con.execute(
-            f"SELECT DISTINCT {column} FROM {source} WHERE {column} IS NULL OR NOT "
-            f"list_contains(?, {column}) LIMIT 1",
-            [list(known)],
-        ).fetchall()
-        if odd:
-            return f"{column} {shorten(repr(odd[0][0]), 80)} is none of {', '.join(known)}"
-    return None
-
-
-_OUTCOMES = tuple(outcome.value for outcome in Outcome)
-_KNOWN_VALUES: dict[str, dict[str, tuple[str, ...]]] = {
-    "runs": {"status": tuple(s for s in RUN_STATUSES if s != "running")},  # complete runs
-    # only: one stored `running` with a finish time was loaded (exit 0)
-    "run_models": {"status": ("ok", "degraded", "failed")},
-}
-"""The columns of a shard whose values come from a fixed list (by table; every other table:
-`outcome`)."""
-
-
-def _shards_disagree(con: Any, folder: str) -> str | None:
-    """Why a run's shards, each loadable, cannot be one run's, or None: aggregates counted
-    over answers the shards do not hold (an empty `responses.parquet` beside summaries)."""
-    counted = {
-        table: con.execute(f"SELECT count(*) FROM read_parquet('{_sql_path(path)}')").fetchone()[0]
-        for table in ("responses", "points", "summaries")
-        if Path(path := f"{folder}/{table}.parquet").exists()
-    }
-    if counted.get("responses") == 0:
-        aggregated = [f"{table}.parquet ({n} rows)" for table, n in counted.items() if n]
-        if aggregated:
-            return f"responses.parquet holds no answer, yet {' and '.join(aggregated)} count some"
-    return None
+    """A run's shards hold what its run cannot: rows of another run, unknown outcomes, a
+    negative token count, a name no config takes, an answer to a case they lack."""
 
 
 def check_writable(results_dir: str) -> None:
@@ -287,15 +237,24 @@ class Ingested:
     """Runs the database holds already, made in it (not ingested)."""
 
 
-def ingest(store: Store, results_dir: str) -> Ingested:
-    """Load every complete run not ingested yet. A run whose shards cannot be read (a file
-    missing or truncated) is skipped, named with why, and the others are loaded; nothing of a
-    skipped run is written, so the next ingest tries it again."""
+def ingest(store: Store, results_dir: str, grade: Callable[[str], object]) -> Ingested:
+    """Load every complete run not ingested yet, each graded by `grade` (run id) before its
+    transaction commits. A run whose shards cannot be read (a file missing or truncated), or
+    hold what no run of numerate's can (numerate.store.shard_checks), or whose answers cannot
+    be graded, is skipped, named with why, and the others are loaded; nothing of a skipped
+    run is written, so the next ingest tries it again."""
     import duckdb
 
     fs, root = _filesystem(results_dir)
+    local_files = _confined(fs, root)
     done = Ingested()
     for run_id in complete_runs(results_dir):
+        if name_problem("run_id", run_id):  # a folder no run of numerate's is named: shown
+            rule = NAMES["run_id"][1]  # escaped, as `repr` writes it
+            done.skipped.append(
+                (shorten(repr(run_id), 80), f"its folder's name is no run id ({rule})")
+            )
+            continue
         if ingested(store, run_id):
             continue
         if store.query("SELECT 1 FROM runs WHERE run_id = ?", [run_id]):
@@ -310,9 +269,9 @@ def ingest(store: Store, results_dir: str) -> Ingested:
                         if table in OPTIONAL_SHARD_TABLES:
                             continue  # published before the table existed
                         raise ShardError(f"{table}.parquet is missing, beside its {SUCCESS}")
-                    fs.get_file(shard, f"{local}/{table}.parquet")
-                ingest_run(store, run_id, local, source=source)
-            except ShardError as error:
+                    _fetch(fs, local_files, f"{run_id}/{table}.parquet", shard, local)
+                ingest_run(store, run_id, local, source, _graded_or_refused(grade))
+            except (ShardError, LeadsOutside) as error:
                 done.skipped.append((run_id, str(error)[:300]))
                 continue
             except (OSError, duckdb.Error) as error:  # named by the shard, not the local copy
@@ -321,3 +280,38 @@ def ingest(store: Store, results_dir: str) -> Ingested:
                 continue
         done.loaded.append(run_id)
     return done
+
+
+def _confined(fs: Any, root: str) -> Confined | None:
+    """The results location as a confined folder when it is a local one (a shard there that
+    is a symbolic link is refused, never followed out of it), else None."""
+    from fsspec.implementations.local import LocalFileSystem
+
+    return Confined(root) if isinstance(fs, LocalFileSystem) else None
+
+
+def _fetch(fs: Any, local_files: Confined | None, relative: str, shard: str, local: str) -> None:
+    """A shard copied into the local folder `local` (by its file name) to be read there."""
+    import shutil
+
+    target = f"{local}/{PurePosixPath(relative).name}"
+    if local_files is None:
+        fs.get_file(shard, target)
+        return
+    with local_files.open(relative) as original, open(target, "wb") as copy:
+        shutil.copyfileobj(original, copy)
+
+
+def _graded_or_refused(grade: Callable[[str], object]) -> Callable[[str], object]:
+    """`grade`, whose failure on what a shard holds (a case its manifold cannot read, an
+    answer the aggregates cannot place) is a ShardError; the database's own stays its own."""
+
+    def graded(run_id: str) -> object:
+        try:
+            return grade(run_id)
+        except StoreError:
+            raise
+        except (NumerateError, ValueError, LookupError, TypeError) as error:
+            raise ShardError(f"its answers cannot be graded: {first_line(error)}") from None
+
+    return graded

@@ -1,6 +1,7 @@
 """Runs on two workers publish Parquet shards; one ingest merges them idempotently."""
 
 import asyncio
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -84,8 +85,13 @@ def test_ingest_from_the_cli(tmp_path):
 STOPPED_AFTER_LOADING = """
 import sys
 import numerate.regrade as regrade
+graded = []
+grade = regrade.regrade_run
 def stopped(store, run_id):
-    raise KeyboardInterrupt  # Ctrl-C once the run is loaded, as it is graded here
+    if graded:  # Ctrl-C as the second run is graded, its rows written but not committed
+        raise KeyboardInterrupt
+    graded.append(run_id)
+    return grade(store, run_id)
 regrade.regrade_run = stopped
 from numerate.cli import main
 sys.argv = ["numerate", "ingest", sys.argv[1], "--db", sys.argv[2]]
@@ -94,12 +100,16 @@ main()
 
 
 def test_an_ingest_a_signal_stops_names_the_runs_it_had_loaded(tmp_path):
-    """Corpus L: a bare `terminated` beside a database that held the run it had loaded."""
+    """Corpus L: a bare `terminated` beside a database that held the run it had loaded. The
+    run being graded when the signal came is not loaded at all (issue 40: it was stored
+    ungraded, and recorded as ingested)."""
     import subprocess
     import sys
 
     shared = tmp_path / "shared"
-    run_id = asyncio.run(sweep(config("oracle", shared), str(tmp_path / "w.duckdb")))
+    first = asyncio.run(sweep(config("oracle", shared), str(tmp_path / "w.duckdb")))
+    second = asyncio.run(sweep(config("random", shared), str(tmp_path / "v.duckdb")))
+    run_id = min(first, second)  # runs are loaded in the order of their ids
     Store.close_all()
     db = tmp_path / "c.duckdb"
     done = subprocess.run([sys.executable, "-c", STOPPED_AFTER_LOADING, str(shared), str(db)],
@@ -109,6 +119,8 @@ def test_an_ingest_a_signal_stops_names_the_runs_it_had_loaded(tmp_path):
         f"interrupted: 1 run(s) were loaded into {db} ({run_id}); run the same command again "
         "to load the rest"
     )
+    assert table(db, "SELECT DISTINCT run_id FROM responses") == [(run_id,)]
+    assert table(db, "SELECT run_id FROM ingested_shards") == [(run_id,)]
 
 
 def test_a_corrupt_or_incomplete_shard_is_skipped_and_named(tmp_path):
@@ -172,23 +184,53 @@ def _rewrite(shard, sql):
     ("table_name", "sql", "said"),
     [
         ("responses", "UPDATE shard_rows SET run_id = '../../../../tmp/PWNED'",
-         "responses.parquet: a row of run '../../../../tmp/PWNED', in the folder of"),
+         "responses.parquet row 1: run_id '../../../../tmp/PWNED', in the folder of run"),
         ("runs", "UPDATE shard_rows SET run_id = 'another-run'",
-         "runs.parquet: a row of run 'another-run'"),
+         "runs.parquet row 1: run_id 'another-run', in the folder of run"),
         ("responses", "UPDATE shard_rows SET outcome = 'bogus-outcome'",
-         "responses.parquet: outcome 'bogus-outcome' is none of correct, wrong"),
+         "responses.parquet row 1: outcome 'bogus-outcome' is none of correct, wrong"),
         ("runs", "UPDATE shard_rows SET status = 'bogus'",
-         "runs.parquet: status 'bogus' is none of finished, degraded"),
+         "runs.parquet row 1: status 'bogus' is none of finished, degraded"),
         # corpus L: loaded, exit 0, as a run `running` with a finish time
         ("runs", "UPDATE shard_rows SET status = 'running'",
-         "runs.parquet: status 'running' is none of finished, degraded, failed, interrupted"),
+         "runs.parquet row 1: status 'running' is none of finished, degraded, failed, interrupted"),
         ("run_models", "UPDATE shard_rows SET status = 'great'",
-         "run_models.parquet: status 'great' is none of ok, degraded, failed"),
+         "run_models.parquet row 1: status 'great' is none of ok, degraded, failed"),
         # corpus I: `Binder Error: Column "sample_index" in REPLACE list not found`
         ("responses", "CREATE OR REPLACE TABLE shard_rows AS SELECT 1 AS x",
          "responses.parquet: no column run_id, model, model_id, manifold, case_id (a file of"),
         ("responses", "DELETE FROM shard_rows",
          "responses.parquet holds no answer, yet points.parquet (2 rows) and summaries"),
+        # issue 40, F9: a traceback, the run stored ungraded and recorded as ingested
+        ("responses", "UPDATE shard_rows SET case_id = 'nope-' || case_id",
+         "responses.parquet row 1: case 'nope-"),
+        ("cases", "DELETE FROM shard_rows", "responses.parquet row 1: case '"),
+        ("responses", "UPDATE shard_rows SET manifold = 'shuffle' WHERE manifold = 'objects'",
+         "manifold 'shuffle', its case's is 'objects'"),
+        ("cases", "UPDATE shard_rows SET manifold = 'mystery'",
+         "cases.parquet row 1: manifold 'mystery' is none of objects, "),
+        ("cases", "UPDATE shard_rows SET data = '{}'", "its answers cannot be graded: "),
+        # F10: loaded, exit 0
+        ("responses", "UPDATE shard_rows SET completion_tokens = -5",
+         "responses.parquet row 1: completion_tokens -5: a token count is 0 or more"),
+        ("responses", "UPDATE shard_rows SET latency_s = 'NaN'::DOUBLE",
+         "responses.parquet row 1: latency_s nan: a duration is a finite number of seconds"),
+        ("responses", "ALTER TABLE shard_rows ALTER sample_index TYPE VARCHAR; "
+                      "UPDATE shard_rows SET sample_index = 'first'",
+         "responses.parquet row 1: sample_index 'first' is no integer"),
+        # F11: names a config refuses, loaded and printed raw by report
+        ("runs", "UPDATE shard_rows SET sweep_name = 'x<script>'",
+         "runs.parquet row 1: sweep_name 'x<script>' is not a name numerate takes"),
+        ("responses", "UPDATE shard_rows SET model = chr(27) || '[31mred'",
+         "responses.parquet row 1: model '\\x1b[31mred' is not a name numerate takes"),
+        ("responses", "UPDATE shard_rows SET model_id = 'a' || chr(27) || ']8;;http://x' || chr(7)",
+         "responses.parquet row 1: model_id 'a\\x1b]8;;http://x\\x07' is not a name"),
+        # F12: the first of two different rows kept silently
+        ("runs", "INSERT INTO shard_rows SELECT * REPLACE ('other' AS sweep_name) FROM shard_rows",
+         "runs.parquet rows 1 and 2: two different rows for one runs row (run_id 'split-"),
+        ("responses", "INSERT INTO shard_rows SELECT * REPLACE ('7' AS raw_text) FROM shard_rows "
+                      "WHERE case_id = (SELECT min(case_id) FROM shard_rows)",
+         "two different rows for one responses row (run_id 'split-"),
     ],
 )  # fmt: skip
 def test_a_shard_holding_another_run_s_rows_or_no_outcome_is_skipped(
@@ -204,8 +246,9 @@ def test_a_shard_holding_another_run_s_rows_or_no_outcome_is_skipped(
     central = str(tmp_path / "central.duckdb")
     result = CliRunner().invoke(app, ["ingest", str(shared), "--db", central])
     assert result.exit_code == 3, result.output
-    assert f"warning: skipped run {run_id}: {said}" in result.stderr
-    assert table(central, "SELECT count(*) FROM responses") == [(0,)]  # nothing of it
+    [warning] = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert warning.startswith(f"warning: skipped run {run_id}: ") and said in warning
+    assert not Path(central).exists()  # nothing of it, and no database made for nothing
 
 
 @pytest.mark.parametrize(
@@ -349,3 +392,71 @@ def test_a_results_location_its_file_system_cannot_open_is_one_error(
     assert result.exit_code == 2, result.output
     assert result.stderr.startswith(f"error: results location {location!r} {said}")
     assert not (tmp_path / "c.duckdb").exists()
+
+
+def test_rows_a_shard_holds_twice_alike_are_loaded_once(tmp_path):
+    """Two identical rows for one key are one row (a shard written twice over), not refused."""
+    shared = tmp_path / "shared"
+    worker = tmp_path / "w.duckdb"
+    run_id = asyncio.run(sweep(config("random", shared), str(worker)))
+    Store.close_all()
+    for name in ("runs", "responses"):
+        _rewrite(shared / run_id / f"{name}.parquet",
+                 "INSERT INTO shard_rows SELECT * FROM shard_rows")  # fmt: skip
+    central = tmp_path / "central.duckdb"
+    result = CliRunner().invoke(app, ["ingest", str(shared), "--db", str(central)])
+    assert result.exit_code == 0, result.output
+    query = "SELECT case_id, outcome FROM responses"
+    assert table(central, query) == table(worker, query)
+
+
+def test_a_case_unlike_the_one_the_database_holds_is_refused(tmp_path):
+    """F12: a case (or completion) whose key the database holds already was ignored, so a
+    shard's answers were graded against another case than the one they answered."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    asyncio.run(sweep(config("oracle", first), str(tmp_path / "a.duckdb")))
+    run_id = asyncio.run(sweep(config("random", second), str(tmp_path / "b.duckdb")))
+    Store.close_all()
+    _rewrite(second / run_id / "cases.parquet",
+             "UPDATE shard_rows SET target = target || '0' WHERE manifold = 'objects'")  # fmt: skip
+    central = tmp_path / "central.duckdb"
+    assert CliRunner().invoke(app, ["ingest", str(first), "--db", str(central)]).exit_code == 0
+    result = CliRunner().invoke(app, ["ingest", str(second), "--db", str(central)])
+    assert result.exit_code == 3, result.output
+    assert "cases.parquet row 1: not the cases row the database holds under case_id '" in (
+        result.stderr
+    )
+    assert table(central, "SELECT count(DISTINCT run_id) FROM responses") == [(1,)]
+
+
+def test_a_shard_that_is_a_link_out_of_the_location_is_not_followed(tmp_path):
+    """A local results location: a shard that is a symbolic link (to a file elsewhere that
+    is a shard too) is refused, not read; the run is skipped."""
+    import os
+
+    shared = tmp_path / "shared"
+    run_id = asyncio.run(sweep(config("oracle", shared), str(tmp_path / "a.duckdb")))
+    Store.close_all()
+    shard = shared / run_id / "responses.parquet"
+    elsewhere = tmp_path / "elsewhere.parquet"
+    os.rename(shard, elsewhere)
+    os.symlink(elsewhere, shard)
+    central = tmp_path / "central.duckdb"
+    result = CliRunner().invoke(app, ["ingest", str(shared), "--db", str(central)])
+    assert result.exit_code == 3, result.output
+    assert f"warning: skipped run {run_id}: {shard}: a symbolic link" in result.stderr
+    assert not central.exists()
+
+
+def test_a_run_folder_whose_name_holds_an_escape_is_skipped_and_shown_escaped(tmp_path):
+    """F11: a folder named with a terminal escape is no run id; the warning shows it escaped."""
+    shared = tmp_path / "shared"
+    run_id = asyncio.run(sweep(config("oracle", shared), str(tmp_path / "a.duckdb")))
+    Store.close_all()
+    (shared / run_id).rename(shared / "\x1b]0;owned\x07")
+    result = CliRunner().invoke(app, ["ingest", str(shared), "--db", str(tmp_path / "c.duckdb")])
+    assert result.exit_code == 3, result.output
+    assert "\x1b" not in result.output
+    assert "warning: skipped run '\\x1b]0;owned\\x07': its folder's name is no run id (letters" in (
+        result.stderr
+    )

@@ -1,0 +1,42 @@
+"""The names numerate stores and shows: a sweep's name, a model's label, the model id an
+endpoint serves. One rule each, read by a config (pydantic's `pattern`) and by an ingest
+(DuckDB's `regexp_full_match`, the same RE2 syntax), so a shard cannot bring in a name a config
+refuses: one holding HTML, a terminal's escape sequences or a newline, printed raw by
+`report --format markdown|csv`."""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["MODEL_ID", "MODEL_NAME", "NAMES", "RUN_ID", "SWEEP_NAME", "name_problem"]
+
+SWEEP_NAME = r"^[A-Za-z0-9_.-]{1,100}$"
+"""A sweep's name: letters, digits and _ . - (stored with every run)."""
+
+RUN_ID = r"^[A-Za-z0-9_.-]{1,200}$"
+"""A run's id: its sweep's name, `-` and 12 hexadecimal digits (`numgen-` and 12 for NumGen);
+a shard's folder is named after it."""
+
+MODEL_NAME = r"^[A-Za-z0-9_.:/@+-]{1,200}$"
+"""A model's label in the results: letters, digits and _ . : / @ + -."""
+
+MODEL_ID = r"^[^\x00-\x20\x7f-\x9f<>\"'`\\]{1,200}$"
+"""The id an endpoint serves (`org/model`, `llama3:8b`, `claude-3@20240229`): up to 200
+characters, none of them a space, a control character (a terminal's escape sequences begin
+with one) or one of < > " ' ` \\ (HTML, quoting)."""
+
+NAMES: dict[str, tuple[str, str]] = {
+    "sweep_name": (SWEEP_NAME, "letters, digits and _ . -, at most 100"),
+    "run_id": (RUN_ID, "letters, digits and _ . -, at most 200"),
+    "model": (MODEL_NAME, "letters, digits and _ . : / @ + -, at most 200"),
+    "model_id": (MODEL_ID, "no space, control character or < > \" ' ` \\, at most 200"),
+}
+"""Each stored column of names: its rule and the rule in words."""
+
+
+def name_problem(column: str, value: object) -> str | None:
+    """Why `value` cannot be the `column` (a key of NAMES) numerate stores, or None."""
+    pattern, words = NAMES[column]
+    if isinstance(value, str) and re.fullmatch(pattern, value):
+        return None
+    return f"{column} {value!r}: {words}"

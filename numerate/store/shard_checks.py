@@ -1,0 +1,284 @@
+"""What a run's Parquet shards must hold before anything of them is written.
+
+A shard comes from another machine, another version of numerate, or someone's hands: every
+table of a run is read and checked before the first row is inserted, so that a run loads whole
+or not at all. Each problem is one line naming the table's file and the row (counted from 1
+in the file), with the offending value as `repr` shows it (an escape sequence is shown, never
+sent to the terminal):
+
+- the columns the table cannot be without, and their types (a value that is no whole number,
+  no time, ...);
+- the rows are the run's own (a run id like `../../x` names files where it is used);
+- values from a fixed list (outcomes, statuses), ranges (token counts and sizes 0 or more,
+  latencies finite and 0 or more, rates from 0 to 1);
+- names by the rules a config follows (numerate.kernel.names: no HTML, no escape sequence);
+- one row per key: two identical rows are one, two different ones are refused, as is a case
+  or completion that differs from the one the database holds under the same key;
+- each answer's case is in the shard or the database, of the answer's manifold and grid
+  point, and of a manifold this numerate knows; answers exist where aggregates count some.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from numerate.kernel.errors import shorten
+from numerate.kernel.names import NAMES
+from numerate.manifolds import registry
+from numerate.manifolds.grading import Outcome
+from numerate.store.schema import RUN_STATUSES
+
+__all__ = ["run_problem"]
+
+_OUTCOMES = tuple(outcome.value for outcome in Outcome)
+_KNOWN_VALUES: dict[str, dict[str, tuple[str, ...]]] = {
+    "runs": {"status": tuple(s for s in RUN_STATUSES if s != "running")},  # complete runs
+    # only: one stored `running` with a finish time was loaded (exit 0)
+    "run_models": {"status": ("ok", "degraded", "failed")},
+}
+"""The columns of a shard whose values come from a fixed list (by table; every other table:
+`outcome`)."""
+
+_COUNT = ("{c} >= 0", "a count is 0 or more")
+_RATE = ("{c} BETWEEN 0 AND 1", "a rate or chance lies from 0 to 1")
+_SECONDS = ("isfinite({c}) AND {c} >= 0", "a duration is a finite number of seconds, 0 or more")
+_RANGES: dict[str, tuple[str, str]] = {
+    "prompt_tokens": ("{c} >= 0", "a token count is 0 or more"),
+    "completion_tokens": ("{c} >= 0", "a token count is 0 or more"),
+    "latency_s": _SECONDS,
+    "sample_index": _COUNT,
+    "case_index": _COUNT,
+    "attempts": _COUNT,
+    "n": _COUNT,
+    "errors": _COUNT,
+    "asked": _COUNT,
+    "error_rate": _RATE,
+    "chance": _RATE,
+    "chance_random": _RATE,
+    "chance_heuristic": _RATE,
+    "width": ("isfinite({c}) AND {c} >= 0", "a width is a finite number, 0 or more"),
+}
+"""Columns (of any table) whose values lie in a range: the condition a value (not NULL) meets,
+and the rule in words."""
+
+_OF_THE_RUN = frozenset({"runs", "responses", "run_models", "points", "point_stops", "summaries"})
+"""Tables whose every row names the run (`completions` and `cases` may be shared with the runs
+whose answers and cases it reused)."""
+
+_KEPT = frozenset({"cases", "completions"})
+"""Tables whose rows the database may hold already (another run's): kept, so a shard's row
+under the same key must be the same."""
+
+
+def run_problem(con: Any, files: dict[str, str], run_id: str) -> str | None:
+    """Why a run's shards (`files`: each table's Parquet file, local) cannot be loaded as run
+    `run_id` into the database of `con`, or None. Nothing is written."""
+    for table, path in files.items():
+        problem = _table_problem(con, table, _Shard(path), run_id)
+        if problem:
+            return f"{table}.parquet{problem}"
+    return _across_tables(con, {table: _Shard(path) for table, path in files.items()})
+
+
+class _Shard:
+    """One shard file, read with its row numbers (`file_row_number`, from 0)."""
+
+    def __init__(self, path: str) -> None:
+        quoted = path.replace("'", "''")
+        self.rows = f"read_parquet('{quoted}', file_row_number = true)"
+        self.plain = f"read_parquet('{quoted}')"
+
+
+def _row(found: tuple[Any, ...]) -> str:
+    """` row N` of a row found with its file_row_number first, counted from 1."""
+    return f" row {found[0] + 1}"
+
+
+def _first(con: Any, sql: str, params: list[Any] | None = None) -> tuple[Any, ...] | None:
+    rows: list[tuple[Any, ...]] = con.execute(sql, params or []).fetchall()
+    return rows[0] if rows else None
+
+
+def _shown(value: object) -> str:
+    return shorten(repr(value), 80)
+
+
+def _table_problem(con: Any, table: str, shard: _Shard, run_id: str) -> str | None:
+    described = con.execute(f"DESCRIBE SELECT * FROM {shard.plain}").fetchall()
+    given: dict[str, str] = {row[0]: row[1] for row in described}
+    expected = {
+        name: (kind, nullable)
+        for name, kind, nullable in con.execute(
+            "SELECT column_name, data_type, is_nullable FROM duckdb_columns() WHERE "
+            "database_name = current_database() AND table_name = ? ORDER BY column_index",
+            [table],
+        ).fetchall()
+    }
+    lacking = [
+        name for name, (_, nullable) in expected.items() if not nullable and name not in given
+    ]
+    if lacking:  # DuckDB's Binder Error named its own REPLACE list
+        return f": no column {', '.join(lacking[:5])} (a file of another program, or cut)"
+    unknown = [name for name in given if name not in expected]
+    if unknown:
+        return f": column {_shown(unknown[0])} is no column of {table} (a file of another program)"
+    checks: list[Callable[[], str | None]] = [
+        lambda: _types(con, shard, given, expected),
+        lambda: _values(con, table, shard, given, run_id),
+        lambda: _one_row_per_key(con, table, shard, given),
+    ]
+    return next((problem for check in checks if (problem := check())), None)
+
+
+def _types(
+    con: Any, shard: _Shard, given: dict[str, str], expected: dict[str, tuple[str, bool]]
+) -> str | None:
+    for column, kind in given.items():
+        wanted, nullable = expected[column]
+        if not nullable:
+            empty = _first(
+                con, f'SELECT file_row_number FROM {shard.rows} WHERE "{column}" IS NULL'
+            )
+            if empty:
+                return f"{_row(empty)}: {column} is empty; every row has one"
+        if kind == wanted:
+            continue
+        odd = _first(
+            con,
+            f'SELECT file_row_number, "{column}" FROM {shard.rows} '
+            f'WHERE "{column}" IS NOT NULL AND TRY_CAST("{column}" AS {wanted}) IS NULL',
+        )
+        if odd:
+            return f"{_row(odd)}: {column} {_shown(odd[1])} is no {wanted.lower()}"
+    return None
+
+
+def _rules(table: str, run_id: str) -> Iterator[tuple[str, str, list[Any], str]]:
+    """What each value of a column of `table` meets: (column, condition on `{c}`, its
+    parameters, what a value that does not meet it is)."""
+    if table in _OF_THE_RUN:
+        yield "run_id", "{c} = ?", [run_id], f", in the folder of run {run_id!r}"
+    for column, known in _KNOWN_VALUES.get(table, {"outcome": _OUTCOMES}).items():
+        yield column, "list_contains(?, {c})", [list(known)], f" is none of {', '.join(known)}"
+    for column, (condition, words) in _RANGES.items():
+        yield column, condition, [], f": {words}"
+    for column, (rule, words) in NAMES.items():
+        yield (
+            column,
+            "regexp_full_match({c}, ?)",
+            [rule],
+            f" is not a name numerate takes ({words})",
+        )
+
+
+def _values(con: Any, table: str, shard: _Shard, given: dict[str, str], run_id: str) -> str | None:
+    for column, condition, params, what in _rules(table, run_id):
+        if column not in given:
+            continue
+        quoted = f'"{column}"'
+        odd = _first(
+            con,
+            f"SELECT file_row_number, {quoted} FROM {shard.rows} "
+            f"WHERE {quoted} IS NOT NULL AND NOT ({condition.format(c=quoted)})",
+            params,
+        )
+        if odd:
+            return f"{_row(odd)}: {column} {_shown(odd[1])}{what}"
+    return None
+
+
+def _key(con: Any, table: str) -> list[str]:
+    [(columns,)] = con.execute(
+        "SELECT constraint_column_names FROM duckdb_constraints() WHERE database_name = "
+        "current_database() AND table_name = ? AND constraint_type = 'PRIMARY KEY'",
+        [table],
+    ).fetchall()
+    return list(columns)
+
+
+def _one_row_per_key(con: Any, table: str, shard: _Shard, given: dict[str, str]) -> str | None:
+    key = _key(con, table)
+    keyed = ", ".join(f'"{c}"' for c in key)
+    twice = _first(
+        con,
+        f"SELECT {keyed} FROM (SELECT DISTINCT * FROM {shard.plain}) GROUP BY ALL "
+        "HAVING count(*) > 1",
+    )
+    if twice:
+        where = " AND ".join(f'"{c}" = ?' for c in key)
+        rows = con.execute(
+            f"SELECT file_row_number FROM {shard.rows} WHERE {where} ORDER BY 1 LIMIT 2",
+            list(twice),
+        ).fetchall()
+        named = ", ".join(f"{c} {_shown(v)}" for c, v in zip(key, twice, strict=True))
+        return (
+            f" rows {rows[0][0] + 1} and {rows[1][0] + 1}: two different rows for one "
+            f"{table} row ({named})"
+        )
+    if table not in _KEPT:
+        return None
+    shared = [c for c in given if c not in key and c != "created_at"]
+    differs = " OR ".join(f's."{c}"::VARCHAR IS DISTINCT FROM t."{c}"::VARCHAR' for c in shared)
+    held = _first(
+        con,
+        f"SELECT s.file_row_number, {', '.join(f's.{c}' for c in key)} FROM {shard.rows} s "
+        f"JOIN {table} t USING ({keyed}) WHERE {differs or 'false'}",
+    )
+    if held:
+        named = ", ".join(f"{c} {_shown(v)}" for c, v in zip(key, held[1:], strict=True))
+        return f"{_row(held)}: not the {table} row the database holds under {named}"
+    return None
+
+
+def _across_tables(con: Any, shards: dict[str, _Shard]) -> str | None:
+    cases, responses = shards["cases"], shards["responses"]
+    known = list(registry.names())
+    odd = _first(
+        con,
+        f"SELECT file_row_number, manifold FROM {cases.rows} WHERE NOT list_contains(?, manifold)",
+        [known],
+    )
+    if odd:
+        return f"cases.parquet{_row(odd)}: manifold {_shown(odd[1])} is none of {', '.join(known)}"
+    every_case = (
+        f"(SELECT case_id, manifold, point_key FROM {cases.plain} UNION ALL "
+        "SELECT case_id, manifold, point_key FROM cases)"
+    )
+    missing = _first(
+        con,
+        f"SELECT r.file_row_number, r.case_id FROM {responses.rows} r "
+        f"ANTI JOIN {every_case} c USING (case_id)",
+    )
+    if missing:
+        return (
+            f"responses.parquet{_row(missing)}: case {_shown(missing[1])} is in neither "
+            "cases.parquet nor the database"
+        )
+    for column in ("manifold", "point_key"):
+        other = _first(
+            con,
+            f"SELECT r.file_row_number, r.{column}, c.{column} FROM {responses.rows} r "
+            f"JOIN {every_case} c USING (case_id) WHERE r.{column} <> c.{column}",
+        )
+        if other:
+            return (
+                f"responses.parquet{_row(other)}: {column} {_shown(other[1])}, its case's "
+                f"is {_shown(other[2])}"
+            )
+    return _answers_counted(con, shards)
+
+
+def _answers_counted(con: Any, shards: dict[str, _Shard]) -> str | None:
+    """Aggregates counted over answers the shards do not hold (an empty `responses.parquet`
+    beside summaries)."""
+    counted = {
+        table: con.execute(f"SELECT count(*) FROM {shards[table].plain}").fetchone()[0]
+        for table in ("responses", "points", "summaries")
+        if table in shards
+    }
+    if counted.get("responses") == 0:
+        aggregated = [f"{table}.parquet ({n} rows)" for table, n in counted.items() if n]
+        if aggregated:
+            return f"responses.parquet holds no answer, yet {' and '.join(aggregated)} count some"
+    return None
