@@ -28,6 +28,8 @@ class Completion:
     """Run that sent the request (None for an error, which is never stored as an answer)."""
     sample: int = 0
     """Which of the case's `samples` answers this is (0-based)."""
+    received_chars: int | None = None
+    """The length of an answer `text` holds cut (numerate.kernel.answers), as received."""
 
 
 def judge(
@@ -66,6 +68,8 @@ def grade_response(
         "point_key": planned.point_key,
         "request_hash": completion.request_hash,
         "raw_text": completion.text,
+        "raw_cut": completion.received_chars is not None,
+        "raw_chars": completion.received_chars,
         "answer": answer,
         "outcome": outcome.value,
         "error": completion.error,

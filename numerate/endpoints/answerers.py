@@ -22,6 +22,7 @@ from numerate.endpoints.retries import (
     retry_after_s,
 )
 from numerate.judging import Completion
+from numerate.kernel.answers import cut_answer
 from numerate.kernel.credentials import redact
 from numerate.kernel.inputs import valid_text
 from numerate.manifolds import registry
@@ -139,7 +140,8 @@ def read_completion(
 ) -> Completion:
     """The Completion of a chat completions answer; a body that is not one (an HTML page, no
     choices) or that holds no text is an `error` with its cause (never stored as an answer).
-    A credential the answer quotes (a server that echoes the key) is redacted."""
+    A credential the answer quotes (a server that echoes the key) is redacted; an answer
+    longer than numerate.kernel.answers.MAX_ANSWER_CHARS is cut (`received_chars`)."""
     choices = getattr(response, "choices", None)
     if not isinstance(choices, list) or not choices:
         cause = "no choices" if isinstance(choices, list) else "not a chat completion"
@@ -167,9 +169,10 @@ def read_completion(
             request_id, None, finish_reason=finish_reason, attempts=attempts, sample=sample,
             error=f"empty answer: {missing} (finish_reason {finish_reason!r})",
         )  # fmt: skip
+    text, cut_from = cut_answer(redact(content))  # bounded: numerate.kernel.answers
     return Completion(
-        request_id, redact(content), finish_reason=finish_reason, latency_s=latency_s,
-        attempts=attempts, sample=sample, **tokens,
+        request_id, text, finish_reason=finish_reason, latency_s=latency_s,
+        attempts=attempts, sample=sample, received_chars=cut_from, **tokens,
     )  # fmt: skip
 
 

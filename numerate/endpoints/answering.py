@@ -23,6 +23,7 @@ from numerate.config import ModelConfig
 from numerate.endpoints.answerers import answerer_for, storable
 from numerate.endpoints.limits import model_breaker, model_limits
 from numerate.judging import Completion, grade_response
+from numerate.kernel.answers import HEAD_CHARS, MAX_ANSWER_CHARS, TAIL_CHARS, cut_answer
 from numerate.kernel.credentials import redact
 from numerate.plan import PlannedCase, messages_for, request_hasher
 from numerate.progress import current as current_progress
@@ -59,20 +60,25 @@ async def stored_answers(
         return {}
     only_run = run_id if model.cache == "resume" else None
     stored = await asyncio.to_thread(store.get_completions, list(requests), only_run)
-    return {
-        key: Completion(
-            key,
-            row["text"],
-            finish_reason=row["finish_reason"],
-            prompt_tokens=row["prompt_tokens"],
-            completion_tokens=row["completion_tokens"],
-            latency_s=row["latency_s"],
-            attempts=row["attempts"],
-            fetched_by=row["run_id"],
-            sample=requests[key][2],
-        )
-        for key, row in stored.items()
-    }
+    return {key: _reused(key, row, requests[key][2]) for key, row in stored.items()}
+
+
+def _reused(key: str, row: CompletionRow, sample: int) -> Completion:
+    """A stored answer standing in for a request: cut as numerate.kernel.answers stores it
+    (one stored before answers were bounded is cut now), with the length it had."""
+    text, cut_from = cut_answer(row["text"]) if row["text"] is not None else (None, None)
+    return Completion(
+        key,
+        text,
+        finish_reason=row["finish_reason"],
+        prompt_tokens=row["prompt_tokens"],
+        completion_tokens=row["completion_tokens"],
+        latency_s=row["latency_s"],
+        attempts=row["attempts"],
+        fetched_by=row["run_id"],
+        sample=sample,
+        received_chars=row.get("text_chars") or cut_from,
+    )
 
 
 @dataclass
@@ -151,6 +157,8 @@ async def _ask(model: ModelConfig, requests: Requests, pending: list[str], store
                 completion = await answerer.answer(item, messages, key, sample)
         if completion.error is None:
             completion = dataclasses.replace(completion, fetched_by=run_id)
+        if completion.received_chars is not None:
+            said_cut(model.name, item.case_id, completion.received_chars)
         if storable(completion):
             store.receive("completions", [completion_row(model, completion, run_id)])
         store.receive("responses", grade(key, completion))
@@ -159,6 +167,29 @@ async def _ask(model: ModelConfig, requests: Requests, pending: list[str], store
         progress.advance(weight, errors=weight if completion.error is not None else 0)
 
     await asyncio.gather(*(ask(key) for key in pending))
+
+
+_cuts_said: Counter[str] = Counter()
+
+CUTS_SAID = 5
+"""Cut answers said in the log per model (and process); the rest are counted by SQL."""
+
+
+def said_cut(model: str, case_id: str, received: int) -> None:
+    """Say in the run's log that an answer was stored cut (numerate.kernel.answers): the
+    first CUTS_SAID of a model, then where to count the others."""
+    _cuts_said[model] += 1
+    if _cuts_said[model] <= CUTS_SAID:
+        current_progress().note(
+            f"model {model}, case {case_id}: an answer of {received:,} characters is stored "
+            f"cut to {MAX_ANSWER_CHARS:,} (its first {HEAD_CHARS:,} and last {TAIL_CHARS:,}), "
+            "and graded on what is kept"
+        )
+    if _cuts_said[model] == CUTS_SAID:
+        current_progress().note(
+            f"model {model}: further cut answers are not said here (`raw_cut` marks them: "
+            "docs/schema.md, 'Answers of any size')"
+        )
 
 
 def completion_row(model: ModelConfig, completion: Completion, run_id: str) -> CompletionRow:
@@ -171,6 +202,8 @@ def completion_row(model: ModelConfig, completion: Completion, run_id: str) -> C
         "revision": model.revision,
         "sample_index": completion.sample,
         "text": completion.text,
+        "text_cut": completion.received_chars is not None,
+        "text_chars": completion.received_chars,
         "finish_reason": completion.finish_reason,
         "prompt_tokens": completion.prompt_tokens,
         "completion_tokens": completion.completion_tokens,

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import importlib
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 from numerate.config import ModelConfig
@@ -30,9 +33,63 @@ async def shared_client(model: ModelConfig) -> Any:
             api_key=await api_key(model),
             max_retries=0,  # retries are ours: we honour Retry-After and record attempts
             timeout=model.timeout_s,
+            http_client=openai.DefaultAsyncHttpxClient(
+                timeout=model.timeout_s, event_hooks={"response": [bound_body]}
+            ),
         )
         _clients[key] = client
     return client
+
+
+MAX_BODY_BYTES = 64 * 1024 * 1024
+"""The largest answer body read from an endpoint: a body that says it is larger, or grows
+larger while read, is not read on (an error, `answer body larger than 64 MiB`); one below is
+read, and its text stored cut to numerate.kernel.answers.MAX_ANSWER_CHARS."""
+
+
+class AnswerTooLarge(Exception):
+    """An endpoint's answer body beyond MAX_BODY_BYTES."""
+
+    def __init__(self) -> None:
+        super().__init__(f"answer body larger than {MAX_BODY_BYTES // 2**20} MiB: not read")
+
+
+async def bound_body(response: Any) -> None:
+    """An httpx response hook: the body of `response` is read up to MAX_BODY_BYTES, then
+    AnswerTooLarge (before it is read, when its Content-Length says so)."""
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        await response.aclose()
+        raise AnswerTooLarge
+    bounded = _bounded_stream(type(response).__module__.partition(".")[0])
+    response.stream = bounded(response.stream, MAX_BODY_BYTES)
+
+
+@functools.cache
+def _bounded_stream(package: str) -> type[BoundedStream]:
+    """BoundedStream as a byte stream of the HTTP package (`httpx`; `httpx2`, which openai 3
+    uses), whose responses read only its own AsyncByteStream."""
+    base = importlib.import_module(package).AsyncByteStream
+    return type("BoundedStream", (BoundedStream, base), {})
+
+
+class BoundedStream:
+    """An async byte stream that ends in AnswerTooLarge past `limit` bytes."""
+
+    def __init__(self, stream: Any, limit: int) -> None:
+        self.stream = stream
+        self.limit = limit
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        read = 0
+        async for chunk in self.stream:
+            read += len(chunk)
+            if read > self.limit:
+                raise AnswerTooLarge
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
 
 
 _limits: dict[tuple[int, str], tuple[AdaptiveLimit, asyncio.Semaphore]] = {}

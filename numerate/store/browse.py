@@ -100,11 +100,27 @@ def outcome_counts(source: Source, run_id: str) -> pl.DataFrame:
     )
 
 
-_CASE_COLUMNS = """
-r.case_id, r.sample_index, r.point_key, c.input AS prompt, c.target, r.raw_text, r.answer,
+def _case_columns(fold: tuple[int, int]) -> str:
+    """An answer and its case as pages show them: an answer longer than the two parts of
+    `fold` (characters of its beginning, of its end) as those two parts (`raw_text`,
+    `raw_tail`; `raw_tail` is None for an answer shown whole) and its length."""
+    head, tail = fold
+    longer = f"length(r.raw_text) > {head + tail}"
+    return f"""
+r.case_id, r.sample_index, r.point_key, c.input AS prompt, c.target,
+CASE WHEN {longer} THEN left(r.raw_text, {head}) ELSE r.raw_text END AS raw_text,
+CASE WHEN {longer} THEN right(r.raw_text, {tail}) END AS raw_tail,
+length(r.raw_text) AS raw_length, r.raw_cut, r.raw_chars, r.answer,
 r.outcome, r.error, r.finish_reason, r.prompt_tokens, r.completion_tokens, r.latency_s,
 r.cached, CAST(c.params AS VARCHAR) AS params
 """
+
+
+LIST_FOLD = (400, 1_200)
+"""How much of a long answer a list of cases shows: its first and last characters."""
+
+CASE_FOLD = (4_000, 12_000)
+"""How much of a long answer the page of its case shows: its first and last characters."""
 
 
 def point_cases(
@@ -145,7 +161,7 @@ def point_cases(
     joined = "responses r JOIN cases c USING (case_id)"
     total = int(source.query(f"SELECT count(*) FROM {joined} WHERE {where}", params)[0][0])
     frame = source.frame(
-        f"SELECT {_CASE_COLUMNS} FROM {joined} WHERE {where} "
+        f"SELECT {_case_columns(LIST_FOLD)} FROM {joined} WHERE {where} "
         "ORDER BY c.case_index, r.case_id, r.sample_index LIMIT ? OFFSET ?",
         [*params, limit, offset],
     )
@@ -155,11 +171,36 @@ def point_cases(
 def case_answers(source: Source, run_id: str, model: str, case_id: str) -> pl.DataFrame:
     """Every answer (sample) of a model to one case of a run, with the case and its data."""
     return source.frame(
-        f"SELECT {_CASE_COLUMNS}, r.manifold, CAST(c.data AS VARCHAR) AS data, c.chance "
+        f"SELECT {_case_columns(CASE_FOLD)}, r.manifold, CAST(c.data AS VARCHAR) AS data, "
+        "c.chance "
         "FROM responses r JOIN cases c USING (case_id) "
         "WHERE r.run_id = ? AND r.model = ? AND r.case_id = ? ORDER BY r.sample_index",
         [run_id, model, case_id],
     )
+
+
+def answer_text(source: Source, run_id: str, model: str, case_id: str, sample: int) -> str | None:
+    """The whole stored text of one answer (None when there is no such answer or it has no
+    text: an error)."""
+    found = source.query(
+        "SELECT raw_text FROM responses WHERE run_id = ? AND model = ? AND case_id = ? "
+        "AND sample_index = ?",
+        [run_id, model, case_id, sample],
+    )
+    return found[0][0] if found else None
+
+
+def folded_answers(source: Source, run_id: str) -> list[tuple[str, str, int]]:
+    """(model, case id, sample) of each answer of a run that a list of cases shows folded."""
+    head, tail = LIST_FOLD
+    return [
+        (model, case_id, sample)
+        for model, case_id, sample in source.query(
+            "SELECT model, case_id, sample_index FROM responses WHERE run_id = ? "
+            f"AND length(raw_text) > {head + tail} ORDER BY ALL",
+            [run_id],
+        )
+    ]
 
 
 _CHANGED = """

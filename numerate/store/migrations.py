@@ -426,4 +426,13 @@ MIGRATIONS: list[tuple[str, str]] = [
         ORDER BY case_set, accuracy DESC NULLS LAST, model;
         """,
     ),
+    (
+        "answers stored cut beyond numerate.kernel.answers.MAX_ANSWER_CHARS: flag, length",
+        """
+        ALTER TABLE completions ADD COLUMN text_cut BOOLEAN DEFAULT false;
+        ALTER TABLE completions ADD COLUMN text_chars INTEGER;
+        ALTER TABLE responses ADD COLUMN raw_cut BOOLEAN DEFAULT false;
+        ALTER TABLE responses ADD COLUMN raw_chars INTEGER;
+        """,
+    ),
 ]

@@ -40,6 +40,10 @@ class CompletionRow(TypedDict):
     revision: str | None
     sample_index: int
     text: str | None
+    text_cut: bool
+    """Whether `text` is the answer cut to numerate.kernel.answers.MAX_ANSWER_CHARS."""
+    text_chars: int | None
+    """The length in characters of a cut answer as received (None when kept whole)."""
     finish_reason: str | None
     prompt_tokens: int | None
     completion_tokens: int | None
@@ -61,6 +65,10 @@ class ResponseRow(TypedDict):
     point_key: str
     request_hash: str
     raw_text: str | None
+    raw_cut: bool
+    """Whether `raw_text` is the answer cut to numerate.kernel.answers.MAX_ANSWER_CHARS."""
+    raw_chars: int | None
+    """The length in characters of a cut answer as received (None when kept whole)."""
     answer: str | None
     outcome: str
     """correct, wrong, unparsed, truncated or error (numerate.manifolds.grading.Outcome)."""

@@ -53,6 +53,8 @@ _RANGES: dict[str, tuple[str, str]] = {
     "n": _COUNT,
     "errors": _COUNT,
     "asked": _COUNT,
+    "raw_chars": _COUNT,
+    "text_chars": _COUNT,
     "error_rate": _RATE,
     "chance": _RATE,
     "chance_random": _RATE,

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 
+from numerate.kernel.answers import MAX_ANSWER_CHARS, cut_sql
 from numerate.kernel.confined import Confined, LeadsOutside
 from numerate.kernel.errors import ConfigError, NumerateError, first_line, shorten
 from numerate.kernel.files import missing_link_target, write_atomically
@@ -145,9 +146,25 @@ def ingest_run(
                 )
             except duckdb.Error as error:  # said by the table, not by the local copy's path
                 raise ShardError(f"{table}.parquet: {first_line(error)}") from None
+        _cut_long_answers(con, run_id, files["completions"])
         grade(run_id)
         con.execute(
             "INSERT OR REPLACE INTO ingested_shards VALUES (?, ?, ?)", [run_id, source, now()]
+        )
+
+
+def _cut_long_answers(con: Any, run_id: str, completions: str) -> None:
+    """The run's answers longer than numerate.kernel.answers.MAX_ANSWER_CHARS, stored cut as
+    an endpoint's are (with the flag and the length they had), before they are graded."""
+    shard = f"read_parquet('{_sql_path(completions)}')"
+    for table, text, flag, chars, rows in (
+        ("responses", "raw_text", "raw_cut", "raw_chars", f"run_id = '{_sql_path(run_id)}'"),
+        ("completions", "text", "text_cut", "text_chars",
+         f"(request_hash, run_id) IN (SELECT request_hash, run_id FROM {shard})"),
+    ):  # fmt: skip
+        con.execute(
+            f"UPDATE {table} SET {chars} = length({text}), {flag} = true, "
+            f"{text} = {cut_sql(text)} WHERE {rows} AND length({text}) > {MAX_ANSWER_CHARS}"
         )
 
 

@@ -11,7 +11,7 @@ routed (any other method is 405); there is no form that changes anything.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from starlette.routing import Route
 
 from numerate.kernel.confined import LeadsOutside
 from numerate.kernel.errors import ConfigError, first_line
+from numerate.kernel.files import slug
 from numerate.store import browse
 from numerate.store.reader import Reader
 from numerate.store.schema import DatabaseFault
@@ -174,28 +175,6 @@ def create_app(db: str, hosts: frozenset[str] | None = None) -> Starlette:
 
         return endpoint
 
-    async def image(request: Request) -> Response:
-        run_id, prompt_id = request.path_params["run_id"], request.path_params["prompt_id"]
-
-        def find() -> tuple[str | None, bytes | None]:
-            with Reader.open(db) as reader:
-                recorded = browse.numgen_image(
-                    reader, run_id, prompt_id, request.query_params.get("annotated") == "1"
-                )
-                return recorded, pages.image_bytes(pages.images_folder(reader, run_id), recorded)
-
-        try:
-            recorded, content = await run_in_threadpool(find)
-        except LeadsOutside as refused:  # a link planted among the images: not followed
-            return Response(f"not served: {refused}", status_code=403, media_type="text/plain")
-        except Exception as error:  # the database gone, replaced or busy: said in a line
-            return Response(f"cannot show this image: {first_line(error)}", status_code=503,
-                            media_type="text/plain")  # fmt: skip
-        if recorded is None or content is None:
-            return Response("no such image", status_code=404, media_type="text/plain")
-        kind = pages.IMAGE_TYPES[Path(recorded).suffix.lower()]
-        return Response(content, media_type=kind)
-
     async def no_such_page(request: Request, error: Exception) -> Response:
         """A page the viewer has no route for: the viewer's own page saying so (Starlette's
         was a bare "Not Found")."""
@@ -203,9 +182,70 @@ def create_app(db: str, hosts: frozenset[str] | None = None) -> Starlette:
         return HTMLResponse(body, status_code=status)
 
     routes = [Route(address, page(*shown)) for address, shown in PAGES.items()]
-    routes.append(Route("/numgen/{run_id}/image/{prompt_id}", image))
+    routes.append(Route("/numgen/{run_id}/image/{prompt_id}", _file_route(db, _image, "image")))
+    routes.append(Route("/run/{run_id}/answer", _file_route(db, _answer, "answer")))
     middleware = [] if hosts is None else [Middleware(KnownHostsOnly, hosts=hosts)]
     return Starlette(routes=routes, middleware=middleware, exception_handlers={404: no_such_page})
+
+
+File = tuple[bytes | str, str, dict[str, str]] | None
+"""A file the viewer serves besides its pages: its content, type and headers (None: none)."""
+
+
+def _file_route(
+    db: str, find: Callable[[Reader, Request], File], what: str
+) -> Callable[[Request], Awaitable[Response]]:
+    """An endpoint serving the file `find` reads from the database: 404 when there is none,
+    403 when it lies behind a link planted in its folder (not followed), 400 for a bad
+    address, 503 when the database cannot be read; each said in a line."""
+
+    async def endpoint(request: Request) -> Response:
+        def look() -> File:
+            with Reader.open(db) as reader:
+                return find(reader, request)
+
+        try:
+            found = await run_in_threadpool(look)
+        except LeadsOutside as refused:  # a link planted among the images: not followed
+            return Response(f"not served: {refused}", status_code=403, media_type="text/plain")
+        except ConfigError as error:
+            return Response(str(error), status_code=400, media_type="text/plain")
+        except Exception as error:  # the database gone, replaced or busy: said in a line
+            return Response(f"cannot show this {what}: {first_line(error)}", status_code=503,
+                            media_type="text/plain")  # fmt: skip
+        if found is None:
+            return Response(f"no such {what}", status_code=404, media_type="text/plain")
+        content, kind, headers = found
+        return Response(content, media_type=kind, headers=headers)
+
+    return endpoint
+
+
+def _image(reader: Reader, request: Request) -> File:
+    """A NumGen image (or its copy with the detector's boxes, `annotated=1`), read without
+    following a link out of the run's images folder."""
+    run_id, prompt_id = request.path_params["run_id"], request.path_params["prompt_id"]
+    annotated = request.query_params.get("annotated") == "1"
+    recorded = browse.numgen_image(reader, run_id, prompt_id, annotated)
+    content = pages.image_bytes(pages.images_folder(reader, run_id), recorded)
+    if recorded is None or content is None:
+        return None
+    return content, pages.IMAGE_TYPES[Path(recorded).suffix.lower()], {}
+
+
+def _answer(reader: Reader, request: Request) -> File:
+    """The whole stored text of one answer, as a download (pages show a long one folded)."""
+    run_id, model, case_id = (
+        request.path_params["run_id"],
+        _text(request, "model"),
+        _text(request, "id"),
+    )
+    sample = _whole(_text(request, "sample") or "0", "sample")
+    text = browse.answer_text(reader, run_id, model, case_id, sample)
+    if text is None:
+        return None
+    download = {"content-disposition": f'attachment; filename="{slug(case_id)}-{sample}.txt"'}
+    return text, "text/plain; charset=utf-8", download
 
 
 _HOST = re.compile(

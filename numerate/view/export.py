@@ -89,8 +89,26 @@ def export(
         confined.write(f"{under}/{path}" if under else path, shown.encode())
         written.append(path)
         progress(path)
+    answers = write_answers(source, confined, under, chosen)
     images = copy_images(source, confined, warn) if chosen is None else []
-    return Exported(tuple(written + images), tuple(unshown))
+    return Exported(tuple(written + answers + images), tuple(unshown))
+
+
+def write_answers(
+    source: Source, folder: Confined, under: str, only: frozenset[str] | None
+) -> list[str]:
+    """The whole text of each answer the pages show folded (browse.LIST_FOLD), where their
+    links lead (pages.answer_file); the files written, relative to the folder."""
+    written = []
+    for run_id in queries.run_ids_starting(source, "", limit=10**9):
+        if only is not None and run_id not in only:
+            continue
+        for model, case_id, sample in browse.folded_answers(source, run_id):
+            text = browse.answer_text(source, run_id, model, case_id, sample)
+            path = pages.answer_file(run_id, model, case_id, sample)
+            folder.write(f"{under}/{path}" if under else path, (text or "").encode())
+            written.append(path)
+    return written
 
 
 def _pages(source: Source, only: frozenset[str] | None) -> Iterator[Page]:

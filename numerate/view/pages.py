@@ -71,6 +71,11 @@ class Links:
     def case(self, run_id: str, model: str, case_id: str, manifold: str, point_key: str) -> str:
         return f"{self.run(run_id)}/case" + _query({"model": model, "id": case_id})
 
+    def answer(self, run_id: str, model: str, case_id: str, sample: int) -> str:
+        """The whole text of one answer, as a download."""
+        query = {"model": model, "id": case_id, "sample": sample}
+        return f"{self.run(run_id)}/answer" + _query(query)
+
     def compare(self, base: str, new: str, **query: object) -> str:
         return "/compare" + _query({"base": base, "new": new, **query})
 
@@ -120,6 +125,9 @@ class StaticLinks(Links):
     def case(self, run_id: str, model: str, case_id: str, manifold: str, point_key: str) -> str:
         page = self.cases(run_id, manifold, model=model, point=point_key)
         return f"{page}#case-{slug(case_id)}"
+
+    def answer(self, run_id: str, model: str, case_id: str, sample: int) -> str:
+        return self._to(answer_file(run_id, model, case_id, sample))
 
     def compare(self, base: str, new: str, **query: object) -> str:
         return self._to(f"compare/{slug(base)}--{slug(new)}.html")
@@ -190,6 +198,11 @@ def image_file(run_id: str, prompt_id: str, annotated: bool) -> str:
     """The export's copy of a NumGen image."""
     kind = "annotated" if annotated else "images"
     return f"numgen/{slug(run_id)}/{kind}/{slug(prompt_id)}.png"
+
+
+def answer_file(run_id: str, model: str, case_id: str, sample: int) -> str:
+    """The export's file of an answer its pages show folded."""
+    return f"runs/{slug(run_id)}/answers/{slug(model)}/{slug(case_id)}-{sample}.txt"
 
 
 def cases_file(run_id: str, manifold: str, **query: object) -> str:
@@ -365,7 +378,7 @@ def cases(
     frame, at = paged(fetch, chosen.page, links.page_size)
     if at.total == 0 and not (chosen.outcome or chosen.text) and record.status != "running":
         _require_answers(source, run_id, name, chosen)  # a typo is not "no case"
-    listed = rows(frame)
+    listed = folded(rows(frame), links, run_id, chosen.model)
     for row in listed:
         row["link"] = links.case(run_id, chosen.model, row["case_id"], name, row["point_key"])
     where = chosen.point or (
@@ -418,10 +431,26 @@ def case_pages(source: Source, run_id: str, name: str, model: str) -> list[dict[
     return found
 
 
+def folded(
+    answers: list[dict[str, Any]], links: Links, run_id: str, model: str
+) -> list[dict[str, Any]]:
+    """Answers as browse shows them (a long one as its beginning `raw_text` and its end
+    `raw_tail`), each folded one with how many characters are not shown (`hidden`) and the
+    address of its whole text (`whole`)."""
+    for answer in answers:
+        if answer["raw_tail"] is not None:
+            shown = len(answer["raw_text"]) + len(answer["raw_tail"])
+            answer["hidden"] = answer["raw_length"] - shown
+            answer["whole"] = links.answer(run_id, model, answer["case_id"], answer["sample_index"])
+    return answers
+
+
 def case(source: Source, links: Links, run_id: str, model: str, case_id: str) -> dict[str, Any]:
     """One case of a run and every answer the model gave to it."""
     record = require_run(source, run_id)
-    answers = rows(browse.case_answers(source, run_id, model, case_id))
+    answers = folded(
+        rows(browse.case_answers(source, run_id, model, case_id)), links, run_id, model
+    )
     if not answers:
         raise LookupError(f"run {run_id} has no answer of model {model!r} to case {case_id!r}")
     first = answers[0]

@@ -214,6 +214,8 @@ def test_a_run_that_did_not_end_is_read_with_the_figures_its_end_would_store(two
 def test_a_database_of_an_older_schema_is_refused_by_readers_until_upgraded(two_runs, tmp_path):
     import shutil
 
+    from numerate.store.schema import SCHEMA_VERSION
+
     old = tmp_path / "old.duckdb"
     shutil.copy(two_runs, old)
     con = duckdb.connect(str(old))
@@ -223,17 +225,24 @@ def test_a_database_of_an_older_schema_is_refused_by_readers_until_upgraded(two_
         con.execute(f"ALTER TABLE points DROP COLUMN {column}")
     for column in ("se", "points", "samples", "pass_at_k", "maj_at_k", "consistency"):
         con.execute(f"ALTER TABLE summaries DROP COLUMN {column}")
-    con.execute("DELETE FROM schema_migrations WHERE version = 7")
+    for table, columns in (
+        ("completions", ("text_cut", "text_chars")),
+        ("responses", ("raw_cut", "raw_chars")),
+    ):  # and before version 8
+        for column in columns:
+            con.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+    con.execute("DELETE FROM schema_migrations WHERE version >= 7")
     con.close()
     line = one_error_line(runner.invoke(app, ["report", "--db", str(old)]))
     assert "schema version 6" in line and f"numerate upgrade --db {old}" in line
     upgraded = runner.invoke(app, ["upgrade", "--db", str(old)])
     assert upgraded.exit_code == 0, upgraded.output
-    assert "schema version 6 -> 7, every row kept" in upgraded.stdout
+    assert f"schema version 6 -> {SCHEMA_VERSION}, every row kept" in upgraded.stdout
     shown = runner.invoke(app, ["report", "--db", str(old), "--points", "--format", "json"])
     assert shown.exit_code == 0, shown.output
     assert (
-        "already has schema version 7" in runner.invoke(app, ["upgrade", "--db", str(old)]).stdout
+        f"already has schema version {SCHEMA_VERSION}"
+        in runner.invoke(app, ["upgrade", "--db", str(old)]).stdout
     )
 
 

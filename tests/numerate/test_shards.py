@@ -460,3 +460,29 @@ def test_a_run_folder_whose_name_holds_an_escape_is_skipped_and_shown_escaped(tm
     assert "warning: skipped run '\\x1b]0;owned\\x07': its folder's name is no run id (letters" in (
         result.stderr
     )
+
+
+def test_an_ingested_answer_beyond_the_bound_is_stored_cut_and_graded_on_what_is_kept(tmp_path):
+    """F2: a 60 MB answer in a shard was stored whole (its page still loading after 90 s)."""
+    from numerate.kernel.answers import MAX_ANSWER_CHARS, cut_answer
+
+    shared = tmp_path / "shared"
+    run_id = asyncio.run(sweep(config("oracle", shared), str(tmp_path / "a.duckdb")))
+    Store.close_all()
+    long = "<think>" + "w" * 300_000 + "</think>\n"
+    _rewrite(shared / run_id / "responses.parquet",
+             f"UPDATE shard_rows SET raw_text = '{long}' || raw_text")  # fmt: skip
+    _rewrite(shared / run_id / "completions.parquet",
+             f"UPDATE shard_rows SET text = '{long}' || text")  # fmt: skip
+    central = tmp_path / "central.duckdb"
+    result = CliRunner().invoke(app, ["ingest", str(shared), "--db", str(central)])
+    assert result.exit_code == 0, result.output
+    rows = table(central, "SELECT raw_text, raw_cut, raw_chars, outcome FROM responses")
+    assert len(rows) == 10
+    for text, cut, chars, outcome in rows:
+        assert cut and len(text) == MAX_ANSWER_CHARS and chars > MAX_ANSWER_CHARS
+        assert text.startswith("<think>w") and text.endswith("</think>\n" + text.split("\n")[-1])
+        assert outcome == "correct"  # the oracle's answer, at the end, is kept
+    assert text == cut_answer(long + text.split("\n")[-1])[0]
+    completions = table(central, "SELECT length(text), text_cut FROM completions")
+    assert completions and set(completions) == {(MAX_ANSWER_CHARS, True)}

@@ -69,8 +69,9 @@ def completion(key, text, run_id="r", **overrides):
 
     row = {"request_hash": key, "run_id": run_id, "base_url": "http://127.0.0.1:1/v1",
            "model_id": "m", "revision": None, "sample_index": 0, "text": text,
-           "finish_reason": "stop", "prompt_tokens": 1, "completion_tokens": 1,
-           "latency_s": 0.1, "attempts": 1, "created_at": now()}  # fmt: skip
+           "text_cut": False, "text_chars": None, "finish_reason": "stop", "prompt_tokens": 1,
+           "completion_tokens": 1, "latency_s": 0.1, "attempts": 1,
+           "created_at": now()}  # fmt: skip
     return {**row, **overrides}
 
 

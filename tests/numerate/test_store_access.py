@@ -53,8 +53,9 @@ def hold(db: Path, seconds: float, read_only: bool = False) -> subprocess.Popen[
 
 def completion(request_hash: str, run_id: str = "r") -> dict:
     return {"request_hash": request_hash, "run_id": run_id, "base_url": None, "model_id": "m",
-            "revision": None, "sample_index": 0, "text": "Answer: 1", "finish_reason": "stop",
-            "prompt_tokens": 1, "completion_tokens": 1, "latency_s": 0.1, "attempts": 1,
+            "revision": None, "sample_index": 0, "text": "Answer: 1", "text_cut": False,
+            "text_chars": None, "finish_reason": "stop", "prompt_tokens": 1,
+            "completion_tokens": 1, "latency_s": 0.1, "attempts": 1,
             "created_at": now()}  # fmt: skip
 
 
@@ -85,15 +86,8 @@ def test_past_the_bound_the_wait_ends_in_one_error_naming_the_other_process(db_p
 
 
 def test_a_long_wait_is_said_with_the_process_that_holds_the_file(db_path, monkeypatch):
-    from numerate.progress import Progress, reporting_to
-
-    class Notes(Progress):
-        def __init__(self) -> None:
-            super().__init__()
-            self.notes: list[str] = []
-
-        def note(self, message: str) -> None:
-            self.notes.append(message)
+    from numerate.progress import reporting_to
+    from tests.notes import Notes
 
     duckdb.connect(db_path).close()
     other = hold(Path(db_path), 1.6)
