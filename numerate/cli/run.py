@@ -162,9 +162,13 @@ def check_sweep(
 def announce_start(db_path: str) -> Any:
     """A journal for the run, taken before anything else, so that a reader of the database
     hears "a run is starting" rather than "no results database"; None where the database's
-    folder cannot be written (the store says why when it opens)."""
+    folder cannot be written, or what lies at its path is no database (a folder, a text file):
+    the store says why when it opens, and nothing was made beside it."""
     from numerate.store.journal import Journal
+    from numerate.store.reader import database_file_problem
 
+    if database_file_problem(db_path):
+        return None
     try:
         return Journal(db_path)
     except OSError:

@@ -795,3 +795,22 @@ def test_readers_log_their_sessions_and_refuse_a_log_that_cannot_be_written(tmp_
     monkeypatch.setenv("NUMERATE_LOCK_LOG", str(tmp_path))
     said = one_error(runner.invoke(app, ["runs", "--db", str(db)]))
     assert "NUMERATE_LOCK_LOG=" in said and "cannot be written (Is a directory)" in said
+
+
+@pytest.mark.parametrize("kind", ["folder", "text"])
+def test_a_database_path_that_is_no_database_gets_no_journal_beside_it(tmp_path, kind):
+    """Issue 41, found from outside: `run --db` at a folder or a text file was refused in one
+    good line, but its journal folder was first made beside it (and removed)."""
+    from numerate.cli.run import announce_start
+
+    db = tmp_path / "x.duckdb"
+    if kind == "folder":
+        db.mkdir()
+    else:
+        db.write_text("not a database\n")
+    assert announce_start(str(db)) is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.duckdb"]
+    fresh = tmp_path / "new.duckdb"  # where no database is yet: a run is announced
+    journal = announce_start(str(fresh))
+    assert journal is not None
+    journal.close()
