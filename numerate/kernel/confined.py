@@ -34,8 +34,12 @@ class LeadsOutside(NumerateError):
     where a folder must be), or a name that leaves the folder (`..`, absolute)."""
 
     def __init__(self, folder: Path, relative: str, what: str) -> None:
-        super().__init__(f"{folder / relative}: {what}; numerate follows no link out of {folder}")
+        why = f"; numerate follows no link out of {folder}" if what == LINK else ""
+        super().__init__(f"{folder / relative}: {what}{why}")
         self.relative = relative
+
+
+LINK = "a symbolic link"
 
 
 class Confined:
@@ -100,7 +104,7 @@ class Confined:
         """Why a name could not be opened: a link or not a folder is LeadsOutside; anything
         else (no permission, gone) is the OSError it was."""
         if error.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
-            kind = "a symbolic link" if self._is_link(parts) else "not a folder"
+            kind = LINK if self._is_link(parts) else "not a folder"
             return LeadsOutside(self.folder, "/".join(parts), kind)
         return error
 
@@ -120,7 +124,7 @@ class Confined:
                 descriptor = os.open(parts[-1], _FILE, dir_fd=folder)
             except OSError as error:
                 if error.errno == errno.ELOOP:
-                    raise LeadsOutside(self.folder, relative, "a symbolic link") from None
+                    raise LeadsOutside(self.folder, relative, LINK) from None
                 raise
         if not stat.S_ISREG(os.fstat(descriptor).st_mode):
             os.close(descriptor)

@@ -486,3 +486,18 @@ def test_an_ingested_answer_beyond_the_bound_is_stored_cut_and_graded_on_what_is
     assert text == cut_answer(long + text.split("\n")[-1])[0]
     completions = table(central, "SELECT length(text), text_cut FROM completions")
     assert completions and set(completions) == {(MAX_ANSWER_CHARS, True)}
+
+
+def test_a_shard_that_is_a_folder_is_skipped_in_one_warning(tmp_path):
+    """Issue 41, found from outside: DuckDB's own words and a temporary path, exit 2."""
+    shared = tmp_path / "shared"
+    run_id = asyncio.run(sweep(config("oracle", shared), str(tmp_path / "a.duckdb")))
+    Store.close_all()
+    shard = shared / run_id / "cases.parquet"
+    shard.unlink()
+    shard.mkdir()
+    central = tmp_path / "central.duckdb"
+    result = CliRunner().invoke(app, ["ingest", str(shared), "--db", str(central)])
+    assert result.exit_code == 3, result.output
+    assert f"warning: skipped run {run_id}: {shard}: not a regular file\n" in result.stderr
+    assert not central.exists()
