@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
+from numerate.store.schema import DatabaseFault
+
 if TYPE_CHECKING:
     import polars as pl
 
@@ -248,10 +250,31 @@ def plotted_points(source: Source, run_id: str) -> pl.DataFrame:
     columns = ", ".join(
         "CAST(params AS VARCHAR) AS params" if c == "params" else c for c in PLOTTED_POINT_COLUMNS
     )
-    return source.frame(
+    frame = source.frame(
         f"SELECT {columns} FROM points WHERE run_id = ? ORDER BY manifold, model, point_key",
         [run_id],
     )
+    _check_counts(frame, run_id)
+    return frame
+
+
+def _check_counts(points: pl.DataFrame, run_id: str) -> None:
+    """DatabaseFault naming the first stored point whose counts no run can have (a negative
+    count, more correct than scored, more scored than asked): a database changed by hand."""
+    import polars as pl
+
+    odd = points.filter(
+        (pl.col("correct") < 0) | (pl.col("n_scored") < pl.col("correct"))
+        | (pl.col("n") < pl.col("n_scored"))
+    )  # fmt: skip
+    if odd.height:
+        row = odd.row(0, named=True)
+        raise DatabaseFault(
+            f"run {run_id}: model {row['model']}, {row['manifold']} point {row['point_key']} "
+            f"holds {row['correct']} correct of {row['n_scored']} scored and {row['n']} asked, "
+            "counts no run can have (the database was changed?); "
+            f"`numerate regrade --run {run_id}` counts them again from the answers"
+        )
 
 
 def summarised(source: Source, run_id: str, column: str) -> list[str]:

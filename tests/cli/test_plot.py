@@ -163,3 +163,24 @@ def test_a_missing_database_and_an_empty_run(results, tmp_path):
     con.close()
     line = one_error_line(plot(copy, "--out", str(tmp_path / "e.png")))
     assert "run empty-000000000000 (failed) has no grid points to plot" in line
+
+
+def test_a_point_with_counts_no_run_can_have_is_one_line_naming_it(results, tmp_path):
+    """Issue 41, found from outside: a stored point with a negative `correct` (a database
+    changed by hand) ended `plot` in a ValueError traceback (exit 1)."""
+    import shutil
+
+    db, [newest, _] = results
+    changed = tmp_path / "changed.duckdb"
+    shutil.copy(db, changed)
+    con = duckdb.connect(str(changed))
+    con.execute("UPDATE points SET correct = -3 WHERE run_id = ? AND model = 'oracle'", [newest])
+    con.close()
+    out = tmp_path / "p.png"
+    done = plot(changed, newest, "--out", str(out))
+    assert done.exit_code == 2, done.output
+    assert done.stderr.startswith(f"error: run {newest}: model oracle, ") and (
+        "holds -3 correct of" in done.stderr
+    )
+    assert f"`numerate regrade --run {newest}` counts them again" in done.stderr
+    assert not out.exists()
