@@ -147,7 +147,40 @@ def ingest_graded(store: Store, results_dir: str) -> Ingested:
     shard's own summaries beside them)."""
     from numerate.store.shards import ingest
 
-    return ingest(store, results_dir, grade=lambda run_id: regrade_run(store, run_id))
+    def grade(run_id: str) -> None:
+        check_generated(store, run_id)
+        regrade_run(store, run_id)
+
+    return ingest(store, results_dir, grade=grade)
+
+
+def check_generated(store: Store, run_id: str) -> None:
+    """ConfigError naming the first case of a run (as a shard brought it) that is not what its
+    manifold generates for its parameters, seed and index, with this version's generator: a
+    case with a planted target would be stored for every later run that plans it. Cases of
+    another generator version cannot be made again here, and are taken as they are."""
+    from numerate.plan import case_id as id_of
+    from numerate.provenance import generator_version
+
+    for case_id, manifold, version, data, given_input, given_target in queries.run_cases(
+        store, run_id
+    ):
+        if version.split("+")[0] != generator_version(manifold):
+            continue
+        spec = registry.get(manifold)
+        case = spec.case_model.model_validate_json(data)
+        made = spec.generate(spec.params(**case.params), case.seed, case.index)
+        shown, expected = case.model_dump(mode="json"), made.model_dump(mode="json")
+        differs = [field for field in expected if shown.get(field) != expected[field]]
+        if given_input != made.input or given_target != made.target:
+            differs.append("input" if given_input != made.input else "target")
+        if case_id != id_of(manifold, version, case.seed, case.index):
+            differs.append("case_id")
+        if differs:
+            raise ConfigError(
+                f"cases.parquet: case {case_id!r}: {differs[0]} is not what {manifold} "
+                "generates for its parameters, seed and index (a case changed by hand)"
+            )
 
 
 def aggregate_stored_run(store: Store, run_id: str) -> int:

@@ -351,6 +351,17 @@ def stored_answers(source: Source, run_id: str) -> list[StoredAnswer]:
     return [StoredAnswer(*row) for row in rows]
 
 
+def run_cases(source: Source, run_id: str) -> list[tuple[str, str, str, str, str, str]]:
+    """(case id, manifold, generator version, data, input, target) of each case a run
+    answered."""
+    return source.query(
+        "SELECT case_id, manifold, generator_version, CAST(data AS VARCHAR), input, target "
+        "FROM cases WHERE case_id IN (SELECT case_id FROM responses WHERE run_id = ?) "
+        "ORDER BY case_id",
+        [run_id],
+    )
+
+
 def aggregation_inputs(source: Source, run_id: str) -> tuple[pl.DataFrame, pl.DataFrame]:
     """What numerate.aggregate reads of a run: its responses and their cases."""
     responses = source.frame(

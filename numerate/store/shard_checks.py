@@ -29,13 +29,14 @@ from numerate.manifolds import registry
 from numerate.manifolds.grading import Outcome
 from numerate.store.schema import RUN_STATUSES
 
-__all__ = ["run_problem"]
+__all__ = ["database_problem", "run_problem"]
 
 _OUTCOMES = tuple(outcome.value for outcome in Outcome)
 _KNOWN_VALUES: dict[str, dict[str, tuple[str, ...]]] = {
     "runs": {"status": tuple(s for s in RUN_STATUSES if s != "running")},  # complete runs
     # only: one stored `running` with a finish time was loaded (exit 0)
     "run_models": {"status": ("ok", "degraded", "failed")},
+    "point_stops": {"reason": ("precision", "max_count", "unscored")},
 }
 """The columns of a shard whose values come from a fixed list (by table; every other table:
 `outcome`)."""
@@ -64,6 +65,29 @@ _RANGES: dict[str, tuple[str, str]] = {
 """Columns (of any table) whose values lie in a range: the condition a value (not NULL) meets,
 and the rule in words."""
 
+_TIMES = ("started_at", "finished_at", "created_at", "graded_at", "decided_at")
+_A_TIME = (
+    "isfinite({c}) AND {c} BETWEEN TIMESTAMPTZ '2000-01-01' AND TIMESTAMPTZ '2200-01-01'",
+    "a time between the years 2000 and 2200",
+)
+_RANGES.update(dict.fromkeys(_TIMES, _A_TIME))
+
+_CUT_TEXTS = frozenset({"raw_text", "text"})
+"""Answers, stored cut to numerate.kernel.answers.MAX_ANSWER_CHARS rather than refused."""
+
+_BIG_TEXTS = {"config": 1_000_000, "data": 1_000_000, "input": 1_000_000, "params": 100_000}
+MAX_FIELD_CHARS = 10_000
+"""The most characters of any other text a shard may hold in one value (an error, a cause,
+a code version, a target)."""
+
+_PLAIN_TEXTS = frozenset({
+    "error", "finish_reason", "cause", "code_version", "config_hash", "revision", "base_url",
+    "point_key", "target", "reason", "manifold",
+})  # fmt: skip
+"""Texts that are one line of words: no control character but a tab or a newline (ESC, BEL:
+a terminal's escape sequences)."""
+_NO_CONTROL = r"^[^\x00-\x08\x0b-\x1f\x7f-\x9f]*$"
+
 _OF_THE_RUN = frozenset({"runs", "responses", "run_models", "points", "point_stops", "summaries"})
 """Tables whose every row names the run (`completions` and `cases` may be shared with the runs
 whose answers and cases it reused)."""
@@ -73,14 +97,49 @@ _KEPT = frozenset({"cases", "completions"})
 under the same key must be the same."""
 
 
-def run_problem(con: Any, files: dict[str, str], run_id: str) -> str | None:
+def run_problem(files: dict[str, str], run_id: str) -> str | None:
     """Why a run's shards (`files`: each table's Parquet file, local) cannot be loaded as run
-    `run_id` into the database of `con`, or None. Nothing is written."""
-    for table, path in files.items():
-        problem = _table_problem(con, table, _Shard(path), run_id)
-        if problem:
-            return f"{table}.parquet{problem}"
-    return _across_tables(con, {table: _Shard(path) for table, path in files.items()})
+    `run_id` into a results database of this numerate's schema, or None. Read on a database of
+    its own in memory: the results database is not held meanwhile (the writers' sessions stay
+    short); what depends on its rows is `database_problem`'s."""
+    import duckdb
+
+    from numerate.store.schema import migrate
+
+    con = duckdb.connect()
+    try:
+        migrate(con)
+        for table, path in files.items():
+            problem = _table_problem(con, table, _Shard(path), run_id)
+            if problem:
+                return f"{table}.parquet{problem}"
+        return _across_tables(con, {table: _Shard(path) for table, path in files.items()})
+    finally:
+        con.close()
+
+
+def database_problem(con: Any, files: dict[str, str]) -> str | None:
+    """Why a run's shards, each fine (`run_problem`), cannot be loaded into the database of
+    `con` (held: in the ingest's transaction), or None: a case or completion it holds already
+    under the same key, and not the same."""
+    for table in sorted(_KEPT & set(files)):
+        shard = _Shard(files[table])
+        given = [row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {shard.plain}").fetchall()]
+        key = _key(con, table)
+        keyed = ", ".join(f'"{c}"' for c in key)
+        shared = [c for c in given if c not in key and c != "created_at"]
+        differs = " OR ".join(f's."{c}"::VARCHAR IS DISTINCT FROM t."{c}"::VARCHAR' for c in shared)
+        held = _first(
+            con,
+            f"SELECT s.file_row_number, {', '.join(f's.{c}' for c in key)} FROM {shard.rows} s "
+            f"JOIN {table} t USING ({keyed}) WHERE {differs or 'false'}",
+        )
+        if held:
+            named = ", ".join(f"{c} {_shown(v)}" for c, v in zip(key, held[1:], strict=True))
+            return (
+                f"{table}.parquet{_row(held)}: not the {table} row the database holds under {named}"
+            )
+    return None
 
 
 class _Shard:
@@ -127,8 +186,8 @@ def _table_problem(con: Any, table: str, shard: _Shard, run_id: str) -> str | No
         return f": column {_shown(unknown[0])} is no column of {table} (a file of another program)"
     checks: list[Callable[[], str | None]] = [
         lambda: _types(con, shard, given, expected),
-        lambda: _values(con, table, shard, given, run_id),
-        lambda: _one_row_per_key(con, table, shard, given),
+        lambda: _values(con, table, shard, given, run_id, expected),
+        lambda: _one_row_per_key(con, table, shard),
     ]
     return next((problem for check in checks if (problem := check())), None)
 
@@ -156,9 +215,19 @@ def _types(
     return None
 
 
-def _rules(table: str, run_id: str) -> Iterator[tuple[str, str, list[Any], str]]:
+def _rules(
+    table: str, run_id: str, given: dict[str, str]
+) -> Iterator[tuple[str, str, list[Any], str]]:
     """What each value of a column of `table` meets: (column, condition on `{c}`, its
     parameters, what a value that does not meet it is)."""
+    for column, kind in given.items():
+        if column in _CUT_TEXTS or kind not in ("VARCHAR", "JSON"):
+            continue
+        most = _BIG_TEXTS.get(column, MAX_FIELD_CHARS)
+        yield column, f"length({{c}}::VARCHAR) <= {most}", [], f": longer than {most:,} characters"
+        if column in _PLAIN_TEXTS:
+            said = ": a control character (an escape sequence?) in a line of text"
+            yield column, "regexp_full_match({c}, ?)", [_NO_CONTROL], said
     if table in _OF_THE_RUN:
         yield "run_id", "{c} = ?", [run_id], f", in the folder of run {run_id!r}"
     for column, known in _KNOWN_VALUES.get(table, {"outcome": _OUTCOMES}).items():
@@ -174,15 +243,19 @@ def _rules(table: str, run_id: str) -> Iterator[tuple[str, str, list[Any], str]]
         )
 
 
-def _values(con: Any, table: str, shard: _Shard, given: dict[str, str], run_id: str) -> str | None:
-    for column, condition, params, what in _rules(table, run_id):
+def _values(
+    con: Any, table: str, shard: _Shard, given: dict[str, str], run_id: str,
+    expected: dict[str, tuple[str, bool]],
+) -> str | None:  # fmt: skip
+    for column, condition, params, what in _rules(table, run_id, given):
         if column not in given:
             continue
-        quoted = f'"{column}"'
+        quoted = f'"{column}"'  # as the table has it (a number the shard holds as text)
+        typed = f"TRY_CAST({quoted} AS {expected[column][0]})"
         odd = _first(
             con,
             f"SELECT file_row_number, {quoted} FROM {shard.rows} "
-            f"WHERE {quoted} IS NOT NULL AND NOT ({condition.format(c=quoted)})",
+            f"WHERE {typed} IS NOT NULL AND NOT ({condition.format(c=typed)})",
             params,
         )
         if odd:
@@ -199,7 +272,7 @@ def _key(con: Any, table: str) -> list[str]:
     return list(columns)
 
 
-def _one_row_per_key(con: Any, table: str, shard: _Shard, given: dict[str, str]) -> str | None:
+def _one_row_per_key(con: Any, table: str, shard: _Shard) -> str | None:
     key = _key(con, table)
     keyed = ", ".join(f'"{c}"' for c in key)
     twice = _first(
@@ -218,18 +291,6 @@ def _one_row_per_key(con: Any, table: str, shard: _Shard, given: dict[str, str])
             f" rows {rows[0][0] + 1} and {rows[1][0] + 1}: two different rows for one "
             f"{table} row ({named})"
         )
-    if table not in _KEPT:
-        return None
-    shared = [c for c in given if c not in key and c != "created_at"]
-    differs = " OR ".join(f's."{c}"::VARCHAR IS DISTINCT FROM t."{c}"::VARCHAR' for c in shared)
-    held = _first(
-        con,
-        f"SELECT s.file_row_number, {', '.join(f's.{c}' for c in key)} FROM {shard.rows} s "
-        f"JOIN {table} t USING ({keyed}) WHERE {differs or 'false'}",
-    )
-    if held:
-        named = ", ".join(f"{c} {_shown(v)}" for c, v in zip(key, held[1:], strict=True))
-        return f"{_row(held)}: not the {table} row the database holds under {named}"
     return None
 
 
@@ -243,10 +304,7 @@ def _across_tables(con: Any, shards: dict[str, _Shard]) -> str | None:
     )
     if odd:
         return f"cases.parquet{_row(odd)}: manifold {_shown(odd[1])} is none of {', '.join(known)}"
-    every_case = (
-        f"(SELECT case_id, manifold, point_key FROM {cases.plain} UNION ALL "
-        "SELECT case_id, manifold, point_key FROM cases)"
-    )
+    every_case = f"(SELECT case_id, manifold, point_key FROM {cases.plain})"
     missing = _first(
         con,
         f"SELECT r.file_row_number, r.case_id FROM {responses.rows} r "
@@ -254,8 +312,8 @@ def _across_tables(con: Any, shards: dict[str, _Shard]) -> str | None:
     )
     if missing:
         return (
-            f"responses.parquet{_row(missing)}: case {_shown(missing[1])} is in neither "
-            "cases.parquet nor the database"
+            f"responses.parquet{_row(missing)}: case {_shown(missing[1])} is not in "
+            "cases.parquet (a run publishes every case it answered)"
         )
     for column in ("manifold", "point_key"):
         other = _first(
@@ -268,7 +326,63 @@ def _across_tables(con: Any, shards: dict[str, _Shard]) -> str | None:
                 f"responses.parquet{_row(other)}: {column} {_shown(other[1])}, its case's "
                 f"is {_shown(other[2])}"
             )
-    return _answers_counted(con, shards)
+    return _one_run(con, shards) or _answers_counted(con, shards) or _all_belong(con, shards)
+
+
+def _one_run(con: Any, shards: dict[str, _Shard]) -> str | None:
+    """The run's one row in runs.parquet, its end after its start."""
+    runs = shards["runs"]
+    [(count,)] = con.execute(
+        f"SELECT count(*) FROM (SELECT DISTINCT * FROM {runs.plain})"
+    ).fetchall()
+    if count != 1:  # an empty runs.parquet loaded a run no list showed, recorded as ingested
+        return f"runs.parquet holds {count} rows: one, the run's, is what a run publishes"
+    backwards = _first(
+        con, f"SELECT file_row_number FROM {runs.rows} WHERE finished_at < started_at"
+    )
+    if backwards:
+        return f"runs.parquet{_row(backwards)}: finished_at is before started_at"
+    return None
+
+
+_BELONGS = (
+    ("cases", "case_id", "case_id", "a case no answer of the run is to"),
+    ("completions", "request_hash", "request_hash", "an answer to no request of the run"),
+    ("run_models", "model", "model", "a model that gave the run no answer"),
+    ("point_stops", "model, manifold, point_key", "model, manifold, point_key",
+     "a grid point of no answer of the run"),
+)  # fmt: skip
+"""Rows of a table that must each belong to an answer of the run (responses.parquet): a case
+or completion beside them would be stored for other runs to use (a planted target, a
+poisoned answer cache)."""
+
+
+def _all_belong(con: Any, shards: dict[str, _Shard]) -> str | None:
+    responses = shards["responses"]
+    for table, columns, of_responses, what in _BELONGS:
+        if table not in shards:
+            continue
+        stray = _first(
+            con,
+            f"SELECT file_row_number FROM {shards[table].rows} WHERE ({columns}) NOT IN "
+            f"(SELECT ({of_responses}) FROM {responses.plain})",
+        )
+        if stray:
+            return f"{table}.parquet{_row(stray)}: {what}"
+    unlike = _first(  # an answer and its request's completion say different things
+        con,
+        f"SELECT r.file_row_number FROM {responses.rows} r "
+        f"WHERE r.raw_text IS NOT NULL AND EXISTS (SELECT 1 FROM {shards['completions'].plain} c "
+        "WHERE c.request_hash = r.request_hash) AND NOT EXISTS (SELECT 1 FROM "
+        f"{shards['completions'].plain} c WHERE c.request_hash = r.request_hash "
+        "AND c.text = r.raw_text AND c.model_id = r.model_id)",
+    )
+    if unlike:
+        return (
+            f"responses.parquet{_row(unlike)}: its answer or model id is not its request's "
+            "(completions.parquet)"
+        )
+    return None
 
 
 def _answers_counted(con: Any, shards: dict[str, _Shard]) -> str | None:

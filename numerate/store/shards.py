@@ -23,7 +23,7 @@ from numerate.kernel.errors import ConfigError, NumerateError, first_line, short
 from numerate.kernel.files import missing_link_target, write_atomically
 from numerate.kernel.names import NAMES, name_problem
 from numerate.store.schema import OPTIONAL_SHARD_TABLES, SHARD_TABLES, StoreError, now
-from numerate.store.shard_checks import run_problem
+from numerate.store.shard_checks import database_problem, run_problem
 from numerate.store.writer import Store
 
 SUCCESS = "_SUCCESS"
@@ -133,8 +133,11 @@ def ingest_run(
         for table in SHARD_TABLES
         if table not in OPTIONAL_SHARD_TABLES or (Path(folder) / f"{table}.parquet").exists()
     }
+    problem = run_problem(files, run_id)  # before the database is held
+    if problem:
+        raise ShardError(problem)
     with store.transaction() as con:
-        problem = run_problem(con, files, run_id)
+        problem = database_problem(con, files)
         if problem:
             raise ShardError(problem)
         for table, path in files.items():

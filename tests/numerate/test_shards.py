@@ -231,6 +231,31 @@ def _rewrite(shard, sql):
         ("responses", "INSERT INTO shard_rows SELECT * REPLACE ('7' AS raw_text) FROM shard_rows "
                       "WHERE case_id = (SELECT min(case_id) FROM shard_rows)",
          "two different rows for one responses row (run_id 'split-"),
+        # the second hostile pass: a poisoned answer cache, planted targets, times no page
+        # could show, a run without its row, models that gave no answer, values of any size
+        ("completions", "INSERT INTO shard_rows SELECT * REPLACE ('nohash' AS request_hash) "
+                        "FROM shard_rows LIMIT 1", "an answer to no request of the run"),
+        ("responses", "UPDATE shard_rows SET raw_text = 'Answer: nope'",
+         "responses.parquet row 1: its answer or model id is not its request's"),
+        ("cases", "INSERT INTO shard_rows SELECT * REPLACE (case_id || 'x' AS case_id) "
+                  "FROM shard_rows LIMIT 1", "a case no answer of the run is to"),
+        ("cases", "UPDATE shard_rows SET target = '999', data = json_merge_patch(data, "
+                  "'{\"target\": \"999\"}') WHERE manifold = 'objects'",
+         "target is not what objects generates for its parameters, seed and index"),
+        ("runs", "UPDATE shard_rows SET finished_at = 'infinity'::TIMESTAMPTZ",
+         "runs.parquet row 1: finished_at"),
+        ("runs", "UPDATE shard_rows SET finished_at = started_at - INTERVAL 1 HOUR",
+         "runs.parquet row 1: finished_at is before started_at"),
+        ("runs", "DELETE FROM shard_rows", "runs.parquet holds 0 rows"),
+        ("run_models", "INSERT INTO shard_rows SELECT * REPLACE ('ghost' AS model) "
+                       "FROM shard_rows", "a model that gave the run no answer"),
+        ("run_models", "UPDATE shard_rows SET cause = repeat('x', 20000)",
+         ": longer than 10,000 characters"),
+        ("responses", "ALTER TABLE shard_rows ALTER prompt_tokens TYPE VARCHAR; "
+                      "UPDATE shard_rows SET prompt_tokens = '-4'",
+         "responses.parquet row 1: prompt_tokens '-4': a token count is 0 or more"),
+        ("responses", "UPDATE shard_rows SET error = 'x' || chr(27) || ']0;pwned' || chr(7)",
+         "error 'x\\x1b]0;pwned\\x07': a control character"),
     ],
 )  # fmt: skip
 def test_a_shard_holding_another_run_s_rows_or_no_outcome_is_skipped(
