@@ -116,6 +116,7 @@ def migrate(con: Any) -> int:
             f"the database has schema version {found}, newer than this numerate "
             f"({SCHEMA_VERSION}): upgrade numerate"
         )
+    _refuse_views_for_tables(con)
     for version in range(found + 1, SCHEMA_VERSION + 1):
         description, sql = MIGRATIONS[version - 1]
         try:
@@ -131,6 +132,30 @@ def migrate(con: Any) -> int:
                 "changed by hand: restore the file from a copy"
             ) from None
     return found
+
+
+TABLES = frozenset({
+    "runs", "cases", "completions", "responses", "run_models", "points", "point_stops",
+    "summaries", "ingested_shards", "numgen_runs", "numgen_images", "numgen_detections",
+    "numgen_metrics", "numgen_targets",
+})  # fmt: skip
+"""numerate's tables (docs/schema.md): never a view of the same name."""
+
+
+def _refuse_views_for_tables(con: Any) -> None:
+    """StoreError when one of numerate's tables is a view (a database changed by hand: a view
+    named `runs` over a file elsewhere was read by every writing command, with file access on,
+    and `run` ended in DuckDB's `runs is not a table`)."""
+    views = con.execute(
+        "SELECT view_name FROM duckdb_views() WHERE database_name = current_database() "
+        "AND NOT internal AND list_contains(?, view_name) ORDER BY 1",
+        [sorted(TABLES)],
+    ).fetchall()
+    if views:
+        raise StoreError(
+            f"{views[0][0]} is a view where numerate keeps a table: the database was changed "
+            "by hand; restore the file from a copy"
+        )
 
 
 @contextlib.contextmanager

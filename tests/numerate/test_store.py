@@ -213,3 +213,19 @@ def test_a_database_whose_making_is_stopped_is_not_left_behind(tmp_path, monkeyp
             Store.open(str(path))
     assert not made.exists() and not made.parent.exists()  # its folder was made for it too
     assert kept.exists()  # there before: never removed
+
+
+def test_a_view_in_place_of_one_of_numerate_s_tables_is_refused_by_writers(tmp_path):
+    """The second hostile pass: `runs` made a view (over `runs_real` and a file elsewhere):
+    `numerate run` ended in DuckDB's `runs is not a table` (a traceback), and ingest read the
+    file through the view, with file access on."""
+    db = str(tmp_path / "x.duckdb")
+    Store.open(db)
+    Store.close_all()
+    con = duckdb.connect(db)
+    con.execute("ALTER TABLE runs RENAME TO runs_real")
+    con.execute("CREATE VIEW runs AS SELECT * FROM runs_real")
+    con.execute("CREATE VIEW my_own_view AS SELECT 1")  # an analyst's view: welcome
+    con.close()
+    with pytest.raises(StoreError, match="runs is a view where numerate keeps a table"):
+        Store.open(db)
