@@ -66,9 +66,10 @@ def _run_points(
     reader: Reader, run_id: str, models: Sequence[str], manifolds: Sequence[str]
 ) -> pl.DataFrame:
     """A run's grid points to plot; ConfigError when it has none."""
-    from numerate.store.queries import plotted_points, run_record
+    from numerate.store.queries import check_counts, plotted_points, run_record
 
     frame = plotted_points(reader, run_id)
+    check_counts(frame, run_id)  # a point changed by hand: one line, not a traceback
     run = run_record(reader, run_id)
     status = run.status if run else "unknown"
     if frame.is_empty():
@@ -87,9 +88,10 @@ def _base_points(
     base_id = resolve_run(reader, against)
     if base_id == run_id:
         raise ConfigError(f"--against {against!r} names run {run_id} itself: nothing to compare")
-    from numerate.store.queries import plotted_points
+    from numerate.store.queries import check_counts, plotted_points
 
     frame = plotted_points(reader, base_id)
+    check_counts(frame, base_id)
     if frame.is_empty():
         raise ConfigError(f"run {base_id} (--against) has no grid points to compare")
     if models:

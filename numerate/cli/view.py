@@ -96,7 +96,7 @@ def export_folder(given: str) -> Path:
     check_folder("--export", given)  # a file, under a file, a name too long, not writable
     folder = Path(given).expanduser()
     inside = Confined(folder)
-    earlier = inside.is_file(MARKER) or "numerate view" in _head(inside, "index.html", 4096)
+    earlier = inside.is_file(MARKER) or _an_old_export(_head(inside, "index.html", 4096))
     if folder.is_dir() and any(folder.iterdir()) and not earlier:
         raise ConfigError(f"--export {given}: a folder with other files in it (give a new one)")
     try:
@@ -107,6 +107,13 @@ def export_folder(given: str) -> Path:
     except OSError as error:
         raise ConfigError(f"--export {given}: cannot write there ({error.strerror})") from None
     return folder
+
+
+def _an_old_export(index: str) -> bool:
+    """Whether `index` (the beginning of an index.html) is the runs page of an export made
+    before exports left their MARKER: its title, as the viewer writes it (a page of the user's
+    that merely mentions "numerate view" was taken for one, and written over)."""
+    return "<title>Runs · numerate view</title>" in index
 
 
 def _earlier_export(folder: Path) -> set[str]:

@@ -250,15 +250,13 @@ def plotted_points(source: Source, run_id: str) -> pl.DataFrame:
     columns = ", ".join(
         "CAST(params AS VARCHAR) AS params" if c == "params" else c for c in PLOTTED_POINT_COLUMNS
     )
-    frame = source.frame(
+    return source.frame(
         f"SELECT {columns} FROM points WHERE run_id = ? ORDER BY manifold, model, point_key",
         [run_id],
     )
-    _check_counts(frame, run_id)
-    return frame
 
 
-def _check_counts(points: pl.DataFrame, run_id: str) -> None:
+def check_counts(points: pl.DataFrame, run_id: str) -> None:
     """DatabaseFault naming the first stored point whose counts no run can have (a negative
     count, more correct than scored, more scored than asked): a database changed by hand."""
     import polars as pl

@@ -20,6 +20,7 @@ from numerate.kernel.errors import NumerateError, first_line
 from numerate.numgen.metrics import MAX_COUNT
 from numerate.store import browse, queries
 from numerate.store.queries import Source
+from numerate.store.schema import DatabaseFault
 from numerate.view import pages
 
 __all__ = ["Exported", "export", "export_run"]
@@ -78,7 +79,11 @@ def export(
             )
         except LookupError as error:
             shown = problem_page(environment, links, str(error).strip("'\""), 404)
-        except NumerateError:
+        except DatabaseFault as error:  # what this page reads is damaged: the page says so
+            message = f"the results database could not answer this page: {error}"
+            shown = problem_page(environment, links, message, 500)
+            unshown.append(path)
+        except NumerateError:  # the database itself (gone, busy past the bound)
             raise
         except Exception as error:
             if stopping.asked():  # the stop interrupted its query ("Query interrupted"): the

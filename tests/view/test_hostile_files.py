@@ -240,3 +240,21 @@ def test_a_viewer_on_the_loopback_refuses_a_host_that_only_begins_like_its_own(t
 
     asyncio.run(twice())
     assert said[0]["status"] == 400
+
+
+def test_a_folder_whose_page_merely_mentions_numerate_view_is_not_an_export(numgen_run, tmp_path):
+    """The second hostile pass: an index.html of the user's that mentions "numerate view" was
+    taken for an export made before exports left their marker, and written over (exit 0). An
+    old export's runs page, with the viewer's title, still is one."""
+    db = numgen_run[0]
+    mine = tmp_path / "notes"
+    mine.mkdir()
+    (mine / "index.html").write_text("<p>my notes about numerate view</p>")
+    refused = runner.invoke(app, ["view", "--db", str(db), "--export", str(mine)])
+    assert refused.exit_code == 2 and "a folder with other files in it" in refused.stderr
+    assert (mine / "index.html").read_text() == "<p>my notes about numerate view</p>"
+    old = tmp_path / "old"
+    assert runner.invoke(app, ["view", "--db", str(db), "--export", str(old)]).exit_code == 0
+    (old / ".numerate-export").unlink()  # as an export made before there was a marker
+    again = runner.invoke(app, ["view", "--db", str(db), "--export", str(old)])
+    assert again.exit_code == 0, again.output
