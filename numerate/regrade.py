@@ -15,7 +15,7 @@ from numerate.kernel.inputs import json_value
 from numerate.manifolds import registry
 from numerate.store import Store, queries
 from numerate.store.rows import Regrade
-from numerate.store.shards import Ingested
+from numerate.store.shards import Ingested, ShardError
 
 
 def grade_record(record: Any, where: str) -> dict[str, Any]:
@@ -147,15 +147,15 @@ def ingest_graded(store: Store, results_dir: str) -> Ingested:
     shard's own summaries beside them)."""
     from numerate.store.shards import ingest
 
-    def grade(run_id: str) -> None:
-        check_generated(store, run_id)
-        regrade_run(store, run_id)
+    def grade(loaded: Store, run_id: str) -> None:
+        check_generated(loaded, run_id)
+        regrade_run(loaded, run_id)
 
     return ingest(store, results_dir, grade=grade)
 
 
 def check_generated(store: Store, run_id: str) -> None:
-    """ConfigError naming the first case of a run (as a shard brought it) that is not what its
+    """ShardError naming the first case of a run (as a shard brought it) that is not what its
     manifold generates for its parameters, seed and index, with this version's generator: a
     case with a planted target would be stored for every later run that plans it. Cases of
     another generator version cannot be made again here, and are taken as they are."""
@@ -177,7 +177,7 @@ def check_generated(store: Store, run_id: str) -> None:
         if case_id != id_of(manifold, version, case.seed, case.index):
             differs.append("case_id")
         if differs:
-            raise ConfigError(
+            raise ShardError(
                 f"cases.parquet: case {case_id!r}: {differs[0]} is not what {manifold} "
                 "generates for its parameters, seed and index (a case changed by hand)"
             )

@@ -120,14 +120,13 @@ def ingested(store: Store, run_id: str) -> bool:
 
 
 def ingest_run(
-    store: Store, run_id: str, folder: str, source: str, grade: Callable[[str], object]
+    store: Store, run_id: str, folder: str, source: str, grade: Callable[[Store, str], object]
 ) -> None:
-    """Load a run's Parquet shards (a local folder) in one transaction, all of them checked
-    first (numerate.store.shard_checks) and the run graded here (`grade`) before it commits:
-    a ShardError, or the grader's own error, leaves nothing of the run written. Loading the
-    same run again changes nothing (two ingests of one location at once are harmless)."""
-    import duckdb
-
+    """Load a run's Parquet shards (a local folder): checked (numerate.store.shard_checks),
+    loaded and graded (`grade`: a store in memory and the run id) on a database of their own
+    in memory, then written into `store` in one short transaction. A ShardError, or the
+    grader's own error, leaves nothing of the run written. Loading the same run again changes
+    nothing (two ingests of one location at once are harmless)."""
     files = {
         table: str(Path(folder) / f"{table}.parquet")
         for table in SHARD_TABLES
@@ -136,24 +135,51 @@ def ingest_run(
     problem = run_problem(files, run_id)  # before the database is held
     if problem:
         raise ShardError(problem)
+    graded = _graded_in_memory(files, run_id, grade)
     with store.transaction() as con:
         problem = database_problem(con, files)
         if problem:
             raise ShardError(problem)
-        for table, path in files.items():
-            _, conflict = SHARD_TABLES[table]
-            try:  # identical rows twice are one (shard_checks refused different ones)
+        for table, rows in graded.items():
+            con.register("ingested_rows", rows)
+            try:
                 con.execute(
-                    f"INSERT {conflict} INTO {table} BY NAME "
-                    f"SELECT DISTINCT * FROM read_parquet('{_sql_path(path)}')"
+                    f"INSERT {SHARD_TABLES[table][1]} INTO {table} BY NAME "
+                    "SELECT * FROM ingested_rows"
                 )
-            except duckdb.Error as error:  # said by the table, not by the local copy's path
-                raise ShardError(f"{table}.parquet: {first_line(error)}") from None
-        _cut_long_answers(con, run_id, files["completions"])
-        grade(run_id)
+            finally:
+                con.unregister("ingested_rows")
         con.execute(
             "INSERT OR REPLACE INTO ingested_shards VALUES (?, ?, ?)", [run_id, source, now()]
         )
+
+
+def _graded_in_memory(
+    files: dict[str, str], run_id: str, grade: Callable[[Store, str], object]
+) -> dict[str, Any]:
+    """Each table's rows of the run (Arrow tables) as they are to be stored: loaded into a
+    store in memory, long answers cut, graded there."""
+    import duckdb
+
+    scratch = Store(":memory:")
+    try:
+        with scratch.transaction() as con:
+            for table, path in files.items():
+                try:  # identical rows twice are one (shard_checks refused different ones)
+                    con.execute(
+                        f"INSERT INTO {table} BY NAME "
+                        f"SELECT DISTINCT * FROM read_parquet('{_sql_path(path)}')"
+                    )
+                except duckdb.Error as error:  # said by the table, not the local copy's path
+                    raise ShardError(f"{table}.parquet: {first_line(error)}") from None
+            _cut_long_answers(con, run_id, files["completions"])
+        grade(scratch, run_id)
+        with scratch.session() as con:
+            return {
+                table: con.sql(f"SELECT * FROM {table}").to_arrow_table() for table in SHARD_TABLES
+            }
+    finally:
+        scratch.close()
 
 
 def _cut_long_answers(con: Any, run_id: str, completions: str) -> None:
@@ -257,12 +283,12 @@ class Ingested:
     """Runs the database holds already, made in it (not ingested)."""
 
 
-def ingest(store: Store, results_dir: str, grade: Callable[[str], object]) -> Ingested:
-    """Load every complete run not ingested yet, each graded by `grade` (run id) before its
-    transaction commits. A run whose shards cannot be read (a file missing or truncated), or
-    hold what no run of numerate's can (numerate.store.shard_checks), or whose answers cannot
-    be graded, is skipped, named with why, and the others are loaded; nothing of a skipped
-    run is written, so the next ingest tries it again."""
+def ingest(store: Store, results_dir: str, grade: Callable[[Store, str], object]) -> Ingested:
+    """Load every complete run not ingested yet, each graded by `grade` (a store in memory
+    holding the run, its id) before it is written. A run whose shards cannot be read (a file
+    missing or truncated), or hold what no run of numerate's can (shard_checks), or whose
+    answers cannot be graded, is skipped, named with why, and the others are loaded; nothing
+    of a skipped run is written, so the next ingest tries it again."""
     import duckdb
 
     fs, root = _filesystem(results_dir)
@@ -322,13 +348,13 @@ def _fetch(fs: Any, local_files: Confined | None, relative: str, shard: str, loc
         shutil.copyfileobj(original, copy)
 
 
-def _graded_or_refused(grade: Callable[[str], object]) -> Callable[[str], object]:
+def _graded_or_refused(grade: Callable[[Store, str], object]) -> Callable[[Store, str], object]:
     """`grade`, whose failure on what a shard holds (a case its manifold cannot read, an
     answer the aggregates cannot place) is a ShardError; the database's own stays its own."""
 
-    def graded(run_id: str) -> object:
+    def graded(store: Store, run_id: str) -> object:
         try:
-            return grade(run_id)
+            return grade(store, run_id)
         except StoreError:
             raise
         except (NumerateError, ValueError, LookupError, TypeError) as error:

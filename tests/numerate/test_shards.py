@@ -442,8 +442,10 @@ def test_a_case_unlike_the_one_the_database_holds_is_refused(tmp_path):
     asyncio.run(sweep(config("oracle", first), str(tmp_path / "a.duckdb")))
     run_id = asyncio.run(sweep(config("random", second), str(tmp_path / "b.duckdb")))
     Store.close_all()
+    # of another generator version (which cannot be made again here to compare), same id
     _rewrite(second / run_id / "cases.parquet",
-             "UPDATE shard_rows SET target = target || '0' WHERE manifold = 'objects'")  # fmt: skip
+             "UPDATE shard_rows SET target = target || '0', generator_version = 'other' "
+             "WHERE manifold = 'objects'")  # fmt: skip
     central = tmp_path / "central.duckdb"
     assert CliRunner().invoke(app, ["ingest", str(first), "--db", str(central)]).exit_code == 0
     result = CliRunner().invoke(app, ["ingest", str(second), "--db", str(central)])
