@@ -231,3 +231,38 @@ def test_a_body_that_grows_past_the_bound_while_read_is_not_read_on():
         return chunks.sent
 
     assert asyncio.run(read()) == 11
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no Chromium: `apt-get install chromium`")
+def test_a_long_label_and_a_long_error_wrap_in_a_browser(tmp_path):
+    """The second hostile pass: a 200-character model label (a config takes it) made the runs
+    page 3,063 px wide, and an endpoint's 2,000-character error word the run page 5,015 px."""
+    from playwright.sync_api import sync_playwright
+
+    from numerate.view.app import create_app
+    from tests.fake_openai import FakeOpenAI
+
+    db = tmp_path / "wide.duckdb"
+    label = "m" * 200
+    with FakeOpenAI() as server:
+        server.responder = lambda body: Reply(status=400, error_message="E" * 2000)
+        models = [{"name": label, "model": "fake", "base_url": server.base_url,
+                   "max_retries": 0}]  # fmt: skip
+        config = write_config(tmp_path / "w.yaml", models, [{"manifold": "objects", "count": 1}])
+        done = runner.invoke(app, ["run", "--config", str(config), "--db", str(db)])
+    assert done.exit_code == 3, done.output
+    con = duckdb.connect(str(db), read_only=True)
+    [(run_id,)] = con.execute("SELECT run_id FROM runs").fetchall()
+    con.close()
+    client = TestClient(create_app(str(db)))
+    shown = [client.get("/").text, client.get(f"/run/{run_id}").text]
+    assert "E" * 400 in shown[1]  # the cause is on the page
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"]
+        )
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        for html in shown:
+            page.set_content(html)
+            assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+        browser.close()
