@@ -85,23 +85,34 @@ LONG = "<think>" + "w" * 200_000 + " " + "x" * 800_000 + "</think>\nAnswer: 7"
 """An answer of a million characters: one 200,000-character word, then the last line."""
 
 
-@pytest.fixture(scope="module")
-def long_answers(tmp_path_factory):
-    """A run whose endpoint answers LONG to every case; the database and the run id."""
+def run_on_a_fake_endpoint(
+    folder, reply: Reply, count: int, code: int, **model: object
+) -> tuple[object, str]:
+    """A run of one model (`model`: its settings) whose endpoint answers `reply` to every
+    request, over `count` objects cases, ending with exit `code`: its database and run id."""
     from tests.fake_openai import FakeOpenAI
 
-    folder = tmp_path_factory.mktemp("long")
-    db = folder / "long.duckdb"
+    db = folder / "answers.duckdb"
     with FakeOpenAI() as server:
-        server.responder = lambda body: Reply(content=LONG)
-        models = [{"name": "big", "model": "fake", "base_url": server.base_url}]
-        config = write_config(folder / "long.yaml", models, [{"manifold": "objects", "count": 2}])
+        server.responder = lambda body: reply
+        models = [{"model": "fake", "base_url": server.base_url, **model}]
+        config = write_config(
+            folder / "run.yaml", models, [{"manifold": "objects", "count": count}]
+        )
         done = runner.invoke(app, ["run", "--config", str(config), "--db", str(db)])
-    assert done.exit_code == 0, done.output
+    assert done.exit_code == code, done.output
     con = duckdb.connect(str(db), read_only=True)
     [(run_id,)] = con.execute("SELECT run_id FROM runs").fetchall()
     con.close()
     return db, run_id
+
+
+@pytest.fixture(scope="module")
+def long_answers(tmp_path_factory):
+    """A run whose endpoint answers LONG to every case; the database and the run id."""
+    return run_on_a_fake_endpoint(
+        tmp_path_factory.mktemp("long"), Reply(content=LONG), 2, 0, name="big"
+    )
 
 
 def test_an_endpoint_s_answer_beyond_the_bound_is_stored_cut_and_graded_on_what_is_kept(
@@ -188,17 +199,10 @@ def test_an_answer_body_beyond_the_read_bound_is_an_error_not_read(tmp_path, mon
     """A body of any size was read whole into memory before anything was cut (a server
     answering gigabytes, concurrency times over). Past the bound (1 MiB here) it is not read."""
     from numerate.endpoints import limits
-    from tests.fake_openai import FakeOpenAI
 
     monkeypatch.setattr(limits, "MAX_BODY_BYTES", 2**20)
-    db = tmp_path / "big.duckdb"
-    with FakeOpenAI() as server:
-        server.responder = lambda body: Reply(content="w" * 2**21)
-        models = [{"name": "big", "model": "fake", "base_url": server.base_url,
-                   "max_retries": 0}]  # fmt: skip
-        config = write_config(tmp_path / "big.yaml", models, [{"manifold": "objects", "count": 1}])
-        done = runner.invoke(app, ["run", "--config", str(config), "--db", str(db)])
-    assert done.exit_code == 3, done.output
+    big = Reply(content="w" * 2**21)
+    db, _ = run_on_a_fake_endpoint(tmp_path, big, 1, 3, name="big", max_retries=0)
     con = duckdb.connect(str(db), read_only=True)
     [(outcome, error)] = con.execute("SELECT outcome, error FROM responses").fetchall()
     con.close()
@@ -240,20 +244,9 @@ def test_a_long_label_and_a_long_error_wrap_in_a_browser(tmp_path):
     from playwright.sync_api import sync_playwright
 
     from numerate.view.app import create_app
-    from tests.fake_openai import FakeOpenAI
 
-    db = tmp_path / "wide.duckdb"
-    label = "m" * 200
-    with FakeOpenAI() as server:
-        server.responder = lambda body: Reply(status=400, error_message="E" * 2000)
-        models = [{"name": label, "model": "fake", "base_url": server.base_url,
-                   "max_retries": 0}]  # fmt: skip
-        config = write_config(tmp_path / "w.yaml", models, [{"manifold": "objects", "count": 1}])
-        done = runner.invoke(app, ["run", "--config", str(config), "--db", str(db)])
-    assert done.exit_code == 3, done.output
-    con = duckdb.connect(str(db), read_only=True)
-    [(run_id,)] = con.execute("SELECT run_id FROM runs").fetchall()
-    con.close()
+    error = Reply(status=400, error_message="E" * 2000)
+    db, run_id = run_on_a_fake_endpoint(tmp_path, error, 1, 3, name="m" * 200, max_retries=0)
     client = TestClient(create_app(str(db)))
     shown = [client.get("/").text, client.get(f"/run/{run_id}").text]
     assert "E" * 400 in shown[1]  # the cause is on the page
