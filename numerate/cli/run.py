@@ -167,10 +167,8 @@ def announce_start(db_path: str) -> Any:
     from numerate.store.journal import Journal
     from numerate.store.reader import database_file_problem
 
-    if database_file_problem(db_path):
-        return None
-    try:
-        return Journal(db_path)
+    try:  # a name too long for the file system, too: the store says so
+        return None if database_file_problem(db_path) else Journal(db_path)
     except OSError:
         return None
 

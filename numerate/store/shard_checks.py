@@ -157,7 +157,11 @@ def _row(found: tuple[Any, ...]) -> str:
 
 
 def _first(con: Any, sql: str, params: list[Any] | None = None) -> tuple[Any, ...] | None:
-    rows: list[tuple[Any, ...]] = con.execute(sql, params or []).fetchall()
+    """The first row `sql` finds, in the order of its columns (the file's first offending
+    row, where the first column is its row number): the same row every time."""
+    rows: list[tuple[Any, ...]] = con.execute(
+        f"SELECT * FROM ({sql}) ORDER BY ALL LIMIT 1", params or []
+    ).fetchall()
     return rows[0] if rows else None
 
 

@@ -288,7 +288,10 @@ class Store(Tables):
         except OSError as error:
             raise StoreError(f"cannot open results database {self.path}: {error.strerror}"
                              ) from None  # fmt: skip
-        self._hold = access.held(self.path, "write", time.monotonic() - started)
+        waited = time.monotonic() - started  # a database in memory holds no file: no session
+        self._hold = (
+            contextlib.nullcontext() if self.memory else access.held(self.path, "write", waited)
+        )
         self._hold.__enter__()
         self._con = con
         try:
