@@ -103,11 +103,17 @@ def outcome_counts(source: Source, run_id: str) -> pl.DataFrame:
 def _case_columns(fold: tuple[int, int]) -> str:
     """An answer and its case as pages show them: an answer longer than the two parts of
     `fold` (characters of its beginning, of its end) as those two parts (`raw_text`,
-    `raw_tail`; `raw_tail` is None for an answer shown whole) and its length."""
+    `raw_tail`; `raw_tail` is None for an answer shown whole) and its length; a prompt that
+    long (an ingested case of another generator version) cut there, ` […]` at its end."""
     head, tail = fold
     longer = f"length(r.raw_text) > {head + tail}"
+    shown = head + tail
+    prompt = (
+        f"CASE WHEN length(c.input) > {shown} THEN left(c.input, {shown}) || ' […]' "
+        "ELSE c.input END"
+    )
     return f"""
-r.case_id, r.sample_index, r.point_key, c.input AS prompt, c.target,
+r.case_id, r.sample_index, r.point_key, {prompt} AS prompt, c.target,
 CASE WHEN {longer} THEN left(r.raw_text, {head}) ELSE r.raw_text END AS raw_text,
 CASE WHEN {longer} THEN right(r.raw_text, {tail}) END AS raw_tail,
 length(r.raw_text) AS raw_length, r.raw_cut, r.raw_chars, r.answer,

@@ -75,7 +75,7 @@ _RANGES.update(dict.fromkeys(_TIMES, _A_TIME))
 _CUT_TEXTS = frozenset({"raw_text", "text"})
 """Answers, stored cut to numerate.kernel.answers.MAX_ANSWER_CHARS rather than refused."""
 
-_BIG_TEXTS = {"config": 1_000_000, "data": 1_000_000, "input": 1_000_000, "params": 100_000}
+_BIG_TEXTS = {"config": 1_000_000, "data": 200_000, "input": 200_000, "params": 100_000}
 MAX_FIELD_CHARS = 10_000
 """The most characters of any other text a shard may hold in one value (an error, a cause,
 a code version, a target)."""

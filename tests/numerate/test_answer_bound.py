@@ -259,3 +259,23 @@ def test_a_long_label_and_a_long_error_wrap_in_a_browser(tmp_path):
             page.set_content(html)
             assert page.evaluate("document.documentElement.scrollWidth") <= 1280
         browser.close()
+
+
+def test_a_list_of_cases_cuts_a_prompt_of_any_size(long_answers, tmp_path):
+    """The second hostile pass: a case's input of 12 MB (an ingested case of another generator
+    version) made every cases page 12 MB. A list shows a long prompt's beginning."""
+    import shutil
+
+    from numerate.view.app import create_app
+
+    db, run_id = long_answers
+    copy = tmp_path / "prompts.duckdb"
+    shutil.copy(db, copy)
+    con = duckdb.connect(str(copy))
+    con.execute("UPDATE cases SET input = repeat('p', 300000)")
+    con.close()
+    cases = TestClient(create_app(str(copy))).get(
+        f"/run/{run_id}/cases/objects", params={"model": "big"}
+    )
+    assert cases.status_code == 200 and len(cases.content) < 100_000
+    assert "p" * 1_600 + " […]" in cases.text
