@@ -370,6 +370,8 @@ def cases(
     record = require_run(source, run_id)
     if chosen.outcome and chosen.outcome not in browse.OUTCOMES:
         raise ConfigError(f"outcome {chosen.outcome!r}: choose {', '.join(browse.OUTCOMES)}")
+    if bool(chosen.parameter) != bool(chosen.level):  # one without the other chose nothing
+        raise ConfigError("a curve's point needs both x=PARAMETER and v=VALUE")
     level = (chosen.parameter, chosen.level) if chosen.parameter and chosen.level else None
     if level is not None:
         check_level(*level)
@@ -401,6 +403,10 @@ def _require_answers(source: Source, run_id: str, name: str, chosen: CaseFilter)
         raise LookupError(f"run {run_id} has no answers of model {chosen.model!r} on {name}")
     if chosen.point is not None:
         raise LookupError(f"run {run_id} has no grid point {chosen.point!r} of {name}")
+    if chosen.parameter and chosen.level:
+        raise LookupError(
+            f"run {run_id} has no grid point of {name} where {chosen.parameter} = {chosen.level}"
+        )
 
 
 def check_level(parameter: str, value: str) -> None:

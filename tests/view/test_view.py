@@ -155,6 +155,12 @@ def test_garbage_is_a_page_that_says_why_never_a_traceback(client, results):
     assert nobody.status_code == 404 and "no answers of model" in nobody.text  # was "no case"
     nowhere = client.get(cases, params={"model": "m", "point": "garbage"})
     assert nowhere.status_code == 404 and "no grid point" in nowhere.text
+    for query in ({"x": "nosuch", "v": "1"}, {"x": "length", "v": "999"}):  # 200, "0 answers"
+        nowhere = client.get(cases, params={"model": "m", **query})
+        assert nowhere.status_code == 404 and "no grid point of objects where" in nowhere.text
+    for query in ({"x": "length"}, {"v": "2"}):  # one without the other was silently ignored
+        half = client.get(cases, params={"model": "m", **query})
+        assert half.status_code == 400 and "needs both x=PARAMETER and v=VALUE" in half.text
     nul = client.get(cases, params={"model": "m", "point": "\x00"})
     assert nul.status_code == 400 and "\x00" not in nul.text  # it was written into the page
     reflected = client.get(f"/run/{second}/cases/objects", params={"model": "m", "q": "<b>x"})
