@@ -169,6 +169,27 @@ def test_an_ingest_that_loads_nothing_leaves_no_database_it_made(tmp_path):
     assert "was not made" not in kept.stderr and "ingested 0 run(s)" in kept.stdout
 
 
+@pytest.fixture(scope="module")
+def published(tmp_path_factory):
+    """One oracle run published to a results location: its id and the location (a test
+    rewrites a copy of it: `a_copy_of`)."""
+    shared = tmp_path_factory.mktemp("published") / "shared"
+    folder = shared.parent
+    run_id = asyncio.run(sweep(config("oracle", shared), str(folder / "a.duckdb")))
+    Store.close_all()
+    return run_id, shared
+
+
+def a_copy_of(published, tmp_path):
+    """A copy of the published run's location in `tmp_path`: its run id and the location."""
+    import shutil
+
+    run_id, shared = published
+    copy = tmp_path / "shared"
+    shutil.copytree(shared, copy)
+    return run_id, copy
+
+
 def _rewrite(shard, sql):
     """`shard` (a Parquet file) with `sql` applied to it (its rows as `shard_rows`)."""
     import duckdb
@@ -259,14 +280,12 @@ def _rewrite(shard, sql):
     ],
 )  # fmt: skip
 def test_a_shard_holding_another_run_s_rows_or_no_outcome_is_skipped(
-    tmp_path, table_name, sql, said
+    published, tmp_path, table_name, sql, said
 ):
     """Before: ingest stored a shard's rows as they were: a run id `../../x` that `plot` then
     wrote a file under (`plot-../../x.png`), an outcome that is none, a second folder holding
     the same run counted as a second run ingested."""
-    shared = tmp_path / "shared"
-    run_id = asyncio.run(sweep(config("oracle", shared), str(tmp_path / "a.duckdb")))
-    Store.close_all()
+    run_id, shared = a_copy_of(published, tmp_path)
     _rewrite(shared / run_id / f"{table_name}.parquet", sql)
     central = str(tmp_path / "central.duckdb")
     result = CliRunner().invoke(app, ["ingest", str(shared), "--db", central])
@@ -456,14 +475,12 @@ def test_a_case_unlike_the_one_the_database_holds_is_refused(tmp_path):
     assert table(central, "SELECT count(DISTINCT run_id) FROM responses") == [(1,)]
 
 
-def test_a_shard_that_is_a_link_out_of_the_location_is_not_followed(tmp_path):
+def test_a_shard_that_is_a_link_out_of_the_location_is_not_followed(published, tmp_path):
     """A local results location: a shard that is a symbolic link (to a file elsewhere that
     is a shard too) is refused, not read; the run is skipped."""
     import os
 
-    shared = tmp_path / "shared"
-    run_id = asyncio.run(sweep(config("oracle", shared), str(tmp_path / "a.duckdb")))
-    Store.close_all()
+    run_id, shared = a_copy_of(published, tmp_path)
     shard = shared / run_id / "responses.parquet"
     elsewhere = tmp_path / "elsewhere.parquet"
     os.rename(shard, elsewhere)
@@ -475,11 +492,9 @@ def test_a_shard_that_is_a_link_out_of_the_location_is_not_followed(tmp_path):
     assert not central.exists()
 
 
-def test_a_run_folder_whose_name_holds_an_escape_is_skipped_and_shown_escaped(tmp_path):
+def test_a_run_folder_whose_name_holds_an_escape_is_skipped_and_shown_escaped(published, tmp_path):
     """F11: a folder named with a terminal escape is no run id; the warning shows it escaped."""
-    shared = tmp_path / "shared"
-    run_id = asyncio.run(sweep(config("oracle", shared), str(tmp_path / "a.duckdb")))
-    Store.close_all()
+    run_id, shared = a_copy_of(published, tmp_path)
     (shared / run_id).rename(shared / "\x1b]0;owned\x07")
     result = CliRunner().invoke(app, ["ingest", str(shared), "--db", str(tmp_path / "c.duckdb")])
     assert result.exit_code == 3, result.output
@@ -489,13 +504,13 @@ def test_a_run_folder_whose_name_holds_an_escape_is_skipped_and_shown_escaped(tm
     )
 
 
-def test_an_ingested_answer_beyond_the_bound_is_stored_cut_and_graded_on_what_is_kept(tmp_path):
+def test_an_ingested_answer_beyond_the_bound_is_stored_cut_and_graded_on_what_is_kept(
+    published, tmp_path
+):
     """F2: a 60 MB answer in a shard was stored whole (its page still loading after 90 s)."""
     from numerate.kernel.answers import MAX_ANSWER_CHARS, cut_answer
 
-    shared = tmp_path / "shared"
-    run_id = asyncio.run(sweep(config("oracle", shared), str(tmp_path / "a.duckdb")))
-    Store.close_all()
+    run_id, shared = a_copy_of(published, tmp_path)
     long = "<think>" + "w" * 300_000 + "</think>\n"
     _rewrite(shared / run_id / "responses.parquet",
              f"UPDATE shard_rows SET raw_text = '{long}' || raw_text")  # fmt: skip
@@ -515,11 +530,9 @@ def test_an_ingested_answer_beyond_the_bound_is_stored_cut_and_graded_on_what_is
     assert completions and set(completions) == {(MAX_ANSWER_CHARS, True)}
 
 
-def test_a_shard_that_is_a_folder_is_skipped_in_one_warning(tmp_path):
+def test_a_shard_that_is_a_folder_is_skipped_in_one_warning(published, tmp_path):
     """Issue 41, found from outside: DuckDB's own words and a temporary path, exit 2."""
-    shared = tmp_path / "shared"
-    run_id = asyncio.run(sweep(config("oracle", shared), str(tmp_path / "a.duckdb")))
-    Store.close_all()
+    run_id, shared = a_copy_of(published, tmp_path)
     shard = shared / run_id / "cases.parquet"
     shard.unlink()
     shard.mkdir()
