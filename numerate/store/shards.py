@@ -172,7 +172,7 @@ def _graded_in_memory(
                     )
                 except duckdb.Error as error:  # said by the table, not the local copy's path
                     raise ShardError(f"{table}.parquet: {first_line(error)}") from None
-            _cut_long_answers(con, run_id, files["completions"])
+            _cut_long_answers(con)
         grade(scratch, run_id)
         with scratch.session() as con:
             return {
@@ -182,18 +182,17 @@ def _graded_in_memory(
         scratch.close()
 
 
-def _cut_long_answers(con: Any, run_id: str, completions: str) -> None:
-    """The run's answers longer than numerate.kernel.answers.MAX_ANSWER_CHARS, stored cut as
-    an endpoint's are (with the flag and the length they had), before they are graded."""
-    shard = f"read_parquet('{_sql_path(completions)}')"
-    for table, text, flag, chars, rows in (
-        ("responses", "raw_text", "raw_cut", "raw_chars", f"run_id = '{_sql_path(run_id)}'"),
-        ("completions", "text", "text_cut", "text_chars",
-         f"(request_hash, run_id) IN (SELECT request_hash, run_id FROM {shard})"),
-    ):  # fmt: skip
+def _cut_long_answers(con: Any) -> None:
+    """The answers longer than numerate.kernel.answers.MAX_ANSWER_CHARS, stored cut as an
+    endpoint's are (with the flag and the length they had), before they are graded: on the
+    store in memory, which holds the one run being ingested."""
+    for table, text, flag, chars in (
+        ("responses", "raw_text", "raw_cut", "raw_chars"),
+        ("completions", "text", "text_cut", "text_chars"),
+    ):
         con.execute(
             f"UPDATE {table} SET {chars} = length({text}), {flag} = true, "
-            f"{text} = {cut_sql(text)} WHERE {rows} AND length({text}) > {MAX_ANSWER_CHARS}"
+            f"{text} = {cut_sql(text)} WHERE length({text}) > {MAX_ANSWER_CHARS}"
         )
 
 

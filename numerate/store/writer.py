@@ -159,7 +159,6 @@ class Store(Tables):
         self._instance: Any = None
         self._con: Any = None
         self._depth = 0
-        self._in_transaction = False
         self._hold: Any = None
         self._migrated = False
         self.found_version = 0
@@ -371,19 +370,9 @@ class Store(Tables):
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Any]:
-        """One transaction in one session; yields the connection. A transaction begun inside
-        another (by this thread: the session's lock keeps others out) is part of it: it
-        commits, or rolls back, with the outermost (an ingested run and its grading)."""
-        with self.session() as con:
-            if self._in_transaction:
-                yield con
-                return
-            self._in_transaction = True
-            try:
-                with transaction(con):
-                    yield con
-            finally:
-                self._in_transaction = False
+        """One transaction in one session; yields the connection."""
+        with self.session() as con, transaction(con):
+            yield con
 
     # ------------------------------------------------------------------ the journal
 
