@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="numerate-bench-prefect-"))
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
-from numerate.env import configure  # noqa: E402
+from numerate.config.env import configure  # noqa: E402
 
 configure()
 
@@ -42,8 +42,8 @@ def config(base_url: str, sampling: dict[str, Any], name: str) -> dict[str, Any]
 
 def answer_key() -> dict[str, tuple[str, int]]:
     """Prompt -> (target, list length) of every case the sweeps can ask."""
-    from numerate.config import ManifoldSweep
-    from numerate.plan import plan_manifold
+    from numerate.config.sweep import ManifoldSweep
+    from numerate.planning.plan import plan_manifold
 
     entry = ManifoldSweep(manifold="objects", count=400, grid={"length": list(ACCURACY)})
     return {

@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="numerate-bench-prefect-"))
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
-from numerate.env import configure  # noqa: E402
+from numerate.config.env import configure  # noqa: E402
 
 configure()
 
@@ -126,8 +126,8 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    from numerate.config import parse_sweep_config
-    from numerate.plan import plan_manifold
+    from numerate.config.sweep import parse_sweep_config
+    from numerate.planning.plan import plan_manifold
     from numerate.store import Store
 
     workdir = Path(tempfile.mkdtemp(prefix="numerate-bench-"))

@@ -5,7 +5,8 @@ same 1,000 requests are asked at concurrency 4 and at concurrency 16, alternatel
 times (with and without Retry-After). Target: concurrency 16 loses no case, takes at most 1.1x
 the wall time of concurrency 4, and fewer than a tenth of its requests get a 429 (after a 429
 the limit stays below the level refused until the server has been quiet a while:
-numerate.pacing). Ratios are measured within one run; figures are medians over the repeats.
+numerate.endpoints.pacing). Ratios are measured within one run; figures are medians over
+the repeats.
 
 Run with `make bench` (or `python bench/rate_limit.py`).
 """
@@ -32,8 +33,8 @@ def main() -> None:
 
     from numerate.endpoints import answer_cases, close_clients
     from numerate.store import Store
+    from tests.endpoints.test_endpoints import endpoint, planned_cases, rate_limited
     from tests.fake_openai import FakeOpenAI
-    from tests.numerate.test_endpoints import endpoint, planned_cases, rate_limited
 
     planned = planned_cases(args.cases)
     store = Store.open(os.path.join(tempfile.mkdtemp(prefix="numerate-bench-"), "r.duckdb"))

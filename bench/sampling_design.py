@@ -23,11 +23,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from numerate.adaptive import decide
-from numerate.config import Precision
+from numerate.config.sweep import Precision
 from numerate.kernel.design import binomial, case_clustered, point_mean
 from numerate.kernel.power import minimum_detectable_drop
 from numerate.kernel.stats import holm_over_discordant, mcnemar_exact, wilson_interval
+from numerate.planning.adaptive import decide
 
 PROFILE = (1.0, 0.95, 0.75, 0.5)
 RULE = Precision(ci_width=0.10, min_count=20, max_count=400, step=20, min_scored=0.5)

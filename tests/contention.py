@@ -1,5 +1,5 @@
 """Many users of one results database at once, with real processes: sweeps, a NumGen run and an
-ingest write it while readers poll `report` and `db`. Used by tests/numerate/test_many_users.py
+ingest write it while readers poll `report` and `db`. Used by tests/store/test_many_users.py
 (a short version) and bench/contention.py (a soak)."""
 
 from __future__ import annotations

@@ -1,12 +1,14 @@
-"""What work says to its user while it goes on (numerate.progress.Progress.note), recorded."""
+"""What work says to its user while it goes on (numerate.kernel.progress.Progress.note),
+recorded."""
 
 from __future__ import annotations
 
-from numerate.progress import Progress
+from numerate.kernel.progress import Progress
 
 
 class Notes(Progress):
-    """A progress that keeps its notes in `notes` (use with numerate.progress.reporting_to)."""
+    """A progress that keeps its notes in `notes` (use with
+    numerate.kernel.progress.reporting_to)."""
 
     def __init__(self) -> None:
         super().__init__()

@@ -14,7 +14,9 @@ PACKAGE = ROOT / "numerate"
 CARD_FOLDERS = ("flows", "tasks", "manifolds", "numgen", "kernel")
 """The design card's top-level folders: links to numerate/<name> (docs/architecture.md,
 "Architecture")."""
-MAX_FUNCTION_LINES = 60
+MAX_FUNCTION_LINES = 80
+"""A smoke alarm, not a style: a function does one thing (docs/architecture.md, "Rules"); one
+this long has usually taken on a second."""
 
 
 def project_functions():
@@ -25,7 +27,7 @@ def project_functions():
                 yield path.relative_to(ROOT), node
 
 
-def test_no_function_is_longer_than_60_lines():
+def test_no_function_is_longer_than_80_lines():
     long = [
         f"{path}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
         for path, node in project_functions()
@@ -66,10 +68,243 @@ def test_every_part_of_numerate_is_in_exactly_one_layer():
 
 def test_the_layering_check_sees_a_part_dropped_or_invented():
     pyproject = (ROOT / "pyproject.toml").read_text()
-    dropped = pyproject.replace(" : report : ", " : ", 1)
-    assert unlayered(dropped) == ["in no layer: numerate.report"]
+    dropped = pyproject.replace('"results | endpoints | figures"', '"results | endpoints"', 1)
+    assert unlayered(dropped) == ["in no layer: numerate.figures"]
     invented = pyproject.replace('"kernel",\n]', '"kernel : nosuch",\n]', 1)
     assert unlayered(invented) == ["no such module: numerate.nosuch"]
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: Path, known: set[str]) -> list[tuple[str, ast.stmt]]:
+    """Every module of `known` that `path` imports, wherever the import is (a function's
+    own included), with the statement: `from a import b` imports a.b when that is a module,
+    else a. An import names the module it names, not its packages' __init__ (Python runs
+    those too, but they import nothing back)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names = [
+                f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in known else node.module
+                for a in node.names
+            ]
+        else:
+            continue
+        found += [(name, node) for name in names if name in known]
+    return found
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The cycles of `graph` (its strongly connected components of more than one module)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles = []
+
+    def visit(module: str) -> None:  # Tarjan's algorithm
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for other in sorted(graph[module]):
+            if other not in index:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in stack:
+                low[module] = min(low[module], index[other])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == module:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return cycles
+
+
+def import_graph() -> dict[str, set[str]]:
+    paths = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    known = set(paths)
+    return {
+        module: {name for name, _ in imports_of(path, known) if name != module}
+        for module, path in paths.items()
+    }
+
+
+def test_no_module_of_numerate_imports_itself_in_a_circle():
+    """Imports inside functions included: the layer contract (lint-imports) sees them, but a
+    circle inside one layer (cli.common <-> cli.server was one) it lets through."""
+    assert import_cycles(import_graph()) == []
+
+
+def test_the_cycle_check_sees_a_circle_through_a_function_import():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert import_cycles(graph) == [["a", "b", "c"]]
+    assert import_cycles({"a": {"b"}, "b": set()}) == []
+
+
+PUBLIC_UNDERSCORE_NAMES = {"_exit", "_replace", "_asdict", "_fields", "_make"}
+"""Underscore names the documentation makes public: os._exit, a named tuple's methods."""
+ASSIGNABLE = {"sys.stdout", "sys.stderr", "sys.unraisablehook", "logging.raiseExceptions"}
+"""Attributes of the standard library that its documentation says a program may set."""
+
+
+def own_private_names() -> set[str]:
+    """The underscore names numerate defines: its own functions, classes and attributes."""
+    names = set()
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                names.add(node.name)
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+                names.add(node.attr)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names.add(node.id)
+    return {name for name in names if name.startswith("_")}
+
+
+def private_uses(source: str, own: set[str]) -> list[str]:
+    """Where `source` reaches a private name of a library or of Python (an import of an
+    underscore module or name, an underscore attribute that numerate does not define), or
+    patches a library (sets an attribute of something it imported, `setattr` included)."""
+    tree = ast.parse(source)
+    imported, found = set(), []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            module = node.module or "" if isinstance(node, ast.ImportFrom) else ""
+            if module.startswith("numerate") or module == "__future__":
+                continue
+            for alias in node.names:
+                path = f"{module}.{alias.name}" if module else alias.name
+                if path.startswith("numerate"):
+                    continue
+                parts = path.split(".")
+                if any(p.startswith("_") and not p.endswith("__") for p in parts):
+                    found.append(f"{node.lineno}: imports {path}")
+                imported.add((alias.asname or alias.name).split(".")[0])
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and node.attr.startswith("_")
+                and not node.attr.endswith("__") and node.attr not in PUBLIC_UNDERSCORE_NAMES
+                and node.attr not in own):  # fmt: skip
+            found.append(f"{node.lineno}: {ast.unparse(node)}")
+        targets = (node.targets if isinstance(node, ast.Assign)
+                   else [node.target] if isinstance(node, ast.AugAssign | ast.AnnAssign)
+                   else [])  # fmt: skip
+        for target in targets:
+            base = target
+            while isinstance(base, ast.Attribute):
+                base = base.value
+            if (isinstance(target, ast.Attribute) and isinstance(base, ast.Name)
+                    and base.id in imported and ast.unparse(target) not in ASSIGNABLE):  # fmt: skip
+                found.append(f"{node.lineno}: patches {ast.unparse(target)}")
+        patched = node.args[0] if isinstance(node, ast.Call) and node.args else None
+        if (isinstance(patched, ast.Name) and ast.unparse(node.func) == "setattr"
+                and patched.id in imported):  # fmt: skip
+            found.append(f"{node.lineno}: patches {patched.id}")
+    return sorted(found, key=lambda use: int(use.split(":")[0]))
+
+
+def test_no_private_name_of_a_library_is_used_and_no_library_is_patched():
+    own = own_private_names()
+    found = [
+        f"{path.relative_to(ROOT)}:{use}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for use in private_uses(path.read_text(encoding="utf-8"), own)
+    ]
+    assert found == []
+
+
+def test_the_private_name_check_sees_what_the_old_stop_path_did():
+    old = (
+        "import atexit, threading\nfrom typer._click.exceptions import ClickException\n"
+        "from prefect.server.api import server as prefect_server\n"
+        "threading._shutdown()\natexit._run_exitfuncs()\n"
+        "prefect_server.subprocess = None\nsetattr(prefect_server, 'x', 1)\n"
+        "os._exit(0)\nparts._replace(path='/')\nself._mine = 1\n"
+    )
+    assert private_uses(old, own={"_mine"}) == [
+        "2: imports typer._click.exceptions.ClickException",
+        "4: threading._shutdown",
+        "5: atexit._run_exitfuncs",
+        "6: patches prefect_server.subprocess",
+        "7: patches prefect_server",
+    ]
+
+
+HEAVY_OPTIONAL = {"torch", "diffusers", "transformers", "groundingdino", "matplotlib", "playwright"}
+"""Loaded inside the functions that use them, everywhere: NumGen's models, plots, screenshots."""
+LOADED_WHEN_USED = {
+    "prefect": "the orchestrator (1 s to import): a refused command line never waits for it",
+    "prefect_dask": "one deployment's Dask runner",
+    "polars": "frames, for the commands that read results",
+    "duckdb": "the database, for the commands that open one",
+    "pyarrow": "bulk writes",
+    "openai": "the client of the commands that ask models",
+    "httpx": "the HTTP client under the OpenAI one",
+    "fsspec": "remote shards (ingest)",
+    "yaml": "config files",
+    "pydantic": "validation, for the commands that read a config",
+    "rich": "tables and progress bars",
+    "numpy": "NumGen's and the plots' arrays",
+    "scipy": "NumGen's statistics",
+    "uvicorn": "the servers (view, the background Prefect server)",
+    "fastapi": "Prefect's server app, imported ahead while it starts",
+}
+"""Loaded inside functions so that `numerate --help` and a refused command line answer in a
+fraction of a second (docs/architecture.md, "Rules"): why each one."""
+
+
+def late_imports(source: str, in_cli: bool) -> list[str]:
+    """The imports inside functions of `source` that are not allowed: of the standard library
+    (no cost to load at the top), of numerate outside numerate/cli (a command loads what it
+    runs; a stage imports its parts at the top, where the cycle check sees them), of a
+    library not listed in HEAVY_OPTIONAL or LOADED_WHEN_USED."""
+    found = []
+    for function in ast.walk(ast.parse(source)):
+        if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for node in ast.walk(function):
+            if isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                modules = [node.module]
+            else:
+                continue
+            for module in modules:
+                top = module.split(".")[0]
+                allowed = (in_cli if top == "numerate"
+                           else top not in sys.stdlib_module_names
+                           and top in HEAVY_OPTIONAL | set(LOADED_WHEN_USED))  # fmt: skip
+                if not allowed:
+                    found.append(f"{node.lineno} {module}")
+    return found
+
+
+def test_imports_inside_functions_are_only_of_what_is_heavy_and_not_always_needed():
+    found = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for line in late_imports(path.read_text(encoding="utf-8"), path.parent.name == "cli")
+    ]
+    assert found == []
+
+
+def test_the_late_import_check_sees_the_standard_library_a_stage_and_an_unlisted_library():
+    source = (
+        "import json\ndef f():\n    import os\n    from numerate.store import Store\n"
+        "    import torch\n    import polars\n    import requests\n"
+    )
+    assert late_imports(source, in_cli=False) == ["3 os", "4 numerate.store", "7 requests"]
+    assert late_imports(source, in_cli=True) == ["3 os", "7 requests"]
 
 
 def test_flows_and_tasks_keep_their_annotations_real():
@@ -279,7 +514,7 @@ def test_each_command_lives_in_the_module_named_after_it():
     assert len(where) >= 15
     misplaced = {name: module for name, module in where.items() if module != f"numerate.cli.{name}"}
     assert misplaced == {}
-    helpers = {"__init__", "__main__", "app", "common", "serverd"}  # serverd: `server`'s keeper
+    helpers = {"__init__", "__main__", "app", "common", "process", "running", "serverd"}
     modules = {p.stem for p in (PACKAGE / "cli").glob("*.py")} - helpers
     assert modules == set(where), "a module of numerate/cli that holds no command of its name"
 

@@ -13,13 +13,13 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
-from numerate.adaptive import decide
-from numerate.compare import compare_runs, for_display
-from numerate.config import Precision, load_sweep_config
+from numerate.config.sweep import Precision, load_sweep_config
 from numerate.kernel.stats import wilson_interval
 from numerate.manifolds import registry
 from numerate.manifolds.common import point_seed
 from numerate.manifolds.registry import HEURISTIC_SAMPLE
+from numerate.planning.adaptive import decide
+from numerate.results.compare import compare_runs, for_display
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = " ".join(
@@ -108,7 +108,7 @@ def test_bias_of_the_adaptive_estimate():
 
 
 def comparison_row(base_correct: int, lost: int, gained: int, n: int, manifold: str):
-    """One group of n pairs with these counts, through numerate.compare."""
+    """One group of n pairs with these counts, through numerate.results.compare."""
     base = [True] * base_correct + [False] * (n - base_correct)
     new = list(base)
     right = [i for i, v in enumerate(base) if v]

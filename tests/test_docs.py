@@ -16,7 +16,7 @@ from markdown.extensions.toc import slugify
 from pydantic import BaseModel
 
 from numerate.cli import app
-from numerate.config import SweepConfig
+from numerate.config.sweep import SweepConfig
 from numerate.numgen.config import NumGenConfig
 
 ROOT = Path(__file__).resolve().parents[1]

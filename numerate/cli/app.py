@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated
 
 import typer
@@ -19,9 +20,8 @@ def _version(value: bool) -> None:
     """`numerate --version`: the package version and the code version stored with each run."""
     if not value:
         return
-    from importlib.metadata import PackageNotFoundError, version
 
-    from numerate.provenance import code_version
+    from numerate.config.provenance import code_version
 
     try:
         package = version("numerate")

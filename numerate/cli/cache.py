@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
@@ -33,7 +34,6 @@ def cache_clear(
 
     Graded responses keep their text: no result is lost.
     """
-    from datetime import UTC, datetime
 
     from numerate.store import Store, existing_database
 

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     import polars as pl
 
     from numerate.cli.common import Format
-    from numerate.compare import Grouping
+    from numerate.results.compare import Grouping
     from numerate.store.reader import Reader
 
 RUN_HELP = "an id, a unique prefix of one, latest or previous"
@@ -104,14 +104,14 @@ def compare(
 def _report(comparison: pl.DataFrame, fmt: Format, title: str, gate: bool, alpha: float) -> None:
     """The comparison, its one-line summary and what it could see (on stderr after CSV or
     JSON); with `gate`, the regressions named on stderr and exit code 4 when there is any."""
-    from numerate.compare import (
+    from numerate.results.compare import (
         EXIT_REGRESSION,
         any_regression,
         detectable_line,
         for_display,
         summary_line,
     )
-    from numerate.report import render
+    from numerate.results.report import render
 
     shown = for_display(comparison) if fmt in ("table", "markdown") else comparison
     show(render(shown, fmt, title=title))
@@ -130,7 +130,7 @@ def _resolve_pair(
 ) -> tuple[str, str]:
     """The two runs BASE and NEW name; ConfigError when they are one run and no two of its
     models are compared (--base-model, --new-model)."""
-    from numerate.runs import check_sweep_name
+    from numerate.results.runs import check_sweep_name
 
     check_sweep_name(sweep)  # of both runs: said once, not as BASE's
     if sweep is not None:  # a typo, or one that changed nothing: said
@@ -147,7 +147,7 @@ def _resolve_pair(
 def _check_sweep(reader: Reader, sweep: str, named: tuple[str, str]) -> None:
     """ConfigError for a --sweep the database holds no run of, or one that chooses nothing
     (BASE and NEW both run ids): it was ignored, and the comparison shown."""
-    from numerate.runs import check_known_sweep
+    from numerate.results.runs import check_known_sweep
 
     check_known_sweep(reader, sweep)
     if all(text.strip() not in ("latest", "previous") for text in named):
@@ -159,8 +159,8 @@ def _check_sweep(reader: Reader, sweep: str, named: tuple[str, str]) -> None:
 
 def _resolve(reader: Reader, text: str, sweep: str | None, role: str) -> str:
     """The run `text` names; a note on stderr when it has not finished."""
-    from numerate.report import run_state
-    from numerate.runs import resolve_run
+    from numerate.results.report import run_state
+    from numerate.results.runs import resolve_run
 
     try:
         run_id = resolve_run(reader, text, sweep)
@@ -181,7 +181,7 @@ def _present(reader: Reader, run_id: str, column: str) -> list[str]:
 
 def _check_present(reader: Reader, wanted: list[tuple[str, str, str, list[str]]]) -> None:
     """ConfigError naming what a run has when it lacks a model or manifold asked for."""
-    from numerate.report import require_known
+    from numerate.results.report import require_known
 
     for run_id, option, column, values in wanted:
         if values:
@@ -189,7 +189,7 @@ def _check_present(reader: Reader, wanted: list[tuple[str, str, str, list[str]]]
 
 
 def _answers(reader: Reader, run_id: str, models: list[str], manifolds: list[str]) -> pl.DataFrame:
-    from numerate.compare import run_answers
+    from numerate.results.compare import run_answers
 
     try:
         return run_answers(reader, run_id, models, manifolds)
@@ -206,7 +206,7 @@ def _load_pair(
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Both runs' answers, their models paired: the same model on both sides (all, or
     --model), two named models (--base-model, --new-model) or each run's only model."""
-    from numerate.compare import relabel_model
+    from numerate.results.compare import relabel_model
 
     (base_id, new_id), (base_model, new_model) = runs, pairing
     if models and (base_model or new_model):
@@ -239,7 +239,7 @@ def _load_pair(
 
 
 def _check_options(by: str) -> Grouping:
-    from numerate.compare import GROUPINGS
+    from numerate.results.compare import GROUPINGS
 
     if by not in GROUPINGS:
         raise ConfigError(f"--by {by!r}: choose {' or '.join(GROUPINGS)}")
@@ -250,7 +250,7 @@ def _compare(
     base: pl.DataFrame, new: pl.DataFrame, by: Grouping, alpha: float, runs: tuple[str, str]
 ) -> pl.DataFrame:
     """compare_runs, then ConfigError, saying why, when no answer pairs up."""
-    from numerate.compare import compare_runs
+    from numerate.results.compare import compare_runs
 
     comparison = compare_runs(base, new, by=by, alpha=alpha)
     if comparison.is_empty() or comparison["n"].sum() == 0:

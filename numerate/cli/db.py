@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Annotated
 
 import typer
@@ -39,7 +41,7 @@ def db_command(
     Nothing can be written, and no file other than the database can be read (COPY, EXPORT,
     ATTACH and file functions are refused). Any DuckDB file can be opened, also while runs
     write it; a long query makes them wait (docs/sharing.md, "Many users, one database")."""
-    from numerate.report import render
+    from numerate.results.report import render
     from numerate.store import queries
 
     try:
@@ -57,9 +59,9 @@ def db_command(
     except NumerateError as error:
         fail(error)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the query stops with the process
-        from numerate.cli.common import stop_code
+        from numerate.cli.process import PROCESS
 
-        _leave_now(stop_code())
+        _leave_now(PROCESS.stop_code())
     show(render(frame, fmt))
 
 
@@ -78,8 +80,6 @@ def _database_and_sql(
 def _leave_now(code: int) -> None:
     """End the process at once: a query still runs in DuckDB's threads, and an orderly exit
     would wait for it or crash under it (the database is open read-only: nothing is lost)."""
-    import os
-    import sys
 
     sys.stdout.flush()
     sys.stderr.write("terminated\n" if code == 143 else "interrupted\n")

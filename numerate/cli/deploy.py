@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
 import sys
 from pathlib import Path
 from typing import Annotated
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import typer
 
@@ -24,7 +28,6 @@ def deploy(
     evaluate, ingest, distributed-sweep and numgen on `cpu`, numgen-generate and numgen-detect
     on `gpu`.
     """
-    import os
 
     from numerate.cli.server import api_answers
 
@@ -43,7 +46,7 @@ def deploy(
     except NumerateError as error:
         fail(error)
         return
-    from numerate.env import configure
+    from numerate.config.env import configure
 
     configure()
     prefect = [sys.executable, "-m", "prefect"]
@@ -73,7 +76,6 @@ def deploy(
 
 def _step(what: str, command: list[str], root: Path, env: dict[str, str]) -> None:
     """One `prefect` command of the deployment, bounded; one error line when it fails."""
-    import subprocess
 
     try:
         done = subprocess.run(
@@ -90,7 +92,6 @@ def _why(output: str, code: int) -> str:
     """The line of a failed `prefect` command that says why: its exception's, else its last
     one that says something (pydantic's last line is a link: "For further information
     visit ..."); a server whose answers Prefect cannot read is said so."""
-    import re
 
     from prefect import __version__
 
@@ -114,7 +115,6 @@ STEP_TIMEOUT_S = 300
 
 
 def _check_schedule(cron: str, timezone: str) -> None:
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
     try:
         ZoneInfo(timezone)

@@ -31,9 +31,9 @@ def grade(
     Each line is a case as `numerate generate` writes it plus `response` (and optionally
     `finish_reason`); each is written back with `outcome` and `answer`.
     """
+    from numerate.grading.files import grade_lines
     from numerate.kernel.files import read_text
     from numerate.kernel.inputs import MAX_DATA_BYTES
-    from numerate.regrade import grade_lines
 
     try:
         check_output("--out", out)

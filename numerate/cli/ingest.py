@@ -19,9 +19,9 @@ def ingest(
     db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
 ) -> None:
     """Load the Parquet shards of runs made on other workers (complete, not yet loaded)."""
-    from numerate.regrade import ingest_graded
+    from numerate.grading.verdict import EXIT_RUN_FAILED
+    from numerate.results.regrade import ingest_graded
     from numerate.store import Store, shards
-    from numerate.verdict import EXIT_RUN_FAILED
 
     db = results_db(db)
     started = datetime.now(UTC)
@@ -50,7 +50,7 @@ def ingest(
 def _stopped(db: str, started: datetime) -> NoReturn:
     """Leave an ingest a signal stopped, saying which runs it had loaded (each one whole, in
     a transaction of its own): the same command loads the rest."""
-    from numerate.cli.common import quiet_exit, say_once, stop_code
+    from numerate.cli.process import PROCESS
     from numerate.store import Store, StoreError, access
 
     access.hurry(2)  # within the 5 s every command stops in
@@ -65,5 +65,4 @@ def _stopped(db: str, started: datetime) -> NoReturn:
         )
     else:
         said = "no run was loaded; run the same command again to load them"
-    say_once("")(said)
-    quiet_exit(stop_code())
+    PROCESS.stopped_saying(said)

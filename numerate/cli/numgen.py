@@ -5,15 +5,14 @@ Imports stay inside the commands: `numerate --help` must not load numpy or torch
 
 from __future__ import annotations
 
-import contextlib
-import functools
+import asyncio
+import csv
+import io
 import json
-import logging
-import signal
-from collections.abc import Callable, Iterator, Mapping
-from datetime import UTC, datetime
+import shlex
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, cast
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
@@ -22,15 +21,15 @@ from numerate.cli.common import (
     check_format,
     check_output,
     fail,
-    if_stopped_say,
     open_reader,
     path_option,
     results_db,
-    settle_prefect,
     show,
     write_output,
 )
-from numerate.kernel.errors import ConfigError, NumerateError
+from numerate.cli.process import PROCESS
+from numerate.cli.running import RunKind, run_flow, shown_after_a_signal
+from numerate.kernel.errors import EXIT_FAILED_FOR_NOW, ConfigError, NumerateError
 
 if TYPE_CHECKING:
     from numerate.store.queries import Source
@@ -92,7 +91,7 @@ def _options_given(
 
 
 def _load_yaml(path: Path) -> dict[str, Any]:
-    from numerate.config import load_yaml, refuse_the_other_kind
+    from numerate.config.sweep import load_yaml, refuse_the_other_kind
     from numerate.kernel.errors import what_it_is
 
     data = load_yaml(path, "numgen config")
@@ -114,7 +113,6 @@ def _metrics_frame(row: Mapping[str, object]) -> Any:
 def _before_the_run(config: Any, db: str, dispatch: str) -> None:
     """What `_run_flow` checks before the run begins: Prefect's server up, the deployments
     the run needs and the database."""
-    import asyncio
 
     from numerate.cli.common import notes_to_stderr
     from numerate.cli.server import connect
@@ -122,7 +120,7 @@ def _before_the_run(config: Any, db: str, dispatch: str) -> None:
 
     server = connect()  # before Prefect's import: else it started a server of its own
     from numerate.flows.numgen import DETECT_DEPLOYMENT, GENERATE_DEPLOYMENT
-    from numerate.progress import reporting_to
+    from numerate.kernel.progress import reporting_to
     from numerate.store import Store
     from numerate.tasks.dispatch import Dispatch, require_deployed
 
@@ -138,77 +136,36 @@ def _before_the_run(config: Any, db: str, dispatch: str) -> None:
 
 
 def _run_flow(config: Any, db: str, dispatch: str) -> dict[str, Any]:
-    import asyncio
-
-    from numerate.cli.common import (
-        on_hard_stop,
-        quiet_run_logs,
-        said_to_have_ended,
-        say_once,
-        terminal_progress,
-    )
-    from numerate.kernel import stopping
     from numerate.kernel.files import check_folder
-    from numerate.progress import reporting_to
 
     if config.needs_images:
         check_folder("images_dir", config.images_dir)  # before the database is made
     # before Prefect is imported: imported earlier, it did not see the server the command
     # found (numerate's background server) and started a temporary one of its own
     _before_the_run(config, db, dispatch)
-    if_stopped_say(None)  # said below, from here
-    from prefect.exceptions import TerminationSignal
-
+    PROCESS.if_stopped_say(None)  # said by run_flow, from here
     from numerate.flows.numgen import numgen
     from numerate.tasks.dispatch import Dispatch
-    from numerate.verdict import RunFailed
 
-    quiet_run_logs(logging.CRITICAL)  # once Prefect has set its loggers up: how the run
-    # ended is said once, below (a failing generator's tracebacks were printed per task)
-
-    label = f"numgen {_short(config.generator)} / {_short(config.detector_label)}"
-    said = say_once("the images made so far are kept; run the same command again to continue "
-                    "without making them twice")  # fmt: skip
-    started = datetime.now(UTC)
-    record_the_stop = functools.partial(_record_the_stop, config, db, started)
-    # a generator that does not return: the deadline ends the run, still recorded as stopped
-    on_hard_stop.extend([said, lambda: record_the_stop(1)])
+    settings = config.model_dump(mode="json")
     try:
-        with reporting_to(terminal_progress(label)):
-            result: dict[str, Any] = asyncio.run(numgen(config, db, cast(Dispatch, dispatch)))
-    except (KeyboardInterrupt, TerminationSignal) as stop:  # Prefect's handler took a SIGTERM
-        _stopped(stop, lambda: said(record_the_stop(3)))  # (exit 1)
+        return run_flow(
+            NUMGEN,
+            db,
+            f"numgen {_short(config.generator)} / {_short(config.detector_label)}",
+            flow=lambda: numgen(config, db, cast(Dispatch, dispatch)),
+            ended_since=lambda store, since: store.numgen_ended_since(settings, since),
+            run_id_of=lambda result: str(result["run_id"]),
+        )  # fmt: skip  (a failing generator's tracebacks were printed per task)
+    except (NumerateError, ValueError, typer.Exit):
+        raise  # RunFailed (a generator or detector failing: exit 3); bad input: exit 2; a stop
     except Exception as error:
-        if stopping.asked():  # an error the stop caused (the run is recorded interrupted)
-            _stopped(KeyboardInterrupt(), lambda: said(record_the_stop(3)))
-        if isinstance(error, RunFailed):  # recorded as failed: a generator or detector failing
-            fail(error, code=3)
-        if isinstance(error, NumerateError | ValueError):
-            raise  # before the run was recorded: bad input, exit 2
-        fail(f"NumGen run failed: {type(error).__name__}: {error}", code=3)
-    on_hard_stop.clear()  # stored as ended: "the images made so far are kept" is no more true
-    if stopping.asked():  # a signal a library swallowed: the run went on to its end
-        said_to_have_ended(f"NumGen run {result['run_id']}", "numerate numgen report")
-    with shown_after_a_signal(str(result["run_id"])):
-        settle_prefect()
-    return result
-
-
-def _stopped(stop: BaseException, say: Callable[[], object]) -> NoReturn:
-    """Leave a NumGen run a signal stopped, saying so once (`say`): 130, or 143 after a
-    SIGTERM, also one Prefect's handler took (raised as its TerminationSignal)."""
-    from numerate.cli.common import quiet_exit, stop_code, stop_signals
-
-    if not isinstance(stop, KeyboardInterrupt) and not stop_signals:
-        stop_signals.append(signal.SIGTERM)
-    say()
-    quiet_exit(stop_code())
+        fail(f"NumGen run failed: {type(error).__name__}: {error}", code=EXIT_FAILED_FOR_NOW)
 
 
 def _calibrations_only(source: Source) -> str:
     """What a database without a NumGen benchmark run holds of detector calibrations, as the
     end of a sentence: a finished calibration was said not to be there ("" when none is)."""
-    import shlex
 
     from numerate.store import queries
 
@@ -221,40 +178,6 @@ def _calibrations_only(source: Source) -> str:
 
 def _short(name: str) -> str:
     return name.rstrip("/").rsplit("/", 1)[-1][:24]
-
-
-@contextlib.contextmanager
-def shown_after_a_signal(run_id: str) -> Iterator[None]:
-    """A signal while a stored NumGen run is settled or shown names the run (a bare
-    `interrupted` made it look lost, and running the command again makes another)."""
-    from numerate.cli.common import quiet_exit, say_once, stop_code
-
-    try:
-        yield
-    except KeyboardInterrupt:
-        say_once("")(f"NumGen run {run_id} is stored; numerate numgen report shows it")
-        quiet_exit(stop_code())
-
-
-def _record_the_stop(config: Any, db: str, started: datetime, seconds: float) -> str | None:
-    """Mark the command's NumGen run interrupted, within `seconds` (its flow records it too,
-    through a task, which a loaded Prefect API kept past the stop deadline: the run stayed
-    `running`); what to say of the run when it had ended, stored, as the signal came (not
-    "run the same command again", which makes a new run), or had not begun (the database made
-    for it is removed), else None."""
-    from numerate.cli.common import ended_as_the_signal_came
-    from numerate.store import Store, StoreError, access
-
-    access.hurry(seconds)  # within the 5 s every command stops in (common.stop_within)
-    with contextlib.suppress(StoreError):
-        store = Store.open(db)
-        store.mark_interrupted()
-        ended = store.numgen_ended_since(config.model_dump(mode="json"), started)
-        if ended:
-            return ended_as_the_signal_came(f"NumGen run {ended}", "numerate numgen report")
-        if store.discard_if_unused():  # the run is recorded before any image is made
-            return f"the NumGen run had not started; nothing was stored, and {db} was not made"
-    return None
 
 
 def _calibration_note(source: Source, detector: str) -> str:
@@ -275,8 +198,13 @@ def _calibration_note(source: Source, detector: str) -> str:
     )
 
 
-NOT_STARTED = "the NumGen run had not started; nothing was stored"
-"""What a stop before a NumGen run begins (while Prefect's server starts) leaves."""
+NUMGEN = RunKind(
+    name="NumGen run",
+    report="numerate numgen report",
+    kept="the images made so far are kept; run the same command again to continue without "
+    "making them twice",
+    not_started="the NumGen run had not started; nothing was stored",
+)
 
 CONFIG_OPTION = path_option("NumGen config (YAML); options win.", "--config", "-c")
 
@@ -321,7 +249,7 @@ def run(
     output: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
 ) -> None:
     """Generate images for "An image with {n} {object}", count the objects, score, store."""
-    if_stopped_say(NOT_STARTED)
+    PROCESS.if_stopped_say(NUMGEN.not_started)
     db = results_db(db)
     generation = {"steps": steps, "guidance": guidance, "height": size, "width": size,
                   "device": device, "dtype": dtype, "batch_size": batch_size}  # fmt: skip
@@ -336,7 +264,7 @@ def run(
         result = _run_flow(numgen_config, db, dispatch)
     except (NumerateError, ValueError) as error:  # ValueError: a model id, device or file
         fail(error)  # the backends refuse
-    with shown_after_a_signal(str(result["run_id"])):
+    with shown_after_a_signal(NUMGEN, str(result["run_id"])):
         if output == "json":
             typer.echo(json.dumps(result, indent=2))
         else:
@@ -400,7 +328,7 @@ def _with_options(
 
 def _show_run(numgen_config: Any, result: dict[str, Any], db: str) -> None:
     """A NumGen run's metrics as stored, its errors, heatmap and the detector's calibration."""
-    from numerate.report import render
+    from numerate.results.report import render
     from numerate.store import Store, queries
 
     title = f"{numgen_config.generator} / {numgen_config.detector_label}: run {result['run_id']}"
@@ -429,7 +357,7 @@ def calibrate(
     from numerate.kernel.errors import describe_validation_error
     from numerate.numgen.config import calibration_config
 
-    if_stopped_say("the calibration had not started; nothing was stored")
+    PROCESS.if_stopped_say("the calibration had not started; nothing was stored")
     db = results_db(db)
     try:
         extra: dict[str, Any] = {"images_dir": images_dir} if images_dir is not None else {}
@@ -447,10 +375,10 @@ def calibrate(
     except (NumerateError, ValueError) as error:
         fail(error)
         return
-    from numerate.report import render
+    from numerate.results.report import render
     from numerate.store import Store, queries
 
-    with shown_after_a_signal(str(result["run_id"])):
+    with shown_after_a_signal(NUMGEN, str(result["run_id"])):
         frame = queries.numgen_targets(Store.open(db), str(result["run_id"]))
         title = f"detector {detector}: accuracy per number"
         typer.echo(render(frame, "table", title=title), nl=False)
@@ -461,7 +389,6 @@ def _read_responses(path: Path) -> tuple[list[int], list[int]]:
     """`target,generated` rows; generated may be written 20+. ConfigError naming the file
     when it is not CSV (a NUL byte, a field of more than 128 KiB) or beyond kernel.inputs's
     bounds."""
-    import csv
 
     try:
         return _parse_responses(path)
@@ -478,8 +405,6 @@ def _fields(row: dict[str, Any], columns: list[str]) -> int:
 
 
 def _parse_responses(path: Path) -> tuple[list[int], list[int]]:
-    import csv
-    import io
 
     from numerate.kernel.files import read_text
     from numerate.kernel.inputs import MAX_DATA_BYTES, whole_number
@@ -564,7 +489,7 @@ def score(
     if output == "json":
         typer.echo(json.dumps(scores.as_dict(), indent=2))
         return
-    from numerate.report import render
+    from numerate.results.report import render
 
     show(render(_metrics_frame(scores.as_row()), "table", title=str(responses)))
 
@@ -590,7 +515,7 @@ def report(
 ) -> None:
     """The NumGen leaderboard (Accuracy, MWE, Counting Level, Weber's Law), latest run of each
     generator and detector."""
-    from numerate.report import render
+    from numerate.results.report import render
     from numerate.store import queries
 
     try:

@@ -1,5 +1,5 @@
 """`numerate plot`: a run's difficulty curves and heatmaps, or two runs compared, as a PNG or a
-self-contained HTML page (numerate.plots draws them)."""
+self-contained HTML page (numerate.figures.plots draws them)."""
 
 from __future__ import annotations
 
@@ -24,14 +24,14 @@ from numerate.kernel.files import slug
 if TYPE_CHECKING:
     import polars as pl
 
-    from numerate.plots import Kind
+    from numerate.figures.plots import Kind
     from numerate.store.reader import Reader
 
 RUN_HELP = "An id, a unique prefix of one, latest or previous."
 
 
 def _check_kind(kind: str) -> Kind:
-    from numerate.plots import KINDS
+    from numerate.figures.plots import KINDS
 
     for known in KINDS:
         if kind == known:
@@ -46,7 +46,7 @@ def _select(
     naming a model or manifold the run does not have, and the ones it has."""
     import polars as pl
 
-    from numerate.report import require_known
+    from numerate.results.report import require_known
 
     for option, column, wanted in (
         ("--model", "model", models),
@@ -66,7 +66,8 @@ def _run_points(
     reader: Reader, run_id: str, models: Sequence[str], manifolds: Sequence[str]
 ) -> pl.DataFrame:
     """A run's grid points to plot; ConfigError when it has none."""
-    from numerate.store.queries import check_counts, plotted_points, run_record
+    from numerate.results.live import plotted_points
+    from numerate.store.queries import check_counts, run_record
 
     frame = plotted_points(reader, run_id)
     check_counts(frame, run_id)  # a point changed by hand: one line, not a traceback
@@ -83,12 +84,13 @@ def _base_points(
     reader: Reader, against: str, run_id: str, models: Sequence[str], manifolds: Sequence[str]
 ) -> tuple[str, pl.DataFrame]:
     """The base run of a comparison, filtered like the new one."""
-    from numerate.runs import resolve_run
+    from numerate.results.runs import resolve_run
 
     base_id = resolve_run(reader, against)
     if base_id == run_id:
         raise ConfigError(f"--against {against!r} names run {run_id} itself: nothing to compare")
-    from numerate.store.queries import check_counts, plotted_points
+    from numerate.results.live import plotted_points
+    from numerate.store.queries import check_counts
 
     frame = plotted_points(reader, base_id)
     check_counts(frame, base_id)
@@ -103,7 +105,7 @@ def _base_points(
 
 def _note_left_out(points: pl.DataFrame, x: str | None, kind: Kind) -> None:
     """With --x, say which manifolds the curves leave out for not having that parameter."""
-    from numerate.figures import grid_parameters
+    from numerate.figures.prepare import grid_parameters
 
     if x is None or kind not in ("curves", "all"):
         return
@@ -120,7 +122,7 @@ def _read(
     db: str | None, run: str, against: str | None, models: Sequence[str], manifolds: Sequence[str]
 ) -> dict[str, Any]:
     """The run's points and, with `against`, the base run's: the arguments of render_run."""
-    from numerate.runs import resolve_run
+    from numerate.results.runs import resolve_run
 
     with open_reader(db) as reader:
         run_id = resolve_run(reader, run)
@@ -168,7 +170,7 @@ def plot(
 
     Accuracy against a difficulty parameter per manifold and model, a heatmap of every grid
     point, and with --against a comparison with another run. Prints the path written."""
-    from numerate.plots import OutputFormat, output_format, render_run
+    from numerate.figures.plots import OutputFormat, output_format, render_run
 
     try:
         check_output("--out", out)  # a folder's name first: its missing suffix is no news

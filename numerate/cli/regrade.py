@@ -25,8 +25,8 @@ def regrade(
 
     The answers stay as received; their outcomes and the run's aggregates are updated.
     """
-    from numerate.regrade import regrade_run
-    from numerate.runs import resolve_run
+    from numerate.results.regrade import regrade_run
+    from numerate.results.runs import resolve_run
     from numerate.store import Store, existing_database
 
     db = results_db(db)

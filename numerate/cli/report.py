@@ -41,8 +41,14 @@ def report(
 
     Never writes; reads while sweeps write the database (docs/sharing.md, "Many users, one
     database")."""
-    from numerate.report import HOLDS_NO_ANSWER, check_filters, render, run_points, run_state
-    from numerate.runs import resolve_run
+    from numerate.results.report import (
+        HOLDS_NO_ANSWER,
+        check_filters,
+        render,
+        run_points,
+        run_state,
+    )
+    from numerate.results.runs import resolve_run
 
     models, manifolds = model or [], manifold or []
     try:

@@ -2,43 +2,30 @@
 
 from __future__ import annotations
 
-import contextlib
-import functools
+import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from numerate.cli.app import app
-from numerate.cli.common import (
-    Format,
-    check_format,
-    fail,
-    if_stopped_say,
-    on_hard_stop,
-    path_option,
-    print_report,
-    quiet_exit,
-    quiet_run_logs,
-    said_to_have_ended,
-    say_once,
-    settle_prefect,
-    stop_code,
-    stop_signals,
-    terminal_progress,
-)
-from numerate.kernel.errors import ConfigError, NumerateError
+from numerate.cli.common import Format, check_format, fail, path_option, print_report
+from numerate.cli.process import PROCESS
+from numerate.cli.running import RunKind, run_flow, shown_after_a_signal
+from numerate.kernel.errors import EXIT_FAILED_FOR_NOW, ConfigError, NumerateError
 
 if TYPE_CHECKING:
-    from datetime import datetime
-
     from numerate.cli.server import Server
-    from numerate.config import SweepConfig
-    from numerate.preflight import Preflight
+    from numerate.config.sweep import SweepConfig
+    from numerate.endpoints.preflight import Preflight
 
 
-NOT_STARTED = "the run had not started; nothing was stored"
-"""What a stop before a run begins (while Prefect's server starts) leaves."""
+SWEEP = RunKind(
+    name="run",
+    report="numerate report --run {run_id}",
+    kept="every answer received so far is stored; run the same command again to resume",
+    not_started="the run had not started; nothing was stored",
+)
 
 
 @app.command()
@@ -73,41 +60,36 @@ def run(
     ] = "table",
 ) -> None:
     """Run a sweep: generate, ask, grade, aggregate, store; then print the results."""
-    if_stopped_say(NOT_STARTED)
+    PROCESS.if_stopped_say(SWEEP.not_started)
     sweep_config, fmt, db_path, server, unusable = prepare(
         (config, model, base_url, name, api_key_env), db, fresh, output
     )  # first: it starts Prefect's server when none runs
-    if_stopped_say(None)  # run_sweep says how it stopped
-    from numerate.kernel import stopping
-    from numerate.store import Store
-    from numerate.verdict import EXIT_RUN_FAILED, RunFailed
+    PROCESS.if_stopped_say(None)  # run_sweep says how it stopped
+    from numerate.grading.verdict import RunFailed
+    from numerate.store import Store, StoreError
 
     failure = None
     try:
         run_id = run_sweep(sweep_config, db_path, fresh, server, unusable)
     except RunFailed as error:  # stored all the same: show it, then say why it failed
         run_id, failure = error.run_id, error
-    on_hard_stop.clear()  # the run is recorded as ended: nothing to say "stored" of, or mark
-    if stopping.asked():  # a signal a library swallowed (asyncio's transport took Prefect's
-        said_to_have_ended(f"run {run_id}", f"numerate report --run {run_id}")  # exit 0 was)
-    try:
-        settle_prefect()
-        print_report(Store.open(db_path), run_id, fmt)
-    except NumerateError as error:  # the run is stored: only its report could not be read
-        fail(error)
-    except KeyboardInterrupt:  # a bare `terminated` for a run stored as ended
-        say_once("")(f"run {run_id} is stored; numerate report --run {run_id} shows it")
-        quiet_exit(stop_code())
+    except NumerateError as error:
+        fail(error, EXIT_FAILED_FOR_NOW if isinstance(error, StoreError) else None)
+    with shown_after_a_signal(SWEEP, run_id):
+        try:
+            print_report(Store.open(db_path), run_id, fmt)
+        except NumerateError as error:  # the run is stored: only its report could not be read
+            fail(error)
     Store.close_all()
     if failure is not None:
-        fail(f"run {run_id}: {failure}", EXIT_RUN_FAILED)
+        fail(f"run {run_id}: {failure}", failure.exit_code)
 
 
 def prepare(
     options: tuple[Any, ...], db: str | None, fresh: bool, output: str
 ) -> tuple[SweepConfig, Format, str, Server, dict[str, str]]:
     """Everything checked before the flow runs: the sweep (`sweep_to_run(*options)`), the
-    format, then the run's preflight (numerate.preflight: results location, concurrency
+    format, then the run's preflight (numerate.endpoints.preflight: results location, concurrency
     limits, endpoints, database, the run to resume). Returns the sweep, the format, the
     database, the Prefect server being started and the unusable models; leaves with one error
     line when anything is wrong."""
@@ -118,12 +100,10 @@ def prepare(
         if mode() == "background":  # first: its start goes on while the sweep is read
             servers.append(connect())
         sweep_config, fmt, db_path, checked = check_sweep(options, db, fresh, output, servers)
-    except NumerateError as error:
-        from numerate.verdict import EXIT_RUN_FAILED, RunFailed
-
+    except NumerateError as error:  # RunFailed (no model can run): exit 3
         for server in servers:
             server.abandon()  # a server started for a run that does not run: stopped
-        fail(error, EXIT_RUN_FAILED if isinstance(error, RunFailed) else 2)
+        fail(error)
     except KeyboardInterrupt:
         for server in servers:
             server.abandon()
@@ -136,11 +116,10 @@ def check_sweep(
 ) -> tuple[SweepConfig, Format, str, Preflight]:
     """`prepare`'s checks, in order; a Prefect server is connected to (`servers`) once the
     sweep is known to be readable, when none is being started yet."""
-    import asyncio
 
     from numerate.cli.server import connect
-    from numerate.config import results_database
-    from numerate.preflight import preflight
+    from numerate.config.sweep import results_database
+    from numerate.endpoints.preflight import preflight
 
     sweep_config = sweep_to_run(*options)
     fmt = check_format(output)
@@ -182,7 +161,7 @@ def sweep_to_run(
 ) -> SweepConfig:
     """The sweep the options ask for: a config file or the built-in sweep, optionally
     narrowed to one model."""
-    from numerate.config import (
+    from numerate.config.sweep import (
         DEFAULT_SWEEP,
         load_sweep_config,
         one_model_config,
@@ -210,7 +189,7 @@ def say_what_preflight_found(sweep_config: SweepConfig, checked: Preflight) -> N
     key while other models can run (that model's part fails, the others go on); when no model
     can run, RunFailed says why, before anything is written. One line when the run resumes an
     unfinished run of the same sweep and config."""
-    from numerate.verdict import RunFailed
+    from numerate.grading.verdict import RunFailed
 
     nothing = checked.nothing_can_run(sweep_config)
     if nothing is not None:
@@ -239,34 +218,7 @@ def import_what_the_flow_uses() -> None:
     import prefect.utilities.visualization  # noqa: F401
     import pyarrow  # noqa: F401
 
-    import numerate.aggregate  # noqa: F401
-
-
-def _record_the_stop(
-    sweep_config: SweepConfig, db_path: str, started: datetime, seconds: float
-) -> str | None:
-    """Mark the sweep's run interrupted, within `seconds`; what to say instead of "run the
-    same command again to resume": that a run of it ended since `started` (the command's
-    start), when the signal came as it ended (it stopped nothing of it), or that nothing was
-    stored, when it came before the run began (the database made for it is removed; one that
-    was there is said to hold nothing of it: "every answer ... is stored" was said of none)."""
-    from numerate.cli.common import ended_as_the_signal_came
-    from numerate.store import Store, StoreError, access
-
-    access.hurry(seconds)  # within the 5 s every command stops in (common.stop_within)
-    said = None
-    with contextlib.suppress(StoreError):  # busy: the run stays 'running', resumable
-        store = Store.open(db_path)
-        store.mark_interrupted()
-        ended = store.ended_since(sweep_config.name, sweep_config.fingerprint(), started)
-        if ended:
-            said = ended_as_the_signal_came(f"run {ended}", f"numerate report --run {ended}")
-        elif store.discard_if_unused():
-            said = f"{NOT_STARTED}, and {db_path} was not made"
-        elif not store.claimed_runs():  # the flow had not begun (or resumed) a run of it
-            said = NOT_STARTED
-    Store.close_all()  # what cannot be written now stays in the journal
-    return said
+    import numerate.results.aggregate  # noqa: F401
 
 
 def run_sweep(
@@ -279,17 +231,9 @@ def run_sweep(
     """Run the sweep flow with a progress bar; returns the run id. Ctrl-C stops it cleanly.
     The endpoints were just checked (`unusable`), and `numerate plot` draws the plot when
     wanted: the flow does neither again (about 0.7 s)."""
-    import asyncio
-    import logging
-
     from prefect import tags
 
     from numerate.flows.sweep import run_tags, sweep
-
-    quiet_run_logs(logging.CRITICAL)  # how the run ended is said once, by the CLI
-    from numerate.progress import reporting_to
-    from numerate.store import StoreError
-    from numerate.verdict import RunFailed
 
     cases = sweep_config.total_cases()
     typer.echo(
@@ -297,28 +241,11 @@ def run_sweep(
         f"-> {db_path}",
         err=True,
     )
-    import signal
-
-    from prefect.exceptions import TerminationSignal
-
-    from numerate.store.schema import now
-
-    record_the_stop = functools.partial(_record_the_stop, sweep_config, db_path, now())
-    said = say_once("every answer received so far is stored; run the same command again to resume")
-    # stopped past the deadline (one long call in C): the run is still recorded as stopped
-    on_hard_stop.extend([said, lambda: record_the_stop(1)])
-    try:
-        server.wait(meanwhile=import_what_the_flow_uses)
-        with reporting_to(terminal_progress(sweep_config.name)), tags(*run_tags(sweep_config)):
-            # a Failed run raises RunFailed here
-            return str(asyncio.run(sweep(sweep_config, db_path, fresh, unusable, plot=False)))
-    except (KeyboardInterrupt, TerminationSignal) as stop:
-        instead = record_the_stop(3)
-        if isinstance(stop, TerminationSignal) and not stop_signals:  # Prefect's own handler
-            stop_signals.append(signal.SIGTERM)
-        said(instead)  # "run the same command again to resume" resumed an older run
-        quiet_exit(stop_code())
-    except RunFailed:
-        raise  # stored all the same: the caller reports it
-    except NumerateError as error:
-        fail(error, 3 if isinstance(error, StoreError) else 2)
+    fingerprint = sweep_config.fingerprint()
+    return run_flow(
+        SWEEP, db_path, sweep_config.name,
+        flow=lambda: sweep(sweep_config, db_path, fresh, unusable, plot=False),
+        ended_since=lambda store, since: store.ended_since(sweep_config.name, fingerprint, since),
+        before=lambda: server.wait(meanwhile=import_what_the_flow_uses),
+        context=tags(*run_tags(sweep_config)),
+    )  # fmt: skip

@@ -24,8 +24,8 @@ def list_runs_command(
 
     Never writes; reads while sweeps write the database (docs/sharing.md, "Many users, one
     database")."""
-    from numerate.report import render
-    from numerate.runs import check_known_sweep, list_runs, numgen_runs_elsewhere
+    from numerate.results.report import render
+    from numerate.results.runs import check_known_sweep, list_runs, numgen_runs_elsewhere
 
     try:
         fmt = check_format(output)

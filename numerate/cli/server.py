@@ -15,10 +15,15 @@ one), last-used (touched when a command starts and ends).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
+import io
 import json
 import os
+import re
+import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -27,10 +32,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Annotated, Protocol
+from urllib.parse import urlsplit, urlunsplit
 
 import typer
 
-from numerate.kernel.errors import ConfigError, NumerateError
+from numerate.kernel.errors import EXIT_FAILED_FOR_NOW, ConfigError, NumerateError
 
 DEFAULT_PORT = 4200
 DEFAULT_IDLE_MINUTES = 60.0
@@ -39,7 +45,10 @@ LOCK_TIMEOUT_SECONDS = 30.0
 
 
 class ServerError(NumerateError):
-    """The background server could not be started, reached or stopped."""
+    """The background server could not be started, reached or stopped (exit 3: the machine's
+    fault, not the input's; running the command again may work)."""
+
+    exit_code = EXIT_FAILED_FOR_NOW
 
 
 def nothing() -> None:
@@ -73,7 +82,6 @@ ANSWER_TIMEOUT_S = 5.0
 def health_url(url: str) -> str:
     """The health check of Prefect's API at `url`: `/health` after its path, before a query
     it may hold (`/api?token=X` asked `/api?token=X/health`)."""
-    from urllib.parse import urlsplit, urlunsplit
 
     parts = urlsplit(url)
     return urlunsplit(parts._replace(path=f"{parts.path.rstrip('/')}/health"))
@@ -116,7 +124,6 @@ def check_prefect_settings() -> None:
     (PREFECT_LOGGING_LEVEL=LOUD ended the command in pydantic's traceback at Prefect's
     import); empty PREFECT_HOME refused like any empty path (Prefect wrote its database
     here)."""
-    import re
 
     from pydantic import ValidationError
 
@@ -124,8 +131,6 @@ def check_prefect_settings() -> None:
         raise ConfigError(
             "PREFECT_HOME='': an empty path would mean here; unset it or give a folder"
         )
-    import contextlib
-    import io
 
     try:  # Prefect prints the error itself ("Failed to initialize plugins"): said once, below
         with contextlib.redirect_stderr(io.StringIO()):
@@ -260,8 +265,11 @@ def choose_port() -> int:
         if not raw.isdigit() or not 0 < int(raw) < 65536:
             raise ConfigError(f"PREFECT_SERVER_API_PORT={raw!r}: give a port, 1 to 65535")
         return int(raw)
-    if port_is_free(DEFAULT_PORT):
-        return DEFAULT_PORT
+    return DEFAULT_PORT if port_is_free(DEFAULT_PORT) else free_port()
+
+
+def free_port() -> int:
+    """A port of 127.0.0.1 that no program holds now."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
@@ -295,7 +303,6 @@ class Background:
     while the command checks its input and endpoints); `wait()` before the first flow."""
 
     def __init__(self) -> None:
-        import atexit
 
         self.folder = home()
         self.started_here = self.announced = self.adopted = False
@@ -323,7 +330,7 @@ class Background:
             self.adopted = True
             return None, theirs
         self.started_here = True
-        state = launch(self.folder)
+        state = launch(self.folder, choose_port(), idle_minutes())
         return state, state.url
 
     def announce(self) -> None:
@@ -371,15 +378,64 @@ class Background:
         """Until the server answers, doing `meanwhile` first when it does not yet; a server
         that cannot start is a ServerError naming its log."""
         self.announce()
-        if self.state is None:
+        if self.state is not None:
+            wait_until_healthy(self.folder, self.state, meanwhile)
+
+
+def wait_until_healthy(folder: Path, state: State, meanwhile: Callable[[], object]) -> None:
+    """Until the server of `state` answers, doing `meanwhile` first when it does not yet; a
+    server that cannot start (its process ended, or START_TIMEOUT_SECONDS passed) is a
+    ServerError naming its log."""
+    deadline = time.monotonic() + START_TIMEOUT_SECONDS
+    if not healthy(state.url, timeout=1.0):
+        meanwhile()
+    while not healthy(state.url, timeout=1.0):
+        if not alive(state.pid) or time.monotonic() > deadline:
+            raise ServerError(not_started(folder, state))
+        time.sleep(0.05)
+
+
+class Temporary:
+    """NUMERATE_SERVER=temporary: a server of this command's own (numerate.cli.serverd, on
+    any free port, over the Prefect database of $PREFECT_HOME), stopped when the command
+    ends. It stops by itself when its parent, this process, is gone, however it ended
+    (SIGKILL included); `wait()` before the first flow."""
+
+    def __init__(self) -> None:
+        self.folder = home() / "temporary" / str(os.getpid())
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            forget_temporary_servers_gone(self.folder.parent)
+            self.state = launch(self.folder, port=free_port(), idle=0.0, owned=True)
+        except OSError as error:
+            raise ServerError(
+                f"cannot start Prefect's server under {self.folder}: {error.strerror or error} "
+                "(set PREFECT_HOME to a folder you can write)"
+            ) from None
+        os.environ["PREFECT_API_URL"] = self.state.url
+        self.stopped = False
+
+    def wait(self, meanwhile: Callable[[], object] = nothing) -> None:
+        if healthy(self.state.url, timeout=0.2):
             return
-        deadline = time.monotonic() + START_TIMEOUT_SECONDS
-        if not healthy(self.url, timeout=1.0):
-            meanwhile()
-        while not healthy(self.url, timeout=1.0):
-            if not alive(self.state.pid) or time.monotonic() > deadline:
-                raise ServerError(not_started(self.folder, self.state))
-            time.sleep(0.05)
+        typer.echo(
+            "starting Prefect's temporary server (about 8 s; NUMERATE_SERVER=background keeps "
+            "one running for later commands)",
+            err=True,
+        )
+        wait_until_healthy(self.folder, self.state, meanwhile)
+
+    def abandon(self) -> None:
+        return None  # it stops with this process
+
+
+def forget_temporary_servers_gone(folder: Path) -> None:
+    """Remove the folders of temporary servers whose process is gone (each removes its own
+    as it stops; one killed leaves it)."""
+
+    for each in folder.iterdir():
+        if each.name.isdigit() and not alive(int(each.name)):
+            shutil.rmtree(each, ignore_errors=True)
 
 
 def ui_enabled() -> bool:
@@ -408,19 +464,22 @@ RUN_SERVERD = (
 ).format(path=str(Path(__file__).with_name("serverd.py")))
 
 
-def launch(folder: Path) -> State:
-    """Start the server (numerate.cli.serverd) in its own session; record it in server.json."""
-    port, idle = choose_port(), idle_minutes()
+def launch(folder: Path, port: int, idle: float, owned: bool = False) -> State:
+    """Start the server (numerate.cli.serverd) in its own session, keeping its files in
+    `folder` (under home()), over the Prefect database of $PREFECT_HOME; record it in
+    server.json. `owned`: it stops when this process is gone (a temporary server)."""
     if not port_is_free(port):  # PREFECT_SERVER_API_PORT's, held by something else
         raise ConfigError(
             f"PREFECT_SERVER_API_PORT={port}: the port is taken by another program, not a Prefect "
             "server (choose a free port, or unset it for 4200 or any free port)"
         )
-    env = dict(os.environ, PREFECT_HOME=str(folder.parent.resolve()))
+    env = dict(os.environ, PREFECT_HOME=str(home().parent.resolve()))
     env.pop("PREFECT_API_URL", None)
+    owner = [str(os.getpid())] if owned else []
     with (folder / "server.log").open("ab") as log:
         server = subprocess.Popen(
-            [sys.executable, "-c", RUN_SERVERD, str(folder.resolve()), str(port), str(idle * 60)],
+            [sys.executable, "-c", RUN_SERVERD, str(folder.resolve()), str(port), str(idle * 60),
+             *owner],
             env=env, cwd=folder, start_new_session=True,
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
@@ -435,19 +494,14 @@ def launch(folder: Path) -> State:
 def connect() -> Server:
     """The server this command's flows report to, per `mode()`: PREFECT_API_URL's, numerate's
     background server (started when none runs), or Prefect's temporary one."""
-    from numerate.cli.common import TemporaryServer
-
     chosen = mode()
     if chosen == "external":
         check_prefect_settings()
         api_answers(os.environ["PREFECT_API_URL"])  # before anything is made
         return External()
     check_prefect_home()
-    if chosen == "temporary":
-        check_prefect_settings()
-        return TemporaryServer()
-    server = Background()
-    try:
+    server: Server = Temporary() if chosen == "temporary" else Background()  # first: Prefect,
+    try:  # imported next, reads its address (PREFECT_API_URL) as it is imported
         check_prefect_settings()  # Prefect's import (0.7 s) while the server starts
     except ConfigError:
         server.abandon()
@@ -586,7 +640,6 @@ def stop(
 
 def terminate(state: State) -> None:
     """TERM the server (it stops gracefully, up to 10 s), then KILL it after 15 s."""
-    import signal
 
     for sig, grace in ((signal.SIGTERM, 15.0), (signal.SIGKILL, 5.0)):
         with contextlib.suppress(ProcessLookupError):

@@ -4,14 +4,19 @@ serves, without its command line: 0.2 s sooner, and one process to stop). It sto
 to (SIGTERM, SIGINT: `numerate server stop`) or when it has been idle for the set period (no
 numerate command holding it, none started or ended for that long).
 
-Run as `python -m numerate.cli.serverd HOME PORT IDLE_SECONDS` by the first command that needs
-the server, in its own session, with its output going to HOME/server.log.
+Run as `python -m numerate.cli.serverd HOME PORT IDLE_SECONDS [OWNER]` by the first command
+that needs the server, in its own session, with its output going to HOME/server.log. With
+OWNER (a process id: NUMERATE_SERVER=temporary), it serves that command only and stops as soon
+as that process is gone, however it ended.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import gc
+import hashlib
+import json
 import os
 import signal
 import sys
@@ -21,6 +26,7 @@ from pathlib import Path
 from typing import IO, Any
 
 CHECK_SECONDS = 2.0
+OWNER_CHECK_SECONDS = 0.2
 STOP_GRACE_SECONDS = 10
 
 _stopping: list[IO[str]] = []  # the users' lock, held exclusively from an idle stop to exit
@@ -30,8 +36,6 @@ def forget(home: Path) -> None:
     """Remove the state file if it is still this server's (a newer one may own it)."""
     state = home / "server.json"
     with contextlib.suppress(OSError, ValueError):
-        import json
-
         if json.loads(state.read_text()).get("pid") == os.getpid():
             state.unlink()
 
@@ -62,6 +66,17 @@ def stop_if_idle(home: Path, idle_seconds: float) -> bool:
     return True
 
 
+def watch_owner(owner: int, serving: list[Any]) -> None:
+    """End this server once `owner`, the process that started it, is gone (this process then
+    has another parent): at once while it is still starting, else gracefully (`serving`
+    holds the uvicorn.Server once it is built)."""
+    while os.getppid() == owner:
+        time.sleep(OWNER_CHECK_SECONDS)
+    if not serving:
+        os._exit(0)
+    serving[0].should_exit = True
+
+
 def watch(home: Path, server: Any, idle_seconds: float) -> None:
     """Ask `server` (a uvicorn.Server) to exit once it has been idle for `idle_seconds`."""
     while not server.should_exit:
@@ -74,8 +89,6 @@ def database_mark() -> str | None:
     """What names Prefect's database and the Prefect that migrates it (its version, its
     SQLite file's path); None when it is not a SQLite file that exists (a server elsewhere,
     a new home): its migrations then always run."""
-    import hashlib
-    import json
 
     import prefect
     from prefect.settings import get_current_settings
@@ -107,8 +120,7 @@ def remember_migrated(home: Path, server: Any, mark: str) -> None:
             (home / "migrated.json").write_text(mark)
 
 
-def serve(home: Path, port: int, idle_seconds: float) -> None:
-    import gc
+def serve(home: Path, port: int, idle_seconds: float, serving: list[Any]) -> None:
 
     gc.disable()  # while Prefect's server is imported and built: 0.6 s of its 2.7 s start
     import uvicorn
@@ -135,6 +147,7 @@ def serve(home: Path, port: int, idle_seconds: float) -> None:
     server = uvicorn.Server(config)
     if idle_seconds > 0:
         threading.Thread(target=watch, args=(home, server, idle_seconds), daemon=True).start()
+    serving.append(server)
     mark = database_mark() if PREFECT_API_DATABASE_MIGRATE_ON_START.value() else None
     skip: dict[Any, Any] = {}
     if mark is not None and already_migrated(home, mark):
@@ -147,11 +160,15 @@ def serve(home: Path, port: int, idle_seconds: float) -> None:
 
 def main(argv: list[str]) -> int:
     home, port, idle_seconds = Path(argv[0]), int(argv[1]), float(argv[2])
+    serving: list[Any] = []  # the uvicorn.Server, once built
+    if len(argv) > 3:  # a command's own server: from its first moment, it ends with it
+        owner = int(argv[3])
+        threading.Thread(target=watch_owner, args=(owner, serving), daemon=True).start()
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     for stop_signal in (signal.SIGTERM, signal.SIGINT):  # uvicorn raises it again once stopped
         signal.signal(stop_signal, lambda signum, frame: sys.exit(0))
     try:
-        serve(home, port, idle_seconds)
+        serve(home, port, idle_seconds, serving)
     finally:
         forget(home)
     return 0

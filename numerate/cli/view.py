@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import ipaddress
 import logging
+import shutil
 import signal
+import socket
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -39,7 +43,7 @@ def view(
 ) -> None:
     """Browse the results in a web page: runs, a run's leaderboard, each manifold's curves and
     heatmap, the cases behind a cell, comparisons. Read-only; serves until Ctrl-C."""
-    from numerate.config import results_database
+    from numerate.config.sweep import results_database
     from numerate.store.reader import Reader
 
     try:
@@ -206,15 +210,14 @@ def _write_marker(folder: Path, names: Iterable[str]) -> None:
 
 def _stopped_export(folder: Path, fresh: bool, before: set[str], written: list[str]) -> NoReturn:
     """Leave an export a signal stopped (`_keep_what_was`), saying what is left of it."""
-    from numerate.cli.common import quiet_exit, say_once, stop_code
+    from numerate.cli.process import PROCESS
 
     _keep_what_was(folder, fresh, before, written)
     if fresh:
         said = f"the export was stopped; what it had written in {folder} is removed"
     else:
         said = f"the export into {folder} is incomplete; run the same command again to finish it"
-    say_once("")(said)
-    quiet_exit(stop_code())
+    PROCESS.stopped_saying(said)
 
 
 def _keep_what_was(folder: Path, fresh: bool, before: set[str], written: list[str]) -> None:
@@ -222,7 +225,6 @@ def _keep_what_was(folder: Path, fresh: bool, before: set[str], written: list[st
     links lead nowhere was left behind, or an empty marker in a new folder); an earlier one
     keeps the pages it had and those written now, listed in its marker (the next export
     removes those it no longer writes)."""
-    import shutil
 
     if fresh:  # all in it is this export's: it held nothing but its marker when it began
         for inside in list(folder.iterdir()):
@@ -248,7 +250,7 @@ def serve(path: str, host: str, port: int) -> None:
     handlers, not uvicorn's: a page still waiting for the database does not hold it up)."""
     import uvicorn
 
-    from numerate.cli.common import stop_signals
+    from numerate.cli.process import PROCESS
     from numerate.store import access
     from numerate.view.app import create_app
 
@@ -278,6 +280,7 @@ def serve(path: str, host: str, port: int) -> None:
                     signal.signal(sig, handler)
 
         def handle_exit(self, sig: int, frame: Any) -> None:
+            PROCESS.came_as(sig)  # the command ends with its code (130, 143)
             access.hurry(0)  # a page waiting for the database gives up now, not at shutdown
             super().handle_exit(sig, frame)
 
@@ -286,7 +289,6 @@ def serve(path: str, host: str, port: int) -> None:
                                    log_level="warning", timeout_graceful_shutdown=1))  # fmt: skip
     server.run()
     if server.should_exit:  # a signal; a page still waiting for the database gives up
-        stop_signals.extend(server._captured_signals[:1])
         access.hurry(0)
         raise KeyboardInterrupt
 
@@ -296,7 +298,6 @@ def _no_cancelled_pages(record: logging.LogRecord) -> bool:
     ("Cancel 1 running task(s)", a CancelledError's traceback, or its text when a second
     signal cuts the lifespan's shutdown short): the command says
     `interrupted`, and a traceback under it says something went wrong."""
-    import asyncio
 
     cancelled = record.exc_info is not None and isinstance(
         record.exc_info[1], asyncio.CancelledError
@@ -310,8 +311,6 @@ def _no_cancelled_pages(record: logging.LogRecord) -> bool:
 def _bindable(host: str, port: int) -> tuple[str, bool]:
     """The address `host` names and whether it is this machine's loopback; one error line
     when it names none or cannot be bound on `port`."""
-    import ipaddress
-    import socket
 
     if not host.strip():
         fail("--host '': give an address (127.0.0.1: this machine only; 0.0.0.0: every one)")

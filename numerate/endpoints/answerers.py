@@ -10,7 +10,7 @@ import random
 import time
 from typing import Any, Protocol
 
-from numerate.config import ModelConfig
+from numerate.config.sweep import ModelConfig
 from numerate.endpoints.limits import model_breaker, model_limits, shared_client
 from numerate.endpoints.retries import (
     MAX_THROTTLE_WAIT_S,
@@ -21,13 +21,13 @@ from numerate.endpoints.retries import (
     is_throttle,
     retry_after_s,
 )
-from numerate.judging import Completion
+from numerate.grading.judging import Completion
 from numerate.kernel.answers import cut_answer
 from numerate.kernel.credentials import redact
 from numerate.kernel.inputs import valid_text
+from numerate.kernel.progress import current as current_progress
 from numerate.manifolds import registry
-from numerate.plan import PlannedCase
-from numerate.progress import current as current_progress
+from numerate.planning.plan import PlannedCase
 
 
 class Answerer(Protocol):

@@ -19,14 +19,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from numerate.config import ModelConfig
+from numerate.config.sweep import ModelConfig
 from numerate.endpoints.answerers import answerer_for, storable
 from numerate.endpoints.limits import model_breaker, model_limits
-from numerate.judging import Completion, grade_response
+from numerate.grading.judging import Completion, grade_response
 from numerate.kernel.answers import HEAD_CHARS, MAX_ANSWER_CHARS, TAIL_CHARS, cut_answer
 from numerate.kernel.credentials import redact
-from numerate.plan import PlannedCase, messages_for, request_hasher
-from numerate.progress import current as current_progress
+from numerate.kernel.progress import current as current_progress
+from numerate.planning.plan import PlannedCase, messages_for, request_hasher
 from numerate.store import Store, now
 from numerate.store.rows import CompletionRow, ResponseRow
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
-from numerate.config import ModelConfig
+from numerate.config.sweep import ModelConfig
 from numerate.endpoints.keys import EndpointError, api_key, key_source
 from numerate.endpoints.limits import key_hint, refusal_cause, refuses_key
 from numerate.endpoints.retries import describe_error
@@ -131,7 +132,6 @@ SLOW_CHECK_S = 2.0
 def refused_credentials(model: ModelConfig) -> str:
     """What an endpoint that refuses a request was given to authenticate it, in words: the
     API key's source, the user and password of the base URL, or nothing."""
-    from urllib.parse import urlsplit
 
     has_key = bool(model.api_key_env or model.api_key_secret)
     in_url = bool(model.base_url and urlsplit(model.base_url).username is not None)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from numerate.config import ModelConfig
+from numerate.config.sweep import ModelConfig
 from numerate.kernel.credentials import register_secret, registered_secrets, url_secrets
 from numerate.kernel.errors import ConfigError
 

@@ -11,10 +11,10 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from numerate.config import ModelConfig
+from numerate.config.sweep import ModelConfig
 from numerate.endpoints.keys import api_key
-from numerate.pacing import AdaptiveLimit
-from numerate.progress import current as current_progress
+from numerate.endpoints.pacing import AdaptiveLimit
+from numerate.kernel.progress import current as current_progress
 
 _clients: dict[tuple[int, str | None, str | None, float], Any] = {}
 

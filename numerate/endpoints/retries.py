@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from numerate.kernel.credentials import redact
+from numerate.kernel.inputs import valid_text
 
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 MAX_BACKOFF_S = 60.0
@@ -74,7 +75,6 @@ def is_retryable(error: BaseException) -> bool:
 def describe_error(error: BaseException) -> str:
     """A one-line description of a request failure, credentials redacted (what a server or a
     library says may quote the key or the URL's password)."""
-    from numerate.kernel.inputs import valid_text
 
     return redact(valid_text(_description(error)), token_shapes=True)
 

@@ -1,5 +1,5 @@
 """Prefect flows: wiring only."""
 
-from numerate.env import configure as _configure
+from numerate.config.env import configure as _configure
 
 _configure()  # before anything imports prefect

@@ -10,7 +10,7 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from numerate.config import SweepConfig, parse_sweep_config, results_database, split_by_model
+from numerate.config.sweep import SweepConfig, parse_sweep_config, results_database, split_by_model
 from numerate.flows.sweep import sweep
 from numerate.tasks.database import ingest_shards, release_database
 

@@ -3,7 +3,12 @@ bigger count). Wiring only."""
 
 from prefect import flow, tags
 
-from numerate.config import DEFAULT_SWEEP, evaluate_config, load_sweep_config, parse_sweep_config
+from numerate.config.sweep import (
+    DEFAULT_SWEEP,
+    evaluate_config,
+    load_sweep_config,
+    parse_sweep_config,
+)
 from numerate.flows.sweep import run_tags, sweep
 
 

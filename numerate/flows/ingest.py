@@ -2,7 +2,7 @@
 
 from prefect import flow, get_run_logger
 
-from numerate.config import results_database
+from numerate.config.sweep import results_database
 from numerate.tasks.database import ingest_shards, release_database
 
 

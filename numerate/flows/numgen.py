@@ -6,17 +6,19 @@ it talks to, and runs them in its own process otherwise. They hand their rows ba
 JSON Lines manifests in the run's folder (DuckDB has one writer: the `numgen` flow). Wiring only.
 """
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 from prefect import flow, get_run_logger
 
-from numerate.config import results_database
+from numerate.config.sweep import results_database
+from numerate.grading.verdict import RunFailed
 from numerate.kernel import stopping
 from numerate.kernel.errors import NumerateError
+from numerate.kernel.progress import current as current_progress
 from numerate.numgen.batches import DetectionRow, ImageRow, read_manifest, write_manifest
 from numerate.numgen.config import NumGenConfig
 from numerate.numgen.rows import NumGenResult
-from numerate.progress import current as current_progress
 from numerate.tasks.artifacts import publish_numgen_artifacts
 from numerate.tasks.database import release_database
 from numerate.tasks.dispatch import Dispatch, require_deployed, run_step
@@ -34,7 +36,6 @@ from numerate.tasks.numgen import (
     score_run,
 )
 from numerate.tasks.passing import unwalked
-from numerate.verdict import RunFailed
 
 GENERATE_DEPLOYMENT = "numgen-generate/numgen-generate"
 DETECT_DEPLOYMENT = "numgen-detect/numgen-detect"
@@ -77,7 +78,6 @@ async def numgen_detect(config: NumGenConfig, run_dir: str) -> int:
 
 def numgen_run_name() -> str:
     """A NumGen flow run's name: its generator and detector, and when it started."""
-    from datetime import UTC, datetime
 
     from prefect.runtime import flow_run
 

@@ -4,6 +4,7 @@ aggregate. Wiring only."""
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Coroutine, Iterator
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from prefect import flow, get_run_logger, tags
@@ -12,8 +13,9 @@ from prefect.concurrency.asyncio import concurrency
 from prefect.states import Failed
 from pydantic import Field
 
-from numerate.adaptive import Sampler
-from numerate.config import (
+from numerate.config.env import startup_objects_frozen
+from numerate.config.provenance import generator_label
+from numerate.config.sweep import (
     ModelConfig,
     Precision,
     SweepConfig,
@@ -21,12 +23,12 @@ from numerate.config import (
     results_database,
 )
 from numerate.endpoints import close_clients
-from numerate.env import startup_objects_frozen
+from numerate.grading.verdict import PartVerdict, RunFailed, run_verdict
 from numerate.kernel.errors import NumerateError
-from numerate.plan import PlannedCase
-from numerate.progress import current as current_progress
-from numerate.provenance import generator_label
-from numerate.scheduler import ask_in_batches
+from numerate.kernel.progress import current as current_progress
+from numerate.planning.adaptive import Sampler
+from numerate.planning.plan import PlannedCase
+from numerate.planning.scheduler import ask_in_batches
 from numerate.store import StoreError
 from numerate.store.rows import ResponseRow
 from numerate.tasks.aggregate import aggregate_run
@@ -43,7 +45,6 @@ from numerate.tasks.database import (
 )
 from numerate.tasks.generate import case_generator
 from numerate.tasks.passing import unwalked
-from numerate.verdict import PartVerdict, RunFailed, run_verdict
 
 Plan = tuple[Precision | None, list[PlannedCase]]
 """A manifold entry's adaptive sampling (None: a fixed count) and its cases."""
@@ -53,7 +54,8 @@ async def evaluate_model(
     model: ModelConfig, plans: list[Plan], run_id: str, db: str, batch_size: int
 ) -> None:
     """Ask for and grade one model's answers, one batch of cases per task (each answer is
-    graded and journaled as it arrives), as numerate.scheduler.ask_in_batches hands them out:
+    graded and journaled as it arrives), as numerate.planning.scheduler.ask_in_batches hands them
+    out:
     all of a fixed entry's cases at once, an adaptive entry's a round at a time as earlier
     rounds are graded."""
     samples = model.sampling.samples
@@ -121,7 +123,6 @@ def untagged_tasks(config: SweepConfig) -> Iterator[None]:
 
 def sweep_run_name() -> str:
     """A sweep flow run's name: the sweep's, and when it started."""
-    from datetime import UTC, datetime
 
     from prefect.runtime import flow_run
 
@@ -150,11 +151,11 @@ async def sweep(
         db: DuckDB file (default: the config's `db`, else $NUMERATE_DB, else
             results/numerate.duckdb).
         fresh: start a new run even if an unfinished run of the same sweep can be resumed.
-        unusable: the models the run's preflight (numerate.preflight) found unusable, with
+        unusable: the models the run's preflight (numerate.endpoints.preflight) found unusable, with
             why (the CLI runs it before it starts); given, it is not run again.
         plot: draw the run's plot for its artifacts (about 0.6 s).
     """
-    # the garbage collector walks the sweep's objects, not all of Prefect's (numerate.env)
+    # the garbage collector walks the sweep's objects, not all of Prefect's (numerate.config.env)
     with startup_objects_frozen(), untagged_tasks(config):
         db_path = results_database(db, config.db)
         models = config.models

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
+
+from numerate.kernel.names import NAMES
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -10,8 +13,18 @@ if TYPE_CHECKING:
     from pydantic import ValidationError
 
 
+EXIT_BAD_INPUT = 2
+"""The exit code of a command refused what it was given (the input is wrong: fix it)."""
+EXIT_FAILED_FOR_NOW = 3
+"""The exit code of a command that failed though its input was good: a run with a failed part
+(stored all the same), a database that stayed busy, a server that did not start."""
+
+
 class NumerateError(Exception):
-    """Base of numerate's own errors: the message is meant for the user."""
+    """Base of numerate's own errors: the message is meant for the user, and `exit_code` is
+    the command's exit code when it ends on this error."""
+
+    exit_code = EXIT_BAD_INPUT
 
 
 class ConfigError(NumerateError):
@@ -73,7 +86,6 @@ def describe_validation_error(
 def _name_rule(pattern: object, message: str) -> str:
     """A name's rule (numerate.kernel.names) in words, or pydantic's `message` quoting the
     regular expression."""
-    from numerate.kernel.names import NAMES
 
     for rule, words in NAMES.values():
         if rule == pattern:
@@ -89,7 +101,6 @@ def _named_option(field: str, message: str, options: Mapping[str, str]) -> str |
     """`message` of a check of the mapping at `field` that starts with one of its fields
     (`api_key_env: ...`, `base_url = 'x' must ...`), with that field named by the option that
     gave it (`--api-key-env: ...`, `--base-url 'x' must ...`); None when no option gave it."""
-    import re
 
     starts = re.match(r"([a-z_]+)( = |: )", message)
     if starts is None or f"{field}.{starts[1]}" not in options:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import os
+import re
 import secrets
 import stat
 from collections.abc import Callable, Iterable
@@ -258,8 +260,6 @@ def slug(text: str) -> str:
     """`text` as a file name: itself when it is plain (letters, digits, `.`, `_`, `-`, not
     starting with `.`), else its plain part and a digest: a run id read from a shard, or any
     name from the data, never names a path (`../../x`) or a hidden file."""
-    import hashlib
-    import re
 
     plain = re.sub(r"[^A-Za-z0-9._-]", "_", text)[:60]
     if plain == text and not text.startswith("."):

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import base64
+import re
 import threading
 import time
 import urllib.error
 import urllib.request
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 
 class Unanswered(Exception):
@@ -34,7 +37,6 @@ def shown_url(url: str) -> str:
     """`url` as a message may show it: everything before its last `@` after the scheme is
     hidden (a password with a space, a `/` or a `#` in it is no well-formed user information,
     and the redaction of well-formed URLs would not find it)."""
-    import re
 
     return re.sub(r"^([^:/]*://)?.*@", lambda m: f"{m.group(1) or ''}***@", url, flags=re.S)
 
@@ -42,7 +44,6 @@ def shown_url(url: str) -> str:
 def url_problem(url: str) -> str | None:
     """Why `url` is no URL an HTTP client can use (a host, a port that is a number), in words
     that quote no part of a password; None when it is one."""
-    from urllib.parse import unquote, urlsplit
 
     if any(not " " < c <= "~" for c in url):
         return "it holds a space, a control or a non-ASCII character (write it percent-encoded)"
@@ -111,9 +112,6 @@ def _request(url: str) -> Any:
     """A GET of `url`; a user and password in it (`http://u:pw@host/`) go as HTTP basic
     authentication, as HTTP clients send them (urllib took `u:pw@host` for a host name, and
     the error blamed the DNS)."""
-    import base64
-    import urllib.request
-    from urllib.parse import unquote, urlsplit
 
     try:
         parts = urlsplit(url)

@@ -9,8 +9,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from numerate.kernel.inputs import Flag, Whole, check_parameters_size
 from numerate.numgen.baselines import BASELINES
 from numerate.numgen.detection import DEFAULT_DETECTOR, DetectionSettings
-from numerate.numgen.generation import GenerationSettings
+from numerate.numgen.generation import GenerationSettings, load_callable
 from numerate.numgen.prompts import PromptSpec
+from numerate.numgen.torch_utils import check_available
 
 CALIBRATION_OBJECTS = ["dots", "triangles"]
 """The synthetic stimuli a detector is calibrated on: shapes its caption names truthfully."""
@@ -108,13 +109,10 @@ class NumGenConfig(BaseModel):
     def check_models(self) -> None:
         """Raise ModelLoadError when the generator or detector can surely not be loaded (see
         torch_utils.check_available), before any image is asked for."""
-        from numerate.numgen.torch_utils import check_available
 
         if not self.needs_images:
             return
         if self.generator.startswith("callable:"):  # imported now: a typo is one line
-            from numerate.numgen.generation import load_callable
-
             load_callable(self.generator.removeprefix("callable:"))
         elif self.generator != "synthetic":
             check_available(self.generator, "model_index.json", "generator")

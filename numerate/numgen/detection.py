@@ -18,7 +18,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from numerate.kernel.inputs import Real, Whole
 from numerate.numgen.metrics import cap
-from numerate.numgen.torch_utils import ModelLoadError
+from numerate.numgen.synthetic import count_blobs
+from numerate.numgen.torch_utils import (
+    ModelLoadError,
+    cache_only,
+    resolve_device,
+    resolve_dtype,
+    transformers_quietly,
+)
 
 DEFAULT_DETECTOR = "IDEA-Research/grounding-dino-tiny"
 
@@ -144,7 +151,6 @@ class BlobDetector:
         self.threshold = threshold
 
     def detect(self, images: Sequence[Image.Image], objects: Sequence[str]) -> list[Detection]:
-        from numerate.numgen.synthetic import count_blobs
 
         detections = []
         for image in images:
@@ -156,15 +162,15 @@ class BlobDetector:
 @functools.cache
 def _load_grounding_dino(model_id: str, device: str, dtype: str) -> tuple[Any, Any]:
     """Processor and model, loaded once per process for each (model, device, dtype)."""
-    from numerate.numgen.torch_utils import resolve_dtype, transformers_quietly
 
     with transformers_quietly():
         from transformers import AutoModelForZeroShotObjectDetection, AutoProcessor
 
         try:
-            processor = AutoProcessor.from_pretrained(model_id)
+            local = cache_only()
+            processor = AutoProcessor.from_pretrained(model_id, local_files_only=local)
             model = AutoModelForZeroShotObjectDetection.from_pretrained(
-                model_id, dtype=resolve_dtype(dtype, device)
+                model_id, dtype=resolve_dtype(dtype, device), local_files_only=local
             )
         except (OSError, ValueError) as error:
             raise ModelLoadError(f"cannot load detector {model_id!r}: {error}") from None
@@ -182,7 +188,6 @@ class GroundingDinoDetector:
         device: str = "auto",
         dtype: str = "float32",
     ) -> None:
-        from numerate.numgen.torch_utils import resolve_device
 
         if not model_id or not model_id.strip():
             raise ValueError(f"detector model id is empty: {model_id!r}")

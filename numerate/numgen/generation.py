@@ -20,6 +20,16 @@ from numerate.kernel.errors import NumerateError
 from numerate.kernel.files import write_atomically
 from numerate.kernel.inputs import Real, Whole
 from numerate.numgen.prompts import Prompt
+from numerate.numgen.synthetic import draw_stimulus, shape_for
+from numerate.numgen.torch_utils import (
+    DTYPES,
+    ModelLoadError,
+    cache_only,
+    require,
+    resolve_device,
+    resolve_dtype,
+    transformers_quietly,
+)
 
 log = logging.getLogger("numerate.numgen")
 
@@ -75,7 +85,6 @@ class GenerationSettings(BaseModel):
     @field_validator("dtype")
     @classmethod
     def _known_dtype(cls, value: str) -> str:
-        from numerate.numgen.torch_utils import DTYPES
 
         if value not in DTYPES:
             raise ValueError(f"choose {', '.join(DTYPES)}")
@@ -157,7 +166,6 @@ class SyntheticGenerator:
         self.size = size
 
     def generate(self, prompts: Sequence[Prompt]) -> list[Image.Image]:
-        from numerate.numgen.synthetic import draw_stimulus, shape_for
 
         return [
             draw_stimulus(p.target, p.image_seed, self.size, shape_for(p.object)) for p in prompts
@@ -195,12 +203,6 @@ def load_callable(reference: str) -> Callable[[str, int], Any]:
 @functools.cache
 def _load_pipeline(model_id: str, device: str, dtype: str) -> Any:
     """The pipeline, loaded once per process for each (model, device, dtype)."""
-    from numerate.numgen.torch_utils import (
-        ModelLoadError,
-        require,
-        resolve_dtype,
-        transformers_quietly,
-    )
 
     diffusers = require("diffusers")
     log.info("loading %s on %s (%s)", model_id, device, dtype)
@@ -210,7 +212,7 @@ def _load_pipeline(model_id: str, device: str, dtype: str) -> Any:
     try:
         with transformers_quietly():
             pipeline = diffusers.AutoPipelineForText2Image.from_pretrained(
-                model_id, dtype=resolve_dtype(dtype, device)
+                model_id, dtype=resolve_dtype(dtype, device), local_files_only=cache_only()
             )
     except (OSError, ValueError) as error:
         raise ModelLoadError(f"cannot load generator {model_id!r}: {error}") from None
@@ -243,7 +245,6 @@ class DiffusersGenerator:
     (`AutoPipelineForText2Image`): Stable Diffusion 1.x/2.x/XL/3.x, FLUX, ..."""
 
     def __init__(self, model_id: str, settings: GenerationSettings | None = None) -> None:
-        from numerate.numgen.torch_utils import resolve_device, resolve_dtype
 
         if not model_id or not model_id.strip():
             raise ValueError(f"generator model id is empty: {model_id!r}")

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from numerate.kernel.stats import wilson_interval
 from numerate.numgen.rows import ScoresRow, TargetRow
 
 MAX_COUNT = 20
@@ -320,7 +321,6 @@ class NumGenScores:
 
 def score(cm: ConfusionMatrix) -> NumGenScores:
     """All metrics of a confusion matrix."""
-    from numerate.kernel.stats import wilson_interval
 
     n = cm.n
     return NumGenScores(
@@ -339,7 +339,6 @@ def score(cm: ConfusionMatrix) -> NumGenScores:
 
 def per_target_accuracy(cm: ConfusionMatrix) -> list[TargetRow]:
     """Accuracy with its 95% Wilson interval for each target (detector calibration uses it)."""
-    from numerate.kernel.stats import wilson_interval
 
     rows: list[TargetRow] = []
     for i, t in enumerate(cm.targets):

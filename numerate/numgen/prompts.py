@@ -14,6 +14,7 @@ from typing import Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from numerate.kernel.files import write_atomically
 from numerate.kernel.inputs import Seed, Whole
 
 TEMPLATE = "An image with {n} {object}"
@@ -176,6 +177,5 @@ def write_prompts(
     """Write prompts to `path`; the format defaults to the file's suffix."""
     path = Path(path)
     text = format_prompts(prompts, fmt or cast(ExportFormat, path.suffix.lstrip(".")))
-    from numerate.kernel.files import write_atomically
 
     return write_atomically(path, text)

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from numerate.kernel.errors import NumerateError
+from numerate.kernel.http import Unanswered, answer
 
 INSTALL_HINT = "pip install -c constraints.txt -e '.[numgen]'"
 DTYPES = ("auto", "float32", "float16", "bfloat16")
@@ -35,8 +38,6 @@ def check_available(model_id: str, marker: str, what: str) -> None:
     hub does not answer and the model is cached, the process goes offline, so that loading
     it never waits on the network. Checked before a run starts: a missing model writes
     nothing, and no command sits in the hub client's retries."""
-    import os
-    from pathlib import Path
 
     path = Path(model_id).expanduser()
     if path.exists() or model_id.startswith((".", "/", "~")):
@@ -70,7 +71,6 @@ _probed: dict[str, str | None] = {}
 
 def hub_unreachable() -> str | None:
     """Asked once per process and endpoint: see `probe_hub`."""
-    import os
 
     endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
     if endpoint not in _probed:
@@ -82,9 +82,6 @@ def probe_hub(endpoint: str) -> str | None:
     """Why the Hugging Face hub ($HF_ENDPOINT) cannot be used now, or None when it answers
     (any HTTP answer counts, read whole) within NUMERATE_HUB_TIMEOUT seconds; ModelLoadError
     for a NUMERATE_HUB_TIMEOUT that is no number of seconds."""
-    import os
-
-    from numerate.kernel.http import Unanswered, answer
 
     raw = os.environ.get("NUMERATE_HUB_TIMEOUT", "").strip()
     try:
@@ -102,15 +99,23 @@ def probe_hub(endpoint: str) -> str | None:
     return None
 
 
+_offline: list[bool] = []  # the hub did not answer: models load from the cache only
+
+
 def go_offline() -> None:
-    """Load from the cache only from now on (huggingface_hub reads this at import; set both)."""
-    import os
-    import sys
+    """Load from the cache only from now on: every load passes `local_files_only`
+    (`cache_only()`), and processes started later inherit HF_HUB_OFFLINE=1 (huggingface_hub
+    reads it once, at its import)."""
 
     os.environ["HF_HUB_OFFLINE"] = "1"
-    constants = sys.modules.get("huggingface_hub.constants")
-    if constants is not None:
-        setattr(constants, "HF_HUB_OFFLINE", True)  # noqa: B010 - a module's constant
+    _offline.append(True)
+
+
+def cache_only() -> bool:
+    """Whether models load from the Hugging Face cache only (`local_files_only`): offline by
+    HF_HUB_OFFLINE, or since the hub did not answer (`go_offline`)."""
+
+    return bool(_offline) or os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in OFF
 
 
 def require(module: str) -> Any:

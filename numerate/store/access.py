@@ -27,11 +27,15 @@ import os
 import random
 import re
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from numerate.kernel.credentials import scrub_command_line
+from numerate.kernel.errors import EXIT_FAILED_FOR_NOW
+from numerate.kernel.progress import current
+from numerate.store.duckdb_words import is_lock_conflict
 from numerate.store.schema import StoreError
 
 __all__ = [
@@ -55,7 +59,10 @@ KNOCK_AFTER_S = 0.05
 
 
 class DatabaseBusy(StoreError):
-    """Another process held the results database for longer than this one may wait."""
+    """Another process held the results database for longer than this one may wait (exit 3:
+    nothing is lost, and running the command again goes on)."""
+
+    exit_code = EXIT_FAILED_FOR_NOW
 
 
 _cap: float | None = None
@@ -83,12 +90,6 @@ def lock_timeout_s() -> float:
     if not value >= 0 or value == float("inf"):
         raise StoreError(f"NUMERATE_LOCK_TIMEOUT={raw!r}: expected a number of seconds (>= 0)")
     return value
-
-
-def is_lock_conflict(error: BaseException) -> bool:
-    """Whether DuckDB refused to open a file because another process holds its lock."""
-    text = str(error).lower()
-    return "lock" in text and ("conflicting" in text or "could not set lock" in text)
 
 
 _PID = re.compile(r"\(PID (\d+)\)")
@@ -215,7 +216,6 @@ def _waiting_dir(path: str) -> Path:
 def _knock(path: str, kind: str) -> Iterator[None]:
     """A file saying that this process waits for `path` (to `kind`: read or write), while the
     block runs; nothing when it cannot be made (a read-only folder)."""
-    import uuid
 
     folder = _waiting_dir(path)
     knock = folder / f"{os.getpid()}.{kind}.{uuid.uuid4().hex[:8]}"
@@ -262,7 +262,6 @@ def _alive(pid: int) -> bool:
 
 def _announce(message: str) -> None:
     """Say a wait where the user looks: the progress display (terminal, or the run's log)."""
-    from numerate.progress import current
 
     current().note(message)
 

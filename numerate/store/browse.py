@@ -5,9 +5,11 @@ so that a page costs the same on a database of a million answers as on one of a 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from numerate.numgen.metrics import MAX_COUNT
 from numerate.store.queries import Source
 
 if TYPE_CHECKING:
@@ -263,7 +265,6 @@ def numgen_cell(
     `count` (None: nothing counted; MAX_COUNT or more: the matrix's last column), a page of
     them (prompt_id, prompt, object, image_seed, count, raw_count, error, path,
     annotated_path), and how many."""
-    from numerate.numgen.metrics import MAX_COUNT
 
     if count is None:
         condition, params = "d.count IS NULL", [run_id, target]
@@ -297,7 +298,6 @@ def numgen_image(source: Source, run_id: str, prompt_id: str, annotated: bool) -
 def numgen_images_folder(source: Source, run_id: str) -> str | None:
     """The folder a NumGen run's images lie in (the one their recorded files share), or None
     when it recorded none: what the viewer serves of the run is confined to it."""
-    import os
 
     recorded = [
         os.path.dirname(str(row[0]))

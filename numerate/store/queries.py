@@ -163,59 +163,18 @@ def run_parts(source: Source, run_id: str) -> list[PartRecord]:
 # ---------------------------------------------------------------------------- results
 
 
-UNCONCLUDED = ("running", "interrupted")
-"""The statuses of runs whose points and summaries are not stored (a run stores them as it
-ends): readers compute them from the answers graded so far (`live_aggregates`)."""
-
-
-def live_aggregates(source: Source, run_id: str) -> tuple[pl.DataFrame, pl.DataFrame] | None:
-    """A running or interrupted run's points and summaries, computed as its end would store
-    them from the answers graded so far (a report of an interrupted run showed an empty table,
-    exit 0, and `plot` said nothing was graded); None for a run that stored its own."""
-    import polars as pl
-
-    status = source.query("SELECT status FROM runs WHERE run_id = ?", [run_id])
-    if not status or status[0][0] not in UNCONCLUDED:
-        return None
-    responses, cases = aggregation_inputs(source, run_id)
-    if responses.is_empty():
-        return None
-    from numerate.aggregate import aggregate
-
-    points, summaries = aggregate(responses, cases)
-    points = points.with_columns(
-        ci_width=pl.col("ci_high") - pl.col("ci_low"), stop_reason=pl.lit(None, pl.String)
-    )
-    return points, summaries
-
-
-def _live(
-    frame: pl.DataFrame, columns: Sequence[str], models: Sequence[str],
-    manifolds: Sequence[str], pooled: bool, order: Sequence[Any],
-) -> pl.DataFrame:  # fmt: skip
-    """A live aggregate `frame` as the stored one is read: `columns`, only the given models
-    and manifolds (and the pooled rows, `pooled`), sorted by `order`."""
-    import polars as pl
-
-    if models:
-        frame = frame.filter(pl.col("model").is_in(list(models)))
-    if manifolds:
-        kept = pl.col("manifold").is_in(list(manifolds))
-        frame = frame.filter(kept | (pl.col("manifold") == POOLED) if pooled else kept)
-    return frame.sort(list(order)).select(list(columns))
+def run_status(source: Source, run_id: str) -> str | None:
+    """The run's status (running, interrupted, finished, ...); None for no such run."""
+    rows = source.query("SELECT status FROM runs WHERE run_id = ?", [run_id])
+    return str(rows[0][0]) if rows else None
 
 
 def summaries(
     source: Source, run_id: str, models: Sequence[str] = (), manifolds: Sequence[str] = ()
 ) -> pl.DataFrame:
-    """The run's summaries (SUMMARY_COLUMNS): per model pooled over its manifolds (manifold
-    POOLED) first, then per manifold; only the given models and manifolds when any are given."""
-    live = live_aggregates(source, run_id)
-    if live is not None:
-        import polars as pl
-
-        order = ["model", pl.col("manifold") != POOLED, "manifold"]
-        return _live(live[1], SUMMARY_COLUMNS, models, manifolds, True, order)
+    """The run's stored summaries (SUMMARY_COLUMNS): per model pooled over its manifolds
+    (manifold POOLED) first, then per manifold; only the given models and manifolds when any
+    are given. A run stores them as it ends (numerate.results.live reads the others)."""
     where, params = _only(models, manifolds, pooled=True)
     return source.frame(
         f"SELECT {', '.join(SUMMARY_COLUMNS)} FROM summaries WHERE run_id = ?{where} "
@@ -227,11 +186,7 @@ def summaries(
 def points(
     source: Source, run_id: str, models: Sequence[str] = (), manifolds: Sequence[str] = ()
 ) -> pl.DataFrame:
-    """The run's grid points (POINT_COLUMNS), filtered like `summaries`."""
-    live = live_aggregates(source, run_id)
-    if live is not None:
-        order = ["model", "manifold", "point_key"]
-        return _live(live[0], POINT_COLUMNS, models, manifolds, False, order)
+    """The run's stored grid points (POINT_COLUMNS), filtered like `summaries`."""
     where, params = _only(models, manifolds, pooled=False)
     return source.frame(
         f"SELECT {', '.join(POINT_COLUMNS)} FROM points WHERE run_id = ?{where} "
@@ -241,12 +196,8 @@ def points(
 
 
 def plotted_points(source: Source, run_id: str) -> pl.DataFrame:
-    """What the plots read of each grid point of a run (PLOTTED_POINT_COLUMNS; params as
-    JSON text)."""
-    live = live_aggregates(source, run_id)
-    if live is not None:
-        order = ["manifold", "model", "point_key"]
-        return _live(live[0], PLOTTED_POINT_COLUMNS, (), (), False, order)
+    """What the plots read of each stored grid point of a run (PLOTTED_POINT_COLUMNS; params
+    as JSON text)."""
     columns = ", ".join(
         "CAST(params AS VARCHAR) AS params" if c == "params" else c for c in PLOTTED_POINT_COLUMNS
     )
@@ -276,12 +227,9 @@ def check_counts(points: pl.DataFrame, run_id: str) -> None:
 
 
 def summarised(source: Source, run_id: str, column: str) -> list[str]:
-    """The models (`column` = model) or manifolds a run's summaries hold (not POOLED)."""
+    """The models (`column` = model) or manifolds a run's stored summaries hold (not POOLED)."""
     if column not in ("model", "manifold"):
         raise ValueError(f"not a summary column to list: {column!r}")
-    live = live_aggregates(source, run_id)
-    if live is not None:
-        return sorted({str(name) for name in live[1][column]} - {POOLED})
     rows = source.query(
         f"SELECT DISTINCT {column} FROM summaries WHERE run_id = ? AND {column} <> '{POOLED}' "
         "ORDER BY 1",
@@ -361,7 +309,7 @@ def run_cases(source: Source, run_id: str) -> list[tuple[str, str, str, str, str
 
 
 def aggregation_inputs(source: Source, run_id: str) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """What numerate.aggregate reads of a run: its responses and their cases."""
+    """What numerate.results.aggregate reads of a run: its responses and their cases."""
     responses = source.frame(
         "SELECT run_id, model, manifold, case_id, point_key, outcome, answer, "
         "completion_tokens, latency_s FROM responses WHERE run_id = ?",

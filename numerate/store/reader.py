@@ -14,12 +14,21 @@ between pieces of its work.
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
+import os
+import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from numerate.kernel.errors import ConfigError, first_line
 from numerate.kernel.files import link_into_nowhere, looks_like_duckdb
+from numerate.store import access
+from numerate.store.access import lock_timeout_s
+from numerate.store.duckdb_words import is_interrupted
+from numerate.store.journal import live_owners
 from numerate.store.schema import SCHEMA_VERSION, DatabaseFault
 
 if TYPE_CHECKING:
@@ -48,9 +57,6 @@ writer out."""
 def _connect(path: str, writers_first_s: float = WRITERS_FIRST_S) -> Any:
     """A read-only connection, once the processes waiting to write `path` have had their turn
     (at most `writers_first_s`)."""
-    import time
-
-    from numerate.store import access
 
     deadline = time.monotonic() + writers_first_s
     while access.waiting_writers(path) and time.monotonic() < deadline:
@@ -86,7 +92,6 @@ def _being_made(file: Any) -> bool:
     """Whether another process holds the lock of an empty database file (DuckDB's: it is
     writing the file's first bytes). A 0-byte file nobody holds was left empty (DuckDB then
     said only "not a valid DuckDB database file")."""
-    import fcntl
 
     try:
         fcntl.lockf(file, fcntl.LOCK_SH | fcntl.LOCK_NB)
@@ -178,8 +183,6 @@ def _sql_text(text: str) -> str:
 
 
 def _existing_database(path: str) -> None:
-    from numerate.store.access import lock_timeout_s
-    from numerate.store.journal import live_owners
 
     lock_timeout_s()  # a bad NUMERATE_LOCK_TIMEOUT is refused at once, not when a wait comes
 
@@ -202,8 +205,6 @@ def database_file_problem(path: str) -> str | None:
     """Why what is at `path` cannot be a results database (a folder, a device, a pipe or a
     socket, a file that is no DuckDB database: see not_duckdb), or None (nothing there
     included): the reader's check and the writer's, in the same words."""
-    import errno
-    import os
 
     file = Path(path)
     try:
@@ -225,7 +226,6 @@ class Reader:
     """A read-only connection to a results database."""
 
     def __init__(self, path: str, con: Any, waited_s: float = 0.0) -> None:
-        from numerate.store import access
 
         self.path = path
         self.con = con
@@ -240,11 +240,8 @@ class Reader:
         words, when it does not exist (or a run is only starting to write it), is not a file,
         cannot be read or is not a numerate database (when `numerate_schema`); DatabaseBusy
         when writers held it past NUMERATE_LOCK_TIMEOUT."""
-        import time
 
         import duckdb
-
-        from numerate.store import access
 
         existing_database(path)
         access.lock_log()  # one that cannot be written: refused, as writers refuse it
@@ -316,7 +313,6 @@ class Reader:
         The query runs in a thread while this one waits, so that Ctrl-C always reaches Python
         (DuckDB's bindings miss some): KeyboardInterrupt then leaves the query running and
         this reader unusable; the caller ends the process (os._exit), which stops it."""
-        import threading
 
         done: dict[str, Any] = {}
 
@@ -360,7 +356,7 @@ class Reader:
         except duckdb.Error as error:
             raise ConfigError(first_line(error)) from None
         except RuntimeError as error:  # duckdb 2's bindings report a Ctrl-C they saw so
-            if "interrupted" in str(error).lower():
+            if is_interrupted(error):
                 raise KeyboardInterrupt from None
             raise
 
@@ -369,7 +365,6 @@ class Reader:
         database (numerate.store.access.waiting_writers), let the file go until it has its
         turn (at most `wait_s`), then open it again (waiting like any reader). True when it
         did."""
-        from numerate.store import access
 
         if self.abandoned or not access.waiting_writers(self.path):
             return False

@@ -83,7 +83,7 @@ class ResponseRow(TypedDict):
 
 
 class PointStop(TypedDict):
-    """How an adaptively sampled grid point stopped (numerate.adaptive.Sampler.stops)."""
+    """How an adaptively sampled grid point stopped (numerate.planning.adaptive.Sampler.stops)."""
 
     manifold: str
     point_key: str
@@ -101,7 +101,7 @@ class PointStopRow(PointStop):
 
 
 class RunPartRow(TypedDict):
-    """`run_models`: how one model's part of a run ended (numerate.verdict.PartVerdict)."""
+    """`run_models`: how one model's part of a run ended (numerate.grading.verdict.PartVerdict)."""
 
     run_id: str
     model: str
@@ -114,7 +114,7 @@ class RunPartRow(TypedDict):
 
 
 class Regrade(TypedDict):
-    """A new grade of one stored response (numerate.regrade)."""
+    """A new grade of one stored response (numerate.results.regrade)."""
 
     model: str
     case_id: str

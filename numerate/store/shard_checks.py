@@ -27,7 +27,7 @@ from numerate.kernel.errors import shorten
 from numerate.kernel.names import NAMES
 from numerate.manifolds import registry
 from numerate.manifolds.grading import Outcome
-from numerate.store.schema import RUN_STATUSES
+from numerate.store.schema import RUN_STATUSES, migrate
 
 __all__ = ["database_problem", "run_problem"]
 
@@ -103,8 +103,6 @@ def run_problem(files: dict[str, str], run_id: str) -> str | None:
     its own in memory: the results database is not held meanwhile (the writers' sessions stay
     short); what depends on its rows is `database_problem`'s."""
     import duckdb
-
-    from numerate.store.schema import migrate
 
     con = duckdb.connect()
     try:

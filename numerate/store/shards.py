@@ -11,6 +11,8 @@ last, and every file is written under a temporary name and then renamed.
 
 from __future__ import annotations
 
+import secrets
+import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -74,8 +76,6 @@ def _publish_file(fs: Any, source: str | None, destination: str) -> None:
     """A local file (or, without `source`, an empty one) copied to `destination` under a
     temporary name of its own and renamed: on a local folder through write_atomically (never
     through a link planted there), elsewhere under an unpredictable `.partial` name."""
-    import secrets
-    import shutil
 
     from fsspec.implementations.local import LocalFileSystem
 
@@ -337,7 +337,6 @@ def _confined(fs: Any, root: str) -> Confined | None:
 
 def _fetch(fs: Any, local_files: Confined | None, relative: str, shard: str, local: str) -> None:
     """A shard copied into the local folder `local` (by its file name) to be read there."""
-    import shutil
 
     target = f"{local}/{PurePosixPath(relative).name}"
     if local_files is None:

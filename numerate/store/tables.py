@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from numerate.kernel.credentials import redact
+from numerate.kernel.inputs import valid_text
 from numerate.numgen.rows import DetectionRow, ImageRow, MetricsRow, TargetRow
 from numerate.store.rows import (
     CaseRow,
@@ -38,7 +39,6 @@ from numerate.store.schema import (
 if TYPE_CHECKING:
     import polars as pl
 
-    from numerate.verdict import PartVerdict
 
 __all__ = ["Tables", "insert_rows"]
 
@@ -82,7 +82,6 @@ def insert_rows(con: Any, table: str, columns: Sequence[str],
 
 
 def _text(value: object) -> object:
-    from numerate.kernel.inputs import valid_text
 
     return valid_text(value) if isinstance(value, str) else value
 
@@ -158,14 +157,8 @@ class Tables:
             [status, finished, run_id],
         )
 
-    def record_verdicts(self, run_id: str, verdicts: Sequence[PartVerdict]) -> None:
-        """How each model's part of the run ended (numerate.verdict.PartVerdict)."""
-        decided = now()
-        rows: list[RunPartRow] = [
-            {"run_id": run_id, "model": v.model, "status": v.status, "cause": v.cause,
-             "n": v.n, "errors": v.errors, "error_rate": v.error_rate, "decided_at": decided}
-            for v in verdicts
-        ]  # fmt: skip
+    def record_verdicts(self, rows: Sequence[RunPartRow]) -> None:
+        """How each model's part of a run ended (numerate.grading.verdict.PartVerdict.row)."""
         with self.session() as con:
             insert_rows(con, "run_models", RUN_PART_COLUMNS, rows, conflict="OR REPLACE")
 

@@ -16,6 +16,8 @@ a process brings the schema up to date and replays the journals of processes tha
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import logging
 import os
 import threading
@@ -25,7 +27,10 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from numerate.kernel.errors import first_line, shorten
+from numerate.kernel.files import OutputPathError, output_folder
+from numerate.kernel.progress import current
 from numerate.store import access, journal
+from numerate.store.duckdb_words import is_damaged
 from numerate.store.reader import database_file_problem, open_error, whole_file_problem
 from numerate.store.schema import JOURNALED, StoreError, migrate, now, transaction
 from numerate.store.tables import Tables, check_columns, insert_rows
@@ -60,7 +65,7 @@ def _file_errors(path: str) -> Iterator[None]:
     except OSError as error:
         raise StoreError(f"results database {path}: {error.strerror}") from None
     except duckdb.Error as error:
-        if not damaged(error):  # the SQL, not the file
+        if not is_damaged(error):  # the SQL, not the file
             raise
         raise StoreError(
             f"results database {path} cannot be read or written: {first_line(error)} "
@@ -71,20 +76,11 @@ def _file_errors(path: str) -> Iterator[None]:
 def folder_problem(folder: Path) -> None:
     """StoreError when the database's folder cannot be one (a file on its way said only
     "File exists")."""
-    from numerate.kernel.files import OutputPathError, output_folder
 
     try:
         output_folder(folder)
     except OutputPathError as error:
         raise StoreError(f"cannot open results database in {folder}: {error.reason}") from None
-
-
-def damaged(error: BaseException) -> bool:
-    """Whether a DuckDB error is about the file itself (unreadable, cut short, a block whose
-    checksum does not match), not about the SQL."""
-    import duckdb
-
-    return isinstance(error, duckdb.IOException) or "Corrupt database" in str(error)
 
 
 def _of_known_runs(con: Any, segment: Path, rows: journal.Rows) -> None:
@@ -112,7 +108,6 @@ def _remove_if_untouched(path: Path) -> bool:
     unless another process holds it now or wrote it since: the file's lock (DuckDB's, an
     fcntl lock) is taken first, so that one opening it meanwhile waits, then opens a file of
     its own."""
-    import fcntl
 
     try:
         seen = path.stat()
@@ -418,8 +413,6 @@ class Store(Tables):
                 try:
                     self.flush()
                 except Exception as error:  # the rows stay journaled: tried again
-                    from numerate.progress import current
-
                     current().note(f"received answers wait in the journal: {error}")
 
     def flush(self) -> None:
@@ -436,8 +429,6 @@ class Store(Tables):
         except RuntimeError:  # a symbolic link that loops
             raise StoreError(f"results database {path}: a symbolic link that loops") from None
         except OSError as error:
-            import errno
-
             reason = "a symbolic link that loops" if error.errno == errno.ELOOP else error.strerror
             raise StoreError(f"results database {path}: {reason}") from None
 

@@ -5,7 +5,7 @@ import asyncio
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from numerate.regrade import aggregate_stored_run
+from numerate.results.regrade import aggregate_stored_run
 from numerate.store import Store
 
 

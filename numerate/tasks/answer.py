@@ -8,15 +8,15 @@ from prefect.cache_policies import NO_CACHE
 from prefect.client.schemas.objects import State, TaskRun
 from prefect.tasks import exponential_backoff
 
-from numerate.config import ModelConfig, SweepConfig
+from numerate.config.sweep import ModelConfig, SweepConfig
 from numerate.endpoints import answer_cases, stopped_cause
+from numerate.endpoints.preflight import Preflight, preflight
+from numerate.grading.verdict import PartVerdict, part_verdict
 from numerate.kernel.errors import ConfigError
-from numerate.plan import PlannedCase
-from numerate.preflight import Preflight, preflight
+from numerate.planning.plan import PlannedCase
 from numerate.store import Store
 from numerate.store.rows import ResponseRow
 from numerate.tasks.naming import batch_run_name
-from numerate.verdict import PartVerdict, part_verdict
 
 
 def retry_transient(task: Task[Any, Any], task_run: TaskRun, state: State[Any]) -> bool:
@@ -34,7 +34,7 @@ def retry_transient(task: Task[Any, Any], task_run: TaskRun, state: State[Any]) 
 
 @task(cache_policy=NO_CACHE)
 async def check_before_run(config: SweepConfig, db: str, fresh: bool) -> Preflight:
-    """The run's preflight (numerate.preflight), when no caller ran it: results location,
+    """The run's preflight (numerate.endpoints.preflight), when no caller ran it: results location,
     concurrency limits, endpoints, database, the run to resume."""
     return await preflight(config, db, fresh)
 

@@ -16,28 +16,30 @@ from prefect.artifacts import (
 )
 from prefect.cache_policies import NO_CACHE
 
-from numerate.artifacts import (
+from numerate.figures.plots import run_figure_png
+from numerate.kernel.confined import LeadsOutside
+from numerate.kernel.files import write_atomically
+from numerate.kernel.progress import LogProgress
+from numerate.kernel.progress import current as current_progress
+from numerate.numgen.rows import NumGenResult
+from numerate.results.artifacts import (
     artifact_key,
     comparison_lines,
+    find_regressions,
     numgen_markdown,
     previous_run,
     results_table,
     run_markdown,
 )
-from numerate.kernel.confined import LeadsOutside
-from numerate.numgen.rows import NumGenResult
-from numerate.progress import LogProgress
-from numerate.progress import current as current_progress
+from numerate.results.live import plotted_points
 from numerate.store import Store
 from numerate.store.queries import run_record
+from numerate.view.export import export_run
 
 
 def _draw_plot(store: Store, run_id: str, db: str) -> str | None:
     """The run's plot as a PNG beside the database (plots/<run id>.png), or None when the run
     has no grid point."""
-    from numerate.kernel.files import write_atomically
-    from numerate.plots import run_figure_png
-    from numerate.store.queries import plotted_points
 
     points = plotted_points(store, run_id)
     if points.is_empty():
@@ -52,7 +54,6 @@ def _export_view(store: Store, run_id: str, view_dir: str | None) -> str | None:
     None without a view_dir or when they cannot be written (a convenience, like the plot)."""
     if not view_dir:
         return None
-    from numerate.view.export import export_run
 
     try:
         return str(export_run(store, run_id, Path(view_dir).expanduser().resolve()))
@@ -125,9 +126,8 @@ async def publish_numgen_artifacts(
 @task(cache_policy=NO_CACHE)
 async def regressions(run_id: str, db: str, alpha: float = 0.05) -> list[str]:
     """The model x manifold groups of `run_id` significantly worse than in the previous run of
-    its sweep (numerate.compare, McNemar with Holm at `alpha`), one line each, after a log
+    its sweep (numerate.results.compare, McNemar with Holm at `alpha`), one line each, after a log
     line saying what the comparison could see; [] without a previous run."""
-    from numerate.artifacts import find_regressions
 
     def find() -> tuple[str | None, list[str], str]:
         store = Store.open(db)
@@ -143,7 +143,7 @@ async def regressions(run_id: str, db: str, alpha: float = 0.05) -> list[str]:
 @contextlib.asynccontextmanager
 async def progress_artifact(name: str, every_s: float = 5.0) -> AsyncIterator[None]:
     """A progress artifact of the flow run, updated every `every_s` seconds from
-    numerate.progress; where no terminal shows progress (a worker), each update is also a
+    numerate.kernel.progress; where no terminal shows progress (a worker), each update is also a
     line in the flow run's log."""
     logger = get_run_logger()
     artifact = await acreate_progress_artifact(

@@ -7,14 +7,16 @@ import uuid
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from numerate.config import SweepConfig
+from numerate.config.provenance import code_version
+from numerate.config.sweep import SweepConfig
+from numerate.endpoints.preflight import check_locations
+from numerate.grading.verdict import PartVerdict
 from numerate.kernel.errors import NumerateError
-from numerate.plan import PlannedCase, case_row
-from numerate.preflight import check_locations
-from numerate.provenance import code_version
-from numerate.store import Store, queries
+from numerate.planning.plan import PlannedCase, case_row
+from numerate.results.regrade import ingest_graded
+from numerate.store import Store, now, queries
 from numerate.store.rows import PointStop
-from numerate.verdict import PartVerdict
+from numerate.store.shards import publish_run
 
 
 @task(cache_policy=NO_CACHE)
@@ -64,7 +66,8 @@ async def stored_counts(run_id: str, model: str, db: str) -> dict[tuple[str, str
 
 @task(cache_policy=NO_CACHE)
 async def store_point_stops(run_id: str, model: str, stops: list[PointStop], db: str) -> None:
-    """How each adaptive grid point of the model stopped (numerate.adaptive.Sampler.stops)."""
+    """How each adaptive grid point of the model stopped
+    (numerate.planning.adaptive.Sampler.stops)."""
     await asyncio.to_thread(Store.open(db).put_point_stops, run_id, model, stops)
 
 
@@ -78,7 +81,6 @@ async def release_database(db: str) -> None:
 @task(cache_policy=NO_CACHE)
 async def publish_shards(run_id: str, db: str, results_dir: str) -> str:
     """Publish the run's rows as Parquet shards to the shared results location."""
-    from numerate.store.shards import publish_run
 
     return await asyncio.to_thread(publish_run, Store.open(db), run_id, results_dir)
 
@@ -87,7 +89,6 @@ async def publish_shards(run_id: str, db: str, results_dir: str) -> str:
 async def ingest_shards(results_dir: str, db: str) -> list[str]:
     """Load every complete run in the results location that the database lacks; a run whose
     shards cannot be read is skipped with a warning, and the task fails once the rest is in."""
-    from numerate.regrade import ingest_graded
 
     done = await asyncio.to_thread(ingest_graded, Store.open(db), results_dir)
     for run_id, reason in done.skipped:
@@ -105,5 +106,7 @@ async def finish_run(
     """Record how the run ended, and how each model's part did."""
     store = Store.open(db)
     if verdicts:
-        await asyncio.to_thread(store.record_verdicts, run_id, verdicts)
+        decided = now()
+        rows = [verdict.row(run_id, decided) for verdict in verdicts]
+        await asyncio.to_thread(store.record_verdicts, rows)
     await asyncio.to_thread(store.set_run_status, run_id, status)

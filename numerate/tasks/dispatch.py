@@ -6,6 +6,7 @@ from typing import Literal
 from prefect import get_run_logger
 from pydantic import BaseModel
 
+from numerate.kernel.credentials import redact
 from numerate.kernel.errors import NumerateError
 
 Dispatch = Literal["auto", "local", "deployments"]
@@ -36,8 +37,6 @@ async def deployed(name: str) -> bool:
 def api_url() -> str:
     """The address of the Prefect API this process reports to (its user and password hidden)."""
     from prefect.settings import PREFECT_API_URL
-
-    from numerate.kernel.credentials import redact
 
     return redact(str(PREFECT_API_URL.value() or "(none set)"))
 

@@ -1,5 +1,6 @@
 """Case generation, cached by Prefect on its inputs, in a folder of its own that is pruned."""
 
+import asyncio
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -10,8 +11,8 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE
 from prefect.filesystems import LocalFileSystem
 from prefect.settings import PREFECT_HOME
 
-from numerate.config import ManifoldSweep
-from numerate.plan import PlannedCase, plan_manifold
+from numerate.config.sweep import ManifoldSweep
+from numerate.planning.plan import PlannedCase, plan_manifold
 
 CASE_CACHE_DAYS = 7
 """Generated cases are reused for a week; older cache files are removed (prune_case_cache)."""
@@ -32,7 +33,7 @@ async def generate_cases(
 ) -> list[PlannedCase]:
     """Generate the cases of every grid point of one manifold entry.
 
-    `generator_version` (a hash of the manifold's generator source, numerate.provenance) is
+    `generator_version` (a hash of the manifold's generator source, numerate.config.provenance) is
     part of each case id, and an input so that a changed generator is never answered from
     Prefect's cache. The task is async, like the flow that calls it: a synchronous task in an
     async flow makes Prefect build a second (synchronous) API client, about 70 ms.
@@ -44,7 +45,6 @@ async def case_generator() -> Any:
     """generate_cases storing its cache in CASE_CACHE (a LocalFileSystem block saved as
     `numerate-cases`: Prefect takes only saved blocks as result storage), after removing the
     files older than CASE_CACHE_DAYS there."""
-    import asyncio
 
     await asyncio.to_thread(prune_case_cache)
     return generate_cases.with_options(result_storage=await case_storage())

@@ -11,7 +11,9 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.context import TaskRunContext
 
+from numerate.config.provenance import code_version
 from numerate.kernel.files import write_atomically
+from numerate.kernel.progress import current as current_progress
 from numerate.numgen.baselines import baseline_counts
 from numerate.numgen.batches import (
     DetectionRow,
@@ -26,11 +28,10 @@ from numerate.numgen.batches import (
 from numerate.numgen.config import NumGenConfig
 from numerate.numgen.detection import make_detector
 from numerate.numgen.generation import make_generator
+from numerate.numgen.heatmap import render_heatmap
 from numerate.numgen.metrics import confusion_matrix, per_target_accuracy, score
 from numerate.numgen.prompts import Prompt, make_prompts
 from numerate.numgen.rows import MetricsRow, NumGenResult, TargetRow
-from numerate.progress import current as current_progress
-from numerate.provenance import code_version
 from numerate.store import Store, queries
 
 IMAGES_MANIFEST = "images.jsonl"
@@ -159,7 +160,6 @@ async def ingest_manifests(run_id: str, folder: str, db: str) -> int:
 @task(cache_policy=NO_CACHE)
 async def score_run(run_id: str, numgen: NumGenConfig, db: str) -> NumGenResult:
     """Confusion matrix and metrics of a run; stores them and draws the heatmap PNG."""
-    from numerate.numgen.heatmap import render_heatmap
 
     store = Store.open(db)
     rows = await asyncio.to_thread(queries.numgen_counts, store, run_id)

@@ -22,6 +22,7 @@ from numerate.store import browse, queries
 from numerate.store.queries import Source
 from numerate.store.schema import DatabaseFault
 from numerate.view import pages
+from numerate.view.app import problem_page, templates
 
 __all__ = ["Exported", "export", "export_run"]
 
@@ -62,7 +63,6 @@ def export(
     planted in the folder (numerate.kernel.confined): a link at a page's name is replaced,
     one at a folder's is LeadsOutside; an image that is a link is left out (`warn`). With
     `under`, the pages go into that folder of `folder`, reached through no link either."""
-    from numerate.view.app import problem_page
 
     folder.mkdir(parents=True, exist_ok=True)
     confined = Confined(folder)
@@ -208,7 +208,6 @@ def _file(link: str) -> str:
 def export_run(source: Source, run_id: str, folder: Path) -> Path:
     """A run's pages (and those of the run it is compared with, and their comparison) under
     folder/RUN_ID/, for its summary artifact; the file of the run's page."""
-    from numerate.view.app import templates
 
     previous = queries.previous_run(source, run_id)
     chosen = [run_id, *([previous] if previous else [])]

@@ -18,11 +18,13 @@ from urllib.parse import quote, urlencode
 
 import polars as pl
 
-from numerate.compare import compare_runs, for_display, run_answers, summary_line
-from numerate.figures import curve_points, grid_parameters, heatmap, level_label
+from numerate.figures.prepare import curve_points, grid_parameters, heatmap, level_label
 from numerate.kernel.confined import Confined
 from numerate.kernel.errors import ConfigError
 from numerate.kernel.files import slug
+from numerate.numgen.metrics import MAX_COUNT
+from numerate.results import live
+from numerate.results.compare import compare_runs, for_display, run_answers, summary_line
 from numerate.store import browse, queries
 from numerate.store.queries import POOLED, Source
 from numerate.store.schema import RUN_STATUSES
@@ -289,7 +291,7 @@ def run(source: Source, links: Links, run_id: str) -> dict[str, Any]:
     it is going, its answers so far by outcome."""
     record = require_run(source, run_id)
     previous = queries.previous_run(source, run_id)
-    summary = rows(queries.summaries(source, run_id))
+    summary = rows(live.summaries(source, run_id))
     manifolds = sorted({row["manifold"] for row in summary if row["manifold"] != POOLED})
     board: dict[str, dict[str, Any]] = {}
     for row in summary:
@@ -314,7 +316,7 @@ def manifold(source: Source, links: Links, run_id: str, name: str) -> dict[str, 
     """A manifold of a run: accuracy by each grid parameter (a curve per model, with intervals)
     and the heatmap of every grid point; each point and cell links to its cases."""
     record = require_run(source, run_id)
-    points = queries.plotted_points(source, run_id).filter(pl.col("manifold") == name)
+    points = live.plotted_points(source, run_id).filter(pl.col("manifold") == name)
     if points.is_empty():
         raise LookupError(f"run {run_id} has no grid point of manifold {name!r} (yet)")
     grid = grid_parameters(points).get(name, [])
@@ -427,7 +429,7 @@ def case_pages(source: Source, run_id: str, name: str, model: str) -> list[dict[
     found = [{"model": model}]
     answered = queries.cases_answered_per_point(source, run_id, model)
     found += [{"model": model, "point": key} for m, key in sorted(answered) if m == name]
-    points = queries.plotted_points(source, run_id)
+    points = live.plotted_points(source, run_id)
     points = points.filter((pl.col("manifold") == name) & (pl.col("model") == model))
     if points.is_empty():
         return found
@@ -504,7 +506,6 @@ def numgen_runs(source: Source, links: Links) -> dict[str, Any]:
 def numgen_run(source: Source, links: Links, run_id: str) -> dict[str, Any]:
     """A NumGen run: its metrics, its accuracy per number, and its confusion matrix (asked
     number x counted number), each cell a link to its images."""
-    from numerate.numgen.metrics import MAX_COUNT
 
     runs = [row for row in rows(browse.numgen_runs(source)) if row["run_id"] == run_id]
     if not runs:

@@ -1,6 +1,6 @@
-"""The viewer's charts as inline SVG, drawn from what numerate.figures prepares (the same curves
-`numerate plot` draws with matplotlib): no JavaScript library, nothing fetched. Pure: frames
-in, markup out. Every text is escaped; every point links to its cases.
+"""The viewer's charts as inline SVG, drawn from what numerate.figures.prepare prepares (the
+same curves `numerate plot` draws with matplotlib): no JavaScript library, nothing fetched.
+Pure: frames in, markup out. Every text is escaped; every point links to its cases.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import polars as pl
 
-from numerate.figures import level_label, level_order, level_positions
+from numerate.figures.prepare import level_label, level_order, level_positions
 
 __all__ = ["PALETTE", "curve_svg", "heat_color"]
 
@@ -39,7 +39,7 @@ def curve_svg(
     link: Callable[[str, str], str],
 ) -> str:
     """Accuracy against one grid parameter: a line per model with its 95% intervals, the
-    chance floor dashed. `curve`: numerate.figures.curve_points rows (model, x, accuracy,
+    chance floor dashed. `curve`: numerate.figures.prepare.curve_points rows (model, x, accuracy,
     ci_low, ci_high, chance); `link(model, x)` the address of that point's cases."""
     levels = sorted(set(curve["x"]), key=level_order)
     position, _numeric = level_positions(levels)

@@ -194,3 +194,22 @@ def test_prefect_s_run_lines_are_not_printed_once_a_stop_signal_came():
         stopping._asked.clear()
         engine.removeHandler(handler)
     assert seen == ["Finished in state Failed('a generator failed')"]
+
+
+@pytest.mark.parametrize("stop", ["cancelled", "interrupt", "termination"])
+def test_prefect_s_words_for_a_run_a_signal_crashed_are_those_numerate_knows(stop):
+    """Prefect tells a run a signal crashed only in words (its Crashed state's message);
+    numerate.cli.common.STOPPED_RUN_WORDS holds them: pinned on the Prefect installed."""
+    import asyncio
+
+    from prefect.exceptions import TerminationSignal
+    from prefect.states import exception_to_crashed_state
+
+    from numerate.cli.common import STOPPED_RUN_WORDS
+
+    errors = {"cancelled": asyncio.CancelledError(), "interrupt": KeyboardInterrupt(),
+              "termination": TerminationSignal(signal=15)}  # fmt: skip
+    state = asyncio.run(exception_to_crashed_state(errors[stop]))
+    assert any(words in state.message for words in STOPPED_RUN_WORDS), state.message
+    failed = asyncio.run(exception_to_crashed_state(ValueError("a generator failed")))
+    assert not any(words in failed.message for words in STOPPED_RUN_WORDS)

@@ -7,7 +7,7 @@ import yaml
 from typer.testing import CliRunner
 
 from numerate.cli import app
-from numerate.compare import EXIT_REGRESSION
+from numerate.results.compare import EXIT_REGRESSION
 
 runner = CliRunner()
 

@@ -143,7 +143,7 @@ def test_every_line_of_a_many_problem_error_has_the_prefix(tmp_path):
 
 
 def test_artifacts_name_the_database_by_its_absolute_path(tmp_path, monkeypatch):
-    from numerate.artifacts import absolute
+    from numerate.results.artifacts import absolute
 
     monkeypatch.chdir(tmp_path)
     assert absolute("reuse.duckdb") == str(tmp_path / "reuse.duckdb")

@@ -98,7 +98,7 @@ def test_grade_refuses_a_case_that_is_not_the_one_generated(tmp_path, manifold, 
 def test_grade_shows_where_an_edited_case_differs():
     """Corpus H: an input with a space added at its end was shown cut to the same first 60
     characters as the one generated: two identical texts."""
-    from numerate.regrade import around_difference
+    from numerate.grading.files import around_difference
 
     generated = "How many objects are there? " * 5
     shown, expected = around_difference(f'"{generated} "', f'"{generated}"')
@@ -159,7 +159,7 @@ def test_regrade_restores_outcomes_from_the_stored_answers(tmp_path):
         "UPDATE responses SET outcome = 'wrong' WHERE case_id IN "
         "(SELECT case_id FROM responses WHERE manifold = 'shuffle' LIMIT 7)"
     )
-    from numerate.regrade import aggregate_stored_run
+    from numerate.results.regrade import aggregate_stored_run
 
     aggregate_stored_run(store, run_id)
     assert store.query("SELECT min(accuracy) FROM summaries")[0][0] < 1.0

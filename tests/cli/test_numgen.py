@@ -602,7 +602,7 @@ def test_a_numgen_run_on_a_busy_database_says_so_in_one_note_and_one_error(tmp_p
     import sys
 
     from tests.cli.test_run import numerate_env
-    from tests.numerate.test_store_access import hold
+    from tests.store.test_store_access import hold
 
     db = tmp_path / "r.duckdb"
     duckdb.connect(str(db)).close()

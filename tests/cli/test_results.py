@@ -175,17 +175,18 @@ def test_a_run_that_did_not_end_is_read_with_the_figures_its_end_would_store(two
     ends. Readers compute them from its answers; they are the ones its end stores."""
     import shutil
 
+    from numerate.results import live
     from numerate.store import queries
     from numerate.store.reader import Reader
 
     db = tmp_path / "copy.duckdb"
     shutil.copy(two_runs, db)
     reads = (
-        lambda r, run: queries.summaries(r, run),
-        lambda r, run: queries.summaries(r, run, ["random"], ["sequence"]),
-        lambda r, run: queries.points(r, run, ["oracle"]),
-        lambda r, run: queries.plotted_points(r, run),
-        lambda r, run: queries.summarised(r, run, "manifold"),
+        lambda r, run: live.summaries(r, run),
+        lambda r, run: live.summaries(r, run, ["random"], ["sequence"]),
+        lambda r, run: live.points(r, run, ["oracle"]),
+        lambda r, run: live.plotted_points(r, run),
+        lambda r, run: live.summarised(r, run, "manifold"),
     )
     with Reader.open(str(db)) as reader:
         run = queries.latest_run_ids(reader, None)

@@ -16,7 +16,7 @@ import yaml
 from typer.testing import CliRunner
 
 from numerate.cli import app
-from numerate.cli.common import SAME_SIGNAL_S
+from numerate.cli.process import SAME_SIGNAL_S
 from tests.fake_openai import Reply, spawn
 from tests.prefect_server import migrated_database
 from tests.waiting import cpu_seconds, wait_until
@@ -565,7 +565,7 @@ def test_prefect_s_temporary_server_dies_with_a_killed_cli(tmp_path):
             assert cli.poll() is None and time.monotonic() < deadline
             time.sleep(0.05)
         servers = [p for p in psutil.Process(cli.pid).children(recursive=True)
-                   if "uvicorn" in " ".join(p.cmdline())]  # fmt: skip
+                   if "serverd" in " ".join(p.cmdline())]  # fmt: skip
         assert servers, "Prefect's temporary server is not a child of the CLI"
         cli.kill()  # SIGKILL: the CLI can clean nothing up itself
         cli.wait()
@@ -901,10 +901,10 @@ def _wait_until_the_query_runs(process, deadline):
 
 STUCK_IN_C = """
 import hashlib, sys, threading
-from numerate.cli.common import on_hard_stop, stop_within
-stop_within()
-on_hard_stop.append(threading.Event().wait)  # a cleanup that never ends: bounded all the same
-on_hard_stop.append(lambda: print("recorded", flush=True))  # a run recorded as stopped
+from numerate.cli.process import PROCESS
+PROCESS.stop_within()
+PROCESS.on_hard_stop.append(threading.Event().wait)  # a cleanup that never ends: bounded
+PROCESS.on_hard_stop.append(lambda: print("recorded", flush=True))  # a run recorded as stopped
 print("ready", flush=True)
 hashlib.pbkdf2_hmac("sha256", b"p", b"s", 10**9)  # minutes in C, no Python code in between
 """
@@ -941,7 +941,7 @@ def _servers_of(prefect_home):
             environ = (proc / "environ").read_bytes()
         except OSError:
             continue
-        if b"uvicorn" in args and f"PREFECT_HOME={prefect_home}".encode() in environ:
+        if b"serverd" in args and f"PREFECT_HOME={prefect_home}".encode() in environ:
             found.append(int(proc.name))
     return found
 
@@ -953,12 +953,29 @@ STARTING = {
 """A command that starts a run, and how its stop before the run began names the run."""
 
 
-def _run_starting_its_server(tmp_path, home, which="run"):
+SLOW_SERVER_START = """
+import os, time
+if b"serverd" in open("/proc/self/cmdline", "rb").read():  # the server, on a slow machine:
+    parent, until = os.getppid(), time.monotonic() + 30  # it starts in 30 s, unless the
+    while time.monotonic() < until and os.getppid() == parent:  # command that started it is
+        time.sleep(0.05)  # gone (then it ends as it starts: it watches the command)
+"""
+"""A sitecustomize for the tests that need the temporary server to start slowly: they
+signal the command while it waits for it, whatever the speed of this machine."""
+
+
+def _run_starting_its_server(tmp_path, home, which="run", slow=False):
     """A `run` (or `numgen run`) of its own process group, once it says it starts Prefect's
-    temporary server (its standard error read up to that line)."""
+    temporary server (its standard error read up to that line); `slow`: a server that takes
+    30 s to start (SLOW_SERVER_START)."""
     command = [sys.executable, "-m", "numerate.cli", *STARTING[which][0],
                "--db", str(tmp_path / "r.duckdb")]  # fmt: skip
     env = numerate_env(home, own_server=True)
+    if slow:
+        (tmp_path / "slow").mkdir()
+        (tmp_path / "slow" / "sitecustomize.py").write_text(SLOW_SERVER_START)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path / "slow"),
+                                                          env.get("PYTHONPATH")]))  # fmt: skip
     started = subprocess.Popen(command, cwd=ROOT, env=env, text=True, stderr=subprocess.PIPE,
                                start_new_session=True)  # fmt: skip
     for line in started.stderr:
@@ -977,7 +994,7 @@ def test_ctrl_c_to_the_process_group_while_the_temporary_server_starts(tmp_path,
     `running`. Now: `interrupted` within seconds, saying the run had not started (corpus J:
     a bare `interrupted`), nothing else said, no server left."""
     home = tmp_path / "prefect"
-    started = _run_starting_its_server(tmp_path, home, which)
+    started = _run_starting_its_server(tmp_path, home, which, slow=True)
     try:
         time.sleep(after_s)  # in the imports the wait does meanwhile, or in the wait itself
         os.killpg(started.pid, signal.SIGINT)
@@ -1037,22 +1054,23 @@ main()
 """
 
 
-SIGNALLED_AS_IT_SETTLES = """
+SIGNALLED_AS_IT_SHOWS = """
 import os, signal, sys, time
 import numerate.cli.{module} as command
-def settles_then_signalled():
+def signalled(*args, **kwargs):
     os.kill(os.getpid(), signal.{signal})  # the run is stored `finished`: its output follows
     time.sleep(2)
-command.settle_prefect = settles_then_signalled
+command.{shows} = signalled
 from numerate.cli import main
 sys.argv = ["numerate", {command}, "--db", sys.argv[1]]
 main()
 """
-"""A command whose run is stored, signalled as Prefect settles (before its report or table)."""
+"""A command whose run is stored, signalled as it shows it (its report or table)."""
 
-TERMINATED_AS_IT_REPORTS = SIGNALLED_AS_IT_SETTLES.format(
-    module="run", signal="SIGTERM", command='"run", "--model", "baseline:oracle"'
-)
+TERMINATED_AS_IT_REPORTS = SIGNALLED_AS_IT_SHOWS.format(
+    module="run", shows="print_report", signal="SIGTERM",
+    command='"run", "--model", "baseline:oracle"',
+)  # fmt: skip
 
 
 def test_a_sigterm_as_a_stored_run_is_reported_names_the_run(tmp_path):
@@ -1064,14 +1082,15 @@ def test_a_sigterm_as_a_stored_run_is_reported_names_the_run(tmp_path):
     )
 
 
-NUMGEN_INTERRUPTED_AS_IT_SETTLES = SIGNALLED_AS_IT_SETTLES.format(
-    module="numgen", signal="SIGINT", command='"numgen", "run", "--count", "1"'
-)
+NUMGEN_INTERRUPTED_AS_IT_SHOWS = SIGNALLED_AS_IT_SHOWS.format(
+    module="numgen", shows="_show_run", signal="SIGINT",
+    command='"numgen", "run", "--count", "1"',
+)  # fmt: skip
 
 
 def test_ctrl_c_as_a_stored_numgen_run_is_shown_names_the_run(tmp_path):
     """Corpus I: a bare `interrupted`, no table, for a NumGen run stored as finished."""
-    done, run_id = _stopped_as_it_ends(tmp_path, NUMGEN_INTERRUPTED_AS_IT_SETTLES, "numgen_runs")
+    done, run_id = _stopped_as_it_ends(tmp_path, NUMGEN_INTERRUPTED_AS_IT_SHOWS, "numgen_runs")
     assert done.returncode == 130, done.stderr
     assert done.stderr.strip().splitlines()[-1] == (
         f"interrupted: NumGen run {run_id} is stored; numerate numgen report shows it"
@@ -1205,8 +1224,8 @@ def test_a_sigterm_as_a_numgen_run_ends_says_it_ended_not_to_run_it_again(tmp_pa
 
 RELAYED = """
 import os, signal, sys, time
-from numerate.cli.common import stop_code, stop_within
-stop_within()
+from numerate.cli.process import PROCESS
+PROCESS.stop_within()
 ours = signal.getsignal(signal.SIGTERM)
 def prefects(signum, frame):  # as Prefect's flow engine does: the signal, sent again to the
     signal.signal(signum, ours)  # handler it replaced, while its own exception unwinds
@@ -1220,7 +1239,7 @@ try:
 except KeyboardInterrupt:
     time.sleep(0.5)  # storing what was received
     print("stopped cleanly", flush=True)
-    sys.exit(stop_code())
+    sys.exit(PROCESS.stop_code())
 """
 
 
@@ -1241,8 +1260,8 @@ def test_a_sigterm_relayed_by_prefect_is_not_taken_for_a_second_one():
 
 LOST_IN_A_CALLBACK = """
 import os, sys, time, weakref
-from numerate.cli.common import stop_code, stop_within
-stop_within()
+from numerate.cli.process import PROCESS
+PROCESS.stop_within()
 class Thing:
     pass
 sent = []
@@ -1260,7 +1279,7 @@ try:
         del thing
 except KeyboardInterrupt:
     print(f"stopped cleanly in {time.monotonic() - sent[0]:.3f} s", flush=True)
-    sys.exit(stop_code())
+    sys.exit(PROCESS.stop_code())
 """
 
 
@@ -1278,8 +1297,8 @@ def test_a_signal_that_comes_during_a_weakref_callback_still_stops_the_command(s
 
 CLEANING_UP = """
 import sys, time
-from numerate.cli.common import stop_within
-stop_within()
+from numerate.cli.process import PROCESS
+PROCESS.stop_within()
 try:
     print("ready", flush=True)
     while True:

@@ -15,7 +15,7 @@ from prefect.client.schemas.filters import (
 )
 from prefect.client.schemas.sorting import ArtifactSort
 
-from numerate.config import parse_sweep_config
+from numerate.config.sweep import parse_sweep_config
 from numerate.flows.sweep import sweep
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")

@@ -4,7 +4,7 @@ where they enter."""
 
 import pytest
 
-from numerate.config import SweepConfig
+from numerate.config.sweep import SweepConfig
 from numerate.flows.distributed import distributed_sweep
 from numerate.flows.numgen import numgen, numgen_generate
 from numerate.flows.sweep import sweep

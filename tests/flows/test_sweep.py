@@ -7,8 +7,8 @@ import logging
 import pytest
 
 from numerate.flows.sweep import sweep
+from numerate.kernel.progress import Progress, reporting_to
 from numerate.kernel.stats import wilson_interval
-from numerate.progress import Progress, reporting_to
 from numerate.store import Store
 from tests.fake_openai import Reply, prompt_of
 
@@ -110,7 +110,7 @@ def test_by_default_every_run_asks_the_model_again(fake_openai, db_path):
 def test_a_changed_generator_gets_new_case_ids_and_keeps_old_text(fake_openai, db_path,
                                                                  monkeypatch):  # fmt: skip
     """Responses always join to the exact case text they were graded against."""
-    import numerate.provenance as provenance
+    import numerate.config.provenance as provenance
 
     cfg = config([{"name": "oracle", "model": "baseline:oracle"}],
                  [{"manifold": "objects", "count": 5}])  # fmt: skip
@@ -190,8 +190,8 @@ def test_the_api_key_never_reaches_results_or_logs(fake_openai, db_path, monkeyp
 
 
 def test_generation_is_cached_by_prefect(db_path):
-    from numerate.config import ManifoldSweep
-    from numerate.provenance import generator_label
+    from numerate.config.provenance import generator_label
+    from numerate.config.sweep import ManifoldSweep
     from numerate.tasks.generate import generate_cases
 
     sweep_entry = ManifoldSweep(manifold="objects", count=5, grid={})
@@ -348,7 +348,7 @@ def test_a_server_that_dies_mid_sweep_stops_the_model_after_down_after_s(db_path
 def test_each_grid_is_built_once_where_the_config_is_validated(db_path, monkeypatch):
     """The flow and its tasks take the validated SweepConfig: nothing validates it again, so
     no grid is built again (before, the built-in sweep built its 3 grids up to 27 times)."""
-    from numerate.config import DEFAULT_SWEEP, ManifoldSweep, parse_sweep_config
+    from numerate.config.sweep import DEFAULT_SWEEP, ManifoldSweep, parse_sweep_config
 
     built = []
     original = ManifoldSweep._build_points

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from numerate.adaptive import decide
-from numerate.config import Precision
+from numerate.config.sweep import Precision
 from numerate.kernel.design import binomial, case_clustered, design_interval, point_mean
 from numerate.kernel.stats import wilson_interval
+from numerate.planning.adaptive import decide
 
 # bench/adaptive.py's profile: a model right about 100%, 95%, 75% and 50% of the time
 PROFILE = (1.0, 0.95, 0.75, 0.5)

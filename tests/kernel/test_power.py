@@ -26,7 +26,7 @@ def night(rng, n: int, discordance: float, drop: float, others: int, other_disco
 
 def flagged(groups, adjust=holm_over_discordant) -> list[bool]:
     """The gate's verdicts: a regression where the adjusted p-value is below alpha and more
-    pairs were lost than gained (numerate.compare with these counts)."""
+    pairs were lost than gained (numerate.results.compare with these counts)."""
     p = [mcnemar_exact(lost, gained) for lost, gained in groups]
     if adjust is holm_over_discordant:
         adjusted = holm_over_discordant(p, [lost + gained for lost, gained in groups])

@@ -110,7 +110,7 @@ def test_calibration_runs_feed_the_calibration_view(db_path, tmp_path):
 def test_a_broken_generator_marks_the_run_failed(db_path, tmp_path):
     config = {"generator": "callable:tests.numgen.test_flow:unreachable", "detector": "blobs",
               "images_dir": str(tmp_path), "prompts": {"per_number": 1, "n_max": 2}}  # fmt: skip
-    from numerate.verdict import RunFailed
+    from numerate.grading.verdict import RunFailed
 
     with pytest.raises(RunFailed, match="failed: ConnectionError: image API unreachable") as ended:
         run(config, db_path)
@@ -170,7 +170,7 @@ def test_a_numgen_run_publishes_its_metrics_as_artifacts(db_path, tmp_path):
 
 def test_the_bar_says_which_of_the_two_steps_it_counts(db_path, tmp_path):
     """A NumGen bar counts each prompt twice (its image, then its count): it says so."""
-    from numerate.progress import reporting_to
+    from numerate.kernel.progress import reporting_to
     from tests.flows.test_sweep import Shown
 
     config = {"generator": "synthetic", "detector": "blobs", "images_dir": str(tmp_path),

@@ -5,9 +5,9 @@ import asyncio
 
 import pytest
 
-from numerate.config import ModelConfig, parse_sweep_config
+from numerate.config.sweep import ModelConfig, parse_sweep_config
 from numerate.kernel.errors import ConfigError
-from numerate.plan import plan_manifold
+from numerate.planning.plan import plan_manifold
 from numerate.store import Store
 from numerate.tasks.answer import answer_batch, retry_transient
 from numerate.tasks.dispatch import deployed, run_step
@@ -69,7 +69,7 @@ def test_a_batch_of_images_that_fails_counts_as_retries_then_errors():
     whose generator fails raises; nothing was counted)."""
     from prefect import flow, task
 
-    from numerate.progress import Progress, reporting_to
+    from numerate.kernel.progress import Progress, reporting_to
     from numerate.tasks.numgen import BATCH_RETRIES, counted_if_failing
 
     class Counted(Progress):

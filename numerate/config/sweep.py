@@ -1,0 +1,625 @@
+"""Sweep configuration: which models, which manifolds, which difficulty grid.
+
+Pure code: validation only. `load_sweep_config` is the one function that reads a file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SerializationInfo,
+    ValidationError,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
+
+from numerate.kernel import names
+from numerate.kernel.credentials import scrub
+from numerate.kernel.errors import ConfigError, describe_validation_error, what_it_is
+from numerate.kernel.files import read_text
+from numerate.kernel.http import shown_url, url_problem
+from numerate.kernel.inputs import (
+    MAX_CONFIG_BYTES,
+    Real,
+    Seed,
+    Whole,
+    check_parameters_size,
+    yaml_value,
+)
+from numerate.manifolds import registry
+from numerate.manifolds.common import canonical_params
+from numerate.numgen.config import NumGenConfig
+
+MAX_POINTS = 100_000
+"""Most grid points one manifold entry may have (a typo such as a 1,000 x 1,000 grid is
+refused at once instead of being planned)."""
+
+DEFAULT_DB = "results/numerate.duckdb"
+"""Where results go when nothing says otherwise."""
+
+
+def results_database(given: str | None = None, configured: str | None = None) -> str:
+    """The one default-database rule: the database a command or flow was given (--db, a `db`
+    parameter), else the one its config names, else $NUMERATE_DB, else
+    results/numerate.duckdb. An empty or blank path given or configured is a ConfigError
+    (it would silently mean "here"); an empty $NUMERATE_DB counts as unset."""
+    for what, value in (("--db", given), ("db", configured)):
+        if value is not None and not value.strip():
+            raise ConfigError(
+                f"{what} {value!r}: give the results database's path (or leave it out for "
+                f"$NUMERATE_DB, else {DEFAULT_DB})"
+            )
+        if value is not None and any(ord(c) < 32 or ord(c) == 127 for c in value):
+            raise ConfigError(f"{what} {value!r}: a path with a control character (a newline?)")
+    chosen = given or configured or os.environ.get("NUMERATE_DB", "").strip() or DEFAULT_DB
+    what = "--db" if given else "db" if configured else "NUMERATE_DB"
+    if chosen.endswith("/"):  # writers made the file without it, then failed on its journal
+        raise ConfigError(
+            f"{what} {chosen:.200}: a folder's name (it ends with /); give the results "
+            "database's file name"
+        )
+    if what == "NUMERATE_DB" and os.path.isdir(chosen):  # said without naming the variable
+        raise ConfigError(f"NUMERATE_DB {chosen:.200}: a folder; give the results database's file")
+    return chosen
+
+
+BASELINES = ("baseline:random", "baseline:oracle", "baseline:heuristic")
+"""Built-in models that need no network: a uniform guess, one that answers the target, and
+one that plays each manifold's trivial strategy (see docs/manifolds.md, "Chance and heuristics")."""
+
+_STRICT = ConfigDict(
+    extra="forbid", frozen=True, use_attribute_docstrings=True, allow_inf_nan=False
+)
+
+
+class Sampling(BaseModel):
+    """Sampling parameters sent with every request (and part of its cache key)."""
+
+    model_config = _STRICT
+
+    temperature: Real = Field(0.0, ge=0.0, le=2.0)
+    """Sampling temperature; 0 for (near-)greedy decoding."""
+    max_tokens: Whole = Field(2048, ge=1, le=1_000_000)
+    """Most completion tokens; a response cut here is graded `truncated`."""
+    top_p: Real | None = Field(None, gt=0.0, le=1.0)
+    """Nucleus sampling mass; left to the server when absent."""
+    seed: Seed | None = None
+    """Sampling seed, for servers that honour one (sample k of a case is sent seed + k)."""
+    samples: Whole = Field(1, ge=1, le=100)
+    """Answers asked per case: distinct requests, each graded on its own."""
+
+    def request_fields(self, sample: int = 0) -> dict[str, Any]:
+        """The fields as the chat API takes them for sample `sample` of a case (absent ones
+        left out)."""
+        fields = self.model_dump(exclude_none=True, exclude={"samples"})
+        if self.seed is not None:
+            fields["seed"] = self.seed + sample
+        return fields
+
+
+class ModelConfig(BaseModel):
+    """One model under evaluation: an OpenAI-compatible endpoint or a built-in baseline.
+
+    Named as the results store them: `name` is the label (column `model`), `model_id` the id
+    the endpoint serves (column `model_id`), written `model` in a config file."""
+
+    model_config = ConfigDict(
+        **_STRICT, serialize_by_alias=True, validate_by_alias=True, validate_by_name=False
+    )
+
+    name: str = Field(min_length=1, max_length=200, pattern=names.MODEL_NAME)
+    """Label stored in the results (letters, digits and _ . : / @ + -)."""
+    model_id: str = Field(min_length=1, max_length=200, alias="model", pattern=names.MODEL_ID)
+    """Model id the endpoint serves, or `baseline:random` / `baseline:oracle` /
+    `baseline:heuristic` (`model` in a config file): no space, control character or
+    < > " ' ` \\ (numerate.kernel.names)."""
+    base_url: str | None = None
+    """Endpoint root, e.g. http://127.0.0.1:8000/v1 (not needed for baselines): request paths
+    are added at its end, so it holds no query or fragment; a `user:password@` in it is sent
+    as basic authentication, instead of a key (not with `api_key_env`/`api_key_secret`)."""
+    revision: str | None = Field(None, min_length=1, max_length=200)
+    """Declared revision of what the endpoint serves (a checkpoint hash, a date): part of the
+    cache key, so answers of one revision are never reused for another."""
+    cache: Literal["resume", "reuse", "off"] = "resume"
+    """Which stored answers may stand in for a request: `resume` only those of the run being
+    resumed (every new run asks again), `reuse` those of any run (same endpoint, model id,
+    revision, messages, sampling and sample), `off` none."""
+    api_key_env: str | None = Field(None, min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    """Environment variable holding the API key; the key itself is never stored."""
+    api_key_secret: str | None = None
+    """Name of a Prefect Secret block holding the API key (instead of api_key_env)."""
+    concurrency_limit: str | None = Field(None, pattern=r"^[^/%&<>]+$")
+    """Prefect global concurrency limit shared by every run against this endpoint; the model
+    holds `concurrency` of its slots while it is evaluated (none: no limit across runs)."""
+    concurrency: Whole = Field(16, ge=1, le=4096)
+    """Most requests in flight at once against this model."""
+    timeout_s: Real = Field(600.0, gt=0, le=86_400)
+    """Seconds one request may take before it is retried."""
+    max_retries: Whole = Field(6, ge=0, le=100)
+    """Retries of a request after a timeout, connection error, 429 or 5xx."""
+    max_error_rate: Real = Field(0.02, ge=0.0, le=1.0)
+    """Share of the model's answers that may end as `error` before its part of the run counts
+    as degraded (the run then exits non-zero)."""
+    breaker_after: Whole = Field(10, ge=1, le=100_000)
+    """Non-retryable answers (HTTP 400, 401, 403, 404, 422) before any success that stop the
+    model at once (its unsent requests stay unsent)."""
+    throttle_budget_s: Real = Field(600.0, gt=0.0, le=86_400.0)
+    """Seconds one request may keep being refused by a rate limit (429, 503) before it ends
+    as an error; rate limits lower the concurrency and do not spend `max_retries`."""
+    down_after_s: Real = Field(30.0, gt=0.0, le=86_400.0)
+    """Seconds a server may stay unreachable (no answer at all) before the model is stopped."""
+    system_prompt: str | None = Field(None, min_length=1)
+    """Optional system message sent before every case (leave it out for none)."""
+    sampling: Sampling = Sampling()
+    """Sampling parameters."""
+
+    @property
+    def is_baseline(self) -> bool:
+        return self.model_id.startswith("baseline:")
+
+    @field_serializer("base_url", when_used="json")
+    def _no_credentials(self, url: str | None, info: SerializationInfo) -> str | None:
+        """A base URL's user name and password stay in this process: its JSON form (what
+        Prefect stores as a flow run's parameters, what the database and the fingerprint see)
+        shows `http://***@host`, unless the dump is given WITH_CREDENTIALS (a config rebuilt
+        from another in this process)."""
+        if url is None or (info.context or {}).get("credentials"):
+            return url
+        return scrub(url, ())
+
+    @model_validator(mode="after")
+    def _endpoint_or_baseline(self) -> ModelConfig:
+        if self.is_baseline:
+            if self.model_id not in BASELINES:
+                raise ValueError(
+                    f"model = {self.model_id!r} is not a baseline (known: {', '.join(BASELINES)})"
+                )
+            given = _endpoint_settings(self)
+            if given:  # a baseline asks no endpoint: the field would be ignored
+                raise ValueError(
+                    f"{given[0]}: model {self.name!r} is {self.model_id}, which asks no "
+                    "endpoint (leave it out)"
+                )
+        elif self.base_url is None:
+            raise ValueError(f"model {self.name!r} needs a base_url (or a baseline: model)")
+        elif not self.base_url.strip():
+            raise ValueError(f"base_url = {self.base_url!r} is empty (the endpoint's root URL)")
+        elif not self.base_url.startswith(("http://", "https://")):
+            raise ValueError(
+                f"base_url = {shown_url(self.base_url)!r} must start with http:// or https://"
+            )
+        else:
+            _check_url(self.base_url)
+        if self.api_key_env and self.api_key_secret:
+            raise ValueError(f"model {self.name!r}: set api_key_env or api_key_secret, not both")
+        key = "api_key_env" if self.api_key_env else "api_key_secret" if self.api_key_secret else ""
+        if key and self.base_url and "@" in urlsplit(self.base_url).netloc:
+            raise ValueError(  # both would be the one Authorization header: one would be lost
+                f"model {self.name!r}: base_url = {shown_url(self.base_url)!r} holds "
+                f"user:password@ and {key} names a key; both are sent as the Authorization "
+                "header, so give one of them"
+            )
+        return self
+
+
+ENDPOINT_ONLY = (
+    "base_url",
+    "api_key_env",
+    "api_key_secret",
+    "system_prompt",
+    "revision",
+    "timeout_s",
+    "max_retries",
+    "breaker_after",
+    "throttle_budget_s",
+    "down_after_s",
+    "concurrency",
+    "concurrency_limit",
+    "max_error_rate",
+)
+"""A model's fields only an endpoint uses: a baseline given one (not its default) is refused."""
+
+SAMPLING_ENDPOINT_ONLY = ("temperature", "max_tokens", "top_p")
+"""Sampling fields only an endpoint uses (a baseline's `samples` and `seed` draw its answers)."""
+
+
+def _endpoint_settings(model: ModelConfig) -> list[str]:
+    """The fields of `model` set (not to their defaults) that only an endpoint uses."""
+    models, samplings = ModelConfig.model_fields, Sampling.model_fields
+    given = [f for f in ENDPOINT_ONLY if getattr(model, f) != models[f].default]
+    return given + [
+        f"sampling.{f}"
+        for f in SAMPLING_ENDPOINT_ONLY
+        if getattr(model.sampling, f) != samplings[f].default
+    ]
+
+
+WITH_CREDENTIALS = {"credentials": True}
+"""`model_dump(mode="json", context=WITH_CREDENTIALS)`: keep base URLs' passwords (for a config
+rebuilt from the dump in this process; never for what leaves it)."""
+
+DEFAULT_COUNT = 20
+"""Cases per grid point when a manifold entry gives neither `count` nor `precision`."""
+
+
+class Precision(BaseModel):
+    """Adaptive sampling of a manifold entry (numerate.planning.adaptive): each grid point asks
+    `min_count` cases, then `step` more at a time, until the full width of the 95% Wilson
+    interval of its accuracy is at most `ci_width` or `max_count` cases were asked."""
+
+    model_config = _STRICT
+
+    ci_width: Real = Field(gt=0, le=1)
+    """Target full width of the 95% interval (0.10: accuracy +- about 0.05)."""
+    min_count: Whole = Field(20, ge=1, le=1_000_000)
+    max_count: Whole = Field(400, ge=1, le=1_000_000)
+    step: Whole = Field(20, ge=1, le=1_000_000)
+    min_scored: Real = Field(0.5, ge=0, le=1)
+    """A point stops (`unscored`) when fewer than this share of its answers can be scored
+    (truncated, unparsed and failed requests count as asked): more of them would not narrow
+    the interval."""
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Precision:
+        if self.max_count < self.min_count:
+            raise ValueError(f"max_count = {self.max_count} is below min_count = {self.min_count}")
+        return self
+
+
+class ManifoldSweep(BaseModel):
+    """One manifold and its difficulty grid."""
+
+    model_config = _STRICT
+
+    manifold: str
+    """Registered manifold name: objects, shuffle or sequence."""
+    count: Whole | None = Field(None, ge=1, le=1_000_000)
+    """Cases per grid point (default 20 when there is no `precision`)."""
+    precision: Precision | None = None
+    """Instead of `count`: sample each point until its interval is narrow enough."""
+    grid: dict[str, Any] = {}
+    """Parameter -> list of values (an axis of the cartesian product) or a scalar (fixed)."""
+    _points: list[tuple[str, BaseModel]] = PrivateAttr(default_factory=list)
+    _identities: list[str] = PrivateAttr(default_factory=list)
+    """Each point's identity (point_identity), in the order of `_points`."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_count(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("precision") is None and data.get("count") is None:
+            return {**data, "count": DEFAULT_COUNT}
+        return data
+
+    @model_validator(mode="after")
+    def _count_or_precision(self) -> ManifoldSweep:
+        if self.precision is not None and self.count is not None:
+            raise ValueError(
+                "count and precision: give one (count asks a fixed number of cases per point; "
+                "precision asks until the interval is narrow enough, at most max_count)"
+            )
+        return self
+
+    @property
+    def planned_count(self) -> int:
+        """Cases generated per point: `count`, or the most `precision` may ask."""
+        return self.precision.max_count if self.precision else self.count or DEFAULT_COUNT
+
+    @field_validator("manifold")
+    @classmethod
+    def _known(cls, name: str) -> str:
+        try:
+            registry.get(name)
+        except registry.UnknownManifoldError as error:
+            raise ValueError(str(error)) from None
+        return name
+
+    @model_validator(mode="after")
+    def _valid_points(self) -> ManifoldSweep:
+        self._points = self._build_points()  # built once, where the config is validated
+        return self
+
+    def points(self) -> list[tuple[str, BaseModel]]:
+        """Every grid point as (point key, validated parameters), in a stable order.
+
+        The point key names the grid's own values, e.g. `anchor=ROMAN,length=8`.
+        """
+        return list(self._points)
+
+    def _build_points(self) -> list[tuple[str, BaseModel]]:
+        spec = registry.get(self.manifold)
+        if "count" in self.grid:
+            raise ValueError("grid.count: set `count` beside the grid, not inside it")
+        unknown = sorted(set(self.grid) - set(spec.params_model.model_fields))
+        if unknown:
+            known = ", ".join(f for f in spec.params_model.model_fields if f != "count")
+            raise ValueError(f"grid.{unknown[0]}: {self.manifold} has no such parameter ({known})")
+        axes = {k: (v if isinstance(v, list) else [v]) for k, v in sorted(self.grid.items())}
+        for key, values in axes.items():
+            if not values:
+                raise ValueError(f"grid.{key}: an axis needs at least one value")
+        sizes = [len(values) for values in axes.values()]
+        if math.prod(sizes) > MAX_POINTS:
+            shown = " x ".join(f"{len(v)} {k}" for k, v in axes.items())
+            raise ValueError(
+                f"grid: {shown} = {math.prod(sizes):,} grid points, more than {MAX_POINTS:,}"
+            )
+        points: list[tuple[str, BaseModel]] = []
+        seen: dict[str, str] = {}  # a point's identity -> its key (a dict: 100,000 points)
+        for combination in itertools.product(*axes.values()):
+            point = dict(zip(axes, combination, strict=True))
+            try:
+                params = spec.params(count=self.planned_count, **point)
+            except ValidationError as error:
+                problem = error.errors()[0]
+                field = ".".join(str(p) for p in problem["loc"])
+                shown = f" = {problem['input']!r}" if field else ""
+                message = problem["msg"].removeprefix("Value error, ")
+                where = f"grid.{field}" if field else f"grid point {point}"
+                raise ValueError(f"{where}{shown}: {message}") from None
+            key = ",".join(f"{k}={_show(v)}" for k, v in point.items()) or "default"
+            identity = point_identity(params)
+            if identity in seen:  # its cases would be planned twice and asked once
+                raise ValueError(f"grid: the points {seen[identity]} and {key} are the same point")
+            seen[identity] = key
+            points.append((key, params))
+        self._identities = list(seen)
+        return points
+
+
+def _check_url(url: str) -> None:
+    """A URL that an HTTP client can use (kernel.http.url_problem), with no query or
+    fragment: request paths are added at its end."""
+    problem = url_problem(url)
+    if problem:
+        raise ValueError(f"base_url = {shown_url(url)!r} is not a valid URL: {problem}")
+    parts = urlsplit(url)
+    if parts.query or parts.fragment or url.endswith(("?", "#")):  # paths are added after it
+        raise ValueError(
+            f"base_url = {shown_url(url)!r} holds a query or fragment ('?' or '#'): request "
+            "paths such as /chat/completions are added at its end (give the endpoint's root, "
+            "and a key with api_key_env)"
+        )
+
+
+def point_identity(params: BaseModel) -> str:
+    """What makes two grid points the same point: their parameters but `count` (a smaller count
+    is a prefix of a larger one), as sorted JSON."""
+
+    return json.dumps(canonical_params(params), sort_keys=True)
+
+
+def _show(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+class SweepConfig(BaseModel):
+    """A sweep: models x manifolds x difficulty grid."""
+
+    model_config = _STRICT
+
+    name: str = Field(min_length=1, max_length=100, pattern=names.SWEEP_NAME)
+    """Sweep name stored with every run."""
+    seed: Seed = 0
+    """Base seed of every grid point."""
+    db: str | None = None
+    """DuckDB file for the results; the CLI's --db overrides it."""
+    results_dir: str | None = None
+    """Shared results location (folder or fsspec URL): each finished run also publishes its
+    rows there as Parquet shards, for `numerate ingest` to load centrally."""
+    view_dir: str | None = None
+    """A folder the readers of the results can reach (a shared mount): after each run, its pages
+    of `numerate view` (and those of the run it is compared with) are written to
+    VIEW_DIR/RUN_ID/, and the run's summary artifact links to them."""
+    batch_size: Whole = Field(500, ge=1, le=100_000)
+    """Cases per Prefect task when asking a model: one task per batch keeps orchestration cheap."""
+    max_cases: Whole = Field(10_000_000, ge=1)
+    """Most answers a run may ask for (models x cases x samples): a larger sweep is refused
+    before anything runs."""
+    models: list[ModelConfig] = Field(min_length=1)
+    """The models to evaluate."""
+    manifolds: list[ManifoldSweep] = Field(min_length=1)
+    """The manifolds and their grids."""
+
+    @field_validator("results_dir", "view_dir")
+    @classmethod
+    def _a_place(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("give a folder, or leave the field out (empty would mean here)")
+        return value
+
+    @model_validator(mode="after")
+    def _distinct_points(self) -> SweepConfig:
+        seen: dict[tuple[str, str], int] = {}
+        for number, entry in enumerate(self.manifolds):
+            for (key, _params), point in zip(entry.points(), entry._identities, strict=True):
+                earlier = seen.setdefault((entry.manifold, point), number)
+                if earlier != number:  # a count is a prefix of a larger one: the same cases
+                    raise ValueError(
+                        f"manifolds: entries {earlier} and {number} both hold the {entry.manifold}"
+                        f" point {key} (its cases would be counted twice; one entry, one count)"
+                    )
+        return self
+
+    @model_validator(mode="after")
+    def _distinct_model_names(self) -> SweepConfig:
+        names = [m.name for m in self.models]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"models: the name {duplicates[0]!r} is used twice")
+        return self
+
+    @model_validator(mode="after")
+    def _bounded(self) -> SweepConfig:
+        cases = self.total_cases()
+        answers = sum(cases * m.sampling.samples for m in self.models)
+        if answers > self.max_cases:
+            raise ValueError(
+                f"max_cases: {len(self.models)} model(s) x {cases:,} cases (with their samples) "
+                f"= {answers:,} answers, more than max_cases = {self.max_cases:,}"
+            )
+        check_parameters_size(self.model_dump_json(), "the sweep config")
+        return self
+
+    def fingerprint(self) -> str:
+        """Hash of everything that decides the run's cases and requests (not where results
+        go, nor a base URL's password: a run resumes after the password changes)."""
+        data = self.model_dump(mode="json", exclude={"db", "results_dir", "view_dir"})
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+    def total_cases(self) -> int:
+        """Cases per model (at most, with adaptive sampling)."""
+        return sum(m.planned_count * len(m.points()) for m in self.manifolds)
+
+
+def parse_sweep_config(
+    data: Any, source: str = "sweep config", options: dict[str, str] | None = None
+) -> SweepConfig:
+    """Validate a sweep config; a problem raises ConfigError naming the field and the value
+    (or the command-line option that gave the field, `options`: {field: option})."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping at the top, got {what_it_is(data)}")
+    refuse_the_other_kind(data, source, "sweep")
+    try:
+        return SweepConfig.model_validate(data)
+    except ValidationError as error:
+        raise ConfigError(describe_validation_error(error, source, options)) from None
+
+
+ConfigKind = Literal["sweep", "numgen"]
+_KIND_NAMES: dict[ConfigKind, tuple[str, str]] = {
+    "sweep": ("a sweep config", "numerate run --config"),
+    "numgen": ("a NumGen config", "numerate numgen run --config"),
+}
+
+
+def refuse_the_other_kind(data: dict[Any, Any], source: str, expected: ConfigKind) -> None:
+    """A config of the other kind (a sweep config where a NumGen one is expected, or the
+    reverse) is one ConfigError saying so and where it goes; each of its keys used to be an
+    error line of its own. It is the other kind when none of its keys is one of `expected`'s
+    and all are the other's: a sweep config with one stray NumGen key gets the usual errors."""
+
+    fields = {"sweep": set(SweepConfig.model_fields), "numgen": set(NumGenConfig.model_fields)}
+    other: ConfigKind = "numgen" if expected == "sweep" else "sweep"
+    keys = set(data)
+    if keys & {"prefect-version", "deployments"}:  # deployments/prefect.yaml: a line a key
+        raise ConfigError(
+            f"{source} is a Prefect deployment file (prefect-version, deployments), not "
+            f"{_KIND_NAMES[expected][0]}: `numerate deploy` (or `prefect deploy`) reads it"
+        )
+    if not keys or keys & fields[expected] or not keys <= fields[other]:
+        return
+    shown = ", ".join(sorted(str(key) for key in keys)[:4]) + (", ..." if len(keys) > 4 else "")
+    (this, takes), (wanted, _) = _KIND_NAMES[other], _KIND_NAMES[expected]
+    raise ConfigError(f"{source} is {this} ({shown}), not {wanted}: `{takes}` takes it")
+
+
+def load_yaml(path: Path, what: str) -> Any:
+    """A YAML file's data, read with the safe loader, no aliases and the bounds of
+    kernel.inputs (size, depth, digits); ConfigError naming `what`, the path and the line
+    when it cannot be read or parsed."""
+
+    return yaml_value(read_text(path, what, MAX_CONFIG_BYTES), f"{what} {path}")
+
+
+def load_sweep_config(path: str | Path) -> SweepConfig:
+    """Read and validate a YAML sweep config."""
+    path = Path(path)
+    return parse_sweep_config(load_yaml(path, "sweep config"), f"sweep config {path}")
+
+
+def one_model_config(
+    base: SweepConfig,
+    model: str,
+    base_url: str | None,
+    name: str | None = None,
+    api_key_env: str | None = None,
+) -> SweepConfig:
+    """`base` with its models replaced by one (the CLI's --model/--base-url/--api-key-env).
+    A run of the built-in sweep is then named after the model, not `baselines`."""
+    template = base.models[0].model_dump() if base.models else {}
+    label = re.sub(r"[^A-Za-z0-9_.:/@+-]+", "_", model)[:200]  # a model id's label: the id's
+    template.update(name=name or label, model=model, base_url=base_url)  # problem said once
+    template.update(api_key_env=api_key_env, api_key_secret=None)
+    if model.startswith("baseline:"):  # the first model's endpoint settings are not its own
+        for field in set(ENDPOINT_ONLY) - {"base_url", "api_key_env"}:  # the options' own
+            template[field] = ModelConfig.model_fields[field].default
+        for field in SAMPLING_ENDPOINT_ONLY if "sampling" in template else ():
+            template["sampling"][field] = Sampling.model_fields[field].default
+    data = base.model_dump(mode="json", context=WITH_CREDENTIALS)
+    data["models"] = [template]
+    if data["name"] == DEFAULT_SWEEP["name"]:
+        data["name"] = re.sub(r"[^A-Za-z0-9_.-]+", "-", template["name"]).strip("-.") or "model"
+    given = {"model": model, "base_url": base_url, "name": name, "api_key_env": api_key_env}
+    options = {f"models.0.{field}": f"--{field.replace('_', '-')}"
+               for field, value in given.items() if value is not None}  # fmt: skip
+    return parse_sweep_config(data, "--model/--base-url", options)
+
+
+def evaluate_config(
+    base: SweepConfig,
+    model: str | None = None,
+    base_url: str | None = None,
+    name: str | None = None,
+    manifolds: list[str] | None = None,
+    count: int | None = None,
+) -> SweepConfig:
+    """`base` narrowed for an on-demand run: one model, some manifolds, another count."""
+    config = one_model_config(base, model, base_url, name) if model else base
+    data = config.model_dump(mode="json", context=WITH_CREDENTIALS)
+    if manifolds is not None:
+        unknown = sorted(set(manifolds) - {m["manifold"] for m in data["manifolds"]})
+        if unknown:
+            present = ", ".join(m["manifold"] for m in data["manifolds"])
+            raise ConfigError(f"manifolds: {unknown[0]!r} is not in the sweep ({present})")
+        data["manifolds"] = [m for m in data["manifolds"] if m["manifold"] in manifolds]
+    if count is not None:  # a fixed count replaces adaptive sampling
+        for entry in data["manifolds"]:
+            entry.update(count=count, precision=None)
+    return parse_sweep_config(data, "evaluate parameters")
+
+
+def split_by_model(config: SweepConfig, results_dir: str) -> list[SweepConfig]:
+    """One sweep per model, each publishing its shards to `results_dir`: the parts of a sweep
+    that can run on different machines (the cases are the same in every part)."""
+    parts = []
+    for model in config.models:
+        data = config.model_dump(mode="json", context=WITH_CREDENTIALS)
+        model_data = model.model_dump(mode="json", context=WITH_CREDENTIALS)
+        data.update(models=[model_data], results_dir=results_dir)
+        parts.append(parse_sweep_config(data, f"part {model.name!r}"))
+    return parts
+
+
+DEFAULT_SWEEP: dict[str, Any] = {
+    "name": "baselines",
+    "seed": 42,
+    "models": [
+        {"name": "random", "model": "baseline:random"},
+        {"name": "heuristic", "model": "baseline:heuristic"},
+        {"name": "oracle", "model": "baseline:oracle"},
+    ],
+    "manifolds": [
+        {
+            "manifold": "objects",
+            "count": 50,
+            "grid": {"length": [2, 6], "distractor_count": [0, 4]},
+        },
+        {"manifold": "shuffle", "count": 50, "grid": {"length": [3, 5], "max_depth": [2, 4]}},
+        {"manifold": "sequence", "count": 50, "grid": {"seq_length": [2, 4], "num_rules": [1, 2]}},
+    ],
+}
+"""The sweep `numerate run` runs without --config: the baselines, every manifold, a small grid."""

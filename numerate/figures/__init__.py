@@ -1,0 +1,1 @@
+"""Figures: what numerate's plots and pages show, prepared once, and the matplotlib plots."""

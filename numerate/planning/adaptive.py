@@ -1,0 +1,169 @@
+"""Adaptive sampling: ask each grid point's cases in rounds until its interval is narrow enough.
+
+A point's cases are a deterministic sequence (a smaller count is a prefix of a larger one), so
+sampling "until precise" is only a question of how long a prefix to ask. Each (model, point)
+starts with `min_count` cases; when every answer of its current round is graded, `decide`
+either stops it or opens the next `step` cases. Points and models move independently: a
+`Sampler` hands out batches of whatever cases are open, across points, so the endpoint stays
+busy while some points wait for their round to finish.
+
+Pure: no Prefect, no I/O. See docs/statistics.md, "Adaptive sampling" for the statistics.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from numerate.config.sweep import Precision
+from numerate.kernel.stats import wilson_interval
+from numerate.planning.plan import PlannedCase
+from numerate.store.rows import PointStop, ResponseRow
+
+__all__ = ["PointKey", "PointState", "Sampler", "StopReason", "decide", "first_round"]
+
+StopReason = Literal["precision", "max_count", "unscored"]
+PointKey = tuple[str, str]
+"""(manifold, point key)."""
+
+
+def decide(
+    correct: int, scored: int, answered: int, asked: int, precision: Precision
+) -> tuple[StopReason | None, float]:
+    """Whether a point whose `asked` cases are all answered stops, and the full width of the
+    95% Wilson interval on its scored answers (1.0 with none scored).
+
+    Stops with `precision` when the width is at most `ci_width`; else with `unscored` when
+    fewer than `min_scored` of the answers could be scored (truncated, unparsed and error
+    outcomes count as spent); else with `max_count` when no case is left to ask.
+    """
+    low, high = wilson_interval(correct, scored)
+    width = high - low
+    if scored and width <= precision.ci_width:
+        return "precision", width
+    if scored < precision.min_scored * answered:
+        return "unscored", width
+    if asked >= precision.max_count:
+        return "max_count", width
+    return None, width
+
+
+def first_round(precision: Precision, stored: int) -> int:
+    """Cases a point asks first: `min_count`, or, when a run resumes, what it had already
+    stored (rounded up to a whole round): they are answered from the store."""
+    if stored <= precision.min_count:
+        return precision.min_count
+    rounds = -(-(stored - precision.min_count) // precision.step)
+    return min(precision.max_count, precision.min_count + rounds * precision.step)
+
+
+@dataclass
+class PointState:
+    """One (model, grid point): its cases in order, how far it got, how it stopped."""
+
+    cases: Sequence[PlannedCase]
+    precision: Precision | None
+    samples: int
+    asked: int = 0
+    answered: int = 0
+    correct: int = 0
+    scored: int = 0
+    width: float = 1.0
+    reason: StopReason | None = None
+    pending: set[tuple[str, int]] = field(default_factory=set)
+
+    def open(self, upto: int) -> list[PlannedCase]:
+        """Open the cases up to `upto` (exclusive); returns the new ones."""
+        new = list(self.cases[self.asked : upto])
+        self.pending.update((c.case_id, s) for c in new for s in range(self.samples))
+        self.asked += len(new)
+        return new
+
+
+class Sampler:
+    """The cases one model still has to answer, handed out in batches across points.
+
+    Fixed entries (`precision` None) open all their cases at once and never stop early;
+    adaptive ones open a round at a time (see `decide`).
+    """
+
+    def __init__(
+        self,
+        entries: Iterable[tuple[Precision | None, Sequence[PlannedCase]]],
+        samples: int = 1,
+        stored: Mapping[PointKey, int] | None = None,
+    ) -> None:
+        self.points: dict[PointKey, PointState] = {}
+        self.queue: deque[PlannedCase] = deque()
+        self.opened = 0
+        for precision, cases in entries:
+            for key, point_cases in _by_point(cases).items():
+                state = PointState(point_cases, precision, samples)
+                self.points[key] = state
+                upto = (
+                    len(point_cases)
+                    if precision is None
+                    else first_round(precision, (stored or {}).get(key, 0))
+                )
+                self._open(state, upto)
+
+    def _open(self, state: PointState, upto: int) -> None:
+        new = state.open(upto)
+        self.queue.extend(new)
+        self.opened += len(new)
+
+    def take(self, size: int) -> list[PlannedCase]:
+        """Up to `size` open cases not handed out yet (fewer, or none, while rounds run)."""
+        return [self.queue.popleft() for _ in range(min(size, len(self.queue)))]
+
+    def graded(self, rows: Iterable[ResponseRow]) -> int:
+        """Take graded responses (`manifold`, `point_key`, `case_id`, `sample_index`,
+        `outcome`); decide each point whose round is complete. Returns the cases opened."""
+        before = self.opened
+        touched = set()
+        for row in rows:
+            key = (row["manifold"], row["point_key"])
+            state = self.points.get(key)
+            if state is None or (row["case_id"], row["sample_index"]) not in state.pending:
+                continue
+            state.pending.discard((row["case_id"], row["sample_index"]))
+            state.answered += 1
+            state.correct += row["outcome"] == "correct"
+            state.scored += row["outcome"] in ("correct", "wrong")
+            touched.add(key)
+        for key in touched:
+            self._settle(self.points[key])
+        return self.opened - before
+
+    def _settle(self, state: PointState) -> None:
+        if state.pending or state.reason is not None or state.precision is None:
+            return
+        reason, state.width = decide(
+            state.correct, state.scored, state.answered, state.asked, state.precision
+        )
+        if reason is None:
+            self._open(state, min(state.asked + state.precision.step, state.precision.max_count))
+        state.reason = reason
+
+    @property
+    def open_points(self) -> int:
+        """Adaptive points that have not stopped."""
+        return sum(1 for s in self.points.values() if s.precision and s.reason is None)
+
+    def stops(self) -> list[PointStop]:
+        """A row per adaptive point that stopped: manifold, point_key, asked, reason, width."""
+        return [
+            {"manifold": key[0], "point_key": key[1], "asked": state.asked,
+             "reason": state.reason, "width": state.width}
+            for key, state in self.points.items()
+            if state.precision is not None and state.reason is not None
+        ]  # fmt: skip
+
+
+def _by_point(cases: Sequence[PlannedCase]) -> dict[PointKey, list[PlannedCase]]:
+    points: dict[PointKey, list[PlannedCase]] = {}
+    for case in cases:
+        points.setdefault((case.manifold, case.point_key), []).append(case)
+    return points

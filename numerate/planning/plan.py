@@ -1,0 +1,154 @@
+"""From a sweep config to the cases it evaluates and the requests that ask them. Pure code."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from numerate.config.provenance import generator_label
+from numerate.config.sweep import ManifoldSweep, ModelConfig
+from numerate.manifolds import registry
+from numerate.manifolds.common import CaseBase, point_seed
+from numerate.store.rows import CaseRow
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedCase:
+    """A case of a sweep: its `cases` row, with what the pipeline needs to send and grade it.
+
+    A sweep holds all of its cases at once, so a planned case is flat: plain fields, and the
+    full case as its JSON text (cheap to cache and to read back from Prefect's result storage),
+    parsed only where a manifold needs it. Holding parsed cases (a dozen objects each) made
+    Python's garbage collector walk them again and again: it cost more than grading.
+    """
+
+    case_id: str
+    manifold: str
+    point_key: str
+    chance: float
+    """The floor of the grid point: the stronger of a uniform guess and the trivial strategy."""
+    chance_random: float
+    chance_heuristic: float
+    generator_version: str
+    params: str
+    """The generation parameters as JSON, keys sorted."""
+    seed: int
+    index: int
+    input: str
+    target: str
+    case_json: str
+
+    @property
+    def case(self) -> CaseBase:
+        """The full case, parsed from its JSON at each call (keep it while you need it)."""
+        return registry.get(self.manifold).case_model.model_validate_json(self.case_json)
+
+    @classmethod
+    def of(cls, case: CaseBase, floor: PointFloor, point_key: str,
+           generator_version: str) -> PlannedCase:  # fmt: skip
+        return cls(
+            case_id(case.manifold, generator_version, case.seed, case.index), case.manifold,
+            point_key, max(floor.random, floor.heuristic), floor.random, floor.heuristic,
+            generator_version, json.dumps(case.params, sort_keys=True), case.seed, case.index,
+            case.input, case.target, case.model_dump_json(),
+        )  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class PointFloor:
+    """What a grid point's accuracy must beat: a uniform guess, and the trivial strategy."""
+
+    random: float
+    heuristic: float
+
+
+def case_id(manifold: str, generator_version: str, seed: int, index: int) -> str:
+    """Id of a case: the same case (same generator) has the same id in every run and sweep; a
+    changed generator gives new ids, so stored text and targets are never mixed."""
+    return f"{manifold}-{generator_version.split('+')[0][:8]}-{seed:016x}-{index}"
+
+
+def plan_manifold(
+    sweep: ManifoldSweep, base_seed: int, generator_version: str | None = None
+) -> list[PlannedCase]:
+    """Every case of every grid point of one manifold entry, in a stable order.
+
+    Args:
+        sweep: the manifold entry of a sweep config.
+        base_seed: the sweep's seed.
+        generator_version: the manifold's generator version, stored with each case and part
+            of its id (default: read from its sources by numerate.config.provenance).
+    """
+    if generator_version is None:
+        generator_version = generator_label(sweep.manifold)
+    spec = registry.get(sweep.manifold)
+    planned = []
+    for key, params in sweep.points():
+        seed = point_seed(spec.name, params, base_seed)
+        floor = PointFloor(spec.chance_level(params), spec.heuristic_level(params, seed))
+        for index in range(sweep.planned_count):
+            case = spec.generate(params, seed, index)
+            planned.append(PlannedCase.of(case, floor, key, generator_version))
+    return planned
+
+
+def case_row(planned: PlannedCase) -> CaseRow:
+    """The `cases` table row of a planned case."""
+    return {
+        "case_id": planned.case_id,
+        "manifold": planned.manifold,
+        "point_key": planned.point_key,
+        "params": planned.params,
+        "seed": planned.seed,
+        "case_index": planned.index,
+        "input": planned.input,
+        "target": planned.target,
+        "chance": planned.chance,
+        "data": planned.case_json,
+        "generator_version": planned.generator_version,
+        "chance_random": planned.chance_random,
+        "chance_heuristic": planned.chance_heuristic,
+    }
+
+
+# ---------------------------------------------------------------------------- requests
+
+
+def messages_for(model: ModelConfig, planned: PlannedCase) -> list[dict[str, str]]:
+    """The chat messages sent for a case."""
+    messages = [{"role": "user", "content": planned.input}]
+    if model.system_prompt:
+        messages.insert(0, {"role": "system", "content": model.system_prompt})
+    return messages
+
+
+def request_hasher(model: ModelConfig, sample: int = 0) -> Callable[[list[dict[str, str]]], str]:
+    """The key of a request, as a function of its messages (for many cases): a hash of
+    everything that decides its answer — the endpoint (base URL), the model id, its declared
+    revision, the messages, the sampling parameters and the sample index. Two servers,
+    revisions or samples never share a key.
+
+    The key is the SHA-256 of the JSON object {endpoint, messages, model, revision, sample,
+    sampling} with sorted keys and no spaces. Everything but the messages is serialised once,
+    before and after them (the same bytes as serialising the whole object each time).
+    """
+
+    def dumps(value: Any) -> str:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+    head = ('{"endpoint":' + dumps(model.base_url) + ',"messages":').encode()
+    tail = (
+        f',"model":{dumps(model.model_id)},"revision":{dumps(model.revision)},'
+        f'"sample":{dumps(sample)},"sampling":{dumps(model.sampling.request_fields(sample))}}}'
+    ).encode()
+
+    def key(messages: list[dict[str, str]]) -> str:
+        digest = hashlib.sha256(head)
+        digest.update(dumps(messages).encode())
+        digest.update(tail)
+        return digest.hexdigest()
+
+    return key

@@ -1,0 +1,84 @@
+"""Grading a stored run again (`numerate regrade`) with the current graders, and storing its
+aggregates. The answers never change; their outcomes may."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from numerate.config.provenance import generator_version
+from numerate.grading.judging import judge
+from numerate.manifolds import registry
+from numerate.planning.plan import case_id as id_of
+from numerate.results.aggregate import aggregate
+from numerate.store import Store, queries
+from numerate.store.rows import Regrade
+from numerate.store.shards import Ingested, ShardError, ingest
+
+
+def regrade_run(store: Store, run_id: str) -> Counter[tuple[str, str]]:
+    """Grade a stored run's answers again with the current graders and refresh its
+    aggregates; returns how many outcomes went from one value to another."""
+    changes: Counter[tuple[str, str]] = Counter()
+    updates: list[Regrade] = []
+    for stored in queries.stored_answers(store, run_id):
+        manifold = stored.manifold
+        case = registry.get(manifold).case_model.model_validate_json(stored.case_data)
+        outcome, answer = judge(manifold, case, stored.raw_text, stored.finish_reason, stored.error)
+        changes[stored.outcome, outcome.value] += 1
+        if outcome.value != stored.outcome or answer != stored.answer:
+            updates.append(
+                {"model": stored.model, "case_id": stored.case_id,
+                 "sample_index": stored.sample_index, "outcome": outcome.value, "answer": answer}
+            )  # fmt: skip
+    store.update_grades(run_id, updates)
+    aggregate_stored_run(store, run_id)
+    return changes
+
+
+def ingest_graded(store: Store, results_dir: str) -> Ingested:
+    """`store.shards.ingest`, each run graded again here (`regrade_run`) before it commits: a shard
+    brings answers, and their outcomes and aggregates are this database's graders', never
+    what the shard says (outcomes rewritten to `correct` were stored, and `report` showed the
+    shard's own summaries beside them)."""
+
+    def grade(loaded: Store, run_id: str) -> None:
+        check_generated(loaded, run_id)
+        regrade_run(loaded, run_id)
+
+    return ingest(store, results_dir, grade=grade)
+
+
+def check_generated(store: Store, run_id: str) -> None:
+    """ShardError naming the first case of a run (as a shard brought it) that is not what its
+    manifold generates for its parameters, seed and index, with this version's generator: a
+    case with a planted target would be stored for every later run that plans it. Cases of
+    another generator version cannot be made again here, and are taken as they are."""
+
+    for case_id, manifold, version, data, given_input, given_target in queries.run_cases(
+        store, run_id
+    ):
+        if version.split("+")[0] != generator_version(manifold):
+            continue
+        spec = registry.get(manifold)
+        case = spec.case_model.model_validate_json(data)
+        made = spec.generate(spec.params(**case.params), case.seed, case.index)
+        shown, expected = case.model_dump(mode="json"), made.model_dump(mode="json")
+        differs = [field for field in expected if shown.get(field) != expected[field]]
+        if given_input != made.input or given_target != made.target:
+            differs.append("input" if given_input != made.input else "target")
+        if case_id != id_of(manifold, version, case.seed, case.index):
+            differs.append("case_id")
+        if differs:
+            raise ShardError(
+                f"cases.parquet: case {case_id!r}: {differs[0]} is not what {manifold} "
+                "generates for its parameters, seed and index (a case changed by hand)"
+            )
+
+
+def aggregate_stored_run(store: Store, run_id: str) -> int:
+    """Recompute a stored run's per-point aggregates and summaries; returns the points."""
+
+    responses, cases = queries.aggregation_inputs(store, run_id)
+    points, summaries = aggregate(responses, cases)
+    store.replace_aggregates(run_id, points, summaries)
+    return points.height

@@ -1,0 +1,209 @@
+"""Reading results back: the leaderboard and per-manifold tables, in several formats."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+from numerate.kernel.errors import ConfigError
+from numerate.results import live
+from numerate.store import queries
+from numerate.store.queries import Source
+
+if TYPE_CHECKING:
+    import polars as pl
+
+Format = Literal["table", "csv", "json", "markdown"]
+
+SUMMARY_COLUMNS = queries.SUMMARY_COLUMNS
+
+
+def run_summaries(
+    source: Source, run_id: str, models: Sequence[str] = (), manifolds: Sequence[str] = ()
+) -> pl.DataFrame:
+    """The run's summaries: per model over all manifolds (manifold '*'), then per manifold;
+    only the given models and manifolds when any are given. The multi-sample figures only
+    when some answer has several samples."""
+    return single_sample_trimmed(live.summaries(source, run_id, models, manifolds))
+
+
+def run_points(
+    source: Source, run_id: str, models: Sequence[str] = (), manifolds: Sequence[str] = ()
+) -> pl.DataFrame:
+    """The run's grid points, filtered like run_summaries."""
+    return single_sample_trimmed(live.points(source, run_id, models, manifolds))
+
+
+def single_sample_trimmed(frame: pl.DataFrame) -> pl.DataFrame:
+    """The frame without the multi-sample columns when no row has more than one sample
+    (pass@k, maj@k and consistency say nothing then)."""
+    if "samples" not in frame.columns or (frame["samples"].fill_null(1) > 1).any():
+        return frame
+    return frame.drop([c for c in queries.MULTI_SAMPLE_COLUMNS if c in frame.columns])
+
+
+def require_known(
+    run_id: str, option: str, column: str, wanted: Sequence[str], known: Sequence[str]
+) -> None:
+    """ConfigError naming the first of `wanted` that is not among the run's `known` models or
+    manifolds, and listing those it has (the check of report, compare and plot filters)."""
+
+    unknown = [name for name in wanted if name not in known]
+    if unknown:
+        has = ", ".join(known) or "no results yet"
+        raise ConfigError(
+            f"{option} {unknown[0]!r}: run {run_id} has no such {column} (it has {has})"
+        )
+
+
+def check_filters(
+    source: Source, run_id: str, models: Sequence[str], manifolds: Sequence[str]
+) -> None:
+    """ConfigError naming a model or manifold the run does not have, and those it has."""
+    for option, column, wanted in (
+        ("--model", "model", models),
+        ("--manifold", "manifold", manifolds),
+    ):
+        if not wanted:
+            continue
+        require_known(run_id, option, column, wanted, live.summarised(source, run_id, column))
+
+
+def run_state(source: Source, run_id: str) -> str | None:
+    """A line for a run that is not finished (still running, degraded, failed...), else None."""
+    run = queries.run_record(source, run_id)
+    if run is None or run.status == "finished":
+        return None
+    if run.status == "running":
+        return (
+            f"run {run_id} is still running (started {run.started:%Y-%m-%d %H:%M}, "
+            f"{run.answered} answers so far): the figures are partial"
+        )
+    if not run.answered:
+        return f"run {run_id} ended {run.status} and {HOLDS_NO_ANSWER}"
+    if run.status == "interrupted":  # its figures are computed from what it had graded
+        return (
+            f"run {run_id} ended interrupted: the figures are of its {run.answered:,} answers "
+            "(the same command resumes it)"
+        )
+    return f"run {run_id} ended {run.status}"
+
+
+HOLDS_NO_ANSWER = "holds no answer: nothing to report"
+"""How run_state ends for a run that stopped before any answer."""
+
+
+def _markdown(cell: str) -> str:
+    """A Markdown table cell: a `|` or a line break in a value would end the cell or the row."""
+    return (
+        cell.replace("\\", "\\\\").replace("|", "\\|").replace("\r\n", "<br>").replace("\n", "<br>")
+    )
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _visible(text: str) -> str:
+    """`text` for a terminal: each control character but a line break or a tab written as
+    its escape (`\x1b`): a model's answer holding an escape sequence set the terminal's title
+    and cleared its screen when `numerate db` printed it."""
+    return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
+
+
+def _cell(column: str, value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.1f}" if column == "mean_completion_tokens" else f"{value:.3f}"
+    return str(value)
+
+
+_RATES = {"unparsed_rate": "unparsed", "truncation_rate": "truncated", "error_rate": "errors"}
+_FORMATTED = {"accuracy [95% CI]", "adjusted", "tokens", *_RATES.values()}
+
+
+def for_terminal(frame: Any) -> Any:
+    """A frame made readable, every column kept in its place: accuracy with its interval in one
+    column (when ci_low and ci_high are there), rates as percentages, tokens to one decimal."""
+    import polars as pl
+
+    columns = frame.columns
+    interval = {"accuracy", "ci_low", "ci_high"}.issubset(columns)
+
+    def num(value: float | None, digits: int = 3) -> str:
+        return "-" if value is None else f"{value:.{digits}f}"
+
+    def pct(value: float | None) -> str:
+        return "-" if value is None else f"{100 * value:.1f}%"
+
+    rows = []
+    for row in frame.iter_rows(named=True):
+        shown: dict[str, Any] = {}
+        for column in columns:
+            value = row[column]
+            if interval and column in ("ci_low", "ci_high"):
+                continue
+            if interval and column == "accuracy":
+                shown["accuracy [95% CI]"] = (
+                    f"{num(value)} [{num(row['ci_low'])}, {num(row['ci_high'])}]"
+                )
+            elif column in _RATES and isinstance(value, float | None):
+                shown[_RATES[column]] = pct(value)
+            elif column == "chance_adjusted" and isinstance(value, float | None):
+                shown["adjusted"] = num(value)
+            elif column == "mean_completion_tokens" and isinstance(value, float | None):
+                shown["tokens"] = num(value, 1)
+            else:
+                shown[column] = value
+        rows.append(shown)
+    return pl.DataFrame(rows, infer_schema_length=None) if rows else frame
+
+
+def _finite(value: Any) -> Any:
+    """`value` (records, lists, numbers) with each NaN or infinite float as the text "NaN",
+    "Infinity" or "-Infinity": JSON has no such numbers (Python wrote them bare, which no JSON
+    reader takes)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    return value
+
+
+def render(frame: Any, fmt: Format, title: str = "") -> str:
+    """A polars frame as a terminal table, CSV, JSON (records) or Markdown."""
+    if fmt == "table":
+        frame = for_terminal(frame)
+    if fmt == "csv":
+        return frame.write_csv()
+    if fmt == "json":
+        return json.dumps(_finite(frame.to_dicts()), indent=2, default=str, allow_nan=False) + "\n"
+    columns = frame.columns
+    numeric = {c for c, dtype in frame.schema.items() if dtype.is_numeric()}
+    rows = [[_cell(c, v) for c, v in zip(columns, row, strict=True)] for row in frame.iter_rows()]
+    if fmt == "markdown":
+        lines = [
+            "| " + " | ".join(map(_markdown, columns)) + " |",
+            "|" + "|".join("---" for _ in columns) + "|",
+            *("| " + " | ".join(map(_markdown, r)) + " |" for r in rows),
+        ]
+        return (f"### {title}\n\n" if title else "") + "\n".join(lines) + "\n"
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=title or None)
+    for column in columns:
+        right = column in numeric or column in _FORMATTED
+        table.add_column(_visible(column), justify="right" if right else "left")
+    for row in rows:  # as text, not rich markup: a model's `[red]` is its own answer
+        table.add_row(*(Text(_visible(cell)) for cell in row))
+    buffer = io.StringIO()
+    Console(file=buffer, width=200, force_terminal=False).print(table)
+    return buffer.getvalue()

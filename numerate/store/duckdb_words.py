@@ -1,0 +1,25 @@
+"""What DuckDB tells only in words: its errors carry no code for these cases, so the match on
+its messages lives here, in one place, and tests/store/test_duckdb_words.py pins each message
+on the DuckDB that is installed (an upgrade that rewords one fails there, not in a user's run).
+"""
+
+from __future__ import annotations
+
+
+def is_lock_conflict(error: BaseException) -> bool:
+    """Whether DuckDB refused to open a file because another process holds its lock."""
+    text = str(error).lower()
+    return "lock" in text and ("conflicting" in text or "could not set lock" in text)
+
+
+def is_damaged(error: BaseException) -> bool:
+    """Whether a DuckDB error is about the file itself (unreadable, cut short, a block whose
+    checksum does not match), not about the SQL."""
+    import duckdb
+
+    return isinstance(error, duckdb.IOException) or "Corrupt database" in str(error)
+
+
+def is_interrupted(error: BaseException) -> bool:
+    """Whether DuckDB's bindings report a Ctrl-C they saw during a query (a RuntimeError)."""
+    return isinstance(error, RuntimeError) and "interrupted" in str(error).lower()

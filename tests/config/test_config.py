@@ -1,0 +1,342 @@
+import json
+from pathlib import Path
+
+import pytest
+
+from numerate.config.sweep import (
+    DEFAULT_SWEEP,
+    load_sweep_config,
+    one_model_config,
+    parse_sweep_config,
+)
+from numerate.kernel.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "deployments" / "sweeps").glob("*.yaml")))
+def test_shipped_sweeps_validate(path):
+    config = load_sweep_config(path)
+    assert config.total_cases() > 0
+    assert {m.manifold for m in config.manifolds} == {"objects", "shuffle", "sequence"}
+
+
+def test_default_sweep_needs_no_network():
+    config = parse_sweep_config(DEFAULT_SWEEP)
+    assert all(m.is_baseline for m in config.models)
+
+
+def base(**changes):
+    data = {"name": "t", "models": [{"name": "a", "model": "baseline:random"}],
+            "manifolds": [{"manifold": "objects", "count": 2}]}  # fmt: skip
+    data.update(changes)
+    return data
+
+
+def test_grid_is_a_cartesian_product_with_fixed_scalars():
+    config = parse_sweep_config(
+        base(manifolds=[{"manifold": "objects", "count": 2,
+                         "grid": {"length": [2, 4], "anchor": ["NONE", "ROMAN"], "max_count": 3}}])
+    )  # fmt: skip
+    points = config.manifolds[0].points()
+    assert [key for key, _ in points] == [
+        "anchor=NONE,length=2,max_count=3", "anchor=NONE,length=4,max_count=3",
+        "anchor=ROMAN,length=2,max_count=3", "anchor=ROMAN,length=4,max_count=3",
+    ]  # fmt: skip
+    assert all(p.max_count == 3 and p.count == 2 for _, p in points)
+    assert config.total_cases() == 8
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"name": "has space"}, "name = 'has space'"),
+        ({"models": []}, "models"),
+        ({"models": [{"name": "a", "model": "baseline:smart"}]}, "not a baseline"),
+        ({"models": [{"name": "a", "model": "m", "base_url": "ftp://x"}]}, "must start with http"),
+        ({"models": [{"name": "a", "model": "baseline:random"}] * 2}, "used twice"),
+        ({"models": [{"name": "a", "model": "baseline:random", "colour": 1}]}, "colour"),
+        ({"manifolds": [{"manifold": "objects", "grid": {"count": [1, 2]}}]}, "grid.count"),
+        ({"manifolds": [{"manifold": "objects", "grid": {"length": []}}]}, "at least one value"),
+        ({"manifolds": [{"manifold": "shuffle", "grid": {"anchor": ["UPSIDE_DOWN"]}}]},
+         "grid.anchor = 'UPSIDE_DOWN'"),
+        ({"batch_size": 0}, "batch_size = 0"),
+        ({"manifolds": [{"manifold": "objects", "grid": {"length": [3, 3]}}]},
+         "grid: the points length=3 and length=3 are the same point"),
+        ({"manifolds": [{"manifold": "objects", "count": 2}, {"manifold": "objects", "count": 3}]},
+         "entries 0 and 1 both hold the objects point default"),
+        ({"models": [{"name": "a", "model": "m", "base_url": "http://h/v1",
+                      "system_prompt": "y" * 600_000}]}, "the sweep config is 600,"),
+        ({"models": [{"name": "o", "model": "baseline:oracle", "timeout_s": 5}]},
+         "timeout_s: model 'o' is baseline:oracle, which asks no endpoint"),
+        ({"manifolds": [{"manifold": "objects", "grid": {"prob_adjective": [float("nan")]}}]},
+         "grid.prob_adjective = nan: Input should be a finite number"),
+        ({"models": [{"name": "o", "model": "baseline:oracle", "base_url": "http://h/v1"}]},
+         "base_url: model 'o' is baseline:oracle, which asks no endpoint"),
+        ({"models": [{"name": "o", "model": "baseline:random", "api_key_env": "KEY"}]},
+         "api_key_env: model 'o' is baseline:random, which asks no endpoint"),
+        ({"models": [{"name": "o", "model": "baseline:random", "concurrency": 4}]},
+         "concurrency: model 'o' is baseline:random, which asks no endpoint"),
+        ({"models": [{"name": "o", "model": "baseline:oracle", "concurrency_limit": "gpu"}]},
+         "concurrency_limit: model 'o' is baseline:oracle, which asks no endpoint"),
+        ({"models": [{"name": "o", "model": "baseline:heuristic",
+                      "sampling": {"temperature": 0.7}}]},
+         "sampling.temperature: model 'o' is baseline:heuristic, which asks no endpoint"),
+        ({"models": [{"name": "o", "model": "baseline:random", "sampling": {"max_tokens": 64}}]},
+         "sampling.max_tokens: model 'o' is baseline:random, which asks no endpoint"),
+        ({"batch_size": True}, "batch_size = True: Input should be a valid integer"),
+        ({"batch_size": "200"}, "batch_size = '200': Input should be a valid integer"),
+        ({"batch_size": 200.0}, "batch_size = 200.0: Input should be a valid integer"),
+        ({"seed": 2**63}, "seed = 9223372036854775808: Input should be less than or equal"),
+        ({"view_dir": " "}, "view_dir = ' ': give a folder"),
+        ({"results_dir": ""}, "results_dir = '': give a folder"),
+        ({"models": [{"name": "a", "model": "m", "base_url": "http://h", "timeout_s": True}]},
+         "timeout_s = True: Input should be a valid number"),
+        ({"models": [{"name": "a", "model": "m", "base_url": "http://h",
+                      "sampling": {"max_tokens": "64"}}]},
+         "sampling.max_tokens = '64': Input should be a valid integer"),
+        ({"manifolds": [{"manifold": "objects", "grid": {"length": [True, 2]}}]},
+         "length = True: Input should be a valid integer"),
+        ({"manifolds": [{"manifold": "objects", "grid": {"prob_adjective": ["0.5"]}}]},
+         "prob_adjective = '0.5': Input should be a valid number"),
+        # a query was kept in front of every request path (`/v1?token=X/models`)
+        ({"models": [{"name": "a", "model": "m", "base_url": "http://h/v1?token=X"}]},
+         "holds a query or fragment ('?' or '#')"),
+        ({"models": [{"name": "a", "model": "m", "base_url": "http://h/v1#x"}]},
+         "holds a query or fragment"),
+        # the key was silently not sent: basic authentication took the Authorization header
+        ({"models": [{"name": "a", "model": "m", "base_url": "http://u:pw@h/v1",
+                      "api_key_env": "KEY"}]},
+         "base_url = 'http://***@h/v1' holds user:password@ and api_key_env names a key"),
+        # corpus H: sent as `us:er:pw`, which a server reads as user `us`, password `er:pw`
+        ({"models": [{"name": "a", "model": "m", "base_url": "http://us%3Aer:pw@h/v1"}]},
+         "base_url = 'http://***@h/v1' is not a valid URL: its user name holds a colon (%3A)"),
+        # corpus K: a port that is no number, said to be "user information that is no ..."
+        ({"models": [{"name": "a", "model": "m", "base_url": "http://u:pw@127.0.0.1:bad/v1"}]},
+         "base_url = 'http://***@127.0.0.1:bad/v1' is not a valid URL: Port could not be cast "
+         "to integer value as 'bad'"),
+        ({"models": [{"name": "a", "model": "m", "base_url": "http://u:p/w@h:1/v1"}]},
+         "is not a valid URL: a '/', '?' or '#' before its '@': in a user name or password, "
+         "write them percent-encoded"),
+        ({"models": [{"name": "a", "model": "m", "base_url": "http://h", "system_prompt": ""}]},
+         "system_prompt = '': String should have at least 1 character"),
+        ({"models": [{"name": "a", "model": "m", "base_url": ""}]}, "base_url = '' is empty"),
+        # pydantic named its class: "a valid dictionary or instance of ModelConfig"
+        ({"models": [[1]]}, "models.0: should be a mapping of settings (not a list)"),
+    ],
+)  # fmt: skip
+def test_bad_values_name_their_field(changes, message):
+    with pytest.raises(ConfigError, match=None) as info:
+        parse_sweep_config(base(**changes), "sweep config x.yaml")
+    assert message in str(info.value)
+    assert str(info.value).startswith("sweep config x.yaml: ")
+
+
+def test_yaml_errors_say_where(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("name: x\nmodels:\n  - name: a\n   model: b\n")
+    with pytest.raises(ConfigError, match=r"line \d+, column \d+"):
+        load_sweep_config(path)
+
+
+def test_fingerprint_ignores_db_but_not_content():
+    a = parse_sweep_config(base())
+    b = parse_sweep_config(base(db="elsewhere.duckdb"))
+    c = parse_sweep_config(base(seed=9))
+    assert a.fingerprint() == b.fingerprint() != c.fingerprint()
+
+
+def test_one_model_override():
+    config = one_model_config(parse_sweep_config(base()), "served-id", "http://127.0.0.1:1/v1")
+    assert [(m.name, m.model_id, m.base_url) for m in config.models] == [
+        ("served-id", "served-id", "http://127.0.0.1:1/v1")
+    ]
+    with pytest.raises(ConfigError, match="needs a base_url"):
+        one_model_config(parse_sweep_config(base()), "served-id", None)
+
+
+def test_a_baseline_from_the_command_line_takes_none_of_the_first_models_endpoint_settings():
+    """`--model baseline:random` over a config whose first model is an endpoint: its
+    concurrency and sampling temperature would be refused on a baseline, so they are left
+    behind; the number of samples per case (a design choice, not an endpoint's) is kept."""
+    endpoint = {
+        "name": "a",
+        "model": "m",
+        "base_url": "http://127.0.0.1:1/v1",
+        "concurrency": 8,
+        "concurrency_limit": "gpu",
+        "max_error_rate": 0.5,
+        "sampling": {"temperature": 0.7, "max_tokens": 64, "samples": 3, "seed": 5},
+    }
+    config = one_model_config(parse_sweep_config(base(models=[endpoint])), "baseline:random", None)
+    (model,) = config.models
+    assert (model.model_id, model.concurrency, model.concurrency_limit) == (
+        "baseline:random",
+        16,
+        None,
+    )
+    assert (model.sampling.temperature, model.sampling.max_tokens) == (0.0, 2048)
+    assert (model.sampling.samples, model.sampling.seed) == (3, 5)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ({"count": 20, "precision": {"ci_width": 0.1}}, "manifolds.0: count and precision"),
+        ({"precision": {"ci_width": 0}}, "manifolds.0.precision.ci_width = 0"),
+        ({"precision": {}}, "manifolds.0.precision.ci_width: Field required"),
+        ({"precision": {"ci_width": 0.1, "min_count": 50, "max_count": 10}},
+         "max_count = 10 is below min_count = 50"),
+    ],
+)  # fmt: skip
+def test_precision_is_checked_and_excludes_count(entry, message):
+    data = {"name": "x", "models": [{"name": "o", "model": "baseline:oracle"}],
+            "manifolds": [{"manifold": "objects", **entry}]}  # fmt: skip
+    with pytest.raises(ConfigError, match=message):
+        parse_sweep_config(data)
+
+
+def test_an_adaptive_entry_plans_up_to_max_count_and_survives_a_round_trip():
+    data = {"name": "x", "models": [{"name": "o", "model": "baseline:oracle"}],
+            "manifolds": [{"manifold": "objects", "precision": {"ci_width": 0.1}},
+                          {"manifold": "sequence"}]}  # fmt: skip
+    config = parse_sweep_config(data)
+    assert [m.count for m in config.manifolds] == [None, 20]
+    assert config.manifolds[0].planned_count == 400
+    again = parse_sweep_config(config.model_dump(mode="json"))
+    assert again.fingerprint() == config.fingerprint()
+
+
+def test_a_model_s_id_is_model_in_a_config_file_and_model_id_in_code():
+    """`model` in YAML (and in the stored config, so fingerprints do not change), `model_id`
+    as an attribute, as the results name it; a file keeps one spelling (`model_id` is an
+    unknown key there)."""
+    model = parse_sweep_config(base()).models[0]
+    assert model.model_id == "baseline:random"
+    assert model.model_dump()["model"] == "baseline:random"
+    assert "model_id" not in model.model_dump()
+    named = base(models=[{"name": "m", "model_id": "served-id", "base_url": "http://x"}])
+    with pytest.raises(ConfigError, match="model_id"):
+        parse_sweep_config(named)
+
+
+def test_a_base_urls_password_stays_out_of_json_and_the_fingerprint():
+    """What leaves the process as JSON (Prefect's flow run parameters, the stored config) shows
+    no password; configs rebuilt in the process keep it; the fingerprint ignores it (a run
+    resumes after a password change) but not the host."""
+    from numerate.config.sweep import WITH_CREDENTIALS, evaluate_config, split_by_model
+
+    def config(url):
+        models = [{"name": "m", "model": "m", "base_url": url}]
+        manifolds = [{"manifold": "objects", "count": 2}]
+        return parse_sweep_config({"name": "s", "models": models, "manifolds": manifolds})
+
+    secret = config("http://user:pa55-w0rd@10.0.0.1:8000/v1")
+    assert "pa55-w0rd" not in secret.model_dump_json()
+    assert "pa55-w0rd" not in json.dumps(secret.model_dump(mode="json"))
+    assert secret.model_dump(mode="json")["models"][0]["base_url"] == "http://***@10.0.0.1:8000/v1"
+    kept = secret.model_dump(mode="json", context=WITH_CREDENTIALS)
+    assert kept["models"][0]["base_url"] == "http://user:pa55-w0rd@10.0.0.1:8000/v1"
+    assert evaluate_config(secret, count=3).models[0].base_url == secret.models[0].base_url
+    [part] = split_by_model(secret, "shards")
+    assert part.models[0].base_url == secret.models[0].base_url
+    assert secret.fingerprint() == config("http://user:other@10.0.0.1:8000/v1").fingerprint()
+    assert secret.fingerprint() != config("http://user:pa55-w0rd@10.0.0.2:8000/v1").fingerprint()
+
+
+@pytest.mark.parametrize("field", ["timeout_s", "throttle_budget_s", "max_error_rate"])
+@pytest.mark.parametrize("value", [float("inf"), float("nan")])
+def test_an_infinite_or_nan_number_is_refused(field, value):
+    """`timeout_s: .inf` would let a request that never answers wait forever."""
+    models = [{"name": "m", "model": "m", "base_url": "http://127.0.0.1:9/v1", field: value}]
+    with pytest.raises(ConfigError, match=f"models.0.{field} = (inf|nan): .*finite"):
+        parse_sweep_config({"name": "s", "models": models,
+                            "manifolds": [{"manifold": "objects", "count": 2}]})  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("model", "said"),
+    [
+        ({"base_url": "http://127.0.0.1:9/v1\r\nX-Evil: 1"}, "holds a space, a control"),
+        ({"base_url": "http://127.0.0.1:9/v1", "api_key_env": ""}, "api_key_env"),
+        ({"base_url": "http://127.0.0.1:9/v1", "api_key_env": "MY KEY"}, "api_key_env"),
+    ],
+)
+def test_a_model_field_no_request_could_use_is_refused(model, said):
+    models = [{"name": "m", "model": "m", **model}]
+    with pytest.raises(ConfigError, match=said):
+        parse_sweep_config({"name": "s", "models": models,
+                            "manifolds": [{"manifold": "objects", "count": 2}]})  # fmt: skip
+
+
+def test_a_sweep_name_longer_than_a_file_name_can_hold_is_refused():
+    models = [{"name": "m", "model": "baseline:oracle"}]
+    with pytest.raises(ConfigError, match="name"):
+        parse_sweep_config({"name": "s" * 300, "models": models,
+                            "manifolds": [{"manifold": "objects", "count": 2}]})  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://admin:hunter2 secret@127.0.0.1:18777/v1",
+        "http://admin:hun/ter2@127.0.0.1:18777/v1",
+        "http://u:hunter2#x@127.0.0.1:9/v1",
+        "http://u:hunter2?x@127.0.0.1:9/v1",
+        "ftp://u:hunter2@127.0.0.1/v1",
+        "http://u:hunter2\n@127.0.0.1/v1",
+    ],
+)
+def test_a_refused_base_url_never_shows_its_password(url):
+    """A password with a space, `/`, `#` or `?` is no well-formed user information: the URL
+    was refused with the password in the message (and its port error quoted part of it)."""
+    config = base(models=[{"name": "m", "model": "m", "base_url": url}])
+    with pytest.raises(ConfigError) as raised:
+        parse_sweep_config(config, "s.yaml")
+    assert "hunter2" not in str(raised.value) and "hun" not in str(raised.value)
+    assert "***@" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [("", "got nothing (an empty document, or comments only)"),
+     ("# a comment\n", "got nothing (an empty document"),
+     ("- a\n", "got a list"), ("7\n", "got a number")],
+)  # fmt: skip
+def test_a_config_that_is_no_mapping_says_what_it_is(tmp_path, text, said):
+    """Before: an empty config file was said to be `got NoneType`."""
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_sweep_config(path)
+    assert f"expected a mapping at the top, {said}" in str(info.value)
+
+
+def test_a_numgen_config_given_as_a_sweep_config_is_one_line_saying_so():
+    """Corpus J: each of its keys was an error of its own (name, models and manifolds missing,
+    generator, detector and prompts not permitted): six lines that never said what it was."""
+    data = {"generator": "synthetic", "detector": "synthetic", "prompts": {"per_number": 1}}
+    with pytest.raises(ConfigError) as error:
+        parse_sweep_config(data, "sweep config ng.yaml")
+    assert str(error.value) == (
+        "sweep config ng.yaml is a NumGen config (detector, generator, prompts), not a sweep "
+        "config: `numerate numgen run --config` takes it"
+    )
+
+
+def test_a_sweep_config_with_one_stray_numgen_key_gets_the_usual_error():
+    with pytest.raises(ConfigError) as error:
+        parse_sweep_config(base(generator="synthetic"))
+    assert "generator = 'synthetic': Extra inputs are not permitted" in str(error.value)
+    assert "NumGen config" not in str(error.value)
+
+
+def test_a_prefect_deployment_file_given_as_a_sweep_config_is_one_line_saying_so():
+    """Corpus L: `run --config deployments/prefect.yaml` gave five lines, one a key."""
+    with pytest.raises(ConfigError) as error:
+        load_sweep_config(ROOT / "deployments" / "prefect.yaml")
+    assert str(error.value).endswith(
+        "prefect.yaml is a Prefect deployment file (prefect-version, deployments), not a "
+        "sweep config: `numerate deploy` (or `prefect deploy`) reads it"
+    )
+    assert "\n" not in str(error.value)

@@ -1,0 +1,127 @@
+"""Planning: flat planned cases that agree with the cases they stand for; the collector setting
+a sweep runs under."""
+
+import gc
+import json
+import pickle
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from numerate.config.env import startup_objects_frozen
+from numerate.config.sweep import parse_sweep_config
+from numerate.manifolds import registry
+from numerate.planning.plan import case_row, plan_manifold
+from tests.examples import examples
+
+MANIFOLD_GRIDS = {
+    "objects": {"length": [2, 7], "distractor_count": [0, 3]},
+    "shuffle": {"length": [3, 5]},
+    "sequence": {"seq_length": [1, 3]},
+}
+
+
+def planned(manifold, seed, count=3):
+    config = parse_sweep_config(
+        {
+            "name": "t",
+            "models": [{"name": "b", "model": "baseline:oracle"}],
+            "manifolds": [{"manifold": manifold, "count": count, "grid": MANIFOLD_GRIDS[manifold]}],
+        }
+    )
+    return plan_manifold(config.manifolds[0], seed)
+
+
+@examples(20)
+@given(manifold=st.sampled_from(sorted(MANIFOLD_GRIDS)), seed=st.integers(0, 2**31))
+def test_a_planned_case_carries_the_fields_of_the_case_it_stands_for(manifold, seed):
+    for item in planned(manifold, seed):
+        case = item.case
+        fresh = registry.get(manifold).generate(
+            registry.get(manifold).params(**case.params), case.seed, case.index
+        )
+        assert case == fresh  # the JSON text round-trips to the generated case
+        assert (item.manifold, item.seed, item.index) == (case.manifold, case.seed, case.index)
+        assert (item.input, item.target) == (case.input, case.target)
+        assert json.loads(item.params) == case.params
+        row = case_row(item)
+        assert row["params"] == json.dumps(case.params, sort_keys=True)
+        assert (row["case_index"], row["data"]) == (case.index, item.case_json)
+
+
+def test_planned_cases_survive_pickling_as_prefects_result_storage_does():
+    cases = planned("objects", 5)
+    assert pickle.loads(pickle.dumps(cases)) == cases
+
+
+def test_planned_cases_hold_no_parsed_case():
+    item = planned("shuffle", 1, count=1)[0]
+    assert item.case is not item.case  # parsed at each call, never kept
+    assert not hasattr(item, "__dict__")
+
+
+def test_objects_stay_frozen_until_the_outermost_block_ends():
+    if gc.get_freeze_count():
+        pytest.skip("something else froze objects in this process")
+    # Frozen objects that something frees meanwhile (another test's thread) leave the count:
+    # an inner block that unfroze would take it to 0, so half of it is the line to hold.
+    with startup_objects_frozen():
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        with startup_objects_frozen():
+            assert gc.get_freeze_count() > frozen // 2
+        assert gc.get_freeze_count() > frozen // 2
+    assert gc.get_freeze_count() == 0
+
+
+def test_an_error_inside_the_block_unfreezes():
+    if gc.get_freeze_count():
+        pytest.skip("something else froze objects in this process")
+    with pytest.raises(RuntimeError), startup_objects_frozen():
+        raise RuntimeError("boom")
+    assert gc.get_freeze_count() == 0
+
+
+_text = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=40)
+
+
+@examples(60)
+@given(
+    base_url=st.sampled_from(["http://127.0.0.1:8000/v1", "https://api.example.com/v1/"]),
+    revision=st.none() | _text.filter(str.strip),
+    system=st.none() | _text.filter(str.strip),
+    inputs=st.lists(_text, min_size=1, max_size=4),
+    sampling=st.fixed_dictionaries(
+        {"temperature": st.sampled_from([0.0, 0.7]), "samples": st.integers(1, 3)},
+        optional={"top_p": st.sampled_from([0.5, 1.0]), "seed": st.integers(0, 2**31)},
+    ),
+)
+def test_request_keys_hash_the_whole_request_in_sorted_json(
+    base_url, revision, system, inputs, sampling
+):
+    """The key of a stored answer: SHA-256 of {endpoint, messages, model, revision, sample,
+    sampling} as sorted, compact JSON. The serialised-once parts give exactly these bytes."""
+    import hashlib
+
+    from numerate.config.sweep import ModelConfig
+    from numerate.planning.plan import request_hasher
+
+    model = ModelConfig.model_validate({
+        "name": "m", "model": "org/model", "base_url": base_url, "revision": revision,
+        "system_prompt": system, "sampling": sampling,
+    })  # fmt: skip
+    for sample in range(model.sampling.samples):
+        hasher = request_hasher(model, sample)
+        for text in inputs:
+            messages = [{"role": "user", "content": text}]
+            if system:
+                messages.insert(0, {"role": "system", "content": system})
+            whole = json.dumps(
+                {"endpoint": base_url, "model": "org/model", "revision": revision,
+                 "messages": messages, "sampling": model.sampling.request_fields(sample),
+                 "sample": sample},
+                sort_keys=True, separators=(",", ":"),
+            )  # fmt: skip
+            expected = hashlib.sha256(whole.encode()).hexdigest()
+            assert hasher(messages) == expected

@@ -1,0 +1,144 @@
+import polars as pl
+import pytest
+
+from numerate.kernel.design import binomial, case_clustered, point_mean
+from numerate.kernel.stats import wilson_interval
+from numerate.results.aggregate import aggregate
+
+
+def frames(outcomes, chances, points=None, manifolds=None, tokens=None):
+    n = len(outcomes)
+    responses = pl.DataFrame(
+        {
+            "run_id": ["r"] * n,
+            "model": ["m"] * n,
+            "manifold": manifolds or ["objects"] * n,
+            "case_id": [f"c{i}" for i in range(n)],
+            "point_key": points or ["p"] * n,
+            "outcome": outcomes,
+            "completion_tokens": tokens or [10] * n,
+            "latency_s": [0.5] * n,
+        },
+        schema_overrides={"completion_tokens": pl.Int32},
+    )
+    cases = pl.DataFrame(
+        {"case_id": [f"c{i}" for i in range(n)], "params": ["{}"] * n, "chance": chances}
+    )
+    return responses, cases
+
+
+def test_point_aggregates_by_hand():
+    outcomes = ["correct"] * 3 + ["wrong", "unparsed", "truncated", "error", "error"]
+    points, _ = aggregate(*frames(outcomes, [0.2] * 8, tokens=[10, 20, 30, 40, 50, 60, None, None]))
+    row = points.row(0, named=True)
+    assert (row["n"], row["n_scored"]) == (8, 6)
+    assert (row["correct"], row["wrong"], row["unparsed"], row["truncated"], row["error"]) == (
+        3, 1, 1, 1, 2,
+    )  # fmt: skip
+    assert row["accuracy"] == pytest.approx(3 / 6)
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx(wilson_interval(3, 6))
+    assert row["chance"] == pytest.approx(0.2)
+    assert row["chance_adjusted"] == pytest.approx((0.5 - 0.2) / 0.8)
+    assert row["unparsed_rate"] == row["truncation_rate"] == pytest.approx(1 / 6)
+    assert row["error_rate"] == pytest.approx(2 / 8)
+    assert row["mean_completion_tokens"] == pytest.approx(35.0)
+    assert row["median_completion_tokens"] == pytest.approx(35.0)
+
+
+def test_all_errors_leave_accuracy_undefined():
+    points, _ = aggregate(*frames(["error", "error"], [0.5, 0.5]))
+    row = points.row(0, named=True)
+    assert row["n_scored"] == 0 and row["accuracy"] is None and row["chance_adjusted"] is None
+    assert (row["ci_low"], row["ci_high"]) == (0.0, 1.0)
+    assert row["error_rate"] == 1.0 and row["chance"] == 0.5
+
+
+def test_summaries_pool_points_and_manifolds():
+    outcomes = ["correct", "wrong", "correct", "correct"]
+    responses, cases = frames(
+        outcomes, [0.5, 0.5, 0.0, 0.0], points=["a", "a", "b", "b"],
+        manifolds=["shuffle", "shuffle", "sequence", "sequence"],
+    )  # fmt: skip
+    points, summaries = aggregate(responses, cases)
+    assert points.height == 2
+    by = {(r["level"], r["manifold"]): r for r in summaries.iter_rows(named=True)}
+    assert by["manifold", "shuffle"]["accuracy"] == 0.5
+    assert by["manifold", "sequence"]["accuracy"] == 1.0
+    model = by["model", "*"]
+    assert (model["n"], model["correct"], model["accuracy"]) == (4, 3, 0.75)
+    assert model["chance"] == pytest.approx(0.25)  # mean chance of the scored cases
+    assert model["chance_adjusted"] == pytest.approx((0.75 - 0.25) / 0.75)
+
+
+def test_a_response_without_its_case_is_an_error():
+    responses, cases = frames(["correct"], [0.1])
+    with pytest.raises(ValueError, match="no stored case"):
+        aggregate(responses, cases.filter(pl.col("case_id") == "nope"))
+
+
+def multi_sample(cases, point="p", manifold="objects"):
+    """Responses of k samples per case: `cases` maps a case id to its samples' (answer,
+    outcome)."""
+    rows = [
+        {"run_id": "r", "model": "m", "manifold": manifold, "case_id": case, "point_key": point,
+         "sample_index": i, "outcome": outcome, "answer": answer, "completion_tokens": 5,
+         "latency_s": 0.1}
+        for case, samples in cases.items()
+        for i, (answer, outcome) in enumerate(samples)
+    ]  # fmt: skip
+    responses = pl.DataFrame(rows, schema_overrides={"completion_tokens": pl.Int32})
+    ids = list(cases)
+    frame = pl.DataFrame({"case_id": ids, "params": ["{}"] * len(ids), "chance": [0.1] * len(ids)})
+    return responses, frame
+
+
+def test_multi_sample_figures_by_hand():
+    cases = {
+        "a": [("7", "correct"), ("7", "correct"), ("7", "correct")],  # agree, pass, majority
+        "b": [("7", "correct"), ("8", "wrong"), ("8", "wrong")],  # pass@3 = 1, majority wrong
+        "c": [("8", "wrong"), (None, "unparsed"), ("9", "wrong")],  # nothing right
+        "d": [("5", "correct"), ("6", "wrong"), (None, "error")],  # one sample not scored
+    }
+    points, summaries = aggregate(*multi_sample(cases))
+    row = points.row(0, named=True)
+    assert row["samples"] == 3 and (row["n"], row["n_scored"], row["correct"]) == (12, 11, 5)
+    assert row["accuracy"] == pytest.approx(5 / 11)
+    # pass@3 per case: 1, 1, 0, and d with two scored answers: pass@2 = 1
+    assert row["pass_at_k"] == pytest.approx(3 / 4)
+    # majority: a right, b wrong, c a three-way tie of wrong answers, d a tie of 5 and 6
+    assert row["maj_at_k"] == pytest.approx((1 + 0 + 0 + 0.5) / 4)
+    assert row["consistency"] == pytest.approx(1 / 4)  # only a's answers all agree
+    clustered = case_clustered([(3, 3), (1, 3), (0, 3), (1, 2)])
+    assert (row["ci_low"], row["ci_high"], row["se"]) == pytest.approx(
+        (clustered.low, clustered.high, clustered.se)
+    )
+    model = summaries.filter(level="model").row(0, named=True)
+    assert (model["samples"], model["pass_at_k"], model["points"]) == (3, 0.75, 1)
+
+
+def test_one_sample_leaves_the_multi_sample_figures_empty():
+    points, _ = aggregate(*frames(["correct", "wrong"], [0.5, 0.5]))
+    row = points.row(0, named=True)
+    assert row["samples"] == 1
+    assert row["pass_at_k"] is row["maj_at_k"] is row["consistency"] is None
+
+
+def test_summaries_weigh_points_equally_whatever_their_counts():
+    # an adaptive run: point a stopped after 4 answers (all right), b after 16 (4 right)
+    outcomes = ["correct"] * 4 + ["correct"] * 4 + ["wrong"] * 12
+    points_of = ["a"] * 4 + ["b"] * 16
+    responses, cases = frames(outcomes, [0.0] * 20, points=points_of)
+    _, summaries = aggregate(responses, cases)
+    manifold = summaries.filter(level="manifold").row(0, named=True)
+    assert manifold["accuracy"] == pytest.approx((1.0 + 0.25) / 2)  # not 8 / 20
+    assert (manifold["n"], manifold["correct"], manifold["points"]) == (20, 8, 2)
+    expected = point_mean([binomial(4, 4), binomial(4, 16)])
+    assert (manifold["ci_low"], manifold["ci_high"]) == pytest.approx((expected.low, expected.high))
+    # `*` is the mean over every point of every manifold, not over manifolds
+    responses, cases = frames(
+        ["correct", "wrong", "correct", "correct"], [0.0] * 4, points=["a", "b", "c", "c"],
+        manifolds=["objects", "objects", "shuffle", "shuffle"],
+    )  # fmt: skip
+    _, summaries = aggregate(responses, cases)
+    model = summaries.filter(level="model").row(0, named=True)
+    assert model["accuracy"] == pytest.approx((1.0 + 0.0 + 1.0) / 3)

@@ -1,0 +1,284 @@
+"""numerate.results.compare: paired comparisons of two runs, on hand-built answers."""
+
+import polars as pl
+import pytest
+
+from numerate.kernel.power import minimum_detectable_drop
+from numerate.kernel.stats import mcnemar_exact
+from numerate.results.compare import (
+    answers_from_outcomes,
+    any_regression,
+    compare_runs,
+    detectable_line,
+    for_display,
+    relabel_model,
+    run_answers,
+    summary_line,
+)
+
+
+def answers(correct, model="m", manifold="objects", point_key="p0", start=0, samples=1):
+    """One answer per value of `correct`, on cases c{start}, c{start + 1}, ..."""
+    rows = [
+        {"model": model, "manifold": manifold, "point_key": point_key, "case_id": f"c{start + i}",
+         "sample_index": s, "correct": value}
+        for i, value in enumerate(correct)
+        for s in range(samples)
+    ]  # fmt: skip
+    return pl.DataFrame(rows, schema={"model": pl.String, "manifold": pl.String,
+                                      "point_key": pl.String, "case_id": pl.String,
+                                      "sample_index": pl.Int32, "correct": pl.Boolean})  # fmt: skip
+
+
+def only(frame, **keys):
+    rows = frame.filter(**keys).to_dicts()
+    assert len(rows) == 1, rows
+    return rows[0]
+
+
+def test_a_clearly_worse_new_run_is_a_regression():
+    base = answers([True] * 50)
+    new = answers([True] * 20 + [False] * 30)
+    row = only(compare_runs(base, new), model="m", manifold="objects")
+    assert (row["n"], row["lost"], row["gained"]) == (50, 30, 0)
+    assert row["base_accuracy"] == pytest.approx(1.0)
+    assert row["new_accuracy"] == pytest.approx(0.4)
+    assert row["difference"] == pytest.approx(-0.6)
+    assert row["difference_low"] <= -0.6 <= row["difference_high"] < 0
+    assert row["base_low"] <= 1.0 <= row["base_high"]
+    assert row["new_low"] <= 0.4 <= row["new_high"]
+    assert row["p_value"] == pytest.approx(2 * 0.5**30, rel=1e-6)
+    assert row["verdict"] == "regression" and row["note"] == ""
+    assert any_regression(compare_runs(base, new))
+
+
+def test_the_reverse_is_an_improvement():
+    base = answers([True] * 20 + [False] * 30)
+    new = answers([True] * 50)
+    comparison = compare_runs(base, new)
+    assert comparison["verdict"].to_list() == ["improvement"]
+    assert not any_regression(comparison)
+
+
+def test_identical_runs_change_nothing():
+    base = answers([True, False, True, None, False] * 20)
+    row = only(compare_runs(base, base), model="m")
+    assert (row["lost"], row["gained"], row["difference"]) == (0, 0, 0.0)
+    assert row["p_value"] == 1.0 and row["verdict"] == "no change"
+    assert row["n"] == 80 and row["n_errors"] == 20
+
+
+def test_a_small_difference_is_no_change():
+    base = answers([True] * 30)
+    new = answers([True] * 28 + [False] * 2)
+    assert compare_runs(base, new)["verdict"].to_list() == ["no change"]
+
+
+def test_holm_is_applied_across_all_groups():
+    # 6 discordant pairs, all lost: exact p = 2 / 64 = 0.03125 < 0.05 alone, but not
+    # after Holm over two groups (x 2 = 0.0625)
+    lost_six = ([True] * 6 + [True] * 10, [False] * 6 + [True] * 10)
+    base = pl.concat([answers(lost_six[0], manifold="a"), answers(lost_six[0], manifold="b")])
+    new = pl.concat([answers(lost_six[1], manifold="a"), answers(lost_six[1], manifold="b")])
+    comparison = compare_runs(base, new)
+    assert comparison["p_value"].to_list() == pytest.approx([0.03125, 0.03125])
+    assert comparison["p_holm"].to_list() == pytest.approx([0.0625, 0.0625])
+    assert comparison["verdict"].to_list() == ["no change", "no change"]
+    alone = compare_runs(answers(lost_six[0]), answers(lost_six[1]))
+    assert alone["verdict"].to_list() == ["regression"]
+
+
+def test_holm_leaves_out_groups_without_a_discordant_pair():
+    # the six lost pairs again, beside a group where nothing changed: that group can never
+    # reject, gets p = 1, and does not halve the other's chance
+    lost_six = ([True] * 6 + [True] * 10, [False] * 6 + [True] * 10)
+    same = answers([True] * 8 + [False] * 8, manifold="b")
+    base = pl.concat([answers(lost_six[0], manifold="a"), same])
+    new = pl.concat([answers(lost_six[1], manifold="a"), same])
+    comparison = compare_runs(base, new)
+    assert comparison["p_holm"].to_list() == pytest.approx([0.03125, 1.0])
+    assert comparison["verdict"].to_list() == ["regression", "no change"]
+
+
+def test_points_weigh_the_same_whatever_their_counts():
+    # point p0: 100 pairs, 10 lost (-0.10); point p1: 20 pairs, 10 gained (+0.50).
+    # Pooled, p0 would dominate ((10 - 10) / 120 = 0); the mean over points is +0.20.
+    base = pl.concat([
+        answers([True] * 100, point_key="p0"),
+        answers([False] * 20, point_key="p1", start=100),
+    ])  # fmt: skip
+    new = pl.concat([
+        answers([False] * 10 + [True] * 90, point_key="p0"),
+        answers([True] * 10 + [False] * 10, point_key="p1", start=100),
+    ])  # fmt: skip
+    row = only(compare_runs(base, new), model="m")
+    assert row["points"] == 2 and row["n"] == 120
+    assert row["difference"] == pytest.approx((-0.10 + 0.50) / 2)
+    assert row["base_accuracy"] == pytest.approx((1.0 + 0.0) / 2)
+    assert row["new_accuracy"] == pytest.approx((0.9 + 0.5) / 2)
+    assert row["difference_low"] < 0.20 < row["difference_high"]
+    by_point = compare_runs(base, new, by="point")
+    assert by_point["difference"].to_list() == pytest.approx([-0.10, 0.50])
+
+
+def test_each_group_says_the_smallest_drop_it_would_catch():
+    # three groups with 6, 0 and 2 discordant pairs: the family is the two with some
+    groups = [("a", [True] * 6 + [True] * 94, [False] * 6 + [True] * 94),
+              ("b", [True] * 100, [True] * 100),
+              ("c", [True, False] + [True] * 98, [False, True] + [True] * 98)]  # fmt: skip
+    base = pl.concat([answers(b, manifold=m) for m, b, _ in groups])
+    new = pl.concat([answers(n, manifold=m) for m, _, n in groups])
+    comparison = compare_runs(base, new)
+    drops = dict(zip(comparison["manifold"], comparison["detectable_drop"], strict=True))
+    assert drops["a"] == pytest.approx(minimum_detectable_drop(100, 6, 0.05, family=2))
+    assert drops["c"] == pytest.approx(minimum_detectable_drop(100, 2, 0.05, family=2))
+    # a group outside the family would join it with a drop
+    assert drops["b"] == pytest.approx(minimum_detectable_drop(100, 0, 0.05, family=3))
+    worst = max(drops.values())
+    line = detectable_line(comparison)
+    assert line.startswith(f"a drop of {round(100 * worst + 0.5)} points or more in any model")
+    assert "(80% probability, alpha 0.05, 3 groups)" in line
+
+
+def test_a_tiny_group_says_no_drop_could_be_caught():
+    comparison = compare_runs(answers([True] * 3), answers([True] * 3))
+    assert comparison["detectable_drop"].to_list() == [None]
+    assert detectable_line(comparison).startswith("too few pairs to catch any drop in m/objects")
+    assert for_display(comparison)["detectable drop"].to_list() == ["none"]
+
+
+def test_unequal_point_counts_test_the_effective_counts():
+    # p0: 200 pairs, 20 lost; p1: 20 pairs, none discordant. The mean drop is 0.05; the
+    # test sees the group's effective pairs, not 220 independent ones
+    base = pl.concat([answers([True] * 200), answers([True] * 20, point_key="p1", start=200)])
+    new = pl.concat([
+        answers([False] * 20 + [True] * 180),
+        answers([True] * 20, point_key="p1", start=200),
+    ])  # fmt: skip
+    row = only(compare_runs(base, new), model="m")
+    assert row["difference"] == pytest.approx(-0.05)
+    assert row["p_value"] > mcnemar_exact(20, 0)  # the pooled test would overstate it
+
+
+def test_errors_are_dropped_and_unparsed_answers_are_wrong():
+    responses = pl.DataFrame({"outcome": ["correct", "wrong", "unparsed", "truncated", "error"]})
+    assert answers_from_outcomes(responses)["correct"].to_list() == [
+        True, False, False, False, None,
+    ]  # fmt: skip
+    base = answers([True, True, True, None])
+    new = answers([None, False, True, True])
+    row = only(compare_runs(base, new), model="m")
+    assert (row["n"], row["n_errors"], row["lost"]) == (2, 2, 1)
+
+
+def test_unknown_outcomes_are_refused():
+    with pytest.raises(ValueError, match="unknown outcome"):
+        answers_from_outcomes(pl.DataFrame({"outcome": ["correct", "maybe"]}))
+
+
+def test_unshared_cases_are_counted_and_one_sided_groups_are_named():
+    base = pl.concat([answers([True] * 10), answers([True] * 5, model="gone")])
+    new = pl.concat([answers([True] * 8, start=2), answers([True] * 5, model="fresh")])
+    comparison = compare_runs(base, new)
+    shared = only(comparison, model="m")
+    assert (shared["n"], shared["n_base_only"], shared["n_new_only"]) == (8, 2, 0)
+    gone, fresh = only(comparison, model="gone"), only(comparison, model="fresh")
+    assert gone["note"] == "only in the base run" and gone["verdict"] is None
+    assert fresh["note"] == "only in the new run" and fresh["n_new_only"] == 5
+    assert fresh["p_value"] is None and fresh["p_holm"] is None
+    line = summary_line(comparison)
+    assert line.startswith("0 regressions, 0 improvements, 1 no change over 8 paired cases")
+    assert "2 group(s) not compared" in line and "12 answer(s) without a partner" in line
+
+
+def test_samples_pair_one_to_one():
+    base = answers([True, False], samples=3)
+    row = only(compare_runs(base, base), model="m")
+    assert row["n"] == 6
+
+
+def test_grouping_by_point():
+    base = pl.concat([answers([True] * 10, point_key="p0"),
+                      answers([True] * 10, point_key="p1", start=10)])  # fmt: skip
+    new = pl.concat([answers([True] * 10, point_key="p0"),
+                     answers([False] * 10, point_key="p1", start=10)])  # fmt: skip
+    by_point = compare_runs(base, new, by="point")
+    assert by_point["point_key"].to_list() == ["p0", "p1"]
+    assert by_point["verdict"].to_list() == ["no change", "regression"]
+    assert compare_runs(base, new)["n"].to_list() == [20]
+
+
+def test_two_models_pair_once_relabelled():
+    run = pl.concat([answers([True] * 20, model="a"), answers([False] * 20, model="b")])
+    label = "a -> b"
+    comparison = compare_runs(relabel_model(run, "a", label), relabel_model(run, "b", label))
+    assert comparison["model"].to_list() == [label]
+    assert comparison["verdict"].to_list() == ["regression"]
+
+
+def test_nothing_to_compare_is_an_empty_frame():
+    empty = answers([])
+    comparison = compare_runs(empty, empty)
+    assert comparison.is_empty() and "verdict" in comparison.columns
+    assert summary_line(comparison).endswith("over 0 paired cases")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [({"by": "weird"}, "by='weird'"), ({"alpha": 0.0}, "alpha=0.0"), ({"alpha": 1.5}, "alpha")],
+)
+def test_bad_options_are_refused(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        compare_runs(answers([True]), answers([True]), **kwargs)
+
+
+def test_missing_columns_and_duplicates_are_refused():
+    with pytest.raises(ValueError, match="new answers lack column"):
+        compare_runs(answers([True]), answers([True]).drop("correct"))
+    twice = pl.concat([answers([True]), answers([False])])
+    with pytest.raises(ValueError, match="appears twice"):
+        compare_runs(twice, answers([True]))
+
+
+def test_display_puts_each_estimate_with_its_interval():
+    comparison = compare_runs(answers([True] * 50), answers([True] * 20 + [False] * 30))
+    row = for_display(comparison).to_dicts()[0]
+    assert row["new - base [95% CI]"].startswith("-0.600 [")
+    assert row["verdict"] == "regression"
+    assert "base only" not in row  # shown only where some group has unpaired answers
+
+
+class Responses:
+    """A stand-in source: a DuckDB `responses` table of two runs, read like a Reader."""
+
+    def __init__(self, rows):
+        import duckdb
+
+        self.con = duckdb.connect()
+        self.con.execute(
+            "CREATE TABLE responses (run_id VARCHAR, model VARCHAR, manifold VARCHAR, "
+            "point_key VARCHAR, case_id VARCHAR, sample_index INTEGER, outcome VARCHAR)"
+        )
+        self.con.executemany("INSERT INTO responses VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+
+    def frame(self, sql, params=None):
+        return self.con.sql(sql, params=params).pl()
+
+
+@pytest.fixture
+def two_nights():
+    last = [("r1", "m", "objects", "p0", f"c{i}", 0, "correct") for i in range(30)]
+    tonight = [("r2", "m", "objects", "p0", f"c{i}", 0, "wrong" if i < 20 else "correct")
+               for i in range(30)]  # fmt: skip
+    other = [("r3", "m", "objects", "p0", f"x{i}", 0, "correct") for i in range(3)]
+    source = Responses(last + tonight + other)
+    yield source
+    source.con.close()
+
+
+def test_run_answers_reads_one_run_with_its_filters(two_nights):
+    answers_r2 = run_answers(two_nights, "r2")
+    assert answers_r2.height == 30 and answers_r2["correct"].sum() == 10
+    assert run_answers(two_nights, "r2", models=["other"]).is_empty()
+    assert run_answers(two_nights, "r2", manifolds=["objects"]).height == 30
+    assert run_answers(two_nights, "nope").columns == [*answers_r2.columns]

@@ -1,0 +1,79 @@
+"""The words of DuckDB's that numerate.store.duckdb_words matches, pinned on the DuckDB that is
+installed: each error is made for real and must be recognised (and the others must not)."""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import duckdb
+import pytest
+
+from numerate.store.duckdb_words import is_damaged, is_interrupted, is_lock_conflict
+
+HOLDS = """
+import sys, time, duckdb
+con = duckdb.connect(sys.argv[1])
+print("held", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_database_another_process_holds_is_a_lock_conflict(tmp_path):
+    db = tmp_path / "held.duckdb"
+    duckdb.connect(str(db)).close()
+    holder = subprocess.Popen([sys.executable, "-c", HOLDS, str(db)], stdout=subprocess.PIPE,
+                              text=True)  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(duckdb.Error) as refused:
+            duckdb.connect(str(db))
+    finally:
+        holder.kill()
+        holder.wait()
+    assert is_lock_conflict(refused.value), str(refused.value)
+    assert not is_interrupted(refused.value)
+
+
+def test_a_block_that_fails_its_checksum_is_damage_and_bad_sql_is_not(tmp_path):
+    whole = tmp_path / "whole.duckdb"
+    with duckdb.connect(str(whole)) as con:
+        con.execute("CREATE TABLE t AS SELECT range AS i, 'row ' || range AS s FROM range(200000)")
+        con.execute("CHECKPOINT")
+    data = bytearray(whole.read_bytes())
+    for block in range(1, (len(data) - 12288) // 262144):  # every block's content
+        start = 12288 + 262144 * block + 50
+        data[start : start + 64] = b"garbage!" * 8
+    damaged = tmp_path / "damaged.duckdb"
+    damaged.write_bytes(bytes(data))
+    with pytest.raises(duckdb.Error) as corrupt, duckdb.connect(str(damaged)) as con:
+        con.execute("SELECT sum(i), max(s) FROM t").fetchall()
+    assert is_damaged(corrupt.value), str(corrupt.value)
+    with duckdb.connect(str(whole)) as con, pytest.raises(duckdb.Error) as bad_sql:
+        con.execute("SELECT nope FROM t")
+    assert not is_damaged(bad_sql.value) and not is_lock_conflict(bad_sql.value)
+
+
+def test_a_ctrl_c_during_a_query_is_an_interruption():
+    con = duckdb.connect()
+    asking = threading.Event()
+
+    def interrupt_the_query() -> None:  # once it runs: a second in, it is inside DuckDB
+        asking.wait(30)
+        time.sleep(1.0)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    threading.Thread(target=interrupt_the_query, daemon=True).start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(BaseException) as stopped:
+            asking.set()
+            con.execute("SELECT count(*) FROM range(10000000000) t(i) WHERE i % 7 = 3").fetchall()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert time.monotonic() - started < 30
+    assert is_interrupted(stopped.value), repr(stopped.value)
+    assert not is_interrupted(RuntimeError("a different failure"))

@@ -1,0 +1,543 @@
+"""Runs on two workers publish Parquet shards; one ingest merges them idempotently."""
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from numerate.cli import app
+from numerate.flows.ingest import ingest
+from numerate.flows.sweep import sweep
+from numerate.store import Store
+from numerate.store.shards import SUCCESS, complete_runs
+
+pytestmark = pytest.mark.usefixtures("prefect_harness")
+
+
+def config(model, results_dir):
+    return {
+        "name": "split",
+        "results_dir": str(results_dir),
+        "models": [{"name": model, "model": f"baseline:{model}"}],
+        "manifolds": [{"manifold": "objects", "count": 5}, {"manifold": "shuffle", "count": 5}],
+    }
+
+
+def table(db, sql):
+    store = Store.open(str(db))
+    try:
+        return sorted(store.query(sql))
+    finally:
+        Store.close_all()
+
+
+def test_two_workers_share_one_sweep_through_shards(tmp_path):
+    shared = tmp_path / "shared"
+    # two "workers", each with its own database, one model each
+    oracle_run = asyncio.run(sweep(config("oracle", shared), str(tmp_path / "worker-a.duckdb")))
+    random_run = asyncio.run(sweep(config("random", shared), str(tmp_path / "worker-b.duckdb")))
+    Store.close_all()
+    assert complete_runs(str(shared)) == sorted([oracle_run, random_run])
+
+    (shared / "half-written").mkdir()  # no _SUCCESS marker: never ingested
+    (shared / "half-written" / "runs.parquet.partial").write_bytes(b"")
+
+    central = tmp_path / "central.duckdb"
+    loaded = asyncio.run(ingest(str(shared), str(central)))
+    assert sorted(loaded) == sorted([oracle_run, random_run])
+    query = "SELECT run_id, model, count(*) FROM responses GROUP BY ALL"
+    assert table(central, query) == sorted([(oracle_run, "oracle", 10), (random_run, "random", 10)])
+    # the same cases served both runs: stored once
+    assert table(central, "SELECT count(*) FROM cases") == [(10,)]
+    assert table(central, "SELECT model FROM leaderboard") == [("oracle",), ("random",)]
+    before = table(central, "SELECT * FROM summaries")
+
+    assert asyncio.run(ingest(str(shared), str(central))) == []  # idempotent
+    assert table(central, "SELECT * FROM summaries") == before
+    assert table(central, "SELECT count(*) FROM responses") == [(20,)]
+
+
+def test_ingest_from_the_cli(tmp_path):
+    shared = tmp_path / "shared"
+    run_id = asyncio.run(sweep(config("oracle", shared), str(tmp_path / "w.duckdb")))
+    Store.close_all()
+    assert (shared / run_id / SUCCESS).exists()
+    result = CliRunner().invoke(app, ["ingest", str(shared), "--db", str(tmp_path / "c.duckdb")])
+    assert result.exit_code == 0, result.output
+    assert "ingested 1 run(s)" in result.stdout and run_id in result.stdout
+    missing = CliRunner().invoke(
+        app, ["ingest", str(tmp_path / "nowhere"), "--db", str(tmp_path / "c.duckdb")]
+    )
+    assert missing.exit_code == 2 and "no results location" in missing.stderr
+    loop, dangling = tmp_path / "loop", tmp_path / "dangling"
+    loop.symlink_to(loop)
+    dangling.symlink_to(tmp_path / "gone" / "shared")
+    gone = tmp_path / "gone" / "shared"
+    for link, said in (
+        (loop, "a symbolic link that loops"),
+        (dangling, f"a symbolic link to {gone}"),
+    ):
+        wrong = CliRunner().invoke(app, ["ingest", str(link), "--db", str(tmp_path / "c.duckdb")])
+        assert wrong.exit_code == 2 and f"results location {link} is {said}" in wrong.stderr
+
+
+STOPPED_AFTER_LOADING = """
+import sys
+import numerate.results.regrade as regrade
+graded = []
+grade = regrade.regrade_run
+def stopped(store, run_id):
+    if graded:  # Ctrl-C as the second run is graded, its rows written but not committed
+        raise KeyboardInterrupt
+    graded.append(run_id)
+    return grade(store, run_id)
+regrade.regrade_run = stopped
+from numerate.cli import main
+sys.argv = ["numerate", "ingest", sys.argv[1], "--db", sys.argv[2]]
+main()
+"""
+
+
+def test_an_ingest_a_signal_stops_names_the_runs_it_had_loaded(tmp_path):
+    """Corpus L: a bare `terminated` beside a database that held the run it had loaded. The
+    run being graded when the signal came is not loaded at all (issue 40: it was stored
+    ungraded, and recorded as ingested)."""
+    import subprocess
+    import sys
+
+    shared = tmp_path / "shared"
+    first = asyncio.run(sweep(config("oracle", shared), str(tmp_path / "w.duckdb")))
+    second = asyncio.run(sweep(config("random", shared), str(tmp_path / "v.duckdb")))
+    run_id = min(first, second)  # runs are loaded in the order of their ids
+    Store.close_all()
+    db = tmp_path / "c.duckdb"
+    done = subprocess.run([sys.executable, "-c", STOPPED_AFTER_LOADING, str(shared), str(db)],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"interrupted: 1 run(s) were loaded into {db} ({run_id}); run the same command again "
+        "to load the rest"
+    )
+    assert table(db, "SELECT DISTINCT run_id FROM responses") == [(run_id,)]
+    assert table(db, "SELECT run_id FROM ingested_shards") == [(run_id,)]
+
+
+def test_a_corrupt_or_incomplete_shard_is_skipped_and_named(tmp_path):
+    shared = tmp_path / "shared"
+    good = asyncio.run(sweep(config("oracle", shared), str(tmp_path / "a.duckdb")))
+    cut = asyncio.run(sweep(config("random", shared), str(tmp_path / "b.duckdb")))
+    Store.close_all()
+    (shared / cut / "responses.parquet").write_bytes(b"PAR1 truncated")  # a cut upload
+    lacking = shared / "lacking"
+    lacking.mkdir()
+    (lacking / SUCCESS).write_bytes(b"")  # marked complete, yet no table files
+    central = str(tmp_path / "central.duckdb")
+    result = CliRunner().invoke(app, ["ingest", str(shared), "--db", central])
+    assert result.exit_code == 3, result.output
+    assert f"ingested 1 run(s) into {central}\n  {good}" in result.stdout
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 2 and any(cut in w for w in warnings)
+    assert "warning: skipped run lacking: runs.parquet is missing, beside its _SUCCESS" in warnings
+    assert result.stderr.splitlines()[-1].startswith("error: 2 run(s) skipped")
+    # nothing of a skipped run was written (its transaction rolled back): a later ingest of
+    # its fixed shards loads it whole
+    assert table(central, "SELECT DISTINCT run_id FROM responses") == [(good,)]
+    assert table(central, "SELECT run_id FROM runs") == [(good,)]
+
+
+def test_an_ingest_that_loads_nothing_leaves_no_database_it_made(tmp_path):
+    """Every run skipped: the database made for the ingest (and its folder) is removed, as
+    it holds nothing; one that was there before, even an empty file, is left as it was."""
+    shared = tmp_path / "shared"
+    (shared / "lacking").mkdir(parents=True)
+    (shared / "lacking" / SUCCESS).write_bytes(b"")
+    made = tmp_path / "new" / "central.duckdb"
+    result = CliRunner().invoke(app, ["ingest", str(shared), "--db", str(made)])
+    assert result.exit_code == 3, result.output
+    assert result.stderr.splitlines()[-1] == (
+        f"error: 1 run(s) skipped; nothing was loaded, and {made} was not made; fix or "
+        "remove their shards and ingest again"
+    )
+    assert not (tmp_path / "new").exists() and result.stdout == ""
+    import duckdb
+
+    theirs = tmp_path / "theirs.duckdb"
+    duckdb.connect(str(theirs)).close()
+    kept = CliRunner().invoke(app, ["ingest", str(shared), "--db", str(theirs)])
+    assert kept.exit_code == 3 and theirs.exists(), kept.output
+    assert "was not made" not in kept.stderr and "ingested 0 run(s)" in kept.stdout
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory):
+    """One oracle run published to a results location: its id and the location (a test
+    rewrites a copy of it: `a_copy_of`)."""
+    shared = tmp_path_factory.mktemp("published") / "shared"
+    folder = shared.parent
+    run_id = asyncio.run(sweep(config("oracle", shared), str(folder / "a.duckdb")))
+    Store.close_all()
+    return run_id, shared
+
+
+def a_copy_of(published, tmp_path):
+    """A copy of the published run's location in `tmp_path`: its run id and the location."""
+    import shutil
+
+    run_id, shared = published
+    copy = tmp_path / "shared"
+    shutil.copytree(shared, copy)
+    return run_id, copy
+
+
+def _rewrite(shard, sql):
+    """`shard` (a Parquet file) with `sql` applied to it (its rows as `shard_rows`)."""
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute(f"CREATE TABLE shard_rows AS SELECT * FROM read_parquet('{shard}')")
+    con.execute(sql)
+    con.execute(f"COPY shard_rows TO '{shard}' (FORMAT parquet)")
+    con.close()
+
+
+@pytest.mark.parametrize(
+    ("table_name", "sql", "said"),
+    [
+        ("responses", "UPDATE shard_rows SET run_id = '../../../../tmp/PWNED'",
+         "responses.parquet row 1: run_id '../../../../tmp/PWNED', in the folder of run"),
+        ("runs", "UPDATE shard_rows SET run_id = 'another-run'",
+         "runs.parquet row 1: run_id 'another-run', in the folder of run"),
+        ("responses", "UPDATE shard_rows SET outcome = 'bogus-outcome'",
+         "responses.parquet row 1: outcome 'bogus-outcome' is none of correct, wrong"),
+        ("runs", "UPDATE shard_rows SET status = 'bogus'",
+         "runs.parquet row 1: status 'bogus' is none of finished, degraded"),
+        # corpus L: loaded, exit 0, as a run `running` with a finish time
+        ("runs", "UPDATE shard_rows SET status = 'running'",
+         "runs.parquet row 1: status 'running' is none of finished, degraded, failed, interrupted"),
+        ("run_models", "UPDATE shard_rows SET status = 'great'",
+         "run_models.parquet row 1: status 'great' is none of ok, degraded, failed"),
+        # corpus I: `Binder Error: Column "sample_index" in REPLACE list not found`
+        ("responses", "CREATE OR REPLACE TABLE shard_rows AS SELECT 1 AS x",
+         "responses.parquet: no column run_id, model, model_id, manifold, case_id (a file of"),
+        ("responses", "DELETE FROM shard_rows",
+         "responses.parquet holds no answer, yet points.parquet (2 rows) and summaries"),
+        # issue 40, F9: a traceback, the run stored ungraded and recorded as ingested
+        ("responses", "UPDATE shard_rows SET case_id = 'nope-' || case_id",
+         "responses.parquet row 1: case 'nope-"),
+        ("cases", "DELETE FROM shard_rows", "responses.parquet row 1: case '"),
+        ("responses", "UPDATE shard_rows SET manifold = 'shuffle' WHERE manifold = 'objects'",
+         "manifold 'shuffle', its case's is 'objects'"),
+        ("cases", "UPDATE shard_rows SET manifold = 'mystery'",
+         "cases.parquet row 1: manifold 'mystery' is none of objects, "),
+        ("cases", "UPDATE shard_rows SET data = '{}'", "its answers cannot be graded: "),
+        # F10: loaded, exit 0
+        ("responses", "UPDATE shard_rows SET completion_tokens = -5",
+         "responses.parquet row 1: completion_tokens -5: a token count is 0 or more"),
+        ("responses", "UPDATE shard_rows SET latency_s = 'NaN'::DOUBLE",
+         "responses.parquet row 1: latency_s nan: a duration is a finite number of seconds"),
+        ("responses", "ALTER TABLE shard_rows ALTER sample_index TYPE VARCHAR; "
+                      "UPDATE shard_rows SET sample_index = 'first'",
+         "responses.parquet row 1: sample_index 'first' is no integer"),
+        # F11: names a config refuses, loaded and printed raw by report
+        ("runs", "UPDATE shard_rows SET sweep_name = 'x<script>'",
+         "runs.parquet row 1: sweep_name 'x<script>' is not a name numerate takes"),
+        ("responses", "UPDATE shard_rows SET model = chr(27) || '[31mred'",
+         "responses.parquet row 1: model '\\x1b[31mred' is not a name numerate takes"),
+        ("responses", "UPDATE shard_rows SET model_id = 'a' || chr(27) || ']8;;http://x' || chr(7)",
+         "responses.parquet row 1: model_id 'a\\x1b]8;;http://x\\x07' is not a name"),
+        # F12: the first of two different rows kept silently
+        ("runs", "INSERT INTO shard_rows SELECT * REPLACE ('other' AS sweep_name) FROM shard_rows",
+         "runs.parquet rows 1 and 2: two different rows for one runs row (run_id 'split-"),
+        ("responses", "INSERT INTO shard_rows SELECT * REPLACE ('7' AS raw_text) FROM shard_rows "
+                      "WHERE case_id = (SELECT min(case_id) FROM shard_rows)",
+         "two different rows for one responses row (run_id 'split-"),
+        # the second hostile pass: a poisoned answer cache, planted targets, times no page
+        # could show, a run without its row, models that gave no answer, values of any size
+        ("completions", "INSERT INTO shard_rows SELECT * REPLACE ('nohash' AS request_hash) "
+                        "FROM shard_rows LIMIT 1", "an answer to no request of the run"),
+        ("responses", "UPDATE shard_rows SET raw_text = 'Answer: nope'",
+         "responses.parquet row 1: its answer or model id is not its request's"),
+        ("cases", "INSERT INTO shard_rows SELECT * REPLACE (case_id || 'x' AS case_id) "
+                  "FROM shard_rows LIMIT 1", "a case no answer of the run is to"),
+        ("cases", "UPDATE shard_rows SET target = '999', data = json_merge_patch(data, "
+                  "'{\"target\": \"999\"}') WHERE manifold = 'objects'",
+         "target is not what objects generates for its parameters, seed and index"),
+        ("runs", "UPDATE shard_rows SET finished_at = 'infinity'::TIMESTAMPTZ",
+         "runs.parquet row 1: finished_at"),
+        ("runs", "UPDATE shard_rows SET finished_at = started_at - INTERVAL 1 HOUR",
+         "runs.parquet row 1: finished_at is before started_at"),
+        ("runs", "DELETE FROM shard_rows", "runs.parquet holds 0 rows"),
+        ("run_models", "INSERT INTO shard_rows SELECT * REPLACE ('ghost' AS model) "
+                       "FROM shard_rows", "a model that gave the run no answer"),
+        ("run_models", "UPDATE shard_rows SET cause = repeat('x', 20000)",
+         ": longer than 10,000 characters"),
+        ("responses", "ALTER TABLE shard_rows ALTER prompt_tokens TYPE VARCHAR; "
+                      "UPDATE shard_rows SET prompt_tokens = '-4'",
+         "responses.parquet row 1: prompt_tokens '-4': a token count is 0 or more"),
+        ("responses", "UPDATE shard_rows SET error = 'x' || chr(27) || ']0;pwned' || chr(7)",
+         "error 'x\\x1b]0;pwned\\x07': a control character"),
+    ],
+)  # fmt: skip
+def test_a_shard_holding_another_run_s_rows_or_no_outcome_is_skipped(
+    published, tmp_path, table_name, sql, said
+):
+    """Before: ingest stored a shard's rows as they were: a run id `../../x` that `plot` then
+    wrote a file under (`plot-../../x.png`), an outcome that is none, a second folder holding
+    the same run counted as a second run ingested."""
+    run_id, shared = a_copy_of(published, tmp_path)
+    _rewrite(shared / run_id / f"{table_name}.parquet", sql)
+    central = str(tmp_path / "central.duckdb")
+    result = CliRunner().invoke(app, ["ingest", str(shared), "--db", central])
+    assert result.exit_code == 3, result.output
+    [warning] = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert warning.startswith(f"warning: skipped run {run_id}: ") and said in warning
+    assert not Path(central).exists()  # nothing of it, and no database made for nothing
+
+
+@pytest.mark.parametrize(
+    ("layout", "said"),
+    [
+        ({}, "holds no run folder"),
+        ({"a/_SUCCESS": "", "a/runs.parquet": ""}, "is one run's folder (it holds _SUCCESS): give"),
+        ({"r1/runs.parquet.partial": "", "r2/x": ""},
+         "holds no complete run: none of its 2 folder(s) (r1, r2) has the _SUCCESS marker"),
+    ],
+)  # fmt: skip
+def test_a_location_with_nothing_to_ingest_is_an_error_and_makes_no_database(
+    tmp_path, layout, said
+):
+    """Before: an empty folder, a run's own folder (one level too deep) or folders without
+    the _SUCCESS marker were `ingested 0 run(s)`, exit 0, and the database was made: a
+    mistyped path looked like a quiet night."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    for name, text in layout.items():
+        (shared / name).parent.mkdir(parents=True, exist_ok=True)
+        (shared / name).write_text(text)
+    given = str(shared / "a") if "a/_SUCCESS" in layout else str(shared)
+    db = tmp_path / "c.duckdb"
+    result = CliRunner().invoke(app, ["ingest", given, "--db", str(db)])
+    assert result.exit_code == 2, result.output
+    assert said in result.stderr and result.stderr.startswith("error: results location ")
+    assert not db.exists()
+
+
+def test_an_ingested_run_is_graded_here_not_taken_at_its_shards_word(tmp_path):
+    """Before: outcomes rewritten to `correct` in a shard were stored as such, and the shard's
+    own summaries beside them. Its answers are graded again on ingest, and its aggregates made
+    from that."""
+    shared = tmp_path / "shared"
+    worker = tmp_path / "worker.duckdb"
+    run_id = asyncio.run(sweep(config("random", shared), str(worker)))
+    Store.close_all()
+    truth = table(worker, "SELECT case_id, outcome FROM responses")
+    accuracy = table(worker, "SELECT manifold, accuracy FROM summaries")
+    assert {outcome for _, outcome in truth} != {"correct"}  # a random guesser misses some
+    _rewrite(shared / run_id / "responses.parquet", "UPDATE shard_rows SET outcome = 'correct'")
+    _rewrite(shared / run_id / "summaries.parquet", "UPDATE shard_rows SET accuracy = 1.0")
+    central = tmp_path / "central.duckdb"
+    result = CliRunner().invoke(app, ["ingest", str(shared), "--db", str(central)])
+    assert result.exit_code == 0, result.output
+    assert table(central, "SELECT case_id, outcome FROM responses") == truth
+    assert table(central, "SELECT manifold, accuracy FROM summaries") == accuracy
+
+
+def test_a_run_made_in_the_database_is_said_to_be_there_not_ingested(tmp_path):
+    shared = tmp_path / "shared"
+    db = str(tmp_path / "a.duckdb")
+    run_id = asyncio.run(sweep(config("oracle", shared), db))
+    Store.close_all()
+    result = CliRunner().invoke(app, ["ingest", str(shared), "--db", db])
+    assert result.exit_code == 0, result.output
+    assert f"ingested 0 run(s) into {db}\n1 run(s) made in {db} already: {run_id}" in result.stdout
+
+
+def test_the_default_plot_file_of_a_run_is_a_plain_name_in_the_working_folder(
+    tmp_path, monkeypatch
+):
+    """A run id from elsewhere (`../../x`, written into a database by hand) made `plot` write
+    `plot-../../x.png`, outside the working folder, making the folders on the way."""
+    import duckdb
+
+    db = tmp_path / "a.duckdb"
+    run_id = asyncio.run(sweep(config("oracle", tmp_path / "shared"), str(db)))
+    Store.close_all()
+    odd = "../../PWNED"
+    con = duckdb.connect(str(db))
+    for (name,) in con.execute(
+        "SELECT c.table_name FROM duckdb_columns() c JOIN duckdb_tables() t USING (table_name) "
+        "WHERE column_name = 'run_id'"
+    ).fetchall():
+        con.execute(f"UPDATE {name} SET run_id = ? WHERE run_id = ?", [odd, run_id])
+    con.close()
+    work = tmp_path / "deep" / "a"
+    work.mkdir(parents=True)
+    monkeypatch.chdir(work)
+    result = CliRunner().invoke(app, ["plot", "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    (written,) = work.iterdir()
+    assert written.name.startswith("plot-_.._PWNED-") and written.suffix == ".png"
+    assert not (tmp_path / "PWNED.png").exists() and not (tmp_path / "plot-..").exists()
+
+
+def test_ingest_of_a_file_is_an_error(tmp_path):
+    a_file = tmp_path / "shard.parquet"
+    a_file.write_bytes(b"x")
+    result = CliRunner().invoke(app, ["ingest", str(a_file), "--db", str(tmp_path / "c.duckdb")])
+    assert result.exit_code == 2 and "is a file, not a folder of run shards" in result.stderr
+
+
+def test_a_results_dir_that_is_a_file_says_so(tmp_path):
+    """It said "cannot be written: File exists"."""
+    from numerate.kernel.errors import ConfigError
+    from numerate.store.shards import check_writable
+
+    planted = tmp_path / "planted"
+    planted.write_text("a file")
+    with pytest.raises(ConfigError, match="a file, not a folder"):
+        check_writable(str(planted))
+    assert planted.read_text() == "a file"
+
+
+def test_a_results_location_in_this_process_s_memory_is_refused(tmp_path):
+    """Before: `results_dir: memory://x` was accepted; the shards a run published there were
+    gone when it ended."""
+    from numerate.kernel.errors import ConfigError
+    from numerate.store.shards import check_writable
+
+    with pytest.raises(ConfigError, match="'memory://x' is this process's memory"):
+        check_writable("memory://x")
+    result = CliRunner().invoke(app, ["ingest", "memory://x", "--db", str(tmp_path / "c.db")])
+    assert result.exit_code == 2 and "this process's memory" in result.stderr
+
+
+def test_the_root_folder_is_the_root_not_the_working_folder(tmp_path, monkeypatch):
+    """Before: `/` lost its slash and listed the working folder's runs as the root's."""
+    from numerate.store.shards import _filesystem
+
+    monkeypatch.chdir(tmp_path)
+    assert _filesystem("/")[1] == "/" and _filesystem("/x/")[1] == "/x"
+
+
+@pytest.mark.parametrize(
+    ("location", "said"),
+    [("zip://x", "cannot be opened: IsADirectoryError"),
+     ("ftp://127.0.0.1:1/x", "cannot be opened: ConnectionRefusedError"),
+     ("reference://", "cannot be opened: TypeError: ReferenceFileSystem")],
+)  # fmt: skip
+def test_a_results_location_its_file_system_cannot_open_is_one_error(
+    tmp_path, monkeypatch, location, said
+):
+    """Before: a traceback from the file system (an FTP server that refuses, an archive that
+    is none, a file system that needs arguments a URL cannot give)."""
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["ingest", location, "--db", str(tmp_path / "c.duckdb")])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(f"error: results location {location!r} {said}")
+    assert not (tmp_path / "c.duckdb").exists()
+
+
+def test_rows_a_shard_holds_twice_alike_are_loaded_once(tmp_path):
+    """Two identical rows for one key are one row (a shard written twice over), not refused."""
+    shared = tmp_path / "shared"
+    worker = tmp_path / "w.duckdb"
+    run_id = asyncio.run(sweep(config("random", shared), str(worker)))
+    Store.close_all()
+    for name in ("runs", "responses"):
+        _rewrite(shared / run_id / f"{name}.parquet",
+                 "INSERT INTO shard_rows SELECT * FROM shard_rows")  # fmt: skip
+    central = tmp_path / "central.duckdb"
+    result = CliRunner().invoke(app, ["ingest", str(shared), "--db", str(central)])
+    assert result.exit_code == 0, result.output
+    query = "SELECT case_id, outcome FROM responses"
+    assert table(central, query) == table(worker, query)
+
+
+def test_a_case_unlike_the_one_the_database_holds_is_refused(tmp_path):
+    """F12: a case (or completion) whose key the database holds already was ignored, so a
+    shard's answers were graded against another case than the one they answered."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    asyncio.run(sweep(config("oracle", first), str(tmp_path / "a.duckdb")))
+    run_id = asyncio.run(sweep(config("random", second), str(tmp_path / "b.duckdb")))
+    Store.close_all()
+    # of another generator version (which cannot be made again here to compare), same id
+    _rewrite(second / run_id / "cases.parquet",
+             "UPDATE shard_rows SET target = target || '0', generator_version = 'other' "
+             "WHERE manifold = 'objects'")  # fmt: skip
+    central = tmp_path / "central.duckdb"
+    assert CliRunner().invoke(app, ["ingest", str(first), "--db", str(central)]).exit_code == 0
+    result = CliRunner().invoke(app, ["ingest", str(second), "--db", str(central)])
+    assert result.exit_code == 3, result.output
+    assert "cases.parquet row 1: not the cases row the database holds under case_id '" in (
+        result.stderr
+    )
+    assert table(central, "SELECT count(DISTINCT run_id) FROM responses") == [(1,)]
+
+
+def test_a_shard_that_is_a_link_out_of_the_location_is_not_followed(published, tmp_path):
+    """A local results location: a shard that is a symbolic link (to a file elsewhere that
+    is a shard too) is refused, not read; the run is skipped."""
+    import os
+
+    run_id, shared = a_copy_of(published, tmp_path)
+    shard = shared / run_id / "responses.parquet"
+    elsewhere = tmp_path / "elsewhere.parquet"
+    os.rename(shard, elsewhere)
+    os.symlink(elsewhere, shard)
+    central = tmp_path / "central.duckdb"
+    result = CliRunner().invoke(app, ["ingest", str(shared), "--db", str(central)])
+    assert result.exit_code == 3, result.output
+    assert f"warning: skipped run {run_id}: {shard}: a symbolic link" in result.stderr
+    assert not central.exists()
+
+
+def test_a_run_folder_whose_name_holds_an_escape_is_skipped_and_shown_escaped(published, tmp_path):
+    """F11: a folder named with a terminal escape is no run id; the warning shows it escaped."""
+    run_id, shared = a_copy_of(published, tmp_path)
+    (shared / run_id).rename(shared / "\x1b]0;owned\x07")
+    result = CliRunner().invoke(app, ["ingest", str(shared), "--db", str(tmp_path / "c.duckdb")])
+    assert result.exit_code == 3, result.output
+    assert "\x1b" not in result.output
+    assert "warning: skipped run '\\x1b]0;owned\\x07': its folder's name is no run id (letters" in (
+        result.stderr
+    )
+
+
+def test_an_ingested_answer_beyond_the_bound_is_stored_cut_and_graded_on_what_is_kept(
+    published, tmp_path
+):
+    """F2: a 60 MB answer in a shard was stored whole (its page still loading after 90 s)."""
+    from numerate.kernel.answers import MAX_ANSWER_CHARS, cut_answer
+
+    run_id, shared = a_copy_of(published, tmp_path)
+    long = "<think>" + "w" * 300_000 + "</think>\n"
+    _rewrite(shared / run_id / "responses.parquet",
+             f"UPDATE shard_rows SET raw_text = '{long}' || raw_text")  # fmt: skip
+    _rewrite(shared / run_id / "completions.parquet",
+             f"UPDATE shard_rows SET text = '{long}' || text")  # fmt: skip
+    central = tmp_path / "central.duckdb"
+    result = CliRunner().invoke(app, ["ingest", str(shared), "--db", str(central)])
+    assert result.exit_code == 0, result.output
+    rows = table(central, "SELECT raw_text, raw_cut, raw_chars, outcome FROM responses")
+    assert len(rows) == 10
+    for text, cut, chars, outcome in rows:
+        assert cut and len(text) == MAX_ANSWER_CHARS and chars > MAX_ANSWER_CHARS
+        assert text.startswith("<think>w") and text.endswith("</think>\n" + text.split("\n")[-1])
+        assert outcome == "correct"  # the oracle's answer, at the end, is kept
+    assert text == cut_answer(long + text.split("\n")[-1])[0]
+    completions = table(central, "SELECT length(text), text_cut FROM completions")
+    assert completions and set(completions) == {(MAX_ANSWER_CHARS, True)}
+
+
+def test_a_shard_that_is_a_folder_is_skipped_in_one_warning(published, tmp_path):
+    """Issue 41, found from outside: DuckDB's own words and a temporary path, exit 2."""
+    run_id, shared = a_copy_of(published, tmp_path)
+    shard = shared / run_id / "cases.parquet"
+    shard.unlink()
+    shard.mkdir()
+    central = tmp_path / "central.duckdb"
+    result = CliRunner().invoke(app, ["ingest", str(shared), "--db", str(central)])
+    assert result.exit_code == 3, result.output
+    assert f"warning: skipped run {run_id}: {shard}: not a regular file\n" in result.stderr
+    assert not central.exists()

@@ -1,0 +1,561 @@
+"""Sharing one results database between processes (numerate.store: access, journal, writer):
+bounded and visible lock waits, nothing lost when a process dies, runs claimed by one process,
+migrations that two processes may try at once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from numerate.store import DatabaseBusy, Store, StoreError
+from numerate.store.access import connect, holder
+from numerate.store.journal import Journal, journal_dir, live_owners, orphans, read_segment
+from numerate.store.migrations import MIGRATIONS
+from numerate.store.schema import now
+from tests.waiting import wait_until, waits_for_the_database
+
+ROOT = Path(__file__).resolve().parents[2]
+
+HOLD = textwrap.dedent(
+    """
+    import sys, time, duckdb
+    while True:  # a writer may hold the file this very moment: until it lets go
+        try:
+            con = duckdb.connect(sys.argv[1], read_only=sys.argv[2] == "ro")
+            break
+        except duckdb.IOException:
+            time.sleep(0.01)
+    print("holding", flush=True)
+    time.sleep(float(sys.argv[3]))
+    con.close()
+    """
+)
+
+
+def hold(db: Path, seconds: float, read_only: bool = False) -> subprocess.Popen[str]:
+    """Another process that holds the database file for `seconds`."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(db), "ro" if read_only else "rw", str(seconds)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert process.stdout is not None and process.stdout.readline().strip() == "holding"
+    return process
+
+
+def completion(request_hash: str, run_id: str = "r") -> dict:
+    return {"request_hash": request_hash, "run_id": run_id, "base_url": None, "model_id": "m",
+            "revision": None, "sample_index": 0, "text": "Answer: 1", "text_cut": False,
+            "text_chars": None, "finish_reason": "stop", "prompt_tokens": 1,
+            "completion_tokens": 1, "latency_s": 0.1, "attempts": 1,
+            "created_at": now()}  # fmt: skip
+
+
+def test_a_writer_waits_for_another_process_then_writes(tmp_path, db_path):
+    Store.open(db_path)
+    Store.close_all()
+    holder_process = hold(Path(db_path), 1.5)
+    started = time.monotonic()
+    Store.open(db_path).put_completions([completion("h1")])
+    assert time.monotonic() - started >= 1.0  # it waited for the other process
+    holder_process.wait()
+    assert Store.open(db_path).get_completions(["h1"]).keys() == {"h1"}
+
+
+def test_past_the_bound_the_wait_ends_in_one_error_naming_the_other_process(db_path, monkeypatch):
+    duckdb.connect(db_path).close()
+    other = hold(Path(db_path), 30)
+    monkeypatch.setenv("NUMERATE_LOCK_TIMEOUT", "0.5")
+    try:
+        with pytest.raises(DatabaseBusy) as raised:
+            connect(db_path)
+    finally:
+        other.kill()
+        other.wait()
+    message = str(raised.value)
+    assert f"PID {other.pid}" in message and "NUMERATE_LOCK_TIMEOUT" in message
+    assert "nothing is lost" in message
+
+
+def test_a_long_wait_is_said_with_the_process_that_holds_the_file(db_path, monkeypatch):
+    from numerate.kernel.progress import reporting_to
+    from tests.notes import Notes
+
+    duckdb.connect(db_path).close()
+    other = hold(Path(db_path), 1.6)
+    with reporting_to(Notes()) as progress:
+        connect(db_path).close()
+    other.wait()
+    assert len(progress.notes) == 1
+    assert f"waiting for results database {db_path}, held by PID {other.pid}" in progress.notes[0]
+
+
+def test_the_holder_s_command_line_is_shown_without_its_secrets():
+    """Before: the lock-wait note showed the holder's command line as it was, an API key
+    given as an option and a URL's password included."""
+    from numerate.store.access import _command_line
+
+    other = subprocess.Popen(
+        [sys.executable, "-c", "print(1,flush=1);input()", "http://u:hunter2PW@h/v1",
+         "--api-key", "sk-LEAKKEY1234567890abcdef"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert other.stdout.readline().strip() == "1"
+        shown = _command_line(other.pid)
+    finally:
+        other.kill()
+    assert shown is not None and "http://***@h/v1 --api-key ***" in shown, shown
+    assert "LEAKKEY" not in shown and "hunter2PW" not in shown
+
+
+def test_holder_reads_the_pid_duckdb_names():
+    assert holder("Conflicting lock is held in /usr/bin/python3 (PID 1)").startswith("PID 1")
+    assert holder("IO Error: something else") is None
+
+
+def test_a_process_killed_while_holding_the_file_blocks_no_one(db_path):
+    duckdb.connect(db_path).close()
+    other = hold(Path(db_path), 60)
+    other.send_signal(signal.SIGKILL)
+    other.wait()
+    started = time.monotonic()
+    Store.open(db_path).put_completions([completion("h1")])
+    assert time.monotonic() - started < 2
+
+
+KILLED_RUN = textwrap.dedent(
+    """
+    import os, signal, sys
+    from numerate.store import Store
+    from tests.store.test_store_access import completion
+    store = Store.open(sys.argv[1])
+    store.receive("completions", [completion(f"h{i}") for i in range(50)])
+    os.kill(os.getpid(), signal.SIGKILL)  # before the journal is written to the database
+    """
+)
+
+
+def test_answers_of_a_killed_process_are_written_by_the_next_one(db_path):
+    env = {**os.environ, "NUMERATE_FLUSH_SECONDS": "3600"}
+    killed = subprocess.run([sys.executable, "-c", KILLED_RUN, db_path], cwd=ROOT, env=env)
+    assert killed.returncode == -signal.SIGKILL
+    assert any(journal_dir(db_path).glob("*.jsonl"))  # left behind
+    stored = Store.open(db_path).get_completions([f"h{i}" for i in range(50)])
+    assert len(stored) == 50
+    assert not any(journal_dir(db_path).glob("*.jsonl"))  # replayed once, then removed
+
+
+def test_a_journal_line_cut_short_is_left_out(tmp_path):
+    segment = tmp_path / "x.000001.jsonl"
+    whole = json.dumps(["completions", {"request_hash": "a", "created_at": "2026-11-24T00:00:00"}])
+    segment.write_text(whole + "\n" + whole[:20])
+    [(table, row)] = read_segment(segment)
+    assert table == "completions" and row["created_at"].year == 2026
+
+
+def test_a_live_journal_is_no_orphan_and_a_closed_empty_one_leaves_nothing(db_path):
+    journal = Journal(db_path)
+    journal.append("completions", [completion("h1")])
+    with orphans(db_path) as found:
+        assert found == []  # its owner is alive (this process)
+    assert live_owners(db_path) == 1
+    for segment in journal.take():
+        journal.written(segment)
+    journal.close()
+    assert live_owners(db_path) == 0
+    assert not journal_dir(db_path).exists()
+
+
+CLAIM = textwrap.dedent(
+    """
+    import sys, time
+    from numerate.store import Store
+    store = Store.open(sys.argv[1])
+    print(store.claim_run("run-1"), flush=True)
+    time.sleep(30)
+    """
+)
+
+
+def test_a_run_is_held_by_one_process_at_a_time(db_path):
+    Store.open(db_path)
+    other = subprocess.Popen([sys.executable, "-c", CLAIM, db_path], cwd=ROOT,
+                             stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert other.stdout is not None and other.stdout.readline().strip() == "True"
+        assert Store.open(db_path).claim_run("run-1") is False
+        assert Store.open(db_path).claim_run("run-2") is True
+    finally:
+        other.kill()
+        other.wait()
+    assert Store.open(db_path).claim_run("run-1") is True  # its holder died
+
+
+MIGRATE = textwrap.dedent(
+    """
+    import sys
+    from numerate.store import Store
+    print(Store.open(sys.argv[1]).found_version, flush=True)
+    """
+)
+
+
+def test_two_processes_upgrading_one_old_database_at_once_migrate_it_once(db_path):
+    con = duckdb.connect(db_path)
+    con.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, "
+                "description VARCHAR NOT NULL, applied_at TIMESTAMPTZ NOT NULL)")  # fmt: skip
+    for version, (description, sql) in enumerate(MIGRATIONS[:3], start=1):
+        con.execute(sql)
+        con.execute("INSERT INTO schema_migrations VALUES (?, ?, now())", [version, description])
+    con.close()
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", MIGRATE, db_path],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    found = sorted(int(p.communicate(timeout=120)[0]) for p in processes)
+    assert [p.returncode for p in processes] == [0, 0]
+    assert found == [3, len(MIGRATIONS)]  # one migrated, the other found it done
+    con = duckdb.connect(db_path, read_only=True)
+    versions = [
+        v for (v,) in con.execute("SELECT version FROM schema_migrations ORDER BY 1").fetchall()
+    ]
+    con.close()
+    assert versions == list(range(1, len(MIGRATIONS) + 1))
+
+
+def numerate(*args: str, env: dict[str, str] | None = None, **options):
+    return subprocess.run([sys.executable, "-m", "numerate.cli", *args], cwd=ROOT,
+                          env={**os.environ, **(env or {})}, capture_output=True, text=True,
+                          **options)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["cache", "clear"], ["report"], ["upgrade"], ["regrade", "--run", "x"], ["db", "{db}"]],
+)
+def test_a_database_busy_past_the_wait_is_one_line_and_exit_3(db_path, command):
+    Store.open(db_path)
+    Store.close_all()
+    other = hold(Path(db_path), 60)
+    try:
+        args = [a.replace("{db}", db_path) for a in command]
+        db_option = [] if command[0] == "db" else ["--db", db_path]
+        done = numerate(*args, *db_option, env={"NUMERATE_LOCK_TIMEOUT": "1"}, timeout=60)
+    finally:
+        other.kill()
+        other.wait()
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 3, done.stderr
+    assert "Traceback" not in done.stderr
+    assert lines[-1].startswith(f"error: results database {db_path} stayed busy")
+    assert f"PID {other.pid}" in lines[-1] and "nothing is lost" in lines[-1]
+
+
+def test_ctrl_c_stops_a_command_waiting_for_the_database_at_once(db_path):
+    Store.open(db_path)
+    Store.close_all()
+    other = hold(Path(db_path), 60)
+    try:
+        waiting = subprocess.Popen(
+            [sys.executable, "-m", "numerate.cli", "cache", "clear", "--db", db_path],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        waits = lambda: waits_for_the_database(db_path, waiting.pid)  # noqa: E731
+        wait_until(lambda: waits() or waiting.poll() is not None, what="the command waits")
+        assert waiting.poll() is None  # waiting (the default wait is 600 s)
+        started = time.monotonic()
+        waiting.send_signal(signal.SIGINT)
+        _, stderr = waiting.communicate(timeout=30)
+        assert time.monotonic() - started < 5
+    finally:
+        other.kill()
+        other.wait()
+    assert waiting.returncode == 130
+    assert "Traceback" not in stderr
+
+
+CLAIMED_RUN = textwrap.dedent(
+    """
+    import sys, time
+    from numerate.store import Store
+    store = Store.open(sys.argv[1])
+    store.claim_run(sys.argv[2])
+    print("holding", flush=True)
+    time.sleep(60)
+    """
+)
+
+
+def test_a_run_another_process_runs_is_not_resumed_a_new_run_starts(db_path, prefect_harness):
+    import asyncio
+
+    from numerate.config.sweep import parse_sweep_config
+    from numerate.tasks.database import open_run
+
+    config = parse_sweep_config(
+        {"name": "twice", "models": [{"name": "o", "model": "baseline:oracle"}],
+         "manifolds": [{"manifold": "objects", "count": 2}]}
+    )  # fmt: skip
+    first = asyncio.run(open_run.fn(config, db_path))
+    Store.close_all()  # this process lets go of it: like a first process still running it
+    other = subprocess.Popen([sys.executable, "-c", CLAIMED_RUN, db_path, first], cwd=ROOT,
+                             stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert other.stdout is not None and other.stdout.readline().strip() == "holding"
+        from prefect import flow
+
+        @flow
+        async def second_process() -> str:
+            return await open_run(config, db_path)
+
+        second = asyncio.run(second_process())
+    finally:
+        other.kill()
+        other.wait()
+    assert second != first  # never two processes on one run
+    Store.close_all()
+    assert asyncio.run(open_run.fn(config, db_path)) in (first, second)  # resumable again
+
+
+@pytest.mark.slow
+def test_a_run_past_the_wait_fails_in_one_line_and_the_same_command_resumes_it(tmp_path):
+    from tests.cli.test_run import logged, numerate_env, slow_sweep
+
+    config, endpoint, log = slow_sweep(tmp_path, count=60, delay=0.1, batch_size=10)
+    db = tmp_path / "r.duckdb"
+    command = [sys.executable, "-m", "numerate.cli", "run", "--config", str(config),
+               "--db", str(db)]  # fmt: skip
+    env = {**numerate_env(tmp_path / "prefect"), "NUMERATE_LOCK_TIMEOUT": "2"}
+    other = None
+    try:
+        run = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)  # fmt: skip
+        deadline = time.monotonic() + 120
+        while len(logged(log)) < 10:
+            assert run.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        other = hold(db, 120)  # an analyst's client that keeps the file open
+        _, stderr = run.communicate(timeout=120)
+        assert run.returncode == 3, stderr
+        assert "Traceback" not in stderr
+        assert stderr.strip().splitlines()[-1].startswith(f"error: results database {db} stayed")
+        sent = len(logged(log))
+        other.kill()
+        other.wait()
+        again = subprocess.run(command, cwd=ROOT, env=numerate_env(tmp_path / "prefect"),
+                               capture_output=True, text=True, timeout=300)  # fmt: skip
+        assert again.returncode == 0, again.stderr
+        assert "resuming run" in again.stderr
+    finally:
+        if other is not None:
+            other.kill()
+        endpoint.kill()
+        endpoint.wait()
+    con = duckdb.connect(str(db), read_only=True)
+    [(runs, responses)] = con.execute(
+        "SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM responses)"
+    ).fetchall()
+    con.close()
+    assert (runs, responses) == (1, 60)  # one run, resumed, with every answer
+    # nothing asked twice but what was in flight when the first process stopped
+    assert len(logged(log)) - 60 <= 4, f"{len(logged(log))} requests for 60 cases ({sent} first)"
+
+
+def test_a_row_without_a_column_is_refused_where_it_is_received(db_path):
+    row = completion("h1")
+    del row["revision"]
+    with pytest.raises(StoreError, match="a completions row has no column 'revision'"):
+        Store.open(db_path).receive("completions", [row])
+    assert Store.open(db_path).get_completions(["h1"]) == {}  # nothing half-written
+
+
+def test_a_journal_of_an_earlier_version_is_replayed_with_null_for_a_newer_column(db_path):
+    """A journal a process of an earlier version left behind (its rows lack a column added
+    since) is still written by the next process: the missing column is NULL."""
+    Store.open(db_path)
+    Store.close_all()
+    row = {k: v for k, v in completion("old").items() if k != "revision"}
+    row["created_at"] = row["created_at"].isoformat()
+    folder = journal_dir(db_path)
+    folder.mkdir(exist_ok=True)
+    (folder / "dead.owner").write_text("")
+    (folder / "dead.000001.jsonl").write_text(json.dumps(["completions", row]) + "\n")
+    stored = Store.open(db_path).get_completions(["old"])
+    assert stored["old"]["revision"] is None and stored["old"]["text"] == "Answer: 1"
+
+
+def dead_journal(db_path, request_hash, after):
+    """The journal of a process that died, holding one good completion and then `after`."""
+    Store.open(db_path)
+    Store.close_all()
+    row = completion(request_hash)
+    row["created_at"] = row["created_at"].isoformat()
+    folder = journal_dir(db_path)
+    folder.mkdir(exist_ok=True)
+    (folder / "dead.owner").write_text("")
+    segment = folder / "dead.000001.jsonl"
+    segment.write_text(json.dumps(["completions", row]) + after)
+    return segment
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ('["evil_table", {"a": 1}]', "line 2: 'evil_table' is no table a journal holds"),
+        ('["responses", "str"]', "line 2: a responses row that is no mapping"),
+        ('["completions", {"colour": 1}]', "line 2: 'colour' is no column of completions"),
+        ('["completions", {"created_at": "soon"}]', "line 2: created_at = 'soon' is no time"),
+        ("[1, 2, 3]", "line 2: not a [table, row] pair"),
+        ("not json", "line 2: not a [table, row] pair"),  # not the last line: no cut
+        ('["responses", {}]', "cannot be written (Constraint Error: NOT NULL constraint"),
+        ('["responses", {"sample_index": "x"}]', "cannot be written (Conversion Error"),
+    ],
+)
+def test_a_journal_line_numerate_did_not_write_is_one_error_naming_the_file(db_path, line, said):
+    """Before: a KeyError, an AttributeError, Arrow's or DuckDB's error (its first one hidden
+    behind "Current transaction is aborted") ended every later writer in a traceback. Now one
+    StoreError names the file (and line) and how to go on; nothing is written."""
+    segment = dead_journal(db_path, "good", "\n" + line + "\n")
+    with pytest.raises(StoreError) as refused:
+        Store.open(db_path)
+    assert f"journal {segment}" in str(refused.value) and said in str(refused.value)
+    assert "move the file out of" in str(refused.value)
+    Store.close_all()
+    segment.unlink()
+    assert Store.open(db_path).get_completions(["good"]) == {}  # the good line neither
+
+
+def test_a_journal_s_answer_of_a_run_the_database_lacks_is_refused(db_path):
+    """Before: written as an answer of no run (a journal of another database, or edited),
+    which no report counts and nothing removes."""
+    answer = {
+        "run_id": "nosuch-run", "model": "m", "model_id": "m", "manifold": "objects",
+        "case_id": "c", "sample_index": 0, "point_key": "default", "request_hash": "good",
+        "raw_text": "1", "answer": "1", "outcome": "correct", "error": None,
+        "finish_reason": "stop", "prompt_tokens": 1, "completion_tokens": 1, "latency_s": 0.1,
+        "cached": False,
+    }  # fmt: skip
+    segment = dead_journal(db_path, "good", "\n" + json.dumps(["responses", answer]) + "\n")
+    with pytest.raises(StoreError) as refused:
+        Store.open(db_path)
+    said = str(refused.value)
+    assert f"journal {segment}: answers of run 'nosuch-run', which this database holds no " in said
+    assert "move the file out of" in said
+    Store.close_all()
+    segment.unlink()
+    store = Store.open(db_path)  # nothing of the file was written
+    assert store.get_completions(["good"]) == {}
+    assert store.query("SELECT count(*) FROM responses") == [(0,)]
+
+
+def test_a_last_journal_line_cut_short_is_left_out_and_the_rest_written(db_path):
+    dead_journal(db_path, "kept", '\n["compl')
+    assert Store.open(db_path).get_completions(["kept"])["kept"]["text"] == "Answer: 1"
+
+
+def test_a_numgen_run_scored_again_keeps_only_its_new_scores(db_path):
+    """Metrics and per-target rows are typed (numerate.numgen.rows) and written together; a
+    second scoring over a smaller design leaves no target of the first behind, and a metrics
+    row without a column is refused with nothing written."""
+    from numerate.numgen.metrics import confusion_matrix, per_target_accuracy, score
+
+    def scored(targets, counts, design):
+        cm = confusion_matrix(targets, counts, design)
+        metrics = {**score(cm).as_row(), "run_id": "ng-1", "generator": "g", "detector": "d",
+                   "errors": 0, "confusion": "{}"}  # fmt: skip
+        return metrics, [{**row, "run_id": "ng-1"} for row in per_target_accuracy(cm)]
+
+    store = Store.open(db_path)
+    store.put_numgen_scores(*scored([1, 2, 3, 3], [1, 2, 3, 4], range(1, 4)))
+    store.put_numgen_scores(*scored([1, 2], [1, 1], range(1, 3)))
+    rows = store.query("SELECT target, n, correct FROM numgen_targets ORDER BY target")
+    assert rows == [(1, 1, 1), (2, 1, 0)]
+    [(accuracy, n)] = store.query("SELECT accuracy, n FROM numgen_metrics")
+    assert (accuracy, n) == (0.5, 2)
+    metrics, targets = scored([1], [1], range(1, 2))
+    del metrics["mwe"]
+    with pytest.raises(StoreError, match="a numgen_metrics row has no column 'mwe'"):
+        store.put_numgen_scores(metrics, targets)
+    assert store.query("SELECT count(*) FROM numgen_targets") == [(2,)]
+
+
+WRITE_TEN_TIMES = textwrap.dedent(
+    """
+    import sys, time
+    from numerate.store.access import connect
+    waits = []
+    for _ in range(10):
+        started = time.monotonic()
+        con = connect(sys.argv[1])
+        waits.append(time.monotonic() - started)
+        con.execute("CREATE TABLE IF NOT EXISTS t (x INTEGER)")
+        con.execute("INSERT INTO t VALUES (1)")
+        con.close()
+        time.sleep(0.05)
+    print(max(waits), flush=True)
+    """
+)
+
+
+def test_readers_in_turn_never_keep_a_writer_out(tmp_path, db_path):
+    """Four threads that open the database, read and close it, without a pause between (a
+    viewer's pages, pollers): a writer in another process still gets the file within a
+    second, each of ten times (it knocks, and readers about to open let it go first)."""
+    import threading
+
+    from numerate.store.reader import Reader
+
+    Store.open(db_path)
+    Store.close_all()
+    stop = threading.Event()
+
+    def read() -> None:
+        while not stop.is_set():
+            with Reader.open(db_path) as reader:
+                reader.query("SELECT count(*) FROM runs")
+                time.sleep(0.02)
+
+    readers = [threading.Thread(target=read) for _ in range(4)]
+    for thread in readers:
+        thread.start()
+    try:
+        done = subprocess.run([sys.executable, "-c", WRITE_TEN_TIMES, db_path], cwd=ROOT,
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+    finally:
+        stop.set()
+        for thread in readers:
+            thread.join()
+    assert done.returncode == 0, done.stderr
+    assert float(done.stdout) < 1.0
+    assert not Path(f"{db_path}.waiting").exists()  # every knock removed
+
+
+@pytest.mark.parametrize("kind", ["file", "link"])
+def test_something_else_at_the_journal_folder_s_name_is_one_error(tmp_path, kind):
+    """Before: a file at `<db>.journal` ended `run` in a FileExistsError traceback (and other
+    writers went on); a link had journals written, claimed and removed where it points."""
+    db = str(tmp_path / "r.duckdb")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    if kind == "file":
+        journal_dir(db).write_text("x")
+    else:
+        journal_dir(db).symlink_to(elsewhere)
+    with pytest.raises(StoreError, match=r"r\.duckdb\.journal is (not a folder|a link), where"):
+        Store.open(db)
+    assert not Path(db).exists() and not any(elsewhere.iterdir())
