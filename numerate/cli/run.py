@@ -141,13 +141,14 @@ def check_sweep(
 def announce_start(db_path: str) -> Any:
     """A journal for the run, taken before anything else, so that a reader of the database
     hears "a run is starting" rather than "no results database"; None where the database's
-    folder cannot be written, or what lies at its path is no database (a folder, a text file):
-    the store says why when it opens, and nothing was made beside it."""
+    folder cannot be written, or what lies at its path is no database (a folder, a text file)
+    or a file cut short: the store says why when it opens, and nothing was made beside it."""
     from numerate.store.journal import Journal
-    from numerate.store.reader import database_file_problem
+    from numerate.store.reader import database_file_problem, shorter_than_its_header_says
 
+    refused = database_file_problem(db_path) or shorter_than_its_header_says(db_path)
     try:  # a name too long for the file system, too: the store says so
-        return None if database_file_problem(db_path) else Journal(db_path)
+        return None if refused else Journal(db_path)
     except OSError:
         return None
 

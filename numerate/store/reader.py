@@ -17,6 +17,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import struct
 import threading
 import time
 from collections.abc import Sequence
@@ -171,6 +172,29 @@ _whole: dict[str, tuple[int, int]] = {}
 """The files found whole, with the size and time they had then."""
 
 HEADERS_SIZE = 3 * 4096
+
+
+def shorter_than_its_header_says(path: str) -> bool:
+    """Whether the DuckDB file at `path` is shorter than the blocks its header counts: a
+    truncated file, known without opening it (a command refuses it before it makes anything
+    beside it; `cut_short` says why, with DuckDB's own figures). Read from the two database
+    headers after the main one (the newer one counts: its block count times its block size);
+    False when they cannot be read so (another storage format). A file DuckDB shrank after a
+    table was dropped keeps counting the freed blocks: it is taken for one cut short here
+    (its run then announces itself only once the store opens), never by `cut_short`."""
+    try:
+        with open(path, "rb") as file:
+            head = file.read(HEADERS_SIZE)
+            size = os.fstat(file.fileno()).st_size
+    except OSError:
+        return False
+    if len(head) < HEADERS_SIZE or not looks_like_duckdb(head[:16]):
+        return False
+    headers = [struct.unpack_from("<6Q", head, offset) for offset in (4096, 8192)]
+    _, _, _, _, blocks, block_size = max(headers, key=lambda header: header[1])  # iteration
+    if not (4096 <= block_size <= 1 << 30 and block_size & (block_size - 1) == 0):
+        return False  # no block size of DuckDB's: another format, not judged here
+    return size < HEADERS_SIZE + blocks * block_size
 """A DuckDB file's main header and its two database headers, before its first block."""
 
 

@@ -195,6 +195,12 @@ def test_a_database_that_is_a_looping_link_or_truncated_is_one_line(tmp_path):
         said = one_error(runner.invoke(app, command))
         assert f"results database {cut}: the file is cut short: its tables need " in said, said
     assert cut.read_bytes() == before  # nothing written: a run failed at its end (exit 3)
+    from numerate.cli.run import announce_start
+
+    assert announce_start(str(cut)) is None  # no journal beside it, not even for a moment
+    journal = announce_start(str(whole))
+    assert journal is not None
+    journal.close()
     cut.write_bytes(whole.read_bytes()[:100_000])  # inside what DuckDB reads at open
     for command in ([*sweep, "--db", str(cut)], ["report", "--db", str(cut)], ["db", str(cut)]):
         said = one_error(runner.invoke(app, command))  # DuckDB's "Could not read enough bytes"
