@@ -514,7 +514,7 @@ def test_each_command_lives_in_the_module_named_after_it():
     assert len(where) >= 15
     misplaced = {name: module for name, module in where.items() if module != f"numerate.cli.{name}"}
     assert misplaced == {}
-    helpers = {"__init__", "__main__", "app", "common", "process", "running", "serverd"}
+    helpers = {"__init__", "__main__", "app", "common", "process", "running"}
     modules = {p.stem for p in (PACKAGE / "cli").glob("*.py")} - helpers
     assert modules == set(where), "a module of numerate/cli that holds no command of its name"
 

@@ -29,7 +29,7 @@ def deploy(
     on `gpu`.
     """
 
-    from numerate.cli.server import api_answers
+    from numerate.server.lifecycle import api_answers
 
     root = Path(__file__).resolve().parents[2]
     prefect_file = root / "deployments" / "prefect.yaml"

@@ -115,7 +115,7 @@ def _before_the_run(config: Any, db: str, dispatch: str) -> None:
     the run needs and the database."""
 
     from numerate.cli.common import notes_to_stderr
-    from numerate.cli.server import connect
+    from numerate.server.lifecycle import connect
     from numerate.store.reader import database_file_problem
 
     server = connect()  # before Prefect's import: else it started a server of its own
@@ -295,7 +295,7 @@ def check_dispatch(dispatch: str) -> None:
     """`--dispatch` is one of auto, local or deployments."""
     if dispatch not in ("auto", "local", "deployments"):
         raise ConfigError(f"--dispatch {dispatch!r}: choose auto, local or deployments")
-    from numerate.cli.server import mode
+    from numerate.server.lifecycle import mode
 
     if dispatch == "deployments" and mode() == "temporary":  # said after 7 s of its start
         raise ConfigError(

@@ -15,9 +15,9 @@ from numerate.cli.running import RunKind, run_flow, shown_after_a_signal
 from numerate.kernel.errors import EXIT_FAILED_FOR_NOW, ConfigError, NumerateError
 
 if TYPE_CHECKING:
-    from numerate.cli.server import Server
     from numerate.config.sweep import SweepConfig
     from numerate.endpoints.preflight import Preflight
+    from numerate.server.lifecycle import Server
 
 
 SWEEP = RunKind(
@@ -93,7 +93,7 @@ def prepare(
     limits, endpoints, database, the run to resume). Returns the sweep, the format, the
     database, the Prefect server being started and the unusable models; leaves with one error
     line when anything is wrong."""
-    from numerate.cli.server import connect, mode
+    from numerate.server.lifecycle import connect, mode
 
     servers: list[Server] = []  # the one being started, once it is
     try:
@@ -117,9 +117,9 @@ def check_sweep(
     """`prepare`'s checks, in order; a Prefect server is connected to (`servers`) once the
     sweep is known to be readable, when none is being started yet."""
 
-    from numerate.cli.server import connect
     from numerate.config.sweep import results_database
     from numerate.endpoints.preflight import preflight
+    from numerate.server.lifecycle import connect
 
     sweep_config = sweep_to_run(*options)
     fmt = check_format(output)

@@ -6,19 +6,18 @@ import asyncio
 import contextlib
 import ipaddress
 import logging
-import shutil
 import signal
 import socket
-from collections.abc import Iterable, Iterator
-from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from collections.abc import Iterator
+from typing import Annotated, Any
 
 import typer
 
 from numerate.cli.app import app
 from numerate.cli.common import fail
-from numerate.kernel.confined import Confined, LeadsOutside
+from numerate.cli.process import PROCESS
 from numerate.kernel.errors import ConfigError, NumerateError
+from numerate.view.folder import ExportFolder
 
 
 @app.command()
@@ -46,6 +45,7 @@ def view(
     from numerate.config.sweep import results_database
     from numerate.store.reader import Reader
 
+    folder = None
     try:
         path = results_database(db, None)
         Reader.open(path).close()  # a database that cannot be read: one line, now
@@ -53,101 +53,23 @@ def view(
             if port is not None or host is not None:
                 given = "--port" if port is not None else "--host"
                 raise ConfigError(f"{given}: --export writes files and serves nothing")
-            export_pages(path, export_folder(export))
+            folder = ExportFolder.make(export)
+            export_pages(path, folder)
             return
     except NumerateError as error:
-        _unmade()  # a new folder that failed holds nothing of its own: it is not left behind
+        if folder is not None:
+            folder.unmade()  # a new folder that failed holds nothing of its own: not left
         fail(error)
     except KeyboardInterrupt:  # before the export began writing (export_pages says after)
-        _unmade()
+        if folder is not None:
+            folder.unmade()
         raise
     serve(path, "127.0.0.1" if host is None else host, 8765 if port is None else port)
 
 
-def _unmade() -> None:
-    """Remove the export folders this command made that hold nothing but their marker (a
-    stop in an export's first second left one behind, an empty marker in it)."""
-    for folder in MADE:  # deepest first: each above is empty once those below are gone
-        with contextlib.suppress(OSError):
-            if [inside.name for inside in folder.iterdir()] in ([MARKER], []):
-                (folder / MARKER).unlink(missing_ok=True)
-                folder.rmdir()
-
-
-MARKER = ".numerate-export"
-"""The file an export leaves in its folder: the files it wrote, one per line. A later export
-into the same folder removes those it no longer writes (a run since deleted), nothing else.
-Every file of the folder, the marker included, is read, written and removed without following
-a link planted in it (numerate.kernel.confined)."""
-
-MARKER_BYTES = 64 * 1024 * 1024
-"""The largest marker an export reads (its list of a million pages is some 60 MB)."""
-
-
-MADE: list[Path] = []
-"""The export folder and the folders above it this command made, deepest first (a stopped
-export removes them again)."""
-
-
-def export_folder(given: str) -> Path:
-    """The folder an export goes into, made if needed: new, or empty, or an earlier export
-    (its MARKER, or the index.html of an export made before there was one); ConfigError when
-    it is something else or cannot be written."""
-    from numerate.kernel.files import check_folder
-
-    if not given.strip():
-        raise ConfigError("--export '': give a folder")
-    check_folder("--export", given)  # a file, under a file, a name too long, not writable
-    folder = Path(given).expanduser()
-    inside = Confined(folder)
-    earlier = inside.is_file(MARKER) or _an_old_export(_head(inside, "index.html", 4096))
-    if folder.is_dir() and any(folder.iterdir()) and not earlier:
-        raise ConfigError(f"--export {given}: a folder with other files in it (give a new one)")
-    try:
-        MADE.extend(made for made in (folder, *folder.parents) if not made.exists())
-        folder.mkdir(parents=True, exist_ok=True)
-        if not inside.is_file(MARKER):  # a link there is replaced, never written through
-            inside.write(MARKER, b"")
-    except OSError as error:
-        raise ConfigError(f"--export {given}: cannot write there ({error.strerror})") from None
-    return folder
-
-
-def _an_old_export(index: str) -> bool:
-    """Whether `index` (the beginning of an index.html) is the runs page of an export made
-    before exports left their MARKER: its title, as the viewer writes it (a page of the user's
-    that merely mentions "numerate view" was taken for one, and written over)."""
-    return "<title>Runs · numerate view</title>" in index
-
-
-def _earlier_export(folder: Path) -> set[str]:
-    """The files an earlier export into `folder` wrote, as its MARKER lists them: only names
-    of regular files inside the folder, reached through no link (a damaged or edited marker,
-    with bytes that are no UTF-8, a NUL, `..`, a folder's name, a link, is no reason to stop,
-    nor to remove anything else; a marker that is itself a link lists nothing)."""
-    inside = Confined(folder)
-    names = _head(inside, MARKER, MARKER_BYTES).splitlines()
-    return {name for name in names if "\ufffd" not in name and _a_file(inside, name)}
-
-
-def _a_file(inside: Confined, name: str) -> bool:
-    try:
-        inside.parts(name)
-    except LeadsOutside:
-        return False
-    return inside.is_file(name)
-
-
-def _head(inside: Confined, name: str, limit: int) -> str:
-    """The start of a file of the folder, at most `limit` bytes, read through no link ("" when
-    it cannot be read)."""
-    try:
-        return inside.read_bytes(name, limit, head=True).decode("utf-8", errors="replace")
-    except (OSError, ValueError, LeadsOutside):
-        return ""
-
-
-def export_pages(path: str, folder: Path) -> None:
+def export_pages(path: str, folder: ExportFolder) -> None:
+    """Write the pages into `folder`, saying how many as it goes; a stop (or a failure) keeps
+    what was there before (ExportFolder.keep_what_was), and a stop says what is left."""
     from numerate.kernel import stopping
     from numerate.store.reader import Reader
     from numerate.view.app import templates
@@ -160,28 +82,29 @@ def export_pages(path: str, folder: Path) -> None:
         if len(written) % 200 == 0:
             typer.echo(f"  {len(written):,} pages written ...", err=True)
 
-    before = _earlier_export(folder)
-    fresh = not before and [p.name for p in folder.iterdir()] == [MARKER]
-
     def warn(said: str) -> None:
         typer.echo(f"warning: {said}", err=True)
 
     try:
         try:
             with Reader.open(path) as reader:
-                done = export(reader, folder, templates(), progress, warn=warn,
+                done = export(reader, folder.path, templates(), progress, warn=warn,
                               between=reader.let_writers_in)  # fmt: skip
-            _remove_stale(folder, before - set(done.paths))
-            _write_marker(folder, done.paths)
+            folder.finish(done.paths, warn)
         except OSError as error:
             reason = error.strerror or error
-            raise ConfigError(f"--export {folder}: cannot write there ({reason})") from None
+            raise ConfigError(f"--export {folder.path}: cannot write there ({reason})") from None
     except BaseException as error:
-        if isinstance(error, KeyboardInterrupt) or stopping.asked():  # an error it caused
-            _stopped_export(folder, fresh, before, written)
-        _keep_what_was(folder, fresh, before, written)  # a failure: the same, said by fail()
+        folder.keep_what_was(written)  # a failure: said by fail(); a stop: said here
+        if isinstance(error, KeyboardInterrupt) or stopping.asked():  # or an error it caused
+            PROCESS.stopped_saying(
+                f"the export was stopped; what it had written in {folder.path} is removed"
+                if folder.fresh
+                else f"the export into {folder.path} is incomplete; run the same command "
+                "again to finish it"
+            )
         raise
-    where = folder.resolve()
+    where = folder.path.resolve()
     typer.echo(f"{done.files:,} files in {where} (open {where / 'index.html'})")
     if done.unshown:
         typer.echo(
@@ -189,54 +112,6 @@ def export_pages(path: str, folder: Path) -> None:
             f"e.g. {where / done.unshown[0]}",
             err=True,
         )
-
-
-def _remove_stale(folder: Path, stale: set[str]) -> None:
-    """The files an earlier export wrote that this one did not (a run since deleted), with
-    the folders they leave empty up to the export's own: never through a link planted in the
-    folder (one that leads out is said, and nothing is removed through it)."""
-    inside = Confined(folder)
-    for name in sorted(stale):
-        try:
-            inside.remove(name)
-        except LeadsOutside as refused:
-            typer.echo(f"warning: not removed: {refused}", err=True)
-
-
-def _write_marker(folder: Path, names: Iterable[str]) -> None:
-    """The export's MARKER: the files it wrote, one per line (a link at its name replaced)."""
-    Confined(folder).write(MARKER, "".join(f"{name}\n" for name in names).encode())
-
-
-def _stopped_export(folder: Path, fresh: bool, before: set[str], written: list[str]) -> NoReturn:
-    """Leave an export a signal stopped (`_keep_what_was`), saying what is left of it."""
-    from numerate.cli.process import PROCESS
-
-    _keep_what_was(folder, fresh, before, written)
-    if fresh:
-        said = f"the export was stopped; what it had written in {folder} is removed"
-    else:
-        said = f"the export into {folder} is incomplete; run the same command again to finish it"
-    PROCESS.stopped_saying(said)
-
-
-def _keep_what_was(folder: Path, fresh: bool, before: set[str], written: list[str]) -> None:
-    """After an export that did not end: what a new one wrote is removed (half a site whose
-    links lead nowhere was left behind, or an empty marker in a new folder); an earlier one
-    keeps the pages it had and those written now, listed in its marker (the next export
-    removes those it no longer writes)."""
-
-    if fresh:  # all in it is this export's: it held nothing but its marker when it began
-        for inside in list(folder.iterdir()):
-            with contextlib.suppress(OSError):  # rmtree removes a link, never its target
-                if inside.is_dir() and not inside.is_symlink():
-                    shutil.rmtree(inside)
-                else:
-                    inside.unlink()
-        _unmade()  # a folder the user had is left as it was: empty
-        return
-    with contextlib.suppress(OSError, LeadsOutside):
-        _write_marker(folder, sorted(before | set(written)))
 
 
 STOPPING = (signal.SIGINT, signal.SIGTERM)
@@ -250,7 +125,6 @@ def serve(path: str, host: str, port: int) -> None:
     handlers, not uvicorn's: a page still waiting for the database does not hold it up)."""
     import uvicorn
 
-    from numerate.cli.process import PROCESS
     from numerate.store import access
     from numerate.view.app import create_app
 

@@ -195,6 +195,8 @@ def shorter_than_its_header_says(path: str) -> bool:
     if not (4096 <= block_size <= 1 << 30 and block_size & (block_size - 1) == 0):
         return False  # no block size of DuckDB's: another format, not judged here
     return size < HEADERS_SIZE + blocks * block_size
+
+
 """A DuckDB file's main header and its two database headers, before its first block."""
 
 

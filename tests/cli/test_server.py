@@ -1,4 +1,4 @@
-"""numerate's background Prefect server (numerate.cli.server): started by the first command
+"""numerate's background Prefect server (numerate.server.lifecycle): started by the first command
 that runs a flow, reused by later ones, stopped by `numerate server stop` or after an idle
 period, never under a command that uses it. Real processes, a private PREFECT_HOME."""
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from numerate.cli.server import alive, healthy
+from numerate.server.lifecycle import alive, healthy
 from tests.cli.test_run import numerate_env, start_endpoint, write_config
 from tests.prefect_server import free_port
 
@@ -234,7 +234,7 @@ def test_a_port_another_program_holds_is_one_line_and_starts_nothing(tmp_path):
 
 
 def test_the_server_files_live_under_prefect_home(monkeypatch, tmp_path):
-    from numerate.cli import server
+    from numerate.server import lifecycle as server
 
     monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "home"))
     assert server.home() == tmp_path / "home" / "numerate-server"
@@ -289,7 +289,7 @@ def test_a_command_reporting_to_a_server_numerate_did_not_start_says_so(
     monkeypatch.setenv("PREFECT_SERVER_API_PORT", str(theirs.server_address[1]))
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
     try:
-        from numerate.cli.server import Background
+        from numerate.server.lifecycle import Background
 
         found = Background()
         found.wait()
@@ -368,7 +368,7 @@ def test_server_status_hides_the_credentials_of_prefect_api_url(monkeypatch):
     from typer.testing import CliRunner
 
     from numerate.cli import app
-    from numerate.cli.server import health_url
+    from numerate.server.lifecycle import health_url
 
     for url, secret in (("http://alice:pw-S3CR3T-99@127.0.0.1:1/api", "pw-S3CR3T-99"),
                         ("http://127.0.0.1:1/api?token=TOKSECRET77", "TOKSECRET77")):  # fmt: skip
@@ -386,8 +386,8 @@ def test_a_prefect_api_url_that_redirects_is_said_to_redirect():
     import http.server
     import threading
 
-    from numerate.cli.server import api_answers
     from numerate.kernel.errors import ConfigError
+    from numerate.server.lifecycle import api_answers
 
     class Redirects(http.server.BaseHTTPRequestHandler):
         def do_GET(self):

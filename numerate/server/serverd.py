@@ -1,10 +1,10 @@
-"""numerate's background Prefect server (numerate.cli.server): Prefect's API and UI served in
+"""numerate's background Prefect server (numerate.server.lifecycle): Prefect's API and UI served in
 this process (uvicorn over `prefect.server.api.server.create_app`, what `prefect server start`
 serves, without its command line: 0.2 s sooner, and one process to stop). It stops when told
 to (SIGTERM, SIGINT: `numerate server stop`) or when it has been idle for the set period (no
 numerate command holding it, none started or ended for that long).
 
-Run as `python -m numerate.cli.serverd HOME PORT IDLE_SECONDS [OWNER]` by the first command
+Run as `python -m numerate.server.serverd HOME PORT IDLE_SECONDS [OWNER]` by the first command
 that needs the server, in its own session, with its output going to HOME/server.log. With
 OWNER (a process id: NUMERATE_SERVER=temporary), it serves that command only and stops as soon
 as that process is gone, however it ended.
