@@ -7,7 +7,6 @@ The only part of numerate/ that may import flows/. Imports stay inside the comma
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import os
 import sys
@@ -114,7 +113,6 @@ def _refuse_undecodable(arguments: list[str]) -> None:
     keeps them as surrogates, which DuckDB, pydantic and JSON refuse: a run id, SQL or a
     sweep name gave tracebacks, or errors naming no option), naming the option it was given
     to."""
-
     for index, argument in enumerate(arguments):
         try:
             argument.encode("utf-8")
@@ -131,19 +129,11 @@ def _refuse_undecodable(arguments: list[str]) -> None:
 
 
 def _close_stores(failed: bool) -> None:
-    """Close the results databases the command opened; when it failed or was stopped, first
-    remove each one it made that holds nothing (a run stopped while Prefect's server started
-    left an empty database, and a later `report` on it said "no runs")."""
-
+    """Close the results databases the command opened (numerate.store.Store.close_all); none
+    when it opened none (the store is not even imported then)."""
     store = sys.modules.get("numerate.store")
-    if store is None:
-        return
-    made = [opened for opened in store.Store.close_all() if opened.made_here]  # flushed first
-    if failed and made:
-        store.access.hurry(0)  # no wait: a database another process holds is in use, kept
-        for opened in made:
-            with contextlib.suppress(store.StoreError):
-                opened.discard_if_unused()
+    if store is not None:
+        store.Store.close_all(failed)
 
 
 def _needs_more(ctx: Any) -> NoReturn:

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from numerate.cli.app import app
-from numerate.cli.common import DB_HELP, fail, results_db
+from numerate.cli.common import DB_OPTION, fail, results_db
 from numerate.kernel.errors import ConfigError, NumerateError
 
 cache_app = typer.Typer(
@@ -22,7 +22,7 @@ app.add_typer(cache_app, name="cache")
 
 @cache_app.command("clear")
 def cache_clear(
-    db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
+    db: Annotated[str | None, DB_OPTION] = None,
     model: Annotated[
         str | None, typer.Option(help="Only answers of this endpoint model id.")
     ] = None,
@@ -34,7 +34,6 @@ def cache_clear(
 
     Graded responses keep their text: no result is lost.
     """
-
     from numerate.store import Store, existing_database
 
     db = results_db(db)

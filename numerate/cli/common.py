@@ -28,6 +28,10 @@ Format = Literal["table", "csv", "json", "markdown"]
 FORMATS: tuple[Format, ...] = ("table", "csv", "json", "markdown")
 
 DB_HELP = "DuckDB results file (default: $NUMERATE_DB, else results/numerate.duckdb)."
+DB_OPTION = typer.Option(help=DB_HELP)
+"""`--db`, as most commands take it."""
+FORMAT_OPTION = typer.Option("--format", help="table, csv, json or markdown.")
+"""`--format`, for a command that prints a table."""
 
 
 def fail(message: str | BaseException, code: int | None = None) -> NoReturn:
@@ -202,17 +206,9 @@ def terminal_progress(description: str) -> Any:
                 console=Console(stderr=True),
                 transient=False,
             )
-            self.task_id = self.bar.add_task(
-                description,
-                total=0,
-                rate=0.0,
-                errors=0,
-                retries=0,
-                cached=0,
-                limit="",
-                open="",
-                step="",
-            )
+            fields: dict[str, Any] = {"rate": 0.0, "errors": 0, "retries": 0, "cached": 0,
+                                      "limit": "", "open": "", "step": ""}  # fmt: skip
+            self.task_id = self.bar.add_task(description, total=0, **fields)
             self.bar.start()
 
         def render(self) -> None:
@@ -235,6 +231,11 @@ def terminal_progress(description: str) -> Any:
     return TerminalProgress()
 
 
+def note(said: str) -> None:
+    """A note for the user, one line on standard error."""
+    typer.echo(f"note: {said}", err=True)
+
+
 def notes_to_stderr() -> Any:
     """A progress that shows nothing but its notes, each one line on standard error (a wait
     for the results database before a flow runs: logged, it was a Prefect warning about a
@@ -243,7 +244,7 @@ def notes_to_stderr() -> Any:
 
     class Notes(Progress):
         def note(self, message: str) -> None:
-            typer.echo(f"note: {message}", err=True)
+            note(message)
 
     return Notes()
 
@@ -252,7 +253,6 @@ def show(text: str) -> None:
     """Write a command's output (a table, CSV, JSON) to standard output as it is: typer.echo
     drops ANSI escape sequences when the output is not a terminal, which changed the data of a
     CSV or JSON written to a file (`chr(27)` in a value was lost)."""
-
     sys.stdout.write(text)
     sys.stdout.flush()
 
@@ -275,7 +275,6 @@ def quiet_run_logs(level: int = logging.WARNING) -> None:
     """A command that shows its own progress, and says itself how its run ended: Prefect's
     run log lines below `level` (INFO: each task run's state) are not printed beside them.
     Call it once Prefect is imported (its import sets its loggers' levels)."""
-
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     for name in ("prefect.flow_runs", "prefect.task_runs"):
         logging.getLogger(name).setLevel(level)

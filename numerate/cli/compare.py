@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from numerate.cli.app import app
-from numerate.cli.common import DB_HELP, check_format, fail, open_reader, show
+from numerate.cli.common import (
+    DB_OPTION,
+    FORMAT_OPTION,
+    check_format,
+    fail,
+    note,
+    open_reader,
+    show,
+)
 from numerate.kernel.errors import ConfigError, NumerateError
 
 if TYPE_CHECKING:
     import polars as pl
 
     from numerate.cli.common import Format
-    from numerate.results.compare import Grouping
     from numerate.store.reader import Reader
 
 RUN_HELP = "an id, a unique prefix of one, latest or previous"
@@ -43,7 +50,7 @@ ALPHA_OPTION = typer.Option(
 def compare(
     base: Annotated[str, typer.Argument(metavar="BASE", help=f"The reference run: {RUN_HELP}.")],
     new: Annotated[str, typer.Argument(metavar="NEW", help=f"The run under test: {RUN_HELP}.")],
-    db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
+    db: Annotated[str | None, DB_OPTION] = None,
     by: Annotated[
         str,
         typer.Option(help="Groups: model x manifold, or model x grid point: manifold or point."),
@@ -64,9 +71,7 @@ def compare(
         str | None, typer.Option(help="Resolve latest and previous within this sweep.")
     ] = None,
     alpha: Annotated[float, ALPHA_OPTION] = 0.05,
-    output: Annotated[
-        str, typer.Option("--format", help="table, csv, json or markdown.")
-    ] = "table",
+    output: Annotated[str, FORMAT_OPTION] = "table",
     fail_on_regression: Annotated[
         bool, typer.Option(help="Exit with code 4 when any group is a regression.")
     ] = False,
@@ -89,13 +94,16 @@ def compare(
     --fail-on-regression when any group regressed, so a nightly job can gate on
     `numerate compare previous latest --sweep nightly --fail-on-regression`.
     """
+    from numerate.results.pairing import check_grouping, compare_pair, load_pair
+
     try:
         fmt = check_format(output)
-        grouping = _check_options(by)
+        grouping = check_grouping(by)
         with open_reader(db) as reader:
             runs = _resolve_pair(reader, base, new, sweep, (base_model, new_model))
-            pair = _load_pair(reader, runs, model or [], (base_model, new_model), manifold or [])
-        comparison = _compare(*pair, by=grouping, alpha=alpha, runs=runs)
+            models = (base_model, new_model)
+            pair = load_pair(reader, runs, model or [], models, manifold or [], note)
+        comparison = compare_pair(*pair, by=grouping, alpha=alpha, runs=runs)
     except NumerateError as error:
         fail(error)
     _report(comparison, fmt, f"{runs[0]} -> {runs[1]}", fail_on_regression, alpha)
@@ -168,109 +176,5 @@ def _resolve(reader: Reader, text: str, sweep: str | None, role: str) -> str:
         raise ConfigError(f"{role}: {error}") from None
     state = run_state(reader, run_id)
     if state:
-        typer.echo(f"note: {role}: {state}", err=True)
+        note(f"{role}: {state}")
     return run_id
-
-
-def _present(reader: Reader, run_id: str, column: str) -> list[str]:
-    """The models or manifolds a run answered for."""
-    from numerate.store.queries import answered
-
-    return answered(reader, run_id, column)
-
-
-def _check_present(reader: Reader, wanted: list[tuple[str, str, str, list[str]]]) -> None:
-    """ConfigError naming what a run has when it lacks a model or manifold asked for."""
-    from numerate.results.report import require_known
-
-    for run_id, option, column, values in wanted:
-        if values:
-            require_known(run_id, option, column, values, _present(reader, run_id, column))
-
-
-def _answers(reader: Reader, run_id: str, models: list[str], manifolds: list[str]) -> pl.DataFrame:
-    from numerate.results.compare import run_answers
-
-    try:
-        return run_answers(reader, run_id, models, manifolds)
-    except ValueError as error:
-        raise ConfigError(f"run {run_id}: {error}") from None
-
-
-def _load_pair(
-    reader: Reader,
-    runs: tuple[str, str],
-    models: list[str],
-    pairing: tuple[str | None, str | None],
-    manifolds: list[str],
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Both runs' answers, their models paired: the same model on both sides (all, or
-    --model), two named models (--base-model, --new-model) or each run's only model."""
-    from numerate.results.compare import relabel_model
-
-    (base_id, new_id), (base_model, new_model) = runs, pairing
-    if models and (base_model or new_model):
-        raise ConfigError("--model cannot be combined with --base-model / --new-model")
-    if (base_model is None) != (new_model is None):
-        raise ConfigError("--base-model and --new-model go together: name both")
-    _check_present(reader, [
-        (base_id, "--base-model" if base_model else "--model", "model",
-         [base_model] if base_model else models),
-        (new_id, "--new-model" if new_model else "--model", "model",
-         [new_model] if new_model else models),
-        (base_id, "--manifold", "manifold", manifolds),
-        (new_id, "--manifold", "manifold", manifolds),
-    ])  # fmt: skip
-    found = {run_id: _present(reader, run_id, "model") for run_id in runs}
-    one_each = len(found[base_id]) == len(found[new_id]) == 1
-    if base_model is None and one_each and found[base_id] != found[new_id]:
-        # one model in each run, under different names (renamed, or two baselines): pair them
-        base_model, new_model = found[base_id][0], found[new_id][0]
-        typer.echo(
-            f"note: pairing model {base_model!r} of BASE with {new_model!r} of NEW", err=True
-        )
-    if base_model is None or new_model is None:
-        base, new = (_answers(reader, run_id, models, manifolds) for run_id in runs)
-        return base, new
-    label = base_model if base_model == new_model else f"{base_model} -> {new_model}"
-    base = _answers(reader, base_id, [base_model], manifolds)
-    new = _answers(reader, new_id, [new_model], manifolds)
-    return relabel_model(base, base_model, label), relabel_model(new, new_model, label)
-
-
-def _check_options(by: str) -> Grouping:
-    from numerate.results.compare import GROUPINGS
-
-    if by not in GROUPINGS:
-        raise ConfigError(f"--by {by!r}: choose {' or '.join(GROUPINGS)}")
-    return cast("Grouping", by)
-
-
-def _compare(
-    base: pl.DataFrame, new: pl.DataFrame, by: Grouping, alpha: float, runs: tuple[str, str]
-) -> pl.DataFrame:
-    """compare_runs, then ConfigError, saying why, when no answer pairs up."""
-    from numerate.results.compare import compare_runs
-
-    comparison = compare_runs(base, new, by=by, alpha=alpha)
-    if comparison.is_empty() or comparison["n"].sum() == 0:
-        raise ConfigError(_nothing_shared(base, new, comparison, runs))
-    return comparison
-
-
-def _nothing_shared(
-    base: pl.DataFrame, new: pl.DataFrame, comparison: pl.DataFrame, runs: tuple[str, str]
-) -> str:
-    said = f"runs {runs[0]} and {runs[1]} share no answered cases to compare"
-    if base.is_empty() or new.is_empty():
-        side = "BASE" if base.is_empty() else "NEW"
-        return f"{said}: {side} has no answers (with these options)"
-    if not comparison.is_empty() and comparison["n_errors"].sum() > 0:
-        return f"{said}: every answer they share is an error on one side"
-    base_models, new_models = set(base["model"]), set(new["model"])
-    if not base_models & new_models:
-        return (
-            f"{said}: their models differ ({', '.join(sorted(base_models))} vs "
-            f"{', '.join(sorted(new_models))}); pair two with --base-model and --new-model"
-        )
-    return f"{said}: they asked different cases (another seed, manifolds or grid points)"

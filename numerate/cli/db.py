@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import sys
 from typing import Annotated
 
 import typer
@@ -11,6 +9,7 @@ import typer
 from numerate.cli.app import app
 from numerate.cli.common import (
     DB_HELP,
+    FORMAT_OPTION,
     a_path,
     check_format,
     fail,
@@ -29,9 +28,7 @@ def db_command(
     sql: Annotated[
         str | None, typer.Argument(help="SQL to run (default: list the tables).")
     ] = None,
-    output: Annotated[
-        str, typer.Option("--format", help="table, csv, json or markdown.")
-    ] = "table",
+    output: Annotated[str, FORMAT_OPTION] = "table",
     db: Annotated[
         str | None, typer.Option("--db", help="The database, as every other command takes it.")
     ] = None,
@@ -61,7 +58,8 @@ def db_command(
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the query stops with the process
         from numerate.cli.process import PROCESS
 
-        _leave_now(PROCESS.stop_code())
+        # at once: the query still runs in DuckDB's threads, and an orderly exit would wait
+        PROCESS.stopped(close=lambda: None)  # for it (read-only: nothing is lost)
     show(render(frame, fmt))
 
 
@@ -75,13 +73,3 @@ def _database_and_sql(
     if sql is not None:
         raise ConfigError(f"--db {db} and PATH {path}: give the database once")
     return db, path
-
-
-def _leave_now(code: int) -> None:
-    """End the process at once: a query still runs in DuckDB's threads, and an orderly exit
-    would wait for it or crash under it (the database is open read-only: nothing is lost)."""
-
-    sys.stdout.flush()
-    sys.stderr.write("terminated\n" if code == 143 else "interrupted\n")
-    sys.stderr.flush()
-    os._exit(code)

@@ -28,7 +28,6 @@ def deploy(
     evaluate, ingest, distributed-sweep and numgen on `cpu`, numgen-generate and numgen-detect
     on `gpu`.
     """
-
     from numerate.server.lifecycle import api_answers
 
     root = Path(__file__).resolve().parents[2]
@@ -76,7 +75,6 @@ def deploy(
 
 def _step(what: str, command: list[str], root: Path, env: dict[str, str]) -> None:
     """One `prefect` command of the deployment, bounded; one error line when it fails."""
-
     try:
         done = subprocess.run(
             command, cwd=root, env=env, capture_output=True, text=True, timeout=STEP_TIMEOUT_S
@@ -92,7 +90,6 @@ def _why(output: str, code: int) -> str:
     """The line of a failed `prefect` command that says why: its exception's, else its last
     one that says something (pydantic's last line is a link: "For further information
     visit ..."); a server whose answers Prefect cannot read is said so."""
-
     from prefect import __version__
 
     lines = [line for line in output.splitlines() if line.strip()]

@@ -9,14 +9,14 @@ from typing import Annotated, NoReturn
 import typer
 
 from numerate.cli.app import app
-from numerate.cli.common import DB_HELP, fail, results_db
+from numerate.cli.common import DB_OPTION, fail, results_db
 from numerate.kernel.errors import NumerateError
 
 
 @app.command()
 def ingest(
     results_dir: Annotated[str, typer.Argument(help="Results location (folder or fsspec URL).")],
-    db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
+    db: Annotated[str | None, DB_OPTION] = None,
 ) -> None:
     """Load the Parquet shards of runs made on other workers (complete, not yet loaded)."""
     from numerate.grading.verdict import EXIT_RUN_FAILED

@@ -6,18 +6,15 @@ Imports stay inside the commands: `numerate --help` must not load numpy or torch
 from __future__ import annotations
 
 import asyncio
-import csv
-import io
 import json
-import shlex
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
 from numerate.cli.common import (
-    DB_HELP,
+    DB_OPTION,
+    FORMAT_OPTION,
     check_format,
     check_output,
     fail,
@@ -42,7 +39,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-DB_OPTION = typer.Option(help=DB_HELP)
 LEADERBOARD_COLUMNS = {
     "model": "Model",
     "accuracy": "Accuracy",
@@ -50,20 +46,6 @@ LEADERBOARD_COLUMNS = {
     "counting_level": "Counting Level",
     "webers_law": "Weber's Law",
 }
-
-
-def _validate(data: dict[str, Any], options: dict[str, str]) -> Any:
-    """The NumGen config of `data`; an error names the option that gave a bad value (see
-    _options_given), else the config's field."""
-    from pydantic import ValidationError
-
-    from numerate.kernel.errors import describe_validation_error
-    from numerate.numgen.config import NumGenConfig
-
-    try:
-        return NumGenConfig.model_validate(data)
-    except ValidationError as error:
-        raise ConfigError(describe_validation_error(error, "numgen config", options)) from None
 
 
 OPTION_OF = {
@@ -101,19 +83,9 @@ def _load_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def _metrics_frame(row: Mapping[str, object]) -> Any:
-    """One row of metrics (`NumGenScores.as_row()` or a `numgen_metrics` row), shown columns."""
-    import polars as pl
-
-    from numerate.store.queries import NUMGEN_METRIC_COLUMNS
-
-    return pl.DataFrame([{name: row[name] for name in NUMGEN_METRIC_COLUMNS}])
-
-
 def _before_the_run(config: Any, db: str, dispatch: str) -> None:
     """What `_run_flow` checks before the run begins: Prefect's server up, the deployments
     the run needs and the database."""
-
     from numerate.cli.common import notes_to_stderr
     from numerate.server.lifecycle import connect
     from numerate.store.reader import database_file_problem
@@ -163,39 +135,8 @@ def _run_flow(config: Any, db: str, dispatch: str) -> dict[str, Any]:
         fail(f"NumGen run failed: {type(error).__name__}: {error}", code=EXIT_FAILED_FOR_NOW)
 
 
-def _calibrations_only(source: Source) -> str:
-    """What a database without a NumGen benchmark run holds of detector calibrations, as the
-    end of a sentence: a finished calibration was said not to be there ("" when none is)."""
-
-    from numerate.store import queries
-
-    count = queries.numgen_run_count(source, "calibration")
-    if not count:
-        return ""
-    shown = queries.calibrations_shown(shlex.quote(source.path))
-    return f"; it holds {count} detector calibration(s): {shown}"
-
-
 def _short(name: str) -> str:
     return name.rstrip("/").rsplit("/", 1)[-1][:24]
-
-
-def _calibration_note(source: Source, detector: str) -> str:
-    from numerate.store import queries
-
-    correct, n = queries.detector_calibration(source, detector)
-    if not n:
-        return (
-            f"detector {detector} is not calibrated: `numerate numgen calibrate --detector "
-            f"{detector}` measures how much of the error is the detector's"
-        )
-    from numerate.kernel.stats import wilson_interval
-
-    low, high = wilson_interval(correct, n)
-    return (
-        f"detector {detector}: {correct / n:.3f} [{low:.3f}, {high:.3f}] exact counts on {n} "
-        f"synthetic images of known count (numgen_calibration)"
-    )
 
 
 NUMGEN = RunKind(
@@ -249,6 +190,8 @@ def run(
     output: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
 ) -> None:
     """Generate images for "An image with {n} {object}", count the objects, score, store."""
+    from numerate.numgen.config import parse_numgen_config, with_options
+
     PROCESS.if_stopped_say(NUMGEN.not_started)
     db = results_db(db)
     generation = {"steps": steps, "guidance": guidance, "height": size, "width": size,
@@ -257,9 +200,9 @@ def run(
     try:
         _check_options(output, dispatch, size)
         data = _load_yaml(config) if config else {}
-        settings = _with_options(data, generator, detector, prompts, generation, images_dir)
+        settings = with_options(data, generator, detector, prompts, generation, images_dir)
         top = {"generator": generator, "detector": detector, "images_dir": images_dir}
-        numgen_config = _validate(settings, _options_given(top, prompts, generation))
+        numgen_config = parse_numgen_config(settings, _options_given(top, prompts, generation))
         numgen_config.check_models()
         result = _run_flow(numgen_config, db, dispatch)
     except (NumerateError, ValueError) as error:  # ValueError: a model id, device or file
@@ -305,29 +248,9 @@ def check_dispatch(dispatch: str) -> None:
         )
 
 
-def _with_options(
-    data: dict[str, Any], generator: str | None, detector: str | None,
-    prompts: dict[str, Any], generation: dict[str, Any], images_dir: str | None,
-) -> dict[str, Any]:  # fmt: skip
-    """A NumGen config (from its YAML, or empty) with the command line's options over it."""
-    if generator is not None:
-        data["generator"] = generator
-    data.setdefault("generator", "synthetic")
-    if detector is not None:
-        data["detector"] = detector
-    elif "detector" not in data and data["generator"] == "synthetic":
-        data["detector"] = "blobs"
-    for section, values in (("prompts", prompts), ("generation", generation)):
-        given = {key: value for key, value in values.items() if value is not None}
-        if given:
-            data.setdefault(section, {}).update(given)
-    if images_dir is not None:
-        data["images_dir"] = images_dir
-    return data
-
-
 def _show_run(numgen_config: Any, result: dict[str, Any], db: str) -> None:
     """A NumGen run's metrics as stored, its errors, heatmap and the detector's calibration."""
+    from numerate.results.numgen import calibration_note, metrics_frame
     from numerate.results.report import render
     from numerate.store import Store, queries
 
@@ -335,11 +258,11 @@ def _show_run(numgen_config: Any, result: dict[str, Any], db: str) -> None:
     row = queries.numgen_metrics(Store.open(db), str(result["run_id"]))
     if row is None:
         raise ConfigError(f"run {result['run_id']} stored no metrics")
-    show(render(_metrics_frame(row), "table", title=title))
+    show(render(metrics_frame(row), "table", title=title))
     typer.echo(f"errors: {result['errors']} images without a count")
     typer.echo(f"confusion matrix heatmap: {result['heatmap']}")
     if numgen_config.needs_images and numgen_config.detector != "blobs":
-        typer.echo(_calibration_note(Store.open(db), numgen_config.detector))
+        typer.echo(calibration_note(Store.open(db), numgen_config.detector))
 
 
 @app.command()
@@ -385,76 +308,6 @@ def calibrate(
     typer.echo(f"overall: {result['accuracy']:.3f} over {result['n']} images")
 
 
-def _read_responses(path: Path) -> tuple[list[int], list[int]]:
-    """`target,generated` rows; generated may be written 20+. ConfigError naming the file
-    when it is not CSV (a NUL byte, a field of more than 128 KiB) or beyond kernel.inputs's
-    bounds."""
-
-    try:
-        return _parse_responses(path)
-    except csv.Error as error:
-        raise ConfigError(f"{path}: not a CSV file numerate can read: {error}") from None
-
-
-_EXTRA, _MISSING = "\x00extra", "\x00missing"  # what csv fills a row of the wrong length with
-
-
-def _fields(row: dict[str, Any], columns: list[str]) -> int:
-    """How many fields a row read with _EXTRA and _MISSING had."""
-    return len(columns) + len(row.get(_EXTRA, [])) - list(row.values()).count(_MISSING)
-
-
-def _parse_responses(path: Path) -> tuple[list[int], list[int]]:
-
-    from numerate.kernel.files import read_text
-    from numerate.kernel.inputs import MAX_DATA_BYTES, whole_number
-
-    text = read_text(path, limit=MAX_DATA_BYTES)
-    targets, generated = [], []
-    with io.StringIO(text, newline="") as handle:
-        reader = csv.DictReader(handle, restkey=_EXTRA, restval=_MISSING)
-        columns = list(reader.fieldnames or [])
-        if not any(name.strip() for name in columns):
-            what = "is empty" if not text.strip() else "has no header on its first line"
-            raise ConfigError(f"{path} {what}; it needs a header target,generated")
-        twice = sorted({name for name in columns if columns.count(name) > 1})
-        if twice:  # before what is missing: `target,target` lacks `generated` for that reason
-            raise ConfigError(f"{path}: the column {twice[0]!r} appears twice")
-        missing = {"target", "generated"} - set(columns)
-        if missing:
-            raise ConfigError(
-                f"{path}: needs columns target,generated; missing {', '.join(sorted(missing))}"
-            )
-        for line, row in enumerate(reader, start=2):
-            got = _fields(row, columns)
-            if got != len(columns):
-                raise ConfigError(
-                    f"{path} line {line}: {got} field(s); the header has {len(columns)}"
-                )
-            try:
-                target = whole_number(str(row["target"]).strip(), f"{path} line {line}: target")
-            except ValueError:
-                raise ConfigError(
-                    f"{path} line {line}: target = {row['target']!r} is not a whole number"
-                ) from None
-            raw = str(row["generated"]).strip()
-            try:
-                value = 20 if raw == "20+" else whole_number(raw, f"{path} line {line}: generated")
-            except ValueError:
-                raise ConfigError(
-                    f"{path} line {line}: generated = {raw!r} is not a count (0, 1, ..., 20+)"
-                ) from None
-            if value < 0:
-                raise ConfigError(f"{path} line {line}: generated = {value} is negative")
-            if not 1 <= target <= 19:
-                raise ConfigError(f"{path} line {line}: target = {target} is outside 1..19")
-            targets.append(target)
-            generated.append(value)
-    if not targets:
-        raise ConfigError(f"{path} holds no responses")
-    return targets, generated
-
-
 @app.command()
 def score(
     responses: Annotated[
@@ -468,10 +321,14 @@ def score(
     ] = None,
 ) -> None:
     """Score (target, generated) pairs from any source: every NumGen metric."""
+    from numerate.results.numgen import metrics_frame
+
     try:
         check_format(output, ("json", "table"))
         check_output("--heatmap", heatmap, (".png",))
-        targets, generated = _read_responses(responses)
+        from numerate.numgen.responses import read_responses
+
+        targets, generated = read_responses(responses)
         from numerate.numgen.metrics import confusion_matrix
         from numerate.numgen.metrics import score as score_matrix
 
@@ -491,15 +348,13 @@ def score(
         return
     from numerate.results.report import render
 
-    show(render(_metrics_frame(scores.as_row()), "table", title=str(responses)))
+    show(render(metrics_frame(scores.as_row()), "table", title=str(responses)))
 
 
 @app.command()
 def report(
     db: Annotated[str | None, DB_OPTION] = None,
-    output: Annotated[
-        str, typer.Option("--format", help="table, csv, json or markdown.")
-    ] = "table",
+    output: Annotated[str, FORMAT_OPTION] = "table",
     heatmap: Annotated[
         Path | None,
         path_option("Draw a run's confusion matrix to this PNG."),
@@ -515,6 +370,7 @@ def report(
 ) -> None:
     """The NumGen leaderboard (Accuracy, MWE, Counting Level, Weber's Law), latest run of each
     generator and detector."""
+    from numerate.results.numgen import calibration_note, calibrations_only
     from numerate.results.report import render
     from numerate.store import queries
 
@@ -529,7 +385,7 @@ def report(
             frame = queries.numgen_leaderboard(reader)
             if frame.height == 0:
                 raise ConfigError(f"{reader.path} holds no finished NumGen benchmark run "
-                                  f"yet{_calibrations_only(reader)}")  # fmt: skip
+                                  f"yet{calibrations_only(reader)}")  # fmt: skip
             if heatmap:
                 _draw_run_heatmap(reader, run_id, heatmap)
             shown = frame.rename(LEADERBOARD_COLUMNS)
@@ -537,31 +393,16 @@ def report(
             if fmt in ("table", "markdown"):
                 for detector in frame["detector"].unique().sort().to_list():
                     if detector not in ("none", "blobs"):
-                        typer.echo(_calibration_note(reader, detector))
+                        typer.echo(calibration_note(reader, detector))
     except NumerateError as error:
         fail(error)
 
 
 def _draw_run_heatmap(store: Source, run_id: str | None, path: Path) -> None:
-    import numpy as np
-
     from numerate.numgen.heatmap import render_heatmap
-    from numerate.numgen.metrics import ConfusionMatrix
-    from numerate.store import queries
+    from numerate.results.numgen import run_confusion
 
-    if run_id is not None:
-        named = queries.numgen_runs_named(store, run_id)
-        if len(named) > 1:
-            raise ConfigError(
-                f"--run {run_id!r} is ambiguous: it starts {', '.join(named[:5])}; give more"
-            )
-        run_id = named[0] if named else run_id
-    stored = queries.numgen_confusion(store, run_id)
-    if stored is None:
-        raise ConfigError(f"no NumGen run {run_id!r} with metrics")
-    found, generator, detector, confusion = stored
-    data = json.loads(confusion)
-    cm = ConfusionMatrix(tuple(data["targets"]), np.asarray(data["counts"], dtype=np.int64))
+    found, generator, detector, cm = run_confusion(store, run_id)
     image = render_heatmap(cm, f"{generator} / {detector}: {found} (n = {cm.n})")
     write_output(path, lambda partial: image.save(partial, format="PNG"))
     typer.echo(f"heatmap of run {found}: {path}", err=True)

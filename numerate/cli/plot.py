@@ -3,17 +3,17 @@ self-contained HTML page (numerate.figures.plots draws them)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from numerate.cli.app import app
 from numerate.cli.common import (
-    DB_HELP,
+    DB_OPTION,
     check_output,
     fail,
+    note,
     open_reader,
     path_option,
     write_output,
@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     import polars as pl
 
     from numerate.figures.plots import Kind
-    from numerate.store.reader import Reader
 
 RUN_HELP = "An id, a unique prefix of one, latest or previous."
 
@@ -37,70 +36,6 @@ def _check_kind(kind: str) -> Kind:
         if kind == known:
             return known
     raise ConfigError(f"--kind {kind!r}: choose {', '.join(KINDS[:-1])} or {KINDS[-1]}")
-
-
-def _select(
-    frame: pl.DataFrame, run_id: str, models: Sequence[str], manifolds: Sequence[str]
-) -> pl.DataFrame:
-    """The rows of the given models and manifolds (all when none are given); ConfigError
-    naming a model or manifold the run does not have, and the ones it has."""
-    import polars as pl
-
-    from numerate.results.report import require_known
-
-    for option, column, wanted in (
-        ("--model", "model", models),
-        ("--manifold", "manifold", manifolds),
-    ):
-        require_known(run_id, option, column, wanted, sorted(set(frame[column])))
-    if models:
-        frame = frame.filter(pl.col("model").is_in(list(models)))
-    if manifolds:
-        frame = frame.filter(pl.col("manifold").is_in(list(manifolds)))
-    if frame.is_empty():
-        raise ConfigError(f"run {run_id} has no grid point of the models and manifolds asked for")
-    return frame
-
-
-def _run_points(
-    reader: Reader, run_id: str, models: Sequence[str], manifolds: Sequence[str]
-) -> pl.DataFrame:
-    """A run's grid points to plot; ConfigError when it has none."""
-    from numerate.results.live import plotted_points
-    from numerate.store.queries import check_counts, run_record
-
-    frame = plotted_points(reader, run_id)
-    check_counts(frame, run_id)  # a point changed by hand: one line, not a traceback
-    run = run_record(reader, run_id)
-    status = run.status if run else "unknown"
-    if frame.is_empty():
-        raise ConfigError(f"run {run_id} ({status}) has no grid points to plot: nothing was graded")
-    if status == "running":
-        typer.echo(f"note: run {run_id} is still running: the plots are partial", err=True)
-    return _select(frame, run_id, models, manifolds)
-
-
-def _base_points(
-    reader: Reader, against: str, run_id: str, models: Sequence[str], manifolds: Sequence[str]
-) -> tuple[str, pl.DataFrame]:
-    """The base run of a comparison, filtered like the new one."""
-    from numerate.results.runs import resolve_run
-
-    base_id = resolve_run(reader, against)
-    if base_id == run_id:
-        raise ConfigError(f"--against {against!r} names run {run_id} itself: nothing to compare")
-    from numerate.results.live import plotted_points
-    from numerate.store.queries import check_counts
-
-    frame = plotted_points(reader, base_id)
-    check_counts(frame, base_id)
-    if frame.is_empty():
-        raise ConfigError(f"run {base_id} (--against) has no grid points to compare")
-    if models:
-        frame = frame.filter(frame["model"].is_in(list(models)))
-    if manifolds:
-        frame = frame.filter(frame["manifold"].is_in(list(manifolds)))
-    return base_id, frame
 
 
 def _note_left_out(points: pl.DataFrame, x: str | None, kind: Kind) -> None:
@@ -118,29 +53,10 @@ def _note_left_out(points: pl.DataFrame, x: str | None, kind: Kind) -> None:
         )
 
 
-def _read(
-    db: str | None, run: str, against: str | None, models: Sequence[str], manifolds: Sequence[str]
-) -> dict[str, Any]:
-    """The run's points and, with `against`, the base run's: the arguments of render_run."""
-    from numerate.results.runs import resolve_run
-
-    with open_reader(db) as reader:
-        run_id = resolve_run(reader, run)
-        read: dict[str, Any] = {
-            "run_id": run_id,
-            "points": _run_points(reader, run_id, models, manifolds),
-        }
-        if against is not None:
-            read["against_id"], read["against"] = _base_points(
-                reader, against, run_id, models, manifolds
-            )
-    return read
-
-
 @app.command()
 def plot(
     run: Annotated[str, typer.Argument(help=f"The run to plot. {RUN_HELP}")] = "latest",
-    db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
+    db: Annotated[str | None, DB_OPTION] = None,
     x: Annotated[
         str | None,
         typer.Option(
@@ -171,6 +87,7 @@ def plot(
     Accuracy against a difficulty parameter per manifold and model, a heatmap of every grid
     point, and with --against a comparison with another run. Prints the path written."""
     from numerate.figures.plots import OutputFormat, output_format, render_run
+    from numerate.results.plotted import points_to_plot
 
     try:
         check_output("--out", out)  # a folder's name first: its missing suffix is no news
@@ -183,7 +100,8 @@ def plot(
                 f"--x {x!r} chooses the curves' x axis, and --kind {chosen} draws no curves "
                 "(--kind curves or all draws them)"
             )
-        read = _read(db, run, against, model or [], manifold or [])
+        with open_reader(db) as reader:
+            read = points_to_plot(reader, run, against, model or [], manifold or [], note)
         _note_left_out(read["points"], x, chosen)
         content = render_run(fmt=fmt, kind=chosen, x=x, **read)
     except NumerateError as error:

@@ -199,8 +199,9 @@ class Process:
                 said.set()
                 self.said.set()
                 how = "terminated" if self.stop_code() == 143 else "interrupted"
+                what = instead or what_is_kept
                 with contextlib.suppress(OSError, ValueError):
-                    sys.stderr.write(f"{how}: {instead or what_is_kept}\n")
+                    sys.stderr.write(f"{how}: {what}\n" if what else f"{how}\n")
                     sys.stderr.flush()
 
         return say
@@ -221,13 +222,9 @@ class Process:
     def stopped(self, close: Callable[[], object]) -> NoReturn:
         """Leave after Ctrl-C (130) or SIGTERM (143) in one line, having run `close` (the
         results databases the command opened)."""
-        code = self.stop_code()
-        self.said.set()  # the deadline, should it come, says nothing more
-        note = f": {self.stop_note}" if self.stop_note else ""
-        with contextlib.suppress(OSError, ValueError):
-            print(f"{'terminated' if code == 143 else 'interrupted'}{note}", file=sys.stderr)
+        self.say_once(self.stop_note or "")()  # the deadline, should it come, says no more
         close()
-        self.leave(code, drain=False)
+        self.leave(self.stop_code(), drain=False)
 
     # ------------------------------------------------------------------ leaving
 

@@ -7,11 +7,7 @@ from typing import Annotated
 import typer
 
 from numerate.cli.app import app
-from numerate.cli.common import (
-    DB_HELP,
-    fail,
-    results_db,
-)
+from numerate.cli.common import DB_OPTION, fail, results_db
 from numerate.cli.report import RUN_HELP
 from numerate.kernel.errors import NumerateError
 
@@ -19,7 +15,7 @@ from numerate.kernel.errors import NumerateError
 @app.command()
 def regrade(
     run_id: Annotated[str, typer.Option("--run", help=f"The run to grade again. {RUN_HELP}")],
-    db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
+    db: Annotated[str | None, DB_OPTION] = None,
 ) -> None:
     """Grade a stored run's answers again with the current graders.
 

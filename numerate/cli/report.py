@@ -8,9 +8,11 @@ import typer
 
 from numerate.cli.app import app
 from numerate.cli.common import (
-    DB_HELP,
+    DB_OPTION,
+    FORMAT_OPTION,
     check_format,
     fail,
+    note,
     open_reader,
     print_report,
     show,
@@ -22,13 +24,11 @@ RUN_HELP = "Run id, a unique prefix of one, latest or previous."
 
 @app.command()
 def report(
-    db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
+    db: Annotated[str | None, DB_OPTION] = None,
     run_id: Annotated[
         str | None, typer.Option("--run", help=RUN_HELP + " Default: latest.")
     ] = None,
-    output: Annotated[
-        str, typer.Option("--format", help="table, csv, json or markdown.")
-    ] = "table",
+    output: Annotated[str, FORMAT_OPTION] = "table",
     points: Annotated[bool, typer.Option(help="Also show every grid point.")] = False,
     model: Annotated[
         list[str] | None, typer.Option(help="Only this model (repeat for several).")
@@ -60,7 +60,7 @@ def report(
             if state and state.endswith(HOLDS_NO_ANSWER):  # an empty table, exit 0 before
                 raise ConfigError(state)
             if state:
-                typer.echo(f"note: {state}", err=True)
+                note(state)
             print_report(reader, run_id, fmt, models, manifolds)
             if points:
                 frame = run_points(reader, run_id, models, manifolds)

@@ -116,7 +116,6 @@ def check_sweep(
 ) -> tuple[SweepConfig, Format, str, Preflight]:
     """`prepare`'s checks, in order; a Prefect server is connected to (`servers`) once the
     sweep is known to be readable, when none is being started yet."""
-
     from numerate.config.sweep import results_database
     from numerate.endpoints.preflight import preflight
     from numerate.server.lifecycle import connect
@@ -146,8 +145,8 @@ def announce_start(db_path: str) -> Any:
     from numerate.store.journal import Journal
     from numerate.store.reader import database_file_problem, shorter_than_its_header_says
 
-    refused = database_file_problem(db_path) or shorter_than_its_header_says(db_path)
     try:  # a name too long for the file system, too: the store says so
+        refused = database_file_problem(db_path) or shorter_than_its_header_says(db_path)
         return None if refused else Journal(db_path)
     except OSError:
         return None
@@ -206,22 +205,6 @@ def say_what_preflight_found(sweep_config: SweepConfig, checked: Preflight) -> N
         )
 
 
-def import_what_the_flow_uses() -> None:
-    """The modules a sweep's flow imports on first use, imported while Prefect's server is
-    still starting (a first run: 0.5 s less after the server answers). Not otherwise: a fully
-    cached re-run never imports the OpenAI client. (What a run imports late, Prefect's and
-    polars' lazy imports included: `python -X importtime -m numerate.cli run`.)"""
-    import fastapi.encoders  # noqa: F401
-    import openai  # noqa: F401
-    import prefect.flow_engine
-    import prefect.task_engine
-    import prefect.telemetry.run_telemetry
-    import prefect.utilities.visualization  # noqa: F401
-    import pyarrow  # noqa: F401
-
-    import numerate.results.aggregate  # noqa: F401
-
-
 def run_sweep(
     sweep_config: SweepConfig,
     db_path: str,
@@ -234,7 +217,7 @@ def run_sweep(
     wanted: the flow does neither again (about 0.7 s)."""
     from prefect import tags
 
-    from numerate.flows.sweep import run_tags, sweep
+    from numerate.flows.sweep import import_what_it_uses, run_tags, sweep
 
     cases = sweep_config.total_cases()
     typer.echo(
@@ -247,6 +230,6 @@ def run_sweep(
         SWEEP, db_path, sweep_config.name,
         flow=lambda: sweep(sweep_config, db_path, fresh, unusable, plot=False),
         ended_since=lambda store, since: store.ended_since(sweep_config.name, fingerprint, since),
-        before=lambda: server.wait(meanwhile=import_what_the_flow_uses),
+        before=lambda: server.wait(meanwhile=import_what_it_uses),
         context=tags(*run_tags(sweep_config)),
     )  # fmt: skip

@@ -68,7 +68,6 @@ def run_flow(
     run of this command that ended since it started, if any) and leaves with 130 or 143; past
     the deadline, the run is still recorded as stopped. An error (RunFailed: the run is stored
     all the same) is the caller's to say."""
-
     from prefect.exceptions import TerminationSignal
 
     from numerate.grading.verdict import RunFailed

@@ -7,18 +7,24 @@ from typing import Annotated
 import typer
 
 from numerate.cli.app import app
-from numerate.cli.common import DB_HELP, check_format, fail, open_reader, results_db, show
+from numerate.cli.common import (
+    DB_OPTION,
+    FORMAT_OPTION,
+    check_format,
+    fail,
+    open_reader,
+    results_db,
+    show,
+)
 from numerate.kernel.errors import NumerateError
 
 
 @app.command("runs")
 def list_runs_command(
-    db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
+    db: Annotated[str | None, DB_OPTION] = None,
     sweep: Annotated[str | None, typer.Option(help="Only the runs of this sweep.")] = None,
     limit: Annotated[int, typer.Option(help="Show at most this many runs.")] = 20,
-    output: Annotated[
-        str, typer.Option("--format", help="table, csv, json or markdown.")
-    ] = "table",
+    output: Annotated[str, FORMAT_OPTION] = "table",
 ) -> None:
     """List the runs, newest first: id, sweep, models, status, times and answers stored.
 

@@ -7,16 +7,12 @@ from typing import Annotated
 import typer
 
 from numerate.cli.app import app
-from numerate.cli.common import (
-    DB_HELP,
-    fail,
-    results_db,
-)
+from numerate.cli.common import DB_OPTION, fail, results_db
 from numerate.kernel.errors import NumerateError
 
 
 @app.command()
-def upgrade(db: Annotated[str | None, typer.Option(help=DB_HELP)] = None) -> None:
+def upgrade(db: Annotated[str | None, DB_OPTION] = None) -> None:
     """Bring a results database to this numerate's schema (readers never write, so they ask
     for this); every row is kept."""
     from numerate.store import Store, existing_database

@@ -172,7 +172,6 @@ def _no_cancelled_pages(record: logging.LogRecord) -> bool:
     ("Cancel 1 running task(s)", a CancelledError's traceback, or its text when a second
     signal cuts the lifespan's shutdown short): the command says
     `interrupted`, and a traceback under it says something went wrong."""
-
     cancelled = record.exc_info is not None and isinstance(
         record.exc_info[1], asyncio.CancelledError
     )
@@ -185,7 +184,6 @@ def _no_cancelled_pages(record: logging.LogRecord) -> bool:
 def _bindable(host: str, port: int) -> tuple[str, bool]:
     """The address `host` names and whether it is this machine's loopback; one error line
     when it names none or cannot be bound on `port`."""
-
     if not host.strip():
         fail("--host '': give an address (127.0.0.1: this machine only; 0.0.0.0: every one)")
     try:

@@ -42,7 +42,6 @@ def code_version() -> str:
 def generator_sources(manifold: str) -> list[Path]:
     """The files that decide a manifold's cases: its module (code and word lists) and the
     helpers every generator shares."""
-
     spec = registry.get(manifold)
     module = sys.modules[spec.generate.__module__]
     common = Path(registry.__file__).with_name("common.py")

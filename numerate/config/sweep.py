@@ -398,7 +398,6 @@ def _check_url(url: str) -> None:
 def point_identity(params: BaseModel) -> str:
     """What makes two grid points the same point: their parameters but `count` (a smaller count
     is a prefix of a larger one), as sorted JSON."""
-
     return json.dumps(canonical_params(params), sort_keys=True)
 
 
@@ -511,7 +510,6 @@ def refuse_the_other_kind(data: dict[Any, Any], source: str, expected: ConfigKin
     reverse) is one ConfigError saying so and where it goes; each of its keys used to be an
     error line of its own. It is the other kind when none of its keys is one of `expected`'s
     and all are the other's: a sweep config with one stray NumGen key gets the usual errors."""
-
     fields = {"sweep": set(SweepConfig.model_fields), "numgen": set(NumGenConfig.model_fields)}
     other: ConfigKind = "numgen" if expected == "sweep" else "sweep"
     keys = set(data)
@@ -531,7 +529,6 @@ def load_yaml(path: Path, what: str) -> Any:
     """A YAML file's data, read with the safe loader, no aliases and the bounds of
     kernel.inputs (size, depth, digits); ConfigError naming `what`, the path and the line
     when it cannot be read or parsed."""
-
     return yaml_value(read_text(path, what, MAX_CONFIG_BYTES), f"{what} {path}")
 
 

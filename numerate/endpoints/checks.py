@@ -132,7 +132,6 @@ SLOW_CHECK_S = 2.0
 def refused_credentials(model: ModelConfig) -> str:
     """What an endpoint that refuses a request was given to authenticate it, in words: the
     API key's source, the user and password of the base URL, or nothing."""
-
     has_key = bool(model.api_key_env or model.api_key_secret)
     in_url = bool(model.base_url and urlsplit(model.base_url).username is not None)
     if has_key and in_url:

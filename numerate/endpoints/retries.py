@@ -75,7 +75,6 @@ def is_retryable(error: BaseException) -> bool:
 def describe_error(error: BaseException) -> str:
     """A one-line description of a request failure, credentials redacted (what a server or a
     library says may quote the key or the URL's password)."""
-
     return redact(valid_text(_description(error)), token_shapes=True)
 
 

@@ -78,7 +78,6 @@ async def numgen_detect(config: NumGenConfig, run_dir: str) -> int:
 
 def numgen_run_name() -> str:
     """A NumGen flow run's name: its generator and detector, and when it started."""
-
     from prefect.runtime import flow_run
 
     config = flow_run.parameters.get("config") or {}

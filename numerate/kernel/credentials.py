@@ -137,7 +137,6 @@ def url_secrets(url: str | None) -> list[str]:
     """The credentials a URL carries in its userinfo: its password, else its user name (a
     token given as `https://TOKEN@host`), and the HTTP basic-authentication token made of
     them (base64 of `user:password`, which a server may quote back in an error)."""
-
     if not url or "@" not in url:
         return []
     try:

@@ -86,7 +86,6 @@ def describe_validation_error(
 def _name_rule(pattern: object, message: str) -> str:
     """A name's rule (numerate.kernel.names) in words, or pydantic's `message` quoting the
     regular expression."""
-
     for rule, words in NAMES.values():
         if rule == pattern:
             return f"not a name numerate takes ({words})"
@@ -101,7 +100,6 @@ def _named_option(field: str, message: str, options: Mapping[str, str]) -> str |
     """`message` of a check of the mapping at `field` that starts with one of its fields
     (`api_key_env: ...`, `base_url = 'x' must ...`), with that field named by the option that
     gave it (`--api-key-env: ...`, `--base-url 'x' must ...`); None when no option gave it."""
-
     starts = re.match(r"([a-z_]+)( = |: )", message)
     if starts is None or f"{field}.{starts[1]}" not in options:
         return None

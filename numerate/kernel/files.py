@@ -260,7 +260,6 @@ def slug(text: str) -> str:
     """`text` as a file name: itself when it is plain (letters, digits, `.`, `_`, `-`, not
     starting with `.`), else its plain part and a digest: a run id read from a shard, or any
     name from the data, never names a path (`../../x`) or a hidden file."""
-
     plain = re.sub(r"[^A-Za-z0-9._-]", "_", text)[:60]
     if plain == text and not text.startswith("."):
         return text

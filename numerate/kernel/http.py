@@ -37,14 +37,12 @@ def shown_url(url: str) -> str:
     """`url` as a message may show it: everything before its last `@` after the scheme is
     hidden (a password with a space, a `/` or a `#` in it is no well-formed user information,
     and the redaction of well-formed URLs would not find it)."""
-
     return re.sub(r"^([^:/]*://)?.*@", lambda m: f"{m.group(1) or ''}***@", url, flags=re.S)
 
 
 def url_problem(url: str) -> str | None:
     """Why `url` is no URL an HTTP client can use (a host, a port that is a number), in words
     that quote no part of a password; None when it is one."""
-
     if any(not " " < c <= "~" for c in url):
         return "it holds a space, a control or a non-ASCII character (write it percent-encoded)"
     try:
@@ -81,7 +79,6 @@ def answer(url: str, timeout_s: float, limit: int = 64 * 1024) -> tuple[int, byt
     followed, included) and up to `limit` bytes of its body, all read within `timeout_s` in
     all. A server that sends its headers and then nothing, or one byte at a time, is no
     answer (each read's own timeout would let it go on). Raises Unanswered."""
-
     found: dict[str, tuple[int, bytes] | BaseException] = {}
 
     request = _request(url)
@@ -112,7 +109,6 @@ def _request(url: str) -> Any:
     """A GET of `url`; a user and password in it (`http://u:pw@host/`) go as HTTP basic
     authentication, as HTTP clients send them (urllib took `u:pw@host` for a host name, and
     the error blamed the DNS)."""
-
     try:
         parts = urlsplit(url)
         user, password = parts.username, parts.password

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
+from numerate.kernel.errors import ConfigError, describe_validation_error
 from numerate.kernel.inputs import Flag, Whole, check_parameters_size
 from numerate.numgen.baselines import BASELINES
 from numerate.numgen.detection import DEFAULT_DETECTOR, DetectionSettings
@@ -109,7 +117,6 @@ class NumGenConfig(BaseModel):
     def check_models(self) -> None:
         """Raise ModelLoadError when the generator or detector can surely not be loaded (see
         torch_utils.check_available), before any image is asked for."""
-
         if not self.needs_images:
             return
         if self.generator.startswith("callable:"):  # imported now: a typo is one line
@@ -138,3 +145,35 @@ def calibration_config(
             "prompts": {"objects": CALIBRATION_OBJECTS, "per_number": per_number, "seed": seed},
         }
     )
+
+
+def with_options(
+    data: dict[str, Any], generator: str | None, detector: str | None,
+    prompts: dict[str, Any], generation: dict[str, Any], images_dir: str | None,
+) -> dict[str, Any]:  # fmt: skip
+    """A NumGen config's settings (from its YAML, or empty) with the given ones over them
+    (None: not given): the synthetic generator by default, counted by the blob counter unless
+    a detector is named."""
+    if generator is not None:
+        data["generator"] = generator
+    data.setdefault("generator", "synthetic")
+    if detector is not None:
+        data["detector"] = detector
+    elif "detector" not in data and data["generator"] == "synthetic":
+        data["detector"] = "blobs"
+    for section, values in (("prompts", prompts), ("generation", generation)):
+        given = {key: value for key, value in values.items() if value is not None}
+        if given:
+            data.setdefault(section, {}).update(given)
+    if images_dir is not None:
+        data["images_dir"] = images_dir
+    return data
+
+
+def parse_numgen_config(data: dict[str, Any], options: dict[str, str]) -> NumGenConfig:
+    """The NumGen config of `data`; ConfigError naming the option that gave a bad value
+    (`options`: {config field: command-line option}), else the config's field."""
+    try:
+        return NumGenConfig.model_validate(data)
+    except ValidationError as error:
+        raise ConfigError(describe_validation_error(error, "numgen config", options)) from None

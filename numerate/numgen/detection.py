@@ -162,7 +162,6 @@ class BlobDetector:
 @functools.cache
 def _load_grounding_dino(model_id: str, device: str, dtype: str) -> tuple[Any, Any]:
     """Processor and model, loaded once per process for each (model, device, dtype)."""
-
     with transformers_quietly():
         from transformers import AutoModelForZeroShotObjectDetection, AutoProcessor
 

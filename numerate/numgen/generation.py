@@ -203,7 +203,6 @@ def load_callable(reference: str) -> Callable[[str, int], Any]:
 @functools.cache
 def _load_pipeline(model_id: str, device: str, dtype: str) -> Any:
     """The pipeline, loaded once per process for each (model, device, dtype)."""
-
     diffusers = require("diffusers")
     log.info("loading %s on %s (%s)", model_id, device, dtype)
     verbosity = diffusers.utils.logging.get_verbosity()

@@ -321,7 +321,6 @@ class NumGenScores:
 
 def score(cm: ConfusionMatrix) -> NumGenScores:
     """All metrics of a confusion matrix."""
-
     n = cm.n
     return NumGenScores(
         n=n,
@@ -339,7 +338,6 @@ def score(cm: ConfusionMatrix) -> NumGenScores:
 
 def per_target_accuracy(cm: ConfusionMatrix) -> list[TargetRow]:
     """Accuracy with its 95% Wilson interval for each target (detector calibration uses it)."""
-
     rows: list[TargetRow] = []
     for i, t in enumerate(cm.targets):
         total = int(cm.counts[i].sum())

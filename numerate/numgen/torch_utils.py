@@ -38,7 +38,6 @@ def check_available(model_id: str, marker: str, what: str) -> None:
     hub does not answer and the model is cached, the process goes offline, so that loading
     it never waits on the network. Checked before a run starts: a missing model writes
     nothing, and no command sits in the hub client's retries."""
-
     path = Path(model_id).expanduser()
     if path.exists() or model_id.startswith((".", "/", "~")):
         if not (path / marker).is_file():
@@ -71,7 +70,6 @@ _probed: dict[str, str | None] = {}
 
 def hub_unreachable() -> str | None:
     """Asked once per process and endpoint: see `probe_hub`."""
-
     endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
     if endpoint not in _probed:
         _probed[endpoint] = probe_hub(endpoint)
@@ -82,7 +80,6 @@ def probe_hub(endpoint: str) -> str | None:
     """Why the Hugging Face hub ($HF_ENDPOINT) cannot be used now, or None when it answers
     (any HTTP answer counts, read whole) within NUMERATE_HUB_TIMEOUT seconds; ModelLoadError
     for a NUMERATE_HUB_TIMEOUT that is no number of seconds."""
-
     raw = os.environ.get("NUMERATE_HUB_TIMEOUT", "").strip()
     try:
         timeout = float(raw) if raw else HUB_TIMEOUT_S
@@ -106,7 +103,6 @@ def go_offline() -> None:
     """Load from the cache only from now on: every load passes `local_files_only`
     (`cache_only()`), and processes started later inherit HF_HUB_OFFLINE=1 (huggingface_hub
     reads it once, at its import)."""
-
     os.environ["HF_HUB_OFFLINE"] = "1"
     _offline.append(True)
 
@@ -114,7 +110,6 @@ def go_offline() -> None:
 def cache_only() -> bool:
     """Whether models load from the Hugging Face cache only (`local_files_only`): offline by
     HF_HUB_OFFLINE, or since the hub did not answer (`go_offline`)."""
-
     return bool(_offline) or os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in OFF
 
 

@@ -99,7 +99,6 @@ def numgen_markdown(
 def absolute(path: str) -> str:
     """A path as an operator reading the Prefect UI can use it: absolute (the worker's working
     directory is not theirs to see); URLs and "-" as they are."""
-
     if path == "-" or "://" in path:
         return path
     return os.path.abspath(path)
@@ -108,7 +107,6 @@ def absolute(path: str) -> str:
 def comparison_lines(source: Source, base: str, new: str) -> list[str]:
     """The paired comparison of `new` with `base` (numerate.results.compare, per model and manifold)
     as Markdown lines: its summary line, what it could have seen and the table."""
-
     comparison = compare_runs(run_answers(source, base), run_answers(source, new))
     if comparison.is_empty() or int(comparison["n"].sum()) == 0:
         return [f"Run `{base}` shares no answered case with this run."]
@@ -128,7 +126,6 @@ def find_regressions(
     """Each model x manifold significantly worse in `new` than in `base` at family-wise
     `alpha`, as a line ("oracle/objects 1.000 -> 0.400 (p = 0.0001)"), and what the
     comparison could have seen (numerate.results.compare.detectable_line)."""
-
     comparison = compare_runs(run_answers(source, base), run_answers(source, new), alpha=alpha)
     worse = comparison.filter(comparison["verdict"] == "regression")
     return [

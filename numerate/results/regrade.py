@@ -53,7 +53,6 @@ def check_generated(store: Store, run_id: str) -> None:
     manifold generates for its parameters, seed and index, with this version's generator: a
     case with a planted target would be stored for every later run that plans it. Cases of
     another generator version cannot be made again here, and are taken as they are."""
-
     for case_id, manifold, version, data, given_input, given_target in queries.run_cases(
         store, run_id
     ):
@@ -77,7 +76,6 @@ def check_generated(store: Store, run_id: str) -> None:
 
 def aggregate_stored_run(store: Store, run_id: str) -> int:
     """Recompute a stored run's per-point aggregates and summaries; returns the points."""
-
     responses, cases = queries.aggregation_inputs(store, run_id)
     points, summaries = aggregate(responses, cases)
     store.replace_aggregates(run_id, points, summaries)

@@ -51,7 +51,6 @@ def require_known(
 ) -> None:
     """ConfigError naming the first of `wanted` that is not among the run's `known` models or
     manifolds, and listing those it has (the check of report, compare and plot filters)."""
-
     unknown = [name for name in wanted if name not in known]
     if unknown:
         has = ", ".join(known) or "no results yet"

@@ -38,7 +38,6 @@ def numgen_runs_elsewhere(source: Source) -> str:
     """Where a database without language-model runs shows the NumGen runs it holds, as the end
     of a sentence ("holds no run yet" alone sent its user looking for a lost run); "" when it
     holds none."""
-
     path = shlex.quote(source.path)
     count = queries.numgen_run_count(source)
     if count:

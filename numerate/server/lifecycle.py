@@ -83,7 +83,6 @@ ANSWER_TIMEOUT_S = 5.0
 def health_url(url: str) -> str:
     """The health check of Prefect's API at `url`: `/health` after its path, before a query
     it may hold (`/api?token=X` asked `/api?token=X/health`)."""
-
     parts = urlsplit(url)
     return urlunsplit(parts._replace(path=f"{parts.path.rstrip('/')}/health"))
 
@@ -92,7 +91,6 @@ def api_answers(url: str) -> None:
     """ConfigError unless Prefect's health check at PREFECT_API_URL `url` answers, whole,
     within ANSWER_TIMEOUT_S (a 401 or 403 counts: a server that wants a key); Prefect's own
     client would wait 60 s a try, then end in a traceback."""
-
     problem = url_problem(url)  # one that is none was probed, said to answer nothing in 5 s
     if problem:
         raise ConfigError(f"PREFECT_API_URL {shown_url(url)} is not a valid URL: {problem}")
@@ -123,7 +121,6 @@ def check_prefect_settings() -> None:
     (PREFECT_LOGGING_LEVEL=LOUD ended the command in pydantic's traceback at Prefect's
     import); empty PREFECT_HOME refused like any empty path (Prefect wrote its database
     here)."""
-
     from pydantic import ValidationError
 
     if "PREFECT_HOME" in os.environ and not os.environ["PREFECT_HOME"].strip():
@@ -150,7 +147,6 @@ def check_prefect_settings() -> None:
 def check_prefect_home() -> None:
     """ConfigError unless $PREFECT_HOME (when set) can be a folder Prefect writes in: a file
     or device there left Prefect's temporary server to time out after 25 s."""
-
     given = os.environ.get("PREFECT_HOME", "")
     if given.strip():
         check_folder("PREFECT_HOME", given)
@@ -230,7 +226,6 @@ def alive(pid: int) -> bool:
 
 def healthy(url: str, timeout: float = 0.3) -> bool:
     """Whether a Prefect server at `url` says it is healthy, within `timeout` seconds."""
-
     try:
         status, body = answer(health_url(url), timeout, limit=1024)
     except Unanswered:
@@ -429,7 +424,6 @@ class Temporary:
 def forget_temporary_servers_gone(folder: Path) -> None:
     """Remove the folders of temporary servers whose process is gone (each removes its own
     as it stops; one killed leaves it)."""
-
     for each in folder.iterdir():
         if each.name.isdigit() and not alive(int(each.name)):
             shutil.rmtree(each, ignore_errors=True)
@@ -518,7 +512,6 @@ def in_use(folder: Path) -> bool:
 
 def terminate(state: State) -> None:
     """TERM the server (it stops gracefully, up to 10 s), then KILL it after 15 s."""
-
     for sig, grace in ((signal.SIGTERM, 15.0), (signal.SIGKILL, 5.0)):
         with contextlib.suppress(ProcessLookupError):
             os.kill(state.pid, sig)

@@ -89,7 +89,6 @@ def database_mark() -> str | None:
     """What names Prefect's database and the Prefect that migrates it (its version, its
     SQLite file's path); None when it is not a SQLite file that exists (a server elsewhere,
     a new home): its migrations then always run."""
-
     import prefect
     from prefect.settings import get_current_settings
 

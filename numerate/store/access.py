@@ -216,7 +216,6 @@ def _waiting_dir(path: str) -> Path:
 def _knock(path: str, kind: str) -> Iterator[None]:
     """A file saying that this process waits for `path` (to `kind`: read or write), while the
     block runs; nothing when it cannot be made (a read-only folder)."""
-
     folder = _waiting_dir(path)
     knock = folder / f"{os.getpid()}.{kind}.{uuid.uuid4().hex[:8]}"
     try:
@@ -262,7 +261,6 @@ def _alive(pid: int) -> bool:
 
 def _announce(message: str) -> None:
     """Say a wait where the user looks: the progress display (terminal, or the run's log)."""
-
     current().note(message)
 
 

@@ -265,7 +265,6 @@ def numgen_cell(
     `count` (None: nothing counted; MAX_COUNT or more: the matrix's last column), a page of
     them (prompt_id, prompt, object, image_seed, count, raw_count, error, path,
     annotated_path), and how many."""
-
     if count is None:
         condition, params = "d.count IS NULL", [run_id, target]
     elif count >= MAX_COUNT:
@@ -298,7 +297,6 @@ def numgen_image(source: Source, run_id: str, prompt_id: str, annotated: bool) -
 def numgen_images_folder(source: Source, run_id: str) -> str | None:
     """The folder a NumGen run's images lie in (the one their recorded files share), or None
     when it recorded none: what the viewer serves of the run is confined to it."""
-
     recorded = [
         os.path.dirname(str(row[0]))
         for row in source.query("SELECT path FROM numgen_images WHERE run_id = ?", [run_id])

@@ -58,7 +58,6 @@ writer out."""
 def _connect(path: str, writers_first_s: float = WRITERS_FIRST_S) -> Any:
     """A read-only connection, once the processes waiting to write `path` have had their turn
     (at most `writers_first_s`)."""
-
     deadline = time.monotonic() + writers_first_s
     while access.waiting_writers(path) and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -93,7 +92,6 @@ def _being_made(file: Any) -> bool:
     """Whether another process holds the lock of an empty database file (DuckDB's: it is
     writing the file's first bytes). A 0-byte file nobody holds was left empty (DuckDB then
     said only "not a valid DuckDB database file")."""
-
     try:
         fcntl.lockf(file, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except OSError:
@@ -231,7 +229,6 @@ def database_file_problem(path: str) -> str | None:
     """Why what is at `path` cannot be a results database (a folder, a device, a pipe or a
     socket, a file that is no DuckDB database: see not_duckdb), or None (nothing there
     included): the reader's check and the writer's, in the same words."""
-
     file = Path(path)
     try:
         os.stat(path)
@@ -266,7 +263,6 @@ class Reader:
         words, when it does not exist (or a run is only starting to write it), is not a file,
         cannot be read or is not a numerate database (when `numerate_schema`); DatabaseBusy
         when writers held it past NUMERATE_LOCK_TIMEOUT."""
-
         import duckdb
 
         existing_database(path)
@@ -339,7 +335,6 @@ class Reader:
         The query runs in a thread while this one waits, so that Ctrl-C always reaches Python
         (DuckDB's bindings miss some): KeyboardInterrupt then leaves the query running and
         this reader unusable; the caller ends the process (os._exit), which stops it."""
-
         done: dict[str, Any] = {}
 
         def run() -> None:
@@ -391,7 +386,6 @@ class Reader:
         database (numerate.store.access.waiting_writers), let the file go until it has its
         turn (at most `wait_s`), then open it again (waiting like any reader). True when it
         did."""
-
         if self.abandoned or not access.waiting_writers(self.path):
             return False
         self.con.close()

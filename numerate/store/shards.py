@@ -76,7 +76,6 @@ def _publish_file(fs: Any, source: str | None, destination: str) -> None:
     """A local file (or, without `source`, an empty one) copied to `destination` under a
     temporary name of its own and renamed: on a local folder through write_atomically (never
     through a link planted there), elsewhere under an unpredictable `.partial` name."""
-
     from fsspec.implementations.local import LocalFileSystem
 
     if isinstance(fs, LocalFileSystem):
@@ -337,7 +336,6 @@ def _confined(fs: Any, root: str) -> Confined | None:
 
 def _fetch(fs: Any, local_files: Confined | None, relative: str, shard: str, local: str) -> None:
     """A shard copied into the local folder `local` (by its file name) to be read there."""
-
     target = f"{local}/{PurePosixPath(relative).name}"
     if local_files is None:
         fs.get_file(shard, target)

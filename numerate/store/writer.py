@@ -76,7 +76,6 @@ def _file_errors(path: str) -> Iterator[None]:
 def folder_problem(folder: Path) -> None:
     """StoreError when the database's folder cannot be one (a file on its way said only
     "File exists")."""
-
     try:
         output_folder(folder)
     except OutputPathError as error:
@@ -108,7 +107,6 @@ def _remove_if_untouched(path: Path) -> bool:
     unless another process holds it now or wrote it since: the file's lock (DuckDB's, an
     fcntl lock) is taken first, so that one opening it meanwhile waits, then opens a file of
     its own."""
-
     try:
         seen = path.stat()
         handle = os.open(path, os.O_RDWR)
@@ -505,12 +503,21 @@ class Store(Tables):
                 store._flusher.join(timeout=within)
 
     @classmethod
-    def close_all(cls) -> list[Store]:
-        """Close every store this process opened; returns them."""
+    def close_all(cls, failed: bool = False) -> list[Store]:
+        """Close every store this process opened; returns them. `failed` (the command failed
+        or was stopped): first remove each one it made that holds nothing (a run stopped while
+        Prefect's server started left an empty database, and a later `report` on it said "no
+        runs"), without waiting for one another process holds (it is in use: kept)."""
         with cls._open_lock:
             stores, cls._open = list(cls._open.values()), {}
         for store in stores:
             store.close()
+        made = [store for store in stores if store.made_here]
+        if failed and made:
+            access.hurry(0)
+            for store in made:
+                with contextlib.suppress(StoreError):
+                    store.discard_if_unused()
         return stores
 
     def claim_run(self, run_id: str) -> bool:

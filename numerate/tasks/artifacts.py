@@ -40,7 +40,6 @@ from numerate.view.export import export_run
 def _draw_plot(store: Store, run_id: str, db: str) -> str | None:
     """The run's plot as a PNG beside the database (plots/<run id>.png), or None when the run
     has no grid point."""
-
     points = plotted_points(store, run_id)
     if points.is_empty():
         return None

@@ -81,7 +81,6 @@ async def release_database(db: str) -> None:
 @task(cache_policy=NO_CACHE)
 async def publish_shards(run_id: str, db: str, results_dir: str) -> str:
     """Publish the run's rows as Parquet shards to the shared results location."""
-
     return await asyncio.to_thread(publish_run, Store.open(db), run_id, results_dir)
 
 
@@ -89,7 +88,6 @@ async def publish_shards(run_id: str, db: str, results_dir: str) -> str:
 async def ingest_shards(results_dir: str, db: str) -> list[str]:
     """Load every complete run in the results location that the database lacks; a run whose
     shards cannot be read is skipped with a warning, and the task fails once the rest is in."""
-
     done = await asyncio.to_thread(ingest_graded, Store.open(db), results_dir)
     for run_id, reason in done.skipped:
         get_run_logger().warning("skipped run %s: %s", run_id, reason)

@@ -45,7 +45,6 @@ async def case_generator() -> Any:
     """generate_cases storing its cache in CASE_CACHE (a LocalFileSystem block saved as
     `numerate-cases`: Prefect takes only saved blocks as result storage), after removing the
     files older than CASE_CACHE_DAYS there."""
-
     await asyncio.to_thread(prune_case_cache)
     return generate_cases.with_options(result_storage=await case_storage())
 

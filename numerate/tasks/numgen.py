@@ -160,7 +160,6 @@ async def ingest_manifests(run_id: str, folder: str, db: str) -> int:
 @task(cache_policy=NO_CACHE)
 async def score_run(run_id: str, numgen: NumGenConfig, db: str) -> NumGenResult:
     """Confusion matrix and metrics of a run; stores them and draws the heatmap PNG."""
-
     store = Store.open(db)
     rows = await asyncio.to_thread(queries.numgen_counts, store, run_id)
     counted = [(target, count) for target, count in rows if count is not None]

@@ -63,7 +63,6 @@ def export(
     planted in the folder (numerate.kernel.confined): a link at a page's name is replaced,
     one at a folder's is LeadsOutside; an image that is a link is left out (`warn`). With
     `under`, the pages go into that folder of `folder`, reached through no link either."""
-
     folder.mkdir(parents=True, exist_ok=True)
     confined = Confined(folder)
     written: list[str] = []
@@ -208,7 +207,6 @@ def _file(link: str) -> str:
 def export_run(source: Source, run_id: str, folder: Path) -> Path:
     """A run's pages (and those of the run it is compared with, and their comparison) under
     folder/RUN_ID/, for its summary artifact; the file of the run's page."""
-
     previous = queries.previous_run(source, run_id)
     chosen = [run_id, *([previous] if previous else [])]
     export(source, folder, templates(), only=chosen, under=pages.slug(run_id))

@@ -506,7 +506,6 @@ def numgen_runs(source: Source, links: Links) -> dict[str, Any]:
 def numgen_run(source: Source, links: Links, run_id: str) -> dict[str, Any]:
     """A NumGen run: its metrics, its accuracy per number, and its confusion matrix (asked
     number x counted number), each cell a link to its images."""
-
     runs = [row for row in rows(browse.numgen_runs(source)) if row["run_id"] == run_id]
     if not runs:
         raise LookupError(f"no NumGen run {run_id!r} in {source.path}")
