@@ -258,53 +258,123 @@ LOADED_WHEN_USED = {
     "scipy": "NumGen's statistics",
     "uvicorn": "the servers (view, the background Prefect server)",
     "fastapi": "Prefect's server app, imported ahead while it starts",
+    "jinja2": "the viewer's templates",
+    "PIL": "NumGen's images",
+    "starlette": "the viewer's app",
 }
 """Loaded inside functions so that `numerate --help` and a refused command line answer in a
 fraction of a second (docs/architecture.md, "Rules"): why each one."""
 
 
-def late_imports(source: str, in_cli: bool) -> list[str]:
-    """The imports inside functions of `source` that are not allowed: of the standard library
-    (no cost to load at the top), of numerate outside numerate/cli (a command loads what it
-    runs; a stage imports its parts at the top, where the cycle check sees them), of a
-    library not listed in HEAVY_OPTIONAL or LOADED_WHEN_USED."""
+def module_level_imports(source: str) -> list[str]:
+    """What `source` imports when it is imported: its imports outside functions and outside
+    `if TYPE_CHECKING:` (`from a import b` names a.b too, in case b is a module)."""
+    found: list[str] = []
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.Import):
+                found.extend(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                found.extend([node.module, *(f"{node.module}.{a.name}" for a in node.names)])
+            elif isinstance(node, ast.If) and "TYPE_CHECKING" not in ast.unparse(node.test):
+                visit(node.body)
+                visit(node.orelse)
+            elif isinstance(node, ast.Try):
+                visit(node.body)
+                for handler in node.handlers:
+                    visit(handler.body)
+
+    visit(ast.parse(source).body)
+    return found
+
+
+def heavy_loads() -> dict[str, set[str]]:
+    """For each module of numerate, the heavy libraries (HEAVY_OPTIONAL, LOADED_WHEN_USED)
+    that importing it loads, through numerate's own modules and packages."""
+    sources = {module_name(p): p.read_text(encoding="utf-8") for p in PACKAGE.rglob("*.py")}
+    heavy = HEAVY_OPTIONAL | set(LOADED_WHEN_USED)
+    loads: dict[str, set[str]] = {}
+
+    def of(module: str) -> set[str]:
+        if module not in loads:
+            loads[module] = set()  # a package's __init__ met again on the way: known so far
+            found = set()
+            for name in module_level_imports(sources[module]):
+                parts = name.split(".")
+                if parts[0] != "numerate":
+                    found |= {parts[0]} & heavy
+                    continue
+                for depth in range(2, len(parts) + 1):  # numerate.store.x runs store/__init__
+                    if ".".join(parts[:depth]) in sources:
+                        found |= of(".".join(parts[:depth]))
+            loads[module] = found
+        return loads[module]
+
+    for module in sources:
+        of(module)
+    return loads
+
+
+def late_imports(source: str, module: str, loads: dict[str, set[str]]) -> list[str]:
+    """The imports inside functions of `source` (the module `module`) that are not allowed:
+    of the standard library (no cost to load at the top), of a library not listed in
+    HEAVY_OPTIONAL or LOADED_WHEN_USED, and, outside numerate/cli (where a command loads what
+    it runs), of a module of numerate that loads no heavy library `module` does not load
+    already (`loads`: heavy_loads()): such an import puts off nothing, and belongs at the top,
+    where the layering and cycle checks see it plainly."""
+    in_cli = module == "numerate.cli" or module.startswith("numerate.cli.")
     found = []
     for function in ast.walk(ast.parse(source)):
         if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
             continue
         for node in ast.walk(function):
             if isinstance(node, ast.Import):
-                modules = [alias.name for alias in node.names]
+                imported = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                modules = [node.module]
+                imported = [node.module]
             else:
                 continue
-            for module in modules:
-                top = module.split(".")[0]
-                allowed = (in_cli if top == "numerate"
-                           else top not in sys.stdlib_module_names
-                           and top in HEAVY_OPTIONAL | set(LOADED_WHEN_USED))  # fmt: skip
+            for name in imported:
+                top = name.split(".")[0]
+                if top == "numerate":
+                    puts_off = loads.get(name, set()) - loads.get(module, set())
+                    allowed = in_cli or bool(puts_off)
+                else:
+                    allowed = top not in sys.stdlib_module_names and top in (
+                        HEAVY_OPTIONAL | set(LOADED_WHEN_USED))  # fmt: skip
                 if not allowed:
-                    found.append(f"{node.lineno} {module}")
+                    found.append(f"{node.lineno} {name}")
     return found
 
 
 def test_imports_inside_functions_are_only_of_what_is_heavy_and_not_always_needed():
+    loads = heavy_loads()
     found = [
         f"{path.relative_to(ROOT)}:{line}"
         for path in sorted(PACKAGE.rglob("*.py"))
-        for line in late_imports(path.read_text(encoding="utf-8"), path.parent.name == "cli")
+        for line in late_imports(path.read_text(encoding="utf-8"), module_name(path), loads)
     ]
     assert found == []
 
 
-def test_the_late_import_check_sees_the_standard_library_a_stage_and_an_unlisted_library():
+def test_the_late_import_check_sees_the_standard_library_a_cheap_stage_and_an_unlisted_library():
     source = (
         "import json\ndef f():\n    import os\n    from numerate.store import Store\n"
         "    import torch\n    import polars\n    import requests\n"
+        "    from numerate.view.export import export_run\n"
     )
-    assert late_imports(source, in_cli=False) == ["3 os", "4 numerate.store", "7 requests"]
-    assert late_imports(source, in_cli=True) == ["3 os", "7 requests"]
+    loads = {"numerate.results.x": {"polars"}, "numerate.store": {"polars", "duckdb"},
+             "numerate.view.export": {"jinja2"}}  # fmt: skip
+    assert late_imports(source, "numerate.results.x", loads) == ["3 os", "7 requests"]
+    loads["numerate.store"] = {"polars"}  # it puts off nothing: at the top
+    assert late_imports(source, "numerate.results.x", loads) == [
+        "3 os",
+        "4 numerate.store",
+        "7 requests",
+    ]
+    assert late_imports(source, "numerate.cli.x", loads) == ["3 os", "7 requests"]
+    assert heavy_loads()["numerate.figures.plots"] >= {"polars"}
 
 
 def test_flows_and_tasks_keep_their_annotations_real():

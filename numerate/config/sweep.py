@@ -42,7 +42,6 @@ from numerate.kernel.inputs import (
 )
 from numerate.manifolds import registry
 from numerate.manifolds.common import canonical_params
-from numerate.numgen.config import NumGenConfig
 
 MAX_POINTS = 100_000
 """Most grid points one manifold entry may have (a typo such as a 1,000 x 1,000 grid is
@@ -510,6 +509,8 @@ def refuse_the_other_kind(data: dict[Any, Any], source: str, expected: ConfigKin
     reverse) is one ConfigError saying so and where it goes; each of its keys used to be an
     error line of its own. It is the other kind when none of its keys is one of `expected`'s
     and all are the other's: a sweep config with one stray NumGen key gets the usual errors."""
+    from numerate.numgen.config import NumGenConfig  # numpy and PIL: NumGen's commands only
+
     fields = {"sweep": set(SweepConfig.model_fields), "numgen": set(NumGenConfig.model_fields)}
     other: ConfigKind = "numgen" if expected == "sweep" else "sweep"
     keys = set(data)

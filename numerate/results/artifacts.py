@@ -13,13 +13,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from numerate.results.compare import (
-    compare_runs,
-    detectable_line,
-    for_display,
-    run_answers,
-    summary_line,
-)
 from numerate.results.report import render, run_summaries
 from numerate.store import queries
 from numerate.store.queries import Source, previous_run
@@ -107,6 +100,14 @@ def absolute(path: str) -> str:
 def comparison_lines(source: Source, base: str, new: str) -> list[str]:
     """The paired comparison of `new` with `base` (numerate.results.compare, per model and manifold)
     as Markdown lines: its summary line, what it could have seen and the table."""
+    from numerate.results.compare import (  # scipy: a comparison only
+        compare_runs,
+        detectable_line,
+        for_display,
+        run_answers,
+        summary_line,
+    )
+
     comparison = compare_runs(run_answers(source, base), run_answers(source, new))
     if comparison.is_empty() or int(comparison["n"].sum()) == 0:
         return [f"Run `{base}` shares no answered case with this run."]
@@ -126,6 +127,8 @@ def find_regressions(
     """Each model x manifold significantly worse in `new` than in `base` at family-wise
     `alpha`, as a line ("oracle/objects 1.000 -> 0.400 (p = 0.0001)"), and what the
     comparison could have seen (numerate.results.compare.detectable_line)."""
+    from numerate.results.compare import compare_runs, detectable_line, run_answers  # scipy
+
     comparison = compare_runs(run_answers(source, base), run_answers(source, new), alpha=alpha)
     worse = comparison.filter(comparison["verdict"] == "regression")
     return [

@@ -34,7 +34,6 @@ from numerate.results.artifacts import (
 from numerate.results.live import plotted_points
 from numerate.store import Store
 from numerate.store.queries import run_record
-from numerate.view.export import export_run
 
 
 def _draw_plot(store: Store, run_id: str, db: str) -> str | None:
@@ -53,6 +52,7 @@ def _export_view(store: Store, run_id: str, view_dir: str | None) -> str | None:
     None without a view_dir or when they cannot be written (a convenience, like the plot)."""
     if not view_dir:
         return None
+    from numerate.view.export import export_run  # jinja2: pages only
 
     try:
         return str(export_run(store, run_id, Path(view_dir).expanduser().resolve()))
