@@ -175,3 +175,55 @@ def test_every_image_is_reproducible_alone_whatever_its_batch(tiny_models):
 def test_an_unknown_generator_id_fails_clearly_offline(tiny_models):
     with pytest.raises(ModelLoadError, match="cannot load generator 'no-such/model'"):
         DiffusersGenerator("no-such/model", tiny_settings()).generate(prompts(n_max=1))
+
+
+LOADS_WITH_A_SILENT_HUB = """
+import sys
+import huggingface_hub  # imported before, as in a worker that loaded a model earlier: it read
+# HF_HUB_OFFLINE then, and setting it now changes nothing for it
+from numerate.numgen.generation import DiffusersGenerator, GenerationSettings
+from numerate.numgen.prompts import PromptSpec, make_prompts
+from numerate.numgen.torch_utils import check_available
+check_available(sys.argv[1], "model_index.json", "generator")  # the hub does not answer
+settings = GenerationSettings(steps=2, height=32, width=32, device="cpu", batch_size=1)
+images = DiffusersGenerator(sys.argv[1], settings).generate(
+    make_prompts(PromptSpec(per_number=1, n_max=1)))
+print("made", len(images))
+"""
+
+
+def test_a_cached_model_loads_without_asking_a_hub_that_does_not_answer(tiny_models):
+    """A GPU machine with no route to the hub: the reachability check asks once, waits
+    NUMERATE_HUB_TIMEOUT, and the cached model then loads from the cache alone, not through
+    the hub client's waits and retries (go_offline: HF_HUB_OFFLINE for what reads it now,
+    local_files_only for every load; huggingface_hub's module is no longer patched)."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    import threading
+
+    asked: list[socket.socket] = []
+    hub = socket.create_server(("127.0.0.1", 0))
+
+    def take() -> None:  # accept every connection and never answer
+        while True:
+            try:
+                asked.append(hub.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=take, daemon=True).start()
+    env = dict(os.environ, HF_ENDPOINT=f"http://127.0.0.1:{hub.getsockname()[1]}",
+               NUMERATE_HUB_TIMEOUT="1")  # fmt: skip
+    env.pop("HF_HUB_OFFLINE")
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", LOADS_WITH_A_SILENT_HUB, tiny_models["generator"]],
+            env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    finally:
+        hub.close()
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().endswith("made 1")
+    assert len(asked) == 1  # the check's one request; the load asked the hub nothing
