@@ -154,7 +154,7 @@ def test_a_group_of_commands_alone_shows_its_help_and_one_error_line(group):
 def test_an_error_that_comes_once_a_stop_signal_came_is_the_stop(monkeypatch):
     """A SIGINT 1.1 s into `numgen run` ended in `error: Error calling function
     `_ser_model`: KeyboardInterrupt`, exit 2: pydantic wrapped the interrupt in an error of
-    its own. Once a signal came, `fail` hands the stop on (cli.stopped says it, 130)."""
+    its own. Once a signal came, `fail` hands the stop on (PROCESS.stopped says it, 130)."""
     from numerate.cli import common
 
     with pytest.raises(typer.Exit):  # no signal: the error, exit 2

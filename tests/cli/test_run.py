@@ -1009,7 +1009,7 @@ def test_ctrl_c_to_the_process_group_while_the_temporary_server_starts(tmp_path,
     assert stderr.strip().splitlines()[-1] in (said, f"{said}, and {db} was not made"), stderr
     assert not db.exists()
     assert not any(word in stderr for word in ("Aborted", "Traceback", "stopped now")), stderr
-    deadline = time.monotonic() + 10  # Prefect stops its server at exit; the watchdog, else
+    deadline = time.monotonic() + 10  # the server watches the command, its parent
     while _servers_of(home) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not _servers_of(home)
@@ -1017,10 +1017,11 @@ def test_ctrl_c_to_the_process_group_while_the_temporary_server_starts(tmp_path,
 
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
 def test_a_command_killed_while_its_temporary_server_starts_leaves_no_server(tmp_path):
-    """The watchdog was started once the server answered (about 8 s): a command stopped in
-    the seconds before, by a signal or SIGKILL, left the server running (seen once in 8
-    tries of Ctrl-C at 3 s). The watchdog starts with the server now, and takes a command
-    that ended but is not yet reaped (a zombie, as here until `wait`) for gone."""
+    """A watchdog started once the server answered (about 8 s) let a command stopped in the
+    seconds before, by a signal or SIGKILL, leave the server running (seen once in 8 tries
+    of Ctrl-C at 3 s). The server watches the command from its first moment now, and a
+    command that ended but is not yet reaped (a zombie, as here until `wait`) is gone: the
+    server has another parent at once."""
     home = tmp_path / "prefect"
     started = _run_starting_its_server(tmp_path, home)
     try:
