@@ -5,7 +5,10 @@
 - `retries`: what is retried and how long to wait (Retry-After wins);
 - `limits`: a model's shared client, in-flight bounds and breaker;
 - `answerers`: an endpoint's answerer (retries, rate limits) and the baselines';
-- `checks`: checking endpoints before anything is sent;
+- `pacing`: adaptive concurrency, from what the endpoint answers;
+- `checks`: checking endpoints before anything is sent, and `preflight`: every check before a
+  run (results location, concurrency limits, endpoints, database, the run to resume), for the
+  CLI and the flow alike;
 - `answering`: a batch's answers, graded as they arrive and journaled at once.
 """
 

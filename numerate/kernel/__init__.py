@@ -1,5 +1,6 @@
-"""The leaf kernel every layer shares: named errors, statistics and atomic file writes.
+"""The leaf kernel every stage shares: named errors (with their exit codes), statistics,
+atomic file writes, files reached through no link, the progress long work reports, whether a
+stop signal came.
 
-It imports nothing of the project (manifolds, numgen, numerate, tasks, flows), so the leaves
-(manifolds, numgen) and the core can all use it.
+It imports nothing else of numerate, so every stage can use it.
 """

@@ -20,6 +20,12 @@ def is_damaged(error: BaseException) -> bool:
     return isinstance(error, duckdb.IOException) or "Corrupt database" in str(error)
 
 
+def is_cut_short_at_open(error: BaseException) -> bool:
+    """Whether DuckDB could not open a file because it ends inside what DuckDB reads to open
+    it (its headers and first metadata)."""
+    return "Could not read enough bytes" in str(error)
+
+
 def is_interrupted(error: BaseException) -> bool:
     """Whether DuckDB's bindings report a Ctrl-C they saw during a query (a RuntimeError)."""
     return isinstance(error, RuntimeError) and "interrupted" in str(error).lower()

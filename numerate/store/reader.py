@@ -28,7 +28,7 @@ from numerate.kernel.errors import ConfigError, first_line
 from numerate.kernel.files import link_into_nowhere, looks_like_duckdb
 from numerate.store import access
 from numerate.store.access import lock_timeout_s
-from numerate.store.duckdb_words import is_interrupted
+from numerate.store.duckdb_words import is_cut_short_at_open, is_interrupted
 from numerate.store.journal import live_owners
 from numerate.store.schema import SCHEMA_VERSION, DatabaseFault
 
@@ -138,7 +138,7 @@ def open_error(error: BaseException, path: str) -> str:
     """What DuckDB's error opening `path` means, in the words `cut_short` uses when the file
     ends inside the metadata read at open (DuckDB: "Could not read enough bytes ...")."""
     said = first_line(error)
-    if "Could not read enough bytes" in said:
+    if is_cut_short_at_open(error):
         with contextlib.suppress(OSError):
             size = Path(path).stat().st_size
             return (

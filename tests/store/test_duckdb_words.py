@@ -11,7 +11,12 @@ import time
 import duckdb
 import pytest
 
-from numerate.store.duckdb_words import is_damaged, is_interrupted, is_lock_conflict
+from numerate.store.duckdb_words import (
+    is_cut_short_at_open,
+    is_damaged,
+    is_interrupted,
+    is_lock_conflict,
+)
 
 HOLDS = """
 import sys, time, duckdb
@@ -54,6 +59,12 @@ def test_a_block_that_fails_its_checksum_is_damage_and_bad_sql_is_not(tmp_path):
     with duckdb.connect(str(whole)) as con, pytest.raises(duckdb.Error) as bad_sql:
         con.execute("SELECT nope FROM t")
     assert not is_damaged(bad_sql.value) and not is_lock_conflict(bad_sql.value)
+    assert not is_cut_short_at_open(corrupt.value) and not is_cut_short_at_open(bad_sql.value)
+    cut = tmp_path / "cut.duckdb"  # it ends inside what DuckDB reads to open it
+    cut.write_bytes(whole.read_bytes()[:100_000])
+    with pytest.raises(duckdb.Error) as at_open:
+        duckdb.connect(str(cut))
+    assert is_cut_short_at_open(at_open.value), str(at_open.value)
 
 
 def test_a_ctrl_c_during_a_query_is_an_interruption():
