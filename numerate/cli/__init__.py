@@ -23,23 +23,8 @@ from numerate.cli.numgen import app as numgen_app  # noqa: E402
 from numerate.cli.server import server_app  # noqa: E402
 
 # one module per command, named after it; each adds itself to the app, in this order
-for _command in (
-    "generate",
-    "manifolds",
-    "grade",
-    "run",
-    "report",
-    "db",
-    "regrade",
-    "upgrade",
-    "cache",
-    "runs",
-    "compare",
-    "plot",
-    "deploy",
-    "ingest",
-    "view",
-):
+for _command in ("generate", "manifolds", "grade", "run", "report", "db", "regrade", "upgrade",
+                 "cache", "runs", "compare", "plot", "deploy", "ingest", "view"):  # fmt: skip
     importlib.import_module(f"numerate.cli.{_command}")
 app.add_typer(numgen_app, name="numgen")
 app.add_typer(server_app, name="server")
@@ -65,7 +50,8 @@ def main() -> None:  # pragma: no cover - entry point
             PROCESS.stopped(close=lambda: _close_stores(failed=True))
         PROCESS.leave(code)
     except SystemExit as leaving:  # click's answer to a closed pipe (`| head`): exit 1
-        if leaving.code == 1 and isinstance(output_lost(), BrokenPipeError):
+        ours = PROCESS.leaving_with is not None  # the command's own code, leaving
+        if not ours and leaving.code == 1 and isinstance(output_lost(), BrokenPipeError):
             PROCESS.leave(0)  # the reader took what it wanted: nothing is wrong (as for
         raise  # `db`, which wrote all before the reader left)
     except (typer.Abort, EOFError, KeyboardInterrupt):

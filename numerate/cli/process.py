@@ -102,10 +102,11 @@ class Process:
             raise KeyboardInterrupt
         if self.signals and time.monotonic() - self._first_at[0] < SAME_SIGNAL_S:
             return  # the first one again (`timeout`): its KeyboardInterrupt is on its way
-        if self.signals:  # at once, and said (a death with no word left a run `running`
-            with contextlib.suppress(OSError):  # unexplained); os.write: no lock to wait on
-                how = "terminated" if code == 143 else "interrupted"
-                os.write(2, f"{how}: stopped at once by a second signal\n".encode())
+        if self.signals or self.leaving_with is not None:  # at once, and said (a death with
+            how = "terminated" if code == 143 else "interrupted"  # no word left a run
+            why = "by a second signal" if self.signals else "as it ended"  # `running`)
+            with contextlib.suppress(OSError):  # os.write: no lock to wait on
+                os.write(2, f"{how}: stopped at once {why}\n".encode())
             os._exit(code)
         stopping.ask()
         self.signals.append(signum)
@@ -176,6 +177,7 @@ class Process:
         """A stop signal some other handler took (Prefect's, uvicorn's) came: `signum`."""
         if not self.signals:
             self.signals.append(signum)
+            self._first_at.append(time.monotonic())
 
     def stop_code(self) -> int:
         """The exit code of a command stopped by a signal: 143 after SIGTERM, else 130."""
@@ -236,19 +238,25 @@ class Process:
         a sweep that does nothing for the user. A stopped command (`drain=False`) waits for no
         thread: an executor's thread in an endpoint check that waits 30 s held it to the
         deadline; and freeing objects while a daemon thread held the standard error's lock
-        aborted the process (SIGABRT)."""
+        aborted the process (SIGABRT). A stop signal while it leaves ends it at once, said:
+        its work is done and stored."""
         self.leaving_with = code
         if drain:
             sys.exit(code)
         _end_now(code)
 
     def _end_at_exit(self) -> None:
-        if self.leaving_with is not None:  # else an exit of Python's own (a traceback)
+        if self.leaving_with is not None:
             _end_now(self.leaving_with)
+        for cleanup in stopping.exit_cleanups():  # an exit of Python's own (a traceback)
+            _quietly(cleanup)
 
 
 def _end_now(code: int) -> NoReturn:
-    """Flush the logs and the standard streams, then end the process with `code`."""
+    """The process's own last work (numerate.kernel.stopping.at_exit), then the logs and the
+    standard streams flushed, then the end of the process with `code`."""
+    for cleanup in stopping.exit_cleanups():
+        _quietly(cleanup)
     logging.shutdown()  # its own exit handler was registered before `_end_at_exit`
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):  # a closed pipe (`numerate … | head`)

@@ -16,9 +16,9 @@ temporary/<the command's pid>/.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import fcntl
+import functools
 import io
 import json
 import os
@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import IO, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
+from numerate.kernel import stopping
 from numerate.kernel.errors import EXIT_FAILED_FOR_NOW, ConfigError, NumerateError, shorten
 from numerate.kernel.files import check_folder
 from numerate.kernel.http import Unanswered, answer, shown_url, url_problem
@@ -302,7 +303,7 @@ class Background:
             self.folder.mkdir(parents=True, exist_ok=True)
             if not _holding:
                 _holding.append(locked(self.folder / "users.lock", fcntl.LOCK_SH))
-                atexit.register(touch, self.folder)
+                stopping.at_exit(functools.partial(touch, self.folder))
             touch(self.folder)
             with locked(self.folder / "start.lock", fcntl.LOCK_EX):
                 self.state, self.url = self._find_or_start()
@@ -374,7 +375,9 @@ class Background:
             wait_until_healthy(self.folder, self.state, meanwhile)
 
 
-def wait_until_healthy(folder: Path, state: State, meanwhile: Callable[[], object]) -> None:
+def wait_until_healthy(
+    folder: Path, state: State, meanwhile: Callable[[], object], owned: bool = False
+) -> None:
     """Until the server of `state` answers, doing `meanwhile` first when it does not yet; a
     server that cannot start (its process ended, or START_TIMEOUT_SECONDS passed) is a
     ServerError naming its log."""
@@ -383,15 +386,16 @@ def wait_until_healthy(folder: Path, state: State, meanwhile: Callable[[], objec
         meanwhile()
     while not healthy(state.url, timeout=1.0):
         if not alive(state.pid) or time.monotonic() > deadline:
-            raise ServerError(not_started(folder, state))
+            raise ServerError(not_started(folder, state, owned))
         time.sleep(0.05)
 
 
 class Temporary:
     """NUMERATE_SERVER=temporary: a server of this command's own (numerate.server.serverd, on
-    any free port, over the Prefect database of $PREFECT_HOME), stopped when the command
-    ends. It stops by itself when its parent, this process, is gone, however it ended
-    (SIGKILL included); `wait()` before the first flow."""
+    any free port, over the Prefect database of $PREFECT_HOME), stopped as the command ends,
+    before it exits (no second server on that database meanwhile), and by itself when its
+    parent, this process, is gone however it ended (SIGKILL included). `wait()` before the
+    first flow."""
 
     def __init__(self) -> None:
         self.folder = home() / "temporary" / str(os.getpid())
@@ -405,7 +409,7 @@ class Temporary:
                 "(set PREFECT_HOME to a folder you can write)"
             ) from None
         os.environ["PREFECT_API_URL"] = self.state.url
-        self.stopped = False
+        stopping.at_exit(self.stop)
 
     def wait(self, meanwhile: Callable[[], object] = nothing) -> None:
         if healthy(self.state.url, timeout=0.2):
@@ -415,10 +419,22 @@ class Temporary:
             "one running for later commands)",
             file=sys.stderr,
         )
-        wait_until_healthy(self.folder, self.state, meanwhile)
+        wait_until_healthy(self.folder, self.state, meanwhile, owned=True)
 
     def abandon(self) -> None:
         return None  # it stops with this process
+
+    def stop(self) -> None:
+        """Stop the server, gracefully within TEMPORARY_STOP_S, and remove its folder (kept
+        when the server had ended by itself: its log says why)."""
+        if not alive(self.state.pid):
+            return
+        terminate(self.state, grace=TEMPORARY_STOP_S)
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+TEMPORARY_STOP_S = 3.0
+"""How long a command waits at its end for its temporary server's graceful stop."""
 
 
 def forget_temporary_servers_gone(folder: Path) -> None:
@@ -435,17 +451,21 @@ def ui_enabled() -> bool:
     )  # fmt: skip
 
 
-def not_started(folder: Path, state: State) -> str:
+def not_started(folder: Path, state: State, owned: bool = False) -> str:
+    """Why the server did not start: its log's last line, and, for the background server
+    (not `owned` by a command), what to change."""
     log = folder / "server.log"
     try:
         lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
     except OSError:
         lines = []
     last = f": {lines[-1].strip()[:300]}" if lines else ""
-    return (
-        f"Prefect's server at {state.ui} did not start (its log: {log}){last} (choose another "
-        "port with PREFECT_SERVER_API_PORT, or NUMERATE_SERVER=temporary)"
+    hint = (
+        ""
+        if owned
+        else (" (choose another port with PREFECT_SERVER_API_PORT, or NUMERATE_SERVER=temporary)")
     )
+    return f"Prefect's server at {state.ui} did not start (its log: {log}){last}{hint}"
 
 
 # numerate.server.serverd run as a script: not through `-m`, which imports numerate.cli and
@@ -459,8 +479,9 @@ def launch(folder: Path, port: int, idle: float, owned: bool = False) -> State:
     """Start the server (numerate.server.serverd) in its own session, keeping its files in
     `folder` (under home()), over the Prefect database of $PREFECT_HOME; record it in
     server.json. `owned`: it stops when this process is gone (a temporary server)."""
-    if not port_is_free(port):  # PREFECT_SERVER_API_PORT's, held by something else
-        raise ConfigError(
+    if not owned and not port_is_free(port):  # PREFECT_SERVER_API_PORT's, held by another
+        raise ConfigError(  # program; a temporary server's port, taken since free_port()
+            # chose it, ends its start: said by not_started
             f"PREFECT_SERVER_API_PORT={port}: the port is taken by another program, not a Prefect "
             "server (choose a free port, or unset it for 4200 or any free port)"
         )
@@ -510,12 +531,12 @@ def in_use(folder: Path) -> bool:
     return False
 
 
-def terminate(state: State) -> None:
-    """TERM the server (it stops gracefully, up to 10 s), then KILL it after 15 s."""
-    for sig, grace in ((signal.SIGTERM, 15.0), (signal.SIGKILL, 5.0)):
+def terminate(state: State, grace: float = 15.0) -> None:
+    """TERM the server (it stops gracefully, up to 10 s), then KILL it after `grace` s."""
+    for sig, wait_s in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
         with contextlib.suppress(ProcessLookupError):
             os.kill(state.pid, sig)
-        deadline = time.monotonic() + grace
+        deadline = time.monotonic() + wait_s
         while alive(state.pid) and time.monotonic() < deadline:
             time.sleep(0.1)
         if not alive(state.pid):

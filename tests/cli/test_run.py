@@ -513,6 +513,8 @@ def test_a_run_says_what_it_does_in_numerate_s_words_only(tmp_path, command):
     said = done.stderr.replace("Prefect's temporary server (", "")
     for unwanted in ("temporary server", "Task run", "telemetry", "Traceback"):
         assert unwanted not in said, done.stderr
+    home = tmp_path / "prefect"  # its server stopped before it exited, its folder removed
+    assert not _servers_of(home) and not any((home / "numerate-server" / "temporary").iterdir())
 
 
 def test_a_missing_secret_block_is_one_line_and_leaves_no_server_behind(tmp_path):
@@ -1328,6 +1330,61 @@ def test_a_second_signal_ends_the_command_at_once_and_says_so():
         busy.kill()
     assert busy.returncode == 130 and time.monotonic() - sent < 1
     assert err == "interrupted: stopped at once by a second signal\n"
+
+
+LEAVING_WHILE_A_THREAD_DRAINS = """
+import threading, time
+from numerate.cli.process import PROCESS
+PROCESS.start()
+threading.Thread(target=time.sleep, args=(20,)).start()  # a worker draining at exit
+print("leaving", flush=True)
+PROCESS.leave(0)  # the work is done: Python waits for the thread before it exits
+"""
+
+
+@pytest.mark.parametrize(
+    ("stop", "code", "how"),
+    [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")],
+)
+def test_a_signal_while_the_command_leaves_ends_it_at_once_and_says_so(stop, code, how):
+    """Ctrl-C while the exit waits for Prefect's workers to drain: the exit went on (the
+    interruption was lost inside Python's own shutdown) and ended with 0, saying nothing."""
+    leaving = subprocess.Popen(
+        [sys.executable, "-c", LEAVING_WHILE_A_THREAD_DRAINS], cwd=ROOT, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert leaving.stdout.readline().strip() == "leaving"
+        time.sleep(0.5)  # in the wait for the thread (it sleeps 20 s)
+        leaving.send_signal(stop)
+        sent = time.monotonic()
+        _, err = leaving.communicate(timeout=30)
+    finally:
+        leaving.kill()
+    assert leaving.returncode == code and time.monotonic() - sent < 2, err
+    assert err == f"{how}: stopped at once as it ended\n"
+
+
+AFTER_PREFECT_S_SIGTERM = """
+import os, signal, time
+from numerate.cli.process import PROCESS
+PROCESS.stop_within()
+PROCESS.came_as(signal.SIGTERM)  # Prefect's handler took it (its TerminationSignal)
+time.sleep(1.5)
+os.kill(os.getpid(), signal.SIGINT)  # the user's second one
+time.sleep(5)
+"""
+
+
+def test_a_second_signal_after_one_another_handler_took_ends_the_command_at_once():
+    """A signal Prefect's handler took is the first one: a second signal (here during the
+    stop's own recording) raised IndexError, and the stop was neither recorded nor said."""
+    done = subprocess.run([sys.executable, "-c", AFTER_PREFECT_S_SIGTERM], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert (done.returncode, done.stderr) == (
+        130,
+        "interrupted: stopped at once by a second signal\n",
+    ), done.stderr
 
 
 def test_a_copy_of_the_first_signal_lets_the_command_stop_as_it_does():
