@@ -6,8 +6,10 @@ model, each graded the moment it arrives.
 - At most `concurrency` requests per model are being answered at once, and at most
   2 x `concurrency` are in flight (sent, or waiting to be retried).
 - A fresh answer and its grade go to the process's journal on disk as soon as they arrive
-  (numerate.store.Store.receive): a process killed at any moment loses only the requests in
-  flight, which a resumed run sends again; readers see the graded answer within seconds.
+  (numerate.store.Store.receive), in one write for all that arrive in one turn of the event
+  loop (`Receipts`): a process killed at any moment loses only the requests in flight (and
+  the answers of the turn it was killed in), which a resumed run sends again; readers see the
+  graded answer within seconds.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from numerate.grading.judging import Completion, grade_response
 from numerate.kernel.answers import HEAD_CHARS, MAX_ANSWER_CHARS, TAIL_CHARS, cut_answer
 from numerate.kernel.credentials import redact
 from numerate.kernel.progress import current as current_progress
-from numerate.planning.plan import PlannedCase, messages_for, request_hasher
+from numerate.planning.plan import PlannedCase, case_row, messages_for, request_hasher
 from numerate.store import Store, now
 from numerate.store.rows import CompletionRow, ResponseRow
 
@@ -52,14 +54,22 @@ def plan_requests(
 
 
 async def stored_answers(
-    model: ModelConfig, store: Store, requests: Requests, run_id: str
-) -> dict[str, Completion]:
+    model: ModelConfig, store: Store, requests: Requests, run_id: str,
+    cases: Sequence[PlannedCase] = (),
+) -> dict[str, Completion]:  # fmt: skip
     """The stored answers the model's cache policy lets stand in for these requests:
-    `resume` those of this run, `reuse` those of any run, `off` none."""
-    if model.cache == "off":
-        return {}
-    only_run = run_id if model.cache == "resume" else None
-    stored = await asyncio.to_thread(store.get_completions, list(requests), only_run)
+    `resume` those of this run, `reuse` those of any run, `off` none. `cases` are stored
+    first (those not stored yet), in the same hold of the database."""
+
+    def look_up() -> dict[str, CompletionRow]:
+        with store.session():
+            store.put_cases([case_row(case) for case in cases])
+            if model.cache == "off":
+                return {}
+            only_run = run_id if model.cache == "resume" else None
+            return store.get_completions(list(requests), only_run)
+
+    stored = await asyncio.to_thread(look_up) if cases or model.cache != "off" else {}
     return {key: _reused(key, row, requests[key][2]) for key, row in stored.items()}
 
 
@@ -96,8 +106,10 @@ async def answer_cases(
     store: Store,
     run_id: str,
     retry_base_s: float = 1.0,
+    store_cases: bool = False,
 ) -> Answered:
-    """Answers for the cases, `model.sampling.samples` per case, each graded as it arrives.
+    """Answers for the cases, `model.sampling.samples` per case, each graded as it arrives;
+    `store_cases`: the cases are stored first (those not stored yet).
 
     A stored answer stands in for a request only as the model's `cache` policy allows (see
     `stored_answers`): a resumed run sends only what it lacks. Their grades are written at
@@ -110,7 +122,7 @@ async def answer_cases(
     answers_of: dict[str, list[PlannedCase]] = {}  # the cases a request answers
     for (case_id, _), key in by_answer.items():
         answers_of.setdefault(key, []).append(cases[case_id])
-    results = await stored_answers(model, store, requests, run_id)
+    results = await stored_answers(model, store, requests, run_id, planned if store_cases else ())
     graded: dict[tuple[str, int], ResponseRow] = {}
 
     def grade(key: str, completion: Completion) -> list[ResponseRow]:
@@ -147,6 +159,8 @@ async def _ask(model: ModelConfig, requests: Requests, pending: list[str], store
     _, in_flight = model_limits(model)
     breaker = model_breaker(model)
 
+    receipts = Receipts(store)
+
     async def ask(key: str) -> None:
         item, messages, sample = requests[key]
         async with in_flight:
@@ -159,14 +173,49 @@ async def _ask(model: ModelConfig, requests: Requests, pending: list[str], store
             completion = dataclasses.replace(completion, fetched_by=run_id)
         if completion.received_chars is not None:
             said_cut(model.name, item.case_id, completion.received_chars)
-        if storable(completion):
-            store.receive("completions", [completion_row(model, completion, run_id)])
-        store.receive("responses", grade(key, completion))
+        kept = [completion_row(model, completion, run_id)] if storable(completion) else []
+        await receipts.journal(kept, grade(key, completion))
         results[key] = completion
         weight = answers_per_request[key]
         progress.advance(weight, errors=weight if completion.error is not None else 0)
 
     await asyncio.gather(*(ask(key) for key in pending))
+
+
+class Receipts:
+    """The answers (completions rows) and grades (responses rows) that arrive in one turn of
+    the event loop, journaled in one write at its end: a baseline answers a batch in one turn,
+    a fast endpoint many answers, and a write each cost more than grading them."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.completions: list[CompletionRow] = []
+        self.responses: list[ResponseRow] = []
+        self.written: asyncio.Future[None] | None = None
+
+    async def journal(self, completions: list[CompletionRow], responses: list[ResponseRow]) -> None:
+        """Once these rows are in the journal on disk; the journal's error (a full disk), if
+        it cannot take them."""
+        self.completions += completions
+        self.responses += responses
+        if self.written is None:
+            self.written = asyncio.get_running_loop().create_future()
+            asyncio.get_running_loop().call_soon(self._write)
+        await asyncio.shield(self.written)  # a cancelled caller cancels no other's wait
+
+    def _write(self) -> None:
+        written, self.written = self.written, None
+        completions, self.completions = self.completions, []
+        responses, self.responses = self.responses, []
+        assert written is not None
+        try:
+            self.store.receive("completions", completions)
+            self.store.receive("responses", responses)
+        except Exception as error:
+            written.set_exception(error)
+            written.exception()  # said by every caller that waits; none left is no error
+        else:
+            written.set_result(None)
 
 
 _cuts_said: Counter[str] = Counter()

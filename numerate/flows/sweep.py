@@ -1,5 +1,5 @@
-"""The sweep flow: generate -> ask and grade (each answer graded and journaled as it arrives) ->
-aggregate. Wiring only."""
+"""The sweep flow: plan the grid points -> a batch at a time, generate, store, ask and grade
+(each answer graded and journaled as it arrives) -> aggregate. Wiring only."""
 
 import asyncio
 import contextlib
@@ -27,7 +27,7 @@ from numerate.grading.verdict import PartVerdict, RunFailed, run_verdict
 from numerate.kernel.errors import NumerateError
 from numerate.kernel.progress import current as current_progress
 from numerate.planning.adaptive import Sampler
-from numerate.planning.plan import PlannedCase
+from numerate.planning.plan import PlannedCase, PlannedPoint, plan_points
 from numerate.planning.scheduler import ask_in_batches
 from numerate.store import StoreError
 from numerate.store.rows import ResponseRow
@@ -39,15 +39,13 @@ from numerate.tasks.database import (
     open_run,
     publish_shards,
     release_database,
-    store_cases,
     store_point_stops,
     stored_counts,
 )
-from numerate.tasks.generate import case_generator
 from numerate.tasks.passing import unwalked
 
-Plan = tuple[Precision | None, list[PlannedCase]]
-"""A manifold entry's adaptive sampling (None: a fixed count) and its cases."""
+Plan = tuple[Precision | None, list[PlannedPoint]]
+"""A manifold entry's adaptive sampling (None: a fixed count) and its grid points."""
 
 
 async def evaluate_model(
@@ -179,21 +177,18 @@ async def sweep(
                 get_run_logger().warning(warning)
             unusable = checked.unusable
         run_id = await open_run(config, db_path, fresh)
-        generate_cases = await case_generator()
         get_run_logger().info("run %s of sweep %r -> %s", run_id, config.name, db_path)
-        plans: list[Plan] = []
-        for i, entry in enumerate(config.manifolds, 1):  # a 9M-case plan takes a while: 0/0
-            n = len(config.manifolds)
-            current_progress().doing(f"generating {entry.manifold} cases ({i}/{n})")
+        plans: list[Plan] = []  # grid points: their cases are made a batch at a time, as asked
+        for i, entry in enumerate(config.manifolds, 1):  # each point's trivial strategy is
+            n = len(config.manifolds)  # measured first: a grid of many points takes a while
+            current_progress().doing(f"planning {entry.manifold} grid points ({i}/{n})")
             label = generator_label(entry.manifold)
-            plans.append((entry.precision, await generate_cases(entry, config.seed, label)))
+            plans.append((entry.precision, plan_points(entry, config.seed, label)))
         current_progress().doing("")
-        planned = [case for _, cases in plans for case in cases]
         try:
             batch = config.batch_size
             async with progress_artifact(config.name):
-                _, *verdicts = await asyncio.gather(
-                    store_cases(unwalked(planned), db_path),  # while the first batches are asked
+                verdicts = await asyncio.gather(
                     *(
                         evaluate_part(m, plans, run_id, db_path, batch, unusable.get(m.name))
                         for m in models

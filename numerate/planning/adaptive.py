@@ -19,7 +19,7 @@ from typing import Literal
 
 from numerate.config.sweep import Precision
 from numerate.kernel.stats import wilson_interval
-from numerate.planning.plan import PlannedCase
+from numerate.planning.plan import PlannedCase, PlannedPoint
 from numerate.store.rows import PointStop, ResponseRow
 
 __all__ = ["PointKey", "PointState", "Sampler", "StopReason", "decide", "first_round"]
@@ -61,9 +61,10 @@ def first_round(precision: Precision, stored: int) -> int:
 
 @dataclass
 class PointState:
-    """One (model, grid point): its cases in order, how far it got, how it stopped."""
+    """One (model, grid point): how far it got, how it stopped. Its cases are generated as
+    they are handed out (numerate.planning.plan.PlannedPoint)."""
 
-    cases: Sequence[PlannedCase]
+    point: PlannedPoint
     precision: Precision | None
     samples: int
     asked: int = 0
@@ -73,54 +74,64 @@ class PointState:
     width: float = 1.0
     reason: StopReason | None = None
     pending: set[tuple[str, int]] = field(default_factory=set)
-
-    def open(self, upto: int) -> list[PlannedCase]:
-        """Open the cases up to `upto` (exclusive); returns the new ones."""
-        new = list(self.cases[self.asked : upto])
-        self.pending.update((c.case_id, s) for c in new for s in range(self.samples))
-        self.asked += len(new)
-        return new
+    """The answers of the open round not graded yet (adaptive points only: a fixed point never
+    decides, so it keeps none)."""
 
 
 class Sampler:
     """The cases one model still has to answer, handed out in batches across points.
 
     Fixed entries (`precision` None) open all their cases at once and never stop early;
-    adaptive ones open a round at a time (see `decide`).
+    adaptive ones open a round at a time (see `decide`). What is open is kept as ranges of a
+    point's cases, generated a batch at a time by `take`: the memory a sampler holds follows
+    its points and the rounds open, not the cases of the sweep.
     """
 
     def __init__(
         self,
-        entries: Iterable[tuple[Precision | None, Sequence[PlannedCase]]],
+        entries: Iterable[tuple[Precision | None, Sequence[PlannedPoint]]],
         samples: int = 1,
         stored: Mapping[PointKey, int] | None = None,
     ) -> None:
         self.points: dict[PointKey, PointState] = {}
-        self.queue: deque[PlannedCase] = deque()
+        self.queue: deque[tuple[PointState, int, int]] = deque()
         self.opened = 0
-        for precision, cases in entries:
-            for key, point_cases in _by_point(cases).items():
-                state = PointState(point_cases, precision, samples)
-                self.points[key] = state
+        for precision, points in entries:
+            for point in points:
+                state = PointState(point, precision, samples)
+                self.points[point.manifold, point.key] = state
                 upto = (
-                    len(point_cases)
+                    point.count
                     if precision is None
-                    else first_round(precision, (stored or {}).get(key, 0))
+                    else first_round(precision, (stored or {}).get((point.manifold, point.key), 0))
                 )
                 self._open(state, upto)
 
     def _open(self, state: PointState, upto: int) -> None:
-        new = state.open(upto)
-        self.queue.extend(new)
-        self.opened += len(new)
+        upto = min(upto, state.point.count)
+        if upto > state.asked:
+            self.queue.append((state, state.asked, upto))
+            self.opened += upto - state.asked
+            state.asked = upto
 
     def take(self, size: int) -> list[PlannedCase]:
         """Up to `size` open cases not handed out yet (fewer, or none, while rounds run)."""
-        return [self.queue.popleft() for _ in range(min(size, len(self.queue)))]
+        taken: list[PlannedCase] = []
+        while self.queue and len(taken) < size:
+            state, start, stop = self.queue.popleft()
+            end = min(stop, start + size - len(taken))
+            if end < stop:
+                self.queue.appendleft((state, end, stop))
+            cases = state.point.cases(start, end)
+            if state.precision is not None:
+                state.pending.update((c.case_id, s) for c in cases for s in range(state.samples))
+            taken.extend(cases)
+        return taken
 
     def graded(self, rows: Iterable[ResponseRow]) -> int:
         """Take graded responses (`manifold`, `point_key`, `case_id`, `sample_index`,
-        `outcome`); decide each point whose round is complete. Returns the cases opened."""
+        `outcome`); decide each adaptive point whose round is complete. Returns the cases
+        opened."""
         before = self.opened
         touched = set()
         for row in rows:
@@ -140,6 +151,8 @@ class Sampler:
     def _settle(self, state: PointState) -> None:
         if state.pending or state.reason is not None or state.precision is None:
             return
+        if any(queued is state for queued, _, _ in self.queue):
+            return  # part of the round is not handed out yet
         reason, state.width = decide(
             state.correct, state.scored, state.answered, state.asked, state.precision
         )
@@ -160,10 +173,3 @@ class Sampler:
             for key, state in self.points.items()
             if state.precision is not None and state.reason is not None
         ]  # fmt: skip
-
-
-def _by_point(cases: Sequence[PlannedCase]) -> dict[PointKey, list[PlannedCase]]:
-    points: dict[PointKey, list[PlannedCase]] = {}
-    for case in cases:
-        points.setdefault((case.manifold, case.point_key), []).append(case)
-    return points

@@ -8,6 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import BaseModel
+
 from numerate.config.provenance import generator_label
 from numerate.config.sweep import ManifoldSweep, ModelConfig
 from numerate.manifolds import registry
@@ -19,10 +21,8 @@ from numerate.store.rows import CaseRow
 class PlannedCase:
     """A case of a sweep: its `cases` row, with what the pipeline needs to send and grade it.
 
-    A sweep holds all of its cases at once, so a planned case is flat: plain fields, and the
-    full case as its JSON text (cheap to cache and to read back from Prefect's result storage),
-    parsed only where a manifold needs it. Holding parsed cases (a dozen objects each) made
-    Python's garbage collector walk them again and again: it cost more than grading.
+    A planned case is flat: plain fields, and the full case as its JSON text, parsed only where
+    a manifold needs it (a parsed case is a dozen objects for the garbage collector to walk).
     """
 
     case_id: str
@@ -71,10 +71,37 @@ def case_id(manifold: str, generator_version: str, seed: int, index: int) -> str
     return f"{manifold}-{generator_version.split('+')[0][:8]}-{seed:016x}-{index}"
 
 
-def plan_manifold(
+@dataclass(frozen=True, slots=True)
+class PlannedPoint:
+    """A grid point of a sweep: what makes its cases, not the cases. They are generated when
+    they are asked (`cases`), a batch at a time, so a plan of a million cases takes the memory
+    of its grid points. A point's cases are a deterministic sequence: a case depends on the
+    point's parameters, its seed and its index only."""
+
+    manifold: str
+    key: str
+    params: BaseModel
+    seed: int
+    count: int
+    floor: PointFloor
+    generator_version: str
+
+    def cases(self, start: int = 0, stop: int | None = None) -> list[PlannedCase]:
+        """The point's cases `start` to `stop` (exclusive; default: to its count)."""
+        spec = registry.get(self.manifold)
+        stop = self.count if stop is None else min(stop, self.count)
+        return [
+            PlannedCase.of(spec.generate(self.params, self.seed, index), self.floor, self.key,
+                           self.generator_version)
+            for index in range(start, stop)
+        ]  # fmt: skip
+
+
+def plan_points(
     sweep: ManifoldSweep, base_seed: int, generator_version: str | None = None
-) -> list[PlannedCase]:
-    """Every case of every grid point of one manifold entry, in a stable order.
+) -> list[PlannedPoint]:
+    """Every grid point of one manifold entry, in a stable order, with what its cases must
+    beat (the trivial strategy's level is measured once per point).
 
     Args:
         sweep: the manifold entry of a sweep config.
@@ -85,14 +112,24 @@ def plan_manifold(
     if generator_version is None:
         generator_version = generator_label(sweep.manifold)
     spec = registry.get(sweep.manifold)
-    planned = []
+    points = []
     for key, params in sweep.points():
         seed = point_seed(spec.name, params, base_seed)
         floor = PointFloor(spec.chance_level(params), spec.heuristic_level(params, seed))
-        for index in range(sweep.planned_count):
-            case = spec.generate(params, seed, index)
-            planned.append(PlannedCase.of(case, floor, key, generator_version))
-    return planned
+        points.append(PlannedPoint(
+            spec.name, key, params, seed, sweep.planned_count, floor, generator_version
+        ))  # fmt: skip
+    return points
+
+
+def plan_manifold(
+    sweep: ManifoldSweep, base_seed: int, generator_version: str | None = None
+) -> list[PlannedCase]:
+    """Every case of every grid point of one manifold entry, in a stable order, at once (for
+    tests and benchmarks: a sweep asks `plan_points`' cases a batch at a time)."""
+    return [
+        case for point in plan_points(sweep, base_seed, generator_version) for case in point.cases()
+    ]
 
 
 def case_row(planned: PlannedCase) -> CaseRow:

@@ -32,6 +32,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
+import orjson
+
 from numerate.kernel.errors import shorten
 from numerate.store.schema import JOURNALED, StoreError
 
@@ -85,6 +87,16 @@ def _encode(value: Any) -> Any:
     raise TypeError(f"cannot journal a {type(value).__name__}")
 
 
+def _line(table: str, row: Mapping[str, object]) -> bytes:
+    """A row's journal line: JSON, times as ISO text (orjson writes them as
+    datetime.isoformat does). A row orjson refuses (a lone surrogate in a text) is written by
+    the json module, which escapes it."""
+    try:
+        return orjson.dumps([table, row], option=orjson.OPT_APPEND_NEWLINE)
+    except TypeError:
+        return (json.dumps([table, row], default=_encode) + "\n").encode()
+
+
 def _lock(file: IO[Any]) -> bool:
     """Take the file's exclusive lock without waiting; False when another holder has it."""
     try:
@@ -114,15 +126,16 @@ class Journal:
         self._taken: list[Segment] = []
         self.closed = False
 
-    def _next_file(self) -> IO[str]:
+    def _next_file(self) -> IO[bytes]:
         self._number += 1
-        return open(self.folder / f"{self.stem}.{self._number:06d}.jsonl", "a")
+        return open(self.folder / f"{self.stem}.{self._number:06d}.jsonl", "ab")
 
     def append(self, table: str, rows: Sequence[Mapping[str, object]]) -> None:
-        """Keep rows for `table` until they are written: on disk before this returns."""
+        """Keep rows for `table` until they are written: on disk before this returns (one
+        write for all of them)."""
         if not rows:
             return
-        text = "".join(json.dumps([table, row], default=_encode) + "\n" for row in rows)
+        text = b"".join([_line(table, row) for row in rows])
         with self._lock:
             self._file.write(text)
             self._file.flush()

@@ -382,7 +382,7 @@ class Store(Tables):
                 columns, conflict = JOURNALED[table]
                 insert_rows(con, table, columns, rows, conflict)
             return
-        kept = self.adopt(None)
+        kept = self._journal or self.adopt(None)  # the lock only for the first
         assert kept is not None
         kept.append(table, rows)
 

@@ -59,9 +59,10 @@ async def model_verdict(
 async def answer_batch(
     model: ModelConfig, planned: list[PlannedCase], run_id: str, db: str, first: int = 0
 ) -> list[ResponseRow]:
-    """Answer and grade a batch of cases: stored answers where the model's cache policy allows,
-    the rest from the model, each graded and journaled as it arrives (in the database within
+    """Store a batch of cases (those not stored yet: every model of a sweep asks the same),
+    then answer and grade them: stored answers where the model's cache policy allows, the
+    rest from the model, each graded and journaled as it arrives (in the database within
     seconds). Returns the graded `responses` rows. `first`: the batch's place in the model's
     cases (for the task run's name)."""
-    answered = await answer_cases(model, planned, Store.open(db), run_id)
+    answered = await answer_cases(model, planned, Store.open(db), run_id, store_cases=True)
     return answered.responses

@@ -12,7 +12,6 @@ from numerate.config.sweep import SweepConfig
 from numerate.endpoints.preflight import check_locations
 from numerate.grading.verdict import PartVerdict
 from numerate.kernel.errors import NumerateError
-from numerate.planning.plan import PlannedCase, case_row
 from numerate.results.regrade import ingest_graded
 from numerate.store import Store, now, queries
 from numerate.store.rows import PointStop
@@ -45,16 +44,6 @@ async def open_run(sweep: SweepConfig, db: str, fresh: bool = False) -> str:
         code_version(),
     )
     return run_id
-
-
-@task(cache_policy=NO_CACHE)
-async def store_cases(planned: list[PlannedCase], db: str) -> int:
-    """Store the sweep's cases that are not stored yet."""
-    store = Store.open(db)
-    missing = await asyncio.to_thread(store.missing_cases, [p.case_id for p in planned])
-    rows = [case_row(p) for p in planned if p.case_id in missing]
-    await asyncio.to_thread(store.put_cases, rows)
-    return len(planned)
 
 
 @task(cache_policy=NO_CACHE)

@@ -189,38 +189,6 @@ def test_the_api_key_never_reaches_results_or_logs(fake_openai, db_path, monkeyp
     assert "NUMERATE_TEST_KEY" in config_text and secret not in config_text
 
 
-def test_generation_is_cached_by_prefect(db_path):
-    from numerate.config.provenance import generator_label
-    from numerate.config.sweep import ManifoldSweep
-    from numerate.tasks.generate import generate_cases
-
-    sweep_entry = ManifoldSweep(manifold="objects", count=5, grid={})
-    label = generator_label("objects")
-    first = asyncio.run(generate_cases(sweep_entry, 1, label, return_state=True))
-    second = asyncio.run(generate_cases(sweep_entry, 1, label, return_state=True))
-    assert second.name == "Cached"
-    assert [p.case_id for p in first.result()] == [p.case_id for p in second.result()]
-
-
-def test_the_case_cache_lives_in_its_own_folder_and_old_files_are_pruned(db_path, tmp_path):
-    import os
-    import time
-
-    from numerate.tasks.generate import CASE_CACHE, prune_case_cache
-
-    manifolds = [{"manifold": "sequence", "count": 3}]
-    run(config([{"name": "oracle", "model": "baseline:oracle"}], manifolds), db_path)
-    assert CASE_CACHE.is_dir() and any(CASE_CACHE.iterdir())
-    old, new = tmp_path / "old", tmp_path / "new"
-    old.write_text("x")
-    new.write_text("y")
-    week_ago = time.time() - 8 * 86400
-    os.utime(old, (week_ago, week_ago))
-    assert prune_case_cache(7, tmp_path) == 1
-    assert not old.exists() and new.exists()
-    assert prune_case_cache(7, tmp_path / "absent") == 0
-
-
 def test_prompt_content_reaches_the_endpoint(fake_openai, db_path):
     cfg = config([{"name": "fake", "model": "fake-model", "base_url": fake_openai.base_url}],
                  [{"manifold": "sequence", "count": 3}])  # fmt: skip
@@ -375,12 +343,13 @@ class Shown(Progress):
         self.shown.append((self.step, self.total, self.done))
 
 
-def test_the_bar_says_cases_are_being_generated_while_it_has_nothing_to_count(db_path):
-    """A 9-million-case plan showed `0/0` for minutes: the bar now names what it is doing."""
+def test_the_bar_says_grid_points_are_being_planned_while_it_has_nothing_to_count(db_path):
+    """A 9-million-case plan showed `0/0` for minutes: the bar now names what it is doing
+    (planning the grid points: each point's trivial strategy is measured)."""
     manifolds = [{"manifold": "objects", "count": 5}, {"manifold": "shuffle", "count": 5}]
     with reporting_to(Shown()) as progress:
         run(config([{"name": "o", "model": "baseline:oracle"}], manifolds), db_path)
     steps = [step for step, _, _ in progress.shown]
-    assert steps[:2] == ["generating objects cases (1/2)", "generating shuffle cases (2/2)"]
+    assert steps[:2] == ["planning objects grid points (1/2)", "planning shuffle grid points (2/2)"]
     counted = [(total, done) for step, total, done in progress.shown if total]
     assert counted and all(step == "" for step, total, _ in progress.shown if total)

@@ -11,17 +11,19 @@ from hypothesis import strategies as st
 from numerate.config.sweep import Precision
 from numerate.kernel.stats import wilson_interval
 from numerate.planning.adaptive import Sampler, decide, first_round
-from numerate.planning.plan import plan_manifold
+from numerate.planning.plan import plan_points
 from tests.examples import examples
 
 PRECISION = Precision(ci_width=0.10, min_count=20, max_count=400, step=20)
 
 
 def cases(count=400, lengths=(2, 3)):
+    """The grid points of an objects entry (a sampler generates their cases as it hands them
+    out)."""
     from numerate.config.sweep import ManifoldSweep
 
     entry = ManifoldSweep(manifold="objects", count=count, grid={"length": list(lengths)})
-    return plan_manifold(entry, 1, "test")
+    return plan_points(entry, 1, "test")
 
 
 def answer(sampler, correct_of, size=50):
@@ -62,6 +64,23 @@ def test_a_perfect_model_stops_early_and_a_coin_flip_goes_on():
         assert state.reason in ("precision", "max_count")
         assert high - low <= 0.10 or state.asked == 400
         assert state.asked > 200
+
+
+def test_a_round_handed_out_in_parts_is_decided_once_all_of_it_is_graded():
+    sampler = Sampler([(PRECISION, cases(lengths=(2,)))])  # a round of 20 cases
+    state = sampler.points[("objects", "length=2")]
+
+    def grade(batch):
+        return sampler.graded([
+            {"manifold": c.manifold, "point_key": c.point_key, "case_id": c.case_id,
+             "sample_index": 0, "outcome": "correct"}
+            for c in batch
+        ])  # fmt: skip
+
+    assert grade(sampler.take(7)) == 0  # 7 of 20 graded: too early to decide
+    assert (state.reason, state.asked, state.answered) == (None, 20, 7)
+    assert grade(sampler.take(50)) == 20  # the round's last 13: the next round opens
+    assert (state.asked, state.answered) == (40, 20)
 
 
 def test_fixed_entries_open_every_case_and_never_stop():
@@ -110,7 +129,7 @@ def test_asked_cases_are_a_prefix_never_beyond_max_count_and_each_asked_once(
     handed = answer(sampler, outcome, size)
     assert len(handed) == len(set(handed))  # nothing asked twice
     for (_, key), state in sampler.points.items():
-        in_order = [c.case_id for c in planned if c.point_key == key]
+        in_order = [c.case_id for p in planned for c in p.cases() if c.point_key == key]
         assert state.asked <= 120 and state.reason is not None
         asked = [h for h, _ in handed if h in set(in_order)]
         assert asked == in_order[: state.asked]  # the deterministic prefix

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from numerate.config.env import startup_objects_frozen
 from numerate.config.sweep import parse_sweep_config
 from numerate.manifolds import registry
-from numerate.planning.plan import case_row, plan_manifold
+from numerate.planning.adaptive import Sampler
+from numerate.planning.plan import case_row, plan_manifold, plan_points
 from tests.examples import examples
 
 MANIFOLD_GRIDS = {
@@ -50,7 +51,52 @@ def test_a_planned_case_carries_the_fields_of_the_case_it_stands_for(manifold, s
         assert (row["case_index"], row["data"]) == (case.index, item.case_json)
 
 
-def test_planned_cases_survive_pickling_as_prefects_result_storage_does():
+@examples(30)
+@given(
+    manifold=st.sampled_from(sorted(MANIFOLD_GRIDS)),
+    seed=st.integers(0, 2**31),
+    start=st.integers(0, 9),
+    stop=st.integers(0, 12),
+)
+def test_a_points_cases_are_generated_from_any_index_as_the_whole_plan_has_them(
+    manifold, seed, start, stop
+):
+    config = parse_sweep_config(
+        {
+            "name": "t",
+            "models": [{"name": "b", "model": "baseline:oracle"}],
+            "manifolds": [{"manifold": manifold, "count": 9, "grid": MANIFOLD_GRIDS[manifold]}],
+        }
+    )
+    entry = config.manifolds[0]
+    points = plan_points(entry, seed)
+    whole = plan_manifold(entry, seed)
+    assert [c for p in points for c in p.cases()] == whole
+    assert len(whole) == 9 * len(points)
+    for n, point in enumerate(points):
+        assert point.cases(start, stop) == whole[n * 9 : (n + 1) * 9][start:stop]
+
+
+def test_a_plan_of_a_million_cases_holds_its_points_not_its_cases():
+    config = parse_sweep_config(
+        {
+            "name": "t",
+            "models": [{"name": "b", "model": "baseline:oracle"}],
+            "manifolds": [
+                {"manifold": "sequence", "count": 250_000, "grid": {"seq_length": [1, 2, 3, 4]}}
+            ],
+        }
+    )
+    points = plan_points(config.manifolds[0], 1)
+    sampler = Sampler([(None, points)])
+    assert sampler.opened == 1_000_000
+    assert len(sampler.queue) == len(points) == 4  # a range of cases per point
+    first = sampler.take(1000)
+    assert [c.index for c in first] == list(range(1000))
+    assert sampler.queue[0][1:] == (1000, 250_000)
+
+
+def test_planned_cases_survive_pickling():
     cases = planned("objects", 5)
     assert pickle.loads(pickle.dumps(cases)) == cases
 

@@ -7,13 +7,13 @@ import pytest
 
 from numerate.config.sweep import ManifoldSweep, Precision
 from numerate.planning.adaptive import Sampler
-from numerate.planning.plan import plan_manifold
+from numerate.planning.plan import plan_points
 from numerate.planning.scheduler import IN_FLIGHT, ask_in_batches
 
 
 def planned(count=60, lengths=(2, 3)):
     entry = ManifoldSweep(manifold="objects", count=count, grid={"length": list(lengths)})
-    return plan_manifold(entry, 1, "test")
+    return plan_points(entry, 1, "test")
 
 
 class Endpoint:
@@ -48,9 +48,10 @@ class Endpoint:
 
 
 def test_a_fixed_plan_is_asked_once_in_batches_two_at_a_time():
-    cases = planned(count=60)
+    points = planned(count=60)
+    cases = [case for point in points for case in point.cases()]
     endpoint = Endpoint()
-    asked = asyncio.run(ask_in_batches(Sampler([(None, cases)]), 25, endpoint.ask))
+    asked = asyncio.run(ask_in_batches(Sampler([(None, points)]), 25, endpoint.ask))
     assert asked == len(cases) == 120
     assert sorted(endpoint.asked) == sorted(c.case_id for c in cases)
     assert endpoint.most_in_flight == IN_FLIGHT == 2
