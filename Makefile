@@ -55,12 +55,14 @@ docs: $(STAMP)
 screenshots: $(STAMP) browser
 	NUMERATE_SCREENSHOTS=docs/images $(BIN)/pytest -q tests/view/test_browser.py
 
-## bench: generation throughput per manifold, pipeline throughput and caching, rate limits,
+## bench: generation throughput per manifold, pipeline throughput and caching, sweeps of 3,000 to
+## 300,000 cases (time and memory), rate limits,
 ## start-up of `numerate run`, requests saved by adaptive sampling, many users of one database,
 ## numerate view's pages on a million answers
 bench: $(STAMP)
 	$(BIN)/python bench/generate.py
 	$(BIN)/python bench/pipeline.py
+	$(BIN)/python bench/scale.py
 	$(BIN)/python bench/rate_limit.py
 	$(BIN)/python bench/startup.py
 	$(BIN)/python bench/adaptive.py

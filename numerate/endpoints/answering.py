@@ -7,9 +7,9 @@ model, each graded the moment it arrives.
   2 x `concurrency` are in flight (sent, or waiting to be retried).
 - A fresh answer and its grade go to the process's journal on disk as soon as they arrive
   (numerate.store.Store.receive), in one write for all that arrive in one turn of the event
-  loop (`Receipts`): a process killed at any moment loses only the requests in flight (and
-  the answers of the turn it was killed in), which a resumed run sends again; readers see the
-  graded answer within seconds.
+  loop (`Receipts`), before the request's slot is given to another: a process killed at any
+  moment loses only the requests in flight (and the answers of the turn it was killed in),
+  which a resumed run sends again; readers see the graded answer within seconds.
 """
 
 from __future__ import annotations
@@ -169,12 +169,13 @@ async def _ask(model: ModelConfig, requests: Requests, pending: list[str], store
                                         error=f"not sent: {breaker.cause}")  # fmt: skip
             else:
                 completion = await answerer.answer(item, messages, key, sample)
-        if completion.error is None:
-            completion = dataclasses.replace(completion, fetched_by=run_id)
-        if completion.received_chars is not None:
-            said_cut(model.name, item.case_id, completion.received_chars)
-        kept = [completion_row(model, completion, run_id)] if storable(completion) else []
-        await receipts.journal(kept, grade(key, completion))
+            if completion.error is None:
+                completion = dataclasses.replace(completion, fetched_by=run_id)
+            if completion.received_chars is not None:
+                said_cut(model.name, item.case_id, completion.received_chars)
+            kept = [completion_row(model, completion, run_id)] if storable(completion) else []
+            written = receipts.keep(kept, grade(key, completion))  # before a slot frees
+        await asyncio.shield(written)  # a cancelled caller cancels no other's wait
         results[key] = completion
         weight = answers_per_request[key]
         progress.advance(weight, errors=weight if completion.error is not None else 0)
@@ -193,15 +194,17 @@ class Receipts:
         self.responses: list[ResponseRow] = []
         self.written: asyncio.Future[None] | None = None
 
-    async def journal(self, completions: list[CompletionRow], responses: list[ResponseRow]) -> None:
-        """Once these rows are in the journal on disk; the journal's error (a full disk), if
-        it cannot take them."""
+    def keep(
+        self, completions: list[CompletionRow], responses: list[ResponseRow]
+    ) -> asyncio.Future[None]:
+        """Journal these rows at the end of this turn of the event loop; done once they are
+        in the journal on disk, or with the journal's error (a full disk)."""
         self.completions += completions
         self.responses += responses
         if self.written is None:
             self.written = asyncio.get_running_loop().create_future()
             asyncio.get_running_loop().call_soon(self._write)
-        await asyncio.shield(self.written)  # a cancelled caller cancels no other's wait
+        return self.written
 
     def _write(self) -> None:
         written, self.written = self.written, None

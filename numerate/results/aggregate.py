@@ -1,4 +1,7 @@
-"""Aggregation of graded responses into per-point and summary statistics. Pure polars.
+"""Aggregation of graded responses into per-point and summary statistics. Pure: the answers
+are reduced in SQL where they are (per point, counts and a list entry per case), the figures
+computed in polars and numerate.kernel from what that leaves, so a run of a million answers
+aggregates in the memory of its points and cases.
 
 Definitions (docs/schema.md, "Results in DuckDB" and "How summaries weigh grid points"):
 - n: answers; n_scored = n - error (a transport error says nothing about the model).
@@ -25,7 +28,6 @@ Definitions (docs/schema.md, "Results in DuckDB" and "How summaries weigh grid p
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,31 +36,14 @@ import polars as pl
 from numerate.kernel.design import Estimate, case_clustered, point_mean
 from numerate.kernel.samples import agrees, majority_vote, pass_at_k
 from numerate.kernel.stats import chance_adjusted
-from numerate.store.queries import POOLED
+from numerate.store import reductions
+from numerate.store.queries import POOLED, Source
+from numerate.store.reductions import FLOORS, Reduced
 
-OUTCOMES = ("correct", "wrong", "unparsed", "truncated", "error")
 POINT_KEYS = ["run_id", "model", "manifold", "point_key"]
-FLOORS = ["chance", "chance_random", "chance_heuristic"]
 MULTI_SAMPLE = ["pass_at_k", "maj_at_k", "consistency"]
 POINT_MEANS = [*FLOORS, "truncation_rate", "unparsed_rate", *MULTI_SAMPLE]
 """What a summary averages over its points (besides accuracy)."""
-
-
-def _scored_mean(column: str) -> pl.Expr:
-    # over the scored cases, like accuracy; over all when every case errored
-    return pl.coalesce(
-        pl.col(column).filter(pl.col("outcome") != "error").mean(), pl.col(column).mean()
-    ).alias(column)
-
-
-def _counts() -> list[pl.Expr]:
-    return [
-        pl.len().alias("n"),
-        *[(pl.col("outcome") == o).sum().cast(pl.Int32).alias(o) for o in OUTCOMES],
-        pl.col("completion_tokens").cast(pl.Float64).mean().alias("mean_completion_tokens"),
-        pl.col("completion_tokens").cast(pl.Float64).median().alias("median_completion_tokens"),
-        pl.col("latency_s").mean().alias("mean_latency_s"),
-    ]
 
 
 def _with_rates(frame: pl.DataFrame) -> pl.DataFrame:
@@ -108,22 +93,24 @@ def _case_figures(row: dict[str, Any]) -> dict[str, Any]:
     return figures
 
 
-def _points(joined: pl.DataFrame) -> tuple[pl.DataFrame, list[Estimate]]:
-    scored = pl.col("outcome") != "error"
-    per_case = joined.group_by([*POINT_KEYS, "case_id"]).agg(
-        answers=pl.len(),
-        scored=scored.sum(),
-        correct=(pl.col("outcome") == "correct").sum(),
-        votes=pl.col("answer").filter(scored),
-        grades=(pl.col("outcome") == "correct").filter(scored),
-    )
-    lists = per_case.group_by(POINT_KEYS).agg(
-        case_answers="answers", case_scored="scored", case_correct="correct",
-        case_votes="votes", case_grades="grades",
+def aggregate_reduced(reduced: Reduced) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Per-point aggregates and summaries (per manifold, and per model over all manifolds)
+    from a run's answers reduced where they are (numerate.store.reductions): each point's
+    figures from its counts and per-case lists, each summary's from its points and totals."""
+    points, estimates = _points(reduced.counts, reduced.lists)
+    summaries = pl.concat(
+        [
+            _summaries(reduced.manifold, points, estimates,
+                       ["run_id", "model", "manifold"]).with_columns(level=pl.lit("manifold")),
+            _summaries(reduced.model, points, estimates, ["run_id", "model"])
+            .with_columns(level=pl.lit("model"), manifold=pl.lit(POOLED)),
+        ],
+        how="diagonal",
     )  # fmt: skip
-    counts = joined.group_by(POINT_KEYS).agg(
-        *_counts(), *[_scored_mean(c) for c in FLOORS], pl.col("params").first()
-    )
+    return points, summaries.sort(["level", "run_id", "model", "manifold"])
+
+
+def _points(counts: pl.DataFrame, lists: pl.DataFrame) -> tuple[pl.DataFrame, list[Estimate]]:
     points = _with_rates(counts.join(lists, on=POINT_KEYS)).sort(POINT_KEYS)
     figures = [_case_figures(row) for row in points.iter_rows(named=True)]
     estimates = [f["estimate"] for f in figures]
@@ -136,16 +123,10 @@ def _points(joined: pl.DataFrame) -> tuple[pl.DataFrame, list[Estimate]]:
 
 
 def _summaries(
-    joined: pl.DataFrame, points: pl.DataFrame, estimates: Sequence[Estimate], keys: list[str]
+    totals: pl.DataFrame, points: pl.DataFrame, estimates: Sequence[Estimate], keys: list[str]
 ) -> pl.DataFrame:
     """Per group of points: totals over answers, and the mean over points of the rest."""
-    case_set = [
-        pl.col("case_id").unique().sort().str.join(",").alias("case_set"),
-        pl.col("manifold").unique().sort().str.join(",").alias("manifolds"),
-    ]
-    totals = _with_rates(joined.group_by(keys).agg(*_counts(), *case_set)).drop(
-        "truncation_rate", "unparsed_rate"
-    )
+    totals = _with_rates(totals).drop("truncation_rate", "unparsed_rate")
     indexed = points.with_row_index("point").with_columns(has_scored=pl.col("n_scored") > 0)
     means = indexed.group_by(keys).agg(
         points=pl.col("has_scored").sum().cast(pl.Int32),
@@ -163,7 +144,7 @@ def _summaries(
 
 
 def aggregate(responses: pl.DataFrame, cases: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Per-point aggregates and summaries (per manifold, and per model over all manifolds).
+    """`aggregate_reduced` over answers in memory.
 
     Args:
         responses: one row per graded response: run_id, model, manifold, case_id, point_key,
@@ -171,36 +152,13 @@ def aggregate(responses: pl.DataFrame, cases: pl.DataFrame) -> tuple[pl.DataFram
             multi-sample figures; null or absent when none).
         cases: case_id, params (JSON text), chance, chance_random, chance_heuristic (null
             for cases stored before heuristics existed).
+
+    Raises:
+        ValueError: a response whose case is not in `cases`.
     """
-    if "chance_random" not in cases.columns:
-        cases = cases.with_columns(chance_random=pl.col("chance"))
-    if "chance_heuristic" not in cases.columns:
-        cases = cases.with_columns(chance_heuristic=pl.lit(None, dtype=pl.Float64))
-    if "answer" not in responses.columns:
-        responses = responses.with_columns(answer=pl.lit(None, dtype=pl.String))
-    joined = responses.with_columns(pl.col("answer").cast(pl.String)).join(
-        cases.select("case_id", "params", *FLOORS).with_columns(pl.col(FLOORS).cast(pl.Float64)),
-        on="case_id",
-        how="left",
-    )
-    if joined["chance"].null_count():
-        missing = joined.filter(pl.col("chance").is_null())["case_id"][0]
-        raise ValueError(f"response for case {missing!r} has no stored case")
-    points, estimates = _points(joined)
-    summaries = pl.concat(
-        [
-            _summaries(joined, points, estimates, ["run_id", "model", "manifold"]).with_columns(
-                level=pl.lit("manifold")
-            ),
-            _summaries(joined, points, estimates, ["run_id", "model"]).with_columns(
-                level=pl.lit("model"), manifold=pl.lit(POOLED)
-            ),
-        ],
-        how="diagonal",
-    ).with_columns(case_set=pl.col("case_set").map_elements(case_set_id, return_dtype=pl.String))
-    return points, summaries.sort(["level", "run_id", "model", "manifold"])
+    return aggregate_reduced(reductions.of_frames(responses, cases))
 
 
-def case_set_id(case_ids: str) -> str:
-    """A short, stable name of a set of cases: the hash of their sorted ids."""
-    return hashlib.sha256(case_ids.encode()).hexdigest()[:12]
+def aggregate_run(source: Source, run_id: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """`aggregate_reduced` of a stored run's answers (reduced in its database)."""
+    return aggregate_reduced(reductions.of_run(source, run_id))

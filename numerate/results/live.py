@@ -10,7 +10,7 @@ from typing import Any
 
 import polars as pl
 
-from numerate.results.aggregate import aggregate
+from numerate.results.aggregate import aggregate_run
 from numerate.store import queries
 from numerate.store.queries import (
     PLOTTED_POINT_COLUMNS,
@@ -29,10 +29,9 @@ def live_aggregates(source: Source, run_id: str) -> tuple[pl.DataFrame, pl.DataF
     them from the answers graded so far; None for a run that stored its own."""
     if queries.run_status(source, run_id) not in UNCONCLUDED:
         return None
-    responses, cases = queries.aggregation_inputs(source, run_id)
-    if responses.is_empty():
+    if not queries.responses_of(source, run_id):
         return None
-    points, summaries = aggregate(responses, cases)
+    points, summaries = aggregate_run(source, run_id)
     points = points.with_columns(
         ci_width=pl.col("ci_high") - pl.col("ci_low"), stop_reason=pl.lit(None, pl.String)
     )

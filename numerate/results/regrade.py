@@ -9,7 +9,7 @@ from numerate.config.provenance import generator_version
 from numerate.grading.judging import judge
 from numerate.manifolds import registry
 from numerate.planning.plan import case_id as id_of
-from numerate.results.aggregate import aggregate
+from numerate.results.aggregate import aggregate_run
 from numerate.store import Store, queries
 from numerate.store.rows import Regrade
 from numerate.store.shards import Ingested, ShardError, ingest
@@ -76,7 +76,6 @@ def check_generated(store: Store, run_id: str) -> None:
 
 def aggregate_stored_run(store: Store, run_id: str) -> int:
     """Recompute a stored run's per-point aggregates and summaries; returns the points."""
-    responses, cases = queries.aggregation_inputs(store, run_id)
-    points, summaries = aggregate(responses, cases)
+    points, summaries = aggregate_run(store, run_id)
     store.replace_aggregates(run_id, points, summaries)
     return points.height

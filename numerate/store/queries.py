@@ -308,20 +308,9 @@ def run_cases(source: Source, run_id: str) -> list[tuple[str, str, str, str, str
     )
 
 
-def aggregation_inputs(source: Source, run_id: str) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """What numerate.results.aggregate reads of a run: its responses and their cases."""
-    responses = source.frame(
-        "SELECT run_id, model, manifold, case_id, point_key, outcome, answer, "
-        "completion_tokens, latency_s FROM responses WHERE run_id = ?",
-        [run_id],
-    )
-    cases = source.frame(
-        "SELECT case_id, params, chance, coalesce(chance_random, chance) AS chance_random, "
-        "chance_heuristic FROM cases WHERE case_id IN "
-        "(SELECT case_id FROM responses WHERE run_id = ?)",
-        [run_id],
-    )
-    return responses, cases
+def responses_of(source: Source, run_id: str) -> bool:
+    """Whether the run has a graded response."""
+    return bool(source.query("SELECT 1 FROM responses WHERE run_id = ? LIMIT 1", [run_id]))
 
 
 # ---------------------------------------------------------------------------- NumGen

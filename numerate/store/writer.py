@@ -20,6 +20,7 @@ import errno
 import fcntl
 import logging
 import os
+import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -52,6 +53,22 @@ def flush_seconds() -> float:
             f"NUMERATE_FLUSH_SECONDS={raw!r}: expected seconds, more than 0 and at most 3600"
         )
     return value
+
+
+WRITER_MEMORY = "128MB"
+"""What DuckDB may hold in memory for a process's sessions; past it, it drops cached blocks
+of the file and spills what a query needs to disk. Without a bound its cache grew with the
+database: a 300,000-case sweep peaked at 1.3 GB (450 MB with it, as fast; docs/benchmarks.md,
+"Scale")."""
+
+
+def writer_settings() -> dict[str, str | bool | int | float | list[str]]:
+    """The settings of a process's in-memory DuckDB: WRITER_MEMORY, and a spill folder of
+    its own in the system's temporary folder (DuckDB's default, `.tmp` in the working
+    folder, would be shared, and its files' names are not unique between processes); DuckDB
+    makes it when it first spills and removes it as it closes."""
+    spill = Path(tempfile.gettempdir()) / f"numerate-duckdb-{os.getpid()}"
+    return {"memory_limit": WRITER_MEMORY, "temp_directory": str(spill)}
 
 
 @contextlib.contextmanager
@@ -270,7 +287,7 @@ class Store(Tables):
                 con = duckdb.connect(":memory:")
             else:
                 if self._instance is None:  # one in-memory DuckDB for the process's life
-                    self._instance = duckdb.connect()
+                    self._instance = duckdb.connect(config=writer_settings())
                 con = self._instance
                 access.attach(con, self.path)
         except duckdb.Error as error:

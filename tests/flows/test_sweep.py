@@ -353,3 +353,67 @@ def test_the_bar_says_grid_points_are_being_planned_while_it_has_nothing_to_coun
     assert steps[:2] == ["planning objects grid points (1/2)", "planning shuffle grid points (2/2)"]
     counted = [(total, done) for step, total, done in progress.shown if total]
     assert counted and all(step == "" for step, total, _ in progress.shown if total)
+
+
+def test_a_runs_statistics_are_todays_and_do_not_depend_on_its_batches(tmp_path):
+    """The aggregation reduces the answers in SQL now: every point and summary of a run (three
+    baselines, one with three samples a case, one manifold sampled adaptively) is what the
+    whole-frame aggregation of 3a9c61d (tests/results/reference_aggregate.py) computes from
+    the same stored answers, and a run asked 7 cases a batch stores the same figures as one
+    asked 500 (but for the latencies, measured in each). Counts, outcomes, keys and case sets
+    are equal; a mean of floats may differ in its last bits (the order of summation), so
+    floats agree to 1e-12."""
+    import polars as pl
+
+    from tests.results.reference_aggregate import aggregate as todays
+
+    manifolds = [
+        {"manifold": "objects", "count": 24, "grid": {"length": [2, 4]}},
+        {"manifold": "shuffle", "grid": {"length": 3},
+         "precision": {"ci_width": 0.3, "min_count": 10, "max_count": 60, "step": 10}},
+        {"manifold": "sequence", "count": 12},
+    ]  # fmt: skip
+    models = [
+        {"name": "oracle", "model": "baseline:oracle"},
+        {"name": "random", "model": "baseline:random", "sampling": {"samples": 3}},
+        {"name": "heuristic", "model": "baseline:heuristic"},
+    ]
+    stored = {}
+    for batch in (7, 500):
+        db = str(tmp_path / f"batch{batch}.duckdb")
+        cfg = {**config(models, manifolds), "batch_size": batch}
+        run_id = run(cfg, db, plot=False)
+        store = Store.open(db)
+        points = store.frame("SELECT * EXCLUDE (run_id, ci_width, stop_reason) FROM points "
+                             "ORDER BY model, manifold, point_key")  # fmt: skip
+        summaries = store.frame("SELECT * EXCLUDE (run_id) FROM summaries "
+                                "ORDER BY level, model, manifold")  # fmt: skip
+        responses = store.frame(
+            "SELECT run_id, model, manifold, case_id, point_key, outcome, answer, "
+            "completion_tokens, latency_s FROM responses WHERE run_id = ?",
+            [run_id],
+        )
+        cases = store.frame("SELECT case_id, params, chance, chance_random, chance_heuristic "
+                            "FROM cases")  # fmt: skip
+        ref_points, ref_summaries = todays(responses, cases)
+        assert_same(points, ref_points.drop("run_id").sort("model", "manifold", "point_key"))
+        assert_same(
+            summaries,
+            ref_summaries.drop("run_id")
+            .sort("level", "model", "manifold")
+            .select(summaries.columns),
+        )
+        stored[batch] = (points, summaries)
+        assert points.height == 3 * 4 and points["samples"].max() == 3  # 4 points a model
+    timed = pl.exclude("mean_latency_s")  # how long each answer took: measured, in each run
+    assert_same(*[stored[b][0].select(timed) for b in (7, 500)])
+    assert_same(*[stored[b][1].select(timed) for b in (7, 500)])
+
+
+def assert_same(got, expected):
+    """Equal frames: every column of `got` in `expected`, floats to 1e-12."""
+    from polars.testing import assert_frame_equal
+
+    assert_frame_equal(
+        got, expected.select(got.columns), check_dtypes=False, rel_tol=1e-12, abs_tol=1e-12
+    )

@@ -1,0 +1,164 @@
+"""A run's answers reduced where they are, for numerate.results.aggregate: per grid point, the
+counts of its answers and one list per figure with an entry per case; per model and manifold
+(and per model), the totals over answers. What reaches Python follows the grid points and the
+cases, not the answers (and no answer's text unless a case has several samples), so a run of
+a million answers aggregates in the memory of its points: DuckDB does the rest within its
+bound (numerate.store.writer.WRITER_MEMORY).
+
+The same SQL reads a stored run (`of_run`) and answers given as frames (`of_frames`, in an
+in-memory DuckDB): one aggregation, tested on both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from numerate.store.queries import Source
+
+FLOORS = ["chance", "chance_random", "chance_heuristic"]
+"""The floors of a case (numerate.results.aggregate): means over the scored answers."""
+
+COUNTS = """
+    count(*) AS n,
+    count(*) FILTER (outcome = 'correct')::INTEGER AS correct,
+    count(*) FILTER (outcome = 'wrong')::INTEGER AS wrong,
+    count(*) FILTER (outcome = 'unparsed')::INTEGER AS unparsed,
+    count(*) FILTER (outcome = 'truncated')::INTEGER AS truncated,
+    count(*) FILTER (outcome = 'error')::INTEGER AS error,
+    avg(completion_tokens::DOUBLE) AS mean_completion_tokens,
+    median(completion_tokens::DOUBLE) AS median_completion_tokens,
+    avg(latency_s) AS mean_latency_s"""
+"""A group's figures over its answers (tokens and latency over those that have them)."""
+
+SCORED_FLOORS = ", ".join(
+    f"coalesce(avg({c}) FILTER (outcome <> 'error'), avg({c})) AS {c}" for c in FLOORS
+)
+"""Each floor's mean over the scored answers; over all when every answer is an error."""
+
+CASE_SET = (
+    "left(sha256(string_agg(DISTINCT case_id, ',' ORDER BY case_id)), 12) AS case_set, "
+    "string_agg(DISTINCT manifold, ',' ORDER BY manifold) AS manifolds"
+)
+"""A group's case set (the first 12 hex digits of the SHA-256 of its sorted case ids, joined
+by commas: the same name for the same cases in every run) and its manifolds."""
+
+RUN_RESPONSES = (
+    "(SELECT run_id, model, manifold, case_id, point_key, outcome, answer, completion_tokens, "
+    "latency_s FROM responses WHERE run_id = $1)"
+)
+"""A stored run's responses (the run id: the one parameter)."""
+
+RUN_CASES = (
+    "(SELECT case_id, params, chance, coalesce(chance_random, chance) AS chance_random, "
+    "chance_heuristic FROM cases WHERE case_id IN (SELECT case_id FROM responses WHERE "
+    "run_id = $1))"
+)
+"""The cases of those responses."""
+
+Read = Callable[[str], "pl.DataFrame"]
+"""Runs a SELECT where the answers are; its result as a polars frame."""
+
+
+@dataclass(frozen=True)
+class Reduced:
+    """A run's answers, reduced: `counts` (per point: its COUNTS, SCORED_FLOORS and params),
+    `lists` (per point: case_answers, case_scored, case_correct, and case_votes and
+    case_grades, the answers read and their grades, null when no case has two samples),
+    `manifold` and `model` (COUNTS and CASE_SET per model and manifold, and per model)."""
+
+    counts: pl.DataFrame
+    lists: pl.DataFrame
+    manifold: pl.DataFrame
+    model: pl.DataFrame
+
+
+def _statements(responses: str, cases: str) -> dict[str, str]:
+    """Each reduction's SQL over the relations (or subqueries) `responses` and `cases`."""
+    joined = f"""WITH joined AS (
+        SELECT r.run_id, r.model, r.manifold, r.point_key, r.case_id, r.outcome,
+               r.answer::VARCHAR AS answer, r.completion_tokens, r.latency_s, c.params,
+               c.chance::DOUBLE AS chance, c.chance_random::DOUBLE AS chance_random,
+               c.chance_heuristic::DOUBLE AS chance_heuristic
+        FROM {responses} r LEFT JOIN {cases} c USING (case_id))"""
+    per_case = """per_case AS (
+        SELECT run_id, model, manifold, point_key, count(*) AS answers,
+               count(*) FILTER (outcome <> 'error') AS scored,
+               count(*) FILTER (outcome = 'correct') AS correct,
+               coalesce(list(answer) FILTER (outcome <> 'error'), []) AS votes,
+               coalesce(list(outcome = 'correct') FILTER (outcome <> 'error'), []) AS grades
+        FROM joined GROUP BY run_id, model, manifold, point_key, case_id)"""
+    keys = "run_id, model, manifold, point_key"
+    return {
+        "unknown": f"{joined} SELECT case_id FROM joined WHERE chance IS NULL LIMIT 1",
+        "samples": f"{joined} SELECT coalesce(max(n), 1) AS most FROM "
+        "(SELECT count(*) AS n FROM joined GROUP BY run_id, model, case_id)",
+        "counts": f"{joined} SELECT {keys}, {COUNTS}, {SCORED_FLOORS}, any_value(params) AS "
+        f"params FROM joined GROUP BY {keys}",
+        "lists": f"{joined}, {per_case} SELECT {keys}, list(answers) AS case_answers, "
+        "list(scored) AS case_scored, list(correct) AS case_correct{votes} "
+        f"FROM per_case GROUP BY {keys}",
+        "manifold": f"{joined} SELECT run_id, model, manifold, {COUNTS}, {CASE_SET} "
+        "FROM joined GROUP BY run_id, model, manifold",
+        "model": f"{joined} SELECT run_id, model, {COUNTS}, {CASE_SET} "
+        "FROM joined GROUP BY run_id, model",
+    }
+
+
+def reduce_answers(read: Read, responses: str, cases: str) -> Reduced:
+    """The answers in `responses` (run_id, model, manifold, case_id, point_key, outcome, answer,
+    completion_tokens, latency_s) and their `cases` (case_id, params, chance, chance_random,
+    chance_heuristic), reduced by `read`.
+
+    Raises:
+        ValueError: a response whose case is not in `cases`.
+    """
+    import polars as pl
+
+    sql = _statements(responses, cases)
+    unknown = read(sql["unknown"])
+    if unknown.height:
+        raise ValueError(f"response for case {unknown['case_id'][0]!r} has no stored case")
+    several = read(sql["samples"])["most"][0] > 1
+    votes = ", list(votes) AS case_votes, list(grades) AS case_grades" if several else ""
+    lists = read(sql["lists"].format(votes=votes))
+    if not several:  # one answer a case: no votes to count (their lists cost the most)
+        lists = lists.with_columns(case_votes=pl.lit(None), case_grades=pl.lit(None))
+    counts = read(sql["counts"]).with_columns(pl.col(FLOORS).cast(pl.Float64))
+    return Reduced(counts, lists, read(sql["manifold"]), read(sql["model"]))
+
+
+def of_run(source: Source, run_id: str) -> Reduced:
+    """A stored run's answers, reduced in its database."""
+    return reduce_answers(lambda sql: source.frame(sql, [run_id]), RUN_RESPONSES, RUN_CASES)
+
+
+def completed(responses: pl.DataFrame, cases: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Answers given as frames with the columns they may lack: answer (none), chance_random
+    (the uniform guess's floor: the case's chance) and chance_heuristic (none)."""
+    import polars as pl
+
+    if "chance_random" not in cases.columns:
+        cases = cases.with_columns(chance_random=pl.col("chance"))
+    if "chance_heuristic" not in cases.columns:
+        cases = cases.with_columns(chance_heuristic=pl.lit(None, dtype=pl.Float64))
+    if "answer" not in responses.columns:
+        responses = responses.with_columns(answer=pl.lit(None, dtype=pl.String))
+    return responses, cases
+
+
+def of_frames(responses: pl.DataFrame, cases: pl.DataFrame) -> Reduced:
+    """Answers given as frames (see `reduce_answers`; answer, chance_random and
+    chance_heuristic may be absent: none, the uniform guess's floor, none), reduced in an
+    in-memory DuckDB."""
+    import duckdb
+
+    responses, cases = completed(responses, cases)
+    with duckdb.connect() as con:
+        con.register("given_responses", responses.to_arrow())
+        con.register("given_cases", cases.to_arrow())
+        return reduce_answers(lambda sql: con.sql(sql).pl(), "given_responses", "given_cases")

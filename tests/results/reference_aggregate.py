@@ -1,0 +1,105 @@
+"""The aggregation as it was before it reduced the answers in SQL (numerate 3a9c61d,
+numerate/results/aggregate.py: every answer of a run in polars frames in memory), the
+reference tests/flows/test_sweep.py compares the reduced aggregation with. Only the reduction
+is kept here; what turns a point's counts and case lists into its figures, unchanged, is
+imported."""
+
+from __future__ import annotations
+
+import hashlib
+
+import polars as pl
+
+from numerate.kernel.design import Estimate
+from numerate.results.aggregate import (
+    POINT_KEYS,
+    _summaries,
+)
+from numerate.results.aggregate import (
+    _points as points_of,
+)
+from numerate.store.queries import POOLED
+from numerate.store.reductions import FLOORS, completed
+
+OUTCOMES = ("correct", "wrong", "unparsed", "truncated", "error")
+"""What a summary averages over its points (besides accuracy)."""
+
+
+def _scored_mean(column: str) -> pl.Expr:
+    # over the scored cases, like accuracy; over all when every case errored
+    return pl.coalesce(
+        pl.col(column).filter(pl.col("outcome") != "error").mean(), pl.col(column).mean()
+    ).alias(column)
+
+
+def _counts() -> list[pl.Expr]:
+    return [
+        pl.len().alias("n"),
+        *[(pl.col("outcome") == o).sum().cast(pl.Int32).alias(o) for o in OUTCOMES],
+        pl.col("completion_tokens").cast(pl.Float64).mean().alias("mean_completion_tokens"),
+        pl.col("completion_tokens").cast(pl.Float64).median().alias("median_completion_tokens"),
+        pl.col("latency_s").mean().alias("mean_latency_s"),
+    ]
+
+
+def _points(joined: pl.DataFrame) -> tuple[pl.DataFrame, list[Estimate]]:
+    scored = pl.col("outcome") != "error"
+    per_case = joined.group_by([*POINT_KEYS, "case_id"]).agg(
+        answers=pl.len(),
+        scored=scored.sum(),
+        correct=(pl.col("outcome") == "correct").sum(),
+        votes=pl.col("answer").filter(scored),
+        grades=(pl.col("outcome") == "correct").filter(scored),
+    )
+    lists = per_case.group_by(POINT_KEYS).agg(
+        case_answers="answers", case_scored="scored", case_correct="correct",
+        case_votes="votes", case_grades="grades",
+    )  # fmt: skip
+    counts = joined.group_by(POINT_KEYS).agg(
+        *_counts(), *[_scored_mean(c) for c in FLOORS], pl.col("params").first()
+    )
+    return points_of(counts, lists)
+
+
+def _totals(joined: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """A group's totals over its answers, with its case set and manifolds, from every answer."""
+    return (
+        joined.group_by(keys)
+        .agg(
+            *_counts(),
+            pl.col("case_id").unique().sort().str.join(",").alias("case_set"),
+            pl.col("manifold").unique().sort().str.join(",").alias("manifolds"),
+        )
+        .with_columns(case_set=pl.col("case_set").map_elements(case_set_id, return_dtype=pl.String))
+    )
+
+
+def aggregate(responses: pl.DataFrame, cases: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """numerate.results.aggregate.aggregate, as it was: every answer joined to its case in
+    one polars frame, grouped there."""
+    responses, cases = completed(responses, cases)
+    joined = responses.with_columns(pl.col("answer").cast(pl.String)).join(
+        cases.select("case_id", "params", *FLOORS).with_columns(pl.col(FLOORS).cast(pl.Float64)),
+        on="case_id",
+        how="left",
+    )
+    if joined["chance"].null_count():
+        missing = joined.filter(pl.col("chance").is_null())["case_id"][0]
+        raise ValueError(f"response for case {missing!r} has no stored case")
+    points, estimates = _points(joined)
+    by_manifold, by_model = ["run_id", "model", "manifold"], ["run_id", "model"]
+    summaries = pl.concat(
+        [
+            _summaries(_totals(joined, by_manifold), points, estimates, by_manifold)
+            .with_columns(level=pl.lit("manifold")),
+            _summaries(_totals(joined, by_model), points, estimates, by_model)
+            .with_columns(level=pl.lit("model"), manifold=pl.lit(POOLED)),
+        ],
+        how="diagonal",
+    )  # fmt: skip
+    return points, summaries.sort(["level", "run_id", "model", "manifold"])
+
+
+def case_set_id(case_ids: str) -> str:
+    """A short, stable name of a set of cases: the hash of their sorted ids."""
+    return hashlib.sha256(case_ids.encode()).hexdigest()[:12]
