@@ -62,8 +62,9 @@ async def stored_answers(
     first (those not stored yet), in the same hold of the database."""
 
     def look_up() -> dict[str, CompletionRow]:
-        with store.session():
-            store.put_cases([case_row(case) for case in cases])
+        with store.session():  # a stored case is not made into a row again (a re-run's)
+            missing = store.missing_cases([case.case_id for case in cases]) if cases else set()
+            store.put_cases([case_row(case) for case in cases if case.case_id in missing])
             if model.cache == "off":
                 return {}
             only_run = run_id if model.cache == "resume" else None

@@ -55,11 +55,12 @@ def flush_seconds() -> float:
     return value
 
 
-WRITER_MEMORY = "128MB"
+WRITER_MEMORY = "512MB"
 """What DuckDB may hold in memory for a process's sessions; past it, it drops cached blocks
 of the file and spills what a query needs to disk. Without a bound its cache grew with the
-database: a 300,000-case sweep peaked at 1.3 GB (450 MB with it, as fast; docs/benchmarks.md,
-"Scale")."""
+database: a 300,000-case sweep peaked at 1.3 GB (450 MB with 128 MB, as fast). 128 MB was
+too little for a database of a million answers (a lookup failed with DuckDB's "Out of
+Memory Error"): 512 MB ran it, peaking at 879 MiB (docs/benchmarks.md, "Scale")."""
 
 
 def writer_settings() -> dict[str, str | bool | int | float | list[str]]:
