@@ -82,9 +82,20 @@ def _file_errors(path: str) -> Iterator[None]:
         yield
     except OSError as error:
         raise StoreError(f"results database {path}: {error.strerror}") from None
+    except duckdb.OutOfMemoryException as error:  # the run stops, resumable: nothing is lost
+        raise StoreError(
+            f"results database {path}: DuckDB needed more than the {WRITER_MEMORY} numerate "
+            f"lets it hold in memory and could not spill to disk ({first_line(error)})"
+        ) from None
     except duckdb.Error as error:
         if not is_damaged(error):  # the SQL, not the file
             raise
+        spill = str(writer_settings()["temp_directory"])
+        if spill and spill in str(error):  # where DuckDB spills, not the database
+            raise StoreError(
+                f"results database {path}: DuckDB could not write where it spills what does "
+                f"not fit in {WRITER_MEMORY} of memory ({first_line(error)})"
+            ) from None
         raise StoreError(
             f"results database {path} cannot be read or written: {first_line(error)} "
             "(a damaged or truncated file?)"
