@@ -561,47 +561,34 @@ def test_something_else_at_the_journal_folder_s_name_is_one_error(tmp_path, kind
     assert not Path(db).exists() and not any(elsewhere.iterdir())
 
 
-def test_a_query_past_duckdbs_memory_bound_is_a_store_error_naming_the_database(
-    tmp_path, monkeypatch
+HUNGRY = (
+    "SELECT count(*) FROM (SELECT i, repeat('x', 200) AS s FROM range(2000000) t(i) "
+    "ORDER BY s, i DESC)"
+)
+"""A sort that needs far more than 16 MB."""
+
+
+@pytest.mark.parametrize("spill", ["none", "unmakeable"])
+def test_duckdb_past_its_memory_bound_is_a_store_error_naming_the_database(
+    tmp_path, monkeypatch, spill
 ):
-    """DuckDB's "Out of Memory Error" (its bound reached and no disk to spill to) is said in
-    one line naming the database and the bound, as a StoreError (a run stops, resumable),
-    never a traceback."""
-    from numerate.store import Store, StoreError, writer
-
-    settings = {"memory_limit": "16MB", "temp_directory": ""}  # "": no spilling
-    monkeypatch.setattr(writer, "writer_settings", lambda: settings)
-    store = Store.open(str(tmp_path / "bounded.duckdb"))
-    try:
-        with pytest.raises(StoreError) as refused:
-            store.query(
-                "SELECT count(*) FROM (SELECT i, repeat('x', 200) AS s FROM range(2000000) t(i) "
-                "ORDER BY s, i DESC)"
-            )
-    finally:
-        Store.close_all()
-    said = str(refused.value)
-    assert "bounded.duckdb" in said and writer.WRITER_MEMORY in said, said
-    assert "\n" not in said
-
-
-def test_a_spill_folder_that_cannot_be_made_is_said_as_such_not_as_a_damaged_file(
-    tmp_path, monkeypatch
-):
+    """DuckDB's "Out of Memory Error" (its bound reached, no disk to spill to) is said in one
+    line naming the database and the bound, as a StoreError (a run stops, resumable), never
+    a traceback; a spill folder it cannot make is said as such, not as a damaged file."""
     from numerate.store import Store, StoreError, writer
 
     blocked = tmp_path / "a-file"
     blocked.write_text("not a folder")
-    settings = {"memory_limit": "16MB", "temp_directory": str(blocked / "spill")}
-    monkeypatch.setattr(writer, "writer_settings", lambda: settings)
-    store = Store.open(str(tmp_path / "spilling.duckdb"))
+    folder = "" if spill == "none" else str(blocked / "spill")  # "": DuckDB never spills
+    monkeypatch.setattr(
+        writer, "writer_settings", lambda: {"memory_limit": "16MB", "temp_directory": folder}
+    )
+    store = Store.open(str(tmp_path / "bounded.duckdb"))
     try:
         with pytest.raises(StoreError) as refused:
-            store.query(
-                "SELECT count(*) FROM (SELECT i, repeat('x', 200) AS s FROM range(2000000) t(i) "
-                "ORDER BY s, i DESC)"
-            )
+            store.query(HUNGRY)
     finally:
         Store.close_all()
     said = str(refused.value)
-    assert str(blocked / "spill") in said and "damaged" not in said, said
+    assert "bounded.duckdb" in said and writer.WRITER_MEMORY in said, said
+    assert folder in said and "damaged" not in said and "\n" not in said, said
