@@ -76,6 +76,7 @@ def check_generated(store: Store, run_id: str) -> None:
 
 def aggregate_stored_run(store: Store, run_id: str) -> int:
     """Recompute a stored run's per-point aggregates and summaries; returns the points."""
-    points, summaries = aggregate_run(store, run_id)
-    store.replace_aggregates(run_id, points, summaries)
+    with store.session():  # the reductions' queries and the write: one hold of the file
+        points, summaries = aggregate_run(store, run_id)
+        store.replace_aggregates(run_id, points, summaries)
     return points.height
