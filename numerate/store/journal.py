@@ -10,8 +10,9 @@ journal lives beside the database, in `<database>.journal/`:
 
 A segment is deleted once its rows are committed. A process that dies leaves its owner file
 unlocked: the next process to open the database replays its segments (`replay_orphans`) and
-removes them. Replaying twice is harmless: journaled tables are written with a conflict rule
-(a stored completion is kept, a graded response replaced by the same row).
+removes them. Replaying twice is harmless: journaled tables are written on their key
+(numerate.store.schema.KEYS: a stored completion is kept, a graded response replaced by the
+same row).
 
 The same folder holds run claims (`claim_run`): the process running a run holds
 `run-<run id>.claim`, so two processes never resume one run at once.
@@ -222,7 +223,7 @@ def _entry_problem(entry: Any) -> str | None:
         return f"{shorten(repr(table), 60)} is no table a journal holds"
     if not isinstance(row, dict):
         return f"a {table} row that is no mapping"
-    unknown = sorted(set(row) - set(JOURNALED[table][0]))
+    unknown = sorted(set(row) - set(JOURNALED[table]))
     if unknown:
         return f"{shorten(repr(unknown[0]), 60)} is no column of {table}"
     for column in TIMESTAMP_COLUMNS & row.keys():

@@ -435,4 +435,44 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE responses ADD COLUMN raw_chars INTEGER;
         """,
     ),
+    (
+        "no primary key on the tables with a row per case or answer (keyed writes match on "
+        "numerate.store.schema.KEYS instead: an index the size of the data is gone)",
+        """
+        CREATE TABLE cases_v9 (
+            case_id VARCHAR NOT NULL, manifold VARCHAR NOT NULL, point_key VARCHAR NOT NULL,
+            params JSON NOT NULL, seed UBIGINT NOT NULL, case_index INTEGER NOT NULL,
+            "input" VARCHAR NOT NULL, "target" VARCHAR NOT NULL, chance DOUBLE NOT NULL,
+            "data" JSON NOT NULL, generator_version VARCHAR DEFAULT 'unversioned',
+            chance_random DOUBLE, chance_heuristic DOUBLE
+        );
+        INSERT INTO cases_v9 BY NAME SELECT * FROM cases;
+        DROP TABLE cases;
+        ALTER TABLE cases_v9 RENAME TO cases;
+
+        CREATE TABLE completions_v9 (
+            request_hash VARCHAR NOT NULL, run_id VARCHAR NOT NULL, base_url VARCHAR,
+            model_id VARCHAR NOT NULL, revision VARCHAR, sample_index INTEGER NOT NULL,
+            "text" VARCHAR NOT NULL, finish_reason VARCHAR, prompt_tokens INTEGER,
+            completion_tokens INTEGER, latency_s DOUBLE NOT NULL, attempts INTEGER NOT NULL,
+            created_at TIMESTAMPTZ NOT NULL, text_cut BOOLEAN DEFAULT false, text_chars INTEGER
+        );
+        INSERT INTO completions_v9 BY NAME SELECT * FROM completions;
+        DROP TABLE completions;
+        ALTER TABLE completions_v9 RENAME TO completions;
+
+        CREATE TABLE responses_v9 (
+            run_id VARCHAR NOT NULL, model VARCHAR NOT NULL, model_id VARCHAR NOT NULL,
+            manifold VARCHAR NOT NULL, case_id VARCHAR NOT NULL, sample_index INTEGER NOT NULL,
+            point_key VARCHAR NOT NULL, request_hash VARCHAR NOT NULL, raw_text VARCHAR,
+            answer VARCHAR, outcome VARCHAR NOT NULL, "error" VARCHAR, finish_reason VARCHAR,
+            prompt_tokens INTEGER, completion_tokens INTEGER, latency_s DOUBLE,
+            cached BOOLEAN NOT NULL, graded_at TIMESTAMPTZ NOT NULL,
+            raw_cut BOOLEAN DEFAULT false, raw_chars INTEGER
+        );
+        INSERT INTO responses_v9 BY NAME SELECT * FROM responses;
+        DROP TABLE responses;
+        ALTER TABLE responses_v9 RENAME TO responses;
+        """,
+    ),
 ]

@@ -102,6 +102,11 @@ def _statements(responses: str, cases: str) -> dict[str, str]:
         "lists": f"{joined}, {per_case} SELECT {keys}, list(answers) AS case_answers, "
         "list(scored) AS case_scored, list(correct) AS case_correct{votes} "
         f"FROM per_case GROUP BY {keys}",
+        # one answer a case: its entries are the answer's own (no grouping by case, whose
+        # million groups did not fit WRITER_MEMORY)
+        "single_lists": f"{joined} SELECT {keys}, list(1::BIGINT) AS case_answers, "
+        "list((outcome <> 'error')::BIGINT) AS case_scored, "
+        f"list((outcome = 'correct')::BIGINT) AS case_correct FROM joined GROUP BY {keys}",
         "manifold": f"{joined} SELECT run_id, model, manifold, {COUNTS}, {CASE_SET} "
         "FROM joined GROUP BY run_id, model, manifold",
         "model": f"{joined} SELECT run_id, model, {COUNTS}, {CASE_SET} "
@@ -124,9 +129,11 @@ def reduce_answers(read: Read, responses: str, cases: str) -> Reduced:
     if unknown.height:
         raise ValueError(f"response for case {unknown['case_id'][0]!r} has no stored case")
     several = read(sql["samples"])["most"][0] > 1
-    votes = ", list(votes) AS case_votes, list(grades) AS case_grades" if several else ""
-    lists = read(sql["lists"].format(votes=votes))
-    if not several:  # one answer a case: no votes to count (their lists cost the most)
+    if several:
+        votes = ", list(votes) AS case_votes, list(grades) AS case_grades"
+        lists = read(sql["lists"].format(votes=votes))
+    else:  # one answer a case: no votes to count (their lists cost the most)
+        lists = read(sql["single_lists"])
         lists = lists.with_columns(case_votes=pl.lit(None), case_grades=pl.lit(None))
     counts = read(sql["counts"]).with_columns(pl.col(FLOORS).cast(pl.Float64))
     return Reduced(counts, lists, read(sql["manifold"]), read(sql["model"]))

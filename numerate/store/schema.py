@@ -24,25 +24,40 @@ from numerate.store.rows import (
 
 SCHEMA_VERSION = len(MIGRATIONS)
 
-# What a run exports as Parquet shards, and how ingesting one merges it: cases and
-# completions are shared by runs (the first copy stays); the run's own rows replace any
-# earlier copy of themselves.
-SHARD_TABLES: dict[str, tuple[str, str]] = {
-    "runs": ("SELECT * FROM runs WHERE run_id = $run", "OR REPLACE"),
-    "cases": (
-        "SELECT * FROM cases WHERE case_id IN (SELECT case_id FROM responses WHERE run_id = $run)",
-        "OR IGNORE",
-    ),
-    "completions": (
-        "SELECT * FROM completions WHERE request_hash IN "
-        "(SELECT request_hash FROM responses WHERE run_id = $run)",
-        "OR IGNORE",
-    ),
-    "responses": ("SELECT * FROM responses WHERE run_id = $run", "OR REPLACE"),
-    "run_models": ("SELECT * FROM run_models WHERE run_id = $run", "OR REPLACE"),
-    "points": ("SELECT * FROM points WHERE run_id = $run", "OR REPLACE"),
-    "point_stops": ("SELECT * FROM point_stops WHERE run_id = $run", "OR REPLACE"),
-    "summaries": ("SELECT * FROM summaries WHERE run_id = $run", "OR REPLACE"),
+KEYS: dict[str, tuple[tuple[str, ...], str]] = {
+    "runs": (("run_id",), "last"),
+    "cases": (("case_id",), "first"),
+    "completions": (("request_hash", "run_id"), "first"),
+    "responses": (("run_id", "model", "case_id", "sample_index"), "last"),
+    "run_models": (("run_id", "model"), "last"),
+    "points": (("run_id", "model", "manifold", "point_key"), "last"),
+    "point_stops": (("run_id", "model", "manifold", "point_key"), "last"),
+    "summaries": (("level", "run_id", "model", "manifold"), "last"),
+    "numgen_images": (("run_id", "prompt_id"), "last"),
+    "numgen_detections": (("run_id", "prompt_id"), "last"),
+    "numgen_metrics": (("run_id",), "last"),
+}
+"""What identifies a row of each table numerate writes again (a resumed run, a replayed
+journal, an ingested shard), and which copy stays: "first" (cases and stored answers are
+shared by runs and never change: a copy already stored stays) or "last" (a run's own rows: a
+new copy replaces it). Writes keep it by matching on the key (numerate.store.tables.
+insert_rows, one MERGE statement), not through a primary key: the tables with a row per
+answer have none (an index the size of the data, rewritten at every checkpoint, cost a
+million-case sweep half its time; docs/schema.md, "Keys without indexes")."""
+
+# What a run exports as Parquet shards (one query per table, $run its id); ingesting one
+# merges each table's rows as KEYS says.
+SHARD_TABLES: dict[str, str] = {
+    "runs": "SELECT * FROM runs WHERE run_id = $run",
+    "cases": "SELECT * FROM cases WHERE case_id IN "
+    "(SELECT case_id FROM responses WHERE run_id = $run)",
+    "completions": "SELECT * FROM completions WHERE request_hash IN "
+    "(SELECT request_hash FROM responses WHERE run_id = $run)",
+    "responses": "SELECT * FROM responses WHERE run_id = $run",
+    "run_models": "SELECT * FROM run_models WHERE run_id = $run",
+    "points": "SELECT * FROM points WHERE run_id = $run",
+    "point_stops": "SELECT * FROM point_stops WHERE run_id = $run",
+    "summaries": "SELECT * FROM summaries WHERE run_id = $run",
 }
 
 RUN_STATUSES = ("running", "finished", "degraded", "failed", "interrupted")
@@ -63,12 +78,12 @@ METRICS_COLUMNS = columns(MetricsRow)
 TARGET_COLUMNS = columns(TargetRow)
 
 
-JOURNALED: dict[str, tuple[tuple[str, ...], str]] = {
-    "completions": (COMPLETION_COLUMNS, "OR IGNORE"),
-    "responses": (RESPONSE_COLUMNS, "OR REPLACE"),
+JOURNALED: dict[str, tuple[str, ...]] = {
+    "completions": COMPLETION_COLUMNS,
+    "responses": RESPONSE_COLUMNS,
 }
-"""Tables whose rows wait in a process's journal (numerate.store.journal) until written, with
-the conflict rule that makes writing them twice harmless."""
+"""Tables whose rows wait in a process's journal (numerate.store.journal) until written, and
+their columns; writing a row twice is harmless (KEYS)."""
 
 
 class StoreError(NumerateError):

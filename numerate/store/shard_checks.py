@@ -27,7 +27,7 @@ from numerate.kernel.errors import shorten
 from numerate.kernel.names import NAMES
 from numerate.manifolds import registry
 from numerate.manifolds.grading import Outcome
-from numerate.store.schema import RUN_STATUSES, migrate
+from numerate.store.schema import KEYS, RUN_STATUSES, migrate
 
 __all__ = ["database_problem", "run_problem"]
 
@@ -123,7 +123,7 @@ def database_problem(con: Any, files: dict[str, str]) -> str | None:
     for table in sorted(_KEPT & set(files)):
         shard = _Shard(files[table])
         given = [row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {shard.plain}").fetchall()]
-        key = _key(con, table)
+        key = KEYS[table][0]
         keyed = ", ".join(f'"{c}"' for c in key)
         shared = [c for c in given if c not in key and c != "created_at"]
         differs = " OR ".join(f's."{c}"::VARCHAR IS DISTINCT FROM t."{c}"::VARCHAR' for c in shared)
@@ -265,17 +265,8 @@ def _values(
     return None
 
 
-def _key(con: Any, table: str) -> list[str]:
-    [(columns,)] = con.execute(
-        "SELECT constraint_column_names FROM duckdb_constraints() WHERE database_name = "
-        "current_database() AND table_name = ? AND constraint_type = 'PRIMARY KEY'",
-        [table],
-    ).fetchall()
-    return list(columns)
-
-
 def _one_row_per_key(con: Any, table: str, shard: _Shard) -> str | None:
-    key = _key(con, table)
+    key = KEYS[table][0]
     keyed = ", ".join(f'"{c}"' for c in key)
     twice = _first(
         con,

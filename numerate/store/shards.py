@@ -26,6 +26,7 @@ from numerate.kernel.files import missing_link_target, write_atomically
 from numerate.kernel.names import NAMES, name_problem
 from numerate.store.schema import OPTIONAL_SHARD_TABLES, SHARD_TABLES, StoreError, now
 from numerate.store.shard_checks import database_problem, run_problem
+from numerate.store.tables import insert_arrow
 from numerate.store.writer import Store
 
 SUCCESS = "_SUCCESS"
@@ -104,7 +105,7 @@ def export_run(store: Store, run_id: str, folder: str) -> list[str]:
     """Write the run's rows as one Parquet file per table into a local folder (one session)."""
     written = []
     with store.session() as con:
-        for table, (query, _) in SHARD_TABLES.items():
+        for table, query in SHARD_TABLES.items():
             target = str(Path(folder) / f"{table}.parquet")
             con.execute(
                 f"COPY ({query.replace('$run', '$1')}) TO '{_sql_path(target)}' (FORMAT parquet)",
@@ -140,14 +141,7 @@ def ingest_run(
         if problem:
             raise ShardError(problem)
         for table, rows in graded.items():
-            con.register("ingested_rows", rows)
-            try:
-                con.execute(
-                    f"INSERT {SHARD_TABLES[table][1]} INTO {table} BY NAME "
-                    "SELECT * FROM ingested_rows"
-                )
-            finally:
-                con.unregister("ingested_rows")
+            insert_arrow(con, table, rows)
         con.execute(
             "INSERT OR REPLACE INTO ingested_shards VALUES (?, ?, ?)", [run_id, source, now()]
         )

@@ -26,6 +26,7 @@ from numerate.store.schema import (
     COMPLETION_COLUMNS,
     DETECTION_COLUMNS,
     IMAGE_COLUMNS,
+    KEYS,
     METRICS_COLUMNS,
     POINT_STOP_COLUMNS,
     REGRADE_COLUMNS,
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
     import polars as pl
 
 
-__all__ = ["Tables", "insert_rows"]
+__all__ = ["Tables", "insert_arrow", "insert_rows"]
 
 
 def check_columns(table: str, columns: Sequence[str], rows: Sequence[Mapping[str, object]]) -> None:
@@ -53,11 +54,10 @@ def check_columns(table: str, columns: Sequence[str], rows: Sequence[Mapping[str
 
 
 def insert_rows(con: Any, table: str, columns: Sequence[str],
-                rows: Sequence[Mapping[str, object]], conflict: str = "",
-                strict: bool = True) -> None:  # fmt: skip
-    """Bulk insert through Arrow (one statement for many rows). Every row holds every column
-    (`check_columns`); `strict=False` (rows replayed from a journal, which an earlier version
-    may have written with fewer columns) reads a missing column as NULL."""
+                rows: Sequence[Mapping[str, object]], strict: bool = True) -> None:  # fmt: skip
+    """Bulk insert through Arrow (one statement for many rows), keyed as KEYS says. Every row
+    holds every column (`check_columns`); `strict=False` (rows replayed from a journal, which
+    an earlier version may have written with fewer columns) reads a missing column as NULL."""
     if not rows:
         return
     import pyarrow as pa
@@ -70,15 +70,50 @@ def insert_rows(con: Any, table: str, columns: Sequence[str],
         batch = pa.Table.from_pydict(  # cleaned): stored with U+FFFD, never a failed write
             {c: [_text(r.get(c)) for r in rows] for c in columns}
         )
-    names = ", ".join(columns)
-    con.register("incoming_rows", batch)
+    insert_arrow(con, table, batch)
+
+
+def insert_arrow(con: Any, table: str, rows: Any) -> None:
+    """Write an Arrow table's rows (its columns by name) into `table` in one statement. A
+    table in KEYS is merged on its key: a row whose key is stored already is left as it is
+    ("first") or replaces it ("last"), and of several rows with one key the first (or the
+    last) is written; no primary key is needed (the largest tables have none)."""
+    import pyarrow as pa
+
+    names = [str(name) for name in rows.column_names]
+    listed = ", ".join(f'"{c}"' for c in names)
+    incoming = "incoming_rows"
+    if table not in KEYS:
+        statement = f"INSERT INTO {table} ({listed}) SELECT {listed} FROM {incoming}"
+    else:
+        key, keep = KEYS[table]
+        rows = rows.append_column(ORDINAL, pa.array(range(rows.num_rows), pa.int64()))
+        order = "DESC" if keep == "last" else ""
+        match = " AND ".join(f'{table}."{c}" = incoming."{c}"' for c in key)
+        values = ", ".join(f'incoming."{c}"' for c in names)
+        statement = (
+            f"MERGE INTO {table} USING (SELECT * FROM {incoming} QUALIFY row_number() OVER "
+            f"(PARTITION BY {', '.join(key)} ORDER BY {ORDINAL} {order}) = 1) AS incoming "
+            f"ON {match} "
+            f"WHEN NOT MATCHED THEN INSERT ({listed}) VALUES ({values})"
+        )
+        updated = [c for c in names if c not in key]
+        if keep == "last" and updated:
+            assigned = ", ".join(f'"{c}" = incoming."{c}"' for c in updated)
+            statement += f" WHEN MATCHED THEN UPDATE SET {assigned}"
+    con.register(incoming, rows)
     try:
-        con.execute(f"INSERT {conflict} INTO {table} ({names}) SELECT {names} FROM incoming_rows")
+        con.execute(statement)
     except BaseException:
         with contextlib.suppress(Exception):  # in an aborted transaction this fails too, and
-            con.unregister("incoming_rows")  # its error would hide the insert's
+            con.unregister(incoming)  # its error would hide the insert's
         raise
-    con.unregister("incoming_rows")
+    con.unregister(incoming)
+
+
+ORDINAL = "numerate_ordinal"
+"""The column that gives an incoming row its place, so that of two with one key the first or
+the last is kept (KEYS)."""
 
 
 def _text(value: object) -> object:
@@ -160,7 +195,7 @@ class Tables:
     def record_verdicts(self, rows: Sequence[RunPartRow]) -> None:
         """How each model's part of a run ended (numerate.grading.verdict.PartVerdict.row)."""
         with self.session() as con:
-            insert_rows(con, "run_models", RUN_PART_COLUMNS, rows, conflict="OR REPLACE")
+            insert_rows(con, "run_models", RUN_PART_COLUMNS, rows)
 
     def error_counts(self, run_id: str, model: str) -> tuple[int, int, str | None]:
         """(answers, errors, the most frequent error text) of a model in a run."""
@@ -223,13 +258,13 @@ class Tables:
     def put_cases(self, rows: Sequence[CaseRow]) -> None:
         """Cases are deterministic: one already stored is left as it is."""
         with self.session() as con:
-            insert_rows(con, "cases", CASE_COLUMNS, rows, conflict="OR IGNORE")
+            insert_rows(con, "cases", CASE_COLUMNS, rows)
 
     def put_completions(self, rows: Sequence[CompletionRow]) -> None:
         """Finished requests (the response cache), written now. A request already stored keeps
         its first answer."""
         with self.session() as con:
-            insert_rows(con, "completions", COMPLETION_COLUMNS, rows, conflict="OR IGNORE")
+            insert_rows(con, "completions", COMPLETION_COLUMNS, rows)
 
     def get_completions(
         self, request_hashes: Iterable[str], run_id: str | None = None
@@ -289,7 +324,7 @@ class Tables:
             {**row, "graded_at": row.get("graded_at") or graded_at} for row in rows
         ]
         with self.session() as con:
-            insert_rows(con, "responses", RESPONSE_COLUMNS, stamped, conflict="OR REPLACE")
+            insert_rows(con, "responses", RESPONSE_COLUMNS, stamped)
 
     def update_grades(self, run_id: str, rows: Sequence[Regrade]) -> None:
         """New outcomes and answers for some of a run's responses (model, case_id,
@@ -327,19 +362,19 @@ class Tables:
         """A NumGen run's images (each with its run id); re-ingesting a manifest changes
         nothing."""
         with self.session() as con:
-            insert_rows(con, "numgen_images", IMAGE_COLUMNS, rows, conflict="OR REPLACE")
+            insert_rows(con, "numgen_images", IMAGE_COLUMNS, rows)
 
     def put_detections(self, rows: Sequence[DetectionRow]) -> None:
         """A NumGen run's counts (each with its run id); re-ingesting a manifest changes
         nothing."""
         with self.session() as con:
-            insert_rows(con, "numgen_detections", DETECTION_COLUMNS, rows, conflict="OR REPLACE")
+            insert_rows(con, "numgen_detections", DETECTION_COLUMNS, rows)
 
     def put_numgen_scores(self, metrics: MetricsRow, targets: Sequence[TargetRow]) -> None:
         """A NumGen run's metrics and per-target accuracy (each target row with its run id),
         in one transaction; scoring the run again replaces them."""
         with self.transaction() as con:
-            insert_rows(con, "numgen_metrics", METRICS_COLUMNS, [metrics], conflict="OR REPLACE")
+            insert_rows(con, "numgen_metrics", METRICS_COLUMNS, [metrics])
             con.execute("DELETE FROM numgen_targets WHERE run_id = ?", [metrics["run_id"]])
             insert_rows(con, "numgen_targets", TARGET_COLUMNS, targets)
 
@@ -355,9 +390,7 @@ class Tables:
             con.execute("DELETE FROM summaries WHERE run_id = ?", [run_id])
             for table, frame in (("points", points), ("summaries", summaries)):
                 if frame.height:
-                    con.register("incoming_rows", frame.to_arrow())
-                    con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming_rows")
-                    con.unregister("incoming_rows")
+                    insert_arrow(con, table, frame.to_arrow())
             con.execute(
                 "UPDATE points SET ci_width = ci_high - ci_low, stop_reason = s.reason "
                 "FROM (SELECT p.model, p.manifold, p.point_key, s.reason FROM points p "
@@ -375,4 +408,4 @@ class Tables:
             {**stop, "run_id": run_id, "model": model, "decided_at": decided} for stop in stops
         ]
         with self.session() as con:
-            insert_rows(con, "point_stops", POINT_STOP_COLUMNS, rows, conflict="OR REPLACE")
+            insert_rows(con, "point_stops", POINT_STOP_COLUMNS, rows)

@@ -55,12 +55,13 @@ def flush_seconds() -> float:
     return value
 
 
-WRITER_MEMORY = "512MB"
+WRITER_MEMORY = "256MB"
 """What DuckDB may hold in memory for a process's sessions; past it, it drops cached blocks
 of the file and spills what a query needs to disk. Without a bound its cache grew with the
-database: a 300,000-case sweep peaked at 1.3 GB (450 MB with 128 MB, as fast). 128 MB was
-too little for a database of a million answers (a lookup failed with DuckDB's "Out of
-Memory Error"): 512 MB ran it, peaking at 879 MiB (docs/benchmarks.md, "Scale")."""
+database: a 300,000-case sweep peaked at 1.3 GB. While `cases` and `responses` had primary
+keys, whose indexes must stay in memory, 128 MB failed at 875,000 answers (DuckDB's "Out of
+Memory Error") and 512 MB was needed; without them, the end of a 1,000,000-case sweep (its
+aggregation) needed more than 128 MB, and 256 MB runs it (docs/benchmarks.md, "Scale")."""
 
 
 def writer_settings() -> dict[str, str | bool | int | float | list[str]]:
@@ -349,10 +350,9 @@ class Store(Tables):
         for table, row in rows:
             by_table.setdefault(table, []).append(row)
         for table, table_rows in by_table.items():
-            columns, conflict = JOURNALED[table]
             # checked when received (`receive`); a journal of an earlier version may lack a
             # column added since: NULL, as the schema's default
-            insert_rows(con, table, columns, table_rows, conflict, strict=False)
+            insert_rows(con, table, JOURNALED[table], table_rows, strict=False)
 
     def _write_journal(self, con: Any) -> None:
         if self._journal is None:
@@ -405,11 +405,10 @@ class Store(Tables):
             raise ValueError(f"not a journaled table: {table!r}")
         if not rows:
             return
-        check_columns(table, JOURNALED[table][0], rows)  # refused here, in the caller's code
+        check_columns(table, JOURNALED[table], rows)  # refused here, in the caller's code
         if self.memory:
             with self.session() as con:
-                columns, conflict = JOURNALED[table]
-                insert_rows(con, table, columns, rows, conflict)
+                insert_rows(con, table, JOURNALED[table], rows)
             return
         kept = self._journal or self.adopt(None)  # the lock only for the first
         assert kept is not None

@@ -21,6 +21,7 @@ from numerate.store.access import connect, holder
 from numerate.store.journal import Journal, journal_dir, live_owners, orphans, read_segment
 from numerate.store.migrations import MIGRATIONS
 from numerate.store.schema import now
+from tests.store.old_schema import database_at_version
 from tests.waiting import wait_until, waits_for_the_database
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -210,13 +211,7 @@ MIGRATE = textwrap.dedent(
 
 
 def test_two_processes_upgrading_one_old_database_at_once_migrate_it_once(db_path):
-    con = duckdb.connect(db_path)
-    con.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, "
-                "description VARCHAR NOT NULL, applied_at TIMESTAMPTZ NOT NULL)")  # fmt: skip
-    for version, (description, sql) in enumerate(MIGRATIONS[:3], start=1):
-        con.execute(sql)
-        con.execute("INSERT INTO schema_migrations VALUES (?, ?, now())", [version, description])
-    con.close()
+    database_at_version(db_path, 3).close()
     processes = [
         subprocess.Popen(
             [sys.executable, "-c", MIGRATE, db_path],
