@@ -55,13 +55,14 @@ def flush_seconds() -> float:
     return value
 
 
-WRITER_MEMORY = "256MB"
+WRITER_MEMORY = "512MB"
 """What DuckDB may hold in memory for a process's sessions; past it, it drops cached blocks
 of the file and spills what a query needs to disk. Without a bound its cache grew with the
-database: a 300,000-case sweep peaked at 1.3 GB. While `cases` and `responses` had primary
-keys, whose indexes must stay in memory, 128 MB failed at 875,000 answers (DuckDB's "Out of
-Memory Error") and 512 MB was needed; without them, the end of a 1,000,000-case sweep (its
-aggregation) needed more than 128 MB, and 256 MB runs it (docs/benchmarks.md, "Scale")."""
+database: a 300,000-case sweep peaked at 1.3 GB. Less than 512 MB fails at the end of a
+1,000,000-case sweep: with primary keys (whose indexes stay in memory) 128 MB failed at
+875,000 answers; without them, its aggregation failed at 128 MB, and at 256 MB where a
+summary's case set is hashed (`string_agg` of a million case ids, one 64 MB string; DuckDB's
+"Out of Memory Error"). docs/benchmarks.md, "Scale"."""
 
 
 def writer_settings() -> dict[str, str | bool | int | float | list[str]]:
