@@ -422,7 +422,7 @@ class SweepConfig(BaseModel):
     """A folder the readers of the results can reach (a shared mount): after each run, its pages
     of `numerate view` (and those of the run it is compared with) are written to
     VIEW_DIR/RUN_ID/, and the run's summary artifact links to them."""
-    batch_size: Whole = Field(500, ge=1, le=100_000)
+    batch_size: Whole = Field(2000, ge=1, le=100_000)
     """Cases per Prefect task when asking a model: one task per batch keeps orchestration cheap."""
     max_cases: Whole = Field(10_000_000, ge=1)
     """Most answers a run may ask for (models x cases x samples): a larger sweep is refused
