@@ -56,7 +56,7 @@ SELECT format('big-{{:012d}}', r), format('model-{{}}', m), format('model-{{}}',
        CASE WHEN u < 0.02 THEN 'unparsed' WHEN u < 0.03 THEN 'truncated'
             WHEN answer = c.target THEN 'correct' ELSE 'wrong' END,
        NULL, CASE WHEN u >= 0.02 AND u < 0.03 THEN 'length' ELSE 'stop' END, 40, 6,
-       0.2 + u, false, TIMESTAMP '2026-11-01' + INTERVAL (r) DAY
+       0.2 + u, false, TIMESTAMP '2026-11-01' + INTERVAL (r) DAY, false, NULL
 FROM (
     SELECT c.*, r, m, hash(c.case_id, r, m) % 1000 / 1000.0 AS u,
            CASE WHEN hash(c.case_id, r, m, 1) % 100 < 100 - 8 * (c.params->>'a')::INT - m * 5
