@@ -42,8 +42,8 @@ journal, an ingested shard), and which copy stays: "first" (cases and stored ans
 shared by runs and never change: a copy already stored stays) or "last" (a run's own rows: a
 new copy replaces it). Writes keep it by matching on the key (numerate.store.tables.
 insert_rows, one MERGE statement), not through a primary key: the tables with a row per
-answer have none (an index the size of the data, rewritten at every checkpoint, cost a
-million-case sweep half its time; docs/schema.md, "Keys without indexes")."""
+case or answer have none (an index the size of the data, rewritten at every checkpoint and
+held in memory; a DuckLake table has none either; docs/schema.md, "Keys without indexes")."""
 
 # What a run exports as Parquet shards (one query per table, $run its id); ingesting one
 # merges each table's rows as KEYS says.
