@@ -6,7 +6,7 @@ a read-only `Reader`) and returns typed values or a polars frame.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
@@ -15,6 +15,7 @@ from numerate.store.schema import DatabaseFault
 
 if TYPE_CHECKING:
     import polars as pl
+    import pyarrow as pa
 
 POOLED = "*"
 """The `manifold` of a model's summary over every manifold of a run."""
@@ -52,6 +53,10 @@ class Source(Protocol):
     def query(self, sql: str, params: Sequence[object] | None = None) -> list[tuple[Any, ...]]: ...
 
     def frame(self, sql: str, params: Sequence[object] | None = None) -> pl.DataFrame: ...
+
+    def batches(
+        self, sql: str, params: Sequence[object] | None = None, rows: int = ...
+    ) -> Iterator[pa.RecordBatch]: ...
 
 
 def _only(

@@ -20,7 +20,7 @@ import os
 import struct
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -321,6 +321,18 @@ class Reader:
             relation = self.con.sql(sql, params=list(params or []))
             # duckdb 2.0: only relations have .pl(); a statement without rows gives None
             return pl.DataFrame() if relation is None else relation.pl()
+        except duckdb.Error as error:
+            raise DatabaseFault(first_line(error)) from None
+
+    def batches(
+        self, sql: str, params: Sequence[Any] | None = None, rows: int = 100_000
+    ) -> Iterator[Any]:
+        """A query's result as pyarrow RecordBatches of at most `rows` rows (DatabaseFault as
+        `frame`)."""
+        import duckdb
+
+        try:
+            yield from self.con.sql(sql, params=list(params or [])).to_arrow_reader(rows)
         except duckdb.Error as error:
             raise DatabaseFault(first_line(error)) from None
 

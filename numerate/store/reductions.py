@@ -11,12 +11,14 @@ in-memory DuckDB): one aggregation, tested on both.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import hashlib
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import polars as pl
+    import pyarrow as pa
 
     from numerate.store.queries import Source
 
@@ -40,12 +42,11 @@ SCORED_FLOORS = ", ".join(
 )
 """Each floor's mean over the scored answers; over all when every answer is an error."""
 
-CASE_SET = (
-    "left(sha256(string_agg(DISTINCT case_id, ',' ORDER BY case_id)), 12) AS case_set, "
-    "string_agg(DISTINCT manifold, ',' ORDER BY manifold) AS manifolds"
-)
-"""A group's case set (the first 12 hex digits of the SHA-256 of its sorted case ids, joined
-by commas: the same name for the same cases in every run) and its manifolds."""
+MANIFOLDS = "string_agg(DISTINCT manifold, ',' ORDER BY manifold) AS manifolds"
+"""A group's manifolds, joined by commas."""
+
+SCAN_ROWS = 100_000
+"""Rows a streamed scan (`Stream`) hands over at a time."""
 
 RUN_RESPONSES = (
     "(SELECT run_id, model, manifold, case_id, point_key, outcome, answer, completion_tokens, "
@@ -63,13 +64,17 @@ RUN_CASES = (
 Read = Callable[[str], "pl.DataFrame"]
 """Runs a SELECT where the answers are; its result as a polars frame."""
 
+Stream = Callable[[str], "Iterable[pa.RecordBatch]"]
+"""Runs a SELECT where the answers are; its result a batch of rows at a time, in order."""
+
 
 @dataclass(frozen=True)
 class Reduced:
     """A run's answers, reduced: `counts` (per point: its COUNTS, SCORED_FLOORS and params),
     `lists` (per point: case_answers, case_scored, case_correct, and case_votes and
     case_grades, the answers read and their grades, null when no case has two samples),
-    `manifold` and `model` (COUNTS and CASE_SET per model and manifold, and per model)."""
+    `manifold` and `model` (COUNTS, MANIFOLDS and the `case_set` per model and manifold,
+    and per model: see `case_sets`)."""
 
     counts: pl.DataFrame
     lists: pl.DataFrame
@@ -107,14 +112,39 @@ def _statements(responses: str, cases: str) -> dict[str, str]:
         "single_lists": f"{joined} SELECT {keys}, list(1::BIGINT) AS case_answers, "
         "list((outcome <> 'error')::BIGINT) AS case_scored, "
         f"list((outcome = 'correct')::BIGINT) AS case_correct FROM joined GROUP BY {keys}",
-        "manifold": f"{joined} SELECT run_id, model, manifold, {COUNTS}, {CASE_SET} "
+        "manifold": f"{joined} SELECT run_id, model, manifold, {COUNTS}, {MANIFOLDS} "
         "FROM joined GROUP BY run_id, model, manifold",
-        "model": f"{joined} SELECT run_id, model, {COUNTS}, {CASE_SET} "
+        "model": f"{joined} SELECT run_id, model, {COUNTS}, {MANIFOLDS} "
         "FROM joined GROUP BY run_id, model",
     }
 
 
-def reduce_answers(read: Read, responses: str, cases: str) -> Reduced:
+def case_sets(stream: Stream, responses: str, keys: Sequence[str]) -> pl.DataFrame:
+    """Each group's (by `keys`) case set: the first 12 hex digits of the SHA-256 of its
+    distinct case ids, sorted and joined by commas (the same name for the same cases in every
+    run). Hashed as the sorted ids stream past, so that memory follows a batch of rows, not
+    the group (DuckDB's `string_agg` of a million ids was one 64 MB string, past its bound)."""
+    import polars as pl
+
+    columns = ", ".join(keys)
+    sql = f"SELECT DISTINCT {columns}, case_id FROM {responses} ORDER BY {columns}, case_id"
+    found: dict[tuple[object, ...], hashlib._Hash] = {}
+    for batch in stream(sql):
+        # sorted: a group's rows follow each other, within a batch and across batches
+        rows = pl.from_arrow(batch)
+        assert isinstance(rows, pl.DataFrame)  # a record batch: a frame, never a series
+        joined = rows.group_by(keys, maintain_order=True).agg(pl.col("case_id").str.join(","))
+        for *key, ids in joined.iter_rows():
+            digest = found.get(tuple(key))
+            if digest is None:
+                found[tuple(key)] = hashlib.sha256(ids.encode())
+            else:
+                digest.update(b"," + ids.encode())
+    named = [(*key, digest.hexdigest()[:12]) for key, digest in found.items()]
+    return pl.DataFrame(named, schema=dict.fromkeys([*keys, "case_set"], pl.String), orient="row")
+
+
+def reduce_answers(read: Read, stream: Stream, responses: str, cases: str) -> Reduced:
     """The answers in `responses` (run_id, model, manifold, case_id, point_key, outcome, answer,
     completion_tokens, latency_s) and their `cases` (case_id, params, chance, chance_random,
     chance_heuristic), reduced by `read`.
@@ -136,12 +166,22 @@ def reduce_answers(read: Read, responses: str, cases: str) -> Reduced:
         lists = read(sql["single_lists"])
         lists = lists.with_columns(case_votes=pl.lit(None), case_grades=pl.lit(None))
     counts = read(sql["counts"]).with_columns(pl.col(FLOORS).cast(pl.Float64))
-    return Reduced(counts, lists, read(sql["manifold"]), read(sql["model"]))
+    by_manifold, by_model = ["run_id", "model", "manifold"], ["run_id", "model"]
+    manifold = read(sql["manifold"]).join(
+        case_sets(stream, responses, by_manifold), on=by_manifold, how="left"
+    )
+    model = read(sql["model"]).join(case_sets(stream, responses, by_model), on=by_model, how="left")
+    return Reduced(counts, lists, manifold, model)
 
 
 def of_run(source: Source, run_id: str) -> Reduced:
     """A stored run's answers, reduced in its database."""
-    return reduce_answers(lambda sql: source.frame(sql, [run_id]), RUN_RESPONSES, RUN_CASES)
+    return reduce_answers(
+        lambda sql: source.frame(sql, [run_id]),
+        lambda sql: source.batches(sql, [run_id], SCAN_ROWS),
+        RUN_RESPONSES,
+        RUN_CASES,
+    )
 
 
 def completed(responses: pl.DataFrame, cases: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -168,4 +208,9 @@ def of_frames(responses: pl.DataFrame, cases: pl.DataFrame) -> Reduced:
     with duckdb.connect() as con:
         con.register("given_responses", responses.to_arrow())
         con.register("given_cases", cases.to_arrow())
-        return reduce_answers(lambda sql: con.sql(sql).pl(), "given_responses", "given_cases")
+        return reduce_answers(
+            lambda sql: con.sql(sql).pl(),
+            lambda sql: con.sql(sql).to_arrow_reader(SCAN_ROWS),
+            "given_responses",
+            "given_cases",
+        )

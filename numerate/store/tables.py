@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
@@ -153,6 +153,14 @@ class Tables:
         with self.session() as con:
             # duckdb 2.0: connections have no .pl(); a relation from .sql() does
             return con.sql(sql, params=list(params or [])).pl()
+
+    def batches(
+        self, sql: str, params: Sequence[Any] | None = None, rows: int = 100_000
+    ) -> Iterator[Any]:
+        """A query's result as pyarrow RecordBatches of at most `rows` rows, in one session
+        (memory follows a batch, not the result)."""
+        with self.session() as con:
+            yield from con.sql(sql, params=list(params or [])).to_arrow_reader(rows)
 
     def missing_cases(self, case_ids: Sequence[str]) -> set[str]:
         """The ids among `case_ids` that are not stored yet."""

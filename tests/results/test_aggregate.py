@@ -142,3 +142,32 @@ def test_summaries_weigh_points_equally_whatever_their_counts():
     _, summaries = aggregate(responses, cases)
     model = summaries.filter(level="model").row(0, named=True)
     assert model["accuracy"] == pytest.approx((1.0 + 0.0 + 1.0) / 3)
+
+
+@pytest.mark.parametrize("rows", [1, 3, 100_000])
+def test_case_sets_are_hashed_as_their_ids_stream_past(rows):
+    """A group's case set is the SHA-256 of its sorted distinct ids joined by commas, whether
+    its ids come in one batch or straddle many (a batch of `rows` rows)."""
+    import hashlib
+
+    import duckdb
+
+    from numerate.store.reductions import case_sets
+
+    ids = {("m1", "objects"): ["c3", "c1", "c2", "c1"], ("m1", "shuffle"): ["s9", "s10"],
+           ("m2", "objects"): ["c2", "c5", "c4", "c3", "c1"]}  # fmt: skip
+    listed = [("r", model, manifold, case) for (model, manifold), cases in ids.items()
+            for case in cases]  # fmt: skip
+    given = pl.DataFrame(listed, schema=["run_id", "model", "manifold", "case_id"], orient="row")
+    with duckdb.connect() as con:
+        con.register("given", given.to_arrow())
+        for keys in (["run_id", "model", "manifold"], ["run_id", "model"]):
+            found = case_sets(lambda sql: con.sql(sql).to_arrow_reader(rows), "given", keys)
+            expected = {}
+            for (model, manifold), cases in ids.items():
+                key = ("r", model, manifold)[: len(keys)]
+                expected.setdefault(key, set()).update(cases)
+            assert {tuple(row[:-1]): row[-1] for row in found.iter_rows()} == {
+                key: hashlib.sha256(",".join(sorted(cases)).encode()).hexdigest()[:12]
+                for key, cases in expected.items()
+            }
