@@ -55,14 +55,14 @@ def flush_seconds() -> float:
     return value
 
 
-WRITER_MEMORY = "512MB"
+WRITER_MEMORY = "128MB"
 """What DuckDB may hold in memory for a process's sessions; past it, it drops cached blocks
 of the file and spills what a query needs to disk. Without a bound its cache grew with the
-database: a 300,000-case sweep peaked at 1.3 GB. Less than 512 MB fails at the end of a
-1,000,000-case sweep: with primary keys (whose indexes stay in memory) 128 MB failed at
-875,000 answers; without them, its aggregation failed at 128 MB, and at 256 MB where a
-summary's case set is hashed (`string_agg` of a million case ids, one 64 MB string; DuckDB's
-"Out of Memory Error"). docs/benchmarks.md, "Scale"."""
+database: a 300,000-case sweep peaked at 1.3 GB; at 512 MB, 859 MB; at 128 MB, 464 MB. A
+1,000,000-case sweep fits 128 MB since its keys have no indexes (which stayed in memory:
+128 MB then failed at 875,000 answers) and its summaries' case sets are hashed as the ids
+stream past (`string_agg` of a million ids was one 64 MB string). docs/benchmarks.md,
+"Scale"."""
 
 
 def writer_settings() -> dict[str, str | bool | int | float | list[str]]:
