@@ -6,6 +6,104 @@ numerate.store.schema).
 
 from __future__ import annotations
 
+
+def _rebuilt(table: str, columns: str) -> str:
+    """SQL that rebuilds `table` with these `columns` (their definitions, comma-separated),
+    keeping its rows (copied by name)."""
+    return f"""
+        CREATE TABLE {table}_rebuilt ({columns});
+        INSERT INTO {table}_rebuilt BY NAME SELECT * FROM {table};
+        DROP TABLE {table};
+        ALTER TABLE {table}_rebuilt RENAME TO {table};
+        """
+
+
+KEYLESS: dict[str, str] = {
+    "ingested_shards": """
+        run_id VARCHAR NOT NULL, "source" VARCHAR NOT NULL,
+        ingested_at TIMESTAMPTZ NOT NULL
+    """,
+    "numgen_detections": """
+        run_id VARCHAR NOT NULL, prompt_id VARCHAR NOT NULL, detector VARCHAR NOT NULL,
+        caption VARCHAR NOT NULL, raw_count INTEGER, count INTEGER, overflow BOOLEAN,
+        boxes JSON, scores JSON, annotated_path VARCHAR, "error" VARCHAR,
+        created_at TIMESTAMPTZ NOT NULL
+    """,
+    "numgen_images": """
+        run_id VARCHAR NOT NULL, prompt_id VARCHAR NOT NULL, prompt_index INTEGER NOT NULL,
+        "target" INTEGER NOT NULL, "object" VARCHAR NOT NULL, prompt VARCHAR NOT NULL,
+        image_seed UBIGINT NOT NULL, generator VARCHAR NOT NULL, path VARCHAR,
+        width INTEGER, height INTEGER, cached BOOLEAN NOT NULL, "error" VARCHAR,
+        created_at TIMESTAMPTZ NOT NULL
+    """,
+    "numgen_metrics": """
+        run_id VARCHAR NOT NULL, generator VARCHAR NOT NULL, detector VARCHAR NOT NULL,
+        n INTEGER NOT NULL, errors INTEGER NOT NULL, accuracy DOUBLE,
+        ci_low DOUBLE NOT NULL, ci_high DOUBLE NOT NULL, mwe DOUBLE,
+        knower_level INTEGER NOT NULL, human_correlation DOUBLE, random_correlation DOUBLE,
+        sv_slope DOUBLE, sv_intercept DOUBLE, sv_r_squared DOUBLE, sv_slope_se DOUBLE,
+        sv_p_slope_is_1 DOUBLE, sv_points INTEGER NOT NULL, zero_rate DOUBLE,
+        overflow_rate DOUBLE, confusion JSON NOT NULL
+    """,
+    "numgen_runs": """
+        run_id VARCHAR NOT NULL, kind VARCHAR NOT NULL, generator VARCHAR NOT NULL,
+        detector VARCHAR NOT NULL, config JSON NOT NULL, code_version VARCHAR NOT NULL,
+        status VARCHAR NOT NULL, started_at TIMESTAMPTZ NOT NULL, finished_at TIMESTAMPTZ
+    """,
+    "numgen_targets": """
+        run_id VARCHAR NOT NULL, "target" INTEGER NOT NULL, n INTEGER NOT NULL,
+        correct INTEGER NOT NULL, accuracy DOUBLE, ci_low DOUBLE NOT NULL,
+        ci_high DOUBLE NOT NULL, mean_count DOUBLE
+    """,
+    "point_stops": """
+        run_id VARCHAR NOT NULL, model VARCHAR NOT NULL, manifold VARCHAR NOT NULL,
+        point_key VARCHAR NOT NULL, asked INTEGER NOT NULL, reason VARCHAR NOT NULL,
+        width DOUBLE NOT NULL, decided_at TIMESTAMPTZ NOT NULL
+    """,
+    "points": """
+        run_id VARCHAR NOT NULL, model VARCHAR NOT NULL, manifold VARCHAR NOT NULL,
+        point_key VARCHAR NOT NULL, params JSON NOT NULL, n INTEGER NOT NULL,
+        n_scored INTEGER NOT NULL, correct INTEGER NOT NULL, wrong INTEGER NOT NULL,
+        unparsed INTEGER NOT NULL, truncated INTEGER NOT NULL, "error" INTEGER NOT NULL,
+        accuracy DOUBLE, ci_low DOUBLE NOT NULL, ci_high DOUBLE NOT NULL,
+        chance DOUBLE NOT NULL, chance_adjusted DOUBLE, truncation_rate DOUBLE,
+        unparsed_rate DOUBLE, error_rate DOUBLE NOT NULL, mean_completion_tokens DOUBLE,
+        median_completion_tokens DOUBLE, mean_latency_s DOUBLE, chance_random DOUBLE,
+        chance_heuristic DOUBLE, stop_reason VARCHAR, ci_width DOUBLE, se DOUBLE,
+        samples INTEGER, pass_at_k DOUBLE, maj_at_k DOUBLE, consistency DOUBLE
+    """,
+    "run_models": """
+        run_id VARCHAR NOT NULL, model VARCHAR NOT NULL, status VARCHAR NOT NULL,
+        cause VARCHAR, n INTEGER NOT NULL, errors INTEGER NOT NULL,
+        error_rate DOUBLE NOT NULL, decided_at TIMESTAMPTZ NOT NULL
+    """,
+    "runs": """
+        run_id VARCHAR NOT NULL, sweep_name VARCHAR NOT NULL, config_hash VARCHAR NOT NULL,
+        config JSON NOT NULL, code_version VARCHAR NOT NULL, status VARCHAR NOT NULL,
+        started_at TIMESTAMPTZ NOT NULL, finished_at TIMESTAMPTZ
+    """,
+    "schema_migrations": """
+        "version" INTEGER NOT NULL, description VARCHAR NOT NULL,
+        applied_at TIMESTAMPTZ NOT NULL
+    """,
+    "summaries": """
+        "level" VARCHAR NOT NULL, run_id VARCHAR NOT NULL, model VARCHAR NOT NULL,
+        manifold VARCHAR NOT NULL, n INTEGER NOT NULL, n_scored INTEGER NOT NULL,
+        correct INTEGER NOT NULL, wrong INTEGER NOT NULL, unparsed INTEGER NOT NULL,
+        truncated INTEGER NOT NULL, "error" INTEGER NOT NULL, accuracy DOUBLE,
+        ci_low DOUBLE NOT NULL, ci_high DOUBLE NOT NULL, chance DOUBLE NOT NULL,
+        chance_adjusted DOUBLE, truncation_rate DOUBLE, unparsed_rate DOUBLE,
+        error_rate DOUBLE NOT NULL, mean_completion_tokens DOUBLE,
+        median_completion_tokens DOUBLE, mean_latency_s DOUBLE, chance_random DOUBLE,
+        chance_heuristic DOUBLE, case_set VARCHAR, manifolds VARCHAR, se DOUBLE,
+        points INTEGER, samples INTEGER, pass_at_k DOUBLE, maj_at_k DOUBLE,
+        consistency DOUBLE
+    """,
+}
+"""Migration 10: every table that had a primary key, and its columns without it (the key's
+columns NOT NULL)."""
+
+
 # Each migration moves the database from version i to i + 1. Never edit a released one:
 # add the next.
 MIGRATIONS: list[tuple[str, str]] = [
@@ -474,5 +572,10 @@ MIGRATIONS: list[tuple[str, str]] = [
         DROP TABLE responses;
         ALTER TABLE responses_v9 RENAME TO responses;
         """,
+    ),
+    (
+        "no primary key on any table (keyed writes match on numerate.store.schema.KEYS; the "
+        "same tables serve a DuckLake, which has no primary keys)",
+        "".join(_rebuilt(table, columns) for table, columns in KEYLESS.items()),
     ),
 ]

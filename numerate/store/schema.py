@@ -36,6 +36,7 @@ KEYS: dict[str, tuple[tuple[str, ...], str]] = {
     "numgen_images": (("run_id", "prompt_id"), "last"),
     "numgen_detections": (("run_id", "prompt_id"), "last"),
     "numgen_metrics": (("run_id",), "last"),
+    "ingested_shards": (("run_id",), "last"),
 }
 """What identifies a row of each table numerate writes again (a resumed run, a replayed
 journal, an ingested shard), and which copy stays: "first" (cases and stored answers are
@@ -121,7 +122,7 @@ def migrate(con: Any) -> int:
         )
     con.execute(
         "CREATE TABLE IF NOT EXISTS schema_migrations ("
-        " version INTEGER PRIMARY KEY, description VARCHAR NOT NULL,"
+        " version INTEGER NOT NULL, description VARCHAR NOT NULL,"
         " applied_at TIMESTAMPTZ NOT NULL)"
     )
     # fetchall: duckdb 2.0 refuses other work on a connection whose result is not exhausted

@@ -26,7 +26,7 @@ from numerate.kernel.files import missing_link_target, write_atomically
 from numerate.kernel.names import NAMES, name_problem
 from numerate.store.schema import OPTIONAL_SHARD_TABLES, SHARD_TABLES, StoreError, now
 from numerate.store.shard_checks import database_problem, run_problem
-from numerate.store.tables import insert_arrow
+from numerate.store.tables import insert_arrow, insert_rows
 from numerate.store.writer import Store
 
 SUCCESS = "_SUCCESS"
@@ -142,9 +142,8 @@ def ingest_run(
             raise ShardError(problem)
         for table, rows in graded.items():
             insert_arrow(con, table, rows)
-        con.execute(
-            "INSERT OR REPLACE INTO ingested_shards VALUES (?, ?, ?)", [run_id, source, now()]
-        )
+        insert_rows(con, "ingested_shards", ("run_id", "source", "ingested_at"),
+                    [{"run_id": run_id, "source": source, "ingested_at": now()}])  # fmt: skip
 
 
 def _graded_in_memory(
