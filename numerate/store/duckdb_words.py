@@ -20,6 +20,17 @@ def is_damaged(error: BaseException) -> bool:
     return isinstance(error, duckdb.IOException) or "Corrupt database" in str(error)
 
 
+def file_fault(error: BaseException) -> str:
+    """What a DuckDB error about the file says, in one line: its first, or the cause it gives
+    further down ("CHECKPOINT during DETACH failed ... Original error: Corrupt database file:
+    computed checksum ..."), which is what the user can act on."""
+    text = str(error)
+    _, said, cause = text.partition("Original error: ")
+    if said and cause.strip():
+        return cause.strip().splitlines()[0]
+    return text.splitlines()[0] if text else type(error).__name__
+
+
 def is_cut_short_at_open(error: BaseException) -> bool:
     """Whether DuckDB could not open a file because it ends inside what DuckDB reads to open
     it (its headers and first metadata)."""

@@ -31,7 +31,7 @@ from numerate.kernel.errors import first_line, shorten
 from numerate.kernel.files import OutputPathError, output_folder
 from numerate.kernel.progress import current
 from numerate.store import access, journal
-from numerate.store.duckdb_words import is_damaged
+from numerate.store.duckdb_words import file_fault, is_damaged
 from numerate.store.reader import database_file_problem, open_error, whole_file_problem
 from numerate.store.schema import JOURNALED, StoreError, migrate, now, transaction
 from numerate.store.tables import Tables, check_columns, insert_rows
@@ -99,7 +99,7 @@ def _file_errors(path: str) -> Iterator[None]:
                 f"not fit in {WRITER_MEMORY} of memory ({first_line(error)})"
             ) from None
         raise StoreError(
-            f"results database {path} cannot be read or written: {first_line(error)} "
+            f"results database {path} cannot be read or written: {file_fault(error)} "
             "(a damaged or truncated file?)"
         ) from None
 
