@@ -34,6 +34,7 @@ from numerate.store.schema import SCHEMA_VERSION, DatabaseFault
 
 if TYPE_CHECKING:
     import polars as pl
+    import pyarrow as pa
 
 __all__ = ["Reader"]
 
@@ -325,8 +326,8 @@ class Reader:
             raise DatabaseFault(first_line(error)) from None
 
     def batches(
-        self, sql: str, params: Sequence[Any] | None = None, rows: int = 100_000
-    ) -> Iterator[Any]:
+        self, sql: str, params: Sequence[object] | None = None, rows: int = 100_000
+    ) -> Iterator[pa.RecordBatch]:
         """A query's result as pyarrow RecordBatches of at most `rows` rows (DatabaseFault as
         `frame`)."""
         import duckdb

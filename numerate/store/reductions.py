@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import polars as pl
@@ -128,7 +128,7 @@ def case_sets(stream: Stream, responses: str, keys: Sequence[str]) -> pl.DataFra
 
     columns = ", ".join(keys)
     sql = f"SELECT DISTINCT {columns}, case_id FROM {responses} ORDER BY {columns}, case_id"
-    found: dict[tuple[object, ...], hashlib._Hash] = {}
+    found: dict[tuple[object, ...], Any] = {}  # the SHA-256 of each group so far
     for batch in stream(sql):
         # sorted: a group's rows follow each other, within a batch and across batches
         rows = pl.from_arrow(batch)

@@ -39,6 +39,7 @@ from numerate.store.schema import (
 
 if TYPE_CHECKING:
     import polars as pl
+    import pyarrow as pa
 
 
 __all__ = ["Tables", "insert_arrow", "insert_rows"]
@@ -155,8 +156,8 @@ class Tables:
             return con.sql(sql, params=list(params or [])).pl()
 
     def batches(
-        self, sql: str, params: Sequence[Any] | None = None, rows: int = 100_000
-    ) -> Iterator[Any]:
+        self, sql: str, params: Sequence[object] | None = None, rows: int = 100_000
+    ) -> Iterator[pa.RecordBatch]:
         """A query's result as pyarrow RecordBatches of at most `rows` rows, in one session
         (memory follows a batch, not the result)."""
         with self.session() as con:
