@@ -526,11 +526,14 @@ MIGRATIONS: list[tuple[str, str]] = [
     ),
     (
         "answers stored cut beyond numerate.kernel.answers.MAX_ANSWER_CHARS: flag, length",
+        # each column with a DEFAULT after the other: DuckDB 1.5.5 refuses to commit a column
+        # added to a table with rows after one with a DEFAULT in the same transaction ("another
+        # transaction has altered this table"). Migration 9 sets the columns' order anew.
         """
-        ALTER TABLE completions ADD COLUMN text_cut BOOLEAN DEFAULT false;
         ALTER TABLE completions ADD COLUMN text_chars INTEGER;
-        ALTER TABLE responses ADD COLUMN raw_cut BOOLEAN DEFAULT false;
+        ALTER TABLE completions ADD COLUMN text_cut BOOLEAN DEFAULT false;
         ALTER TABLE responses ADD COLUMN raw_chars INTEGER;
+        ALTER TABLE responses ADD COLUMN raw_cut BOOLEAN DEFAULT false;
         """,
     ),
     (

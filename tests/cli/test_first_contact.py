@@ -193,7 +193,9 @@ def test_a_database_that_is_a_looping_link_or_truncated_is_one_line(tmp_path):
         ["view", "--db", str(cut), "--export", pages],
     ):  # fmt: skip
         said = one_error(runner.invoke(app, command))
-        assert f"results database {cut}: the file is cut short: its tables need " in said, said
+        # where DuckDB's version lays its metadata decides which: past what it reads to open
+        # the file ("its tables need ..."), or inside it ("it ends at byte ...")
+        assert f"{cut}: the file is cut short: " in said, said
     assert cut.read_bytes() == before  # nothing written: a run failed at its end (exit 3)
     from numerate.cli.run import announce_start
 

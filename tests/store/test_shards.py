@@ -469,9 +469,13 @@ def test_a_case_unlike_the_one_the_database_holds_is_refused(tmp_path):
     assert CliRunner().invoke(app, ["ingest", str(first), "--db", str(central)]).exit_code == 0
     result = CliRunner().invoke(app, ["ingest", str(second), "--db", str(central)])
     assert result.exit_code == 3, result.output
-    assert "cases.parquet row 1: not the cases row the database holds under case_id '" in (
-        result.stderr
-    )
+    import duckdb
+
+    first_changed = duckdb.sql(  # the file's first row that was changed, counted from 1
+        f"SELECT min(file_row_number) + 1 FROM read_parquet('{second / run_id / 'cases.parquet'}', "
+        "file_row_number = true) WHERE manifold = 'objects'").fetchall()[0][0]  # fmt: skip
+    said = f"cases.parquet row {first_changed}: not the cases row the database holds under case_id"
+    assert said in result.stderr
     assert table(central, "SELECT count(DISTINCT run_id) FROM responses") == [(1,)]
 
 
