@@ -7,12 +7,12 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 RESULTS ?= results
 
-.PHONY: run test lint bench docs screenshots browser clean
+.PHONY: run test lint bench docs screenshots browser postgres clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev,dask,numgen]'
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev,dask,numgen,lake]'
 	touch $(STAMP)
 
 ## run: the built-in sweep (the three baselines, every manifold), then NumGen on synthetic stimuli
@@ -31,12 +31,22 @@ browser:
 		  apt-get install -y -q chromium >/dev/null 2>&1 || \
 		  echo "warning: could not install Chromium: numerate view's browser tests will be skipped"; }
 
+## postgres: PostgreSQL from Debian's packages, for the results lake's tests (tests/postgres.py starts
+## and stops a server of their own on a free loopback port). Needs root for apt-get; without it
+## those tests are skipped and say how to install it.
+postgres:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
+		{ echo "installing PostgreSQL (apt-get install postgresql) for the lake's tests"; \
+		  { apt-get install -y -q postgresql >/dev/null 2>&1 || \
+		    { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q postgresql >/dev/null 2>&1; }; } || \
+		  echo "warning: could not install PostgreSQL: the results lake's tests will be skipped"; }
+
 ## test: lint, the import contract (layers), the type check, then the whole test suite (what CI runs).
 ## The suite runs on $(TEST_WORKERS) pytest-xdist workers (most tests wait on processes and servers:
 ## three fill two cores) while mypy checks the types beside it; it ends with the 15 slowest tests,
 ## so that growth shows at every landing. One folder while developing: docs/architecture.md.
 TEST_WORKERS ?= 3
-test: $(STAMP) browser
+test: $(STAMP) browser postgres
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports

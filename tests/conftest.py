@@ -114,6 +114,36 @@ def db_path(tmp_path):
     Store.close_all()
 
 
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A PostgreSQL of this test process's own, for lakes (tests/postgres.py); the tests that
+    need one are skipped, saying why, where it cannot start."""
+    from tests import postgres
+
+    try:
+        server = postgres.start()
+    except RuntimeError as error:
+        pytest.skip(f"no PostgreSQL for the lake's tests: {error}")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def lake(postgres_server, tmp_path, monkeypatch):
+    """A new lake's name (a database of its own in the test process's PostgreSQL), with
+    NUMERATE_LAKE_DATA a folder of the test's."""
+    import uuid
+
+    from numerate.store import Store
+
+    name = f"lake_{uuid.uuid4().hex[:12]}"
+    postgres_server.create_database(name)
+    (tmp_path / "lake").mkdir()
+    monkeypatch.setenv("NUMERATE_LAKE_DATA", f"{tmp_path / 'lake'}/")
+    yield postgres_server.location(name)
+    Store.close_all()
+
+
 def pytest_sessionfinish(session, exitstatus):
     from numerate.store import Store
 

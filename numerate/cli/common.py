@@ -27,7 +27,10 @@ from numerate.kernel.errors import ConfigError, NumerateError
 Format = Literal["table", "csv", "json", "markdown"]
 FORMATS: tuple[Format, ...] = ("table", "csv", "json", "markdown")
 
-DB_HELP = "DuckDB results file (default: $NUMERATE_DB, else results/numerate.duckdb)."
+DB_HELP = (
+    "Results database: a DuckDB file, or a lake 'ducklake:postgres:<connection string>' "
+    "(default: $NUMERATE_DB, else results/numerate.duckdb)."
+)
 DB_OPTION = typer.Option(help=DB_HELP)
 """`--db`, as most commands take it."""
 FORMAT_OPTION = typer.Option("--format", help="table, csv, json or markdown.")

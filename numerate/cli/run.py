@@ -37,8 +37,8 @@ def run(
     db: Annotated[
         str | None,
         typer.Option(
-            help="DuckDB results file (overrides the config; default: $NUMERATE_DB, else "
-            "results/numerate.duckdb)."
+            help="Results database: a DuckDB file, or a lake 'ducklake:postgres:<connection "
+            "string>' (overrides the config; default: $NUMERATE_DB, else results/numerate.duckdb)."
         ),
     ] = None,
     model: Annotated[

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from numerate.cli.app import app
-from numerate.cli.common import fail
+from numerate.cli.common import DB_HELP, fail
 from numerate.cli.process import PROCESS
 from numerate.kernel.errors import ConfigError, NumerateError
 from numerate.view.folder import ExportFolder
@@ -24,9 +24,7 @@ from numerate.view.folder import ExportFolder
 def view(
     db: Annotated[
         str | None,
-        typer.Option(
-            help="DuckDB results file (default: $NUMERATE_DB, else results/numerate.duckdb)."
-        ),
+        typer.Option(help=DB_HELP),
     ] = None,
     port: Annotated[
         int | None, typer.Option(help="Port to serve on (default 8765).", min=1, max=65535)

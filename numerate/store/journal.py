@@ -291,10 +291,14 @@ def live_owners(db: str) -> int:
 class RunClaim:
     """This process's hold on a run: no other process resumes it while held."""
 
-    def __init__(self, file: IO[str]) -> None:
+    def __init__(self, file: IO[str] | None) -> None:
         self._file = file
+        """The claim's file, held open; None where no file holds it (a store without a
+        journal: `:memory:`, a lake)."""
 
     def release(self) -> None:
+        if self._file is None:
+            return
         with contextlib.suppress(FileNotFoundError):
             Path(self._file.name).unlink()
         self._file.close()

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from numerate.kernel.errors import ConfigError, first_line
 from numerate.kernel.files import link_into_nowhere, looks_like_duckdb
-from numerate.store import access
+from numerate.store import access, lake
 from numerate.store.access import lock_timeout_s
 from numerate.store.duckdb_words import is_cut_short_at_open, is_interrupted
 from numerate.store.journal import live_owners
@@ -58,7 +58,9 @@ writer out."""
 
 def _connect(path: str, writers_first_s: float = WRITERS_FIRST_S) -> Any:
     """A read-only connection, once the processes waiting to write `path` have had their turn
-    (at most `writers_first_s`)."""
+    (at most `writers_first_s`); a lake's snapshot, which no writer holds."""
+    if lake.is_lake(path):
+        return lake.read_only(path)
     deadline = time.monotonic() + writers_first_s
     while access.waiting_writers(path) and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -68,7 +70,11 @@ def _connect(path: str, writers_first_s: float = WRITERS_FIRST_S) -> Any:
 def existing_database(path: str) -> None:
     """ConfigError, in the user's words, unless `path` is an existing regular file: a folder, a
     device, a pipe or socket, a missing file (or one a run is only starting to write) each say
-    so (a command that reads or changes results never makes a database)."""
+    so (a command that reads or changes results never makes a database). A lake's name is
+    checked as a name (whether it holds numerate's tables shows as it is read)."""
+    if lake.is_lake(path):
+        lake.connection_string(path)
+        return
     try:
         _existing_database(path)
     except OSError as error:  # a name longer than the file system allows
@@ -275,7 +281,7 @@ class Reader:
             raise ConfigError(f"cannot open {path}: {open_error(error, path)}") from None
         except OSError as error:
             raise ConfigError(f"cannot open {path}: {error.strerror}") from None
-        problem = whole_file_problem(reader.con, path)
+        problem = None if lake.is_lake(path) else whole_file_problem(reader.con, path)
         if problem:
             reader.close()
             raise ConfigError(f"results database {path}: {problem}")
@@ -399,7 +405,7 @@ class Reader:
         database (numerate.store.access.waiting_writers), let the file go until it has its
         turn (at most `wait_s`), then open it again (waiting like any reader). True when it
         did."""
-        if self.abandoned or not access.waiting_writers(self.path):
+        if self.abandoned or lake.is_lake(self.path) or not access.waiting_writers(self.path):
             return False
         self.con.close()
         self.con = _connect(self.path, wait_s)

@@ -105,8 +105,6 @@ def migrate(con: Any) -> int:
     the database file (DuckDB's lock), so two processes never migrate it at once: the second
     finds the work done. A database that holds tables but not numerate's is refused, not
     filled with numerate's tables beside them."""
-    import duckdb
-
     tables = sorted(
         row[0]
         for row in con.execute(
@@ -133,6 +131,23 @@ def migrate(con: Any) -> int:
             f"({SCHEMA_VERSION}): upgrade numerate"
         )
     _refuse_views_for_tables(con)
+    if found == 0 and not tables:  # a new database (a file or a lake): today's schema at once
+        with transaction(con):
+            for statement in current_schema():
+                con.execute(statement)
+            for version, (description, _) in enumerate(MIGRATIONS, start=1):
+                con.execute(
+                    "INSERT INTO schema_migrations VALUES (?, ?, ?)", [version, description, now()]
+                )
+        return found
+    replay(con, found)
+    return found
+
+
+def replay(con: Any, found: int) -> None:
+    """Run the migrations after version `found`, each in a transaction."""
+    import duckdb
+
     for version in range(found + 1, SCHEMA_VERSION + 1):
         description, sql = MIGRATIONS[version - 1]
         try:
@@ -147,7 +162,34 @@ def migrate(con: Any) -> int:
                 f"{version} fails: {first_line(error)}); its schema_migrations table was "
                 "changed by hand: restore the file from a copy"
             ) from None
-    return found
+
+
+_current: list[str] = []
+
+
+def current_schema() -> list[str]:
+    """The statements that make every table and view of SCHEMA_VERSION at once, as DuckDB
+    states them after every migration ran on an empty database in memory (once a process).
+    A lake cannot run the early migrations (primary keys), and a new file need not."""
+    if not _current:
+        import duckdb
+
+        with duckdb.connect() as scratch:
+            scratch.execute(
+                "CREATE TABLE schema_migrations (version INTEGER NOT NULL, "
+                "description VARCHAR NOT NULL, applied_at TIMESTAMPTZ NOT NULL)"
+            )
+            replay(scratch, 0)
+            made = scratch.execute(
+                "SELECT sql FROM duckdb_tables() WHERE database_name = current_database() "
+                "AND table_name <> 'schema_migrations' ORDER BY table_name"
+            ).fetchall()
+            made += scratch.execute(
+                "SELECT sql FROM duckdb_views() WHERE database_name = current_database() "
+                "AND NOT internal ORDER BY view_name"
+            ).fetchall()
+        _current.extend(statement for (statement,) in made)
+    return list(_current)
 
 
 TABLES = frozenset({

@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 from numerate.kernel.errors import first_line, shorten
 from numerate.kernel.files import OutputPathError, output_folder
 from numerate.kernel.progress import current
-from numerate.store import access, journal
+from numerate.store import access, journal, lake
 from numerate.store.duckdb_words import file_fault, is_damaged
 from numerate.store.reader import database_file_problem, open_error, whole_file_problem
 from numerate.store.schema import JOURNALED, StoreError, migrate, now, transaction
@@ -179,6 +179,11 @@ class Store(Tables):
     def __init__(self, path: str) -> None:
         self.path = path
         self.memory = path == ":memory:"
+        self.lake = lake.is_lake(path)
+        self.kept = self.memory or self.lake
+        """One connection for the process's life, written at once: no file to hold and let
+        go of, no journal (`:memory:`, and a lake, whose own transactions serve its
+        writers)."""
         self.lock = threading.RLock()
         self._instance: Any = None
         self._con: Any = None
@@ -192,7 +197,9 @@ class Store(Tables):
         self._stop = threading.Event()
         self._flusher: threading.Thread | None = None
         self._made: list[Path] = []  # the file and folders this process made, deepest first
-        if not self.memory:
+        if self.lake:
+            lake.connection_string(path)  # a malformed name is refused before anything
+        elif not self.memory:
             self._every = flush_seconds()  # a bad setting is refused here, not in the thread
             access.lock_timeout_s()  # and here, not only once another process holds the file
             access.lock_log()  # and here: a log that cannot be written was silently none
@@ -217,7 +224,7 @@ class Store(Tables):
         or was stopped, if it holds no row: no Store holds it for `discard_if_unused`."""
         import duckdb
 
-        if self.memory or Path(self.path) not in self._made:
+        if self.kept or Path(self.path) not in self._made:
             return
         if self._instance is not None:  # lets go of the file whatever the session left held
             with contextlib.suppress(Exception):
@@ -259,7 +266,7 @@ class Store(Tables):
                     yield self._con
             finally:
                 self._depth -= 1
-                if self._depth == 0 and not self.memory:
+                if self._depth == 0 and not self.kept:
                     with _file_errors(self.path):
                         self._disconnect()
 
@@ -299,6 +306,9 @@ class Store(Tables):
         try:
             if self.memory:
                 con = duckdb.connect(":memory:")
+            elif self.lake:
+                con = duckdb.connect(config=writer_settings())
+                lake.attach(con, self.path)
             else:
                 if self._instance is None:  # one in-memory DuckDB for the process's life
                     self._instance = duckdb.connect(config=writer_settings())
@@ -313,13 +323,13 @@ class Store(Tables):
                              ) from None  # fmt: skip
         waited = time.monotonic() - started  # a database in memory holds no file: no session
         self._hold = (
-            contextlib.nullcontext() if self.memory else access.held(self.path, "write", waited)
+            contextlib.nullcontext() if self.kept else access.held(self.path, "write", waited)
         )
         self._hold.__enter__()
         self._con = con
         try:
             if not self._migrated:
-                problem = None if self.memory else whole_file_problem(con, self.path)
+                problem = None if self.kept else whole_file_problem(con, self.path)
                 if problem:
                     raise StoreError(f"cannot use results database {self.path}: {problem}")
                 try:
@@ -327,7 +337,7 @@ class Store(Tables):
                 except StoreError as error:
                     raise StoreError(f"cannot use results database {self.path}: {error}") from None
                 self._migrated = True
-            if not self.memory:
+            if not self.kept:
                 self._replay_orphans(con)
                 self._write_journal(con)
         except BaseException:
@@ -337,7 +347,7 @@ class Store(Tables):
     def _disconnect(self) -> None:
         con, self._con = self._con, None
         try:
-            if self.memory:
+            if self.kept:
                 con.close()
             else:
                 access.detach(con)  # checkpoints the file and lets its lock go
@@ -407,7 +417,7 @@ class Store(Tables):
         if not rows:
             return
         check_columns(table, JOURNALED[table], rows)  # refused here, in the caller's code
-        if self.memory:
+        if self.kept:
             with self.session() as con:
                 insert_rows(con, table, JOURNALED[table], rows)
             return
@@ -418,8 +428,8 @@ class Store(Tables):
     def adopt(self, taken: journal.Journal | None) -> journal.Journal | None:
         """This process's journal of the database: `taken` (one made before the store was
         opened, e.g. to tell readers a run is starting) or a new one, with the thread that
-        writes it every `flush_seconds()`. None for `:memory:` (written at once)."""
-        if self.memory:
+        writes it every `flush_seconds()`. None for `:memory:` and a lake (written at once)."""
+        if self.kept:
             if taken is not None:
                 taken.close()
             return None
@@ -452,7 +462,7 @@ class Store(Tables):
     @staticmethod
     def _key(path: str) -> str:
         try:
-            return path if path == ":memory:" else str(Path(path).resolve())
+            return path if path == ":memory:" or lake.is_lake(path) else str(Path(path).resolve())
         except RuntimeError:  # a symbolic link that loops
             raise StoreError(f"results database {path}: a symbolic link that loops") from None
         except OSError as error:
@@ -486,7 +496,7 @@ class Store(Tables):
             if self._journal is not None:
                 self._journal.close()
                 self._journal = None  # a session after the close writes no journal
-            if self.memory and self._con is not None:
+            if self.kept and self._con is not None:
                 self._disconnect()
             if self._instance is not None:
                 self._instance.close()
@@ -495,7 +505,7 @@ class Store(Tables):
     @property
     def made_here(self) -> bool:
         """Whether this process made the database file (and its schema)."""
-        return not self.memory and self.found_version == 0 and Path(self.path) in self._made
+        return not self.kept and self.found_version == 0 and Path(self.path) in self._made
 
     def discard_if_unused(self) -> bool:
         """Remove the file, and the folders made for it, when this process made it and it
@@ -555,8 +565,8 @@ class Store(Tables):
         with self.lock:
             if run_id in self._claims:
                 return True
-            if self.memory:
-                self._claims[run_id] = journal.RunClaim(open(os.devnull))  # noqa: SIM115
+            if self.kept:  # a lake's runs are claimed by no lock (machines share no file)
+                self._claims[run_id] = journal.RunClaim(None)
                 return True
             claim = journal.claim_run(self.path, run_id)
             if claim is None:

@@ -1,3 +1,5 @@
+import os
+
 import duckdb
 import pytest
 
@@ -53,6 +55,17 @@ def test_a_schema_migrations_table_edited_by_hand_is_said_so(tmp_path, removed, 
     con = duckdb.connect(path, read_only=True)  # nothing half done: the migration rolled back
     assert con.execute("SELECT count(*) FROM schema_migrations").fetchall()[0][0] in (0, 7)
     con.close()
+
+
+def test_a_store_without_a_file_claims_runs_without_touching_dev_null():
+    """Before: a `:memory:` store's claim was /dev/null opened, and releasing it removed
+    /dev/null (a lake's store, which claims like it, did so at the end of every run)."""
+    import stat
+
+    store = Store(":memory:")
+    assert store.claim_run("r") and store.claimed_runs() == ["r"]
+    store.close()
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
 
 
 def test_runs_resume_only_when_unfinished(db_path):

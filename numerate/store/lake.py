@@ -1,0 +1,141 @@
+"""A results database that is a DuckLake: its catalog in PostgreSQL, its rows as Parquet files
+in a shared folder, written from every machine at once (docs/sharing.md, "A team's lake").
+
+A lake is named `ducklake:postgres:<libpq connection string>`, e.g.
+`ducklake:postgres:dbname=lake host=127.0.0.1 port=5432 user=numerate`, wherever a results
+database is named (`--db`, `db:`, NUMERATE_DB). Its data folder comes from NUMERATE_LAKE_DATA
+when the lake is made, and from its catalog afterwards. The password is libpq's PGPASSWORD,
+never part of the name: a name is stored with runs and shown in logs.
+
+DuckDB's `ducklake` and `postgres_scanner` extensions come from their PyPI wheels (pinned in
+constraints.txt) and are loaded from the files those wheels install: nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from numerate.kernel.errors import shorten
+from numerate.store.schema import StoreError
+
+PREFIX = "ducklake:"
+POSTGRES = "ducklake:postgres:"
+ALIAS = "numerate_lake"
+"""The name the lake is attached under in a process's DuckDB."""
+
+DATA_ENV = "NUMERATE_LAKE_DATA"
+EXTENSIONS = {"ducklake": "duckdb_extension_ducklake",
+              "postgres_scanner": "duckdb_extension_postgres_scanner"}  # fmt: skip
+"""Each extension a lake needs, and the Python package (PyPI wheel) that holds its file."""
+
+_PASSWORD = re.compile(r"(^|\s)password\s*=", re.IGNORECASE)
+
+
+def is_lake(location: str) -> bool:
+    """Whether a results database's name is a lake's (`ducklake:...`), not a file's."""
+    return location.startswith(PREFIX)
+
+
+def connection_string(location: str) -> str:
+    """The libpq connection string of a lake's name; StoreError, in the user's words, when it
+    is not a PostgreSQL lake's name or holds a password."""
+    shown = shorten(repr(location), 200)
+    if not location.startswith(POSTGRES):
+        raise StoreError(
+            f"results database {shown}: a lake's catalog must be PostgreSQL, named "
+            f"'{POSTGRES}<connection string>' (e.g. '{POSTGRES}dbname=lake host=127.0.0.1')"
+        )
+    conninfo = location[len(POSTGRES) :].strip()
+    if not conninfo:
+        raise StoreError(
+            f"results database {shown}: no PostgreSQL connection string after '{POSTGRES}' "
+            "(e.g. 'dbname=lake host=127.0.0.1 port=5432 user=numerate')"
+        )
+    if _PASSWORD.search(conninfo):
+        raise StoreError(
+            f"results database {POSTGRES}...: the connection string holds a password; give "
+            "it in PGPASSWORD instead (a database's name is stored with its runs and logged)"
+        )
+    if "\x00" in conninfo:
+        raise StoreError(f"results database {shown}: a NUL character in the connection string")
+    return conninfo
+
+
+def extension_file(name: str) -> Path:
+    """The file of one extension, from its installed wheel, for this DuckDB's version;
+    StoreError saying what to install when there is none."""
+    import duckdb
+
+    package = EXTENSIONS[name]
+    spec = importlib.util.find_spec(package)
+    version = f"v{duckdb.__version__}"
+    install = f"pip install -c constraints.txt '.[lake]' (the {package} wheel)"
+    if spec is None or not spec.submodule_search_locations:
+        raise StoreError(f"a DuckLake needs DuckDB's {name} extension: {install}")
+    for folder in spec.submodule_search_locations:
+        found = Path(folder) / "extensions" / version / f"{name}.duckdb_extension"
+        if found.is_file():
+            return found
+    raise StoreError(
+        f"a DuckLake needs DuckDB's {name} extension for DuckDB {duckdb.__version__}, and "
+        f"{package} holds none for it: {install}"
+    )
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def attach(con: Any, location: str, read_only: bool = False) -> None:
+    """Attach the lake `location` to `con` as ALIAS and use it. Its data folder is
+    NUMERATE_LAKE_DATA's when set (needed to make a lake; an existing lake's catalog says
+    where its files are). StoreError, in the user's words, when it cannot be reached."""
+    import duckdb
+
+    conninfo = connection_string(location)
+    for name in EXTENSIONS:
+        con.execute(f"LOAD {_literal(str(extension_file(name)))}")
+    options = ["READ_ONLY"] if read_only else []
+    data = os.environ.get(DATA_ENV, "").strip()
+    if data:
+        options.append(f"DATA_PATH {_literal(data)}")
+    listed = f" ({', '.join(options)})" if options else ""
+    try:
+        con.execute(f"ATTACH {_literal(POSTGRES + conninfo)} AS {ALIAS}{listed}")
+        con.execute(f"USE {ALIAS}")
+    except duckdb.Error as error:
+        raise StoreError(f"cannot open lake {redacted(location)}: {_reason(error, data)}") from None
+
+
+def _reason(error: Exception, data: str) -> str:
+    text = " ".join(str(error).split()) or type(error).__name__
+    if "DATA_PATH" in text and not data:
+        return f"a new lake needs a folder for its files: set {DATA_ENV} ({shorten(text, 200)})"
+    if "Unable to connect to Postgres" in text:  # libpq's own words come last
+        said = text.rpartition(" failed: ")[2] if " failed: " in text else text
+        return f"PostgreSQL refused or did not answer: {shorten(said, 200)}"
+    return shorten(text, 300)
+
+
+def redacted(location: str) -> str:
+    """A lake's name as it may be shown (any password=... in it hidden)."""
+    return re.sub(r"(password\s*=\s*)\S+", r"\1***", location, flags=re.IGNORECASE)
+
+
+def read_only(location: str) -> Any:
+    """A connection that reads the lake `location` and nothing else: its catalog attached
+    read-only, its data folder the only one DuckDB may read (as a file database's readers,
+    which may read no file: the SQL of `numerate db` is the user's)."""
+    import duckdb
+
+    con = duckdb.connect()
+    attach(con, location, read_only=True)
+    data = con.execute(f"SELECT data_path FROM ducklake_settings('{ALIAS}')").fetchall()[0][0]
+    con.execute(f"SET allowed_directories = [{_literal(data)}]")
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+    return con

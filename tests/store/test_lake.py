@@ -1,0 +1,118 @@
+"""A results database that is a DuckLake on PostgreSQL (numerate.store.lake): its name, keyed
+writes that never duplicate a row, and the same figures as a file for the same sweep. The
+tests that need PostgreSQL start their own (tests/postgres.py) or are skipped, saying why."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from numerate.cli import app
+from numerate.store import Store, lake
+from numerate.store.schema import KEYS, StoreError
+from numerate.store.tables import insert_rows
+from tests.store.test_keys import columns_of, marked_column, row
+
+runner = CliRunner()
+
+
+@pytest.mark.parametrize(
+    ("location", "said"),
+    [
+        ("ducklake:sqlite:lake.db", "a lake's catalog must be PostgreSQL"),
+        ("ducklake:postgres:", "no PostgreSQL connection string"),
+        ("ducklake:postgres:  ", "no PostgreSQL connection string"),
+        ("ducklake:postgres:dbname=l password=hunter2", "give it in PGPASSWORD"),
+        ("ducklake:postgres:dbname=l PASSWORD = hunter2", "give it in PGPASSWORD"),
+    ],
+)
+def test_a_lake_name_that_cannot_serve_is_refused_in_words(location, said):
+    with pytest.raises(StoreError, match=said) as refused:
+        lake.connection_string(location)
+    assert "hunter2" not in str(refused.value)
+
+
+def test_a_name_is_a_lake_only_with_its_prefix():
+    assert lake.is_lake("ducklake:postgres:dbname=l")
+    assert not lake.is_lake("results/ducklake:postgres.duckdb")
+    assert lake.connection_string("ducklake:postgres: dbname=l host=h ") == "dbname=l host=h"
+
+
+def sweep_config(folder):
+    config = folder / "s.yaml"
+    config.write_text(json.dumps({
+        "name": "s", "seed": 3,
+        "models": [{"name": "o", "model": "baseline:oracle"},
+                   {"name": "r", "model": "baseline:random"}],
+        "manifolds": [{"manifold": "objects", "count": 6, "grid": {"length": [2, 4]}},
+                      {"manifold": "sequence", "count": 5}],
+    }))  # fmt: skip
+    return config
+
+
+def figures(location):
+    """What `numerate report --points` says of the one run in `location`, without its id."""
+    shown = runner.invoke(app, ["report", "--db", location, "--points", "--format", "json"])
+    assert shown.exit_code == 0, shown.output
+    return [line for line in shown.stdout.splitlines() if '"run_id"' not in line]
+
+
+def test_a_sweep_in_a_lake_stores_and_reports_what_a_file_does(lake, tmp_path):
+    config = sweep_config(tmp_path)
+    file = str(tmp_path / "file.duckdb")
+    for where in (lake, file):
+        done = runner.invoke(app, ["run", "--config", str(config), "--db", where])
+        assert done.exit_code == 0, done.output
+    Store.close_all()
+    assert figures(lake) == figures(file)
+    counted = runner.invoke(app, ["db", lake, "SELECT count(*) AS n FROM responses", "--format",
+                                  "json"])  # fmt: skip
+    assert json.loads(counted.stdout) == [{"n": 2 * (6 * 2 + 5)}]
+    assert list((tmp_path / "lake").rglob("*.parquet"))  # the rows are the lake's files
+
+
+@pytest.mark.parametrize("table", sorted(KEYS))
+def test_a_row_written_again_in_a_lake_is_one_row(lake, table):
+    """A lake has no primary keys: a retried or resumed write is kept once by the MERGE on
+    KEYS, as in a file (tests/store/test_keys.py)."""
+    store = Store.open(lake)
+    with store.session() as con:
+        columns = columns_of(con, table)
+        names = [name for name, _ in columns]
+        mark = marked_column(table, columns)
+        insert_rows(con, table, names, [row(columns, table, "a", "stored a")])
+        insert_rows(con, table, names, [row(columns, table, "a", "a again"),
+                                        row(columns, table, "b", "b")])  # fmt: skip
+        stored = con.execute(
+            f'SELECT "{KEYS[table][0][0]}", "{mark}" FROM {table} ORDER BY 1'
+        ).fetchall()
+    kept = "stored a" if KEYS[table][1] == "first" else "a again"
+    assert stored == [("a", kept), ("b", "b")]
+
+
+def test_a_lake_reader_reads_no_file_outside_the_lake(lake, tmp_path):
+    done = runner.invoke(app, ["run", "--config", str(sweep_config(tmp_path)), "--db", lake])
+    assert done.exit_code == 0, done.output
+    Store.close_all()
+    secret = tmp_path / "secret.csv"
+    secret.write_text("a\n1\n")
+    read = runner.invoke(app, ["db", lake, f"SELECT * FROM read_csv('{secret}')"])
+    assert read.exit_code == 2 and "Permission Error" in read.stderr, read.output
+    assert "Traceback" not in read.output
+
+
+def test_a_new_lake_without_a_folder_for_its_files_says_so(lake, tmp_path, monkeypatch):
+    monkeypatch.delenv("NUMERATE_LAKE_DATA")
+    done = runner.invoke(app, ["run", "--config", str(sweep_config(tmp_path)), "--db", lake])
+    assert done.exit_code == 2, done.output
+    assert "set NUMERATE_LAKE_DATA" in done.stderr and "Traceback" not in done.output
+
+
+def test_a_lake_that_cannot_be_reached_is_one_line():
+    from tests.prefect_server import free_port
+
+    location = f"ducklake:postgres:dbname=x host=127.0.0.1 port={free_port()} user=postgres"
+    read = runner.invoke(app, ["report", "--db", location])
+    assert read.exit_code == 2 and read.stdout == "", read.output
+    assert read.stderr.startswith(f"error: cannot open lake {location}: PostgreSQL refused or did")
+    assert "Connection refused" in read.stderr and len(read.stderr.splitlines()) == 1
