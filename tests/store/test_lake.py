@@ -116,3 +116,32 @@ def test_a_lake_that_cannot_be_reached_is_one_line():
     assert read.exit_code == 2 and read.stdout == "", read.output
     assert read.stderr.startswith(f"error: cannot open lake {location}: PostgreSQL refused or did")
     assert "Connection refused" in read.stderr and len(read.stderr.splitlines()) == 1
+
+
+def test_every_command_works_on_a_lake(lake, tmp_path):
+    """What a file serves, a lake serves: two sweeps, a NumGen run, then each command that
+    reads or changes results."""
+    config = str(sweep_config(tmp_path))
+    for _ in range(2):
+        done = runner.invoke(app, ["run", "--config", config, "--db", lake])
+        assert done.exit_code == 0, done.output
+    listed = runner.invoke(app, ["runs", "--db", lake, "--format", "json"])
+    ids = [run["id"] for run in json.loads(listed.stdout)]
+    assert len(ids) == 2
+    images = str(tmp_path / "images")
+    numgen = ["numgen", "run", "--generator", "synthetic", "--detector", "blobs", "--db", lake,
+              "--images-dir", images]  # fmt: skip
+    assert runner.invoke(app, numgen).exit_code == 0
+    commands = [
+        (["compare", *ids, "--db", lake], "0 regressions"),
+        (["regrade", "--run", ids[0], "--db", lake], "0 outcome(s) changed"),
+        (["numgen", "report", "--db", lake], "synthetic"),
+        (["plot", "--out", str(tmp_path / "p.png"), "--db", lake], "p.png"),
+        (["view", "--db", lake, "--export", str(tmp_path / "pages")], "files in"),
+        (["upgrade", "--db", lake], "already has schema version"),
+        (["cache", "clear", "--db", lake, "--model", "baseline:oracle"], "removed"),
+    ]
+    for command, said in commands:
+        result = runner.invoke(app, command)
+        assert result.exit_code == 0 and said in result.output, (command, result.output)
+    assert (tmp_path / "pages" / "index.html").is_file()
