@@ -12,13 +12,15 @@ from numerate.cli.app import app
 from numerate.cli.common import DB_OPTION, fail, results_db
 from numerate.kernel.errors import NumerateError
 
+SOURCE = "Results location (folder or fsspec URL), or a results database file to move in."
+
 
 @app.command()
 def ingest(
-    results_dir: Annotated[str, typer.Argument(help="Results location (folder or fsspec URL).")],
+    results_dir: Annotated[str, typer.Argument(help=SOURCE)],
     db: Annotated[str | None, DB_OPTION] = None,
 ) -> None:
-    """Load the Parquet shards of runs made on other workers (complete, not yet loaded)."""
+    """Load runs made elsewhere: workers' Parquet shards (complete, new), or a database file's."""
     from numerate.grading.verdict import EXIT_RUN_FAILED
     from numerate.results.regrade import ingest_graded
     from numerate.store import Store, shards
@@ -26,10 +28,10 @@ def ingest(
     db = results_db(db)
     started = datetime.now(UTC)
     try:
-        shards.require_complete_runs(results_dir)  # before the database is made
-        store = Store.open(db)
-        done = ingest_graded(store, results_dir)
-        discarded = not done.loaded and done.skipped and store.discard_if_unused()
+        with shards.as_location(results_dir) as location:  # a database file: its runs' shards
+            shards.require_complete_runs(location)  # before the database is made
+            done = ingest_graded(store := Store.open(db), location)
+            discarded = not done.loaded and done.skipped and store.discard_if_unused()
     except NumerateError as error:
         fail(error)
     except KeyboardInterrupt:  # a bare `terminated` beside a database holding loaded runs

@@ -14,7 +14,8 @@ from numerate.kernel.errors import NumerateError
 @app.command()
 def upgrade(db: Annotated[str | None, DB_OPTION] = None) -> None:
     """Bring a results database to this numerate's schema (readers never write, so they ask
-    for this); every row is kept."""
+    for this); every row is kept. On a lake, also its maintenance: small files merged, old
+    snapshots expired (docs/sharing.md, "A team's lake")."""
     from numerate.store import Store, existing_database
     from numerate.store.schema import SCHEMA_VERSION
 
@@ -23,6 +24,7 @@ def upgrade(db: Annotated[str | None, DB_OPTION] = None) -> None:
         existing_database(db)
         store = Store.open(db)
         store.check_readable()
+        maintained = store.maintain()
     except NumerateError as error:
         fail(error)
     found = store.found_version
@@ -31,3 +33,5 @@ def upgrade(db: Annotated[str | None, DB_OPTION] = None) -> None:
         typer.echo(f"{db} already has schema version {SCHEMA_VERSION}")
     else:
         typer.echo(f"{db}: schema version {found} -> {SCHEMA_VERSION}, every row kept")
+    if maintained:
+        typer.echo("maintained: " + ", ".join(f"{what}: {n}" for what, n in maintained.items()))

@@ -139,3 +139,29 @@ def read_only(location: str) -> Any:
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
     return con
+
+
+MAINTENANCE = {
+    "tables whose inlined rows went to files": "ducklake_flush_inlined_data('{lake}')",
+    "tables whose small files were merged": "ducklake_merge_adjacent_files('{lake}')",
+    "snapshots expired (older than 7 days)": (
+        "ducklake_expire_snapshots('{lake}', older_than => now() - INTERVAL '7 days')"
+    ),
+    "files removed (no snapshot needs them)": (
+        "ducklake_cleanup_old_files('{lake}', older_than => now() - INTERVAL '1 hour')"
+    ),
+}
+"""DuckLake's own maintenance, in order, as `numerate upgrade` runs it on a lake: the rows
+small commits left in the catalog (inlined: DuckLake keeps an insert of fewer than 10 rows
+there, as a run's answers arrive) written to Parquet files, each table's small files merged
+into larger ones, snapshots older than a week expired (time travel reaches a week back), and
+the files that no snapshot needs any longer, scheduled for removal an hour ago or more
+(a reader's query never lasts that long), removed."""
+
+
+def maintain(con: Any) -> dict[str, int]:
+    """Run MAINTENANCE on the lake attached to `con`; what each step did (rows it reported)."""
+    return {
+        what: len(con.execute(f"CALL {call.format(lake=ALIAS)}").fetchall())
+        for what, call in MAINTENANCE.items()
+    }

@@ -11,10 +11,11 @@ last, and every file is written under a temporary name and then renamed.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
@@ -22,7 +23,7 @@ from typing import Any, BinaryIO
 from numerate.kernel.answers import MAX_ANSWER_CHARS, cut_sql
 from numerate.kernel.confined import Confined, LeadsOutside
 from numerate.kernel.errors import ConfigError, NumerateError, first_line, shorten
-from numerate.kernel.files import missing_link_target, write_atomically
+from numerate.kernel.files import looks_like_duckdb, missing_link_target, write_atomically
 from numerate.kernel.names import NAMES, name_problem
 from numerate.store.schema import OPTIONAL_SHARD_TABLES, SHARD_TABLES, StoreError, now
 from numerate.store.shard_checks import database_problem, run_problem
@@ -71,6 +72,40 @@ def publish_run(store: Store, run_id: str, results_dir: str) -> str:
             _publish_file(fs, path, f"{folder}/{Path(path).name}")
         _publish_file(fs, None, f"{folder}/{SUCCESS}")
     return folder
+
+
+@contextlib.contextmanager
+def as_location(source: str) -> Iterator[str]:
+    """A results location to ingest from: `source` itself, or, where it is a results database
+    file, a temporary folder holding its finished runs as shards (moving a file's runs into a
+    lake, or another file: each run once, checked and graded like any worker's shards)."""
+    if not _duckdb_file(source):
+        yield source
+        return
+    with tempfile.TemporaryDirectory(prefix="numerate-moving-") as folder:
+        origin = Store.open(source)
+        try:
+            finished = origin.query(
+                "SELECT run_id FROM runs WHERE status = 'finished' ORDER BY started_at"
+            )
+            for (run_id,) in finished:
+                publish_run(origin, run_id, folder)
+        finally:
+            Store.release(source)
+        if not finished:
+            raise ConfigError(f"results database {source} holds no finished run to load")
+        yield folder
+
+
+def _duckdb_file(path: str) -> bool:
+    """Whether `path` is a regular file that begins as a DuckDB database does."""
+    try:
+        if not Path(path).is_file():
+            return False
+        with open(path, "rb") as file:
+            return looks_like_duckdb(file.read(16))
+    except OSError:
+        return False
 
 
 def _publish_file(fs: Any, source: str | None, destination: str) -> None:

@@ -270,6 +270,14 @@ class Store(Tables):
                     with _file_errors(self.path):
                         self._disconnect()
 
+    def maintain(self) -> dict[str, int]:
+        """A lake's maintenance (numerate.store.lake.MAINTENANCE): what each step did; nothing
+        for a file (DuckDB's checkpoints keep it)."""
+        if not self.lake:
+            return {}
+        with self.session() as con:
+            return lake.maintain(con)
+
     def check_readable(self) -> None:
         """StoreError naming the file and the table when a row cannot be read back (a damaged
         or truncated file opens, and its first tables read, all the same): every table is

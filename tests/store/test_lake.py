@@ -145,3 +145,66 @@ def test_every_command_works_on_a_lake(lake, tmp_path):
         result = runner.invoke(app, command)
         assert result.exit_code == 0 and said in result.output, (command, result.output)
     assert (tmp_path / "pages" / "index.html").is_file()
+
+
+def live_files(location):
+    store = Store.open(location)
+    counted = store.query(
+        f"SELECT count(*) FROM __ducklake_metadata_{lake.ALIAS}.ducklake_data_file "
+        "WHERE end_snapshot IS NULL"
+    )[0][0]
+    Store.close_all()
+    return counted
+
+
+def test_upgrade_merges_a_lakes_small_files_and_keeps_every_figure(lake, tmp_path):
+    config = str(sweep_config(tmp_path))
+    for _ in range(3):
+        assert runner.invoke(app, ["run", "--config", config, "--db", lake]).exit_code == 0
+    Store.close_all()
+    before, shown = live_files(lake), figures_of_all(lake)
+    upgraded = runner.invoke(app, ["upgrade", "--db", lake])
+    assert upgraded.exit_code == 0, upgraded.output
+    assert "maintained: " in upgraded.stdout and "small files were merged" in upgraded.stdout
+    assert live_files(lake) < before
+    assert figures_of_all(lake) == shown
+
+
+def figures_of_all(location):
+    listed = runner.invoke(app, ["db", location, "SELECT * EXCLUDE (run_id) FROM summaries "
+                                 "ORDER BY ALL", "--format", "json"])  # fmt: skip
+    assert listed.exit_code == 0, listed.output
+    return json.loads(listed.stdout)
+
+
+def test_shards_are_ingested_into_a_lake_each_run_once(lake, tmp_path):
+    """Moving in: runs published as Parquet shards (a worker's, or a file database's) go into
+    a lake by `ingest`, and ingesting them again stores nothing twice."""
+    import asyncio
+
+    from numerate.flows.sweep import sweep
+    from tests.store.test_shards import config as sharded
+
+    shards = tmp_path / "shards"
+    for model in ("oracle", "random"):
+        asyncio.run(sweep(sharded(model, shards), str(tmp_path / f"{model}.duckdb")))
+    Store.close_all()
+    for _ in range(2):
+        done = runner.invoke(app, ["ingest", str(shards), "--db", lake])
+        assert done.exit_code == 0, done.output
+    counted = runner.invoke(app, ["db", lake, "SELECT count(*) AS n, count(DISTINCT run_id) AS "
+                                  "runs FROM responses", "--format", "json"])  # fmt: skip
+    assert json.loads(counted.stdout) == [{"n": 20, "runs": 2}]
+
+
+def test_a_file_databases_runs_move_into_a_lake_each_once(lake, tmp_path):
+    config = str(sweep_config(tmp_path))
+    file = str(tmp_path / "file.duckdb")
+    for _ in range(2):
+        assert runner.invoke(app, ["run", "--config", config, "--db", file]).exit_code == 0
+    Store.close_all()
+    moved = runner.invoke(app, ["ingest", file, "--db", lake])
+    assert moved.exit_code == 0 and "ingested 2 run(s)" in moved.stdout, moved.output
+    again = runner.invoke(app, ["ingest", file, "--db", lake])
+    assert again.exit_code == 0 and "ingested 0 run(s)" in again.stdout, again.output
+    assert figures_of_all(lake) == figures_of_all(file)
