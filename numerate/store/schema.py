@@ -5,6 +5,7 @@ the column lists the store writes, what the journal holds and what a run's Parqu
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -100,29 +101,49 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
+MIGRATIONS_TABLE = (
+    "CREATE TABLE schema_migrations (version INTEGER NOT NULL, description VARCHAR NOT NULL, "
+    "applied_at TIMESTAMPTZ NOT NULL)"
+)
+"""The table that records the migrations a database has had."""
+
+MAKE_TRIES = 5
+"""Tries at making a new database's tables: two processes that start on a new lake at once
+both try (nothing holds a lake the way a file is held), and the one whose transaction commits
+second fails, then finds the tables made."""
+
+
 def migrate(con: Any) -> int:
-    """Bring the schema to SCHEMA_VERSION; returns the version found before. The caller holds
-    the database file (DuckDB's lock), so two processes never migrate it at once: the second
-    finds the work done. A database that holds tables but not numerate's is refused, not
-    filled with numerate's tables beside them."""
-    tables = sorted(
-        row[0]
-        for row in con.execute(
-            "SELECT table_name FROM information_schema.tables "
-            "WHERE table_catalog = current_database()"
-        ).fetchall()
-    )
-    if tables and "schema_migrations" not in tables:
-        shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
-        raise StoreError(
-            f"a DuckDB database of something else (tables {shown}), not numerate's: "
-            "give a new file or a numerate results database"
+    """Bring the schema to SCHEMA_VERSION; returns the version found before (0: new). A new
+    database gets today's schema at once. The caller holds a database file (DuckDB's lock),
+    so two processes never migrate it at once: the second finds the work done; on a lake, the
+    second to make its tables finds them made (MAKE_TRIES). A database that holds tables but
+    not numerate's is refused, not filled with numerate's tables beside them."""
+    import duckdb
+
+    for attempt in range(MAKE_TRIES):
+        tables = sorted(
+            row[0]
+            for row in con.execute(
+                "SELECT table_name FROM information_schema.tables "
+                "WHERE table_catalog = current_database()"
+            ).fetchall()
         )
-    con.execute(
-        "CREATE TABLE IF NOT EXISTS schema_migrations ("
-        " version INTEGER NOT NULL, description VARCHAR NOT NULL,"
-        " applied_at TIMESTAMPTZ NOT NULL)"
-    )
+        if tables and "schema_migrations" not in tables:
+            shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
+            raise StoreError(
+                f"a DuckDB database of something else (tables {shown}), not numerate's: "
+                "give a new file or a numerate results database"
+            )
+        if tables:
+            break
+        try:
+            _make(con)
+            return 0
+        except duckdb.Error as error:  # another process made them first (a lake)
+            if attempt == MAKE_TRIES - 1:
+                raise StoreError(f"cannot make numerate's tables: {first_line(error)}") from None
+            time.sleep(0.05 * 2**attempt)
     # fetchall: duckdb 2.0 refuses other work on a connection whose result is not exhausted
     found = con.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchall()[0][0]
     if found > SCHEMA_VERSION:
@@ -131,17 +152,20 @@ def migrate(con: Any) -> int:
             f"({SCHEMA_VERSION}): upgrade numerate"
         )
     _refuse_views_for_tables(con)
-    if found == 0 and not tables:  # a new database (a file or a lake): today's schema at once
-        with transaction(con):
-            for statement in current_schema():
-                con.execute(statement)
-            for version, (description, _) in enumerate(MIGRATIONS, start=1):
-                con.execute(
-                    "INSERT INTO schema_migrations VALUES (?, ?, ?)", [version, description, now()]
-                )
-        return found
     replay(con, found)
     return found
+
+
+def _make(con: Any) -> None:
+    """Today's schema in a new database, in one transaction, recorded as every migration."""
+    with transaction(con):
+        con.execute(MIGRATIONS_TABLE)
+        for statement in current_schema():
+            con.execute(statement)
+        for version, (description, _) in enumerate(MIGRATIONS, start=1):
+            con.execute(
+                "INSERT INTO schema_migrations VALUES (?, ?, ?)", [version, description, now()]
+            )
 
 
 def replay(con: Any, found: int) -> None:
@@ -175,10 +199,7 @@ def current_schema() -> list[str]:
         import duckdb
 
         with duckdb.connect() as scratch:
-            scratch.execute(
-                "CREATE TABLE schema_migrations (version INTEGER NOT NULL, "
-                "description VARCHAR NOT NULL, applied_at TIMESTAMPTZ NOT NULL)"
-            )
+            scratch.execute(MIGRATIONS_TABLE)
             replay(scratch, 0)
             made = scratch.execute(
                 "SELECT sql FROM duckdb_tables() WHERE database_name = current_database() "
