@@ -19,6 +19,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from numerate.kernel.credentials import register_secret
 from numerate.kernel.errors import shorten
 from numerate.store.schema import StoreError
 
@@ -28,6 +29,9 @@ ALIAS = "numerate_lake"
 """The name the lake is attached under in a process's DuckDB."""
 
 DATA_ENV = "NUMERATE_LAKE_DATA"
+SECRET_ENV = "NUMERATE_LAKE_SECRET"
+"""Names a Prefect Secret block that holds the PostgreSQL password (used when PGPASSWORD is
+unset), as a model's `api_key_secret` does for its key."""
 EXTENSIONS = {"ducklake": "duckdb_extension_ducklake",
               "postgres_scanner": "duckdb_extension_postgres_scanner"}  # fmt: skip
 """Each extension a lake needs, and the Python package (PyPI wheel) that holds its file."""
@@ -97,6 +101,7 @@ def attach(con: Any, location: str, read_only: bool = False) -> None:
     import duckdb
 
     conninfo = connection_string(location)
+    _password_from_secret()
     for name in EXTENSIONS:
         con.execute(f"LOAD {_literal(str(extension_file(name)))}")
     options = ["READ_ONLY"] if read_only else []
@@ -109,6 +114,29 @@ def attach(con: Any, location: str, read_only: bool = False) -> None:
         con.execute(f"USE {ALIAS}")
     except duckdb.Error as error:
         raise StoreError(f"cannot open lake {redacted(location)}: {_reason(error, data)}") from None
+
+
+def _password_from_secret() -> None:
+    """PGPASSWORD (which libpq reads) from the Prefect Secret block SECRET_ENV names, when
+    PGPASSWORD is unset; registered so that no text numerate shows or stores holds it."""
+    import concurrent.futures
+
+    name = os.environ.get(SECRET_ENV, "").strip()
+    if not name or os.environ.get("PGPASSWORD"):
+        return
+    from prefect.blocks.system import Secret
+
+    def load() -> str:  # in a thread of its own: Prefect's `load` is a coroutine in a loop
+        block: Any = Secret.load(name)  # no loop in this thread: the block itself
+        return str(block.get())
+
+    try:
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            password = pool.submit(load).result()
+    except ValueError:
+        raise StoreError(f"{SECRET_ENV}={name!r}: no Prefect Secret block of that name") from None
+    register_secret(password)
+    os.environ["PGPASSWORD"] = password
 
 
 def _reason(error: Exception, data: str) -> str:

@@ -3,6 +3,7 @@ writes that never duplicate a row, and the same figures as a file for the same s
 tests that need PostgreSQL start their own (tests/postgres.py) or are skipped, saying why."""
 
 import json
+import os
 
 import pytest
 from typer.testing import CliRunner
@@ -208,3 +209,21 @@ def test_a_file_databases_runs_move_into_a_lake_each_once(lake, tmp_path):
     again = runner.invoke(app, ["ingest", file, "--db", lake])
     assert again.exit_code == 0 and "ingested 0 run(s)" in again.stdout, again.output
     assert figures_of_all(lake) == figures_of_all(file)
+
+
+def test_the_password_comes_from_a_prefect_secret_and_is_never_shown(lake, monkeypatch):
+    from prefect.blocks.system import Secret
+
+    from numerate.kernel.credentials import registered_secrets
+
+    monkeypatch.setenv("PGPASSWORD", "")  # what the test sets is undone after it
+    monkeypatch.delenv("PGPASSWORD")
+    monkeypatch.setenv("NUMERATE_LAKE_SECRET", "numerate-test-missing")
+    missing = runner.invoke(app, ["run", "--db", lake, "--model", "baseline:oracle"])
+    assert missing.exit_code == 2 and "no Prefect Secret block of that name" in missing.stderr
+    Secret(value="s3cret-lake-pw").save("numerate-test-lake", overwrite=True)
+    monkeypatch.setenv("NUMERATE_LAKE_SECRET", "numerate-test-lake")
+    done = runner.invoke(app, ["run", "--db", lake, "--model", "baseline:oracle"])
+    assert done.exit_code == 0, done.output
+    assert os.environ["PGPASSWORD"] == "s3cret-lake-pw"  # libpq's, for this process
+    assert "s3cret-lake-pw" in registered_secrets() and "s3cret-lake-pw" not in done.output
