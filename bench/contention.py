@@ -81,6 +81,7 @@ def main() -> int:
         postgres.create_database("soak")
         (work / "lake").mkdir()
         env["NUMERATE_LAKE_DATA"] = f"{work / 'lake'}/"
+        env["NUMERATE_LAKE_JOURNALS"] = str(work / "journals")
     db = postgres.location("soak") if postgres else str(work / "shared.duckdb")
     readers: list[Reader] = []
     print(f"work folder: {work}", file=sys.stderr)

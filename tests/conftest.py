@@ -140,6 +140,7 @@ def lake(postgres_server, tmp_path, monkeypatch):
     postgres_server.create_database(name)
     (tmp_path / "lake").mkdir()
     monkeypatch.setenv("NUMERATE_LAKE_DATA", f"{tmp_path / 'lake'}/")
+    monkeypatch.setenv("NUMERATE_LAKE_JOURNALS", str(tmp_path / "journals"))
     yield postgres_server.location(name)
     Store.close_all()
 

@@ -31,6 +31,12 @@ def file_fault(error: BaseException) -> str:
     return text.splitlines()[0] if text else type(error).__name__
 
 
+def is_commit_conflict(error: BaseException) -> bool:
+    """Whether a DuckLake transaction failed to commit because another writer's commit came
+    first (tried again, it sees that writer's rows)."""
+    return "Failed to commit DuckLake transaction" in str(error)
+
+
 def is_cut_short_at_open(error: BaseException) -> bool:
     """Whether DuckDB could not open a file because it ends inside what DuckDB reads to open
     it (its headers and first metadata)."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import socket
@@ -36,6 +37,7 @@ from typing import IO, Any
 import orjson
 
 from numerate.kernel.errors import shorten
+from numerate.store.lake import is_lake
 from numerate.store.schema import JOURNALED, StoreError
 
 __all__ = [
@@ -52,8 +54,20 @@ TIMESTAMP_COLUMNS = frozenset({"created_at", "graded_at", "decided_at"})
 """Columns a journal line keeps as ISO text and a replay turns back into timestamps."""
 
 
+LAKE_JOURNALS = "NUMERATE_LAKE_JOURNALS"
+"""The folder of this machine's journals of lakes (default ~/.local/state/numerate/lakes)."""
+
+
 def journal_dir(db: str) -> Path:
-    """Where the journal of the database at `db` lives: `<db>.journal/`."""
+    """Where the journal of the database at `db` lives: `<db>.journal/` beside a file; for a
+    lake, a folder of this machine's (LAKE_JOURNALS) named by a hash of the lake's name, so
+    that the answers a writer received wait on its own disk, and a writer killed here has
+    them written by the next that opens the lake here. A lake's runs are claimed there too,
+    so on this machine only."""
+    if is_lake(db):
+        home = os.environ.get(LAKE_JOURNALS, "").strip()
+        root = Path(home) if home else Path.home() / ".local" / "state" / "numerate" / "lakes"
+        return root / hashlib.sha256(db.encode()).hexdigest()[:16]
     return Path(f"{db}.journal")
 
 
@@ -112,7 +126,8 @@ class Journal:
 
     def __init__(self, db: str) -> None:
         self.folder = journal_dir(db)
-        self.folder.mkdir(exist_ok=True)  # beside the database: its folder must exist
+        # beside a database file, whose folder must exist; a lake's: this machine's, made
+        self.folder.mkdir(parents=is_lake(db), exist_ok=True)
         self.stem = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         # created under another name and locked before it is visible: no other process can
         # take a new journal for an orphan

@@ -13,9 +13,11 @@ constraints.txt) and are loaded from the files those wheels install: nothing is 
 
 from __future__ import annotations
 
+import concurrent.futures
 import importlib.util
 import os
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,7 @@ POSTGRES = "ducklake:postgres:"
 ALIAS = "numerate_lake"
 """The name the lake is attached under in a process's DuckDB."""
 
+ATTACH_TRIES = 5
 DATA_ENV = "NUMERATE_LAKE_DATA"
 SECRET_ENV = "NUMERATE_LAKE_SECRET"
 """Names a Prefect Secret block that holds the PostgreSQL password (used when PGPASSWORD is
@@ -109,18 +112,23 @@ def attach(con: Any, location: str, read_only: bool = False) -> None:
     if data:
         options.append(f"DATA_PATH {_literal(data)}")
     listed = f" ({', '.join(options)})" if options else ""
-    try:
-        con.execute(f"ATTACH {_literal(POSTGRES + conninfo)} AS {ALIAS}{listed}")
-        con.execute(f"USE {ALIAS}")
-    except duckdb.Error as error:
-        raise StoreError(f"cannot open lake {redacted(location)}: {_reason(error, data)}") from None
+    for attempt in range(ATTACH_TRIES):
+        try:
+            con.execute(f"ATTACH {_literal(POSTGRES + conninfo)} AS {ALIAS}{listed}")
+            break
+        except duckdb.Error as error:
+            # two processes that open a new lake at once both make its catalog's tables: the
+            # second fails (PostgreSQL's duplicate key), then finds them made
+            if attempt == ATTACH_TRIES - 1 or "Failed to initialize DuckLake" not in str(error):
+                reason = _reason(error, data)
+                raise StoreError(f"cannot open lake {redacted(location)}: {reason}") from None
+            time.sleep(0.1 * 2**attempt)
+    con.execute(f"USE {ALIAS}")
 
 
 def _password_from_secret() -> None:
     """PGPASSWORD (which libpq reads) from the Prefect Secret block SECRET_ENV names, when
     PGPASSWORD is unset; registered so that no text numerate shows or stores holds it."""
-    import concurrent.futures
-
     name = os.environ.get(SECRET_ENV, "").strip()
     if not name or os.environ.get("PGPASSWORD"):
         return

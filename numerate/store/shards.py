@@ -15,6 +15,7 @@ import contextlib
 import secrets
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -25,6 +26,7 @@ from numerate.kernel.confined import Confined, LeadsOutside
 from numerate.kernel.errors import ConfigError, NumerateError, first_line, shorten
 from numerate.kernel.files import looks_like_duckdb, missing_link_target, write_atomically
 from numerate.kernel.names import NAMES, name_problem
+from numerate.store.duckdb_words import is_commit_conflict
 from numerate.store.schema import OPTIONAL_SHARD_TABLES, SHARD_TABLES, StoreError, now
 from numerate.store.shard_checks import database_problem, run_problem
 from numerate.store.tables import insert_arrow, insert_rows
@@ -171,14 +173,27 @@ def ingest_run(
     if problem:
         raise ShardError(problem)
     graded = _graded_in_memory(files, run_id, grade)
-    with store.transaction() as con:
-        problem = database_problem(con, files)
-        if problem:
-            raise ShardError(problem)
-        for table, rows in graded.items():
-            insert_arrow(con, table, rows)
-        insert_rows(con, "ingested_shards", ("run_id", "source", "ingested_at"),
-                    [{"run_id": run_id, "source": source, "ingested_at": now()}])  # fmt: skip
+    for attempt in range(COMMIT_TRIES):
+        try:
+            with store.transaction() as con:
+                problem = database_problem(con, files)
+                if problem:
+                    raise ShardError(problem)
+                for table, rows in graded.items():
+                    insert_arrow(con, table, rows)
+                loaded = {"run_id": run_id, "source": source, "ingested_at": now()}
+                insert_rows(con, "ingested_shards", tuple(loaded), [loaded])
+            return
+        except Exception as error:  # a lake's writer that committed first: again, on its rows
+            if attempt == COMMIT_TRIES - 1 or not is_commit_conflict(error):
+                raise
+            time.sleep(0.1 * 2**attempt)
+
+
+COMMIT_TRIES = 5
+"""Tries at a run's transaction in a lake, where another writer's commit to the same tables
+may come first (DuckLake's snapshots: "Failed to commit DuckLake transaction"); a file's writer
+holds it alone."""
 
 
 def _graded_in_memory(

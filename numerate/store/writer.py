@@ -181,9 +181,9 @@ class Store(Tables):
         self.memory = path == ":memory:"
         self.lake = lake.is_lake(path)
         self.kept = self.memory or self.lake
-        """One connection for the process's life, written at once: no file to hold and let
-        go of, no journal (`:memory:`, and a lake, whose own transactions serve its
-        writers)."""
+        """One connection for the process's life: no file to hold and let go of (`:memory:`,
+        written at once; a lake, whose own transactions serve its writers, journaled on this
+        machine's disk: numerate.store.journal.journal_dir)."""
         self.lock = threading.RLock()
         self._instance: Any = None
         self._con: Any = None
@@ -199,6 +199,7 @@ class Store(Tables):
         self._made: list[Path] = []  # the file and folders this process made, deepest first
         if self.lake:
             lake.connection_string(path)  # a malformed name is refused before anything
+            self._every = flush_seconds()
         elif not self.memory:
             self._every = flush_seconds()  # a bad setting is refused here, not in the thread
             access.lock_timeout_s()  # and here, not only once another process holds the file
@@ -259,7 +260,10 @@ class Store(Tables):
         threads of this process) share one hold; it ends with the outermost block."""
         with self.lock:
             if self._depth == 0 and self._con is None:
-                self._connect()
+                self._connect()  # writes the journal (a file's session, a lake's first)
+            elif self._depth == 0 and self.lake:  # a lake's connection stays: written here
+                with _file_errors(self.path):
+                    self._write_journal(self._con)
             self._depth += 1
             try:
                 with _file_errors(self.path):
@@ -345,7 +349,7 @@ class Store(Tables):
                 except StoreError as error:
                     raise StoreError(f"cannot use results database {self.path}: {error}") from None
                 self._migrated = True
-            if not self.kept:
+            if not self.memory:
                 self._replay_orphans(con)
                 self._write_journal(con)
         except BaseException:
@@ -425,7 +429,7 @@ class Store(Tables):
         if not rows:
             return
         check_columns(table, JOURNALED[table], rows)  # refused here, in the caller's code
-        if self.kept:
+        if self.memory:
             with self.session() as con:
                 insert_rows(con, table, JOURNALED[table], rows)
             return
@@ -436,8 +440,8 @@ class Store(Tables):
     def adopt(self, taken: journal.Journal | None) -> journal.Journal | None:
         """This process's journal of the database: `taken` (one made before the store was
         opened, e.g. to tell readers a run is starting) or a new one, with the thread that
-        writes it every `flush_seconds()`. None for `:memory:` and a lake (written at once)."""
-        if self.kept:
+        writes it every `flush_seconds()`. None for `:memory:` (written at once)."""
+        if self.memory:
             if taken is not None:
                 taken.close()
             return None
@@ -461,7 +465,7 @@ class Store(Tables):
                     current().note(f"received answers wait in the journal: {error}")
 
     def flush(self) -> None:
-        """Write what the journal holds now."""
+        """Write what the journal holds now (each session begins so)."""
         with self.session():
             pass
 
@@ -573,7 +577,7 @@ class Store(Tables):
         with self.lock:
             if run_id in self._claims:
                 return True
-            if self.kept:  # a lake's runs are claimed by no lock (machines share no file)
+            if self.memory:
                 self._claims[run_id] = journal.RunClaim(None)
                 return True
             claim = journal.claim_run(self.path, run_id)
