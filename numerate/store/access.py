@@ -35,7 +35,7 @@ from typing import Any
 from numerate.kernel.credentials import scrub_command_line
 from numerate.kernel.errors import EXIT_FAILED_FOR_NOW
 from numerate.kernel.progress import current
-from numerate.store.duckdb_words import is_lock_conflict
+from numerate.store.duckdb_words import is_lock_conflict, sql_literal
 from numerate.store.schema import StoreError
 
 __all__ = [
@@ -145,7 +145,7 @@ def attach(con: Any, path: str) -> None:
     attaches the file for each session; `detach` lets it go."""
 
     def attached() -> None:
-        con.execute(f"ATTACH '{path.replace(chr(39), chr(39) * 2)}' AS {ATTACHED}")
+        con.execute(f"ATTACH {sql_literal(path)} AS {ATTACHED}")
         con.execute(f"USE {ATTACHED}")
 
     _when_free(path, attached, "write")

@@ -6,6 +6,12 @@ on the DuckDB that is installed (an upgrade that rewords one fails there, not in
 from __future__ import annotations
 
 
+def sql_literal(text: str) -> str:
+    """`text` as a SQL string literal (quoted, its quotes doubled): for the statements that
+    take no parameter (ATTACH, COPY ... TO, a table function's file name, SET)."""
+    return "'" + text.replace("'", "''") + "'"
+
+
 def is_lock_conflict(error: BaseException) -> bool:
     """Whether DuckDB refused to open a file because another process holds its lock."""
     text = str(error).lower()

@@ -23,6 +23,7 @@ from typing import Any
 
 from numerate.kernel.credentials import register_secret
 from numerate.kernel.errors import shorten
+from numerate.store.duckdb_words import sql_literal
 from numerate.store.schema import StoreError
 
 PREFIX = "ducklake:"
@@ -93,10 +94,6 @@ def extension_file(name: str) -> Path:
     )
 
 
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
 def attach(con: Any, location: str, read_only: bool = False) -> None:
     """Attach the lake `location` to `con` as ALIAS and use it. Its data folder is
     NUMERATE_LAKE_DATA's when set (needed to make a lake; an existing lake's catalog says
@@ -106,15 +103,15 @@ def attach(con: Any, location: str, read_only: bool = False) -> None:
     conninfo = connection_string(location)
     _password_from_secret()
     for name in EXTENSIONS:
-        con.execute(f"LOAD {_literal(str(extension_file(name)))}")
+        con.execute(f"LOAD {sql_literal(str(extension_file(name)))}")
     options = ["READ_ONLY"] if read_only else []
     data = os.environ.get(DATA_ENV, "").strip()
     if data:
-        options.append(f"DATA_PATH {_literal(data)}")
+        options.append(f"DATA_PATH {sql_literal(data)}")
     listed = f" ({', '.join(options)})" if options else ""
     for attempt in range(ATTACH_TRIES):
         try:
-            con.execute(f"ATTACH {_literal(POSTGRES + conninfo)} AS {ALIAS}{listed}")
+            con.execute(f"ATTACH {sql_literal(POSTGRES + conninfo)} AS {ALIAS}{listed}")
             break
         except duckdb.Error as error:
             # two processes that open a new lake at once both make its catalog's tables: the
@@ -171,7 +168,7 @@ def read_only(location: str) -> Any:
     con = duckdb.connect()
     attach(con, location, read_only=True)
     data = con.execute(f"SELECT data_path FROM ducklake_settings('{ALIAS}')").fetchall()[0][0]
-    con.execute(f"SET allowed_directories = [{_literal(data)}]")
+    con.execute(f"SET allowed_directories = [{sql_literal(data)}]")
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
     return con

@@ -28,7 +28,7 @@ from numerate.kernel.errors import ConfigError, first_line
 from numerate.kernel.files import link_into_nowhere, looks_like_duckdb
 from numerate.store import access, lake
 from numerate.store.access import lock_timeout_s
-from numerate.store.duckdb_words import is_cut_short_at_open, is_interrupted
+from numerate.store.duckdb_words import is_cut_short_at_open, is_interrupted, sql_literal
 from numerate.store.journal import live_owners
 from numerate.store.schema import SCHEMA_VERSION, DatabaseFault
 
@@ -122,7 +122,7 @@ def cut_short(con: Any, path: str) -> str | None:
         return None
     parts = " UNION ALL ".join(
         "SELECT max(block_id) AS block FROM pragma_storage_info("
-        f"'{_sql_text(f'{_name(database)}.{_name(schema)}.{_name(table)}')}') WHERE persistent"
+        f"{sql_literal(f'{_name(database)}.{_name(schema)}.{_name(table)}')}) WHERE persistent"
         for schema, table in tables
     )
     last = con.execute(f"SELECT max(block) FROM ({parts})").fetchall()[0][0]
@@ -207,10 +207,6 @@ def shorter_than_its_header_says(path: str) -> bool:
 
 def _name(identifier: str) -> str:
     return '"' + identifier.replace('"', '""') + '"'
-
-
-def _sql_text(text: str) -> str:
-    return text.replace("'", "''")
 
 
 def _existing_database(path: str) -> None:

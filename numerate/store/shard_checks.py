@@ -27,6 +27,7 @@ from numerate.kernel.errors import shorten
 from numerate.kernel.names import NAMES
 from numerate.manifolds import registry
 from numerate.manifolds.grading import Outcome
+from numerate.store.duckdb_words import sql_literal
 from numerate.store.schema import KEYS, RUN_STATUSES, migrate
 
 __all__ = ["database_problem", "run_problem"]
@@ -144,9 +145,8 @@ class _Shard:
     """One shard file, read with its row numbers (`file_row_number`, from 0)."""
 
     def __init__(self, path: str) -> None:
-        quoted = path.replace("'", "''")
-        self.rows = f"read_parquet('{quoted}', file_row_number = true)"
-        self.plain = f"read_parquet('{quoted}')"
+        self.rows = f"read_parquet({sql_literal(path)}, file_row_number = true)"
+        self.plain = f"read_parquet({sql_literal(path)})"
 
 
 def _row(found: tuple[Any, ...]) -> str:

@@ -26,7 +26,7 @@ from numerate.kernel.confined import Confined, LeadsOutside
 from numerate.kernel.errors import ConfigError, NumerateError, first_line, shorten
 from numerate.kernel.files import looks_like_duckdb, missing_link_target, write_atomically
 from numerate.kernel.names import NAMES, name_problem
-from numerate.store.duckdb_words import is_commit_conflict
+from numerate.store.duckdb_words import is_commit_conflict, sql_literal
 from numerate.store.schema import OPTIONAL_SHARD_TABLES, SHARD_TABLES, StoreError, now
 from numerate.store.shard_checks import database_problem, run_problem
 from numerate.store.tables import insert_arrow, insert_rows
@@ -133,11 +133,6 @@ def _publish_file(fs: Any, source: str | None, destination: str) -> None:
     fs.mv(partial, destination)
 
 
-def _sql_path(path: str) -> str:
-    """A file path as a SQL string literal's content."""
-    return path.replace("'", "''")
-
-
 def export_run(store: Store, run_id: str, folder: str) -> list[str]:
     """Write the run's rows as one Parquet file per table into a local folder (one session)."""
     written = []
@@ -145,7 +140,7 @@ def export_run(store: Store, run_id: str, folder: str) -> list[str]:
         for table, query in SHARD_TABLES.items():
             target = str(Path(folder) / f"{table}.parquet")
             con.execute(
-                f"COPY ({query.replace('$run', '$1')}) TO '{_sql_path(target)}' (FORMAT parquet)",
+                f"COPY ({query.replace('$run', '$1')}) TO {sql_literal(target)} (FORMAT parquet)",
                 [run_id],
             )
             written.append(target)
@@ -210,7 +205,7 @@ def _graded_in_memory(
                 try:  # identical rows twice are one (shard_checks refused different ones)
                     con.execute(
                         f"INSERT INTO {table} BY NAME "
-                        f"SELECT DISTINCT * FROM read_parquet('{_sql_path(path)}')"
+                        f"SELECT DISTINCT * FROM read_parquet({sql_literal(path)})"
                     )
                 except duckdb.Error as error:  # said by the table, not the local copy's path
                     raise ShardError(f"{table}.parquet: {first_line(error)}") from None
