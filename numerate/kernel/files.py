@@ -78,7 +78,7 @@ def _output_target(path: Path) -> Path:
         raise OutputPathError(path, "a folder; give a file name")
     if target.exists() and not target.is_file():
         raise OutputPathError(path, "not a regular file (a device, a pipe or a socket)")
-    if target.is_file() and _is_a_duckdb_database(target):  # no output of numerate's is one
+    if target.is_file() and is_duckdb_database(target):  # no output of numerate's is one
         raise OutputPathError(path, "a DuckDB database (results?); give another file name")
     dangling = link_into_nowhere(path) or link_above_into_nowhere(path)  # the folders made
     if dangling:  # would be the link's, wherever it points (/nonexist/ at the root)
@@ -125,7 +125,9 @@ def looks_like_duckdb(head: bytes) -> bool:
     return head[8:12] == b"DUCK"
 
 
-def _is_a_duckdb_database(file: Path) -> bool:
+def is_duckdb_database(file: Path) -> bool:
+    """Whether the file at `file` begins as a DuckDB database does (False where it cannot be
+    read; give a regular file: a pipe would block)."""
     try:
         with open(file, "rb") as handle:
             return looks_like_duckdb(handle.read(12))

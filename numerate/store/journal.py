@@ -308,8 +308,8 @@ class RunClaim:
 
     def __init__(self, file: IO[str] | None) -> None:
         self._file = file
-        """The claim's file, held open; None where no file holds it (a store without a
-        journal: `:memory:`, a lake)."""
+        """The claim's file, held open; None where no file holds it (a `:memory:` store,
+        which has no journal folder)."""
 
     def release(self) -> None:
         if self._file is None:

@@ -118,7 +118,7 @@ def attach(con: Any, location: str, read_only: bool = False) -> None:
             # second fails (PostgreSQL's duplicate key), then finds them made
             if attempt == ATTACH_TRIES - 1 or "Failed to initialize DuckLake" not in str(error):
                 reason = _reason(error, data)
-                raise StoreError(f"cannot open lake {redacted(location)}: {reason}") from None
+                raise StoreError(f"cannot open lake {location}: {reason}") from None
             time.sleep(0.1 * 2**attempt)
     con.execute(f"USE {ALIAS}")
 
@@ -152,11 +152,6 @@ def _reason(error: Exception, data: str) -> str:
         said = text.rpartition(" failed: ")[2] if " failed: " in text else text
         return f"PostgreSQL refused or did not answer: {shorten(said, 200)}"
     return shorten(text, 300)
-
-
-def redacted(location: str) -> str:
-    """A lake's name as it may be shown (any password=... in it hidden)."""
-    return re.sub(r"(password\s*=\s*)\S+", r"\1***", location, flags=re.IGNORECASE)
 
 
 def read_only(location: str) -> Any:

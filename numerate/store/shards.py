@@ -24,7 +24,7 @@ from typing import Any, BinaryIO
 from numerate.kernel.answers import MAX_ANSWER_CHARS, cut_sql
 from numerate.kernel.confined import Confined, LeadsOutside
 from numerate.kernel.errors import ConfigError, NumerateError, first_line, shorten
-from numerate.kernel.files import looks_like_duckdb, missing_link_target, write_atomically
+from numerate.kernel.files import is_duckdb_database, missing_link_target, write_atomically
 from numerate.kernel.names import NAMES, name_problem
 from numerate.store.duckdb_words import is_commit_conflict, sql_literal
 from numerate.store.schema import OPTIONAL_SHARD_TABLES, SHARD_TABLES, StoreError, now
@@ -81,7 +81,7 @@ def as_location(source: str) -> Iterator[str]:
     """A results location to ingest from: `source` itself, or, where it is a results database
     file, a temporary folder holding its finished runs as shards (moving a file's runs into a
     lake, or another file: each run once, checked and graded like any worker's shards)."""
-    if not _duckdb_file(source):
+    if not (Path(source).is_file() and is_duckdb_database(Path(source))):
         yield source
         return
     with tempfile.TemporaryDirectory(prefix="numerate-moving-") as folder:
@@ -97,17 +97,6 @@ def as_location(source: str) -> Iterator[str]:
         if not finished:
             raise ConfigError(f"results database {source} holds no finished run to load")
         yield folder
-
-
-def _duckdb_file(path: str) -> bool:
-    """Whether `path` is a regular file that begins as a DuckDB database does."""
-    try:
-        if not Path(path).is_file():
-            return False
-        with open(path, "rb") as file:
-            return looks_like_duckdb(file.read(16))
-    except OSError:
-        return False
 
 
 def _publish_file(fs: Any, source: str | None, destination: str) -> None:

@@ -197,11 +197,11 @@ class Store(Tables):
         self._stop = threading.Event()
         self._flusher: threading.Thread | None = None
         self._made: list[Path] = []  # the file and folders this process made, deepest first
-        if self.lake:
-            lake.connection_string(path)  # a malformed name is refused before anything
-            self._every = flush_seconds()
-        elif not self.memory:
+        if not self.memory:
             self._every = flush_seconds()  # a bad setting is refused here, not in the thread
+        if self.lake:
+            lake.connection_string(path)  # a malformed name (a password) is refused at once
+        elif not self.memory:
             access.lock_timeout_s()  # and here, not only once another process holds the file
             access.lock_log()  # and here: a log that cannot be written was silently none
             try:
