@@ -65,8 +65,10 @@ def test_two_sweeps_numgen_and_an_ingest_share_one_database_with_two_readers(tmp
     env = environment(
         tmp_path / "prefect", os.environ["PREFECT_API_URL"], lock_log
     )  # the session's
+    from numerate.store import lake
+
     db = shared
-    in_a_file = not isinstance(db, str)
+    in_a_file = not lake.is_lake(str(db))
     readers: list[Reader] = []
     try:
         # a run made "elsewhere", published as Parquet shards for the ingest
