@@ -32,6 +32,9 @@ ALIAS = "numerate_lake"
 """The name the lake is attached under in a process's DuckDB."""
 
 ATTACH_TRIES = 5
+CONNECT_TIMEOUT_S = 10
+"""How long a connection to the lake's PostgreSQL may take, unless its name says
+(`connect_timeout=`)."""
 DATA_ENV = "NUMERATE_LAKE_DATA"
 SECRET_ENV = "NUMERATE_LAKE_SECRET"
 """Names a Prefect Secret block that holds the PostgreSQL password (used when PGPASSWORD is
@@ -70,6 +73,8 @@ def connection_string(location: str) -> str:
         )
     if "\x00" in conninfo:
         raise StoreError(f"results database {shown}: a NUL character in the connection string")
+    if "connect_timeout" not in conninfo:  # libpq waits for an unanswering host for ever
+        conninfo += f" connect_timeout={CONNECT_TIMEOUT_S}"
     return conninfo
 
 

@@ -36,7 +36,11 @@ def test_a_lake_name_that_cannot_serve_is_refused_in_words(location, said):
 def test_a_name_is_a_lake_only_with_its_prefix():
     assert lake.is_lake("ducklake:postgres:dbname=l")
     assert not lake.is_lake("results/ducklake:postgres.duckdb")
-    assert lake.connection_string("ducklake:postgres: dbname=l host=h ") == "dbname=l host=h"
+    assert lake.connection_string("ducklake:postgres: dbname=l host=h ") == (
+        "dbname=l host=h connect_timeout=10"  # an unanswering host is waited for 10 s at most
+    )
+    given = "ducklake:postgres:dbname=l connect_timeout=3"
+    assert lake.connection_string(given) == "dbname=l connect_timeout=3"
 
 
 def sweep_config(folder):
