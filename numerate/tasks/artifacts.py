@@ -38,7 +38,10 @@ from numerate.store.queries import run_record
 
 def _draw_plot(store: Store, run_id: str, db: str) -> str | None:
     """The run's plot as a PNG beside the database (plots/<run id>.png), or None when the run
-    has no grid point."""
+    has no grid point or the database is no file (a lake, `:memory:`: nothing is beside it,
+    and the folder the process runs in is no place to write; `numerate plot` draws it)."""
+    if store.kept:
+        return None
     points = plotted_points(store, run_id)
     if points.is_empty():
         return None

@@ -168,6 +168,23 @@ def test_every_command_works_on_a_lake(lake, tmp_path):
     assert (tmp_path / "pages" / "index.html").is_file()
 
 
+def test_a_lakes_run_draws_no_plot_where_the_process_runs(lake, tmp_path, monkeypatch):
+    """A deployment's sweep draws its plot beside a file database; a lake has no folder beside
+    it, and the folder the worker runs in (a checkout) is no place for it."""
+    import asyncio
+
+    from numerate.config.sweep import SweepConfig
+    from numerate.flows.sweep import sweep
+
+    config = SweepConfig.model_validate(json.loads(sweep_config(tmp_path).read_text()))
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")
+    for where in (lake, str(tmp_path / "file.duckdb")):
+        asyncio.run(sweep(config, where, plot=True))
+    assert len(list((tmp_path / "plots").glob("*.png"))) == 1  # the file's
+    assert not any((tmp_path / "cwd").iterdir())
+
+
 def live_files(location):
     store = Store.open(location)
     counted = store.query(
@@ -247,3 +264,4 @@ def test_the_password_comes_from_a_prefect_secret_and_is_never_shown(lake, monke
     assert done.exit_code == 0, done.output
     assert os.environ["PGPASSWORD"] == "s3cret-lake-pw"  # libpq's, for this process
     assert "s3cret-lake-pw" in registered_secrets() and "s3cret-lake-pw" not in done.output
+
