@@ -14,8 +14,9 @@ removes them. Replaying twice is harmless: journaled tables are written on their
 (numerate.store.schema.KEYS: a stored completion is kept, a graded response replaced by the
 same row).
 
-The same folder holds run claims (`claim_run`): the process running a run holds
-`run-<run id>.claim`, so two processes never resume one run at once.
+The same folder holds a file database's run claims (`claim_run`): the process running a run
+holds `run-<run id>.claim`, so two processes never resume one run at once (a lake's runs are
+claimed in its PostgreSQL, from any machine: numerate.store.lake.claim_run).
 """
 
 from __future__ import annotations
@@ -62,8 +63,7 @@ def journal_dir(db: str) -> Path:
     """Where the journal of the database at `db` lives: `<db>.journal/` beside a file; for a
     lake, a folder of this machine's (LAKE_JOURNALS) named by a hash of the lake's name, so
     that the answers a writer received wait on its own disk, and a writer killed here has
-    them written by the next that opens the lake here. A lake's runs are claimed there too,
-    so on this machine only."""
+    them written by the next that opens the lake here."""
     if is_lake(db):
         home = os.environ.get(LAKE_JOURNALS, "").strip()
         root = Path(home) if home else Path.home() / ".local" / "state" / "numerate" / "lakes"

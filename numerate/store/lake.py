@@ -14,6 +14,7 @@ constraints.txt) and are loaded from the files those wheels install: nothing is 
 from __future__ import annotations
 
 import concurrent.futures
+import hashlib
 import importlib.util
 import os
 import re
@@ -157,6 +158,52 @@ def _reason(error: Exception, data: str) -> str:
         said = text.rpartition(" failed: ")[2] if " failed: " in text else text
         return f"PostgreSQL refused or did not answer: {shorten(said, 200)}"
     return shorten(text, 300)
+
+
+CLAIM_KEEPALIVES = {"tcp_keepalives_idle": 30, "tcp_keepalives_interval": 10,
+                    "tcp_keepalives_count": 3}  # fmt: skip
+"""How PostgreSQL finds a claiming machine gone (its power lost, its network cut) and lets its
+claims go: 30 s of silence, then three probes 10 s apart (a killed process's go at once)."""
+
+
+class RunClaim:
+    """A run of a lake held by this process, from any machine: a PostgreSQL advisory lock in a
+    session of its own (released when the claim is, or when the session ends: its process
+    killed, its machine gone; CLAIM_KEEPALIVES)."""
+
+    def __init__(self, session: Any) -> None:
+        self._session = session
+
+    def release(self) -> None:
+        self._session.close()  # the session's end releases its lock
+
+
+def claim_run(location: str, run_id: str) -> RunClaim | None:
+    """Hold run `run_id` of the lake `location` for this process; None when a live process
+    (on any machine) holds it. StoreError, in the user's words, when PostgreSQL cannot be
+    reached."""
+    import psycopg
+
+    _password_from_secret()
+    try:
+        session = psycopg.connect(connection_string(location), autocommit=True,
+                                  application_name=f"numerate run {run_id}"[:63])  # fmt: skip
+    except psycopg.Error as error:
+        raise StoreError(f"cannot open lake {location}: {_reason(error, '')}") from None
+    try:
+        for setting, value in CLAIM_KEEPALIVES.items():
+            session.execute(f"SET {setting} = {int(value)}")
+        digest = hashlib.sha256(f"numerate run {run_id}".encode()).digest()
+        key = int.from_bytes(digest[:8], "big", signed=True)  # a lock of PostgreSQL's: 64 bits
+        held = session.execute("SELECT pg_try_advisory_lock(%s)", [key]).fetchone()
+    except psycopg.Error as error:
+        session.close()
+        reason = _reason(error, "")
+        raise StoreError(f"cannot claim run {run_id} in lake {location}: {reason}") from None
+    if not held or not held[0]:
+        session.close()
+        return None
+    return RunClaim(session)
 
 
 def read_only(location: str) -> Any:

@@ -193,7 +193,7 @@ class Store(Tables):
         self.found_version = 0
         """The schema version the file had when this process first opened it (0: new)."""
         self._journal: journal.Journal | None = None
-        self._claims: dict[str, journal.RunClaim] = {}
+        self._claims: dict[str, journal.RunClaim | lake.RunClaim] = {}
         self._stop = threading.Event()
         self._flusher: threading.Thread | None = None
         self._made: list[Path] = []  # the file and folders this process made, deepest first
@@ -580,7 +580,7 @@ class Store(Tables):
             if self.memory:
                 self._claims[run_id] = journal.RunClaim(None)
                 return True
-            claim = journal.claim_run(self.path, run_id)
+            claim = (lake.claim_run if self.lake else journal.claim_run)(self.path, run_id)
             if claim is None:
                 return False
             self._claims[run_id] = claim

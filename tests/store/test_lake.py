@@ -265,3 +265,43 @@ def test_the_password_comes_from_a_prefect_secret_and_is_never_shown(lake, monke
     assert os.environ["PGPASSWORD"] == "s3cret-lake-pw"  # libpq's, for this process
     assert "s3cret-lake-pw" in registered_secrets() and "s3cret-lake-pw" not in done.output
 
+
+HOLDER = """
+import sys
+from numerate.store import Store
+store = Store.open(sys.argv[1])
+print(store.claim_run("run-1"), flush=True)
+sys.stdin.read()  # held until the test kills this process
+"""
+
+
+def test_a_lakes_run_is_claimed_once_across_machines_and_freed_by_a_killed_holder(lake, tmp_path):
+    """Two processes with journals of their own (two machines) never hold one run of a lake
+    at once; a holder's release, or its death, frees the run for the next."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    here = Store.open(lake)  # makes the lake
+    elsewhere = dict(os.environ, NUMERATE_LAKE_JOURNALS=str(tmp_path / "other-machine"))
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, lake], env=elsewhere,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "True"
+        assert not here.claim_run("run-1")
+        assert here.claim_run("run-2")
+        other = Store(lake)  # another session of PostgreSQL's, as another machine's
+        assert not other.claim_run("run-2")
+        here.close()
+        assert other.claim_run("run-2")  # released with its store
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=30)
+        deadline = time.monotonic() + 20  # PostgreSQL ends the dead holder's session
+        while not other.claim_run("run-1"):
+            assert time.monotonic() < deadline, "a killed holder's claim was never freed"
+            time.sleep(0.05)
+        other.close()
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
