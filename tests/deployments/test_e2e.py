@@ -201,3 +201,36 @@ def test_one_sweep_scales_out_over_a_dask_cluster(prefect_server, tmp_path):
         assert rows.fetchall() == [("oracle", 10), ("random", 10)]
     finally:
         con.close()
+
+
+def test_deployments_on_both_pools_write_to_a_lake(deployed, lake, tmp_path):
+    """A team's lake from the pools' workers: an on-demand sweep on `cpu`, a NumGen run whose
+    images and counts are made on `gpu`, both written to the lake directly (no shard, no
+    ingest), each worker journaling on its own disk (the deployment's job variables)."""
+    from prefect.deployments import run_deployment
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from numerate.store import Store
+
+    Store.open(lake).close()  # made here, with NUMERATE_LAKE_DATA: the workers find it made
+    config = tmp_path / "sweep.yaml"
+    config.write_text("name: lake\nmodels:\n  - {name: oracle, model: 'baseline:oracle'}\n"
+                      "manifolds:\n  - {manifold: objects, count: 4}\n")  # fmt: skip
+    numgen = {"generator": "synthetic", "detector": "blobs", "prompts": {"per_number": 1},
+              "images_dir": str(tmp_path / "images")}  # fmt: skip
+    worker_env = {"env": {"NUMERATE_LAKE_JOURNALS": str(tmp_path / "worker-journals")}}
+    with temporary_settings(updates={PREFECT_API_URL: deployed}):
+        for name, parameters in [
+            ("evaluate/evaluate", {"config_path": str(config), "db": lake}),
+            ("numgen/numgen", {"config": numgen, "db": lake}),
+        ]:
+            flow_run = run_deployment(
+                name, parameters=parameters, job_variables=worker_env, timeout=150
+            )
+            assert flow_run.state.is_completed(), (name, flow_run.state)
+    store = Store.open(lake)
+    assert store.query("SELECT model, outcome, count(*) FROM responses GROUP BY ALL") == [
+        ("oracle", "correct", 4)
+    ]
+    assert store.query("SELECT status FROM runs") == [("finished",)]
+    assert store.query("SELECT n, accuracy FROM numgen_metrics") == [(10, 1.0)]
