@@ -4,6 +4,7 @@ tests that need PostgreSQL start their own (tests/postgres.py) or are skipped, s
 
 import json
 import os
+import re
 
 import pytest
 from typer.testing import CliRunner
@@ -78,17 +79,58 @@ def assert_same_figures(got, want):
             assert shown[key] == (pytest.approx(value) if isinstance(value, float) else value), key
 
 
-def test_a_sweep_in_a_lake_stores_and_reports_what_a_file_does(lake, tmp_path):
+def run_ids(location):
+    """The runs of `location`, oldest first."""
+    listed = runner.invoke(app, ["runs", "--db", location, "--format", "json"])
+    assert listed.exit_code == 0, listed.output
+    return [run["id"] for run in sorted(json.loads(listed.stdout), key=lambda r: r["started"])]
+
+
+def compared(location):
+    """What `numerate compare` says of the two runs of `location`, without their ids."""
+    base, new = run_ids(location)
+    shown = runner.invoke(app, ["compare", base, new, "--db", location, "--format", "json"])
+    assert shown.exit_code == 0, shown.output
+    return json.loads(shown.stdout)
+
+
+STAMP = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d+)?(\+00:00)?")
+LABEL = re.compile(r'(title="results database \(read-only\)">|export of )[^<]*')
+
+
+def viewed(location, folder):
+    """Every page of `numerate view`'s export of `location`: the runs' ids (oldest first: RUN0,
+    RUN1), the database's name and the times runs started and finished put aside."""
+    done = runner.invoke(app, ["view", "--db", location, "--export", str(folder)])
+    assert done.exit_code == 0, done.output
+    pages, ids = {}, run_ids(location)
+    for page in sorted(folder.rglob("*.html")):
+        name, text = str(page.relative_to(folder)), page.read_text()
+        for i, run_id in enumerate(ids):
+            name, text = name.replace(run_id, f"RUN{i}"), text.replace(run_id, f"RUN{i}")
+        pages[name] = LABEL.sub(r"\1", STAMP.sub("TIME", text))
+    return pages
+
+
+def test_sweeps_in_a_lake_show_what_a_file_shows(lake, tmp_path):
+    """The same two sweeps in a lake and in a file: `report`, `compare` and every page of
+    `view` show the same figures."""
     config = sweep_config(tmp_path)
     file = str(tmp_path / "file.duckdb")
     for where in (lake, file):
-        done = runner.invoke(app, ["run", "--config", str(config), "--db", where])
-        assert done.exit_code == 0, done.output
+        for _ in range(2):
+            done = runner.invoke(app, ["run", "--config", str(config), "--db", where])
+            assert done.exit_code == 0, done.output
     Store.close_all()
     assert_same_figures(figures(lake), figures(file))
+    assert_same_figures(compared(lake), compared(file))
+    in_lake, in_file = viewed(lake, tmp_path / "lake-pages"), viewed(file, tmp_path / "pages")
+    assert in_lake.keys() == in_file.keys() and len(in_lake) > 10
+    for name, page in in_lake.items():
+        assert page == in_file[name], name
     counted = runner.invoke(app, ["db", lake, "SELECT count(*) AS n FROM responses", "--format",
                                   "json"])  # fmt: skip
-    assert json.loads(counted.stdout) == [{"n": 2 * (6 * 2 + 5)}]
+    assert json.loads(counted.stdout) == [{"n": 2 * 2 * (6 * 2 + 5)}]
     assert list((tmp_path / "lake").rglob("*.parquet"))  # the rows are the lake's files
 
 
