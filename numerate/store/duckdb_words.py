@@ -5,6 +5,13 @@ on the DuckDB that is installed (an upgrade that rewords one fails there, not in
 
 from __future__ import annotations
 
+import random
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
 
 def sql_literal(text: str) -> str:
     """`text` as a SQL string literal (quoted, its quotes doubled): for the statements that
@@ -41,6 +48,27 @@ def is_commit_conflict(error: BaseException) -> bool:
     """Whether a DuckLake transaction failed to commit because another writer's commit came
     first (tried again, it sees that writer's rows)."""
     return "Failed to commit DuckLake transaction" in str(error)
+
+
+COMMIT_TRIES = 8
+"""Tries at a transaction in a lake. Two of its writers conflict when one deletes or updates
+rows of a table (a graded answer replaced, a run's aggregates swapped, its status set) that
+the other wrote to meanwhile, even other rows; two that only insert never do. The loser,
+which committed nothing, tries again after a pause that doubles (0.05 s to 3.2 s, 6.35 s in
+all, each drawn between half and the whole, so that two losers part)."""
+
+
+def committed(attempt: Callable[[], T]) -> T:
+    """`attempt()`, a whole transaction in a lake, tried again while another writer's commit
+    comes first (COMMIT_TRIES); the last conflict, or any other error, is raised."""
+    for tried in range(COMMIT_TRIES):
+        try:
+            return attempt()
+        except Exception as error:
+            if tried == COMMIT_TRIES - 1 or not is_commit_conflict(error):
+                raise
+            time.sleep(0.05 * 2**tried * random.uniform(0.5, 1.0))
+    raise AssertionError("unreachable")
 
 
 def is_cut_short_at_open(error: BaseException) -> bool:

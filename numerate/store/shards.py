@@ -15,7 +15,6 @@ import contextlib
 import secrets
 import shutil
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -26,7 +25,7 @@ from numerate.kernel.confined import Confined, LeadsOutside
 from numerate.kernel.errors import ConfigError, NumerateError, first_line, shorten
 from numerate.kernel.files import is_duckdb_database, missing_link_target, write_atomically
 from numerate.kernel.names import NAMES, name_problem
-from numerate.store.duckdb_words import is_commit_conflict, sql_literal
+from numerate.store.duckdb_words import sql_literal
 from numerate.store.schema import OPTIONAL_SHARD_TABLES, SHARD_TABLES, StoreError, now
 from numerate.store.shard_checks import database_problem, run_problem
 from numerate.store.tables import insert_arrow, insert_rows
@@ -157,27 +156,17 @@ def ingest_run(
     if problem:
         raise ShardError(problem)
     graded = _graded_in_memory(files, run_id, grade)
-    for attempt in range(COMMIT_TRIES):
-        try:
-            with store.transaction() as con:
-                problem = database_problem(con, files)
-                if problem:
-                    raise ShardError(problem)
-                for table, rows in graded.items():
-                    insert_arrow(con, table, rows)
-                loaded = {"run_id": run_id, "source": source, "ingested_at": now()}
-                insert_rows(con, "ingested_shards", tuple(loaded), [loaded])
-            return
-        except Exception as error:  # a lake's writer that committed first: again, on its rows
-            if attempt == COMMIT_TRIES - 1 or not is_commit_conflict(error):
-                raise
-            time.sleep(0.1 * 2**attempt)
 
+    def loaded(con: Any) -> None:
+        problem = database_problem(con, files)  # again on each try: another ingest's run
+        if problem:
+            raise ShardError(problem)
+        for table, rows in graded.items():
+            insert_arrow(con, table, rows)
+        ingested = {"run_id": run_id, "source": source, "ingested_at": now()}
+        insert_rows(con, "ingested_shards", tuple(ingested), [ingested])
 
-COMMIT_TRIES = 5
-"""Tries at a run's transaction in a lake, where another writer's commit to the same tables
-may come first (DuckLake's snapshots: "Failed to commit DuckLake transaction"); a file's writer
-holds it alone."""
+    store.write(loaded)
 
 
 def _graded_in_memory(
@@ -189,7 +178,8 @@ def _graded_in_memory(
 
     scratch = Store(":memory:")
     try:
-        with scratch.transaction() as con:
+
+        def copied(con: Any) -> None:
             for table, path in files.items():
                 try:  # identical rows twice are one (shard_checks refused different ones)
                     con.execute(
@@ -199,6 +189,8 @@ def _graded_in_memory(
                 except duckdb.Error as error:  # said by the table, not the local copy's path
                     raise ShardError(f"{table}.parquet: {first_line(error)}") from None
             _cut_long_answers(con)
+
+        scratch.write(copied)
         grade(scratch, run_id)
         with scratch.session() as con:
             return {

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from numerate.kernel.credentials import redact
 from numerate.kernel.inputs import valid_text
@@ -43,6 +43,8 @@ if TYPE_CHECKING:
 
 
 __all__ = ["Tables", "insert_arrow", "insert_rows"]
+
+T = TypeVar("T")
 
 
 def check_columns(table: str, columns: Sequence[str], rows: Sequence[Mapping[str, object]]) -> None:
@@ -131,9 +133,15 @@ class Tables:
         """Hold the database for the block (numerate.store.writer.Store.session)."""
         raise NotImplementedError
 
-    def transaction(self) -> contextlib.AbstractContextManager[Any]:
-        """One transaction in one session (numerate.store.writer.Store.transaction)."""
+    def write(self, statements: Callable[[Any], T]) -> T:
+        """`statements(con)` in one transaction, tried again on a lake when another writer's
+        commit came first (numerate.store.writer.Store.write)."""
         raise NotImplementedError
+
+    def put(self, table: str, columns: Sequence[str], rows: Sequence[Mapping[str, object]]) -> None:
+        """Rows into `table`, keyed as KEYS says (insert_rows), in one write."""
+        if rows:
+            self.write(lambda con: insert_rows(con, table, columns, rows))
 
     def claim_run(self, run_id: str) -> bool:
         """Hold a run for this process (numerate.store.writer.Store.claim_run)."""
@@ -176,11 +184,11 @@ class Tables:
     def start_run(self, run_id: str, sweep_name: str, config_hash: str,
                   config: Mapping[str, object], code_version: str) -> None:  # fmt: skip
         self.claim_run(run_id)
-        self.query(
-            "INSERT INTO runs VALUES (?, ?, ?, ?, ?, 'running', ?, NULL)",
-            # no credential in the stored config: a base URL's password, a key in its text
-            [run_id, sweep_name, config_hash, redact(json.dumps(config)), code_version, now()],
-        )
+        # no credential in the stored config: a base URL's password, a key in its text
+        row = [run_id, sweep_name, config_hash, redact(json.dumps(config)), code_version, now()]
+        self.write(lambda con: con.execute(
+            "INSERT INTO runs VALUES (?, ?, ?, ?, ?, 'running', ?, NULL)", row
+        ))  # fmt: skip
 
     def unfinished_run(self, sweep_name: str, config_hash: str) -> str | None:
         """The latest run of this exact sweep that did not finish (to resume), if any."""
@@ -196,15 +204,14 @@ class Tables:
         if table not in ("runs", "numgen_runs"):
             raise ValueError(f"not a table of runs: {table!r}")
         finished = now() if status in ("finished", "degraded", "failed") else None
-        self.query(
+        self.write(lambda con: con.execute(
             f"UPDATE {table} SET status = ?, finished_at = ? WHERE run_id = ?",
             [status, finished, run_id],
-        )
+        ))  # fmt: skip
 
     def record_verdicts(self, rows: Sequence[RunPartRow]) -> None:
         """How each model's part of a run ended (numerate.grading.verdict.PartVerdict.row)."""
-        with self.session() as con:
-            insert_rows(con, "run_models", RUN_PART_COLUMNS, rows)
+        self.put("run_models", RUN_PART_COLUMNS, rows)
 
     def error_counts(self, run_id: str, model: str) -> tuple[int, int, str | None]:
         """(answers, errors, the most frequent error text) of a model in a run."""
@@ -233,13 +240,17 @@ class Tables:
         """The runs this process holds (sweeps' and NumGen's) that are still running were
         stopped by the user."""
         mine = self.claimed_runs()
-        if mine:
+
+        def interrupted(con: Any) -> None:
             for table in ("runs", "numgen_runs"):
-                self.query(
+                con.execute(
                     f"UPDATE {table} SET status = 'interrupted' WHERE status = 'running' "
                     "AND run_id IN (SELECT unnest(?))",
                     [mine],
                 )
+
+        if mine:
+            self.write(interrupted)
 
     def ended_since(self, sweep_name: str, config_hash: str, since: datetime) -> str | None:
         """The run of this sweep that ended (finished, degraded or failed) at or after
@@ -266,14 +277,12 @@ class Tables:
 
     def put_cases(self, rows: Sequence[CaseRow]) -> None:
         """Cases are deterministic: one already stored is left as it is."""
-        with self.session() as con:
-            insert_rows(con, "cases", CASE_COLUMNS, rows)
+        self.put("cases", CASE_COLUMNS, rows)
 
     def put_completions(self, rows: Sequence[CompletionRow]) -> None:
         """Finished requests (the response cache), written now. A request already stored keeps
         its first answer."""
-        with self.session() as con:
-            insert_rows(con, "completions", COMPLETION_COLUMNS, rows)
+        self.put("completions", COMPLETION_COLUMNS, rows)
 
     def get_completions(
         self, request_hashes: Iterable[str], run_id: str | None = None
@@ -319,12 +328,15 @@ class Tables:
             where.append("created_at < ?")
             params.append(before)
         condition = " AND ".join(where)
-        with self.transaction() as con:
+
+        def cleared(con: Any) -> int:
             [(count,)] = con.execute(
                 f"SELECT count(*) FROM completions WHERE {condition}", params
             ).fetchall()
             con.execute(f"DELETE FROM completions WHERE {condition}", params)
-        return int(count)
+            return int(count)
+
+        return self.write(cleared)
 
     def put_responses(self, rows: Sequence[ResponseRow]) -> None:
         """Graded responses of a run, written now; grading a case again replaces its row."""
@@ -332,8 +344,7 @@ class Tables:
         stamped: list[ResponseRow] = [
             {**row, "graded_at": row.get("graded_at") or graded_at} for row in rows
         ]
-        with self.session() as con:
-            insert_rows(con, "responses", RESPONSE_COLUMNS, stamped)
+        self.put("responses", RESPONSE_COLUMNS, stamped)
 
     def update_grades(self, run_id: str, rows: Sequence[Regrade]) -> None:
         """New outcomes and answers for some of a run's responses (model, case_id,
@@ -344,7 +355,8 @@ class Tables:
 
         plain: Sequence[Mapping[str, object]] = rows
         batch = pa.Table.from_pydict({c: [r[c] for r in plain] for c in REGRADE_COLUMNS})
-        with self.transaction() as con:
+
+        def regraded(con: Any) -> None:
             con.register("regraded_rows", batch)
             try:
                 con.execute(
@@ -357,35 +369,38 @@ class Tables:
             finally:
                 con.unregister("regraded_rows")
 
+        self.write(regraded)
+
     # ------------------------------------------------------------------ NumGen
 
     def start_numgen_run(self, run_id: str, kind: str, generator: str, detector: str,
                          config: Mapping[str, object], code_version: str) -> None:  # fmt: skip
         self.claim_run(run_id)
-        self.query(
-            "INSERT INTO numgen_runs VALUES (?, ?, ?, ?, ?, ?, 'running', ?, NULL)",
-            [run_id, kind, generator, detector, json.dumps(config), code_version, now()],
-        )
+        row = [run_id, kind, generator, detector, json.dumps(config), code_version, now()]
+        self.write(lambda con: con.execute(
+            "INSERT INTO numgen_runs VALUES (?, ?, ?, ?, ?, ?, 'running', ?, NULL)", row
+        ))  # fmt: skip
 
     def put_images(self, rows: Sequence[ImageRow]) -> None:
         """A NumGen run's images (each with its run id); re-ingesting a manifest changes
         nothing."""
-        with self.session() as con:
-            insert_rows(con, "numgen_images", IMAGE_COLUMNS, rows)
+        self.put("numgen_images", IMAGE_COLUMNS, rows)
 
     def put_detections(self, rows: Sequence[DetectionRow]) -> None:
         """A NumGen run's counts (each with its run id); re-ingesting a manifest changes
         nothing."""
-        with self.session() as con:
-            insert_rows(con, "numgen_detections", DETECTION_COLUMNS, rows)
+        self.put("numgen_detections", DETECTION_COLUMNS, rows)
 
     def put_numgen_scores(self, metrics: MetricsRow, targets: Sequence[TargetRow]) -> None:
         """A NumGen run's metrics and per-target accuracy (each target row with its run id),
         in one transaction; scoring the run again replaces them."""
-        with self.transaction() as con:
+
+        def scored(con: Any) -> None:
             insert_rows(con, "numgen_metrics", METRICS_COLUMNS, [metrics])
             con.execute("DELETE FROM numgen_targets WHERE run_id = ?", [metrics["run_id"]])
             insert_rows(con, "numgen_targets", TARGET_COLUMNS, targets)
+
+        self.write(scored)
 
     # ------------------------------------------------------------------ aggregates
 
@@ -394,7 +409,8 @@ class Tables:
     ) -> None:
         """Swap in a run's points and summaries (polars frames) in one transaction; each point
         gets its interval's width and, when sampled adaptively, why it stopped."""
-        with self.transaction() as con:
+
+        def replaced(con: Any) -> None:
             con.execute("DELETE FROM points WHERE run_id = ?", [run_id])
             con.execute("DELETE FROM summaries WHERE run_id = ?", [run_id])
             for table, frame in (("points", points), ("summaries", summaries)):
@@ -410,11 +426,12 @@ class Tables:
                 {"run": run_id},
             )
 
+        self.write(replaced)
+
     def put_point_stops(self, run_id: str, model: str, stops: Sequence[PointStop]) -> None:
         """Record how a model's adaptive grid points stopped (a resumed run replaces them)."""
         decided = now()
         rows: list[PointStopRow] = [
             {**stop, "run_id": run_id, "model": model, "decided_at": decided} for stop in stops
         ]
-        with self.session() as con:
-            insert_rows(con, "point_stops", POINT_STOP_COLUMNS, rows)
+        self.put("point_stops", POINT_STOP_COLUMNS, rows)

@@ -23,15 +23,15 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from numerate.kernel.errors import first_line, shorten
 from numerate.kernel.files import OutputPathError, output_folder
 from numerate.kernel.progress import current
 from numerate.store import access, journal, lake
-from numerate.store.duckdb_words import file_fault, is_damaged
+from numerate.store.duckdb_words import committed, file_fault, is_damaged
 from numerate.store.reader import database_file_problem, open_error, whole_file_problem
 from numerate.store.schema import JOURNALED, StoreError, migrate, now, transaction
 from numerate.store.tables import Tables, check_columns, insert_rows
@@ -39,6 +39,7 @@ from numerate.store.tables import Tables, check_columns, insert_rows
 __all__ = ["Store", "StoreError", "flush_seconds", "now"]
 
 logger = logging.getLogger("numerate.store")
+T = TypeVar("T")
 
 
 def flush_seconds() -> float:
@@ -383,9 +384,13 @@ class Store(Tables):
         segments = self._journal.take()
         if not segments:
             return
-        with transaction(con):
-            for segment in segments:
-                self._write_rows(con, segment.rows)
+
+        def attempt() -> None:
+            with transaction(con):
+                for segment in segments:
+                    self._write_rows(con, segment.rows)
+
+        committed(attempt) if self.lake else attempt()
         for segment in segments:
             self._journal.written(segment)
 
@@ -413,11 +418,17 @@ class Store(Tables):
                         ) from None
             logger.info("%s: wrote the answers a stopped process had received", self.path)
 
-    @contextlib.contextmanager
-    def transaction(self) -> Iterator[Any]:
-        """One transaction in one session; yields the connection."""
-        with self.session() as con, transaction(con):
-            yield con
+    def write(self, statements: Callable[[Any], T]) -> T:
+        """`statements(con)` in one transaction of one session; what it returns. On a lake,
+        another writer's commit may come first (DuckLake's snapshots: duckdb_words.committed):
+        the transaction, which then committed nothing, is tried again and sees that writer's
+        rows; `statements` must therefore hold no state of its own between tries."""
+
+        def attempt() -> T:
+            with self.session() as con, transaction(con):
+                return statements(con)
+
+        return committed(attempt) if self.lake else attempt()
 
     # ------------------------------------------------------------------ the journal
 

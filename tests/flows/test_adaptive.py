@@ -60,13 +60,15 @@ def test_a_crashed_run_resumes_each_point_sending_nothing_twice(fake_openai, db_
         "WHERE run_id = ?) WHERE k <= 15",
         [clean],
     )
-    with store.transaction():
+
+    def crashed(con):
         for case_id, request_hash in lost:
-            store.con.execute("DELETE FROM responses WHERE run_id = ? AND case_id = ?",
-                              [clean, case_id])  # fmt: skip
-            store.con.execute("DELETE FROM completions WHERE request_hash = ?", [request_hash])
-        store.con.execute("DELETE FROM point_stops WHERE run_id = ?", [clean])
-        store.con.execute("UPDATE runs SET status = 'interrupted' WHERE run_id = ?", [clean])
+            con.execute("DELETE FROM responses WHERE run_id = ? AND case_id = ?", [clean, case_id])
+            con.execute("DELETE FROM completions WHERE request_hash = ?", [request_hash])
+        con.execute("DELETE FROM point_stops WHERE run_id = ?", [clean])
+        con.execute("UPDATE runs SET status = 'interrupted' WHERE run_id = ?", [clean])
+
+    store.write(crashed)
     Store.close_all()
     before = len(fake_openai.prompts())
 

@@ -347,3 +347,62 @@ def test_a_lakes_run_is_claimed_once_across_machines_and_freed_by_a_killed_holde
     finally:
         holder.kill()
         holder.wait(timeout=30)
+
+
+def test_a_write_that_loses_a_commit_race_in_a_lake_is_tried_again(lake):
+    """Two writers that update one table conflict in a lake (DuckLake: "Failed to commit"),
+    even on other rows; the one that committed second tries its whole write again."""
+    here, elsewhere = Store.open(lake), Store(lake)
+    for run_id in ("a", "b"):
+        here.start_run(run_id, "s", "h", {}, "v")
+    tries = []
+
+    def finish_a(con):
+        tries.append(len(tries))
+        con.execute("UPDATE runs SET status = 'finished' WHERE run_id = 'a'")
+        if len(tries) == 1:  # meanwhile another writer's commit comes first
+            elsewhere.set_run_status("b", "failed")
+
+    here.write(finish_a)
+    assert tries == [0, 1]
+    assert here.query("SELECT run_id, status FROM runs ORDER BY 1") == [
+        ("a", "finished"),
+        ("b", "failed"),
+    ]
+    elsewhere.close()
+
+
+def test_writers_of_one_lake_at_once_lose_nothing(lake):
+    """Two writers that swap runs' aggregates and statuses at once (as two sweeps that end
+    together): every write lands."""
+    import threading
+
+    import polars as pl
+
+    stores = [Store.open(lake), Store(lake)]
+    for i in range(2):
+        stores[0].start_run(f"r{i}", "s", "h", {}, "v")
+    failures = []
+
+    def finish(store, run_id):
+        try:
+            for n in range(8):
+                points = pl.DataFrame({
+                    "run_id": run_id, "model": "m", "manifold": "x", "point_key": "k",
+                    "params": "{}", "n": n, "n_scored": n, "correct": 0, "wrong": n,
+                    "unparsed": 0, "truncated": 0, "error": 0, "ci_low": 0.0, "ci_high": 1.0,
+                    "chance": 0.5, "error_rate": 0.0,
+                })  # fmt: skip
+                store.replace_aggregates(run_id, points, pl.DataFrame())
+                store.set_run_status(run_id, "finished")
+        except Exception as error:
+            failures.append(error)
+
+    threads = [threading.Thread(target=finish, args=(s, f"r{i}")) for i, s in enumerate(stores)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    stores[1].close()
+    assert failures == []
+    assert stores[0].query("SELECT run_id, n FROM points ORDER BY 1") == [("r0", 7), ("r1", 7)]
