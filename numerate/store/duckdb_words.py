@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -17,6 +17,22 @@ def sql_literal(text: str) -> str:
     """`text` as a SQL string literal (quoted, its quotes doubled): for the statements that
     take no parameter (ATTACH, COPY ... TO, a table function's file name, SET)."""
     return "'" + text.replace("'", "''") + "'"
+
+
+LISTED = "unnest(string_split(?, chr(31)))"
+"""The strings of one parameter made by `listed`, as rows: `... IN (SELECT {LISTED})`."""
+
+
+def listed(values: Sequence[str]) -> str:
+    """Many strings (ids, hashes) as one parameter, for LISTED. DuckDB 1.5.5 binds a Python
+    list of strings at about 70 µs an element (146 ms for a batch's 2,000 case ids, measured
+    against 1.6 ms on 2.0.1: a sweep of 300,000 cases spent 45 s there); one string, split
+    by DuckDB, takes the same few milliseconds on both. ValueError for no value (an empty
+    string splits into one empty id) or one that holds the separator (chr(31))."""
+    joined = "\x1f".join(values)
+    if not values or joined.count("\x1f") != len(values) - 1:
+        raise ValueError("listed: no value, or one holding the separator chr(31)")
+    return joined
 
 
 def is_lock_conflict(error: BaseException) -> bool:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from numerate.kernel.credentials import redact
 from numerate.kernel.inputs import valid_text
 from numerate.numgen.rows import DetectionRow, ImageRow, MetricsRow, TargetRow
+from numerate.store.duckdb_words import LISTED, listed
 from numerate.store.rows import (
     CaseRow,
     CompletionRow,
@@ -173,9 +174,11 @@ class Tables:
 
     def missing_cases(self, case_ids: Sequence[str]) -> set[str]:
         """The ids among `case_ids` that are not stored yet."""
+        if not case_ids:
+            return set()
         rows = self.query(
-            "SELECT id FROM (SELECT unnest(?) AS id) WHERE id NOT IN (SELECT case_id FROM cases)",
-            [list(case_ids)],
+            f"SELECT id FROM (SELECT {LISTED} AS id) WHERE id NOT IN (SELECT case_id FROM cases)",
+            [listed(case_ids)],
         )
         return {r[0] for r in rows}
 
@@ -245,8 +248,8 @@ class Tables:
             for table in ("runs", "numgen_runs"):
                 con.execute(
                     f"UPDATE {table} SET status = 'interrupted' WHERE status = 'running' "
-                    "AND run_id IN (SELECT unnest(?))",
-                    [mine],
+                    f"AND run_id IN (SELECT {LISTED})",
+                    [listed(mine)],
                 )
 
         if mine:
@@ -295,10 +298,10 @@ class Tables:
         names = ", ".join(COMPLETION_COLUMNS)
         only_run = "AND run_id = ?" if run_id is not None else ""
         rows = self.query(
-            f"SELECT {names} FROM completions WHERE request_hash IN (SELECT unnest(?)) {only_run} "
+            f"SELECT {names} FROM completions WHERE request_hash IN (SELECT {LISTED}) {only_run} "
             "QUALIFY row_number() OVER (PARTITION BY request_hash "
             "ORDER BY created_at DESC, run_id) = 1",
-            [hashes] if run_id is None else [hashes, run_id],
+            [listed(hashes)] if run_id is None else [listed(hashes), run_id],
         )
         return {
             row[0]: cast(CompletionRow, dict(zip(COMPLETION_COLUMNS, row, strict=True)))

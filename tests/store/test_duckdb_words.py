@@ -10,10 +10,12 @@ import duckdb
 import pytest
 
 from numerate.store.duckdb_words import (
+    LISTED,
     is_cut_short_at_open,
     is_damaged,
     is_interrupted,
     is_lock_conflict,
+    listed,
 )
 
 HOLDS = """
@@ -103,3 +105,13 @@ def test_a_ctrl_c_during_a_query_is_an_interruption():
         query.wait()
     assert said.endswith(" True"), said
     assert not is_interrupted(RuntimeError("a different failure"))
+
+
+def test_many_strings_go_as_one_parameter_and_come_back_as_rows():
+    ids = [f"objects-1-{i}" for i in range(2_000)] + ["", "a,b", "é ü"]
+    con = duckdb.connect()
+    assert [r[0] for r in con.execute(f"SELECT {LISTED}", [listed(ids)]).fetchall()] == ids
+    assert con.execute(f"SELECT {LISTED}", [listed(["one"])]).fetchall() == [("one",)]
+    for refused in ([], ["a\x1fb"], ["a", "b\x1f"]):
+        with pytest.raises(ValueError, match="separator"):
+            listed(refused)
