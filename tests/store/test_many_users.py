@@ -1,11 +1,13 @@
 """One results database, many users at once, with real processes (docs/sharing.md, "Many users, one
 database"): two sweeps of different configs, a NumGen run and an ingest write one database at
-the same time while two readers poll `report` and `db` every second."""
+the same time while three readers poll `report`, `db` and a `numerate view` server every
+second."""
 
 from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 
 import duckdb
@@ -24,9 +26,12 @@ from tests.contention import (
     wait_for_file,
 )
 from tests.fake_openai import spawn
+from tests.view.conftest import start_view
 from tests.waiting import wait_until
 
 CASES = 45  # per sweep: at 0.25 s an answer, two at a time, about 6 s of asking
+FETCH = "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=60).read()"
+"""A page of `numerate view`, read as a browser would (exit 1 unless it is answered 200)."""
 
 
 def wait_for_a_run(db, env, timeout_s=120):
@@ -70,6 +75,7 @@ def test_two_sweeps_numgen_and_an_ingest_share_one_database_with_two_readers(tmp
     db = shared
     in_a_file = not lake.is_lake(str(db))
     readers: list[Reader] = []
+    view = None
     try:
         # a run made "elsewhere", published as Parquet shards for the ingest
         shards = tmp_path / "shards"
@@ -97,9 +103,11 @@ def test_two_sweeps_numgen_and_an_ingest_share_one_database_with_two_readers(tmp
         if in_a_file:
             wait_for_file(db, 120)
         wait_for_a_run(db, env)
+        view, address = start_view(db, env)
         readers = [
             Reader([*NUMERATE, "report", "--db", str(db)], env).start(),
             Reader([*NUMERATE, "db", str(db), GRADED_QUERY, "--format", "csv"], env).start(),
+            Reader([sys.executable, "-c", FETCH, f"{address}/"], env).start(),
         ]
         writers["numgen"] = start(
             [*NUMERATE, "numgen", "run", "--generator", "synthetic", "--detector", "blobs",
@@ -123,6 +131,9 @@ def test_two_sweeps_numgen_and_an_ingest_share_one_database_with_two_readers(tmp
     finally:
         for reader in readers:
             reader.stop()
+        if view is not None:
+            view.terminate()
+            view.wait(30)
         endpoint.kill()
         endpoint.wait()
 

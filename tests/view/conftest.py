@@ -50,15 +50,15 @@ def results(tmp_path_factory):
     return db, [row[0] for row in sql(db, "SELECT run_id FROM runs ORDER BY started_at")]
 
 
-def start_view(db) -> tuple[subprocess.Popen, str]:
-    """A `numerate view` process serving `db` on a free port of 127.0.0.1, once it answers;
-    and its address."""
+def start_view(db, env=None) -> tuple[subprocess.Popen, str]:
+    """A `numerate view` process serving `db` on a free port of 127.0.0.1 (with environment
+    `env`, else this process's), once it answers; and its address."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     process = subprocess.Popen(
         [sys.executable, "-m", "numerate.cli", "view", "--db", str(db), "--port", str(port)],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     address = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
