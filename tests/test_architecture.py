@@ -261,6 +261,7 @@ LOADED_WHEN_USED = {
     "jinja2": "the viewer's templates",
     "PIL": "NumGen's images",
     "starlette": "the viewer's app",
+    "psycopg": "a lake's run claims (PostgreSQL's advisory locks)",
 }
 """Loaded inside functions so that `numerate --help` and a refused command line answer in a
 fraction of a second (docs/architecture.md, "Rules"): why each one."""
@@ -500,7 +501,7 @@ def runs(source):
 
 
 ANY = re.compile(r"\bAny\b")
-RAW_SQL_METHODS = {"query", "frame", "session", "transaction", "con"}
+RAW_SQL_METHODS = {"query", "frame", "session", "write", "con"}
 """The store's own SQL interface (and `numerate db`'s, whose SQL is the user's): rows of any
 DuckDB type. Everything else the store offers is typed."""
 
