@@ -100,8 +100,8 @@ def _statements(responses: str, cases: str) -> dict[str, str]:
     keys = "run_id, model, manifold, point_key"
     return {
         "unknown": f"{joined} SELECT case_id FROM joined WHERE chance IS NULL LIMIT 1",
-        "samples": f"{joined} SELECT coalesce(max(n), 1) AS most FROM "
-        "(SELECT count(*) AS n FROM joined GROUP BY run_id, model, case_id)",
+        "samples": "SELECT coalesce(max(n), 1) AS most FROM "
+        f"(SELECT count(*) AS n FROM {responses} GROUP BY run_id, model, case_id)",
         "counts": f"{joined} SELECT {keys}, {COUNTS}, {SCORED_FLOORS}, any_value(params) AS "
         f"params FROM joined GROUP BY {keys}",
         "lists": f"{joined}, {per_case} SELECT {keys}, list(answers) AS case_answers, "
