@@ -182,8 +182,13 @@ def claim_run(location: str, run_id: str) -> RunClaim | None:
     """Hold run `run_id` of the lake `location` for this process; None when a live process
     (on any machine) holds it. StoreError, in the user's words, when PostgreSQL cannot be
     reached."""
-    import psycopg
-
+    try:
+        import psycopg
+    except ImportError:  # the extensions' wheels installed by hand, without the extra
+        raise StoreError(
+            "a DuckLake's runs are claimed in its PostgreSQL with psycopg: "
+            "pip install -c constraints.txt '.[lake]'"
+        ) from None
     _password_from_secret()
     try:
         session = psycopg.connect(connection_string(location), autocommit=True,

@@ -44,6 +44,14 @@ def test_a_name_is_a_lake_only_with_its_prefix():
     assert lake.connection_string(given) == "dbname=l connect_timeout=3"
 
 
+def test_a_claim_without_psycopg_says_what_to_install(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # not installed
+    with pytest.raises(StoreError, match=r"psycopg: pip install -c constraints.txt '\.\[lake\]'"):
+        lake.claim_run("ducklake:postgres:dbname=l", "r")
+
+
 def sweep_config(folder):
     config = folder / "s.yaml"
     config.write_text(json.dumps({
