@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from numerate.cli import app
 from numerate.store import Store, lake
+from numerate.store import lake as lake_module
 from numerate.store.schema import KEYS, StoreError
 from numerate.store.tables import insert_rows
 from tests.store.test_keys import columns_of, marked_column, row
@@ -414,3 +415,24 @@ def test_writers_of_one_lake_at_once_lose_nothing(lake):
     stores[1].close()
     assert failures == []
     assert stores[0].query("SELECT run_id, n FROM points ORDER BY 1") == [("r0", 7), ("r1", 7)]
+
+
+def test_a_process_attaches_a_lake_once_to_read_and_sees_each_new_snapshot(lake, monkeypatch):
+    """`numerate view` reads a lake page after page: the lake is attached once, and each
+    reader sees what was committed since the last."""
+    made = []
+    reading = lake_module._reading
+    monkeypatch.setattr(lake_module, "_reading", lambda name: made.append(name) or reading(name))
+    monkeypatch.setattr(lake_module, "_READING", {})
+    done = runner.invoke(app, ["run", "--db", lake, "--model", "baseline:oracle"])
+    assert done.exit_code == 0, done.output
+    Store.close_all()
+    counted = "SELECT count(*) FROM responses"
+    first = lake_module.read_only(lake).execute(counted).fetchall()[0][0]
+    assert runner.invoke(app, ["run", "--db", lake, "--model", "baseline:oracle"]).exit_code == 0
+    Store.close_all()
+    again = lake_module.read_only(lake)
+    assert again.execute(counted).fetchall()[0][0] == 2 * first > 0
+    assert made == [lake]
+    with pytest.raises(Exception, match="Cannot change configuration"):
+        again.execute("SET enable_external_access = true")  # a cursor keeps the locks
