@@ -270,8 +270,10 @@ class Reader:
 
         existing_database(path)
         access.lock_log()  # one that cannot be written: refused, as writers refuse it
-        started = time.monotonic()
         try:
+            if lake.is_lake(path):  # a start-up cost, not a wait for writers
+                lake.load_for_reading(path)
+            started = time.monotonic()
             reader = cls(path, _connect(path), time.monotonic() - started)
         except duckdb.Error as error:
             raise ConfigError(f"cannot open {path}: {open_error(error, path)}") from None

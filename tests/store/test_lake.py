@@ -103,7 +103,10 @@ def compared(location):
     return json.loads(shown.stdout)
 
 
-STAMP = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d+)?(\+00:00)?")
+STAMP = re.compile(
+    r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d+)?(\+00:00)?"  # when runs started and ended
+    r"|\b\d+\.\d\d s\b"  # how long an answer took (as the view shows it: 0.01 s)
+)
 LABEL = re.compile(r'(title="results database \(read-only\)">|export of )[^<]*')
 
 
