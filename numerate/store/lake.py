@@ -109,8 +109,7 @@ def attach(con: Any, location: str, read_only: bool = False) -> None:
 
     conninfo = connection_string(location)
     _password_from_secret()
-    for name in EXTENSIONS:
-        con.execute(f"LOAD {sql_literal(str(extension_file(name)))}")
+    load_extensions(con)
     options = ["READ_ONLY"] if read_only else []
     data = os.environ.get(DATA_ENV, "").strip()
     if data:
@@ -128,6 +127,13 @@ def attach(con: Any, location: str, read_only: bool = False) -> None:
                 raise StoreError(f"cannot open lake {location}: {reason}") from None
             time.sleep(0.1 * 2**attempt)
     con.execute(f"USE {ALIAS}")
+
+
+def load_extensions(con: Any) -> None:
+    """Load the extensions a lake needs (EXTENSIONS) into `con`'s DuckDB, from their wheels'
+    files; loading one already loaded does nothing."""
+    for name in EXTENSIONS:
+        con.execute(f"LOAD {sql_literal(str(extension_file(name)))}")
 
 
 def _password_from_secret() -> None:
@@ -229,8 +235,7 @@ def load_for_reading(location: str) -> Any:
         con = _LOADED.get(location)
         if con is None:
             con = _LOADED[location] = duckdb.connect()
-            for name in EXTENSIONS:
-                con.execute(f"LOAD {sql_literal(str(extension_file(name)))}")
+            load_extensions(con)
         return con
 
 
@@ -254,7 +259,7 @@ def _reading(location: str) -> Any:
     (as a file database's readers, which may read no file: the SQL of `numerate db` is the
     user's), its settings locked."""
     con = load_for_reading(location)
-    attach(con, location, read_only=True)  # its extensions' LOAD: loaded, at once
+    attach(con, location, read_only=True)  # its extensions loaded already: no load again
     data = con.execute(f"SELECT data_path FROM ducklake_settings('{ALIAS}')").fetchall()[0][0]
     con.execute(f"SET allowed_directories = [{sql_literal(data)}]")
     con.execute("SET enable_external_access = false")

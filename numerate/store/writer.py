@@ -390,7 +390,7 @@ class Store(Tables):
                 for segment in segments:
                     self._write_rows(con, segment.rows)
 
-        committed(attempt) if self.lake else attempt()
+        committed(attempt)  # a file's writer holds it alone: its commits never conflict
         for segment in segments:
             self._journal.written(segment)
 
@@ -422,13 +422,14 @@ class Store(Tables):
         """`statements(con)` in one transaction of one session; what it returns. On a lake,
         another writer's commit may come first (DuckLake's snapshots: duckdb_words.committed):
         the transaction, which then committed nothing, is tried again and sees that writer's
-        rows; `statements` must therefore hold no state of its own between tries."""
+        rows; `statements` must therefore hold no state of its own between tries. A file's
+        writer holds it alone: its commits never conflict, and are tried once."""
 
         def attempt() -> T:
             with self.session() as con, transaction(con):
                 return statements(con)
 
-        return committed(attempt) if self.lake else attempt()
+        return committed(attempt)
 
     # ------------------------------------------------------------------ the journal
 
