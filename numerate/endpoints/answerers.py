@@ -8,7 +8,8 @@ import functools
 import json
 import random
 import time
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol, TypeVar
 
 from numerate.config.sweep import ModelConfig
 from numerate.endpoints.limits import model_breaker, model_limits, shared_client
@@ -28,6 +29,15 @@ from numerate.kernel.inputs import valid_text
 from numerate.kernel.progress import current as current_progress
 from numerate.manifolds import registry
 from numerate.planning.plan import PlannedCase
+
+
+class HasError(Protocol):
+    @property
+    def error(self) -> str | None: ...
+
+
+Answer = TypeVar("Answer", bound=HasError)
+"""What one request gives back: an answer, or why there is none (`error`)."""
 
 
 class Answerer(Protocol):
@@ -54,23 +64,45 @@ class EndpointAnswerer:
 
     async def answer(self, planned: PlannedCase, messages: list[dict[str, str]],
                      request_id: str, sample: int = 0) -> Completion:  # fmt: skip
-        """Ask until answered: a slot of the model's adaptive limit per attempt (none while
-        waiting to retry); rate limits lower the limit and are waited out within
-        `throttle_budget_s`, other failures spend `max_retries`."""
+        """The model's answer to one request of a case (see `ask`)."""
         sampling = self.model.sampling.request_fields(sample)
+        return await self.ask(
+            lambda: self.client.chat.completions.create(
+                model=self.model.model_id, messages=messages, **sampling
+            ),
+            lambda response, attempts, latency: read_completion(
+                response, request_id, attempts, latency, sample
+            ),
+            lambda attempts, error: Completion(
+                request_id, None, attempts=attempts, sample=sample, error=error
+            ),
+        )
+
+    async def ask(
+        self,
+        send: Callable[[], Awaitable[Any]],
+        read: Callable[[Any, int, float], Answer],
+        failed: Callable[[int, str], Answer],
+        declined: Callable[[BaseException, int, str], Answer | None] = lambda *_: None,
+    ) -> Answer:
+        """Ask until answered: `send()` a request, `read(response, attempts, latency)` its
+        answer (one with an `error` is asked again, as a malformed body), `failed(attempts,
+        why)` when it fails for good. A slot of the model's adaptive limit per attempt (none
+        while waiting to retry); rate limits lower the limit and are waited out within
+        `throttle_budget_s`, other failures spend `max_retries`. `declined(error, attempts,
+        why)` turns an error that is the service's answer (a content policy's refusal) into
+        one: it neither trips the breaker nor is asked again."""
         tries = attempts = 0
         throttled_since: float | None = None
         while True:
             async with self.limit:
                 if self.breaker.tripped:  # while this one waited for a slot: sent no more
-                    return self._stopped(request_id, attempts, sample)
+                    return failed(attempts, self._stopped(attempts))
                 attempts += 1  # (those waiting went on sending for 45 s after a trip)
                 sent_at = time.monotonic()
                 try:  # the whole answer within timeout_s: a body that trickles in too
                     async with asyncio.timeout(self.model.timeout_s):
-                        response = await self.client.chat.completions.create(
-                            model=self.model.model_id, messages=messages, **sampling
-                        )
+                        response = await send()
                 except TimeoutError:
                     error: Exception | None = TimedOut(self.model.timeout_s)
                 except Exception as caught:
@@ -80,16 +112,19 @@ class EndpointAnswerer:
             if error is None:
                 self.limit.succeeded()
                 self.breaker.success()
-                latency = time.monotonic() - sent_at
-                completion = read_completion(response, request_id, attempts, latency, sample)
+                answer = read(response, attempts, time.monotonic() - sent_at)
                 tries += 1
-                if completion.error is None or tries > self.model.max_retries:
-                    return completion
+                if answer.error is None or tries > self.model.max_retries:
+                    return answer
                 # a malformed or empty answer: a proxy's error page, a cut body; ask again
                 current_progress().retried()
                 await self.breaker.pause(backoff_s(tries, self.retry_base_s, self.rng))
                 continue
             detail = describe_error(error)  # credentials redacted
+            refusal = declined(error, attempts, detail)
+            if refusal is not None:
+                self.limit.succeeded()  # an answer: the service is up and serving
+                return refusal
             self.breaker.failure(error, detail)
             if is_throttle(error):
                 self.limit.throttled()
@@ -102,22 +137,19 @@ class EndpointAnswerer:
                         min(self.throttle_delay_s(error, attempts), left + 0.1)
                     )
                     continue
-                refused = f"{detail} (still refused after {waited:.0f} s)"
-                return Completion(request_id, None, attempts=attempts, sample=sample, error=refused)
+                return failed(attempts, f"{detail} (still refused after {waited:.0f} s)")
             tries += 1
             if not is_retryable(error) or tries > self.model.max_retries or self.breaker.tripped:
-                return Completion(request_id, None, attempts=attempts, error=detail, sample=sample)
+                return failed(attempts, detail)
             current_progress().retried()
             await self.breaker.pause(self.retry_delay_s(error, tries))
             if self.breaker.tripped:
-                return self._stopped(request_id, attempts, sample)
+                return failed(attempts, self._stopped(attempts))
 
-    def _stopped(self, request_id: str, attempts: int, sample: int) -> Completion:
-        """A request the tripped breaker stopped: "not sent" when no attempt of it was (a
+    def _stopped(self, attempts: int) -> str:
+        """Why the tripped breaker stopped a request: "not sent" when no attempt of it was (a
         re-run sends it), else "stopped"."""
-        how = "stopped" if attempts else "not sent"
-        return Completion(request_id, None, attempts=attempts, sample=sample,
-                          error=f"{how}: {self.breaker.cause}")  # fmt: skip
+        return f"{'stopped' if attempts else 'not sent'}: {self.breaker.cause}"
 
     def retry_delay_s(self, error: Exception, tries: int) -> float:
         """Wait before a retry: what the server asked for (with jitter), else backoff."""
