@@ -4,6 +4,12 @@ It serves GET /v1/models and POST /v1/chat/completions over HTTP/1.1 keep-alive,
 microseconds, and can inject faults: 429 with Retry-After, 500, 400, slow answers (timeouts),
 truncated answers (finish_reason "length") and unparseable text. It records every request.
 
+For NumGen it is also an Images API (POST /v1/images/generations) that draws exactly n shapes
+for "An image with n ...", as b64_json or as a url it serves (GET /v1/files/...), and a vision
+model: a chat request with an image answers how many shapes it drew in that image (it knows its
+own drawings by their pixels). Faults: `ImageReply` (429, 500, a slow body, malformed base64, a
+content-policy refusal, a wrong size) and `Reply` for the vision answers.
+
 In a test: `with FakeOpenAI() as server: ... server.base_url ...` (a thread of the test
 process). Standalone: `python -m tests.fake_openai --port-file F [--delay S]` (a process to
 kill, or to benchmark against).
@@ -15,6 +21,7 @@ import argparse
 import asyncio
 import hashlib
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -50,8 +57,66 @@ class Reply:
     """When set, the body is this text served as text/html (a proxy's error page)."""
 
 
+@dataclass
+class ImageReply:
+    """What the Images API does for one request."""
+
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0
+    error_message: str = "injected failure"
+    error_code: str = "injected"
+    b64: str | None = None
+    """When set, `b64_json` is this text (malformed base64, say)."""
+    size: int | None = None
+    """When set, the image is this many pixels wide and high, whatever was asked."""
+    as_url: bool = False
+    """Answer with a `url` (served by this endpoint) instead of `b64_json`."""
+    trickle_s: float = 0.0
+    """Send the headers at once and the body over this many seconds (a slow body)."""
+
+    @classmethod
+    def refusal(cls) -> ImageReply:
+        return cls(400, error_message="Your request was rejected by the safety system",
+                   error_code="content_policy_violation")  # fmt: skip
+
+
+TRICKLE = "x-fake-trickle-s"
+"""A header the fake reads (and does not send): send the body slowly over these seconds."""
+
+
+def drawn_count(prompt: str) -> int:
+    """The n of "An image with n ..." (a number in digits)."""
+    return int(re.search(r"\d+", prompt).group())  # type: ignore[union-attr]
+
+
+def pixels_key(image: Any) -> str:
+    """What identifies a drawing by its pixels (a PNG re-encoded keeps them)."""
+    return hashlib.sha256(image.convert("RGB").tobytes()).hexdigest()
+
+
 def prompt_of(body: dict[str, Any]) -> str:
-    return body["messages"][-1]["content"]
+    content = body["messages"][-1]["content"]
+    if isinstance(content, list):  # a vision request: its text part
+        return " ".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return content
+
+
+def image_of(body: dict[str, Any]) -> Any:
+    """The image of a vision request (a PIL image), or None."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    content = body["messages"][-1]["content"]
+    if not isinstance(content, list):
+        return None
+    for part in content:
+        if isinstance(part, dict) and part.get("type") == "image_url":
+            url = part["image_url"]["url"]
+            return Image.open(io.BytesIO(base64.b64decode(url.partition(",")[2])))
+    return None
 
 
 def hashed_answer(body: dict[str, Any]) -> Reply:
@@ -61,7 +126,9 @@ def hashed_answer(body: dict[str, Any]) -> Reply:
 
 
 class FakeOpenAI:
-    """The endpoint. `responder(body) -> Reply` decides each answer; swap it at any time."""
+    """The endpoint. `responder(body) -> Reply` decides each answer; swap it at any time
+    (`image_responder(body) -> ImageReply` each image; a chat request with an image is
+    answered by `vision(body) -> Reply`)."""
 
     def __init__(
         self,
@@ -70,6 +137,13 @@ class FakeOpenAI:
         model_id: str = MODEL_ID,
     ) -> None:
         self.responder = responder
+        self.image_responder: Callable[[dict[str, Any]], ImageReply] = lambda body: ImageReply()
+        self.vision: Callable[[dict[str, Any]], Reply] = self.count_drawn
+        self.image_requests: list[dict[str, Any]] = []
+        self.vision_requests = 0
+        self.drawn: dict[str, int] = {}
+        """Each drawing's pixels -> its number of shapes."""
+        self.files: dict[str, bytes] = {}
         self.api_key = api_key
         self.model_id = model_id
         self.requests: list[dict[str, Any]] = []
@@ -88,6 +162,9 @@ class FakeOpenAI:
         self.wrong_key = {route: (401, "Incorrect API key provided", "invalid_api_key")
                           for route in ("models", "chat")}  # fmt: skip
         """What each route ("models", "chat") answers a wrong key: status, message, type."""
+        self.fixed_image: bytes | None = None
+        """When set, every image request gets these bytes unparsed and unrecorded (one drawing,
+        whatever was asked): for benchmarks."""
         self.fixed_reply: bytes | None = None
         """When set, every chat request gets these bytes unparsed and unrecorded: the cheapest
         possible endpoint, for benchmarks."""
@@ -99,6 +176,34 @@ class FakeOpenAI:
         self.models_status = 400
         self.wrong_key = {"models": (400, "No connected db.", "no_db_connection"),
                           "chat": (400, chat_refusal, "auth_error")}  # fmt: skip
+
+    def count_drawn(self, body: dict[str, Any]) -> Reply:
+        """The vision model: the number of shapes of one of its own drawings."""
+        image = image_of(body)
+        n = self.drawn.get(pixels_key(image)) if image is not None else None
+        return Reply(content="I cannot tell." if n is None else f"I count them.\nAnswer: {n}")
+
+    def draw(self, request: dict[str, Any], reply: ImageReply) -> dict[str, Any]:
+        """An Images API answer: exactly n shapes, drawn from the request's seed."""
+        import base64
+        import io
+
+        from numerate.numgen.synthetic import draw_stimulus
+
+        n = drawn_count(request["prompt"])
+        width = int(str(request.get("size", "256x256")).partition("x")[0] or 256)
+        image = draw_stimulus(n, int(request.get("seed", 0)), reply.size or width)
+        with self._lock:
+            self.drawn[pixels_key(image)] = n
+        buffer = io.BytesIO()
+        image.save(buffer, format="PNG")
+        if reply.as_url:
+            name = f"{hashlib.sha256(buffer.getvalue()).hexdigest()[:16]}.png"
+            self.files[name] = buffer.getvalue()
+            return {"created": 0, "data": [{"url": f"{self.base_url}/files/{name}"}]}
+        encoded = reply.b64 if reply.b64 is not None else base64.b64encode(buffer.getvalue())
+        text = encoded if isinstance(encoded, str) else encoded.decode()
+        return {"created": 0, "data": [{"b64_json": text, "revised_prompt": request["prompt"]}]}
 
     @property
     def base_url(self) -> str:
@@ -125,22 +230,31 @@ class FakeOpenAI:
                 }
                 length = int(headers.get("content-length", "0"))
                 body = await reader.readexactly(length) if length else b""
+                if self.fixed_image is not None and path.endswith("/images/generations"):
+                    writer.write(self.fixed_image)
+                    continue
                 if self.fixed_reply is not None and method == "POST":
                     writer.write(self.fixed_reply)
                     continue
                 status, payload, extra = await self._route(method, path, headers, body)
-                is_raw = isinstance(payload, str)
-                data = payload.encode() if is_raw else json.dumps(payload).encode()
+                is_raw = isinstance(payload, str | bytes)
+                data = (payload if isinstance(payload, bytes) else payload.encode() if is_raw
+                        else json.dumps(payload).encode())  # fmt: skip
                 response_headers = {
                     "Content-Type": "text/html" if is_raw else "application/json",
                     "Content-Length": str(len(data)),
                     **extra,
                 }
+                trickle = float(response_headers.pop(TRICKLE, 0))
                 head_out = f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}\r\n" + "".join(
                     f"{k}: {v}\r\n" for k, v in response_headers.items()
                 )
-                writer.write(head_out.encode() + b"\r\n" + data)
+                writer.write(head_out.encode() + b"\r\n" + (b"" if trickle else data))
                 await writer.drain()
+                for start in range(0, len(data) if trickle else 0, max(1, len(data) // 10)):
+                    await asyncio.sleep(trickle / 10)  # a slow body: a tenth at a time
+                    writer.write(data[start : start + max(1, len(data) // 10)])
+                    await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
             pass
         except asyncio.CancelledError:
@@ -163,6 +277,11 @@ class FakeOpenAI:
             if self.models_status != 200:
                 return self.models_status, _error("No connected db.", "no_db_connection"), {}
             return 200, {"object": "list", "data": [{"id": self.model_id, "object": "model"}]}, {}
+        if method == "GET" and "/files/" in path:
+            found = self.files.get(path.rsplit("/", 1)[-1])
+            return (200, found, {}) if found else (404, _error("no file", "not_found"), {})
+        if method == "POST" and path.rstrip("/").endswith("/images/generations"):
+            return await self._image(json.loads(body))
         if method != "POST" or not path.rstrip("/").endswith("/chat/completions"):
             return 404, _error(f"no route {method} {path}", "not_found"), {}
         request = json.loads(body)
@@ -171,7 +290,12 @@ class FakeOpenAI:
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
-            reply = self.responder(request)
+            if image_of(request) is not None:
+                with self._lock:
+                    self.vision_requests += 1
+                reply = self.vision(request)
+            else:
+                reply = self.responder(request)
             if reply.delay_s:
                 await asyncio.sleep(reply.delay_s)
         finally:
@@ -202,6 +326,17 @@ class FakeOpenAI:
             },
             reply.headers,
         )
+
+    async def _image(self, request: dict[str, Any]) -> tuple[int, Any, dict[str, str]]:
+        with self._lock:
+            self.image_requests.append(request)
+        reply = self.image_responder(request)
+        if reply.delay_s:
+            await asyncio.sleep(reply.delay_s)
+        if reply.status != 200:
+            return reply.status, _error(reply.error_message, reply.error_code), reply.headers
+        headers = {**reply.headers, **({TRICKLE: str(reply.trickle_s)} if reply.trickle_s else {})}
+        return 200, await asyncio.to_thread(self.draw, request, reply), headers
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -293,6 +428,25 @@ def fixed_reply() -> bytes:
     return head.encode() + payload
 
 
+def fixed_image(n: int = 7, size: int = 256) -> bytes:
+    """A complete HTTP response to an image request (a drawing of n shapes), ready to send."""
+    import base64
+    import io
+
+    from numerate.numgen.synthetic import draw_stimulus
+
+    buffer = io.BytesIO()
+    draw_stimulus(n, 0, size).save(buffer, format="PNG")
+    payload = json.dumps(
+        {"created": 0, "data": [{"b64_json": base64.b64encode(buffer.getvalue()).decode()}]}
+    ).encode()
+    head = (
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(payload)}\r\n\r\n"
+    )
+    return head.encode() + payload
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="Loopback OpenAI-compatible test endpoint")
     parser.add_argument("--port-file", required=True, help="where to write the chosen port")
@@ -301,8 +455,8 @@ def main() -> None:
     parser.add_argument(
         "--fixed",
         action="store_true",
-        help="answer every chat request with one precomputed response, without reading it "
-        "(the cheapest endpoint: for throughput benchmarks)",
+        help="answer every chat request (and every image request) with one precomputed "
+        "response, without reading it (the cheapest endpoint: for throughput benchmarks)",
     )
     args = parser.parse_args()
 
@@ -319,6 +473,7 @@ def main() -> None:
         server = FakeOpenAI(responder)
         if args.fixed:
             server.fixed_reply = fixed_reply()
+            server.fixed_image = fixed_image()
         await server.serve()
         Path(args.port_file).write_text(str(server.port))
         await asyncio.Event().wait()

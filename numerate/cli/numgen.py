@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast
 
@@ -39,36 +40,21 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-LEADERBOARD_COLUMNS = {
-    "model": "Model",
-    "accuracy": "Accuracy",
-    "mwe": "MWE",
-    "counting_level": "Counting Level",
-    "webers_law": "Weber's Law",
-}
-
-
 OPTION_OF = {
     "generator": "--generator", "detector": "--detector", "images_dir": "--images-dir",
     "prompts.per_number": "--count", "prompts.objects": "--object", "prompts.seed": "--seed",
     "generation.steps": "--steps", "generation.guidance": "--guidance",
     "generation.height": "--size", "generation.width": "--size",
     "generation.device": "--device", "generation.dtype": "--dtype",
-    "generation.batch_size": "--batch-size",
+    "generation.batch_size": "--batch-size", "generation.size": "--size",
 }  # fmt: skip
 """The option of `numgen run` that sets each NumGen config field."""
 
 
-def _options_given(
-    top: dict[str, Any], prompts: dict[str, Any], generation: dict[str, Any]
-) -> dict[str, str]:
-    """{config field: option} for the options given on the command line (values not None),
-    so that an error about one names it as the user wrote it."""
-    values = {
-        **top,
-        **{f"prompts.{key}": value for key, value in prompts.items()},
-        **{f"generation.{key}": value for key, value in generation.items()},
-    }
+def _options_given(values: dict[str, Any], **sections: dict[str, Any]) -> dict[str, str]:
+    """{config field: option} for the options given on the command line (values not None;
+    `sections`' keys prefixed by their name), so that an error names it as the user wrote it."""
+    values = {**values, **{f"{name}.{k}": v for name, d in sections.items() for k, v in d.items()}}
     return {f: option for f, option in OPTION_OF.items() if values.get(f) is not None}
 
 
@@ -91,7 +77,7 @@ def _before_the_run(config: Any, db: str, dispatch: str) -> None:
     from numerate.store.reader import database_file_problem
 
     server = connect()  # before Prefect's import: else it started a server of its own
-    from numerate.flows.numgen import DETECT_DEPLOYMENT, GENERATE_DEPLOYMENT
+    from numerate.flows.numgen import deployments_needed
     from numerate.kernel.progress import reporting_to
     from numerate.store import Store
     from numerate.tasks.dispatch import Dispatch, require_deployed
@@ -99,35 +85,44 @@ def _before_the_run(config: Any, db: str, dispatch: str) -> None:
     problem = database_file_problem(db)  # a file that is no database: refused before the wait
     if problem:
         raise ConfigError(f"cannot open results database {db}: {problem}")
-    server.wait()
-    if config.needs_images:  # a missing deployment: said before the database is made
-        steps = [GENERATE_DEPLOYMENT, DETECT_DEPLOYMENT]
-        asyncio.run(require_deployed(steps, cast(Dispatch, dispatch)))
+    server.wait()  # a missing deployment: said before the database is made
+    asyncio.run(require_deployed(deployments_needed(config), cast(Dispatch, dispatch)))
     with reporting_to(notes_to_stderr()):  # a wait for the file says so in one line
         Store.open(db)  # one of another program, or newer: refused before any image is made
 
 
-def _run_flow(config: Any, db: str, dispatch: str) -> dict[str, Any]:
+def _run_flow(config: Any, db: str, dispatch: str, recount: str | None = None) -> Any:
+    """Run a NumGen run of `config` (or, `recount`: count that run's images with its
+    counters) after every check; returns the flow's result."""
+    from numerate.endpoints.images import check_hosted
     from numerate.kernel.files import check_folder
 
+    config.check_models()
+    check_hosted(config)
     if config.needs_images:
         check_folder("images_dir", config.images_dir)  # before the database is made
     # before Prefect is imported: imported earlier, it did not see the server the command
     # found (numerate's background server) and started a temporary one of its own
     _before_the_run(config, db, dispatch)
     PROCESS.if_stopped_say(None)  # said by run_flow, from here
-    from numerate.flows.numgen import numgen
+    from numerate.flows.numgen import numgen, numgen_recount
     from numerate.tasks.dispatch import Dispatch
 
-    settings = config.model_dump(mode="json")
+    way = cast(Dispatch, dispatch)
+    own = config.for_counter(config.detector_label) if recount else config
+    settings = own.model_dump(mode="json")
+    flow: Callable[[], Coroutine[Any, Any, Any]] = (  # one run, or a list of recounts
+        (lambda: numgen_recount(recount, config.detector, config.detection, db, way))
+        if recount else (lambda: numgen(config, db, way))
+    )  # fmt: skip
     try:
         return run_flow(
             NUMGEN,
             db,
             f"numgen {_short(config.generator)} / {_short(config.detector_label)}",
-            flow=lambda: numgen(config, db, cast(Dispatch, dispatch)),
+            flow=flow,
             ended_since=lambda store, since: store.numgen_ended_since(settings, since),
-            run_id_of=lambda result: str(result["run_id"]),
+            run_id_of=lambda result: str((result[0] if recount else result)["run_id"]),
         )  # fmt: skip  (a failing generator's tracebacks were printed per task)
     except (NumerateError, ValueError, typer.Exit):
         raise  # RunFailed (a generator or detector failing: exit 3); bad input: exit 2; a stop
@@ -156,14 +151,15 @@ def run(
         str | None,
         typer.Option(
             help="diffusers model id or path, synthetic (default), callable:module:function, "
-            "random or weber."
+            "api:<model id> (an Images API: generation.base_url), random or weber."
         ),
     ] = None,
     detector: Annotated[
-        str | None,
+        list[str] | None,
         typer.Option(
-            help="Grounding DINO model id or path, or blobs (default: blobs for synthetic, "
-            "IDEA-Research/grounding-dino-tiny otherwise)."
+            help="Counter: Grounding DINO model id or path, blobs, or vlm:<model id>; "
+            "repeatable, each further one counts the images again in a linked run (default: "
+            "blobs for synthetic, IDEA-Research/grounding-dino-tiny otherwise)."
         ),
     ] = None,
     count: Annotated[int | None, typer.Option(help="Prompts per number (default 10).")] = None,
@@ -198,12 +194,16 @@ def run(
                   "device": device, "dtype": dtype, "batch_size": batch_size}  # fmt: skip
     prompts = {"per_number": count, "objects": objects, "seed": seed}
     try:
-        _check_options(output, dispatch, size)
+        from numerate.numgen.generation import check_size
+
+        check_format(output, ("table", "json"))
+        check_dispatch(dispatch)
+        check_size(size)
         data = _load_yaml(config) if config else {}
         settings = with_options(data, generator, detector, prompts, generation, images_dir)
         top = {"generator": generator, "detector": detector, "images_dir": images_dir}
-        numgen_config = parse_numgen_config(settings, _options_given(top, prompts, generation))
-        numgen_config.check_models()
+        given = _options_given(top, prompts=prompts, generation=generation)
+        numgen_config = parse_numgen_config(settings, given)
         result = _run_flow(numgen_config, db, dispatch)
     except (NumerateError, ValueError) as error:  # ValueError: a model id, device or file
         fail(error)  # the backends refuse
@@ -212,26 +212,6 @@ def run(
             typer.echo(json.dumps(result, indent=2))
         else:
             _show_run(numgen_config, result, db)
-
-
-def _check_options(output: str, dispatch: str, size: int | None) -> None:
-    """`numgen run`'s options checked before its config is read."""
-    check_format(output, ("table", "json"))
-    check_dispatch(dispatch)
-    check_size(size)
-
-
-def check_size(size: int | None) -> None:
-    """`--size` (both sides of the image) is one a generator can make; one error naming it."""
-    from pydantic import ValidationError
-
-    from numerate.numgen.generation import GenerationSettings
-
-    try:
-        GenerationSettings(height=size)
-    except ValidationError as error:
-        message = error.errors()[0]["msg"]
-        raise ConfigError(f"--size {size}: {message} (pixels on each side)") from None
 
 
 def check_dispatch(dispatch: str) -> None:
@@ -249,20 +229,14 @@ def check_dispatch(dispatch: str) -> None:
 
 
 def _show_run(numgen_config: Any, result: dict[str, Any], db: str) -> None:
-    """A NumGen run's metrics as stored, its errors, heatmap and the detector's calibration."""
-    from numerate.results.numgen import calibration_note, metrics_frame
-    from numerate.results.report import render
-    from numerate.store import Store, queries
+    """A NumGen run's metrics as stored, its uncounted images, heatmap, the detector's
+    calibration, and each further counter's run with its agreement."""
+    from numerate.results.numgen import recounts_text, run_text
+    from numerate.store import Store
 
-    title = f"{numgen_config.generator} / {numgen_config.detector_label}: run {result['run_id']}"
-    row = queries.numgen_metrics(Store.open(db), str(result["run_id"]))
-    if row is None:
-        raise ConfigError(f"run {result['run_id']} stored no metrics")
-    show(render(metrics_frame(row), "table", title=title))
-    typer.echo(f"errors: {result['errors']} images without a count")
-    typer.echo(f"confusion matrix heatmap: {result['heatmap']}")
-    if numgen_config.needs_images and numgen_config.detector != "blobs":
-        typer.echo(calibration_note(Store.open(db), numgen_config.detector))
+    store = Store.open(db)
+    show(run_text(store, result, numgen_config.generator, numgen_config.detector_label))
+    show(recounts_text(store, result.get("recounts", [])))
 
 
 @app.command()
@@ -275,9 +249,6 @@ def calibrate(
     dispatch: Annotated[str, typer.Option(help="auto, local or deployments.")] = "auto",
 ) -> None:
     """Measure a detector on synthetic images of known count: its accuracy per number."""
-    from pydantic import ValidationError
-
-    from numerate.kernel.errors import describe_validation_error
     from numerate.numgen.config import calibration_config
 
     PROCESS.if_stopped_say("the calibration had not started; nothing was stored")
@@ -287,13 +258,9 @@ def calibrate(
         if device:
             extra["generation"] = {"device": device}
         check_dispatch(dispatch)
-        try:
-            numgen_config = calibration_config(detector, per_number=count, **extra)
-        except ValidationError as error:
-            given = ("prompts.per_number", "detector", "images_dir", "generation.device")
-            options = {field: OPTION_OF[field] for field in given}  # those calibrate has
-            raise ConfigError(describe_validation_error(error, "calibration", options)) from None
-        numgen_config.check_models()
+        given = ("prompts.per_number", "detector", "images_dir", "generation.device")
+        options = {field: OPTION_OF[field] for field in given}  # those calibrate has
+        numgen_config = calibration_config(detector, count, options=options, **extra)
         result = _run_flow(numgen_config, db, dispatch)
     except (NumerateError, ValueError) as error:
         fail(error)
@@ -306,6 +273,56 @@ def calibrate(
         title = f"detector {detector}: accuracy per number"
         typer.echo(render(frame, "table", title=title), nl=False)
     typer.echo(f"overall: {result['accuracy']:.3f} over {result['n']} images")
+
+
+@app.command()
+def recount(
+    run_id: Annotated[
+        str, typer.Argument(help="The run: an id, a unique prefix of one, latest or previous.")
+    ],
+    detector: Annotated[
+        list[str],
+        typer.Option(
+            help="Counter: Grounding DINO model id or path, blobs, or vlm:<model id> (repeatable)."
+        ),
+    ],
+    config: Annotated[Path | None, CONFIG_OPTION] = None,
+    db: Annotated[str | None, DB_OPTION] = None,
+    dispatch: Annotated[str, typer.Option(help="auto, local or deployments.")] = "auto",
+) -> None:
+    """Count a stored run's images again with other counters: a new run linked to it per
+    counter, no image made; shows each one's metrics and its agreement with the run. The
+    config's `detection` section sets the counters (a vlm: counter's base_url)."""
+    from pydantic import ValidationError
+
+    from numerate.kernel.errors import describe_validation_error
+    from numerate.numgen.config import recount_settings
+    from numerate.numgen.detection import DetectionSettings
+    from numerate.results.numgen import one_run
+    from numerate.store import queries
+
+    PROCESS.if_stopped_say("the recount had not started; nothing was stored")
+    db = results_db(db)
+    try:
+        check_dispatch(dispatch)
+        data = _load_yaml(config) if config else {}
+        with open_reader(db) as reader:
+            source = one_run(reader, run_id, "RUN")
+            stored = queries.numgen_run_config(reader, source)
+        detection = DetectionSettings.model_validate(data.get("detection") or {})
+        numgen_config = recount_settings(source, stored, detector, detection)
+        results = _run_flow(numgen_config, db, dispatch, recount=source)
+    except ValidationError as error:
+        fail(describe_validation_error(error, f"numgen config {config}, detection"))
+        return
+    except (NumerateError, ValueError) as error:
+        fail(error)
+        return
+    from numerate.results.numgen import recounts_text
+    from numerate.store import Store
+
+    with shown_after_a_signal(NUMGEN, str(results[0]["run_id"])):
+        show(recounts_text(Store.open(db), results))
 
 
 @app.command()
@@ -370,7 +387,12 @@ def report(
 ) -> None:
     """The NumGen leaderboard (Accuracy, MWE, Counting Level, Weber's Law), latest run of each
     generator and detector."""
-    from numerate.results.numgen import calibration_note, calibrations_only
+    from numerate.results.numgen import (
+        LEADERBOARD_COLUMNS,
+        agreement_text,
+        calibration_note,
+        calibrations_only,
+    )
     from numerate.results.report import render
     from numerate.store import queries
 
@@ -392,8 +414,9 @@ def report(
             show(render(shown, fmt, title="NumGen leaderboard"))
             if fmt in ("table", "markdown"):
                 for detector in frame["detector"].unique().sort().to_list():
-                    if detector not in ("none", "blobs"):
+                    if detector not in ("none", "blobs") and ":" not in detector:
                         typer.echo(calibration_note(reader, detector))
+                show(agreement_text(reader, fmt))
     except NumerateError as error:
         fail(error)
 
@@ -422,39 +445,14 @@ def prompts(
     ] = None,
 ) -> None:
     """Export the prompts ("An image with 7 apples") as JSON, JSON Lines or text."""
-    from pydantic import ValidationError
+    from numerate.numgen.prompts import ExportFormat, format_prompts, make_prompts
+    from numerate.numgen.prompts import spec_of_options as spec_of
 
-    from numerate.kernel.errors import describe_validation_error
-    from numerate.numgen.prompts import (
-        OBJECTS,
-        ExportFormat,
-        PromptSpec,
-        format_prompts,
-        make_prompts,
-    )
-
+    options = {f.removeprefix("prompts."): o for f, o in OPTION_OF.items() if "prompts." in f}
     try:
         check_format(output, ("json", "jsonl", "txt"))
         check_output("--out", out)
-        values: dict[str, Any] = {"per_number": count, "seed": seed}
-        if objects:
-            values["objects"] = objects
-            unknown = [name for name in objects if name not in OBJECTS]
-            if unknown:  # no config here to give a singular in
-                raise ConfigError(
-                    f"--object {unknown[0]!r} is none of the objects numerate knows "
-                    f"({', '.join(OBJECTS)}); `numgen run --config` takes others, with their "
-                    "singular form"
-                )
-        try:
-            spec = PromptSpec(**values)
-        except ValidationError as error:
-            options = {  # a prompt spec's fields, named as `numgen run` names them
-                field.removeprefix("prompts."): option
-                for field, option in OPTION_OF.items()
-                if field.startswith("prompts.")
-            }
-            raise ConfigError(describe_validation_error(error, "prompts", options)) from None
+        spec = spec_of({"per_number": count, "seed": seed, "objects": objects}, options)
     except NumerateError as error:
         fail(error)
         return

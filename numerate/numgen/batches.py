@@ -7,6 +7,7 @@ an earlier run with the same generator) is read back instead of generated again.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import hashlib
 import json
@@ -27,6 +28,7 @@ from numerate.numgen.generation import (
     save_png,
     to_image,
 )
+from numerate.numgen.hosted import HostedCounter, HostedGenerator
 from numerate.numgen.prompts import Prompt
 from numerate.numgen.rows import DetectionRow, ImageRow
 
@@ -55,6 +57,8 @@ def image_row(
     height: int | None = None,
     cached: bool = False,
     error: str | None = None,
+    sha256: str | None = None,
+    refused: bool = False,
 ) -> ImageRow:
     """A `numgen_images` row without its run id."""
     return {
@@ -71,6 +75,8 @@ def image_row(
         "cached": cached,
         "error": error,
         "created_at": _now(),
+        "sha256": sha256,
+        "refused": refused,
     }
 
 
@@ -86,6 +92,36 @@ def _stored_size(path: Path, prompt: Prompt, generator: str) -> tuple[int, int] 
     if meta.get("prompt_id") != prompt.prompt_id or meta.get("model") != generator:
         return None
     return size
+
+
+def already_made(
+    prompts: Sequence[Prompt], generator: str, folder: Path
+) -> tuple[dict[str, ImageRow], list[Prompt]]:
+    """The rows of the images of `prompts` already in `folder` (made by this run before it was
+    killed, or by an earlier run with the same generator and settings), and the prompts whose
+    images are still to be made."""
+    rows: dict[str, ImageRow] = {}
+    missing = []
+    for prompt in prompts:
+        path = folder / f"{prompt.prompt_id}.png"
+        size = _stored_size(path, prompt, generator)
+        if size is None:
+            missing.append(prompt)
+            continue
+        rows[prompt.prompt_id] = image_row(
+            prompt, generator, path=str(path), width=size[0], height=size[1], cached=True,
+            sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
+        )  # fmt: skip
+    return rows, missing
+
+
+def made_row(prompt: Prompt, generator: str, image: Any, folder: Path) -> ImageRow:
+    """Save a new image of `prompt` (a PIL image, or a checked PNG's bytes) as
+    `folder/<prompt_id>.png`; its row."""
+    path = folder / f"{prompt.prompt_id}.png"
+    digest, (width, height) = save_png(image, path, prompt, generator)
+    return image_row(prompt, generator, path=str(path), width=width, height=height,
+                     sha256=digest)  # fmt: skip
 
 
 def _made_together(
@@ -110,18 +146,7 @@ def generate_batch(
     with its error and the rest go on. When every image of the batch fails, the generator
     itself is broken and the first error is raised.
     """
-    rows: dict[str, ImageRow] = {}
-    missing = []
-    for prompt in prompts:
-        path = folder / f"{prompt.prompt_id}.png"
-        size = _stored_size(path, prompt, generator.name)
-        if size is not None:
-            width, height = size
-            rows[prompt.prompt_id] = image_row(
-                prompt, generator.name, path=str(path), width=width, height=height, cached=True
-            )
-        else:
-            missing.append(prompt)
+    rows, missing = already_made(prompts, generator.name, folder)
     if missing:
         made, said = _made_together(generator, missing)
         if said is not None:  # logged outside the `except`: were the log handler to fail,
@@ -141,11 +166,30 @@ def generate_batch(
                     error=redact(f"{type(failure).__name__}: {failure}", token_shapes=True),
                 )  # fmt: skip
         for prompt, image in made:
-            path = folder / f"{prompt.prompt_id}.png"
-            save_png(image, path, prompt, generator.name)
+            rows[prompt.prompt_id] = made_row(prompt, generator.name, image, folder)
+    return [rows[p.prompt_id] for p in prompts]
+
+
+async def make_hosted(
+    generator: HostedGenerator, prompts: Sequence[Prompt], folder: Path
+) -> list[ImageRow]:
+    """Make (or find) the image of every prompt through an endpoint, all at once (the
+    endpoint's limit bounds them), each saved as it arrives: a killed run keeps every image
+    it was sent. A refused or failed image gets a row saying so."""
+    rows, missing = await asyncio.to_thread(already_made, prompts, generator.name, folder)
+
+    async def one(prompt: Prompt) -> None:
+        made = await generator.make(prompt)
+        if made.png is None:
             rows[prompt.prompt_id] = image_row(
-                prompt, generator.name, path=str(path), width=image.width, height=image.height
+                prompt, generator.name, error=made.error, refused=made.refused
             )
+        else:
+            rows[prompt.prompt_id] = await asyncio.to_thread(
+                made_row, prompt, generator.name, made.png, folder
+            )
+
+    await asyncio.gather(*(one(prompt) for prompt in missing))
     return [rows[p.prompt_id] for p in prompts]
 
 
@@ -157,6 +201,7 @@ def detection_row(
     count: int | None = None,
     annotated_path: str | None = None,
     error: str | None = None,
+    answer: str | None = None,
 ) -> DetectionRow:
     """A `numgen_detections` row without its run id: of `detection`, or of a `count` found
     without one (a baseline's), or of the `error` that left the image uncounted."""
@@ -172,6 +217,8 @@ def detection_row(
         "annotated_path": annotated_path,
         "error": error,
         "created_at": _now(),
+        "answer": answer,
+        "unparsed": error is None and detection is None and count is None,
     }
     if detection is not None:
         row["raw_count"] = detection.raw_count
@@ -187,18 +234,7 @@ def detect_batch(
 ) -> list[DetectionRow]:
     """Count the objects of each image row (from `generate_batch`). An image that was not made,
     or cannot be read, gets a row with its error; zero detections are a count of 0."""
-    rows: dict[str, DetectionRow] = {}
-    readable: list[tuple[ImageRow, Any]] = []
-    for image in images:
-        if image.get("error") or not image.get("path"):
-            rows[image["prompt_id"]] = detection_row(
-                image, detector.name, None, error=f"no image: {image.get('error')}"
-            )
-            continue
-        try:
-            readable.append((image, to_image(image["path"], f"image {image['path']}")))
-        except ImageError as error:
-            rows[image["prompt_id"]] = detection_row(image, detector.name, None, error=str(error))
+    rows, readable = _readable(images, detector.name)
     if readable:
         if annotate_folder is not None:
             annotate_folder.mkdir(parents=True, exist_ok=True)
@@ -214,6 +250,50 @@ def detect_batch(
             rows[image["prompt_id"]] = detection_row(
                 image, detector.name, detection, annotated_path=annotated
             )
+    return [rows[i["prompt_id"]] for i in images]
+
+
+def _readable(images: Sequence[ImageRow], detector: str) -> tuple[
+    dict[str, DetectionRow], list[tuple[ImageRow, Any]]
+]:  # fmt: skip
+    """The rows of images that cannot be counted (not made, unreadable), and the others with
+    their pixels."""
+    rows: dict[str, DetectionRow] = {}
+    readable: list[tuple[ImageRow, Any]] = []
+    for image in images:
+        if image.get("error") or not image.get("path"):
+            why = "refused" if image.get("refused") else "no image"
+            rows[image["prompt_id"]] = detection_row(
+                image, detector, None, error=f"{why}: {image.get('error')}"
+            )
+            continue
+        try:
+            readable.append((image, to_image(image["path"], f"image {image['path']}")))
+        except ImageError as error:
+            rows[image["prompt_id"]] = detection_row(image, detector, None, error=str(error))
+    return rows, readable
+
+
+ANSWER_CHARS = 2000
+"""A counter's answer is stored whole up to twice this, else its head and tail (where its
+count is) of this many characters each."""
+
+
+async def count_hosted(counter: HostedCounter, images: Sequence[ImageRow]) -> list[DetectionRow]:
+    """Count the objects of each image row through an endpoint, all at once (the endpoint's
+    limit bounds them). An answer without a count is `unparsed` (never 0)."""
+    rows, readable = await asyncio.to_thread(_readable, images, counter.name)
+
+    async def one(image: ImageRow, pixels: Any) -> None:
+        counted = await counter.count(pixels, image["object"])
+        answer = counted.answer
+        if answer is not None and len(answer) > 2 * ANSWER_CHARS:
+            answer = f"{answer[:ANSWER_CHARS]} [...] {answer[-ANSWER_CHARS:]}"
+        rows[image["prompt_id"]] = detection_row(
+            image, counter.name, None, count=counted.count, error=counted.error, answer=answer
+        )
+
+    await asyncio.gather(*(one(image, pixels) for image, pixels in readable))
     return [rows[i["prompt_id"]] for i in images]
 
 

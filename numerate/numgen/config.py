@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import (
@@ -15,9 +18,18 @@ from pydantic import (
 
 from numerate.kernel.errors import ConfigError, describe_validation_error
 from numerate.kernel.inputs import Flag, Whole, check_parameters_size
+from numerate.kernel.names import MODEL_ID
 from numerate.numgen.baselines import BASELINES
 from numerate.numgen.detection import DEFAULT_DETECTOR, DetectionSettings
 from numerate.numgen.generation import GenerationSettings, load_callable
+from numerate.numgen.hosted import (
+    COUNTER_API,
+    ENDPOINT_FIELDS,
+    GENERATOR_API,
+    IMAGE_API_FIELDS,
+    KINDS,
+    check_size,
+)
 from numerate.numgen.prompts import PromptSpec
 from numerate.numgen.torch_utils import check_available
 
@@ -31,18 +43,22 @@ class NumGenConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # misspelt: an error
 
     generator: str = "synthetic"
-    """A diffusers model id or local path, `synthetic`, `callable:module:function`, or a
-    baseline that needs no images: `random`, `weber`."""
-    detector: str = DEFAULT_DETECTOR
-    """A Grounding DINO model id or local path, or `blobs` (synthetic stimuli only)."""
+    """A diffusers model id or local path, `synthetic`, `callable:module:function`,
+    `api:<model id>` (an OpenAI-compatible Images API at `generation.base_url`), or a baseline
+    that needs no images: `random`, `weber`."""
+    detector: str | list[str] = DEFAULT_DETECTOR
+    """A Grounding DINO model id or local path, `blobs` (synthetic stimuli only),
+    `vlm:<model id>` (a chat endpoint that takes images, at `detection.base_url`), or a list
+    of them: the first counts the run, each other a linked run of the same images."""
     kind: Literal["benchmark", "calibration"] = "benchmark"
     """`calibration` runs measure the detector itself on images of known count."""
     prompts: PromptSpec = Field(default_factory=PromptSpec)
     """Numbers, objects, prompts per number and seed."""
     generation: GenerationSettings = Field(default_factory=GenerationSettings)
-    """Sampling, device and dtype of a diffusers generator."""
+    """Sampling, device and dtype of a diffusers generator; endpoint and request fields of an
+    `api:` one."""
     detection: DetectionSettings = Field(default_factory=DetectionSettings)
-    """Grounding DINO's thresholds and filters."""
+    """Grounding DINO's thresholds and filters; the endpoint of a `vlm:` counter."""
     images_dir: str = "results/numgen"
     """Where images, annotated images and the GPU steps' manifests go (a folder every worker
     can reach: a shared mount when generation runs on another machine)."""
@@ -51,12 +67,23 @@ class NumGenConfig(BaseModel):
     annotate: Flag = True
     """Save a copy of every image with the detector's boxes drawn on it."""
 
-    @field_validator("generator", "detector")
+    @field_validator("generator")
     @classmethod
     def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("must name a model, a path or a built-in")
-        return value.strip()
+        return _named(value, "generator")
+
+    @field_validator("detector")
+    @classmethod
+    def _counters(cls, value: str | list[str]) -> str | list[str]:
+        if isinstance(value, str):
+            return _named(value, "detector")
+        if not value:
+            raise ValueError("name at least one counter")
+        named = [_named(name, "detector") for name in value]
+        twice = next((name for name in named if named.count(name) > 1), None)
+        if twice is not None:
+            raise ValueError(f"{twice!r} is named twice (each counter counts the images once)")
+        return named[0] if len(named) == 1 else named
 
     @field_validator("images_dir")
     @classmethod
@@ -78,41 +105,77 @@ class NumGenConfig(BaseModel):
                 f"detector {self.detector!r}: the {self.generator} baseline answers counts "
                 "itself and uses no detector (leave detector out)"
             )
-        diffusers = self.needs_images and not (
-            self.generator == "synthetic" or self.generator.startswith("callable:")
-        )
-        defaults = GenerationSettings().model_dump()
-        unused = [name for name, value in self.generation.model_dump().items()
-                  if name != "device" and value != defaults[name]]  # fmt: skip
-        if unused and not diffusers:
-            raise ValueError(
-                f"generation.{unused[0]} = {getattr(self.generation, unused[0])!r}: "
-                f"{self._who()} makes no use of it (it sets how a diffusers model samples)"
-            )
-        detection = self.detection.model_dump()
-        changed = [n for n, v in detection.items() if v != DetectionSettings().model_dump()[n]]
-        if changed and (not self.needs_images or self.detector == "blobs"):
-            raise ValueError(
-                f"detection.{changed[0]} = {detection[changed[0]]!r}: {self._who()} makes no "
-                "use of it (it sets how Grounding DINO finds and filters boxes)"
-            )
-        runs_a_model = diffusers or (self.needs_images and self.detector != "blobs")
+        hosted = self.generator.startswith(GENERATOR_API)
+        local = self.generator == "synthetic" or self.generator.startswith("callable:")
+        diffusers = self.needs_images and not (local or hosted)
+        endpoint = (*ENDPOINT_FIELDS, *IMAGE_API_FIELDS)
+        _unused(self.generation, GenerationSettings(), "generation", self._who(), {
+            "device": True,
+            **dict.fromkeys(endpoint, hosted),
+        }, default=diffusers)  # fmt: skip
+        counters = self.counters if self.needs_images else []
+        vlm = any(c.startswith(COUNTER_API) for c in counters)
+        dino = any(not c.startswith(COUNTER_API) and c != "blobs" for c in counters)
+        _unused(self.detection, DetectionSettings(), "detection", self._who(),
+                dict.fromkeys(ENDPOINT_FIELDS, vlm), default=dino)  # fmt: skip
+        runs_a_model = diffusers or dino
         if self.generation.device != "auto" and not runs_a_model:
             raise ValueError(
                 f"generation.device {self.generation.device!r}: {self._who()} runs on no "
                 "device (leave it out)"
             )
+        for section, used, who in (
+            (self.generation, hosted, self.generator),
+            (self.detection, vlm, next((c for c in counters if c.startswith(COUNTER_API)), "")),
+        ):
+            name = "generation" if section is self.generation else "detection"
+            if used and not section.base_url:
+                raise ValueError(f"{name}.base_url: {who} is asked at an endpoint; give its root "
+                                 "URL (e.g. https://api.openai.com/v1)")  # fmt: skip
+            if used and section.api_key_env and section.api_key_secret:
+                raise ValueError(f"{name}.api_key_env and {name}.api_key_secret: give one")
+        if hosted and self.generation.size:
+            try:
+                check_size(self.generator.removeprefix(GENERATOR_API), self.generation.size)
+            except ValueError as error:
+                raise ValueError(f"generation.size {self.generation.size!r}: {error}") from None
         return self
 
     def _who(self) -> str:
         """What runs, in words, for a message about a setting nothing uses."""
         if not self.needs_images:
             return f"the {self.generator} baseline"
-        return f"the {self.generator} generator with the {self.detector} detector"
+        counted = " and ".join(self.counters)
+        return f"the {self.generator} generator with the {counted} detector"
 
     @property
     def needs_images(self) -> bool:
         return self.generator not in BASELINES
+
+    @property
+    def counters(self) -> list[str]:
+        """The counters named, the run's own first."""
+        return [self.detector] if isinstance(self.detector, str) else list(self.detector)
+
+    def for_counter(self, counter: str) -> NumGenConfig:
+        """This config with `counter` alone counting (a linked run's), without the settings
+        only the other counters use."""
+        hosted = counter.startswith(COUNTER_API)
+        defaults = DetectionSettings()
+        detection = {
+            field: value if (field in ENDPOINT_FIELDS) == hosted and counter != "blobs"
+            else getattr(defaults, field)
+            for field, value in self.detection.model_dump().items()
+        }  # fmt: skip
+        generation = self.generation.model_dump()
+        on_a_device = not (hosted or counter == "blobs") or not (
+            self.generator == "synthetic" or self.generator.startswith(("callable:", GENERATOR_API))
+        )
+        if not on_a_device:
+            generation["device"] = "auto"
+        values = {**self.model_dump(), "detector": counter, "detection": detection,
+                  "generation": generation}  # fmt: skip
+        return NumGenConfig.model_validate(values)
 
     def check_models(self) -> None:
         """Raise ModelLoadError when the generator or detector can surely not be loaded (see
@@ -121,34 +184,97 @@ class NumGenConfig(BaseModel):
             return
         if self.generator.startswith("callable:"):  # imported now: a typo is one line
             load_callable(self.generator.removeprefix("callable:"))
-        elif self.generator != "synthetic":
+        elif self.generator != "synthetic" and not self.generator.startswith(GENERATOR_API):
             check_available(self.generator, "model_index.json", "generator")
-        if self.detector != "blobs":
-            check_available(self.detector, "config.json", "detector")
+        for counter in self.counters:
+            if counter != "blobs" and not counter.startswith(COUNTER_API):
+                check_available(counter, "config.json", "detector")
 
     @property
     def detector_label(self) -> str:
-        """The detector as results name it (`none` for baselines that answer directly)."""
-        return self.detector if self.needs_images else "none"
+        """The run's own counter as results name it (`none` for baselines that answer
+        directly)."""
+        return self.counters[0] if self.needs_images else "none"
+
+
+def _named(value: str, what: str) -> str:
+    """A generator's or counter's name, stripped; ValueError when it is blank, or starts with a
+    kind numerate does not know (`apx:`), or names no model after its kind (`api:`)."""
+    value = value.strip()
+    if not value:
+        raise ValueError("must name a model, a path or a built-in")
+    kind = re.match(r"[A-Za-z][A-Za-z0-9_-]*:", value)
+    if kind and kind.group() not in KINDS and not value.startswith(("http:", "https:")):
+        known = "api:, callable:" if what == "generator" else "vlm:"
+        raise ValueError(f"{kind.group()} is no kind of {what} numerate knows ({known})")
+    if kind and kind.group() in (GENERATOR_API, COUNTER_API):
+        right = GENERATOR_API if what == "generator" else COUNTER_API
+        if kind.group() != right:
+            other = "counter" if right == GENERATOR_API else "generator"
+            raise ValueError(f"{kind.group()} names a {other}, not a {what}")
+        if not re.fullmatch(MODEL_ID, value.removeprefix(right)):
+            raise ValueError(f"give the endpoint's model id after {right} (no space or quote)")
+    return value
+
+
+def _unused(
+    section: BaseModel, defaults: BaseModel, name: str, who: str, used: dict[str, bool],
+    default: bool,
+) -> None:  # fmt: skip
+    """ValueError naming the first field of `section` changed from its default that what runs
+    makes no use of (`used`: field -> whether it is used; any other field: `default`)."""
+    for field, value in section.model_dump().items():
+        if value != getattr(defaults, field) and not used.get(field, default):
+            purpose = (
+                "how an endpoint is asked" if field in (*ENDPOINT_FIELDS, *IMAGE_API_FIELDS)
+                else "how a diffusers model samples" if name == "generation"
+                else "how Grounding DINO finds and filters boxes"
+            )  # fmt: skip
+            raise ValueError(f"{name}.{field} = {value!r}: {who} makes no use of it (it sets "
+                             f"{purpose})")  # fmt: skip
+
+
+def recount_settings(
+    source: str, stored: tuple[str, str] | None, detector: str | list[str],
+    detection: DetectionSettings | None,
+) -> NumGenConfig:  # fmt: skip
+    """The config of a recount of run `source` (`stored`: its config as JSON and its status;
+    None: no such run) with the counters `detector`, set by `detection` (default: their
+    defaults: a run's own detector settings are not another counter's); ConfigError when it
+    cannot be one."""
+    if stored is None:
+        raise ConfigError(f"no NumGen run {source!r}")
+    config, status = json.loads(stored[0]), stored[1]
+    if config.get("generator") in BASELINES:
+        raise ConfigError(f"run {source} made no image (the {config['generator']} baseline): "
+                          "there is nothing to count again")  # fmt: skip
+    if status != "finished":
+        raise ConfigError(f"run {source} is {status}: only a finished run's images are all "
+                          "stored (run it again to finish it)")  # fmt: skip
+    given = detection.model_dump() if detection is not None else {}
+    values = {**config, "detector": detector, "detection": given}
+    try:
+        return NumGenConfig.model_validate(values)
+    except ValidationError as error:
+        raise ConfigError(describe_validation_error(error, f"recount of {source}")) from None
 
 
 def calibration_config(
-    detector: str, per_number: int = 10, seed: int = 0, **values: object
-) -> NumGenConfig:
-    """A calibration run of `detector`: synthetic images of dots and triangles, known counts."""
-    return NumGenConfig.model_validate(
-        {
-            **values,
-            "generator": "synthetic",
-            "detector": detector,
-            "kind": "calibration",
-            "prompts": {"objects": CALIBRATION_OBJECTS, "per_number": per_number, "seed": seed},
-        }
-    )
+    detector: str, per_number: int = 10, seed: int = 0,
+    options: Mapping[str, str] | None = None, **values: object,
+) -> NumGenConfig:  # fmt: skip
+    """A calibration run of `detector`: synthetic images of dots and triangles, known counts;
+    ConfigError naming the option (`options`: {field: option}) or field of a bad value."""
+    prompts = {"objects": CALIBRATION_OBJECTS, "per_number": per_number, "seed": seed}
+    fixed = {"generator": "synthetic", "detector": detector, "kind": "calibration"}
+    try:
+        return NumGenConfig.model_validate({**values, **fixed, "prompts": prompts})
+    except ValidationError as error:
+        raise ConfigError(describe_validation_error(error, "calibration", options)) from None
 
 
 def with_options(
-    data: dict[str, Any], generator: str | None, detector: str | None,
+    data: dict[str, Any], generator: str | None, detector: list[str] | None,
     prompts: dict[str, Any], generation: dict[str, Any], images_dir: str | None,
 ) -> dict[str, Any]:  # fmt: skip
     """A NumGen config's settings (from its YAML, or empty) with the given ones over them
@@ -157,10 +283,14 @@ def with_options(
     if generator is not None:
         data["generator"] = generator
     data.setdefault("generator", "synthetic")
-    if detector is not None:
-        data["detector"] = detector
+    if detector:
+        data["detector"] = detector[0] if len(detector) == 1 else detector
     elif "detector" not in data and data["generator"] == "synthetic":
         data["detector"] = "blobs"
+    if str(data["generator"]).startswith(GENERATOR_API) and generation.get("height"):
+        # an Images API takes one size field: --size N asks for N x N
+        generation = {**generation, "height": None, "width": None,
+                      "size": f"{generation['height']}x{generation['width']}"}  # fmt: skip
     for section, values in (("prompts", prompts), ("generation", generation)):
         given = {key: value for key, value in values.items() if value is not None}
         if given:

@@ -14,9 +14,10 @@ from typing import Any, Protocol
 
 import numpy as np
 from PIL import Image, ImageDraw
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from numerate.kernel.inputs import Real, Whole
+from numerate.numgen.hosted import EndpointSettings
 from numerate.numgen.metrics import cap
 from numerate.numgen.synthetic import count_blobs
 from numerate.numgen.torch_utils import (
@@ -30,8 +31,9 @@ from numerate.numgen.torch_utils import (
 DEFAULT_DETECTOR = "IDEA-Research/grounding-dino-tiny"
 
 
-class DetectionSettings(BaseModel):
-    """The detector's filters, the reference's values by default."""
+class DetectionSettings(EndpointSettings):
+    """Grounding DINO's filters, the reference's values by default, or where a `vlm:` counter
+    is."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # misspelt: an error
 

@@ -5,20 +5,25 @@ made again alone, whatever batch it was made in."""
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib
+import io
 import logging
 import re
+import struct
+import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 from PIL import Image, PngImagePlugin
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator
 
-from numerate.kernel.errors import NumerateError
-from numerate.kernel.files import write_atomically
+from numerate.kernel.confined import Confined
+from numerate.kernel.errors import ConfigError, NumerateError
 from numerate.kernel.inputs import Real, Whole
+from numerate.numgen.hosted import ImageApiSettings
 from numerate.numgen.prompts import Prompt
 from numerate.numgen.synthetic import draw_stimulus, shape_for
 from numerate.numgen.torch_utils import (
@@ -52,9 +57,9 @@ class ImageError(NumerateError):
     """An image that cannot be read or converted."""
 
 
-class GenerationSettings(BaseModel):
-    """How a diffusers pipeline samples; None takes the model family's preset, then the
-    pipeline's own default."""
+class GenerationSettings(ImageApiSettings):
+    """How a diffusers pipeline samples (None takes the model family's preset, then the
+    pipeline's own default), or where an `api:` generator is and what it is asked."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # misspelt: an error
 
@@ -102,6 +107,15 @@ class GenerationSettings(BaseModel):
             "width": self.width or preset.get("width"),
         }
         return {key: value for key, value in values.items() if value is not None}
+
+
+def check_size(size: int | None) -> None:
+    """`--size` (both sides of the image) is one a generator can make; one error naming it."""
+    try:
+        GenerationSettings(height=size)
+    except ValidationError as error:
+        message = error.errors()[0]["msg"]
+        raise ConfigError(f"--size {size}: {message} (pixels on each side)") from None
 
 
 def to_image(value: Any, what: str = "image") -> Image.Image:
@@ -293,7 +307,8 @@ class DiffusersGenerator:
 
 
 def make_generator(name: str, settings: GenerationSettings | None = None) -> ImageGenerator:
-    """`synthetic`, `callable:module:function`, or a diffusers model id / local path."""
+    """`synthetic`, `callable:module:function`, or a diffusers model id / local path (an
+    `api:` generator is numerate.endpoints.images.ImagesApiGenerator)."""
     if name == "synthetic":
         return SyntheticGenerator()
     if name.startswith("callable:"):
@@ -305,10 +320,14 @@ def make_generator(name: str, settings: GenerationSettings | None = None) -> Ima
 METADATA_KEYS = ("prompt", "prompt_id", "target", "object", "seed", "model")
 
 
-def save_png(image: Image.Image, path: Path, prompt: Prompt, model: str) -> None:
-    """Save `image` as PNG with its prompt, seed and model in text chunks; write to a temporary
-    name and rename, so a killed run never leaves half an image behind."""
-    info = PngImagePlugin.PngInfo()
+def save_png(
+    image: Image.Image | bytes, path: Path, prompt: Prompt, model: str
+) -> tuple[str, tuple[int, int]]:
+    """Save `image` (a PIL image, or a whole PNG's bytes: kept as they are, not encoded again)
+    as PNG with its prompt, seed and model in text chunks; write to a temporary name and
+    rename, so a killed run never leaves half an image behind, and a symbolic link planted at
+    its name is replaced, never written through (numerate.kernel.confined). Returns the file's
+    SHA-256 and the image's (width, height)."""
     values = {
         "prompt": prompt.text,
         "prompt_id": prompt.prompt_id,
@@ -317,9 +336,39 @@ def save_png(image: Image.Image, path: Path, prompt: Prompt, model: str) -> None
         "seed": str(prompt.image_seed),
         "model": model,
     }
-    for key in METADATA_KEYS:
-        info.add_text(key, values[key])
-    write_atomically(path, lambda partial: image.save(partial, format="PNG", pnginfo=info))
+    if isinstance(image, bytes):
+        data = with_text(image, values)
+        size: tuple[int, int] = struct.unpack(">II", image[16:24])  # IHDR: width, height
+    else:
+        info = PngImagePlugin.PngInfo()
+        for key in METADATA_KEYS:
+            info.add_text(key, values[key])
+        buffer = io.BytesIO()
+        image.save(buffer, format="PNG", pnginfo=info)
+        data, size = buffer.getvalue(), image.size
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Confined(path.parent).write(path.name, data)  # a link at its name replaced, never followed
+    return hashlib.sha256(data).hexdigest(), size
+
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def with_text(png: bytes, values: dict[str, str]) -> bytes:
+    """A PNG's bytes with `values` as text chunks after its header chunk (IHDR): `tEXt` where
+    Latin-1 holds the text, else `iTXt` (UTF-8), as PIL writes them."""
+    if not png.startswith(PNG_SIGNATURE) or png[12:16] != b"IHDR":
+        raise ImageError("not a PNG (no signature, or no header chunk first)")
+    after_header = 8 + 12 + struct.unpack(">I", png[8:12])[0]
+    chunks = []
+    for key, text in values.items():
+        try:
+            kind, data = b"tEXt", key.encode("latin-1") + b"\0" + text.encode("latin-1")
+        except UnicodeEncodeError:
+            kind, data = b"iTXt", key.encode("latin-1") + b"\0\0\0\0\0" + text.encode()
+        crc = zlib.crc32(kind + data) & 0xFFFFFFFF
+        chunks.append(struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc))
+    return png[:after_header] + b"".join(chunks) + png[after_header:]
 
 
 def read_png_metadata(path: Path) -> tuple[dict[str, str], tuple[int, int]]:

@@ -8,12 +8,13 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Literal, cast
+from typing import Any, Literal, cast
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from numerate.kernel.errors import ConfigError, describe_validation_error
 from numerate.kernel.files import write_atomically
 from numerate.kernel.inputs import Seed, Whole
 
@@ -179,3 +180,19 @@ def write_prompts(
     text = format_prompts(prompts, fmt or cast(ExportFormat, path.suffix.lstrip(".")))
 
     return write_atomically(path, text)
+
+
+def spec_of_options(values: dict[str, Any], options: Mapping[str, str]) -> PromptSpec:
+    """The prompt spec of command-line values (`options`: {field: option}); ConfigError
+    naming the option of a bad value, or an object numerate knows no singular of."""
+    unknown = [name for name in values.get("objects") or [] if name not in OBJECTS]
+    if unknown:  # no config here to give a singular in
+        raise ConfigError(
+            f"--object {unknown[0]!r} is none of the objects numerate knows "
+            f"({', '.join(OBJECTS)}); `numgen run --config` takes others, with their singular "
+            "form"
+        )
+    try:
+        return PromptSpec(**{key: value for key, value in values.items() if value is not None})
+    except ValidationError as error:
+        raise ConfigError(describe_validation_error(error, "prompts", options)) from None

@@ -20,6 +20,11 @@ class ImageRow(TypedDict):
     cached: bool
     error: str | None
     created_at: str
+    sha256: str | None
+    """The image file's SHA-256 (None: no image, or stored before they were recorded)."""
+    refused: bool | None
+    """The service declined the prompt (an `api:` generator's content policy); None: not
+    recorded (stored before refusals were)."""
     run_id: NotRequired[str]
 
 
@@ -37,6 +42,10 @@ class DetectionRow(TypedDict):
     annotated_path: str | None
     error: str | None
     created_at: str
+    answer: str | None
+    """What a `vlm:` counter answered (None for a detector that draws boxes)."""
+    unparsed: bool | None
+    """The counter's answer held no count (not 0: no count); None: not recorded."""
     run_id: NotRequired[str]
 
 
@@ -64,12 +73,17 @@ class ScoresRow(TypedDict):
 
 class MetricsRow(ScoresRow):
     """A `numgen_metrics` row: the scores, what they were measured with, the images without a
-    count and the confusion matrix as JSON."""
+    count (`errors`: every one, `refused` and `unparsed` among them) and the confusion matrix
+    as JSON."""
 
     run_id: str
     generator: str
     detector: str
     errors: int
+    refused: int
+    """Images the generator's service declined to make."""
+    unparsed: int
+    """Images whose counter's answer held no count."""
     confusion: str
 
 

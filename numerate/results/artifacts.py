@@ -69,9 +69,11 @@ def results_table(source: Source, run_id: str) -> list[dict[str, Any]]:
 
 
 def numgen_markdown(
-    run_id: str, db: str, generator: str, detector: str, metrics: Mapping[str, object]
-) -> tuple[list[dict[str, Any]], str]:
-    """A NumGen run's metrics as a one-row table (numbers to 3 decimals) and its summary."""
+    run_id: str, db: str, generator: str, detector: str, metrics: Mapping[str, object],
+    agreement: str = "",
+) -> tuple[list[dict[str, Any]], str]:  # fmt: skip
+    """A NumGen run's metrics as a one-row table (numbers to 3 decimals) and its summary
+    (`agreement`: of a run that counted another's images, in Markdown)."""
     shown = {
         k: (f"{v:.3f}" if isinstance(v, float) else v)
         for k, v in metrics.items()
@@ -86,7 +88,7 @@ def numgen_markdown(
         "",
         *_table(list(table[0]), [list(table[0].values())]),
     ]
-    return table, "\n".join(lines) + "\n"
+    return table, "\n".join(lines) + "\n" + agreement
 
 
 def absolute(path: str) -> str:

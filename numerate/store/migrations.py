@@ -581,4 +581,18 @@ MIGRATIONS: list[tuple[str, str]] = [
         "same tables serve a DuckLake, which has no primary keys)",
         "".join(_rebuilt(table, columns) for table, columns in KEYLESS.items()),
     ),
+    (
+        "NumGen at endpoints: a run linked to the run whose images it counts again, each "
+        "image's SHA-256 and refusal, a counter's answer and whether it held no count, and the "
+        "refused and unparsed images of a run's metrics (NULL in older rows: not recorded)",
+        """
+        ALTER TABLE numgen_runs ADD COLUMN source_run_id VARCHAR;
+        ALTER TABLE numgen_images ADD COLUMN sha256 VARCHAR;
+        ALTER TABLE numgen_images ADD COLUMN refused BOOLEAN;
+        ALTER TABLE numgen_detections ADD COLUMN answer VARCHAR;
+        ALTER TABLE numgen_detections ADD COLUMN unparsed BOOLEAN;
+        ALTER TABLE numgen_metrics ADD COLUMN refused INTEGER;
+        ALTER TABLE numgen_metrics ADD COLUMN unparsed INTEGER;
+        """,
+    ),
 ]

@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from numerate.store.schema import DatabaseFault
+from numerate.numgen.rows import ImageRow
+from numerate.store.schema import IMAGE_COLUMNS, DatabaseFault
 
 if TYPE_CHECKING:
     import polars as pl
@@ -321,15 +322,85 @@ def responses_of(source: Source, run_id: str) -> bool:
 # ---------------------------------------------------------------------------- NumGen
 
 
-def numgen_counts(source: Source, run_id: str) -> list[tuple[int, int | None]]:
-    """(target, detected count) of each image of a NumGen run; None where nothing was counted
-    (the image was not made, or could not be read)."""
+def numgen_counts(source: Source, run_id: str) -> list[tuple[int, int | None, bool, bool]]:
+    """(target, detected count, refused, unparsed) of each image of a NumGen run; the count
+    None where nothing was counted: the image was refused, not made or unreadable, or the
+    counter's answer held no count."""
     rows = source.query(
-        "SELECT i.target, d.count FROM numgen_images i LEFT JOIN numgen_detections d "
-        "USING (run_id, prompt_id) WHERE i.run_id = ?",
+        "SELECT i.target, d.count, coalesce(i.refused, false), coalesce(d.unparsed, false) "
+        "FROM numgen_images i LEFT JOIN numgen_detections d USING (run_id, prompt_id) "
+        "WHERE i.run_id = ?",
         [run_id],
     )
-    return [(int(target), None if count is None else int(count)) for target, count in rows]
+    return [(int(target), None if count is None else int(count), bool(refused), bool(unparsed))
+            for target, count, refused, unparsed in rows]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class CountedTwice:
+    """The images of a NumGen run linked to a source run (a recount, or a further counter of
+    the same run), each with both counts."""
+
+    source_run_id: str
+    source_detector: str
+    detector: str
+    prompt_ids: list[str]
+    targets: list[int]
+    paths: list[str | None]
+    source_counts: list[int | None]
+    counts: list[int | None]
+
+
+def numgen_counted_twice(source: Source, run_id: str) -> CountedTwice | None:
+    """Both counts of the images of run `run_id`, when it counts the images of another run;
+    None for a run of its own."""
+    link = source.query(
+        "SELECT r.source_run_id, s.detector, r.detector FROM numgen_runs r "
+        "JOIN numgen_runs s ON s.run_id = r.source_run_id WHERE r.run_id = ?",
+        [run_id],
+    )
+    if not link:
+        return None
+    rows = source.query(
+        "SELECT i.prompt_id, i.target, i.path, a.count, b.count FROM numgen_images i "
+        "LEFT JOIN numgen_detections b ON b.run_id = i.run_id AND b.prompt_id = i.prompt_id "
+        "LEFT JOIN numgen_detections a ON a.run_id = ? AND a.prompt_id = i.prompt_id "
+        "WHERE i.run_id = ? ORDER BY i.prompt_index",
+        [link[0][0], run_id],
+    )
+    columns = list(zip(*rows, strict=True)) if rows else [()] * 5
+    return CountedTwice(
+        str(link[0][0]), str(link[0][1]), str(link[0][2]),
+        [str(p) for p in columns[0]], [int(t) for t in columns[1]], list(columns[2]),
+        list(columns[3]), list(columns[4]),
+    )  # fmt: skip
+
+
+def numgen_linked_runs(source: Source, limit: int = 20) -> list[str]:
+    """The finished NumGen runs that count another run's images, newest first."""
+    rows = source.query(
+        "SELECT run_id FROM numgen_runs WHERE source_run_id IS NOT NULL AND status = 'finished' "
+        f"ORDER BY started_at DESC LIMIT {int(limit)}"
+    )
+    return [str(row[0]) for row in rows]
+
+
+def numgen_run_config(source: Source, run_id: str) -> tuple[str, str] | None:
+    """A NumGen run's config (JSON) and status; None when there is no such run."""
+    rows = source.query("SELECT config, status FROM numgen_runs WHERE run_id = ?", [run_id])
+    return (str(rows[0][0]), str(rows[0][1])) if rows else None
+
+
+def numgen_image_rows(source: Source, run_id: str) -> list[ImageRow]:
+    """The `numgen_images` rows of a run (without its run id), in prompt order, timestamps as
+    ISO text (a manifest's form)."""
+    names = [c for c in IMAGE_COLUMNS if c != "run_id"]
+    quoted = ", ".join(f'"{c}"' for c in names)
+    rows = source.query(
+        f"SELECT {quoted} FROM numgen_images WHERE run_id = ? ORDER BY prompt_index", [run_id]
+    )
+    found = [dict(zip(names, row, strict=True)) for row in rows]
+    return [cast(ImageRow, {**row, "created_at": str(row["created_at"])}) for row in found]
 
 
 def numgen_metrics(source: Source, run_id: str) -> dict[str, object] | None:

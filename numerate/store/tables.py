@@ -377,11 +377,15 @@ class Tables:
     # ------------------------------------------------------------------ NumGen
 
     def start_numgen_run(self, run_id: str, kind: str, generator: str, detector: str,
-                         config: Mapping[str, object], code_version: str) -> None:  # fmt: skip
+                         config: Mapping[str, object], code_version: str,
+                         source_run_id: str | None = None) -> None:  # fmt: skip
+        """Record a NumGen run as running (`source_run_id`: the run whose images it counts)."""
         self.claim_run(run_id)
-        row = [run_id, kind, generator, detector, json.dumps(config), code_version, now()]
+        row = [run_id, kind, generator, detector, json.dumps(config), code_version, now(),
+               source_run_id]  # fmt: skip
         self.write(lambda con: con.execute(
-            "INSERT INTO numgen_runs VALUES (?, ?, ?, ?, ?, ?, 'running', ?, NULL)", row
+            "INSERT INTO numgen_runs (run_id, kind, generator, detector, config, code_version, "
+            "status, started_at, source_run_id) VALUES (?, ?, ?, ?, ?, ?, 'running', ?, ?)", row
         ))  # fmt: skip
 
     def put_images(self, rows: Sequence[ImageRow]) -> None:

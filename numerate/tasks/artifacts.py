@@ -32,6 +32,7 @@ from numerate.results.artifacts import (
     run_markdown,
 )
 from numerate.results.live import plotted_points
+from numerate.results.numgen import agreement_markdown
 from numerate.store import Store
 from numerate.store.queries import run_record
 
@@ -113,8 +114,10 @@ async def publish_run_artifacts(
 async def publish_numgen_artifacts(
     run_id: str, db: str, generator: str, detector: str, metrics: NumGenResult
 ) -> None:
-    """A NumGen run's metrics table and summary, keyed by generator and detector."""
-    table, markdown = numgen_markdown(run_id, db, generator, detector, metrics)
+    """A NumGen run's metrics table and summary (with its agreement, when it counted another
+    run's images), keyed by generator and detector."""
+    agreement = await asyncio.to_thread(agreement_markdown, Store.open(db), run_id)
+    table, markdown = numgen_markdown(run_id, db, generator, detector, metrics, agreement)
     name = f"numgen-{generator}-{detector}"
     description = f"NumGen run {run_id}"
     await acreate_table_artifact(

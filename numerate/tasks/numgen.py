@@ -4,7 +4,7 @@ import asyncio
 import contextlib
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from prefect import task
@@ -12,23 +12,32 @@ from prefect.cache_policies import NO_CACHE
 from prefect.context import TaskRunContext
 
 from numerate.config.provenance import code_version
+from numerate.config.sweep import ModelConfig
+from numerate.endpoints.images import ImagesApiGenerator, VisionCounter
+from numerate.endpoints.limits import stopped_cause
+from numerate.kernel.credentials import redact
+from numerate.kernel.errors import NumerateError
 from numerate.kernel.files import write_atomically
 from numerate.kernel.progress import current as current_progress
 from numerate.numgen.baselines import baseline_counts
 from numerate.numgen.batches import (
     DetectionRow,
     ImageRow,
+    count_hosted,
     detect_batch,
     detection_row,
     generate_batch,
     image_row,
+    make_hosted,
     read_manifest,
     slug,
+    write_manifest,
 )
-from numerate.numgen.config import NumGenConfig
-from numerate.numgen.detection import make_detector
+from numerate.numgen.config import NumGenConfig, recount_settings
+from numerate.numgen.detection import DetectionSettings, make_detector
 from numerate.numgen.generation import make_generator
 from numerate.numgen.heatmap import render_heatmap
+from numerate.numgen.hosted import COUNTER_API, GENERATOR_API, IMAGE_API_FIELDS
 from numerate.numgen.metrics import confusion_matrix, per_target_accuracy, score
 from numerate.numgen.prompts import Prompt, make_prompts
 from numerate.numgen.rows import MetricsRow, NumGenResult, TargetRow
@@ -39,9 +48,13 @@ DETECTIONS_MANIFEST = "detections.jsonl"
 
 
 def image_folder(config: NumGenConfig) -> Path:
-    """Images of one generator with one set of sampling settings: an absolute path (the
-    database records where each image is, for a viewer started in any folder)."""
+    """Images of one generator with one set of sampling settings (an `api:` generator's: its
+    endpoint and request fields): an absolute path (the database records where each image is,
+    for a viewer started in any folder)."""
     settings = config.generation.for_model(config.generator) if config.needs_images else None
+    if config.generator.startswith(GENERATOR_API):
+        asked = config.generation.model_dump(include={"base_url", *IMAGE_API_FIELDS})
+        settings = {**asked, "base_url": redact(str(asked["base_url"]))}
     return (
         Path(config.images_dir).expanduser().absolute()
         / "images"
@@ -52,7 +65,8 @@ def image_folder(config: NumGenConfig) -> Path:
 def annotated_folder(config: NumGenConfig) -> Path | None:
     if not config.annotate:
         return None
-    return image_folder(config) / "annotated" / slug(config.detector, config.detection.model_dump())
+    counter = config.detector_label
+    return image_folder(config) / "annotated" / slug(counter, config.detection.model_dump())
 
 
 def run_folder(config: NumGenConfig, run_id: str) -> Path:
@@ -61,8 +75,9 @@ def run_folder(config: NumGenConfig, run_id: str) -> Path:
 
 
 @task(cache_policy=NO_CACHE)
-async def open_numgen_run(numgen: NumGenConfig, db: str) -> str:
-    """Start a NumGen run in the store; returns its id."""
+async def open_numgen_run(numgen: NumGenConfig, db: str, source_run_id: str | None = None) -> str:
+    """Start a NumGen run in the store (`source_run_id`: the run whose images it counts
+    again); returns its id."""
     store = await asyncio.to_thread(Store.open, db)
     run_id = f"numgen-{uuid.uuid4().hex[:12]}"
     store.start_numgen_run(
@@ -72,6 +87,7 @@ async def open_numgen_run(numgen: NumGenConfig, db: str) -> str:
         numgen.detector_label,
         numgen.model_dump(mode="json"),
         code_version(),
+        source_run_id,
     )
     return run_id
 
@@ -107,8 +123,14 @@ def counted_if_failing(n: int) -> Iterator[None]:
 async def generate_images(numgen: NumGenConfig, prompts: list[Prompt]) -> list[ImageRow]:
     """Make (or find already made) the images of a batch of prompts."""
     with counted_if_failing(len(prompts)):
-        generator = make_generator(numgen.generator, numgen.generation)
-        rows = await asyncio.to_thread(generate_batch, generator, prompts, image_folder(numgen))
+        if numgen.generator.startswith(GENERATOR_API):
+            hosted = ImagesApiGenerator(numgen)
+            rows = await make_hosted(hosted, prompts, image_folder(numgen))
+            said_stopped(hosted.model, rows)
+        else:
+            generator = make_generator(numgen.generator, numgen.generation)
+            folder = image_folder(numgen)
+            rows = await asyncio.to_thread(generate_batch, generator, prompts, folder)
     errors = sum(1 for r in rows if r["error"])
     current_progress().advance(len(rows), errors=errors, cached=sum(r["cached"] for r in rows))
     return rows
@@ -116,14 +138,28 @@ async def generate_images(numgen: NumGenConfig, prompts: list[Prompt]) -> list[I
 
 @task(cache_policy=NO_CACHE, retries=BATCH_RETRIES)
 async def detect_images(numgen: NumGenConfig, images: list[ImageRow]) -> list[DetectionRow]:
-    """Count the objects in a batch of images."""
+    """Count the objects in a batch of images (with the config's own counter)."""
+    counter = numgen.detector_label
     with counted_if_failing(len(images)):
-        detector = make_detector(
-            numgen.detector, numgen.detection, numgen.generation.device, "float32"
-        )
-        rows = await asyncio.to_thread(detect_batch, detector, images, annotated_folder(numgen))
+        if counter.startswith(COUNTER_API):
+            hosted = VisionCounter(counter, numgen.detection)
+            rows = await count_hosted(hosted, images)
+            said_stopped(hosted.model, rows)
+        else:
+            device = numgen.generation.device
+            detector = make_detector(counter, numgen.detection, device, "float32")
+            folder = annotated_folder(numgen)
+            rows = await asyncio.to_thread(detect_batch, detector, images, folder)
     current_progress().advance(len(rows), errors=sum(1 for r in rows if r["error"]))
     return rows
+
+
+def said_stopped(model: ModelConfig, rows: Sequence[ImageRow] | Sequence[DetectionRow]) -> None:
+    """NumerateError when the endpoint's breaker stopped it (a wrong key, an unknown model, a
+    server down): the run fails with the cause; what was made is kept for a re-run."""
+    cause = stopped_cause(model)
+    if cause is not None and any(row["error"] for row in rows):
+        raise NumerateError(f"{model.name} was stopped: {cause}")
 
 
 @task(cache_policy=NO_CACHE)
@@ -145,6 +181,28 @@ async def answer_with_baseline(
 
 
 @task(cache_policy=NO_CACHE)
+async def recount_config(
+    source: str, detector: str | list[str], detection: DetectionSettings | None, db: str
+) -> NumGenConfig:
+    """The config of a recount of run `source` with the counters `detector`, set by
+    `detection` (default: their defaults: a run's own detector settings are not another
+    counter's); NumerateError when the run cannot be counted again."""
+    stored = await asyncio.to_thread(queries.numgen_run_config, Store.open(db), source)
+    return recount_settings(source, stored, detector, detection)
+
+
+@task(cache_policy=NO_CACHE)
+async def copy_images(source_run_id: str, folder: str, db: str) -> int:
+    """The images of run `source_run_id` as a manifest of a run that counts them again (none is
+    made: each row is `cached`); returns how many."""
+    rows = await asyncio.to_thread(queries.numgen_image_rows, Store.open(db), source_run_id)
+    copied: list[ImageRow] = [{**row, "cached": True} for row in rows]
+    write_manifest(copied, Path(folder) / IMAGES_MANIFEST)
+    current_progress().doing(f"counting the {len(rows)} images of {source_run_id}")
+    return len(rows)
+
+
+@task(cache_policy=NO_CACHE)
 async def ingest_manifests(run_id: str, folder: str, db: str) -> int:
     """Load the GPU steps' manifests into the store (idempotent); returns the images loaded."""
     store = Store.open(db)
@@ -162,8 +220,10 @@ async def score_run(run_id: str, numgen: NumGenConfig, db: str) -> NumGenResult:
     """Confusion matrix and metrics of a run; stores them and draws the heatmap PNG."""
     store = Store.open(db)
     rows = await asyncio.to_thread(queries.numgen_counts, store, run_id)
-    counted = [(target, count) for target, count in rows if count is not None]
-    errors = len(rows) - len(counted)  # images without a count: not made, or unreadable
+    counted = [(target, count) for target, count, _, _ in rows if count is not None]
+    refused = sum(1 for _, count, was_refused, _ in rows if count is None and was_refused)
+    unparsed = sum(1 for _, count, _, was_unparsed in rows if count is None and was_unparsed)
+    errors = len(rows) - len(counted) - refused - unparsed  # not made, or unreadable
     design = range(numgen.prompts.n_min, numgen.prompts.n_max + 1)
     cm = confusion_matrix([t for t, _ in counted], [c for _, c in counted], design)
     scores = score(cm)
@@ -173,6 +233,8 @@ async def score_run(run_id: str, numgen: NumGenConfig, db: str) -> NumGenResult:
         "generator": numgen.generator,
         "detector": numgen.detector_label,
         "errors": errors,
+        "refused": refused,
+        "unparsed": unparsed,
         "confusion": json.dumps({"targets": list(cm.targets), "counts": cm.counts.tolist()}),
     }
     targets: list[TargetRow] = [{**row, "run_id": run_id} for row in per_target_accuracy(cm)]
@@ -180,7 +242,8 @@ async def score_run(run_id: str, numgen: NumGenConfig, db: str) -> NumGenResult:
     heatmap = run_folder(numgen, run_id) / "confusion.png"
     image = render_heatmap(cm, f"{numgen.generator} / {numgen.detector_label} (n = {cm.n})")
     write_atomically(heatmap, lambda handle: image.save(handle, format="PNG"))
-    return {**scores.as_dict(), "errors": errors, "heatmap": str(heatmap)}
+    counts = {"errors": errors, "refused": refused, "unparsed": unparsed}
+    return {**scores.as_dict(), **counts, "heatmap": str(heatmap)}
 
 
 @task(cache_policy=NO_CACHE)

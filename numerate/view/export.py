@@ -133,7 +133,7 @@ def _numgen_pages(source: Source, run_id: str) -> Iterator[Page]:
         _file(home.numgen(run_id)), "numgen_run.html",
         lambda links: pages.numgen_run(source, links, run_id),
     )  # fmt: skip
-    cells = sorted({(t, c) for t, c in queries.numgen_counts(source, run_id)}, key=str)
+    cells = sorted({(t, c) for t, c, _, _ in queries.numgen_counts(source, run_id)}, key=str)
     for target, count in cells:
         shown = count if count is None else min(count, MAX_COUNT)
         yield (

@@ -25,6 +25,7 @@ from numerate.kernel.files import slug
 from numerate.numgen.metrics import MAX_COUNT
 from numerate.results import live
 from numerate.results.compare import compare_runs, for_display, run_answers, summary_line
+from numerate.results.numgen import run_agreement
 from numerate.store import browse, queries
 from numerate.store.queries import POOLED, Source
 from numerate.store.schema import RUN_STATUSES
@@ -512,9 +513,11 @@ def numgen_run(source: Source, links: Links, run_id: str) -> dict[str, Any]:
     found = queries.numgen_confusion(source, run_id)
     matrix = json.loads(found[3]) if found else {"targets": [], "counts": []}
     uncounted: dict[int, int] = {}
-    for target, count in queries.numgen_counts(source, run_id):
+    without = {"errors": 0, "refused": 0, "unparsed": 0}  # images without a count, by why
+    for target, count, refused, unparsed in queries.numgen_counts(source, run_id):
         if count is None:
             uncounted[target] = uncounted.get(target, 0) + 1
+            without["refused" if refused else "unparsed" if unparsed else "errors"] += 1
     columns = [*range(MAX_COUNT), MAX_COUNT]
     table = []
     for target, counts in zip(matrix["targets"], matrix["counts"], strict=True):
@@ -530,8 +533,28 @@ def numgen_run(source: Source, links: Links, run_id: str) -> dict[str, Any]:
     return {
         "run": runs[0], "metrics": queries.numgen_metrics(source, run_id) or {},
         "targets": rows(queries.numgen_targets(source, run_id)), "columns": columns,
-        "max_count": MAX_COUNT, "table": table,
+        "max_count": MAX_COUNT, "table": table, "agreement": _agreement(source, links, run_id),
+        "without": without,
         "home": links.numgen(),
+    }  # fmt: skip
+
+
+def _agreement(source: Source, links: Links, run_id: str) -> dict[str, Any] | None:
+    """How a run that counted another run's images agrees with it, and the images they
+    counted most apart (each with both counts and its image); None for a run of its own."""
+    found = run_agreement(source, run_id)
+    if found is None:
+        return None
+    twice, figures, apart = found
+    folder = images_folder(source, run_id)
+    images = rows(apart)
+    for row in images:  # the image's page, never its path on disk
+        shown = servable_image(folder, row.pop("path"))
+        row["image"] = links.image(run_id, row["prompt_id"], False) if shown else None
+    return {
+        **figures.as_dict(), "source": twice.source_run_id, "apart": images,
+        "source_link": links.numgen(twice.source_run_id), "first": twice.source_detector,
+        "again": twice.detector,
     }  # fmt: skip
 
 

@@ -14,3 +14,17 @@ def tiny_models(tmp_path_factory):
     assert os.environ["HF_HUB_OFFLINE"] == "1"
     install_tiny_models(Path(os.environ["HF_HOME"]) / "hub", tmp_path_factory.mktemp("tiny"))
     return {"generator": TINY_DIFFUSERS, "detector": TINY_GROUNDING_DINO}
+
+
+async def latest_artifact(key):
+    """The newest Prefect artifact with `key` (None when there is none)."""
+    from prefect import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+    from prefect.client.schemas.sorting import ArtifactSort
+
+    async with get_client() as client:
+        found = await client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])),
+            sort=ArtifactSort.CREATED_DESC,
+        )
+    return found[0] if found else None

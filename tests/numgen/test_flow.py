@@ -146,17 +146,7 @@ def test_an_error_that_a_stop_signal_caused_marks_the_run_interrupted(db_path, t
 
 
 def test_a_numgen_run_publishes_its_metrics_as_artifacts(db_path, tmp_path):
-    from prefect import get_client
-    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
-    from prefect.client.schemas.sorting import ArtifactSort
-
-    async def latest(key):
-        async with get_client() as client:
-            found = await client.read_artifacts(
-                artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])),
-                sort=ArtifactSort.CREATED_DESC,
-            )
-        return found[0] if found else None
+    from tests.numgen.conftest import latest_artifact as latest
 
     config = {"generator": "random", "images_dir": str(tmp_path), "prompts": {"per_number": 5}}
     run_id = run(config, db_path)["run_id"]

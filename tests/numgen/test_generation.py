@@ -227,3 +227,35 @@ def test_a_cached_model_loads_without_asking_a_hub_that_does_not_answer(tiny_mod
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().endswith("made 1")
     assert len(asked) == 1  # the check's one request; the load asked the hub nothing
+
+
+def test_a_services_png_is_saved_as_sent_with_its_prompt_in_text_chunks(tmp_path):
+    """An Images API's PNG is not encoded again (0.3 s for 1024 x 1024): its text chunks are
+    added to its bytes, and PIL reads them back, Latin-1 or not, with the pixels unchanged."""
+    import hashlib
+    import io
+
+    from PIL import Image
+
+    from numerate.numgen.generation import read_png_metadata, save_png, with_text
+    from numerate.numgen.prompts import Prompt
+    from numerate.numgen.synthetic import draw_stimulus
+
+    drawn = draw_stimulus(5, 3, 96)
+    buffer = io.BytesIO()
+    drawn.save(buffer, format="PNG")
+    sent = buffer.getvalue()
+    prompt = Prompt(prompt_id="p1d", index=0, target=5, object="crêpes 🥞",
+                    text="An image with 5 crêpes 🥞", image_seed=42)  # fmt: skip
+    path = tmp_path / "p1d.png"
+    digest, size = save_png(sent, path, prompt, "api:m")
+    stored = path.read_bytes()
+    assert size == (96, 96) and digest == hashlib.sha256(stored).hexdigest()
+    assert len(stored) > len(sent) and stored.endswith(sent[-12:])  # IEND as sent
+    meta, read_size = read_png_metadata(path)
+    assert meta["prompt"] == prompt.text and meta["object"] == "crêpes 🥞"
+    assert (meta["seed"], meta["model"], read_size) == ("42", "api:m", (96, 96))
+    with Image.open(path) as back:
+        assert back.convert("RGB").tobytes() == drawn.tobytes()
+    with pytest.raises(ImageError, match="not a PNG"):
+        with_text(b"GIF89a" + sent, {"a": "b"})

@@ -472,7 +472,7 @@ def test_a_numgen_run_scored_again_keeps_only_its_new_scores(db_path):
     def scored(targets, counts, design):
         cm = confusion_matrix(targets, counts, design)
         metrics = {**score(cm).as_row(), "run_id": "ng-1", "generator": "g", "detector": "d",
-                   "errors": 0, "confusion": "{}"}  # fmt: skip
+                   "errors": 0, "refused": 0, "unparsed": 0, "confusion": "{}"}  # fmt: skip
         return metrics, [{**row, "run_id": "ng-1"} for row in per_target_accuracy(cm)]
 
     store = Store.open(db_path)

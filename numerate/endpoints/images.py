@@ -1,0 +1,230 @@
+"""NumGen's models behind an endpoint, asked through the chat models' machinery (one shared
+client per endpoint, the adaptive limit, retries honouring Retry-After, the timeout, the
+breaker, redaction of keys):
+
+- `ImagesApiGenerator`: `api:<model id>`, `POST {base_url}/images/generations`, one image per
+  prompt with the prompt's seed; `b64_json` or `url` answers. A content-policy refusal is the
+  service's answer (`Made.refused`): it does not trip the breaker and is not asked again.
+- `VisionCounter`: `vlm:<model id>`, a chat completion with the image as a data URL; the count
+  is read with the Object Counting manifold's answer extraction (no number: unparsed, not 0).
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import os
+from typing import Any
+from urllib.parse import urlsplit
+
+from PIL import Image
+from pydantic import ValidationError
+
+from numerate.config.sweep import ModelConfig
+from numerate.endpoints.answerers import EndpointAnswerer, read_completion
+from numerate.endpoints.limits import bound_body, shared_client
+from numerate.grading.judging import Completion
+from numerate.kernel.errors import ConfigError, describe_validation_error
+from numerate.manifolds.objects import parse_answer
+from numerate.numgen.config import NumGenConfig
+from numerate.numgen.hosted import (
+    COUNTER_API,
+    ENDPOINT_FIELDS,
+    GENERATOR_API,
+    Counted,
+    EndpointSettings,
+    Made,
+    checked_png,
+)
+from numerate.numgen.prompts import Prompt
+
+POLICY_CODES = frozenset({"content_policy_violation", "moderation_blocked", "content_filter"})
+"""Error codes with which image services decline a prompt (OpenAI, Azure OpenAI)."""
+
+QUESTION = (
+    "How many {object} are there in this image? Count them one by one, then give the number "
+    "on the last line as 'Answer: N'."
+)
+"""What a vision-language counter is asked of each image."""
+
+
+def hosted_model(name: str, section: str, settings: EndpointSettings) -> ModelConfig:
+    """The chat machinery's model for a NumGen generator (`section` "generation") or counter
+    ("detection") named `name` (`api:<id>`, `vlm:<id>`); ConfigError naming the field."""
+    model_id = name.removeprefix(GENERATOR_API).removeprefix(COUNTER_API)
+    values = {field: getattr(settings, field) for field in ENDPOINT_FIELDS}
+    try:
+        return ModelConfig.model_validate({"name": name, "model": model_id, **values})
+    except ValidationError as error:
+        options = {field: f"{section}.{field}" for field in ENDPOINT_FIELDS}
+        raise ConfigError(
+            describe_validation_error(error, f"numgen config, {section}", options)
+        ) from None
+
+
+def hosted_models(config: NumGenConfig) -> list[ModelConfig]:
+    """The endpoint models a NumGen run asks (its `api:` generator, its `vlm:` counters)."""
+    models = []
+    if config.needs_images and config.generator.startswith(GENERATOR_API):
+        models.append(hosted_model(config.generator, "generation", config.generation))
+    for counter in config.counters if config.needs_images else []:
+        if counter.startswith(COUNTER_API):
+            models.append(hosted_model(counter, "detection", config.detection))
+    return models
+
+
+def check_hosted(config: NumGenConfig) -> None:
+    """ConfigError before anything is written when an endpoint model of the run cannot be
+    asked: a base URL that is no URL, a key variable that is not set (a Secret block is read
+    in the flow, from Prefect's server)."""
+    for model in hosted_models(config):
+        if model.api_key_env and not os.environ.get(model.api_key_env, "").strip():
+            state = "is empty" if model.api_key_env in os.environ else "is not set"
+            raise ConfigError(
+                f"model {model.name!r}: environment variable {model.api_key_env} {state} (it "
+                "should hold the API key)"
+            )
+
+
+def is_policy_refusal(error: BaseException) -> bool:
+    """Whether an error is an image service declining the prompt (HTTP 400 with a content
+    policy's code)."""
+    import openai
+
+    if not isinstance(error, openai.APIStatusError) or error.status_code != 400:
+        return False
+    body = error.body if isinstance(error.body, dict) else {}
+    codes = {getattr(error, "code", None), body.get("code"), body.get("type")}
+    return bool(codes & POLICY_CODES)
+
+
+def read_image(answer: tuple[Any, bytes | None], attempts: int, latency_s: float) -> Made:
+    """The image of an Images API answer (its `b64_json`, or the bytes fetched from its `url`),
+    or a `malformed answer` error (asked again)."""
+    response, fetched = answer
+    data = getattr(response, "data", None)
+    if not isinstance(data, list) or not data:
+        return Made(error="malformed answer: no image in the answer")
+    encoded = getattr(data[0], "b64_json", None)
+    try:
+        if fetched is not None:
+            return Made(png=checked_png(fetched))
+        if not isinstance(encoded, str) or not encoded:
+            return Made(error="malformed answer: neither b64_json nor url")
+        return Made(png=checked_png(base64.b64decode(encoded, validate=True)))
+    except ValueError as error:  # binascii.Error is one
+        return Made(error=f"malformed answer: {error}"[:300])
+
+
+class ImagesApiGenerator:
+    """An OpenAI-compatible Images API model (`api:<model id>`)."""
+
+    def __init__(self, config: NumGenConfig) -> None:
+        self.name = config.generator
+        self.settings = config.generation
+        self.model = hosted_model(config.generator, "generation", config.generation)
+        self._answerer: EndpointAnswerer | None = None
+
+    async def answerer(self) -> EndpointAnswerer:
+        if self._answerer is None:
+            self._answerer = EndpointAnswerer(self.model, await shared_client(self.model))
+        return self._answerer
+
+    def request(self, prompt: Prompt) -> dict[str, Any]:
+        """The request's fields (one image: each prompt has its own seed)."""
+        fields: dict[str, Any] = {"model": self.model.model_id, "prompt": prompt.text, "n": 1}
+        for name in ("size", "quality", "response_format"):
+            value = getattr(self.settings, name)
+            if value is not None:
+                fields[name] = value
+        if self.settings.send_seed:
+            fields["extra_body"] = {"seed": prompt.image_seed}
+        return fields
+
+    async def make(self, prompt: Prompt) -> Made:
+        answerer = await self.answerer()
+        fields = self.request(prompt)
+
+        async def send() -> tuple[Any, bytes | None]:
+            response = await answerer.client.images.generate(**fields)
+            data = getattr(response, "data", None)
+            first = data[0] if isinstance(data, list) and data else None
+            url = getattr(first, "url", None)
+            if getattr(first, "b64_json", None) or not isinstance(url, str) or not url:
+                return response, None
+            return response, await self.fetch(url)
+
+        return await answerer.ask(
+            send,
+            read_image,
+            lambda attempts, error: Made(error=error),
+            lambda error, attempts, detail: (
+                Made(error=f"refused: {detail}", refused=True) if is_policy_refusal(error) else None
+            ),
+        )
+
+    async def fetch(self, url: str) -> bytes:
+        """The image at an answer's `url` (http or https only; its body bounded as an
+        answer's is); ValueError, asked again, when it cannot be fetched."""
+        import openai
+
+        if urlsplit(url).scheme not in ("http", "https"):
+            raise ValueError(f"malformed answer: image url of scheme {urlsplit(url).scheme!r}")
+        timeout = self.model.timeout_s
+        async with openai.DefaultAsyncHttpxClient(
+            timeout=timeout, event_hooks={"response": [bound_body]}
+        ) as http:
+            try:
+                response = await http.get(url)
+                response.raise_for_status()
+                return bytes(await response.aread())
+            except Exception as error:  # any failure of the fetch: asked again
+                raise ValueError(f"cannot fetch the image's url: {type(error).__name__}") from None
+
+
+def data_url(image: Image.Image) -> str:
+    """`image` as a PNG data URL (what a chat endpoint takes as `image_url`)."""
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
+
+
+def read_count(text: str) -> int | None:
+    """The count a counter's answer gives: a whole number from 0 up (the Object Counting
+    manifold's extraction), else None (unparsed)."""
+    value = parse_answer(text)
+    if value is None or value < 0 or value != int(value) or value == float("inf"):
+        return None
+    return int(value)
+
+
+class VisionCounter:
+    """A vision-language model at a chat endpoint (`vlm:<model id>`) asked how many objects
+    an image holds."""
+
+    def __init__(self, name: str, settings: EndpointSettings) -> None:
+        self.name = name
+        self.model = hosted_model(name, "detection", settings)
+        self._answerer: EndpointAnswerer | None = None
+
+    async def count(self, image: Image.Image, object_name: str) -> Counted:
+        if self._answerer is None:
+            self._answerer = EndpointAnswerer(self.model, await shared_client(self.model))
+        answerer = self._answerer
+        content = [
+            {"type": "text", "text": QUESTION.format(object=object_name)},
+            {"type": "image_url", "image_url": {"url": data_url(image)}},
+        ]
+        messages = [{"role": "user", "content": content}]
+        completion = await answerer.ask(
+            lambda: answerer.client.chat.completions.create(
+                model=self.model.model_id, messages=messages
+            ),
+            lambda response, attempts, latency: read_completion(
+                response, self.name, attempts, latency, 0
+            ),
+            lambda attempts, error: Completion(self.name, None, attempts=attempts, error=error),
+        )
+        if completion.error is not None or completion.text is None:
+            return Counted(error=completion.error or "empty answer")
+        return Counted(read_count(completion.text), answer=completion.text)

@@ -1,0 +1,196 @@
+"""NumGen at endpoints: the loopback fake Images API (it draws exactly n shapes) counted by the
+blob counter and by the fake vision model, with the fakes' faults, and recounts."""
+
+import asyncio
+
+import duckdb
+import pytest
+
+from numerate.flows.numgen import numgen, numgen_recount
+from tests.fake_openai import FakeOpenAI, ImageReply, Reply
+
+pytestmark = pytest.mark.usefixtures("prefect_harness")
+
+VLM = "vlm:fake-vision"
+
+
+@pytest.fixture
+def endpoint():
+    with FakeOpenAI() as server:
+        yield server
+
+
+def config(endpoint, tmp_path, **extra):
+    return {
+        "generator": "api:fake-image",
+        "detector": ["blobs", VLM],
+        "images_dir": str(tmp_path),
+        "prompts": {"per_number": 2},
+        "generation": {"base_url": endpoint.base_url, "size": "256x256", "concurrency": 8},
+        "detection": {"base_url": endpoint.base_url, "concurrency": 8},
+        **extra,
+    }
+
+
+def query(db, sql, parameters=()):
+    with duckdb.connect(db, read_only=True) as con:
+        return con.execute(sql, list(parameters)).fetchall()
+
+
+def run(settings, db):
+    return asyncio.run(numgen(settings, db, "local"))
+
+
+def test_an_images_api_counted_by_blobs_and_a_vision_model_scores_100_percent(
+    endpoint, tmp_path, db_path
+):
+    result = run(config(endpoint, tmp_path), db_path)
+    assert (result["accuracy"], result["n"], result["errors"], result["refused"]) == (1.0, 20, 0, 0)
+    [recount] = result["recounts"]
+    assert (recount["accuracy"], recount["n"], recount["unparsed"]) == (1.0, 20, 0)
+    assert len(endpoint.image_requests) == 20 and endpoint.vision_requests == 20
+    seeds = {request["seed"] for request in endpoint.image_requests}
+    assert len(seeds) == 20  # each image its own seed, sent to the server
+    # both counts of every image are stored, in two runs linked by source_run_id
+    rows = query(
+        db_path,
+        "SELECT a.count, b.count, b.answer, i.sha256 FROM numgen_detections a "
+        "JOIN numgen_runs r ON r.source_run_id = a.run_id "
+        "JOIN numgen_detections b ON b.run_id = r.run_id AND b.prompt_id = a.prompt_id "
+        "JOIN numgen_images i ON i.run_id = a.run_id AND i.prompt_id = a.prompt_id",
+    )
+    assert len(rows) == 20 and all(a == b for a, b, _, _ in rows)
+    assert all("Answer:" in answer and len(sha) == 64 for _, _, answer, sha in rows)
+    detectors = query(db_path, "SELECT detector, source_run_id IS NULL FROM numgen_runs "
+                               "ORDER BY started_at")  # fmt: skip
+    assert detectors == [("blobs", True), (VLM, False)]
+    # a repeated run asks for no image it already stored
+    again = run(config(endpoint, tmp_path), db_path)
+    assert len(endpoint.image_requests) == 20 and again["accuracy"] == 1.0
+
+
+def test_with_the_fakes_faults_every_image_is_accounted_for(endpoint, tmp_path, db_path):
+    asked: dict[str, int] = {}
+    kinds = set()
+
+    def faults(body):
+        prompt = body["prompt"]
+        asked[prompt] = asked.get(prompt, 0) + 1
+        kind = body["seed"] % 7  # each image's own seed: the same faults every run
+        kinds.add(kind)
+        first = asked[prompt] == 1
+        if "7 " in prompt:
+            return ImageReply.refusal()  # refused every time: its own outcome
+        faults_first = {
+            0: ImageReply(429, headers={"Retry-After": "0.05"}),
+            1: ImageReply(500),
+            2: ImageReply(b64="not base64 at all!"),
+            3: ImageReply(delay_s=3.0),  # past the timeout: asked again
+            4: ImageReply(trickle_s=3.0),  # a slow body, past the timeout: asked again
+        }
+        if first and kind in faults_first:
+            return faults_first[kind]
+        if kind == 5:
+            return ImageReply(size=128)  # another size than asked: kept, its size stored
+        return ImageReply(as_url=kind == 6)
+
+    vision_asked = [0]
+
+    def vision(body):
+        vision_asked[0] += 1
+        if vision_asked[0] % 7 == 0:
+            return Reply(status=500)  # retried
+        if vision_asked[0] % 11 == 0:
+            return Reply(content="So many, I lost count.")  # unparsed: never 0
+        return endpoint.count_drawn(body)
+
+    endpoint.image_responder = faults
+    endpoint.vision = vision
+    settings = config(endpoint, tmp_path, prompts={"per_number": 3})
+    settings["generation"] |= {"timeout_s": 1.0}
+    result = run(settings, db_path)
+    assert kinds == set(range(7))  # every fault was served
+    [recount] = result["recounts"]
+    refused = 3  # the three prompts of 7 objects
+    assert result["refused"] == refused and result["errors"] == 0
+    assert result["n"] == 30 - refused and result["accuracy"] == 1.0
+    assert recount["refused"] == refused
+    assert recount["n"] + recount["unparsed"] == 30 - refused and recount["accuracy"] == 1.0
+    assert recount["unparsed"] >= 1 and recount["errors"] == 0  # the 500s were asked again
+    rows = query(db_path, "SELECT count(*), count(path), sum(refused::INT), count(DISTINCT width) "
+                          "FROM numgen_images WHERE run_id = ?", [result["run_id"]])  # fmt: skip
+    assert rows == [(30, 30 - refused, refused, 2)]
+    unparsed = query(db_path, "SELECT count(*) FROM numgen_detections WHERE unparsed AND "
+                              "count IS NULL AND run_id = ?", [recount["run_id"]])  # fmt: skip
+    assert unparsed == [(recount["unparsed"],)]
+
+
+def test_a_recount_asks_for_no_image_and_links_its_run(endpoint, tmp_path, db_path):
+    settings = config(endpoint, tmp_path, detector="blobs")
+    del settings["detection"]  # the blob counter has no endpoint
+    first = run(settings, db_path)
+    asked = len(endpoint.image_requests)
+    detection = {"base_url": endpoint.base_url}
+    from numerate.numgen.detection import DetectionSettings
+
+    [again] = asyncio.run(
+        numgen_recount(first["run_id"], VLM, DetectionSettings(**detection), db_path, "local")
+    )
+    assert len(endpoint.image_requests) == asked  # no generation request
+    assert again["accuracy"] == 1.0
+    links = query(db_path, "SELECT source_run_id, detector, status FROM numgen_runs "
+                           "WHERE run_id = ?", [again["run_id"]])  # fmt: skip
+    assert links == [(first["run_id"], VLM, "finished")]
+
+
+def test_the_viewer_and_the_report_show_where_two_counters_disagree(endpoint, tmp_path, db_path):
+    from fastapi.testclient import TestClient
+
+    from numerate.view.app import create_app
+
+    def off_by_some(body):  # the vision model miscounts every image of 9 by 3
+        right = endpoint.count_drawn(body)
+        if "Answer: 9" in right.content:
+            return Reply(content="Answer: 12")
+        return right
+
+    endpoint.vision = off_by_some
+    result = run(config(endpoint, tmp_path), db_path)
+    [recount] = result["recounts"]
+    assert recount["accuracy"] == pytest.approx(18 / 20)
+    page = TestClient(create_app(db_path)).get(f"/numgen/{recount['run_id']}").text
+    assert "Agreement with the first count" in page and result["run_id"] in page
+    assert "<b>0.900</b>" in page  # 18 of 20 counted alike
+    apart = page.split("Counted most apart")[1]
+    rows = apart.split("<tbody>")[1].split("</tbody>")[0].split("<tr>")[1:]
+    assert len(rows) == 2  # the two images of 9: 9 by blobs, 12 by the vision model
+    for row in rows:
+        cells = [cell.split("</td>")[0] for cell in row.split('<td class="num">')[1:]]
+        assert cells == ["9", "9", "12"]
+        assert '<img class="thumb"' in row
+    from numerate.results.numgen import agreement_text
+    from numerate.store import Store
+
+    said = agreement_text(Store.open(db_path), "markdown")
+    assert "| 0.900 |" in said and "| 9 | 9 | 12 |" in said.replace("  ", " ")
+    # and the linked run's Prefect summary artifact
+    from numerate.results.artifacts import artifact_key
+    from tests.numgen.conftest import latest_artifact
+
+    summary = asyncio.run(latest_artifact(artifact_key(f"numgen-api:fake-image-{VLM}", "summary")))
+    assert summary is not None and recount["run_id"] in summary.data
+    assert f"Agreement with run `{result['run_id']}` (blobs)" in summary.data
+    assert "exact agreement: 0.900" in summary.data and "images counted most apart" in summary.data
+
+
+def test_an_endpoint_that_refuses_the_key_fails_the_run_with_the_cause(tmp_path, db_path):
+    from numerate.grading.verdict import RunFailed
+
+    with FakeOpenAI(api_key="the-right-key") as server:
+        settings = config(server, tmp_path, detector="blobs")
+        del settings["detection"]
+        with pytest.raises(RunFailed, match="api:fake-image was stopped: endpoint refused the key"):
+            run(settings, db_path)
+        asked = len(server.authorizations)
+    assert asked <= 2 * 10  # the breaker stopped it after 10 refusals (a batch retried once)
+    assert query(db_path, "SELECT status FROM numgen_runs") == [("failed",)]
