@@ -178,10 +178,19 @@ class FakeOpenAI:
                           "chat": (400, chat_refusal, "auth_error")}  # fmt: skip
 
     def count_drawn(self, body: dict[str, Any]) -> Reply:
-        """The vision model: the number of shapes of one of its own drawings."""
+        """The vision model: the number of shapes of one of its own drawings, else of dark
+        shapes on white (connected regions, counted by scipy: not numerate's blob counter)."""
+        import numpy as np
+        from scipy import ndimage
+
         image = image_of(body)
-        n = self.drawn.get(pixels_key(image)) if image is not None else None
-        return Reply(content="I cannot tell." if n is None else f"I count them.\nAnswer: {n}")
+        if image is None:
+            return Reply(content="I cannot tell.")
+        n = self.drawn.get(pixels_key(image))
+        if n is None:
+            dark = np.asarray(image.convert("L")) < 200  # anti-aliased edges: 8-connected
+            n = ndimage.label(dark, structure=np.ones((3, 3)))[1]
+        return Reply(content=f"I count them.\nAnswer: {n}")
 
     def draw(self, request: dict[str, Any], reply: ImageReply) -> dict[str, Any]:
         """An Images API answer: exactly n shapes, drawn from the request's seed."""

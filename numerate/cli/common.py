@@ -31,6 +31,8 @@ DB_HELP = (
     "Results database: a DuckDB file, or a lake 'ducklake:postgres:<connection string>' "
     "(default: $NUMERATE_DB, else results/numerate.duckdb)."
 )
+RUN_HELP = "An id, a unique prefix of one, latest or previous."
+"""How a command that takes a run names it (numerate.store.queries.resolve_run)."""
 DB_OPTION = typer.Option(help=DB_HELP)
 """`--db`, as most commands take it."""
 FORMAT_OPTION = typer.Option("--format", help="table, csv, json or markdown.")

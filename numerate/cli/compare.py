@@ -10,6 +10,7 @@ from numerate.cli.app import app
 from numerate.cli.common import (
     DB_OPTION,
     FORMAT_OPTION,
+    RUN_HELP,
     check_format,
     fail,
     note,
@@ -23,8 +24,6 @@ if TYPE_CHECKING:
 
     from numerate.cli.common import Format
     from numerate.store.reader import Reader
-
-RUN_HELP = "an id, a unique prefix of one, latest or previous"
 
 
 def an_alpha(text: str) -> float:
@@ -48,8 +47,8 @@ ALPHA_OPTION = typer.Option(
 
 @app.command()
 def compare(
-    base: Annotated[str, typer.Argument(metavar="BASE", help=f"The reference run: {RUN_HELP}.")],
-    new: Annotated[str, typer.Argument(metavar="NEW", help=f"The run under test: {RUN_HELP}.")],
+    base: Annotated[str, typer.Argument(metavar="BASE", help=f"The reference run. {RUN_HELP}")],
+    new: Annotated[str, typer.Argument(metavar="NEW", help=f"The run under test. {RUN_HELP}")],
     db: Annotated[str | None, DB_OPTION] = None,
     by: Annotated[
         str,

@@ -25,8 +25,8 @@ def deploy(
     """Create the work pools and deploy numerate's flows to the server at PREFECT_API_URL.
 
     Pools `cpu` and `gpu`; every deployment of deployments/prefect.yaml: nightly-sweep,
-    evaluate, ingest, distributed-sweep and numgen on `cpu`, numgen-generate and numgen-detect
-    on `gpu`.
+    evaluate, ingest, distributed-sweep, numgen and numgen-recount on `cpu`, numgen-generate
+    and numgen-detect on `gpu`.
     """
     from numerate.server.lifecycle import api_answers
 

@@ -16,6 +16,7 @@ import typer
 from numerate.cli.common import (
     DB_OPTION,
     FORMAT_OPTION,
+    RUN_HELP,
     check_format,
     check_output,
     fail,
@@ -69,7 +70,7 @@ def _load_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def _before_the_run(config: Any, db: str, dispatch: str) -> None:
+def _before_the_run(config: Any, db: str, dispatch: str, recount: bool) -> None:
     """What `_run_flow` checks before the run begins: Prefect's server up, the deployments
     the run needs and the database."""
     from numerate.cli.common import notes_to_stderr
@@ -77,7 +78,7 @@ def _before_the_run(config: Any, db: str, dispatch: str) -> None:
     from numerate.store.reader import database_file_problem
 
     server = connect()  # before Prefect's import: else it started a server of its own
-    from numerate.flows.numgen import deployments_needed
+    from numerate.flows.numgen import counting_deployments, deployments_needed
     from numerate.kernel.progress import reporting_to
     from numerate.store import Store
     from numerate.tasks.dispatch import Dispatch, require_deployed
@@ -86,7 +87,8 @@ def _before_the_run(config: Any, db: str, dispatch: str) -> None:
     if problem:
         raise ConfigError(f"cannot open results database {db}: {problem}")
     server.wait()  # a missing deployment: said before the database is made
-    asyncio.run(require_deployed(deployments_needed(config), cast(Dispatch, dispatch)))
+    needed = (counting_deployments if recount else deployments_needed)(config)
+    asyncio.run(require_deployed(needed, cast(Dispatch, dispatch)))
     with reporting_to(notes_to_stderr()):  # a wait for the file says so in one line
         Store.open(db)  # one of another program, or newer: refused before any image is made
 
@@ -97,13 +99,13 @@ def _run_flow(config: Any, db: str, dispatch: str, recount: str | None = None) -
     from numerate.endpoints.images import check_hosted
     from numerate.kernel.files import check_folder
 
-    config.check_models()
-    check_hosted(config)
+    config.check_models(generator=not recount)  # a recount makes no image
+    check_hosted(config, generator=not recount)
     if config.needs_images:
         check_folder("images_dir", config.images_dir)  # before the database is made
     # before Prefect is imported: imported earlier, it did not see the server the command
     # found (numerate's background server) and started a temporary one of its own
-    _before_the_run(config, db, dispatch)
+    _before_the_run(config, db, dispatch, bool(recount))
     PROCESS.if_stopped_say(None)  # said by run_flow, from here
     from numerate.flows.numgen import numgen, numgen_recount
     from numerate.tasks.dispatch import Dispatch
@@ -241,14 +243,16 @@ def _show_run(numgen_config: Any, result: dict[str, Any], db: str) -> None:
 
 @app.command()
 def calibrate(
-    detector: Annotated[str, typer.Option(help="Grounding DINO model id or path, or blobs.")],
+    detector: Annotated[str, typer.Option(help="Grounding DINO id or path, blobs, vlm:<id>.")],
     count: Annotated[int, typer.Option(help="Images per number.")] = 10,
+    config: Annotated[Path | None, CONFIG_OPTION] = None,
     db: Annotated[str | None, DB_OPTION] = None,
     images_dir: Annotated[str | None, typer.Option(help="Folder for images.")] = None,
     device: Annotated[str | None, typer.Option(help="auto, cpu, cuda, cuda:N or mps.")] = None,
     dispatch: Annotated[str, typer.Option(help="auto, local or deployments.")] = "auto",
 ) -> None:
-    """Measure a detector on synthetic images of known count: its accuracy per number."""
+    """Measure a detector on synthetic images of known count: its accuracy per number (the
+    config's `detection` section sets it)."""
     from numerate.numgen.config import calibration_config
 
     PROCESS.if_stopped_say("the calibration had not started; nothing was stored")
@@ -257,6 +261,8 @@ def calibrate(
         extra: dict[str, Any] = {"images_dir": images_dir} if images_dir is not None else {}
         if device:
             extra["generation"] = {"device": device}
+        if config:  # its counter's settings (a vlm: counter's endpoint)
+            extra["detection"] = _load_yaml(config).get("detection") or {}
         check_dispatch(dispatch)
         given = ("prompts.per_number", "detector", "images_dir", "generation.device")
         options = {field: OPTION_OF[field] for field in given}  # those calibrate has
@@ -265,6 +271,7 @@ def calibrate(
     except (NumerateError, ValueError) as error:
         fail(error)
         return
+    from numerate.results.numgen import uncounted_line
     from numerate.results.report import render
     from numerate.store import Store, queries
 
@@ -273,13 +280,12 @@ def calibrate(
         title = f"detector {detector}: accuracy per number"
         typer.echo(render(frame, "table", title=title), nl=False)
     typer.echo(f"overall: {result['accuracy']:.3f} over {result['n']} images")
+    typer.echo(uncounted_line(result), nl=False)
 
 
 @app.command()
 def recount(
-    run_id: Annotated[
-        str, typer.Argument(help="The run: an id, a unique prefix of one, latest or previous.")
-    ],
+    run_id: Annotated[str, typer.Argument(help=f"The run to count again. {RUN_HELP}")],
     detector: Annotated[
         list[str],
         typer.Option(
@@ -377,12 +383,7 @@ def report(
         path_option("Draw a run's confusion matrix to this PNG."),
     ] = None,
     run_id: Annotated[
-        str | None,
-        typer.Option(
-            "--run",
-            help="Run for --heatmap: an id, a unique prefix of one, latest or previous "
-            "(default: the latest).",
-        ),
+        str | None, typer.Option("--run", help=f"Run for --heatmap. {RUN_HELP} Default: latest.")
     ] = None,
 ) -> None:
     """The NumGen leaderboard (Accuracy, MWE, Counting Level, Weber's Law), latest run of each
@@ -414,7 +415,7 @@ def report(
             show(render(shown, fmt, title="NumGen leaderboard"))
             if fmt in ("table", "markdown"):
                 for detector in frame["detector"].unique().sort().to_list():
-                    if detector not in ("none", "blobs") and ":" not in detector:
+                    if detector not in ("none", "blobs"):
                         typer.echo(calibration_note(reader, detector))
                 show(agreement_text(reader, fmt))
     except NumerateError as error:

@@ -11,6 +11,7 @@ import typer
 from numerate.cli.app import app
 from numerate.cli.common import (
     DB_OPTION,
+    RUN_HELP,
     check_output,
     fail,
     note,
@@ -25,8 +26,6 @@ if TYPE_CHECKING:
     import polars as pl
 
     from numerate.figures.plots import Kind
-
-RUN_HELP = "An id, a unique prefix of one, latest or previous."
 
 
 def _check_kind(kind: str) -> Kind:

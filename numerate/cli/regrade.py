@@ -7,8 +7,7 @@ from typing import Annotated
 import typer
 
 from numerate.cli.app import app
-from numerate.cli.common import DB_OPTION, fail, results_db
-from numerate.cli.report import RUN_HELP
+from numerate.cli.common import DB_OPTION, RUN_HELP, fail, results_db
 from numerate.kernel.errors import NumerateError
 
 

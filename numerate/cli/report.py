@@ -10,6 +10,7 @@ from numerate.cli.app import app
 from numerate.cli.common import (
     DB_OPTION,
     FORMAT_OPTION,
+    RUN_HELP,
     check_format,
     fail,
     note,
@@ -18,8 +19,6 @@ from numerate.cli.common import (
     show,
 )
 from numerate.kernel.errors import ConfigError, NumerateError
-
-RUN_HELP = "Run id, a unique prefix of one, latest or previous."
 
 
 @app.command()

@@ -11,13 +11,14 @@ breaker, redaction of keys):
 
 from __future__ import annotations
 
+import asyncio
 import base64
-import io
+import ipaddress
+import math
 import os
 from typing import Any
 from urllib.parse import urlsplit
 
-from PIL import Image
 from pydantic import ValidationError
 
 from numerate.config.sweep import ModelConfig
@@ -27,6 +28,7 @@ from numerate.grading.judging import Completion
 from numerate.kernel.errors import ConfigError, describe_validation_error
 from numerate.manifolds.objects import parse_answer
 from numerate.numgen.config import NumGenConfig
+from numerate.numgen.generation import PNG_SIGNATURE
 from numerate.numgen.hosted import (
     COUNTER_API,
     ENDPOINT_FIELDS,
@@ -62,10 +64,11 @@ def hosted_model(name: str, section: str, settings: EndpointSettings) -> ModelCo
         ) from None
 
 
-def hosted_models(config: NumGenConfig) -> list[ModelConfig]:
-    """The endpoint models a NumGen run asks (its `api:` generator, its `vlm:` counters)."""
+def hosted_models(config: NumGenConfig, generator: bool = True) -> list[ModelConfig]:
+    """The endpoint models a NumGen run asks: its `api:` generator (unless not `generator`: a
+    recount makes no image) and its `vlm:` counters."""
     models = []
-    if config.needs_images and config.generator.startswith(GENERATOR_API):
+    if generator and config.needs_images and config.generator.startswith(GENERATOR_API):
         models.append(hosted_model(config.generator, "generation", config.generation))
     for counter in config.counters if config.needs_images else []:
         if counter.startswith(COUNTER_API):
@@ -73,11 +76,11 @@ def hosted_models(config: NumGenConfig) -> list[ModelConfig]:
     return models
 
 
-def check_hosted(config: NumGenConfig) -> None:
-    """ConfigError before anything is written when an endpoint model of the run cannot be
-    asked: a base URL that is no URL, a key variable that is not set (a Secret block is read
-    in the flow, from Prefect's server)."""
-    for model in hosted_models(config):
+def check_hosted(config: NumGenConfig, generator: bool = True) -> None:
+    """ConfigError before anything is written when an endpoint model of the run (`generator`:
+    its generator too) cannot be asked: a base URL that is no URL, a key variable that is not
+    set (a Secret block is read in the flow, from Prefect's server)."""
+    for model in hosted_models(config, generator):
         if model.api_key_env and not os.environ.get(model.api_key_env, "").strip():
             state = "is empty" if model.api_key_env in os.environ else "is not set"
             raise ConfigError(
@@ -98,22 +101,27 @@ def is_policy_refusal(error: BaseException) -> bool:
     return bool(codes & POLICY_CODES)
 
 
-def read_image(answer: tuple[Any, bytes | None], attempts: int, latency_s: float) -> Made:
-    """The image of an Images API answer (its `b64_json`, or the bytes fetched from its `url`),
-    or a `malformed answer` error (asked again)."""
-    response, fetched = answer
-    data = getattr(response, "data", None)
-    if not isinstance(data, list) or not data:
-        return Made(error="malformed answer: no image in the answer")
-    encoded = getattr(data[0], "b64_json", None)
+def image_url_problem(url: str, base_url: str) -> str | None:
+    """Why an answer's image `url` is not fetched, or None: only http(s), no plain http from
+    an https endpoint, and no loopback, private, link-local or other special address unless
+    it is the endpoint's own host (a hostile service must not make numerate reach a machine
+    of its network or a cloud's metadata service). A host name is not resolved: the address
+    check stops only literal addresses and `localhost`."""
+    parts, base = urlsplit(url), urlsplit(base_url)
+    if parts.scheme not in ("http", "https"):
+        return f"image url of scheme {parts.scheme!r} (http or https only)"
+    if parts.scheme == "http" and base.scheme == "https":
+        return "a plain http image url from an https endpoint"
+    host = (parts.hostname or "").lower()
     try:
-        if fetched is not None:
-            return Made(png=checked_png(fetched))
-        if not isinstance(encoded, str) or not encoded:
-            return Made(error="malformed answer: neither b64_json nor url")
-        return Made(png=checked_png(base64.b64decode(encoded, validate=True)))
-    except ValueError as error:  # binascii.Error is one
-        return Made(error=f"malformed answer: {error}"[:300])
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        special = host in ("", "localhost") or host.endswith(".localhost")
+    else:
+        special = not address.is_global
+    if special and host != (base.hostname or "").lower():
+        return f"image url on a local or private address ({host or 'none'}), not the endpoint's"
+    return None
 
 
 class ImagesApiGenerator:
@@ -145,18 +153,28 @@ class ImagesApiGenerator:
         answerer = await self.answerer()
         fields = self.request(prompt)
 
-        async def send() -> tuple[Any, bytes | None]:
+        async def send() -> Made:
+            """The answer's image, checked (off the event loop), or why it is none."""
             response = await answerer.client.images.generate(**fields)
             data = getattr(response, "data", None)
             first = data[0] if isinstance(data, list) and data else None
-            url = getattr(first, "url", None)
-            if getattr(first, "b64_json", None) or not isinstance(url, str) or not url:
-                return response, None
-            return response, await self.fetch(url)
+            encoded, url = getattr(first, "b64_json", None), getattr(first, "url", None)
+            try:
+                if isinstance(encoded, str) and encoded:
+                    raw = base64.b64decode(encoded, validate=True)
+                elif isinstance(url, str) and url:
+                    raw = await self.fetch(url)
+                else:
+                    return Made(error="malformed answer: no b64_json or url of an image")
+                if raw.startswith(PNG_SIGNATURE):  # its CRCs checked: here, quicker than a thread
+                    return Made(png=checked_png(raw))
+                return Made(png=await asyncio.to_thread(checked_png, raw))  # decoded, encoded
+            except ValueError as error:  # binascii.Error is one
+                return Made(error=f"malformed answer: {error}"[:300])
 
         return await answerer.ask(
             send,
-            read_image,
+            lambda made, attempts, latency: made,  # one with an error is asked again
             lambda attempts, error: Made(error=error),
             lambda error, attempts, detail: (
                 Made(error=f"refused: {detail}", refused=True) if is_policy_refusal(error) else None
@@ -164,36 +182,33 @@ class ImagesApiGenerator:
         )
 
     async def fetch(self, url: str) -> bytes:
-        """The image at an answer's `url` (http or https only; its body bounded as an
-        answer's is); ValueError, asked again, when it cannot be fetched."""
+        """The image at an answer's `url` (see `image_url_problem`; no redirect followed; its
+        body bounded as an answer's is); ValueError, asked again, when it cannot be fetched."""
         import openai
 
-        if urlsplit(url).scheme not in ("http", "https"):
-            raise ValueError(f"malformed answer: image url of scheme {urlsplit(url).scheme!r}")
+        problem = image_url_problem(url, self.model.base_url or "")
+        if problem is not None:
+            raise ValueError(problem)
         timeout = self.model.timeout_s
         async with openai.DefaultAsyncHttpxClient(
-            timeout=timeout, event_hooks={"response": [bound_body]}
+            timeout=timeout, follow_redirects=False, event_hooks={"response": [bound_body]}
         ) as http:
             try:
                 response = await http.get(url)
-                response.raise_for_status()
-                return bytes(await response.aread())
+                body = bytes(await response.aread())
             except Exception as error:  # any failure of the fetch: asked again
                 raise ValueError(f"cannot fetch the image's url: {type(error).__name__}") from None
-
-
-def data_url(image: Image.Image) -> str:
-    """`image` as a PNG data URL (what a chat endpoint takes as `image_url`)."""
-    buffer = io.BytesIO()
-    image.save(buffer, format="PNG")
-    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
+        if response.status_code != 200:
+            raise ValueError(f"the image's url answered HTTP {response.status_code}")
+        return body
 
 
 def read_count(text: str) -> int | None:
     """The count a counter's answer gives: a whole number from 0 up (the Object Counting
-    manifold's extraction), else None (unparsed)."""
+    manifold's extraction), else None (unparsed; a numeral too long to be a count reads as
+    infinity, and is none)."""
     value = parse_answer(text)
-    if value is None or value < 0 or value != int(value) or value == float("inf"):
+    if value is None or not math.isfinite(value) or value < 0 or value != int(value):
         return None
     return int(value)
 
@@ -207,13 +222,14 @@ class VisionCounter:
         self.model = hosted_model(name, "detection", settings)
         self._answerer: EndpointAnswerer | None = None
 
-    async def count(self, image: Image.Image, object_name: str) -> Counted:
+    async def count(self, png: bytes, object_name: str) -> Counted:
         if self._answerer is None:
             self._answerer = EndpointAnswerer(self.model, await shared_client(self.model))
         answerer = self._answerer
+        url = "data:image/png;base64," + base64.b64encode(png).decode()  # as stored: no encoding
         content = [
             {"type": "text", "text": QUESTION.format(object=object_name)},
-            {"type": "image_url", "image_url": {"url": data_url(image)}},
+            {"type": "image_url", "image_url": {"url": url}},
         ]
         messages = [{"role": "user", "content": content}]
         completion = await answerer.ask(

@@ -20,7 +20,13 @@ from numerate.grading.verdict import RunFailed
 from numerate.kernel import stopping
 from numerate.kernel.errors import NumerateError
 from numerate.kernel.progress import current as current_progress
-from numerate.numgen.batches import DetectionRow, ImageRow, read_manifest, write_manifest
+from numerate.numgen.batches import (
+    DetectionRow,
+    ImageRow,
+    read_manifest,
+    together,
+    write_manifest,
+)
 from numerate.numgen.config import NumGenConfig
 from numerate.numgen.detection import DetectionSettings
 from numerate.numgen.hosted import COUNTER_API, GENERATOR_API
@@ -72,18 +78,21 @@ async def _batched(
     batches = [items[start : start + size] for start in range(0, len(items), size)]
     done = 0
     slots = asyncio.Semaphore(window)
+    made: list[list[Row]] = [[] for _ in batches]
 
-    async def one(batch: list[Any]) -> list[Row]:
+    async def one(index: int, batch: list[Any]) -> None:
         nonlocal done
         async with slots:
-            rows = await step(unwalked(batch))
-        done += len(rows)
+            made[index] = await step(unwalked(batch))
+        done += len(made[index])
         get_run_logger().info("%s %d/%d images", said, done, len(items))
-        return rows
 
     if window == 1:  # in this coroutine: a model's own exception (its SystemExit too) as raised
-        return [row for batch in batches for row in await one(batch)]
-    return [row for rows in await asyncio.gather(*(one(b) for b in batches)) for row in rows]
+        for index, batch in enumerate(batches):
+            await one(index, batch)
+    else:  # a batch that fails stops the others
+        await together(one(index, batch) for index, batch in enumerate(batches))
+    return [row for rows in made for row in rows]
 
 
 @flow(name="numgen-generate")
@@ -202,8 +211,8 @@ async def numgen(
     db_path = results_database(db)
     # a missing deployment is said before the run is recorded
     await require_deployed(deployments_needed(settings), dispatch)
-    run_id = await open_numgen_run(settings, db_path)
     own = settings.for_counter(settings.detector_label) if settings.needs_images else settings
+    run_id = await open_numgen_run(settings, db_path)
 
     async def body() -> NumGenResult:
         if settings.needs_images:

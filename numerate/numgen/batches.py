@@ -13,11 +13,12 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Coroutine, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
+from numerate.kernel.confined import LeadsOutside
 from numerate.kernel.credentials import redact
 from numerate.kernel.files import write_atomically
 from numerate.numgen.detection import Detection, Detector, annotate, caption_for
@@ -26,9 +27,11 @@ from numerate.numgen.generation import (
     ImageGenerator,
     read_png_metadata,
     save_png,
+    stored_image,
     to_image,
 )
-from numerate.numgen.hosted import HostedCounter, HostedGenerator
+from numerate.numgen.hosted import HostedCounter, HostedGenerator, checked_png
+from numerate.numgen.metrics import MAX_COUNT, cap
 from numerate.numgen.prompts import Prompt
 from numerate.numgen.rows import DetectionRow, ImageRow
 
@@ -83,15 +86,18 @@ def image_row(
 def _stored_size(path: Path, prompt: Prompt, generator: str) -> tuple[int, int] | None:
     """(width, height) of the image on disk made from this prompt by this generator (a
     finished save); None when there is none."""
-    if not path.exists():
-        return None
-    try:
-        meta, size = read_png_metadata(path)
-    except OSError:
+    try:  # its first bytes, not through a link: the text chunks lie before the image data
+        meta, size = read_png_metadata(stored_image(path, HEAD_BYTES, head=True))
+    except (OSError, ValueError, LeadsOutside):  # none, unreadable, or a link planted there
         return None
     if meta.get("prompt_id") != prompt.prompt_id or meta.get("model") != generator:
         return None
     return size
+
+
+HEAD_BYTES = 1 << 16
+"""What is read of a stored image to know whether it is the one a prompt needs (its header
+and text chunks lie before its image data)."""
 
 
 def already_made(
@@ -110,7 +116,7 @@ def already_made(
             continue
         rows[prompt.prompt_id] = image_row(
             prompt, generator, path=str(path), width=size[0], height=size[1], cached=True,
-            sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
+            sha256=hashlib.sha256(stored_image(path)).hexdigest(),
         )  # fmt: skip
     return rows, missing
 
@@ -178,7 +184,7 @@ async def make_hosted(
     it was sent. A refused or failed image gets a row saying so."""
     rows, missing = await asyncio.to_thread(already_made, prompts, generator.name, folder)
 
-    async def one(prompt: Prompt) -> None:
+    async def one(prompt: Prompt) -> None:  # an error (a full disk) stops the others
         made = await generator.make(prompt)
         if made.png is None:
             rows[prompt.prompt_id] = image_row(
@@ -189,8 +195,19 @@ async def make_hosted(
                 made_row, prompt, generator.name, made.png, folder
             )
 
-    await asyncio.gather(*(one(prompt) for prompt in missing))
+    await together(one(prompt) for prompt in missing)
     return [rows[p.prompt_id] for p in prompts]
+
+
+async def together(steps: Iterable[Coroutine[Any, Any, Any]]) -> None:
+    """Run `steps` at once; the first to fail cancels the others (none goes on asking for
+    images of a batch that has failed, nor while it is tried again) and is raised as it was."""
+    try:
+        async with asyncio.TaskGroup() as group:
+            for step in steps:
+                group.create_task(step)
+    except BaseExceptionGroup as failed:
+        raise failed.exceptions[0] from None
 
 
 def detection_row(
@@ -234,7 +251,13 @@ def detect_batch(
 ) -> list[DetectionRow]:
     """Count the objects of each image row (from `generate_batch`). An image that was not made,
     or cannot be read, gets a row with its error; zero detections are a count of 0."""
-    rows, readable = _readable(images, detector.name)
+    rows, countable = _countable(images, detector.name)
+    readable: list[tuple[ImageRow, Any]] = []
+    for image in countable:
+        try:
+            readable.append((image, _pixels(image)))
+        except ImageError as error:
+            rows[image["prompt_id"]] = detection_row(image, detector.name, None, error=str(error))
     if readable:
         if annotate_folder is not None:
             annotate_folder.mkdir(parents=True, exist_ok=True)
@@ -253,25 +276,26 @@ def detect_batch(
     return [rows[i["prompt_id"]] for i in images]
 
 
-def _readable(images: Sequence[ImageRow], detector: str) -> tuple[
-    dict[str, DetectionRow], list[tuple[ImageRow, Any]]
-]:  # fmt: skip
-    """The rows of images that cannot be counted (not made, unreadable), and the others with
-    their pixels."""
+def _countable(
+    images: Sequence[ImageRow], detector: str
+) -> tuple[dict[str, DetectionRow], list[ImageRow]]:
+    """The rows of images that cannot be counted (refused, or not made), and the others."""
     rows: dict[str, DetectionRow] = {}
-    readable: list[tuple[ImageRow, Any]] = []
     for image in images:
         if image.get("error") or not image.get("path"):
             why = "refused" if image.get("refused") else "no image"
             rows[image["prompt_id"]] = detection_row(
                 image, detector, None, error=f"{why}: {image.get('error')}"
             )
-            continue
-        try:
-            readable.append((image, to_image(image["path"], f"image {image['path']}")))
-        except ImageError as error:
-            rows[image["prompt_id"]] = detection_row(image, detector, None, error=str(error))
-    return rows, readable
+    return rows, [image for image in images if image["prompt_id"] not in rows]
+
+
+def _pixels(image: ImageRow) -> Any:
+    """An image row's picture (ImageError when it cannot be read, or is a link)."""
+    try:
+        return to_image(stored_image(str(image["path"])), f"image {image['path']}")
+    except (OSError, ValueError, LeadsOutside) as error:
+        raise ImageError(f"image {image['path']}: cannot read it: {error}") from None
 
 
 ANSWER_CHARS = 2000
@@ -281,20 +305,41 @@ count is) of this many characters each."""
 
 async def count_hosted(counter: HostedCounter, images: Sequence[ImageRow]) -> list[DetectionRow]:
     """Count the objects of each image row through an endpoint, all at once (the endpoint's
-    limit bounds them). An answer without a count is `unparsed` (never 0)."""
-    rows, readable = await asyncio.to_thread(_readable, images, counter.name)
+    limit bounds them), each image read when its turn comes. An answer without a count is
+    `unparsed` (never 0)."""
+    rows, countable = _countable(images, counter.name)
 
-    async def one(image: ImageRow, pixels: Any) -> None:
-        counted = await counter.count(pixels, image["object"])
-        answer = counted.answer
+    async def one(image: ImageRow) -> None:
+        try:
+            png = await asyncio.to_thread(_stored_png, image)
+        except ImageError as error:
+            rows[image["prompt_id"]] = detection_row(image, counter.name, None, error=str(error))
+            return
+        counted = await counter.count(png, image["object"])
+        answer, raw = counted.answer, counted.count
         if answer is not None and len(answer) > 2 * ANSWER_CHARS:
             answer = f"{answer[:ANSWER_CHARS]} [...] {answer[-ANSWER_CHARS:]}"
-        rows[image["prompt_id"]] = detection_row(
-            image, counter.name, None, count=counted.count, error=counted.error, answer=answer
-        )
+        row = detection_row(image, counter.name, None, count=None if raw is None else cap(raw),
+                            error=counted.error, answer=answer)  # fmt: skip
+        if raw is not None:  # as said (within the column's range); the matrix's 20+ above
+            row["raw_count"], row["overflow"] = min(raw, MAX_RAW_COUNT), raw > MAX_COUNT
+        rows[image["prompt_id"]] = row
 
-    await asyncio.gather(*(one(image, pixels) for image, pixels in readable))
+    await together(one(image) for image in countable)
     return [rows[i["prompt_id"]] for i in images]
+
+
+MAX_RAW_COUNT = 2**31 - 1
+"""The largest count stored as said (the column's range): a larger one is stored as this."""
+
+
+def _stored_png(image: ImageRow) -> bytes:
+    """An image row's file as a PNG's bytes, checked (ImageError when it cannot be read, is a
+    link, or is no image)."""
+    try:
+        return checked_png(stored_image(str(image["path"])))
+    except (OSError, ValueError, LeadsOutside) as error:
+        raise ImageError(f"image {image['path']}: cannot read it: {error}") from None
 
 
 def write_manifest(rows: Sequence[ImageRow] | Sequence[DetectionRow], path: Path) -> Path:

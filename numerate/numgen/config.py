@@ -118,8 +118,7 @@ class NumGenConfig(BaseModel):
         dino = any(not c.startswith(COUNTER_API) and c != "blobs" for c in counters)
         _unused(self.detection, DetectionSettings(), "detection", self._who(),
                 dict.fromkeys(ENDPOINT_FIELDS, vlm), default=dino)  # fmt: skip
-        runs_a_model = diffusers or dino
-        if self.generation.device != "auto" and not runs_a_model:
+        if self.generation.device != "auto" and not on_a_device(self.generator, counters):
             raise ValueError(
                 f"generation.device {self.generation.device!r}: {self._who()} runs on no "
                 "device (leave it out)"
@@ -168,23 +167,22 @@ class NumGenConfig(BaseModel):
             for field, value in self.detection.model_dump().items()
         }  # fmt: skip
         generation = self.generation.model_dump()
-        on_a_device = not (hosted or counter == "blobs") or not (
-            self.generator == "synthetic" or self.generator.startswith(("callable:", GENERATOR_API))
-        )
-        if not on_a_device:
+        if not on_a_device(self.generator, [counter]):
             generation["device"] = "auto"
         values = {**self.model_dump(), "detector": counter, "detection": detection,
                   "generation": generation}  # fmt: skip
         return NumGenConfig.model_validate(values)
 
-    def check_models(self) -> None:
-        """Raise ModelLoadError when the generator or detector can surely not be loaded (see
-        torch_utils.check_available), before any image is asked for."""
+    def check_models(self, generator: bool = True) -> None:
+        """Raise ModelLoadError when the generator (unless not `generator`: a recount makes no
+        image) or a counter can surely not be loaded (see torch_utils.check_available),
+        before any image is asked for."""
         if not self.needs_images:
             return
-        if self.generator.startswith("callable:"):  # imported now: a typo is one line
+        made_here = self.generator == "synthetic" or self.generator.startswith(GENERATOR_API)
+        if generator and self.generator.startswith("callable:"):  # imported: a typo is a line
             load_callable(self.generator.removeprefix("callable:"))
-        elif self.generator != "synthetic" and not self.generator.startswith(GENERATOR_API):
+        elif generator and not made_here:
             check_available(self.generator, "model_index.json", "generator")
         for counter in self.counters:
             if counter != "blobs" and not counter.startswith(COUNTER_API):
@@ -195,6 +193,15 @@ class NumGenConfig(BaseModel):
         """The run's own counter as results name it (`none` for baselines that answer
         directly)."""
         return self.counters[0] if self.needs_images else "none"
+
+
+def on_a_device(generator: str, counters: list[str]) -> bool:
+    """Whether a run of `generator` counted by `counters` loads a model on a device: a
+    diffusers generator, or a Grounding DINO counter."""
+    made_here = generator in ("synthetic", *BASELINES) or generator.startswith(
+        ("callable:", GENERATOR_API)
+    )
+    return not made_here or any(c != "blobs" and not c.startswith(COUNTER_API) for c in counters)
 
 
 def _named(value: str, what: str) -> str:
@@ -253,6 +260,9 @@ def recount_settings(
                           "stored (run it again to finish it)")  # fmt: skip
     given = detection.model_dump() if detection is not None else {}
     values = {**config, "detector": detector, "detection": given}
+    counters = [detector] if isinstance(detector, str) else detector
+    if not on_a_device(str(config.get("generator")), counters):  # the source's device was its
+        values["generation"] = {**config.get("generation", {}), "device": "auto"}  # counter's
     try:
         return NumGenConfig.model_validate(values)
     except ValidationError as error:

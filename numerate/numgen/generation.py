@@ -128,13 +128,14 @@ def to_image(value: Any, what: str = "image") -> Image.Image:
     """
     if isinstance(value, Image.Image):
         return value.convert("RGB")
-    if isinstance(value, (str, Path)):
+    if isinstance(value, (str, Path, bytes)):
         try:
-            with Image.open(value) as image:
+            with Image.open(io.BytesIO(value) if isinstance(value, bytes) else value) as image:
                 image.load()
                 return image.convert("RGB")
         except (OSError, ValueError) as error:
-            raise ImageError(f"{what}: cannot read {str(value)!r}: {error}") from None
+            shown = f"{len(value):,} bytes" if isinstance(value, bytes) else repr(str(value))
+            raise ImageError(f"{what}: cannot read {shown}: {error}") from None
     if type(value).__module__.startswith("torch"):
         value = value.detach().float().cpu().numpy()
     if isinstance(value, np.ndarray):
@@ -355,11 +356,24 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def with_text(png: bytes, values: dict[str, str]) -> bytes:
-    """A PNG's bytes with `values` as text chunks after its header chunk (IHDR): `tEXt` where
-    Latin-1 holds the text, else `iTXt` (UTF-8), as PIL writes them."""
-    if not png.startswith(PNG_SIGNATURE) or png[12:16] != b"IHDR":
-        raise ImageError("not a PNG (no signature, or no header chunk first)")
-    after_header = 8 + 12 + struct.unpack(">I", png[8:12])[0]
+    """A PNG's bytes with `values` as text chunks before its image data (`tEXt` where Latin-1
+    holds the text, else `iTXt`, UTF-8, as PIL writes them); a text chunk of the PNG with one
+    of their keys is left out (the service's `prompt` would hide numerate's)."""
+    if not png.startswith(PNG_SIGNATURE):
+        raise ImageError("not a PNG (no signature)")
+    kept: list[bytes] = []
+    at, ours = len(PNG_SIGNATURE), None
+    while at + 8 <= len(png):
+        length, kind = struct.unpack(">I", png[at : at + 4])[0], png[at + 4 : at + 8]
+        chunk = png[at : at + 12 + length]
+        keyword = png[at + 8 : at + 8 + min(length, 80)].partition(b"\0")[0]
+        if kind == b"IDAT" and ours is None:
+            ours = len(kept)
+        if not (kind in (b"tEXt", b"iTXt", b"zTXt") and keyword.decode("latin-1") in values):
+            kept.append(chunk)
+        at += 12 + length
+    if ours is None or not kept or kept[0][4:8] != b"IHDR":
+        raise ImageError("not a PNG (no header chunk first, or no image data)")
     chunks = []
     for key, text in values.items():
         try:
@@ -368,11 +382,25 @@ def with_text(png: bytes, values: dict[str, str]) -> bytes:
             kind, data = b"iTXt", key.encode("latin-1") + b"\0\0\0\0\0" + text.encode()
         crc = zlib.crc32(kind + data) & 0xFFFFFFFF
         chunks.append(struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc))
-    return png[:after_header] + b"".join(chunks) + png[after_header:]
+    return PNG_SIGNATURE + b"".join(kept[:ours] + chunks + kept[ours:])
 
 
-def read_png_metadata(path: Path) -> tuple[dict[str, str], tuple[int, int]]:
-    """The text chunks `save_png` wrote, and the image's (width, height)."""
-    with Image.open(path) as image:
+MAX_IMAGE_BYTES = 256 * 2**20
+"""The largest image file numerate reads back (a 8192 x 8192 PNG of noise is about 200 MB)."""
+
+
+def stored_image(path: str | Path, limit: int = MAX_IMAGE_BYTES, head: bool = False) -> bytes:
+    """The bytes of an image file numerate saved (its first `limit` with `head`), reached
+    without following a link at its name: one planted there (to /etc/passwd, or to a file the
+    run would send to a vision model) is refused (LeadsOutside), never read; ValueError above
+    `limit` bytes, OSError when it cannot be read."""
+    where = Path(path)
+    return Confined(where.parent).read_bytes(where.name, limit, head)
+
+
+def read_png_metadata(source: Path | bytes) -> tuple[dict[str, str], tuple[int, int]]:
+    """The text chunks `save_png` wrote, and the image's (width, height), of a PNG file or its
+    first bytes (the chunks lie before its image data)."""
+    with Image.open(io.BytesIO(source) if isinstance(source, bytes) else source) as image:
         meta = {key: str(image.info[key]) for key in METADATA_KEYS if key in image.info}
         return meta, image.size

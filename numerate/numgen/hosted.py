@@ -126,13 +126,21 @@ class Counted:
         return self.error is None and self.count is None
 
 
+MAX_SIDE = 8192
+"""The widest and tallest image taken from a service (the largest size a config may ask for):
+an image of one colour is a few kilobytes at 20,000 x 20,000 pixels, and 1.6 GB decoded."""
+
+
 def checked_png(raw: bytes) -> bytes:
     """An answer's image as a PNG: the bytes themselves when they are a whole PNG (every
     chunk's CRC checked, nothing decoded: a 1024 x 1024 image is not encoded again, which took
-    0.3 s), else the image (JPEG, WebP) converted; ValueError saying why they are no image
-    (PIL bounds the pixels: a decompression bomb is refused)."""
+    0.3 s), else the image (JPEG, WebP) converted; ValueError saying why they are no image, or
+    none numerate takes (a side above MAX_SIDE pixels)."""
     try:
         with Image.open(io.BytesIO(raw)) as image:
+            if max(image.size) > MAX_SIDE:
+                raise ValueError(f"an image of {image.width} x {image.height} pixels (at most "
+                                 f"{MAX_SIDE} a side)")  # fmt: skip
             if image.format == "PNG":
                 image.verify()
                 return raw
@@ -140,6 +148,8 @@ def checked_png(raw: bytes) -> bytes:
             buffer = io.BytesIO()
             image.convert("RGB").save(buffer, format="PNG")
             return buffer.getvalue()
+    except ValueError:
+        raise
     except Exception as error:  # PIL raises many kinds for a corrupt image
         raise ValueError(f"not an image ({type(error).__name__}: {error})"[:300]) from None
 
@@ -149,6 +159,6 @@ class HostedCounter(Protocol):
 
     name: str
 
-    async def count(self, image: Image.Image, object_name: str) -> Counted:
-        """How many `object_name` `image` holds."""
+    async def count(self, png: bytes, object_name: str) -> Counted:
+        """How many `object_name` the image (a PNG's bytes) holds."""
         ...

@@ -73,8 +73,8 @@ class ScoresRow(TypedDict):
 
 class MetricsRow(ScoresRow):
     """A `numgen_metrics` row: the scores, what they were measured with, the images without a
-    count (`errors`: every one, `refused` and `unparsed` among them) and the confusion matrix
-    as JSON."""
+    count by why (`errors`: failed; `refused` by the service; `unparsed`: the counter's answer
+    held none) and the confusion matrix as JSON."""
 
     run_id: str
     generator: str

@@ -130,6 +130,22 @@ def agreement_frame(source: Source, run_ids: list[str]) -> pl.DataFrame:
     return pl.DataFrame(shown)
 
 
+def trust_frame(source: Source, first: str, second: str) -> pl.DataFrame:
+    """Number by number, each counter's exact counts on its calibration (synthetic images of
+    known count) and the one to trust there: the one whose 95% interval lies above the
+    other's, else `either` (their intervals overlap: the calibration cannot tell). Empty
+    unless both counters are calibrated."""
+    ones, others = (queries.calibration_by_target(source, name) for name in (first, second))
+    shown = []
+    for target in sorted(set(ones) & set(others)):
+        (a, n_a), (b, n_b) = ones[target], others[target]
+        low_a, high_a = wilson_interval(a, n_a)
+        low_b, high_b = wilson_interval(b, n_b)
+        trust = first if low_a > high_b else second if low_b > high_a else "either"
+        shown.append({"target": target, first: a / n_a, second: b / n_b, "trust": trust})
+    return pl.DataFrame(shown)
+
+
 def _calibrated(source: Source, detector: str) -> float | None:
     """A counter's exact-count rate on its latest calibration (None: not calibrated)."""
     correct, n = queries.detector_calibration(source, detector)
@@ -137,12 +153,13 @@ def _calibrated(source: Source, detector: str) -> float | None:
 
 
 def uncounted_line(result: Mapping[str, object]) -> str:
-    """The images of a run without a count, by why."""
+    """The images of a run without a count, by why: failed (not made, unreadable, the counter
+    failed), refused by the generator's service, or an answer that held no count."""
     refused, unparsed = result.get("refused"), result.get("unparsed")
     return (
-        f"errors: {result['errors']} images without a count"
-        + (f"; refused by the service: {refused}" if refused else "")
-        + (f"; no count in the counter's answer: {unparsed}" if unparsed else "")
+        f"images without a count: {result['errors']} failed"
+        + (f", {refused} refused by the service" if refused else "")
+        + (f", {unparsed} with no count in the counter's answer" if unparsed else "")
         + "\n"
     )
 
@@ -156,7 +173,7 @@ def run_text(source: Source, result: Mapping[str, object], generator: str, count
     title = f"{generator} / {counter}: run {result['run_id']}"
     shown = render(metrics_frame(row), "table", title=title) + uncounted_line(result)
     shown += f"confusion matrix heatmap: {result['heatmap']}\n"
-    if counter not in ("none", "blobs") and ":" not in counter:
+    if counter not in ("none", "blobs"):
         shown += calibration_note(source, counter) + "\n"
     return shown
 
@@ -183,6 +200,12 @@ def agreement_text(source: Source, fmt: Format) -> str:
         return ""
     shown = render(agreement_frame(source, linked), fmt, title="agreement of the counters")
     found = run_agreement(source, linked[0])
+    if found and found[0].detector != found[0].source_detector:
+        twice = found[0]
+        trust = trust_frame(source, twice.source_detector, twice.detector)
+        if trust.height:
+            title = "which counter to trust, number by number (exact counts on calibration)"
+            shown += render(trust, fmt, title=title)
     if found and found[2].height:
         twice = found[0]
         title = (f"images counted most apart: first by {twice.source_detector} (run "

@@ -474,6 +474,14 @@ def numgen_runs_named(source: Source, text: str) -> list[str]:
     return [text] if text in ids else ids
 
 
+def calibration_by_target(source: Source, detector: str) -> dict[int, tuple[int, int]]:
+    """{target: (correct, n)} of a detector's latest calibration ({} when it has none)."""
+    rows = source.query(
+        "SELECT target, correct, n FROM numgen_calibration WHERE detector = ?", [detector]
+    )
+    return {int(target): (int(correct), int(n)) for target, correct, n in rows}
+
+
 def detector_calibration(source: Source, detector: str) -> tuple[int, int]:
     """(correct, n) of a detector's calibration counts."""
     rows = source.query(

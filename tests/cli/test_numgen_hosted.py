@@ -100,3 +100,36 @@ def test_run_recount_and_report_against_the_fakes(tmp_path, endpoint):
         bad = runner.invoke(app, ["numgen", "recount", *options, "--db", db])
         assert bad.exit_code == 2, bad.output
         assert said in bad.stderr and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+
+
+def test_a_vision_counter_is_calibrated_on_synthetic_images(tmp_path, endpoint):
+    db = str(tmp_path / "r.duckdb")
+    config = write_config(tmp_path / "c.yaml", detection={"base_url": endpoint.base_url})
+    result = runner.invoke(
+        app, ["numgen", "calibrate", "--detector", "vlm:fake-vision", "--config", config,
+              "--count", "1", "--db", db, "--dispatch", "local",
+              "--images-dir", str(tmp_path / "images")],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "overall: 1.000 over 10 images" in result.stdout
+    assert endpoint.vision_requests == 10 and not endpoint.image_requests
+
+
+def test_a_recount_needs_none_of_the_generators_settings(tmp_path, endpoint, monkeypatch):
+    """A recount makes no image: the generator's key variable, unset since, is not asked for."""
+    db, images = str(tmp_path / "r.duckdb"), str(tmp_path / "images")
+    monkeypatch.setenv("FAKE_IMAGE_KEY", "sk-image-key")
+    config = write_config(
+        tmp_path / "c.yaml", generator="api:fake-image",
+        generation={"base_url": endpoint.base_url, "api_key_env": "FAKE_IMAGE_KEY"},
+    )  # fmt: skip
+    made = runner.invoke(app, ["numgen", "run", "--config", config, "--detector", "blobs",
+                               "--count", "1", "--db", db, "--dispatch", "local",
+                               "--images-dir", images])  # fmt: skip
+    assert made.exit_code == 0, made.output
+    monkeypatch.delenv("FAKE_IMAGE_KEY")
+    counters = write_config(tmp_path / "d.yaml", detection={"base_url": endpoint.base_url})
+    again = runner.invoke(app, ["numgen", "recount", "latest", "--detector", "vlm:fake-vision",
+                                "--config", counters, "--db", db])  # fmt: skip
+    assert again.exit_code == 0, again.output
+    assert len(endpoint.image_requests) == 10 and endpoint.vision_requests == 10

@@ -228,8 +228,12 @@ def test_a_database_of_an_older_schema_is_refused_by_readers_until_upgraded(two_
         con.execute(f"ALTER TABLE summaries DROP COLUMN {column}")
     for table, columns in (
         ("completions", ("text_cut", "text_chars")),
-        ("responses", ("raw_cut", "raw_chars")),
-    ):  # and before version 8
+        ("responses", ("raw_cut", "raw_chars")),  # before version 8
+        ("numgen_runs", ("source_run_id",)),
+        ("numgen_images", ("sha256", "refused")),
+        ("numgen_detections", ("answer", "unparsed")),
+        ("numgen_metrics", ("refused", "unparsed")),  # before version 11
+    ):
         for column in columns:
             con.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
     con.execute("DELETE FROM schema_migrations WHERE version >= 7")

@@ -194,3 +194,82 @@ def test_an_endpoint_that_refuses_the_key_fails_the_run_with_the_cause(tmp_path,
         asked = len(server.authorizations)
     assert asked <= 2 * 10  # the breaker stopped it after 10 refusals (a batch retried once)
     assert query(db_path, "SELECT status FROM numgen_runs") == [("failed",)]
+
+
+def test_calibrations_say_which_counter_to_trust_number_by_number(endpoint, tmp_path, db_path):
+    from numerate.numgen.config import calibration_config
+    from numerate.results.numgen import trust_frame
+    from numerate.store import Store
+
+    def off_at_nine(body):
+        right = endpoint.count_drawn(body)
+        return Reply(content="Answer: 12") if right.content.endswith(" 9") else right
+
+    endpoint.vision = off_at_nine
+    for counter, extra in (("blobs", {}), (VLM, {"detection": {"base_url": endpoint.base_url}})):
+        settings = calibration_config(counter, 10, images_dir=str(tmp_path), **extra)
+        run(settings.model_dump(mode="json"), db_path)
+    trust = trust_frame(Store.open(db_path), "blobs", VLM)
+    assert trust.height == 10
+    by_target = {row["target"]: row for row in trust.to_dicts()}
+    assert by_target[9] == {"target": 9, "blobs": 1.0, VLM: 0.0, "trust": "blobs"}
+    assert {row["trust"] for t, row in by_target.items() if t != 9} == {"either"}
+    assert trust_frame(Store.open(db_path), "blobs", "vlm:never-calibrated").is_empty()
+
+
+def test_refusals_are_an_outcome_not_a_failure_and_trip_no_breaker(endpoint, tmp_path, db_path):
+    endpoint.image_responder = lambda body: ImageReply.refusal()  # every prompt, 20 > 10
+    settings = config(endpoint, tmp_path, detector="blobs")
+    del settings["detection"]
+    result = run(settings, db_path)
+    assert (result["refused"], result["errors"], result["n"]) == (20, 0, 0)
+    prompts = [request["prompt"] for request in endpoint.image_requests]
+    assert len(prompts) == len(set(prompts)) == 20  # each asked once: a refusal is an answer
+
+
+def test_a_count_too_large_is_20_plus_and_a_numeral_past_counting_is_unparsed(
+    endpoint, tmp_path, db_path
+):
+    def huge(body):
+        n = endpoint.count_drawn(body).content.rsplit(" ", 1)[-1]
+        said = {"1": "99999999999999999999", "2": "3000000000", "3": "21"}.get(n, n)
+        return Reply(content=f"Answer: {said}")
+
+    endpoint.vision = huge
+    result = run(config(endpoint, tmp_path), db_path)
+    [recount] = result["recounts"]
+    assert recount["unparsed"] == 2  # the two images of 1: no count, not infinity, not 0
+    rows = query(
+        db_path,
+        "SELECT i.target, d.raw_count, d.count, d.overflow FROM numgen_images i JOIN "
+        "numgen_detections d USING (run_id, prompt_id) WHERE run_id = ? AND i.target IN (1, 2, 3) "
+        "ORDER BY i.target",
+        [recount["run_id"]],
+    )
+    assert (
+        rows
+        == [(1, None, None, None)] * 2 + [(2, 2**31 - 1, 20, True)] * 2 + [(3, 21, 20, True)] * 2
+    )
+
+
+def test_a_link_planted_at_an_images_name_is_replaced_never_written_or_read_through(
+    endpoint, tmp_path, db_path
+):
+    from numerate.numgen.config import NumGenConfig
+    from numerate.numgen.prompts import make_prompts
+    from numerate.tasks.numgen import image_folder
+
+    settings = config(endpoint, tmp_path, detector="blobs")
+    del settings["detection"]
+    parsed = NumGenConfig.model_validate(settings)
+    folder = image_folder(parsed)
+    folder.mkdir(parents=True)
+    outside = tmp_path / "outside.png"
+    outside.write_bytes(b"not yours")
+    first = make_prompts(parsed.prompts)[0]
+    (folder / f"{first.prompt_id}.png").symlink_to(outside)
+    result = run(settings, db_path)
+    assert result["accuracy"] == 1.0 and result["errors"] == 0
+    assert outside.read_bytes() == b"not yours"
+    assert not (folder / f"{first.prompt_id}.png").is_symlink()
+    assert len(endpoint.image_requests) == 20  # the link was no image already made
