@@ -55,6 +55,11 @@ class Reply:
     """When set, the body's `choices` as given (e.g. [] for a body with no answer)."""
     raw_body: str | None = None
     """When set, the body is this text served as text/html (a proxy's error page)."""
+    reasoning: str | None = None
+    """A reasoning model's reasoning, sent in the message's `reasoning_field`."""
+    reasoning_field: str = "reasoning_content"
+    reasoning_tokens: int | None = None
+    """Reported in the usage's `completion_tokens_details` when set."""
 
 
 @dataclass
@@ -318,7 +323,12 @@ class FakeOpenAI:
         choices = reply.choices
         if choices is None:
             message = {"role": "assistant", "content": reply.content}
+            if reply.reasoning is not None:
+                message[reply.reasoning_field] = reply.reasoning
             choices = [{"index": 0, "message": message, "finish_reason": reply.finish_reason}]
+        details = {} if reply.reasoning_tokens is None else {
+            "completion_tokens_details": {"reasoning_tokens": reply.reasoning_tokens}
+        }  # fmt: skip
         return (
             200,
             {
@@ -331,6 +341,7 @@ class FakeOpenAI:
                     "prompt_tokens": len(prompt_of(request).split()),
                     "completion_tokens": words,
                     "total_tokens": len(prompt_of(request).split()) + words,
+                    **details,
                 },
             },
             reply.headers,

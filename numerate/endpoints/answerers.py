@@ -28,6 +28,7 @@ from numerate.kernel.credentials import redact
 from numerate.kernel.inputs import valid_text
 from numerate.kernel.progress import current as current_progress
 from numerate.manifolds import registry
+from numerate.manifolds.grading import reasoning_part
 from numerate.planning.plan import PlannedCase
 
 
@@ -187,10 +188,17 @@ def read_completion(
     if finish_reason is not None and not isinstance(finish_reason, str):
         finish_reason = None  # not a reason a grader knows: unknown
     usage = getattr(response, "usage", None)
+    details = getattr(usage, "completion_tokens_details", None)
     tokens: dict[str, Any] = {
         "prompt_tokens": token_count(getattr(usage, "prompt_tokens", None)),
         "completion_tokens": token_count(getattr(usage, "completion_tokens", None)),
+        "reasoning_tokens": token_count(getattr(details, "reasoning_tokens", None)),
     }
+    sent = next((field for field in (getattr(message, name, None) for name in REASONING_FIELDS)
+                 if isinstance(field, str) and field.strip()), None)  # fmt: skip
+    reasoning = sent if sent is not None else content and reasoning_part(content)
+    if reasoning is not None:  # bounded and redacted as an answer is
+        tokens["reasoning"], tokens["reasoning_chars"] = cut_answer(redact(valid_text(reasoning)))
     if content is None:
         if finish_reason == "length":  # all of max_tokens spent before any answer text
             return Completion(
@@ -206,6 +214,11 @@ def read_completion(
         request_id, text, finish_reason=finish_reason, latency_s=latency_s,
         attempts=attempts, sample=sample, received_chars=cut_from, **tokens,
     )  # fmt: skip
+
+
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+"""Where reasoning models send their reasoning beside the answer (DeepSeek and vLLM, then
+OpenRouter and Ollama)."""
 
 
 def message_text(content: object) -> tuple[str | None, str]:

@@ -89,6 +89,9 @@ def _reused(key: str, row: CompletionRow, sample: int) -> Completion:
         fetched_by=row["run_id"],
         sample=sample,
         received_chars=row.get("text_chars") or cut_from,
+        reasoning=row.get("reasoning"),
+        reasoning_chars=row.get("reasoning_chars"),
+        reasoning_tokens=row.get("reasoning_tokens"),
     )
 
 
@@ -263,4 +266,5 @@ def completion_row(model: ModelConfig, completion: Completion, run_id: str) -> C
         "latency_s": completion.latency_s,
         "attempts": completion.attempts,
         "created_at": now(),
+        **completion.reasoning_columns(),
     }

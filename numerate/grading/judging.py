@@ -9,7 +9,7 @@ from numerate.manifolds import registry
 from numerate.manifolds.common import CaseBase
 from numerate.manifolds.grading import Outcome
 from numerate.planning.plan import PlannedCase
-from numerate.store.rows import ResponseRow
+from numerate.store.rows import Reasoning, ResponseRow
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +30,23 @@ class Completion:
     """Which of the case's `samples` answers this is (0-based)."""
     received_chars: int | None = None
     """The length of an answer `text` holds cut (numerate.kernel.answers), as received."""
+    reasoning: str | None = None
+    """What a reasoning model sent beside its answer (its `reasoning_content` or `reasoning`
+    field), or the reasoning block of the text (`<think>...</think>`); None when it sent none
+    (or it was not recorded)."""
+    reasoning_chars: int | None = None
+    """The length of the reasoning `reasoning` holds cut, as received."""
+    reasoning_tokens: int | None = None
+    """The reasoning tokens the endpoint's usage reported (None: it reported none)."""
+
+    def reasoning_columns(self) -> Reasoning:
+        """The reasoning columns of its `completions` and `responses` rows."""
+        return {
+            "reasoning": self.reasoning,
+            "reasoning_cut": None if self.reasoning is None else self.reasoning_chars is not None,
+            "reasoning_chars": self.reasoning_chars,
+            "reasoning_tokens": self.reasoning_tokens,
+        }
 
 
 def judge(
@@ -78,4 +95,5 @@ def grade_response(
         "completion_tokens": completion.completion_tokens,
         "latency_s": completion.latency_s,
         "cached": completion.fetched_by is not None and completion.fetched_by != run_id,
+        **completion.reasoning_columns(),
     }

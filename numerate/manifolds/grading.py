@@ -133,6 +133,17 @@ def strip_reasoning(text: str) -> str:
     return "" if _REASONING_OPEN.search(text) else text
 
 
+def reasoning_part(text: str) -> str | None:
+    """The reasoning a response holds in its text, what `strip_reasoning` leaves out: all up
+    to its last closing tag, or from an opening tag left unclosed to the end (a response cut
+    inside its reasoning); None when it holds none."""
+    last_close = _REASONING_LAST_CLOSE.match(text)
+    if last_close:
+        return text[: last_close.end()]
+    opened = _REASONING_OPEN.search(text)
+    return text[opened.start() :] if opened else None
+
+
 def _unlatex(text: str) -> str:
     if "\\" not in text and "$" not in text and "{" not in text:
         return text

@@ -595,4 +595,18 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE numgen_metrics ADD COLUMN unparsed INTEGER;
         """,
     ),
+    (
+        "what reasoning models send: an answer's reasoning (cut as its text is) and reasoning "
+        "tokens (NULL in older rows: not recorded, never 0)",
+        """
+        ALTER TABLE completions ADD COLUMN reasoning VARCHAR;
+        ALTER TABLE completions ADD COLUMN reasoning_cut BOOLEAN;
+        ALTER TABLE completions ADD COLUMN reasoning_chars INTEGER;
+        ALTER TABLE completions ADD COLUMN reasoning_tokens INTEGER;
+        ALTER TABLE responses ADD COLUMN reasoning_tokens INTEGER;
+        ALTER TABLE responses ADD COLUMN reasoning VARCHAR;
+        ALTER TABLE responses ADD COLUMN reasoning_cut BOOLEAN;
+        ALTER TABLE responses ADD COLUMN reasoning_chars INTEGER;
+        """,
+    ),
 ]

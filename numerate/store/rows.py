@@ -30,7 +30,22 @@ class CaseRow(TypedDict):
     chance_heuristic: float | None
 
 
-class CompletionRow(TypedDict):
+class Reasoning(TypedDict):
+    """What a reasoning model sent beside its answer, in `completions` and `responses` (the
+    latter also for an answer the former does not keep: all of max_tokens spent reasoning).
+    None: it sent none, or the row was stored before schema 12 (not recorded), never 0."""
+
+    reasoning: str | None
+    """Its reasoning, cut as an answer's text is."""
+    reasoning_cut: bool | None
+    """Whether `reasoning` is cut to numerate.kernel.answers.MAX_ANSWER_CHARS."""
+    reasoning_chars: int | None
+    """The length in characters of a cut reasoning as received (None when kept whole)."""
+    reasoning_tokens: int | None
+    """The reasoning tokens the endpoint's usage reported."""
+
+
+class CompletionRow(Reasoning):
     """`completions`: what an endpoint answered to one request (the response cache)."""
 
     request_hash: str
@@ -53,7 +68,7 @@ class CompletionRow(TypedDict):
     """A time; a string once read back from a journal."""
 
 
-class ResponseRow(TypedDict):
+class ResponseRow(Reasoning):
     """`responses`: one graded answer of a run."""
 
     run_id: str

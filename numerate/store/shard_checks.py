@@ -48,6 +48,7 @@ _SECONDS = ("isfinite({c}) AND {c} >= 0", "a duration is a finite number of seco
 _RANGES: dict[str, tuple[str, str]] = {
     "prompt_tokens": ("{c} >= 0", "a token count is 0 or more"),
     "completion_tokens": ("{c} >= 0", "a token count is 0 or more"),
+    "reasoning_tokens": ("{c} >= 0", "a token count is 0 or more"),
     "latency_s": _SECONDS,
     "sample_index": _COUNT,
     "case_index": _COUNT,
@@ -57,6 +58,7 @@ _RANGES: dict[str, tuple[str, str]] = {
     "asked": _COUNT,
     "raw_chars": _COUNT,
     "text_chars": _COUNT,
+    "reasoning_chars": _COUNT,
     "error_rate": _RATE,
     "chance": _RATE,
     "chance_random": _RATE,
@@ -73,8 +75,9 @@ _A_TIME = (
 )
 _RANGES.update(dict.fromkeys(_TIMES, _A_TIME))
 
-_CUT_TEXTS = frozenset({"raw_text", "text"})
-"""Answers, stored cut to numerate.kernel.answers.MAX_ANSWER_CHARS rather than refused."""
+_CUT_TEXTS = frozenset({"raw_text", "text", "reasoning"})
+"""Answers and reasoning, stored cut to numerate.kernel.answers.MAX_ANSWER_CHARS rather than
+refused."""
 
 _BIG_TEXTS = {"config": 1_000_000, "data": 200_000, "input": 200_000, "params": 100_000}
 MAX_FIELD_CHARS = 10_000

@@ -207,6 +207,8 @@ def _cut_long_answers(con: Any) -> None:
     for table, text, flag, chars in (
         ("responses", "raw_text", "raw_cut", "raw_chars"),
         ("completions", "text", "text_cut", "text_chars"),
+        ("completions", "reasoning", "reasoning_cut", "reasoning_chars"),
+        ("responses", "reasoning", "reasoning_cut", "reasoning_chars"),
     ):
         con.execute(
             f"UPDATE {table} SET {chars} = length({text}), {flag} = true, "

@@ -303,10 +303,10 @@ class Tables:
             "ORDER BY created_at DESC, run_id) = 1",
             [listed(hashes)] if run_id is None else [listed(hashes), run_id],
         )
-        return {
-            row[0]: cast(CompletionRow, dict(zip(COMPLETION_COLUMNS, row, strict=True)))
-            for row in rows
-        }
+        found = [
+            cast(CompletionRow, dict(zip(COMPLETION_COLUMNS, row, strict=True))) for row in rows
+        ]
+        return {row["request_hash"]: row for row in found}
 
     def clear_completions(self, model_id: str | None = None, before: datetime | None = None) -> int:
         """Remove stored answers (all, one endpoint model id's, or those stored before a

@@ -85,7 +85,8 @@ def completion(key, text, run_id="r", **overrides):
            "model_id": "m", "revision": None, "sample_index": 0, "text": text,
            "text_cut": False, "text_chars": None, "finish_reason": "stop", "prompt_tokens": 1,
            "completion_tokens": 1, "latency_s": 0.1, "attempts": 1,
-           "created_at": now()}  # fmt: skip
+           "created_at": now(), "reasoning": None, "reasoning_cut": None,
+           "reasoning_chars": None, "reasoning_tokens": None}  # fmt: skip
     return {**row, **overrides}
 
 

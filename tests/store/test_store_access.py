@@ -57,7 +57,8 @@ def completion(request_hash: str, run_id: str = "r") -> dict:
             "revision": None, "sample_index": 0, "text": "Answer: 1", "text_cut": False,
             "text_chars": None, "finish_reason": "stop", "prompt_tokens": 1,
             "completion_tokens": 1, "latency_s": 0.1, "attempts": 1,
-            "created_at": now()}  # fmt: skip
+            "created_at": now(), "reasoning": None, "reasoning_cut": None,
+            "reasoning_chars": None, "reasoning_tokens": None}  # fmt: skip
 
 
 def test_a_writer_waits_for_another_process_then_writes(tmp_path, db_path):
