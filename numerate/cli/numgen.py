@@ -231,8 +231,7 @@ def check_dispatch(dispatch: str) -> None:
 
 
 def _show_run(numgen_config: Any, result: dict[str, Any], db: str) -> None:
-    """A NumGen run's metrics as stored, its uncounted images, heatmap, the detector's
-    calibration, and each further counter's run with its agreement."""
+    """A NumGen run as stored, then each further counter's run and how they agree."""
     from numerate.results.numgen import recounts_text, run_text
     from numerate.store import Store
 

@@ -29,6 +29,7 @@ def report(
     ] = None,
     output: Annotated[str, FORMAT_OPTION] = "table",
     points: Annotated[bool, typer.Option(help="Also show every grid point.")] = False,
+    tokens: Annotated[bool, typer.Option(help="Also show token efficiency and budget.")] = False,
     model: Annotated[
         list[str] | None, typer.Option(help="Only this model (repeat for several).")
     ] = None,
@@ -48,6 +49,7 @@ def report(
         run_state,
     )
     from numerate.results.runs import resolve_run
+    from numerate.results.tokens import tokens_text
 
     models, manifolds = model or [], manifold or []
     try:
@@ -64,5 +66,7 @@ def report(
             if points:
                 frame = run_points(reader, run_id, models, manifolds)
                 show(render(frame, fmt, title="grid points"))
+            if tokens:
+                show(tokens_text(reader, run_id, fmt, points))
     except NumerateError as error:
         fail(error)

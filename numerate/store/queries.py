@@ -319,6 +319,46 @@ def responses_of(source: Source, run_id: str) -> bool:
     return bool(source.query("SELECT 1 FROM responses WHERE run_id = ? LIMIT 1", [run_id]))
 
 
+# ---------------------------------------------------------------------------- tokens
+
+
+def token_efficiency(source: Source, run_id: str, by_point: bool = False) -> pl.DataFrame:
+    """Per model and manifold (and grid point, `by_point`) of a run, its answers (errors left
+    out): completion and reasoning tokens (mean, median; `reasoning_reported`: answers whose
+    usage gave reasoning tokens), the mean completion tokens of correct and of wrong answers,
+    and correct answers per 1,000 completion tokens (over the answers with a token count)."""
+    point = ", point_key" if by_point else ""
+    return source.frame(
+        f"SELECT model, manifold{point}, count(*) AS answers, "
+        "avg(completion_tokens) AS mean_completion_tokens, "
+        "median(completion_tokens) AS median_completion_tokens, "
+        "count(reasoning_tokens) AS reasoning_reported, "
+        "avg(reasoning_tokens) AS mean_reasoning_tokens, "
+        "median(reasoning_tokens) AS median_reasoning_tokens, "
+        "avg(completion_tokens) FILTER (outcome = 'correct') AS mean_tokens_correct, "
+        "avg(completion_tokens) FILTER (outcome = 'wrong') AS mean_tokens_wrong, "
+        "1000.0 * count(*) FILTER (outcome = 'correct' AND completion_tokens IS NOT NULL) "
+        "/ nullif(sum(completion_tokens), 0) AS correct_per_1k_tokens "
+        f"FROM responses WHERE run_id = ? AND outcome <> 'error' GROUP BY model, manifold{point} "
+        f"ORDER BY model, manifold{point}",
+        [run_id],
+    )
+
+
+def token_budgets(source: Source, run_id: str) -> Iterator[tuple[str, str, list[int], list[bool]]]:
+    """Per model and manifold of a run: the completion tokens of each answer with a count
+    (errors left out), and whether it came to an end (false: truncated at max_tokens)."""
+    rows = source.query(
+        "SELECT model, manifold, list(completion_tokens ORDER BY completion_tokens), "
+        "list(outcome <> 'truncated' ORDER BY completion_tokens) FROM responses "
+        "WHERE run_id = ? AND outcome <> 'error' AND completion_tokens IS NOT NULL "
+        "GROUP BY model, manifold ORDER BY model, manifold",
+        [run_id],
+    )
+    for model, manifold, tokens, ended in rows:
+        yield str(model), str(manifold), list(tokens), list(ended)
+
+
 # ---------------------------------------------------------------------------- NumGen
 
 

@@ -8,6 +8,7 @@ import hashlib
 from types import SimpleNamespace
 
 import duckdb
+import pytest
 from typer.testing import CliRunner
 
 from numerate.cli import app
@@ -34,21 +35,28 @@ def reasoning_reply(body) -> Reply:
     return Reply(None, finish_reason="length", reasoning=thought, reasoning_tokens=2048)
 
 
-def test_a_sweep_stores_each_answers_reasoning_and_reasoning_tokens(tmp_path):
-    db = tmp_path / "r.duckdb"
-    with FakeOpenAI(reasoning_reply) as server:
+def swept(folder, responder, count: int):
+    """A sweep of `count` objects cases against a fake answering `responder`: its database
+    and the requests the fake received."""
+    db = folder / "r.duckdb"
+    with FakeOpenAI(responder) as server:
         models = [{"name": "thinker", "model": "fake", "base_url": server.base_url}]
-        config = write_config(tmp_path / "run.yaml", models,
-                              [{"manifold": "objects", "count": 12}])  # fmt: skip
+        config = write_config(folder / "run.yaml", models,
+                              [{"manifold": "objects", "count": count}])  # fmt: skip
         done = runner.invoke(app, ["run", "--config", str(config), "--db", str(db)])
-        expected = {}
-        for request in server.requests:
-            reply = reasoning_reply(request)
-            thought = reply.reasoning
-            if reply.reasoning is None:
-                thought = reply.content.partition("</think>")[0] + "</think>"
-            expected[prompt_of(request)] = (thought, reply.reasoning_tokens, reply.finish_reason)
     assert done.exit_code == 0, done.output
+    return db, server.requests
+
+
+def test_a_sweep_stores_each_answers_reasoning_and_reasoning_tokens(tmp_path):
+    db, requests = swept(tmp_path, reasoning_reply, 12)
+    expected = {}
+    for request in requests:
+        reply = reasoning_reply(request)
+        thought = reply.reasoning
+        if reply.reasoning is None:
+            thought = reply.content.partition("</think>")[0] + "</think>"
+        expected[prompt_of(request)] = (thought, reply.reasoning_tokens, reply.finish_reason)
     with duckdb.connect(str(db), read_only=True) as con:
         stored = con.execute(
             "SELECT c.input, r.reasoning, r.reasoning_cut, k.reasoning_tokens, "
@@ -94,3 +102,48 @@ def test_the_reasoning_block_of_a_text_is_what_the_grader_leaves_out():
     assert reasoning_part("<think>a\nb</think>\nAnswer: 3") == "<think>a\nb</think>"
     assert reasoning_part("<think>cut off in the middle") == "<think>cut off in the middle"
     assert reasoning_part("Answer: 3") is None
+
+
+def spender(body) -> Reply:
+    """By the prompt's hash: a short answer (2 tokens), a longer one (6), or one truncated at
+    max_tokens (5): the fake counts a completion's tokens as its words."""
+    kind = hashlib.sha256(prompt_of(body).encode()).digest()[1] % 3
+    if kind == 0:
+        return Reply("Answer: 3", reasoning_tokens=1)
+    if kind == 1:
+        return Reply("Let me see now. Answer: 3", reasoning_tokens=4)
+    return Reply("Let me see now and", finish_reason="length", reasoning_tokens=5)
+
+
+def test_report_tokens_shows_efficiency_and_the_budget_as_computed_by_hand(tmp_path):
+    db, _ = swept(tmp_path, spender, 30)
+    with duckdb.connect(str(db), read_only=True) as con:
+        rows = con.execute("SELECT completion_tokens, reasoning_tokens, outcome FROM responses")
+        rows = rows.fetchall()
+    by_tokens = {t: [r for r in rows if r[0] == t] for t in (2, 5, 6)}
+    assert sum(map(len, by_tokens.values())) == len(rows) == 30 and all(by_tokens.values())
+    correct = sum(1 for _, _, outcome in rows if outcome == "correct")
+    wrong = [t for t, _, outcome in rows if outcome == "wrong"]
+    spent = sum(t for t, _, _ in rows)
+    shown = runner.invoke(app, ["report", "--db", str(db), "--tokens", "--format", "csv"])
+    assert shown.exit_code == 0, shown.output
+    lines = shown.stdout.splitlines()
+    header = lines.index(next(line for line in lines if line.startswith("model,manifold,answers")))
+    efficiency = dict(zip(lines[header].split(","), lines[header + 1].split(","), strict=True))
+    assert int(efficiency["answers"]) == 30
+    assert float(efficiency["mean_completion_tokens"]) == pytest.approx(spent / 30)
+    assert float(efficiency["mean_reasoning_tokens"]) == pytest.approx(
+        sum(r for _, r, _ in rows) / 30
+    )
+    assert int(efficiency["reasoning_reported"]) == 30
+    assert float(efficiency["correct_per_1k_tokens"]) == pytest.approx(1000 * correct / spent)
+    if wrong:
+        assert float(efficiency["mean_tokens_wrong"]) == pytest.approx(sum(wrong) / len(wrong))
+    # the budget by hand: answers at 2 tokens, truncated (censored) at 5, answers at 6
+    short, cut = len(by_tokens[2]), len(by_tokens[5])
+    survival_at_2 = 1 - short / 30
+    median = 2.0 if survival_at_2 <= 0.5 else 6.0  # at 6 every case left has answered
+    budget = lines[next(i for i, line in enumerate(lines) if "median_tokens_to_answer" in line)]
+    values = dict(zip(budget.split(","), lines[lines.index(budget) + 1].split(","), strict=True))
+    assert (int(values["answers"]), int(values["truncated"])) == (30, cut)
+    assert float(values["median_tokens_to_answer"]) == median

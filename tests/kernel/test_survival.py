@@ -1,0 +1,68 @@
+"""Kaplan-Meier against a textbook table, and invariants over random data."""
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from numerate.kernel.survival import kaplan_meier
+
+# Freireich et al. (1963), the 6-MP arm of the leukaemia remission trial: weeks in remission,
+# + censored. The textbook table (Kleinbaum and Klein, "Survival Analysis", table 2.2; the
+# same in Collett and in R's survival package): time, at risk, events, S(t), Greenwood SE.
+SIX_MP = [6, 6, 6, "6+", 7, "9+", 10, "10+", "11+", 13, 16, "17+", "19+", "20+", 22, 23, "25+",
+          "32+", "32+", "34+", "35+"]  # fmt: skip
+TABLE = [
+    (6, 21, 3, 0.8571, 0.0764),
+    (7, 17, 1, 0.8067, 0.0869),
+    (10, 15, 1, 0.7529, 0.0963),
+    (13, 12, 1, 0.6902, 0.1068),
+    (16, 11, 1, 0.6275, 0.1141),
+    (22, 7, 1, 0.5378, 0.1282),
+    (23, 6, 1, 0.4482, 0.1346),
+]
+
+
+def test_the_6mp_arm_matches_the_textbook_table():
+    times = [float(str(t).rstrip("+")) for t in SIX_MP]
+    observed = [not str(t).endswith("+") for t in SIX_MP]
+    curve = kaplan_meier(times, observed)
+    assert (curve.n, curve.censored) == (21, 12)
+    got = list(zip(curve.times, curve.at_risk, curve.events, curve.survival, curve.se, strict=True))
+    for (t, n, d, s, se), want in zip(got, TABLE, strict=True):
+        assert (t, n, d) == want[:3]
+        assert s == pytest.approx(want[3], abs=5e-5) and se == pytest.approx(want[4], abs=5e-5)
+    assert curve.median == 23  # survival 0.448 at 23 weeks, 0.538 before
+    # the log-log band from the table's own S and SE: S^exp(-+1.96 SE / (S |ln S|))
+    for (_, _, _, s, se), low, high in zip(TABLE, curve.low, curve.high, strict=True):
+        spread = 1.959964 * se / (s * abs(math.log(s)))
+        assert low == pytest.approx(s ** math.exp(spread), abs=2e-4)
+        assert high == pytest.approx(s ** math.exp(-spread), abs=2e-4)
+    below = [t for t, low in zip(curve.times, curve.low, strict=True) if low <= 0.5]
+    assert curve.median_interval == (below[0], None)  # the upper band never reaches 0.5
+
+
+def test_no_censoring_is_the_empirical_share_still_waiting():
+    curve = kaplan_meier([1, 2, 2, 3], [True] * 4)
+    assert curve.survival == pytest.approx((0.75, 0.25, 0.0))
+    assert curve.median == 2 and curve.low[-1] == curve.high[-1] == 0.0
+
+
+def test_all_censored_or_empty_has_no_median():
+    assert kaplan_meier([5, 9], [False, False]).median is None
+    empty = kaplan_meier([], [])
+    assert (empty.n, empty.median, empty.times) == (0, None, ())
+    with pytest.raises(ValueError, match="2 times but 1"):
+        kaplan_meier([1, 2], [True])
+    with pytest.raises(ValueError, match="finite"):
+        kaplan_meier([math.inf], [True])
+
+
+@given(st.lists(st.tuples(st.integers(0, 50), st.booleans()), max_size=60))
+def test_a_curve_falls_stays_in_its_band_and_counts_everyone(pairs):
+    curve = kaplan_meier([t for t, _ in pairs], [seen for _, seen in pairs])
+    assert sum(curve.events) == sum(seen for _, seen in pairs)
+    assert list(curve.survival) == sorted(curve.survival, reverse=True)
+    for s, low, high in zip(curve.survival, curve.low, curve.high, strict=True):
+        assert 0 <= low <= s + 1e-12 and s - 1e-12 <= high <= 1
