@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from numerate.config.sweep import ModelConfig
+from numerate.kernel.answers import compression_ratio
 from numerate.manifolds import registry
 from numerate.manifolds.common import CaseBase
 from numerate.manifolds.grading import Outcome
@@ -46,6 +47,9 @@ class Completion:
             "reasoning_cut": None if self.reasoning is None else self.reasoning_chars is not None,
             "reasoning_chars": self.reasoning_chars,
             "reasoning_tokens": self.reasoning_tokens,
+            "reasoning_ratio": None
+            if self.reasoning is None
+            else compression_ratio(self.reasoning),
         }
 
 

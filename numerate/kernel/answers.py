@@ -11,7 +11,17 @@ the stored text, so grading it again (`numerate regrade`, an ingest) gives the s
 
 from __future__ import annotations
 
-__all__ = ["HEAD_CHARS", "MAX_ANSWER_CHARS", "SEAM", "TAIL_CHARS", "cut_answer", "cut_sql"]
+import zlib
+
+__all__ = [
+    "HEAD_CHARS",
+    "MAX_ANSWER_CHARS",
+    "SEAM",
+    "TAIL_CHARS",
+    "compression_ratio",
+    "cut_answer",
+    "cut_sql",
+]
 
 MAX_ANSWER_CHARS = 262_144
 """The most characters stored of one answer (about 65,000 tokens of English text)."""
@@ -43,3 +53,12 @@ def cut_sql(column: str) -> str:
         f"left({column}, {HEAD_CHARS}) || '{seam}' || right({column}, {TAIL_CHARS}) "
         f"ELSE {column} END"
     )
+
+
+def compression_ratio(text: str) -> float | None:
+    """How much a text repeats itself: its UTF-8 bytes over their zlib compression at level 9
+    (1 or a little less for text that never repeats, 2 to 4 for ordinary prose, far more for a
+    reasoning trace that loops); None for an empty text. Of the text as stored (a cut one:
+    its head and tail)."""
+    data = text.encode("utf-8", "surrogatepass")
+    return len(data) / len(zlib.compress(data, 9)) if data else None

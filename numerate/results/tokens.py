@@ -39,8 +39,15 @@ def budget_frame(source: Source, run_id: str) -> pl.DataFrame:
 
 def tokens_text(source: Source, run_id: str, fmt: Format, by_point: bool = False) -> str:
     """`numerate report --tokens`: token efficiency per model and manifold (and grid point,
-    `by_point`), then the token budget."""
+    `by_point`), the token budget, and how much the reasoning repeats itself."""
     efficiency = queries.token_efficiency(source, run_id, by_point)
     shown = render(efficiency, fmt, title="tokens: what the answers spent (errors left out)")
     title = "token budget: completion tokens to an answer (truncated answers censored)"
-    return shown + render(budget_frame(source, run_id), fmt, title=title)
+    shown += render(budget_frame(source, run_id), fmt, title=title)
+    loops = queries.reasoning_loops(source, run_id)
+    if loops.height:  # answers came with a reasoning
+        title = "loops: how much the reasoning repeats itself (its compression ratio)"
+        shown += render(loops, fmt, title=title)
+        title = "the reasoning that repeats itself most (`numerate view` shows each case)"
+        shown += render(queries.most_repetitive(source, run_id), fmt, title=title)
+    return shown

@@ -596,8 +596,9 @@ MIGRATIONS: list[tuple[str, str]] = [
         """,
     ),
     (
-        "what reasoning models send: an answer's reasoning (cut as its text is) and reasoning "
-        "tokens (NULL in older rows: not recorded, never 0)",
+        "what reasoning models send: an answer's reasoning (cut as its text is), its reasoning "
+        "tokens and how much the reasoning repeats itself (NULL in older rows: not recorded, "
+        "never 0)",
         """
         ALTER TABLE completions ADD COLUMN reasoning VARCHAR;
         ALTER TABLE completions ADD COLUMN reasoning_cut BOOLEAN;
@@ -607,6 +608,8 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE responses ADD COLUMN reasoning VARCHAR;
         ALTER TABLE responses ADD COLUMN reasoning_cut BOOLEAN;
         ALTER TABLE responses ADD COLUMN reasoning_chars INTEGER;
+        ALTER TABLE completions ADD COLUMN reasoning_ratio DOUBLE;
+        ALTER TABLE responses ADD COLUMN reasoning_ratio DOUBLE;
         """,
     ),
 ]

@@ -345,6 +345,30 @@ def token_efficiency(source: Source, run_id: str, by_point: bool = False) -> pl.
     )
 
 
+def reasoning_loops(source: Source, run_id: str) -> pl.DataFrame:
+    """How much the reasoning of a run's answers repeats itself (`reasoning_ratio`), per model,
+    manifold and outcome: the answers with a reasoning, the median, 90th percentile and
+    largest ratio (empty when no answer came with a reasoning)."""
+    return source.frame(
+        "SELECT model, manifold, outcome, count(*) AS answers, "
+        "median(reasoning_ratio) AS median_ratio, "
+        "quantile_cont(reasoning_ratio, 0.9) AS p90_ratio, max(reasoning_ratio) AS max_ratio "
+        "FROM responses WHERE run_id = ? AND reasoning_ratio IS NOT NULL "
+        "GROUP BY model, manifold, outcome ORDER BY model, manifold, outcome",
+        [run_id],
+    )
+
+
+def most_repetitive(source: Source, run_id: str, limit: int = 10) -> pl.DataFrame:
+    """The answers of a run whose reasoning repeats itself most: the likeliest loops."""
+    return source.frame(
+        "SELECT model, manifold, case_id, sample_index, outcome, completion_tokens, "
+        "reasoning_ratio FROM responses WHERE run_id = ? AND reasoning_ratio IS NOT NULL "
+        f"ORDER BY reasoning_ratio DESC, case_id LIMIT {int(limit)}",
+        [run_id],
+    )
+
+
 def token_budgets(source: Source, run_id: str) -> Iterator[tuple[str, str, list[int], list[bool]]]:
     """Per model and manifold of a run: the completion tokens of each answer with a count
     (errors left out), and whether it came to an end (false: truncated at max_tokens)."""

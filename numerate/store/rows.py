@@ -43,6 +43,9 @@ class Reasoning(TypedDict):
     """The length in characters of a cut reasoning as received (None when kept whole)."""
     reasoning_tokens: int | None
     """The reasoning tokens the endpoint's usage reported."""
+    reasoning_ratio: float | None
+    """How much the stored reasoning repeats itself (numerate.kernel.answers.compression_ratio:
+    a reasoning trace that loops compresses far more)."""
 
 
 class CompletionRow(Reasoning):

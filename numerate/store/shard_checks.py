@@ -59,6 +59,10 @@ _RANGES: dict[str, tuple[str, str]] = {
     "raw_chars": _COUNT,
     "text_chars": _COUNT,
     "reasoning_chars": _COUNT,
+    "reasoning_ratio": (
+        "isfinite({c}) AND {c} > 0",
+        "a compression ratio is a finite number above 0",
+    ),
     "error_rate": _RATE,
     "chance": _RATE,
     "chance_random": _RATE,

@@ -233,8 +233,19 @@ def test_a_database_of_an_older_schema_is_refused_by_readers_until_upgraded(two_
         ("numgen_images", ("sha256", "refused")),
         ("numgen_detections", ("answer", "unparsed")),
         ("numgen_metrics", ("refused", "unparsed")),  # before version 11
-        ("completions", ("reasoning", "reasoning_cut", "reasoning_chars", "reasoning_tokens")),
-        ("responses", ("reasoning_tokens", "reasoning", "reasoning_cut", "reasoning_chars")),
+        *(
+            (
+                table,
+                (
+                    "reasoning",
+                    "reasoning_cut",
+                    "reasoning_chars",
+                    "reasoning_tokens",
+                    "reasoning_ratio",
+                ),
+            )
+            for table in ("completions", "responses")
+        ),
     ):
         for column in columns:
             con.execute(f"ALTER TABLE {table} DROP COLUMN {column}")

@@ -147,3 +147,48 @@ def test_report_tokens_shows_efficiency_and_the_budget_as_computed_by_hand(tmp_p
     values = dict(zip(budget.split(","), lines[lines.index(budget) + 1].split(","), strict=True))
     assert (int(values["answers"]), int(values["truncated"])) == (30, cut)
     assert float(values["median_tokens_to_answer"]) == median
+
+
+LOOP = "Wait, let me recount the items one more time from the start. "
+
+
+def looper(body) -> Reply:
+    """A third of the cases loop (one sentence 40 times), the others reason once, briefly;
+    a fifth are truncated, reasoning still."""
+    digest = hashlib.sha256(prompt_of(body).encode()).digest()
+    if digest[2] % 3 == 0:
+        thought = LOOP * 40
+    else:
+        thought = f"There are {digest[3]} kinds of things here; I add up each kind in turn."
+    if digest[4] % 5 == 0:
+        return Reply(None, finish_reason="length", reasoning=thought)
+    return Reply("Answer: 3", reasoning=thought)
+
+
+def test_report_tokens_shows_which_reasoning_loops(tmp_path):
+    import zlib
+
+    db, _ = swept(tmp_path, looper, 30)
+    with duckdb.connect(str(db), read_only=True) as con:
+        stored = con.execute(
+            "SELECT case_id, reasoning, reasoning_ratio, outcome FROM responses"
+        ).fetchall()
+    for _, reasoning, ratio, _ in stored:  # the definition: bytes over their zlib level 9
+        data = reasoning.encode()
+        assert ratio == pytest.approx(len(data) / len(zlib.compress(data, 9)))
+    looped = {case for case, reasoning, _, _ in stored if reasoning == LOOP * 40}
+    assert 0 < len(looped) < len(stored)
+    shown = runner.invoke(app, ["report", "--db", str(db), "--tokens", "--format", "csv"])
+    assert shown.exit_code == 0, shown.output
+    lines = shown.stdout.splitlines()
+    top = lines.index(next(line for line in lines if line.startswith("model,manifold,case_id")))
+    listed = [line.split(",")[2] for line in lines[top + 1 : top + 1 + len(looped)]]
+    assert set(listed) == looped  # the loops come first
+    by_outcome = lines.index(next(line for line in lines if ",median_ratio," in line))
+    groups = [line.split(",") for line in lines[by_outcome + 1 : top] if line.count(",") == 6]
+    expected = {}
+    for _, _, ratio, outcome in stored:
+        expected.setdefault(outcome, []).append(ratio)
+    assert {g[2]: int(g[3]) for g in groups} == {k: len(v) for k, v in expected.items()}
+    for group in groups:
+        assert float(group[6]) == pytest.approx(max(expected[group[2]]))

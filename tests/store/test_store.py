@@ -86,7 +86,7 @@ def completion(key, text, run_id="r", **overrides):
            "text_cut": False, "text_chars": None, "finish_reason": "stop", "prompt_tokens": 1,
            "completion_tokens": 1, "latency_s": 0.1, "attempts": 1,
            "created_at": now(), "reasoning": None, "reasoning_cut": None,
-           "reasoning_chars": None, "reasoning_tokens": None}  # fmt: skip
+           "reasoning_chars": None, "reasoning_tokens": None, "reasoning_ratio": None}  # fmt: skip
     return {**row, **overrides}
 
 

@@ -58,7 +58,7 @@ def completion(request_hash: str, run_id: str = "r") -> dict:
             "text_chars": None, "finish_reason": "stop", "prompt_tokens": 1,
             "completion_tokens": 1, "latency_s": 0.1, "attempts": 1,
             "created_at": now(), "reasoning": None, "reasoning_cut": None,
-            "reasoning_chars": None, "reasoning_tokens": None}  # fmt: skip
+            "reasoning_chars": None, "reasoning_tokens": None, "reasoning_ratio": None}  # fmt: skip
 
 
 def test_a_writer_waits_for_another_process_then_writes(tmp_path, db_path):
