@@ -13,6 +13,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from numerate.kernel.stats import Z_95
 
 
@@ -56,32 +58,25 @@ def kaplan_meier(
         raise ValueError(f"{len(times)} times but {len(observed)} event flags")
     if any(not math.isfinite(t) or t < 0 for t in times):
         raise ValueError("times must be finite and 0 or more")
-    pairs = sorted(zip(times, observed, strict=True))
-    at_risk = len(pairs)
-    survival, greenwood = 1.0, 0.0
-    rows: list[tuple[float, int, int, float, float | None, float, float]] = []
-    index = 0
-    while index < len(pairs):
-        time, end = pairs[index][0], index
-        while end < len(pairs) and pairs[end][0] == time:
-            end += 1
-        same = [seen for _, seen in pairs[index:end]]
-        died = sum(same)
-        if died:
-            survival *= 1 - died / at_risk
-            greenwood = (
-                greenwood + died / (at_risk * (at_risk - died)) if at_risk > died else math.inf
-            )
-            se = survival * math.sqrt(greenwood) if math.isfinite(greenwood) else None
-            low, high = _log_log_band(survival, greenwood, z)
-            rows.append((time, at_risk, died, survival, se, low, high))
-        at_risk -= len(same)
-        index += len(same)
-    columns = list(zip(*rows, strict=True)) if rows else [()] * 7
+    time = np.asarray(times, dtype=float)
+    seen = np.asarray(observed, dtype=bool)
+    order = np.argsort(time, kind="stable")
+    time, seen = time[order], seen[order]
+    distinct, first, together = np.unique(time, return_index=True, return_counts=True)
+    ended = np.add.reduceat(seen.astype(np.int64), first) if len(time) else np.zeros(0, int)
+    at_risk = len(time) - np.concatenate(([0], np.cumsum(together)))[:-1].astype(np.int64)
+    events = ended > 0
+    t, n, d = distinct[events], at_risk[events], ended[events]
+    survival = np.cumprod(1 - d / n)
+    with np.errstate(divide="ignore"):  # all at risk ended (n = d): the variance is infinite
+        greenwood = np.cumsum(np.where(n > d, d / np.maximum(n * (n - d), 1), np.inf))
+    bands = [_log_log_band(float(s), float(g), z) for s, g in zip(survival, greenwood, strict=True)]
     return SurvivalCurve(
-        tuple(columns[0]), tuple(columns[1]), tuple(columns[2]), tuple(columns[3]),
-        tuple(columns[4]), tuple(columns[5]), tuple(columns[6]),
-        len(pairs), sum(1 for _, seen in pairs if not seen),
+        tuple(t.tolist()), tuple(n.tolist()), tuple(d.tolist()), tuple(survival.tolist()),
+        tuple(float(s * math.sqrt(g)) if math.isfinite(g) else None
+              for s, g in zip(survival, greenwood, strict=True)),
+        tuple(low for low, _ in bands), tuple(high for _, high in bands),
+        len(time), int(len(time) - seen.sum()),
     )  # fmt: skip
 
 
