@@ -124,19 +124,28 @@ def image_url_problem(url: str, base_url: str) -> str | None:
     return None
 
 
-class ImagesApiGenerator:
-    """An OpenAI-compatible Images API model (`api:<model id>`)."""
+class AtEndpoint:
+    """A NumGen model asked at an endpoint (`name`, its settings in config section
+    `section`): its chat-machinery model, and its answerer, made when it first asks (its
+    client is the running event loop's: numerate.endpoints.limits.shared_client)."""
 
-    def __init__(self, config: NumGenConfig) -> None:
-        self.name = config.generator
-        self.settings = config.generation
-        self.model = hosted_model(config.generator, "generation", config.generation)
+    def __init__(self, name: str, section: str, settings: EndpointSettings) -> None:
+        self.name = name
+        self.model = hosted_model(name, section, settings)
         self._answerer: EndpointAnswerer | None = None
 
     async def answerer(self) -> EndpointAnswerer:
         if self._answerer is None:
             self._answerer = EndpointAnswerer(self.model, await shared_client(self.model))
         return self._answerer
+
+
+class ImagesApiGenerator(AtEndpoint):
+    """An OpenAI-compatible Images API model (`api:<model id>`)."""
+
+    def __init__(self, config: NumGenConfig) -> None:
+        super().__init__(config.generator, "generation", config.generation)
+        self.settings = config.generation
 
     def request(self, prompt: Prompt) -> dict[str, Any]:
         """The request's fields (one image: each prompt has its own seed)."""
@@ -213,19 +222,15 @@ def read_count(text: str) -> int | None:
     return int(value)
 
 
-class VisionCounter:
+class VisionCounter(AtEndpoint):
     """A vision-language model at a chat endpoint (`vlm:<model id>`) asked how many objects
     an image holds."""
 
     def __init__(self, name: str, settings: EndpointSettings) -> None:
-        self.name = name
-        self.model = hosted_model(name, "detection", settings)
-        self._answerer: EndpointAnswerer | None = None
+        super().__init__(name, "detection", settings)
 
     async def count(self, png: bytes, object_name: str) -> Counted:
-        if self._answerer is None:
-            self._answerer = EndpointAnswerer(self.model, await shared_client(self.model))
-        answerer = self._answerer
+        answerer = await self.answerer()
         url = "data:image/png;base64," + base64.b64encode(png).decode()  # as stored: no encoding
         content = [
             {"type": "text", "text": QUESTION.format(object=object_name)},

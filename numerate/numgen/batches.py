@@ -13,7 +13,7 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Coroutine, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -36,6 +36,7 @@ from numerate.numgen.prompts import Prompt
 from numerate.numgen.rows import DetectionRow, ImageRow
 
 log = logging.getLogger("numerate.numgen")
+T = TypeVar("T")
 
 
 def slug(name: str, settings: dict[str, Any] | None = None) -> str:
@@ -210,6 +211,10 @@ async def together(steps: Iterable[Coroutine[Any, Any, Any]]) -> None:
         raise failed.exceptions[0] from None
 
 
+MAX_RAW_COUNT = 2**31 - 1
+"""The largest count stored as said (the column's range): a larger one is stored as this."""
+
+
 def detection_row(
     image: ImageRow,
     detector: str,
@@ -220,15 +225,16 @@ def detection_row(
     error: str | None = None,
     answer: str | None = None,
 ) -> DetectionRow:
-    """A `numgen_detections` row without its run id: of `detection`, or of a `count` found
-    without one (a baseline's), or of the `error` that left the image uncounted."""
+    """A `numgen_detections` row without its run id: of `detection`, or of a `count` said
+    without boxes (a baseline's, a `vlm:` counter's: `raw_count` as said, `count` 20+ above
+    20, as boxes are), or of the `error` that left the image uncounted."""
     row: DetectionRow = {
         "prompt_id": image["prompt_id"],
         "detector": detector,
         "caption": caption_for(image["object"]),
-        "raw_count": count,
-        "count": count,
-        "overflow": None if count is None else False,
+        "raw_count": None if count is None else min(count, MAX_RAW_COUNT),
+        "count": None if count is None else cap(count),
+        "overflow": None if count is None else count > MAX_COUNT,
         "boxes": None,
         "scores": None,
         "annotated_path": annotated_path,
@@ -240,7 +246,7 @@ def detection_row(
     if detection is not None:
         row["raw_count"] = detection.raw_count
         row["count"] = detection.count
-        row["overflow"] = detection.raw_count > 20
+        row["overflow"] = detection.raw_count > MAX_COUNT
         row["boxes"] = json.dumps([[round(v, 2) for v in box] for box in detection.boxes])
         row["scores"] = json.dumps([round(s, 4) for s in detection.scores])
     return row
@@ -290,12 +296,18 @@ def _countable(
     return rows, [image for image in images if image["prompt_id"] not in rows]
 
 
-def _pixels(image: ImageRow) -> Any:
-    """An image row's picture (ImageError when it cannot be read, or is a link)."""
+def _stored(image: ImageRow, read: Callable[[bytes], T]) -> T:
+    """`read` of an image row's file, reached without following a link at its name
+    (ImageError when it cannot be read, is a link, or `read` refuses it)."""
     try:
-        return to_image(stored_image(str(image["path"])), f"image {image['path']}")
+        return read(stored_image(str(image["path"])))
     except (OSError, ValueError, LeadsOutside) as error:
         raise ImageError(f"image {image['path']}: cannot read it: {error}") from None
+
+
+def _pixels(image: ImageRow) -> Any:
+    """An image row's picture (ImageError when it cannot be read, or is a link)."""
+    return _stored(image, lambda data: to_image(data, f"image {image['path']}"))
 
 
 ANSWER_CHARS = 2000
@@ -311,35 +323,20 @@ async def count_hosted(counter: HostedCounter, images: Sequence[ImageRow]) -> li
 
     async def one(image: ImageRow) -> None:
         try:
-            png = await asyncio.to_thread(_stored_png, image)
+            png = await asyncio.to_thread(_stored, image, checked_png)  # a PNG, checked
         except ImageError as error:
             rows[image["prompt_id"]] = detection_row(image, counter.name, None, error=str(error))
             return
         counted = await counter.count(png, image["object"])
-        answer, raw = counted.answer, counted.count
+        answer = counted.answer
         if answer is not None and len(answer) > 2 * ANSWER_CHARS:
             answer = f"{answer[:ANSWER_CHARS]} [...] {answer[-ANSWER_CHARS:]}"
-        row = detection_row(image, counter.name, None, count=None if raw is None else cap(raw),
-                            error=counted.error, answer=answer)  # fmt: skip
-        if raw is not None:  # as said (within the column's range); the matrix's 20+ above
-            row["raw_count"], row["overflow"] = min(raw, MAX_RAW_COUNT), raw > MAX_COUNT
-        rows[image["prompt_id"]] = row
+        rows[image["prompt_id"]] = detection_row(
+            image, counter.name, None, count=counted.count, error=counted.error, answer=answer
+        )
 
     await together(one(image) for image in countable)
     return [rows[i["prompt_id"]] for i in images]
-
-
-MAX_RAW_COUNT = 2**31 - 1
-"""The largest count stored as said (the column's range): a larger one is stored as this."""
-
-
-def _stored_png(image: ImageRow) -> bytes:
-    """An image row's file as a PNG's bytes, checked (ImageError when it cannot be read, is a
-    link, or is no image)."""
-    try:
-        return checked_png(stored_image(str(image["path"])))
-    except (OSError, ValueError, LeadsOutside) as error:
-        raise ImageError(f"image {image['path']}: cannot read it: {error}") from None
 
 
 def write_manifest(rows: Sequence[ImageRow] | Sequence[DetectionRow], path: Path) -> Path:
