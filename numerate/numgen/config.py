@@ -115,7 +115,7 @@ class NumGenConfig(BaseModel):
         }, default=diffusers)  # fmt: skip
         counters = self.counters if self.needs_images else []
         vlm = any(c.startswith(COUNTER_API) for c in counters)
-        dino = any(not c.startswith(COUNTER_API) and c != "blobs" for c in counters)
+        dino = any(map(grounding_dino, counters))
         _unused(self.detection, DetectionSettings(), "detection", self._who(),
                 dict.fromkeys(ENDPOINT_FIELDS, vlm), default=dino)  # fmt: skip
         if self.generation.device != "auto" and not on_a_device(self.generator, counters):
@@ -185,7 +185,7 @@ class NumGenConfig(BaseModel):
         elif generator and not made_here:
             check_available(self.generator, "model_index.json", "generator")
         for counter in self.counters:
-            if counter != "blobs" and not counter.startswith(COUNTER_API):
+            if grounding_dino(counter):
                 check_available(counter, "config.json", "detector")
 
     @property
@@ -201,7 +201,12 @@ def on_a_device(generator: str, counters: list[str]) -> bool:
     made_here = generator in ("synthetic", *BASELINES) or generator.startswith(
         ("callable:", GENERATOR_API)
     )
-    return not made_here or any(c != "blobs" and not c.startswith(COUNTER_API) for c in counters)
+    return not made_here or any(map(grounding_dino, counters))
+
+
+def grounding_dino(counter: str) -> bool:
+    """Whether a counter is a Grounding DINO model (not `blobs`, not a `vlm:` endpoint)."""
+    return counter != "blobs" and not counter.startswith(COUNTER_API)
 
 
 def _named(value: str, what: str) -> str:
