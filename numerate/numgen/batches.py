@@ -20,6 +20,7 @@ from typing import Any, TypeVar, cast
 
 from numerate.kernel.confined import LeadsOutside
 from numerate.kernel.credentials import redact
+from numerate.kernel.errors import NumerateError
 from numerate.kernel.files import write_atomically
 from numerate.numgen.detection import Detection, Detector, annotate, caption_for
 from numerate.numgen.generation import (
@@ -197,7 +198,17 @@ async def make_hosted(
             )
 
     await together(one(prompt) for prompt in missing)
+    broken_if_all_failed([rows[p.prompt_id] for p in missing], generator.name)
     return [rows[p.prompt_id] for p in prompts]
+
+
+def broken_if_all_failed(rows: Sequence[ImageRow] | Sequence[DetectionRow], model: str) -> None:
+    """NumerateError with the first error when every row of a batch failed (none made, none
+    refused, none counted): the model itself is broken (a dead endpoint, a wrong model id),
+    as generate_batch says of a local generator, and the run must not end as a success."""
+    failed = [row["error"] for row in rows if row["error"] and not row.get("refused")]
+    if rows and len(failed) == len(rows):
+        raise NumerateError(f"{model}: all {len(rows)} images of a batch failed: {failed[0]}")
 
 
 async def together(steps: Iterable[Coroutine[Any, Any, Any]]) -> None:
@@ -336,6 +347,7 @@ async def count_hosted(counter: HostedCounter, images: Sequence[ImageRow]) -> li
         )
 
     await together(one(image) for image in countable)
+    broken_if_all_failed([rows[i["prompt_id"]] for i in countable], counter.name)
     return [rows[i["prompt_id"]] for i in images]
 
 

@@ -4,8 +4,9 @@ import asyncio
 import contextlib
 import json
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
@@ -42,6 +43,8 @@ from numerate.numgen.metrics import confusion_matrix, per_target_accuracy, score
 from numerate.numgen.prompts import Prompt, make_prompts
 from numerate.numgen.rows import MetricsRow, NumGenResult, TargetRow
 from numerate.store import Store, queries
+
+Row = TypeVar("Row", ImageRow, DetectionRow)
 
 IMAGES_MANIFEST = "images.jsonl"
 DETECTIONS_MANIFEST = "detections.jsonl"
@@ -125,8 +128,8 @@ async def generate_images(numgen: NumGenConfig, prompts: list[Prompt]) -> list[I
     with counted_if_failing(len(prompts)):
         if numgen.generator.startswith(GENERATOR_API):
             hosted = ImagesApiGenerator(numgen)
-            rows = await make_hosted(hosted, prompts, image_folder(numgen))
-            said_stopped(hosted.model, rows)
+            made = make_hosted(hosted, prompts, image_folder(numgen))
+            rows = await said_stopped(hosted.model, made)
         else:
             generator = make_generator(numgen.generator, numgen.generation)
             folder = image_folder(numgen)
@@ -143,8 +146,7 @@ async def detect_images(numgen: NumGenConfig, images: list[ImageRow]) -> list[De
     with counted_if_failing(len(images)):
         if counter.startswith(COUNTER_API):
             hosted = VisionCounter(counter, numgen.detection)
-            rows = await count_hosted(hosted, images)
-            said_stopped(hosted.model, rows)
+            rows = await said_stopped(hosted.model, count_hosted(hosted, images))
         else:
             device = numgen.generation.device
             detector = make_detector(counter, numgen.detection, device, "float32")
@@ -154,12 +156,22 @@ async def detect_images(numgen: NumGenConfig, images: list[ImageRow]) -> list[De
     return rows
 
 
-def said_stopped(model: ModelConfig, rows: Sequence[ImageRow] | Sequence[DetectionRow]) -> None:
-    """NumerateError when the endpoint's breaker stopped it (a wrong key, an unknown model, a
-    server down): the run fails with the cause; what was made is kept for a re-run."""
+async def said_stopped(model: ModelConfig, work: Awaitable[list[Row]]) -> list[Row]:
+    """The rows of `work` (a batch asked of an endpoint); NumerateError with the cause when
+    the endpoint's breaker stopped it (a wrong key, an unknown model, a server down), rather
+    than the batch's own failure (every image of it failed): the run fails saying why; what
+    was made is kept for a re-run."""
+    try:
+        rows: list[Row] | None = await work
+    except NumerateError:
+        if stopped_cause(model) is None:
+            raise
+        rows = None
     cause = stopped_cause(model)
-    if cause is not None and any(row["error"] for row in rows):
-        raise NumerateError(f"{model.name} was stopped: {cause}")
+    if cause is not None and (rows is None or any(row["error"] for row in rows)):
+        raise NumerateError(f"{model.name} was stopped: {cause}") from None
+    assert rows is not None
+    return rows
 
 
 @task(cache_policy=NO_CACHE)

@@ -273,3 +273,18 @@ def test_a_link_planted_at_an_images_name_is_replaced_never_written_or_read_thro
     assert outside.read_bytes() == b"not yours"
     assert not (folder / f"{first.prompt_id}.png").is_symlink()
     assert len(endpoint.image_requests) == 20  # the link was no image already made
+
+
+def test_an_endpoint_where_every_image_fails_fails_the_run(endpoint, tmp_path, db_path):
+    """Before: every request failing (a dead endpoint, max_retries 0) stored a finished run
+    of 0 counted images, and `numgen run` exited 0."""
+    from numerate.grading.verdict import RunFailed
+
+    endpoint.image_responder = lambda body: ImageReply(500)
+    settings = config(endpoint, tmp_path, detector="blobs")
+    del settings["detection"]
+    settings["generation"] |= {"max_retries": 0}
+    said = "api:fake-image: all 10 images of a batch failed: HTTP 500"
+    with pytest.raises(RunFailed, match=said):
+        run({**settings, "prompts": {"per_number": 1}}, db_path)
+    assert query(db_path, "SELECT status FROM numgen_runs") == [("failed",)]
