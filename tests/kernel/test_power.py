@@ -158,3 +158,19 @@ def test_the_search_agrees_with_halving_over_every_count(n, share, level):
     assert (found is None) == (expected is None)
     if found is not None:
         assert abs(found - expected) < 2e-9
+
+
+def test_the_search_stops_once_its_bracket_is_closed(monkeypatch):
+    """On 66,700 pairs the bracket closed to a rounding error over TOLERANCE, and the search
+    evaluated the power at its lower end again and again until its 100th step (1 s each
+    comparison of a large run's tiers). It takes a handful of evaluations, as elsewhere."""
+    from numerate.kernel import power
+
+    evaluations = []
+    exact = power._power
+    monkeypatch.setattr(power, "_power", lambda *a: evaluations.append(a[2]) or exact(*a))
+    found = minimum_detectable_drop.__wrapped__(66_700, 20_000, 0.05, 10)
+    # the smallest drop by its definition: the power reaches 80% there, and not 2e-9 below
+    assert regression_power(66_700, 20_000 / 66_700, found, 0.05 / 10) >= 0.8
+    assert regression_power(66_700, 20_000 / 66_700, found - 2e-9, 0.05 / 10) < 0.8
+    assert len(evaluations) < 20
