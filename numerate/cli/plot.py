@@ -65,7 +65,7 @@ def plot(
         ),
     ] = None,
     kind: Annotated[
-        str, typer.Option(help="curves, heatmap, all (both) or compare (needs --against).")
+        str, typer.Option(help="curves, heatmap, budget (tokens), all or compare (--against).")
     ] = "all",
     against: Annotated[
         str | None, typer.Option(help=f"Also compare with this run, the base. {RUN_HELP}")
@@ -81,10 +81,11 @@ def plot(
         path_option("File to write, .png or .html (default: plot-<run id>.png).", "--out"),
     ] = None,
 ) -> None:
-    """Plot a run: difficulty curves with 95% intervals, heatmaps, comparisons.
+    """Plot a run: difficulty curves with 95% intervals, heatmaps, token budgets, comparisons.
 
     Accuracy against a difficulty parameter per manifold and model, a heatmap of every grid
-    point, and with --against a comparison with another run. Prints the path written."""
+    point, the token budget (cases still without an answer as tokens grow), and with --against
+    a comparison with another run. Prints the path written."""
     from numerate.figures.plots import OutputFormat, output_format, render_run
     from numerate.results.plotted import points_to_plot
 

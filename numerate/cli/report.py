@@ -18,7 +18,7 @@ from numerate.cli.common import (
     print_report,
     show,
 )
-from numerate.kernel.errors import ConfigError, NumerateError
+from numerate.kernel.errors import NumerateError
 
 
 @app.command()
@@ -30,6 +30,7 @@ def report(
     output: Annotated[str, FORMAT_OPTION] = "table",
     points: Annotated[bool, typer.Option(help="Also show every grid point.")] = False,
     tokens: Annotated[bool, typer.Option(help="Also show token efficiency and budget.")] = False,
+    tiers: Annotated[bool, typer.Option(help="Also show each model's score and tier.")] = False,
     model: Annotated[
         list[str] | None, typer.Option(help="Only this model (repeat for several).")
     ] = None,
@@ -41,13 +42,7 @@ def report(
 
     Never writes; reads while sweeps write the database (docs/sharing.md, "Many users, one
     database")."""
-    from numerate.results.report import (
-        HOLDS_NO_ANSWER,
-        check_filters,
-        render,
-        run_points,
-        run_state,
-    )
+    from numerate.results.report import render, report_state, run_points, tiers_text
     from numerate.results.runs import resolve_run
     from numerate.results.tokens import tokens_text
 
@@ -56,10 +51,7 @@ def report(
         fmt = check_format(output)
         with open_reader(db) as reader:
             run_id = resolve_run(reader, run_id)
-            check_filters(reader, run_id, models, manifolds)
-            state = run_state(reader, run_id)
-            if state and state.endswith(HOLDS_NO_ANSWER):  # an empty table, exit 0 before
-                raise ConfigError(state)
+            state = report_state(reader, run_id, models, manifolds)
             if state:
                 note(state)
             print_report(reader, run_id, fmt, models, manifolds)
@@ -68,5 +60,7 @@ def report(
                 show(render(frame, fmt, title="grid points"))
             if tokens:
                 show(tokens_text(reader, run_id, fmt, points))
+            if tiers:
+                show(tiers_text(reader, run_id, fmt))
     except NumerateError as error:
         fail(error)

@@ -34,6 +34,7 @@ from numerate.figures.prepare import (
     pool,
 )
 from numerate.kernel.errors import ConfigError
+from numerate.kernel.survival import SurvivalCurve
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -53,9 +54,13 @@ __all__ = [
     "run_html",
 ]
 
-Kind = Literal["curves", "heatmap", "all", "compare"]
-KINDS: tuple[Kind, ...] = ("curves", "heatmap", "all", "compare")
-"""curves and heatmap: one plot each; all: both; compare: only the comparison of two runs."""
+Kind = Literal["curves", "heatmap", "budget", "all", "compare"]
+KINDS: tuple[Kind, ...] = ("curves", "heatmap", "budget", "all", "compare")
+"""curves, heatmap and budget (the token budget): one plot each; all: the three (the budget
+when answers have token counts); compare: only the comparison of two runs."""
+
+Budgets = Mapping[tuple[str, str], SurvivalCurve]
+"""The token budget of each model and manifold (numerate.results.tokens.budget_curves)."""
 
 DPI = 100
 MAX_LABELLED_COLUMNS = 40
@@ -146,20 +151,55 @@ def draw_curves(
     """Difficulty curves (rows from `curve_points`): one panel per manifold, three to a row,
     one legend below them."""
     manifolds = sorted(xs)
-    columns = min(3, len(manifolds))
-    axes = target.subplots(math.ceil(len(manifolds) / columns), columns, squeeze=False)
-    for ax, manifold in zip(axes.ravel(), manifolds, strict=False):
+    axes = _manifold_axes(target, manifolds)
+    for ax, manifold in zip(axes, manifolds, strict=True):
         _draw_curve(ax, rows.filter(pl.col("manifold") == manifold), xs[manifold], colors)
-        ax.set_title(manifold)
-    for ax in axes.ravel()[len(manifolds) :]:
+    _one_legend(target, axes)
+
+
+def _manifold_axes(target: FigureBase, manifolds: Sequence[str]) -> list[Axes]:
+    """One panel per manifold, three to a row, each titled; the grid's spare cells hidden."""
+    columns = min(3, len(manifolds))
+    grid = target.subplots(math.ceil(len(manifolds) / columns), columns, squeeze=False).ravel()
+    for ax in grid[len(manifolds) :]:
         ax.set_visible(False)
+    for ax, manifold in zip(grid, manifolds, strict=False):
+        ax.set_title(manifold)
+    return list(grid[: len(manifolds)])
+
+
+def _one_legend(target: FigureBase, axes: Sequence[Axes]) -> None:
+    """One legend below the panels, each model once (none when nothing is labelled)."""
     legend: dict[str, Any] = {}
-    for ax in axes.ravel()[: len(manifolds)]:
+    for ax in axes:
         for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
             legend.setdefault(label, handle)
-    target.legend(
-        list(legend.values()), list(legend), loc="outside lower center", ncols=min(len(legend), 6)
-    )
+    if legend:
+        target.legend(list(legend.values()), list(legend), loc="outside lower center",
+                      ncols=min(len(legend), 6))  # fmt: skip
+
+
+def draw_budgets(target: FigureBase, budgets: Budgets, colors: Mapping[str, str]) -> None:
+    """The token budget (Kaplan-Meier curves with their 95% bands): one panel per manifold,
+    a step curve per model, its median marked."""
+    manifolds = sorted({manifold for _, manifold in budgets})
+    axes = _manifold_axes(target, manifolds)
+    for ax, manifold in zip(axes, manifolds, strict=True):
+        for (model, shown), curve in sorted(budgets.items()):
+            if shown != manifold or not curve.times:
+                continue
+            color = colors.get(model, "#1f77b4")
+            times = [0.0, *curve.times]
+            ax.step(times, [1.0, *curve.survival], where="post", color=color, label=model)
+            ax.fill_between(times, [1.0, *curve.low], [1.0, *curve.high], step="post",
+                            color=color, alpha=0.15, linewidth=0)  # fmt: skip
+            if curve.median is not None:
+                ax.axvline(curve.median, color=color, linestyle=":", linewidth=1)
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_xlabel("completion tokens")
+        ax.set_ylabel("share still without an answer")
+        ax.grid(alpha=0.3)
+    _one_legend(target, axes)
 
 
 def _heatmap_matrix(
@@ -331,6 +371,17 @@ def _comparison_panel(base: pl.DataFrame, new: pl.DataFrame, labels: tuple[str, 
     )
 
 
+def _budget_panel(budgets: Budgets, colors: Mapping[str, str]) -> Panel:
+    manifolds = len({manifold for _, manifold in budgets})
+    return Panel(
+        "Token budget: cases still without an answer (truncated answers censored; dotted: "
+        "the median)",
+        4.6 * min(3, manifolds) + 0.6,
+        3.6 * math.ceil(manifolds / 3) + 1.2,
+        lambda target: draw_budgets(target, budgets, colors),
+    )
+
+
 def panels(
     points: pl.DataFrame,
     *,
@@ -338,6 +389,7 @@ def panels(
     x: str | None = None,
     against: pl.DataFrame | None = None,
     labels: tuple[str, str] = ("base", "new"),
+    budgets: Budgets | None = None,
 ) -> list[Panel]:
     """The panels of a run's figure: the comparison first when `against` is given, then the
     curves and heatmaps that `kind` asks for.
@@ -348,6 +400,7 @@ def panels(
         x: the parameter of the curves (default: per manifold, see `choose_x`).
         against: another run's rows to compare with: the base, `points` being the new.
         labels: names of the base and the new run.
+        budgets: the run's token budgets (for kind budget, and all when there are some).
     """
     check_points(points, labels[1])
     if kind not in KINDS:
@@ -364,6 +417,11 @@ def panels(
         choose_x(points, x)  # a wrong --x is an error whatever is drawn
     if kind in ("heatmap", "all"):
         found.append(_heatmap_panel(points))
+    drawn = {key: curve for key, curve in (budgets or {}).items() if curve.times}
+    if kind == "budget" and not drawn:
+        raise ConfigError(f"run {labels[1]} has no answer with a token count: no token budget")
+    if kind in ("budget", "all") and drawn:
+        found.append(_budget_panel(drawn, _colors(points)))
     return found
 
 
@@ -406,17 +464,18 @@ def run_figure_png(
     x: str | None = None,
     against: pl.DataFrame | None = None,
     against_id: str | None = None,
+    budgets: Budgets | None = None,
 ) -> bytes:
     """A run's plots (see `panels`) in one PNG, titled with the run id.
 
     Args:
         points: the run's `points` rows (POINT_COLUMNS; chance to draw the floor).
         run_id: the run's id, for the title.
-        kind, x, against: as in `panels`.
+        kind, x, against, budgets: as in `panels`.
         against_id: the id of the run `against` holds.
     """
     labels = (against_id or "base", run_id)
-    parts = panels(points, kind=kind, x=x, against=against, labels=labels)
+    parts = panels(points, kind=kind, x=x, against=against, labels=labels, budgets=budgets)
     return figure_png(compose(parts, _title(run_id, against_id)))
 
 
@@ -495,12 +554,13 @@ def run_html(
     x: str | None = None,
     against: pl.DataFrame | None = None,
     against_id: str | None = None,
+    budgets: Budgets | None = None,
 ) -> str:
     """A self-contained HTML page of a run's plots: its title and run id, a table per model and
     manifold (of both runs with `against`), then each panel as an embedded PNG. Arguments as
     in `run_figure_png`."""
     labels = (against_id or "base", run_id)
-    parts = panels(points, kind=kind, x=x, against=against, labels=labels)
+    parts = panels(points, kind=kind, x=x, against=against, labels=labels, budgets=budgets)
     title = html.escape(_title(run_id, against_id))
     tables = ["<h2>Per model and manifold (grid points pooled)</h2>", _summary_table(points)]
     if against is not None:
@@ -543,9 +603,11 @@ def render_run(
     x: str | None = None,
     against: pl.DataFrame | None = None,
     against_id: str | None = None,
+    budgets: Budgets | None = None,
 ) -> bytes | str:
     """A run's plots as PNG bytes or an HTML page (see `run_figure_png` and `run_html`)."""
-    options: dict[str, Any] = {"kind": kind, "x": x, "against": against, "against_id": against_id}
+    options: dict[str, Any] = {"kind": kind, "x": x, "against": against,
+                               "against_id": against_id, "budgets": budgets}  # fmt: skip
     if fmt == "html":
         return run_html(points, run_id, **options)
     return run_figure_png(points, run_id, **options)

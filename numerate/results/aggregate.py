@@ -29,7 +29,7 @@ Definitions (docs/schema.md, "Results in DuckDB" and "How summaries weigh grid p
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -39,6 +39,9 @@ from numerate.kernel.stats import chance_adjusted
 from numerate.store import reductions
 from numerate.store.queries import POOLED, Source
 from numerate.store.reductions import FLOORS, Reduced
+
+if TYPE_CHECKING:
+    from numerate.results.standing import Standing
 
 POINT_KEYS = ["run_id", "model", "manifold", "point_key"]
 MULTI_SAMPLE = ["pass_at_k", "maj_at_k", "consistency"]
@@ -160,5 +163,36 @@ def aggregate(responses: pl.DataFrame, cases: pl.DataFrame) -> tuple[pl.DataFram
 
 
 def aggregate_run(source: Source, run_id: str) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """`aggregate_reduced` of a stored run's answers (reduced in its database)."""
-    return aggregate_reduced(reductions.of_run(source, run_id))
+    """`aggregate_reduced` of a stored run's answers (reduced in its database), the summaries
+    with each model's score and tier (numerate.results.standing: per model over every
+    manifold, its score, interval and tier; per manifold, the manifold's score and tier)."""
+    from numerate.results.standing import standing  # numpy's bootstrap, scipy's tests
+
+    points, summaries = aggregate_reduced(reductions.of_run(source, run_id))
+    return points, with_standing(summaries, standing(source, run_id))
+
+
+def with_standing(summaries: pl.DataFrame, found: Standing) -> pl.DataFrame:
+    """The summaries with score, score_low, score_high and tier (null where none)."""
+    overall = found.scores.select(
+        "model", pl.lit(POOLED).alias("manifold"), "score",
+        pl.col("ci_low").alias("score_low"), pl.col("ci_high").alias("score_high"),
+    )  # fmt: skip
+    manifolds = [c for c in found.scores.columns if c not in _SCORE_COLUMNS]
+    per_manifold = found.scores.select("model", *manifolds).unpivot(
+        manifolds, index="model", variable_name="manifold", value_name="score"
+    )
+    scores = pl.concat([overall, per_manifold], how="diagonal_relaxed")
+    tiers = found.tiers.select("model", pl.col("scope").alias("manifold"), "tier")
+    return (
+        summaries.drop([c for c in _STANDING if c in summaries.columns])
+        .join(scores, on=["model", "manifold"], how="left")
+        .join(tiers, on=["model", "manifold"], how="left")
+        .with_columns(
+            pl.col("score_low", "score_high").cast(pl.Float64), pl.col("tier").cast(pl.Int32)
+        )
+    )
+
+
+_SCORE_COLUMNS = ("model", "score", "ci_low", "ci_high", "points", "tier")
+_STANDING = ("score", "score_low", "score_high", "tier")

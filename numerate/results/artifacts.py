@@ -54,6 +54,11 @@ def results_table(source: Source, run_id: str) -> list[dict[str, Any]]:
                 "errors": _pct(row["error_rate"]),
                 "truncated": _pct(row["truncation_rate"]),
                 "unparsed": _pct(row["unparsed_rate"]),
+                "score": _num(row["score"]),
+                "score interval": "-"
+                if row["score_low"] is None
+                else f"[{_num(row['score_low'])}, {_num(row['score_high'])}]",
+                "tier": "-" if row["tier"] is None else row["tier"],
             }
             | (  # runs with several samples per case (run_summaries keeps them only then)
                 {
@@ -162,10 +167,11 @@ def run_markdown(
         raise ValueError(f"no run {run_id!r} in {source.path}")
     parts = queries.run_parts(source, run_id)
     pooled = [
-        [r["model"], r["n"], r["accuracy"], r["95% interval"], r["adjusted"], r["errors"]]
+        [r["model"], r["n"], r["accuracy"], r["95% interval"], r["adjusted"], r["errors"],
+         r["score"], r["score interval"], r["tier"]]
         for r in results_table(source, run_id)
         if r["manifold"] == queries.POOLED
-    ]
+    ]  # fmt: skip
     lines = [
         f"# {run.sweep}: run `{run_id}` ({run.status})",
         "",
@@ -183,7 +189,24 @@ def run_markdown(
         "",
         "## Results (every manifold pooled)",
         "",
-        *_table(["model", "n", "accuracy", "95% interval", "adjusted", "errors"], pooled),
+        *_table(
+            [
+                "model",
+                "n",
+                "accuracy",
+                "95% interval",
+                "adjusted",
+                "errors",
+                "score",
+                "score interval",
+                "tier",
+            ],
+            pooled,
+        ),
+        "",
+        "Score: chance-adjusted, truncation-penalised accuracy, per-point means per manifold, "
+        "geometric mean over manifolds, with its 95% interval; tier: no two models of a tier "
+        f"differ in paired tests (`numerate report --run {run_id} --tiers`; docs/statistics.md).",
         "",
         "## Compared with the previous run",
         "",

@@ -32,6 +32,7 @@ __all__ = [
     "Grouping",
     "answers_from_outcomes",
     "any_regression",
+    "compare_groups",
     "compare_runs",
     "detectable_line",
     "for_display",
@@ -222,6 +223,18 @@ def compare_runs(
     groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
     for row in counts.iter_rows(named=True):
         groups.setdefault(tuple(row[k] for k in keys), []).append(row)
+    rows = compare_groups(groups, keys, alpha)
+    schema = _schema(keys)
+    return pl.DataFrame([{c: row[c] for c in schema} for row in rows], schema=schema).sort(keys)
+
+
+def compare_groups(
+    groups: dict[tuple[str, ...], list[dict[str, Any]]], keys: Sequence[str], alpha: float
+) -> list[dict[str, Any]]:
+    """compare_runs' statistics for groups of grid points already counted: each group (its
+    key's values name `keys`) holds its points' counts (n, n_base_only, n_new_only, n_errors,
+    base_correct, new_correct, lost, gained); one family, Holm over its groups. Rows as
+    compare_runs' (a dict each)."""
     rows = [dict(zip(keys, key, strict=True)) | _combine(points) for key, points in groups.items()]
     _test_groups(rows, alpha)
     for row in rows:
@@ -229,8 +242,7 @@ def compare_runs(
         row.setdefault("detectable_drop", None)
         row["verdict"] = _verdict(row["difference"], row["p_holm"], alpha)
         row["note"] = _note(row)
-    schema = _schema(keys)
-    return pl.DataFrame([{c: row[c] for c in schema} for row in rows], schema=schema).sort(keys)
+    return rows
 
 
 def _test_groups(rows: list[dict[str, Any]], alpha: float) -> None:

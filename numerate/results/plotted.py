@@ -13,6 +13,7 @@ from numerate.kernel.errors import ConfigError
 from numerate.results.live import plotted_points
 from numerate.results.report import require_known
 from numerate.results.runs import resolve_run
+from numerate.results.tokens import budget_curves
 from numerate.store.queries import Source, check_counts, run_record
 
 
@@ -20,11 +21,17 @@ def points_to_plot(
     source: Source, run: str, against: str | None, models: Sequence[str],
     manifolds: Sequence[str], note: Callable[[str], object],
 ) -> dict[str, Any]:  # fmt: skip
-    """The run's points and, with `against`, the base run's: the arguments of render_run."""
+    """The run's points (and its token budgets) and, with `against`, the base run's: the
+    arguments of render_run."""
     run_id = resolve_run(source, run)
     read: dict[str, Any] = {
         "run_id": run_id,
         "points": _run_points(source, run_id, models, manifolds, note),
+        "budgets": {
+            (model, manifold): curve
+            for (model, manifold), curve in budget_curves(source, run_id).items()
+            if (not models or model in models) and (not manifolds or manifold in manifolds)
+        },
     }
     if against is not None:
         read["against_id"], read["against"] = _base_points(

@@ -96,6 +96,19 @@ HOLDS_NO_ANSWER = "holds no answer: nothing to report"
 """How run_state ends for a run that stopped before any answer."""
 
 
+def report_state(
+    source: Source, run_id: str, models: Sequence[str], manifolds: Sequence[str]
+) -> str | None:
+    """What `numerate report` says before its tables: ConfigError for a model or manifold the
+    run does not have, or a run that stopped before any answer (an empty table, exit 0
+    before); else run_state's line."""
+    check_filters(source, run_id, models, manifolds)
+    state = run_state(source, run_id)
+    if state and state.endswith(HOLDS_NO_ANSWER):
+        raise ConfigError(state)
+    return state
+
+
 def _markdown(cell: str) -> str:
     """A Markdown table cell: a `|` or a line break in a value would end the cell or the row."""
     return (
@@ -122,16 +135,18 @@ def _cell(column: str, value: Any) -> str:
 
 
 _RATES = {"unparsed_rate": "unparsed", "truncation_rate": "truncated", "error_rate": "errors"}
-_FORMATTED = {"accuracy [95% CI]", "adjusted", "tokens", *_RATES.values()}
+_FORMATTED = {"accuracy [95% CI]", "score [95% CI]", "adjusted", "tokens", *_RATES.values()}
 
 
 def for_terminal(frame: Any) -> Any:
     """A frame made readable, every column kept in its place: accuracy with its interval in one
-    column (when ci_low and ci_high are there), rates as percentages, tokens to one decimal."""
+    column (when ci_low and ci_high are there), the score too (a manifold's: no interval),
+    rates as percentages, tokens to one decimal."""
     import polars as pl
 
     columns = frame.columns
     interval = {"accuracy", "ci_low", "ci_high"}.issubset(columns)
+    scored = {"score", "score_low", "score_high"}.issubset(columns)
 
     def num(value: float | None, digits: int = 3) -> str:
         return "-" if value is None else f"{value:.{digits}f}"
@@ -144,7 +159,15 @@ def for_terminal(frame: Any) -> Any:
         shown: dict[str, Any] = {}
         for column in columns:
             value = row[column]
-            if interval and column in ("ci_low", "ci_high"):
+            if (interval and column in ("ci_low", "ci_high")) or (
+                scored and column in ("score_low", "score_high")
+            ):
+                continue
+            if scored and column == "score":
+                bounds = (row["score_low"], row["score_high"])
+                shown["score [95% CI]"] = num(value) + (
+                    "" if None in bounds else f" [{num(bounds[0])}, {num(bounds[1])}]"
+                )
                 continue
             if interval and column == "accuracy":
                 shown["accuracy [95% CI]"] = (
@@ -206,3 +229,47 @@ def render(frame: Any, fmt: Format, title: str = "") -> str:
     buffer = io.StringIO()
     Console(file=buffer, width=200, force_terminal=False).print(table)
     return buffer.getvalue()
+
+
+def _interval(value: float | None, low: float | None, high: float | None, sign: str = "") -> str:
+    if value is None or low is None or high is None:
+        return "-"
+    return f"{value:{sign}.3f} [{low:{sign}.3f}, {high:{sign}.3f}]"
+
+
+def tiers_text(source: Source, run_id: str, fmt: Format) -> str:
+    """`numerate report --tiers`: each model's score with its interval and overall tier, the
+    tiers per scope, and the paired comparisons they come from."""
+    import polars as pl
+
+    from numerate.results.standing import standing  # numpy's bootstrap, scipy's tests
+
+    found = standing(source, run_id)
+    if found.scores.is_empty():
+        return f"run {run_id} has no scored answer: no score and no tier\n"
+    if fmt in ("csv", "json"):  # the figures as they are, for programs
+        return "".join(render(f, fmt) for f in (found.scores, found.tiers, found.pairs))
+    scores = found.scores.select(
+        "model",
+        pl.struct("score", "ci_low", "ci_high")
+        .map_elements(lambda s: _interval(s["score"], s["ci_low"], s["ci_high"]), pl.String)
+        .alias("score [95% CI]"),
+        pl.exclude("model", "score", "ci_low", "ci_high"),
+    )
+    shown = render(scores, fmt, title="score: chance-adjusted, truncation-penalised, "
+                   "geometric mean over manifolds (docs/statistics.md)")  # fmt: skip
+    title = "tiers: no two models of a tier differ (paired exact McNemar, Holm per scope)"
+    shown += render(found.tiers, fmt, title=title)
+    if found.pairs.height:
+        pairs = found.pairs.select(
+            "scope", "base_model", "new_model", "n",
+            pl.struct("difference", "difference_low", "difference_high").map_elements(
+                lambda d: _interval(d["difference"], d["difference_low"], d["difference_high"],
+                                    "+"), pl.String,
+            ).alias("new - base [95% CI]"),
+            "p_holm", "detectable_difference",
+            pl.when("differ").then(pl.lit("differ")).otherwise(pl.lit("no difference"))
+            .alias("verdict"),
+        )  # fmt: skip
+        shown += render(pairs, fmt, title="pairs: the same cases answered by both models")
+    return shown

@@ -612,4 +612,15 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE responses ADD COLUMN reasoning_ratio DOUBLE;
         """,
     ),
+    (
+        "each model's score (chance-adjusted, truncation-penalised, geometric mean over "
+        "manifolds) with its 95% interval, and its tier, in the summaries (NULL in older "
+        "runs until `numerate regrade`)",
+        """
+        ALTER TABLE summaries ADD COLUMN score DOUBLE;
+        ALTER TABLE summaries ADD COLUMN score_low DOUBLE;
+        ALTER TABLE summaries ADD COLUMN score_high DOUBLE;
+        ALTER TABLE summaries ADD COLUMN tier INTEGER;
+        """,
+    ),
 ]

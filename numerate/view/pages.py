@@ -26,10 +26,11 @@ from numerate.numgen.metrics import MAX_COUNT
 from numerate.results import live
 from numerate.results.compare import compare_runs, for_display, run_answers, summary_line
 from numerate.results.numgen import run_agreement
+from numerate.results.tokens import budget_curves, budget_frame
 from numerate.store import browse, queries
 from numerate.store.queries import POOLED, Source
 from numerate.store.schema import RUN_STATUSES
-from numerate.view.svg import PALETTE, curve_svg, heat_color
+from numerate.view.svg import PALETTE, budget_svg, curve_svg, heat_color
 
 __all__ = [
     "PAGE_SIZE",
@@ -306,6 +307,7 @@ def run(source: Source, links: Links, run_id: str) -> dict[str, Any]:
     models = sorted(set(board) | {model for model, _ in so_far})
     return {
         "record": record, "manifolds": manifolds, "models": models, "board": board,
+        "tokens": tokens_panel(source, links, run_id),
         "pooled": POOLED, "parts": queries.run_parts(source, run_id), "so_far": so_far,
         "outcomes": browse.OUTCOMES, "live": record.status == "running",
         "manifold_links": {m: links.manifold(run_id, m) for m in manifolds},
@@ -343,8 +345,38 @@ def manifold(source: Source, links: Links, run_id: str, name: str) -> dict[str, 
     return {
         "record": record, "manifold": name, "grid": grid, "curves": curves, "colors": colors,
         "models": prepared.models, "keys": prepared.keys, "cells": cells,
-        "run_link": links.run(run_id),
+        "run_link": links.run(run_id), "tokens": tokens_panel(source, links, run_id, name, colors),
     }  # fmt: skip
+
+
+def tokens_panel(
+    source: Source, links: Links, run_id: str, name: str | None = None,
+    colors: dict[str, str] | None = None,
+) -> dict[str, Any] | None:  # fmt: skip
+    """What the answers spent (docs/statistics.md, "Tokens"), of a run or one manifold
+    (`name`, with its budget curve drawn in `colors`): token efficiency, the median tokens to
+    an answer, and the answers whose reasoning repeats itself most, each linked to its case.
+    None when no answer has a token count."""
+    efficiency = queries.token_efficiency(source, run_id)
+    budget = budget_frame(source, run_id)
+    repetitive = queries.most_repetitive(source, run_id)
+    if name is not None:
+        efficiency, budget, repetitive = (
+            frame.filter(pl.col("manifold") == name) for frame in (efficiency, budget, repetitive)
+        )
+    if efficiency.is_empty() or efficiency["mean_completion_tokens"].is_null().all():
+        return None
+    loops = rows(repetitive)
+    for row in loops:
+        row["link"] = links.case(
+            run_id, row["model"], row["case_id"], row["manifold"], row["point_key"]
+        )
+    svg = None
+    if name is not None:
+        curves = {m: c for (m, manifold), c in budget_curves(source, run_id).items()
+                  if manifold == name}  # fmt: skip
+        svg = budget_svg(curves, colors or {}, f"token budget of {name}")
+    return {"efficiency": rows(efficiency), "budget": rows(budget), "loops": loops, "svg": svg}
 
 
 @dataclass(frozen=True)

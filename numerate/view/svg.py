@@ -6,13 +6,14 @@ Pure: frames in, markup out. Every text is escaped; every point links to its cas
 from __future__ import annotations
 
 import html
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import polars as pl
 
 from numerate.figures.prepare import level_label, level_order, level_positions
+from numerate.kernel.survival import SurvivalCurve
 
-__all__ = ["PALETTE", "curve_svg", "heat_color"]
+__all__ = ["PALETTE", "budget_svg", "curve_svg", "heat_color"]
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
            "#7f7f7f", "#bcbd22", "#17becf")  # fmt: skip
@@ -72,19 +73,22 @@ def _sorted(rows: pl.DataFrame) -> list[dict[str, object]]:
     return sorted(rows.iter_rows(named=True), key=lambda row: level_order(str(row["x"])))
 
 
+def _shares(sy: Callable[[float], float]) -> str:
+    """The y axis of a share, 0 to 1: a grid line and its label each quarter."""
+    return "".join(
+        f'<line class="grid" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{sy(t):.1f}" y2="{sy(t):.1f}"/>'
+        f'<text class="tick" x="{LEFT - 6}" y="{sy(t) + 4:.1f}" text-anchor="end">{t:g}</text>'
+        for t in (0.0, 0.25, 0.5, 0.75, 1.0)
+    )
+
+
 def _axes(
     levels: list[str],
     parameter: str,
     sx: Callable[..., float],
     sy: Callable[[float], float],
 ) -> str:
-    out = []
-    for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
-        y = sy(tick)
-        out.append(
-            f'<line class="grid" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y:.1f}" y2="{y:.1f}"/>'
-            f'<text class="tick" x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{tick:g}</text>'
-        )
+    out = [_shares(sy)]
     shown = levels if len(levels) <= 16 else levels[:: max(1, len(levels) // 12)]
     for level in shown:
         out.append(
@@ -141,3 +145,51 @@ def _series(
             f"<title>{html.escape(tip)}</title></circle></a>"
         )
     return "".join(out)
+
+
+MAX_STEPS = 400
+"""The most steps a budget curve draws (a long run's thousands of token counts, thinned)."""
+
+
+def budget_svg(curves: dict[str, SurvivalCurve], colors: dict[str, str], title: str) -> str:
+    """The token budget: per model, the share of cases still without an answer as completion
+    tokens grow (a Kaplan-Meier step curve, numerate.kernel.survival), its median marked."""
+    drawn = {model: curve for model, curve in curves.items() if curve.times}
+    most = max((max(curve.times) for curve in drawn.values()), default=1.0) or 1.0
+
+    def sx(tokens: float) -> float:
+        return LEFT + tokens / most * (WIDTH - LEFT - RIGHT)
+
+    def sy(value: float) -> float:
+        return TOP + (1.0 - value) * (HEIGHT - TOP - BOTTOM)
+
+    out = [_shares(sy)]
+    for share in (0.0, 0.25, 0.5, 0.75, 1.0):
+        out.append(
+            f'<text class="tick" x="{sx(share * most):.1f}" y="{HEIGHT - BOTTOM + 16}" '
+            f'text-anchor="middle">{share * most:,.{0 if most >= 8 else 1}f}</text>'
+        )
+    out.append(
+        f'<text class="label" x="{(LEFT + WIDTH - RIGHT) / 2:.1f}" y="{HEIGHT - 6}" '
+        'text-anchor="middle">completion tokens</text>'
+    )
+    for model, curve in sorted(drawn.items()):
+        keep: Sequence[int] = range(len(curve.times))
+        if len(curve.times) > MAX_STEPS:
+            stride = len(curve.times) / MAX_STEPS
+            keep = sorted({int(i * stride) for i in range(MAX_STEPS)} | {len(curve.times) - 1})
+        steps, level = [f"{sx(0):.1f},{sy(1.0):.1f}"], 1.0
+        for i in keep:
+            x = sx(curve.times[i])
+            steps += [f"{x:.1f},{sy(level):.1f}", f"{x:.1f},{sy(curve.survival[i]):.1f}"]
+            level = curve.survival[i]
+        median = "none" if curve.median is None else f"{curve.median:,.0f} tokens"
+        tip = f"{model}: {curve.n:,} answers, {curve.censored:,} truncated, median {median}"
+        out.append(
+            f'<polyline class="series" stroke="{colors.get(model, PALETTE[0])}" '
+            f'points="{" ".join(steps)}"><title>{html.escape(tip)}</title></polyline>'
+        )
+    return (
+        f'<svg class="budget" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
+        f'aria-label="{html.escape(title)}">{"".join(out)}</svg>'
+    )

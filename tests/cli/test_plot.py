@@ -73,8 +73,26 @@ def test_png_and_html_by_suffix(results, tmp_path):
     page = (tmp_path / "x.html").read_text()
     assert latest in page
     images = re.findall(r"data:image/png;base64,([A-Za-z0-9+/=]+)", page)
-    assert len(images) == 2
+    assert len(images) == 3  # curves, heatmap, and the token budget: the answers have tokens
+    assert "Token budget" in page
     a_real_picture(io.BytesIO(base64.b64decode(images[0])))
+
+
+def test_the_budget_is_drawn_alone_and_is_refused_without_token_counts(results, tmp_path):
+    db, _ = results
+    out = tmp_path / "b.png"
+    result = plot(db, "--kind", "budget", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    a_real_picture(out)
+    copy = tmp_path / "no-tokens.duckdb"  # answers without a token count: no budget to draw
+    shutil.copy(db, copy)
+    con = duckdb.connect(str(copy))
+    try:
+        con.execute("UPDATE responses SET completion_tokens = NULL")
+    finally:
+        con.close()
+    line = one_error_line(plot(copy, "--kind", "budget", "--out", str(out)))
+    assert "no answer with a token count" in line
 
 
 def test_x_chooses_the_curves_parameter(results, tmp_path):
@@ -103,7 +121,9 @@ def test_against_previous(results, tmp_path):
     result = plot(db, "--against", "previous", "--out", str(out))
     assert result.exit_code == 0, result.output
     page = out.read_text()
-    assert latest in page and previous in page and page.count("data:image/png;base64,") == 3
+    assert (
+        latest in page and previous in page and page.count("data:image/png;base64,") == 4
+    )  # and the budget
     result = plot(db, "--against", previous, "--kind", "compare", "--model", "oracle",
                   "--out", str(tmp_path / "c.png"))  # fmt: skip
     assert result.exit_code == 0, result.output
@@ -115,7 +135,7 @@ def test_against_previous(results, tmp_path):
     [
         (["nosuchrun"], "run 'nosuchrun': no run"),
         (["--out", "plot.svg"], "--out plot.svg: no .svg output"),
-        (["--kind", "pie"], "--kind 'pie': choose curves, heatmap, all or compare"),
+        (["--kind", "pie"], "--kind 'pie': choose curves, heatmap, budget, all or compare"),
         (["--kind", "compare"], "--kind compare needs --against"),
         (["--model", "nobody"], "--model 'nobody': run "),
         (["--manifold", "shuffle"], "it has objects, sequence"),

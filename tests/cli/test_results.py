@@ -233,6 +233,7 @@ def test_a_database_of_an_older_schema_is_refused_by_readers_until_upgraded(two_
         ("numgen_images", ("sha256", "refused")),
         ("numgen_detections", ("answer", "unparsed")),
         ("numgen_metrics", ("refused", "unparsed")),  # before version 11
+        ("summaries", ("score", "score_low", "score_high", "tier")),  # before version 13
         *(
             (
                 table,
