@@ -68,7 +68,8 @@ screenshots: $(STAMP) browser
 ## bench: generation throughput per manifold, pipeline throughput and caching, sweeps of 3,000 to
 ## 300,000 cases (time and memory), rate limits,
 ## start-up of `numerate run`, requests saved by adaptive sampling, many users of one database,
-## numerate view's pages on a million answers, NumGen images through an Images API
+## numerate view's pages on a million answers, the analyses of a run of a million answers,
+## NumGen images through an Images API
 bench: $(STAMP)
 	$(BIN)/python bench/generate.py
 	$(BIN)/python bench/pipeline.py
@@ -79,6 +80,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/sampling_design.py
 	$(BIN)/python bench/contention.py
 	$(BIN)/python bench/view.py
+	$(BIN)/python bench/analysis.py
 	$(BIN)/python bench/numgen_api.py
 
 clean:

@@ -56,7 +56,8 @@ SELECT format('big-{{:012d}}', r), format('model-{{}}', m), format('model-{{}}',
        CASE WHEN u < 0.02 THEN 'unparsed' WHEN u < 0.03 THEN 'truncated'
             WHEN answer = c.target THEN 'correct' ELSE 'wrong' END,
        NULL, CASE WHEN u >= 0.02 AND u < 0.03 THEN 'length' ELSE 'stop' END, 40, 6,
-       0.2 + u, false, TIMESTAMP '2026-11-01' + INTERVAL (r) DAY, false, NULL
+       0.2 + u, false, TIMESTAMP '2026-11-01' + INTERVAL (r) DAY, false, NULL,
+       NULL, NULL, NULL, NULL, NULL
 FROM (
     SELECT c.*, r, m, hash(c.case_id, r, m) % 1000 / 1000.0 AS u,
            CASE WHEN hash(c.case_id, r, m, 1) % 100 < 100 - 8 * (c.params->>'a')::INT - m * 5
@@ -76,24 +77,26 @@ INSERT INTO summaries
 SELECT 'run', run_id, model, manifold, sum(n), sum(n_scored), sum(correct), sum(wrong),
        sum(unparsed), sum(truncated), 0, avg(accuracy), avg(accuracy) - 0.01,
        avg(accuracy) + 0.01, 0.05, 0, 0, 0, 0, 6, 6, 0.7, 0.05, 0.03, 'cases', manifold, 0.005,
-       count(*), 1, NULL, NULL, NULL
+       count(*), 1, NULL, NULL, NULL, avg(accuracy), avg(accuracy) - 0.02,
+       avg(accuracy) + 0.02, 1
 FROM points GROUP BY ALL;
 
 INSERT INTO run_models
 SELECT DISTINCT run_id, model, 'ok', '', {per_model}, 0, 0, TIMESTAMP '2026-11-02' FROM points;
 
 INSERT INTO numgen_runs VALUES ('numgen-bench', 'benchmark', 'bench-model', 'bench-detector',
-    '{{}}', 'bench', 'finished', TIMESTAMP '2026-11-03', TIMESTAMP '2026-11-03');
+    '{{}}', 'bench', 'finished', TIMESTAMP '2026-11-03', TIMESTAMP '2026-11-03', NULL);
 
 INSERT INTO numgen_images
 SELECT 'numgen-bench', format('p{{}}', i), i, i % 10 + 1, 'apples',
        format('An image with {{}} apples', i % 10 + 1), i, 'bench-model',
-       format('/nonexistent/{{}}.png', i), 512, 512, false, NULL, TIMESTAMP '2026-11-03'
+       format('/nonexistent/{{}}.png', i), 512, 512, false, NULL, TIMESTAMP '2026-11-03',
+       NULL, false
 FROM range({images}) t(i);
 
 INSERT INTO numgen_detections
 SELECT 'numgen-bench', prompt_id, 'bench-detector', 'apples.', c, c, c >= 20, '[]', '[]', NULL,
-       NULL, TIMESTAMP '2026-11-03'
+       NULL, TIMESTAMP '2026-11-03', NULL, false
 FROM (SELECT prompt_id, greatest(0, target + CAST(hash(prompt_id) % 5 AS INT) - 2) AS c
       FROM numgen_images);
 
@@ -104,7 +107,9 @@ FROM numgen_images i JOIN numgen_detections d USING (run_id, prompt_id) GROUP BY
 """
 
 
-def build(path: Path, per_point: int) -> None:
+def build(path: Path, per_point: int, runs: int = RUNS, numgen_images: int = NUMGEN_IMAGES) -> None:
+    """The database: `runs` runs of MODELS models x MANIFOLDS x GRID x GRID points x
+    `per_point` cases, and a NumGen run of `numgen_images` images (none: no NumGen run)."""
     import duckdb
 
     from numerate.store import Store
@@ -112,14 +117,19 @@ def build(path: Path, per_point: int) -> None:
     Store(str(path)).close()  # numerate's schema, by its own migrations
     manifolds = ", ".join(f"('{m}')" for m in MANIFOLDS)
     sql = BUILD.format(
-        manifolds=manifolds, grid=GRID, per_point=per_point, runs=RUNS, models=MODELS,
-        per_model=len(MANIFOLDS) * GRID * GRID * per_point, images=NUMGEN_IMAGES,
+        manifolds=manifolds, grid=GRID, per_point=per_point, runs=runs, models=MODELS,
+        per_model=len(MANIFOLDS) * GRID * GRID * per_point, images=numgen_images,
     )  # fmt: skip
+    if not numgen_images:
+        sql = sql[: sql.index("INSERT INTO numgen_runs")]
     con = duckdb.connect(str(path))
     try:
         for statement in sql.split(";\n"):
             if statement.strip():
                 con.execute(statement)
+        if not numgen_images:
+            con.execute("CHECKPOINT")
+            return
         counts = con.execute(
             "SELECT i.target, d.count FROM numgen_images i JOIN numgen_detections d "
             "USING (run_id, prompt_id)"
@@ -130,7 +140,7 @@ def build(path: Path, per_point: int) -> None:
         matrix = json.dumps({"targets": list(range(1, 11)), "counts": confusion})
         con.execute(
             "INSERT INTO numgen_metrics VALUES ('numgen-bench', 'bench-model', 'bench-detector', "
-            "?, 0, 0.2, 0.19, 0.21, 0.9, 2, 0.7, 0.05, 1, 0, 0.9, 0.01, 0.5, 10, 0.01, 0, ?)",
+            "?, 0, 0.2, 0.19, 0.21, 0.9, 2, 0.7, 0.05, 1, 0, 0.9, 0.01, 0.5, 10, 0.01, 0, ?, 0, 0)",
             [len(counts), matrix],
         )
         con.execute("CHECKPOINT")
@@ -208,13 +218,19 @@ def main() -> None:
     con.close()
     times = measure(args.db, args.repeats)
     print(f"numerate view, {answers:,} answers; server side, {args.repeats} repeats of each page:")
-    print(f"  {'page':<22} {'p50':>7} {'max':>7}")
-    worst = 0.0
-    for kind, samples in times.items():
-        worst = max(worst, max(samples))
-        print(f"  {kind:<22} {statistics.median(samples):6.3f}s {max(samples):6.3f}s")
-    verdict = "met" if worst < TARGET_SECONDS else "MISSED"
-    print(f"  slowest page: {worst:.3f} s (target < {TARGET_SECONDS} s: {verdict})")
+    table(times, "page", TARGET_SECONDS)
+
+
+def table(times: dict[str, list[float]], what: str, target: float, aside: str = "") -> None:
+    """Each measurement's median and largest time, then the slowest against `target` (the
+    `aside` row shown, not judged)."""
+    width = max(len(what), *map(len, times)) + 2
+    print(f"  {what:<{width}} {'p50':>7} {'max':>7}")
+    for name, samples in times.items():
+        print(f"  {name:<{width}} {statistics.median(samples):6.3f}s {max(samples):6.3f}s")
+    worst = max(max(s) for name, s in times.items() if name != aside)
+    verdict = "met" if worst < target else "MISSED"
+    print(f"  slowest {what}: {worst:.3f} s (target < {target:g} s each: {verdict})")
 
 
 if __name__ == "__main__":
