@@ -60,7 +60,7 @@ def analyses(run_id: str) -> dict[str, Callable[[object], object]]:
     """What is timed: each analysis a report or page computes, from a Reader (the modules
     imported here, before any is timed: a command pays their import once, whatever it
     shows)."""
-    from numerate.results.aggregate import aggregate_run
+    from numerate.results.aggregate import scored_run
     from numerate.results.standing import standing
     from numerate.results.tokens import budget_frame
     from numerate.store import queries
@@ -74,7 +74,7 @@ def analyses(run_id: str) -> dict[str, Callable[[object], object]]:
         "score and tiers": lambda r: standing(r, run_id),  # type: ignore[arg-type]
         # not an analysis of issue 38: the run's own aggregation as it ends (its points and
         # summaries, the score and tiers among them), shown for scale
-        AGGREGATION: lambda r: aggregate_run(r, run_id),  # type: ignore[arg-type]
+        AGGREGATION: lambda r: scored_run(r, run_id),  # type: ignore[arg-type]
     }
 
 

@@ -106,14 +106,19 @@ def _resampled(
             counts[j, : len(c)] = np.column_stack([c, t, s])
             probabilities[j, : len(k)] = k / k.sum()
         cases = np.array([int(k.sum()) for *_, k in chunk])
-        # the multinomial as a chain of binomials, each over every resample and point at once
+        last = np.array([len(k) - 1 for *_, k in chunk])  # a point's own last category
+        # the multinomial as a chain of binomials, each over every resample and point at once:
+        # category i takes Bin(cases left, p_i / mass left), a point's last one all that is left
         left = np.broadcast_to(cases, (resamples, len(chunk))).copy()
         mass = np.ones(len(chunk))
         correct, truncated, scored = (np.zeros((resamples, len(chunk))) for _ in range(3))
         for i in range(width):
-            share = np.divide(probabilities[:, i], mass, out=np.ones(len(chunk)),
-                              where=mass > 1e-12)  # fmt: skip
-            drawn = rng.binomial(left, np.clip(share, 0.0, 1.0)) if i < width - 1 else left
+            ending = i >= last
+            share = np.clip(probabilities[:, i] / np.where(ending, 1.0, mass), 0.0, 1.0)
+            if ending.all():  # every point's remainder: nothing left to draw
+                drawn = left
+            else:
+                drawn = np.where(ending, left, rng.binomial(left, np.where(ending, 0.0, share)))
             correct += drawn * counts[:, i, 0]
             truncated += drawn * counts[:, i, 1]
             scored += drawn * counts[:, i, 2]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
 from collections.abc import Callable
 
 import numpy as np
@@ -46,18 +47,20 @@ class _Critical:
     def __init__(self, level: float) -> None:
         self.level = level
         self.values = np.full(1025, -1, dtype=np.int64)  # -1: not worked out yet
+        self.lock = threading.Lock()  # the tiers test their scopes on two threads
 
     def __getitem__(self, counts: slice) -> np.ndarray:
         start, stop = counts.start or 0, counts.stop
-        if stop > len(self.values):
-            grown = np.full(max(stop, 2 * len(self.values)), -1, dtype=np.int64)
-            grown[: len(self.values)] = self.values
-            self.values = grown
-        part = self.values[start:stop]  # a view: what is worked out stays
-        unknown = part < 0
-        if unknown.any():
-            part[unknown] = _critical_lost(np.arange(start, stop)[unknown], self.level)
-        return part
+        with self.lock:
+            if stop > len(self.values):
+                grown = np.full(max(stop, 2 * len(self.values)), -1, dtype=np.int64)
+                grown[: len(self.values)] = self.values
+                self.values = grown
+            part = self.values[start:stop]  # a view: what is worked out stays
+            unknown = part < 0
+            if unknown.any():
+                part[unknown] = _critical_lost(np.arange(start, stop)[unknown], self.level)
+            return part.copy()
 
 
 _critical_tables: dict[float, _Critical] = {}

@@ -28,7 +28,8 @@ Definitions (docs/schema.md, "Results in DuckDB" and "How summaries weigh grid p
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -163,17 +164,40 @@ def aggregate(responses: pl.DataFrame, cases: pl.DataFrame) -> tuple[pl.DataFram
 
 
 def aggregate_run(source: Source, run_id: str) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """`aggregate_reduced` of a stored run's answers (reduced in its database), the summaries
-    with each model's score and tier (numerate.results.standing: per model over every
-    manifold, its score, interval and tier; per manifold, the manifold's score and tier)."""
-    from numerate.results.standing import standing  # numpy's bootstrap, scipy's tests
-
+    """`aggregate_reduced` of a stored run's answers (reduced in its database); the summaries'
+    score and tier null (a running run's figures: see `scored_run`)."""
     points, summaries = aggregate_reduced(reductions.of_run(source, run_id))
-    return points, with_standing(summaries, standing(source, run_id))
+    return points, with_standing(summaries, None)
 
 
-def with_standing(summaries: pl.DataFrame, found: Standing) -> pl.DataFrame:
-    """The summaries with score, score_low, score_high and tier (null where none)."""
+def scored_run(
+    source: Source, run_id: str,
+    held: Callable[[], AbstractContextManager[object]] = nullcontext,
+) -> tuple[pl.DataFrame, pl.DataFrame]:  # fmt: skip
+    """What a run stores as it ends: `aggregate_run`, the summaries with each model's score
+    and tier (numerate.results.standing: per model over every manifold, its score, interval
+    and tier; per manifold, the manifold's score and tier). Its queries run inside `held()`
+    (a writer's hold of the file: one for all), the figures after it, so that the bootstrap
+    and the exact tests never keep other writers and readers waiting. Not computed for a
+    running run's live figures: they would weigh on every read of them."""
+    from numerate.results import standing  # numpy's bootstrap, scipy's tests
+
+    with held():
+        reduced = reductions.of_run(source, run_id)
+        found = standing.read(source, run_id)
+    points, summaries = aggregate_reduced(reduced)
+    return points, with_standing(summaries, standing.ranked(found))
+
+
+def with_standing(summaries: pl.DataFrame, found: Standing | None) -> pl.DataFrame:
+    """The summaries with score, score_low, score_high and tier (null where none, and
+    everywhere without a standing)."""
+    summaries = summaries.drop([c for c in _STANDING if c in summaries.columns])
+    if found is None:
+        return summaries.with_columns(
+            pl.lit(None, pl.Float64).alias("score"), pl.lit(None, pl.Float64).alias("score_low"),
+            pl.lit(None, pl.Float64).alias("score_high"), pl.lit(None, pl.Int32).alias("tier"),
+        )  # fmt: skip
     overall = found.scores.select(
         "model", pl.lit(POOLED).alias("manifold"), "score",
         pl.col("ci_low").alias("score_low"), pl.col("ci_high").alias("score_high"),
@@ -185,8 +209,7 @@ def with_standing(summaries: pl.DataFrame, found: Standing) -> pl.DataFrame:
     scores = pl.concat([overall, per_manifold], how="diagonal_relaxed")
     tiers = found.tiers.select("model", pl.col("scope").alias("manifold"), "tier")
     return (
-        summaries.drop([c for c in _STANDING if c in summaries.columns])
-        .join(scores, on=["model", "manifold"], how="left")
+        summaries.join(scores, on=["model", "manifold"], how="left")
         .join(tiers, on=["model", "manifold"], how="left")
         .with_columns(
             pl.col("score_low", "score_high").cast(pl.Float64), pl.col("tier").cast(pl.Int32)

@@ -9,7 +9,7 @@ from numerate.config.provenance import generator_version
 from numerate.grading.judging import judge
 from numerate.manifolds import registry
 from numerate.planning.plan import case_id as id_of
-from numerate.results.aggregate import aggregate_run
+from numerate.results.aggregate import scored_run
 from numerate.store import Store, queries
 from numerate.store.rows import Regrade
 from numerate.store.shards import Ingested, ShardError, ingest
@@ -76,7 +76,7 @@ def check_generated(store: Store, run_id: str) -> None:
 
 def aggregate_stored_run(store: Store, run_id: str) -> int:
     """Recompute a stored run's per-point aggregates and summaries; returns the points."""
-    with store.session():  # the reductions' queries and the write: one hold of the file
-        points, summaries = aggregate_run(store, run_id)
-        store.replace_aggregates(run_id, points, summaries)
+    # the queries in one hold of the file, the figures' work outside it, then the write
+    points, summaries = scored_run(store, run_id, store.session)
+    store.replace_aggregates(run_id, points, summaries)
     return points.height

@@ -104,15 +104,27 @@ def _pairs(counts: pl.DataFrame, scope: str) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
+Read = tuple[dict[str, list[PointCases]], pl.DataFrame]
+"""What a standing is computed from: each model's points, and the pairs' counts per point."""
+
+
 def standing(source: Source, run_id: str) -> Standing:
     """Scores, tiers and pairs of a run's models (empty frames when no answer is scored)."""
+    return ranked(read(source, run_id))
+
+
+def read(source: Source, run_id: str) -> Read:
+    """The two queries a standing needs (one model: no pair to count, no self-join)."""
     points = _points(source, run_id)
-    # the bootstrap and each scope's exact tests side by side: numpy's draws and scipy's sums
-    # let go of the GIL (bench/analysis.py: a million answers on 2 cores)
+    return points, queries.paired_counts(source, run_id) if len(points) > 1 else pl.DataFrame()
+
+
+def ranked(found: Read) -> Standing:
+    """`rank`, the bootstrap and each scope's exact tests side by side: numpy's draws and
+    scipy's sums let go of the GIL (bench/analysis.py: a million answers on 2 cores)."""
+    points, counts = found
     with ThreadPoolExecutor(2, thread_name_prefix="standing") as pool:
         scoring = pool.submit(_scores, points)
-        # one model: no pair to count (a self-join of every answer, for nothing)
-        counts = queries.paired_counts(source, run_id) if len(points) > 1 else pl.DataFrame()
         return rank(points, counts, scoring.result, pool.map)
 
 

@@ -429,15 +429,17 @@ PAIRED_COUNTS = ("n", "n_errors", "base_correct", "new_correct", "lost", "gained
 
 
 def paired_counts(source: Source, run_id: str) -> pl.DataFrame:
-    """Every pair of a run's models (base < new by name) at each grid point, over the answers
-    both gave (the same case and sample): pairs (n, both scored), pairs with an error on a
-    side, each side's correct answers, and the discordant cells (lost: base right and new
-    wrong; gained: the other way). An unparsed or truncated answer is wrong."""
+    """Every pair of a run's models (base < new by name) at each grid point, over the cases
+    both answered, by each one's first answer (sample 0: with `samples: k` a case's answers
+    are not independent pairs, and the exact test needs independent pairs): pairs (n, both
+    scored), pairs with an error on a side, each side's correct answers, and the discordant
+    cells (lost: base right and new wrong; gained: the other way). An unparsed or truncated
+    answer is wrong."""
     right = "{}.outcome = 'correct'"
     scored = "x.outcome <> 'error' AND y.outcome <> 'error'"
     return source.frame(
         "WITH a AS (SELECT model, manifold, point_key, case_id, sample_index, outcome "
-        "FROM responses WHERE run_id = ?) "
+        "FROM responses WHERE run_id = ? AND sample_index = 0) "
         "SELECT x.model AS base_model, y.model AS new_model, manifold, point_key, "
         f"count(*) FILTER ({scored}) AS n, count(*) FILTER (NOT ({scored})) AS n_errors, "
         f"count(*) FILTER ({scored} AND {right.format('x')}) AS base_correct, "

@@ -193,10 +193,12 @@ def test_the_viewer_shows_the_token_budget_and_links_the_loops_to_their_cases(sw
 
 def test_several_samples_a_case_are_grouped_by_case(tmp_path):
     """With `samples: 3` the bootstrap's unit is the case: score_cases gives each point's
-    cases by their (correct, truncated, scored) counts, as counted here from the answers."""
+    cases by their (correct, truncated, scored) counts, as counted here from the answers; and
+    the tiers' pairs are cases too (each model's first answer), never a case's samples."""
     from numerate.store import queries
 
-    models = [{"name": "guess", "model": "baseline:random", "sampling": {"samples": 3}}]
+    models = [{"name": "guess", "model": "baseline:random", "sampling": {"samples": 3}},
+              {"name": "sure", "model": "baseline:oracle", "sampling": {"samples": 3}}]  # fmt: skip
     config = write_config(tmp_path / "s.yaml", models, [{"manifold": "shuffle", "count": 30}])
     db = tmp_path / "s.duckdb"
     done = runner.invoke(app, ["run", "--config", str(config), "--db", str(db)])
@@ -205,8 +207,12 @@ def test_several_samples_a_case_are_grouped_by_case(tmp_path):
     with duckdb.connect(str(db), read_only=True) as con:
         rows = con.execute(
             "SELECT r.point_key, r.case_id, r.outcome, c.chance FROM responses r "
-            "JOIN cases c USING (case_id)"
+            "JOIN cases c USING (case_id) WHERE r.model = 'guess'"
         ).fetchall()
+        first = dict(con.execute(
+            "SELECT case_id, outcome = 'correct' FROM responses WHERE model = 'guess' "
+            "AND sample_index = 0"
+        ).fetchall())  # fmt: skip
     cases = defaultdict(list)
     for point, case, outcome, chance in rows:
         cases[(point, case)].append((outcome, chance))
@@ -218,7 +224,13 @@ def test_several_samples_a_case_are_grouped_by_case(tmp_path):
     assert max(len(a) for a in cases.values()) == 3
     with Reader.open(str(db)) as reader:
         run_id = reader.query("SELECT run_id FROM runs")[0][0]
-        found = list(queries.score_cases(reader, run_id))
+        found = [row for row in queries.score_cases(reader, run_id) if row[0] == "guess"]
+        pairs = queries.paired_counts(reader, run_id)
+    for row in pairs.iter_rows(named=True):  # guess against the oracle, one pair a case
+        in_point = [case for point, case in cases if point == row["point_key"]]
+        assert row["n"] == len(in_point)
+        assert (row["base_model"], row["new_model"], row["lost"]) == ("guess", "sure", 0)
+        assert row["gained"] == len(in_point) - sum(first[case] for case in in_point)
     assert {point for _, _, point, *_ in found} == set(expected)
     for _, _, point, chance, correct, truncated, scored, counted in found:
         got = dict(zip(zip(correct, truncated, scored, strict=True), counted, strict=True))
