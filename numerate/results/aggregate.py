@@ -180,13 +180,13 @@ def scored_run(
     (a writer's hold of the file: one for all), the figures after it, so that the bootstrap
     and the exact tests never keep other writers and readers waiting. Not computed for a
     running run's live figures: they would weigh on every read of them."""
-    from numerate.results import standing  # numpy's bootstrap, scipy's tests
+    from numerate.results.standing import ranked, read  # numpy's bootstrap, scipy's tests
 
     with held():
         reduced = reductions.of_run(source, run_id)
-        found = standing.read(source, run_id)
+        found = read(source, run_id)
     points, summaries = aggregate_reduced(reduced)
-    return points, with_standing(summaries, standing.ranked(found))
+    return points, with_standing(summaries, ranked(found))
 
 
 def with_standing(summaries: pl.DataFrame, found: Standing | None) -> pl.DataFrame:
