@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
@@ -65,15 +66,23 @@ class Composite:
     points: int
 
 
-def point_score(correct: float, truncated: float, scored: float, chance: float) -> float:
-    """A point's chance-adjusted accuracy less its truncation rate."""
+Value = TypeVar("Value", float, np.ndarray)
+
+
+def point_score(correct: Value, truncated: Value, scored: Value, chance: Value) -> Value:
+    """A point's chance-adjusted accuracy less its truncation rate (of numbers, or of numpy
+    arrays element by element: a resample's every point at once)."""
     return (correct / scored - chance) / (1.0 - chance) - truncated / scored
 
 
 def combine(manifold_scores: Sequence[float]) -> float:
     """The geometric mean of manifold scores, each floored at FLOOR."""
-    floored = np.maximum(np.asarray(manifold_scores, dtype=float), FLOOR)
-    return float(np.exp(np.log(floored).mean()))
+    return float(_geometric(np.asarray(manifold_scores, dtype=float)))
+
+
+def _geometric(scores: np.ndarray) -> np.ndarray:
+    """The geometric mean over the last axis, each score floored at FLOOR."""
+    return np.exp(np.log(np.maximum(scores, FLOOR)).mean(axis=-1))
 
 
 def _manifold_means(points: Sequence[PointCases], scores: np.ndarray) -> dict[str, np.ndarray]:
@@ -124,9 +133,8 @@ def _resampled(
             scored += drawn * counts[:, i, 2]
             left = left - drawn
             mass = mass - probabilities[:, i]
-        floor = chance[start : start + step]
-        out[:, start : start + step] = (correct / scored - floor) / (1.0 - floor) - (
-            truncated / scored
+        out[:, start : start + step] = point_score(
+            correct, truncated, scored, chance[start : start + step]
         )
     return out
 
@@ -153,8 +161,7 @@ def composite(
     resampled = _resampled(arrays, chance, resamples, np.random.default_rng(seed))
     means = {name: float(value) for name, value in _manifold_means(points, observed).items()}
     boot = np.column_stack(list(_manifold_means(points, resampled).values()))
-    boot_scores = np.exp(np.log(np.maximum(boot, FLOOR)).mean(axis=1))
-    low, high = np.quantile(boot_scores, [0.025, 0.975])
+    low, high = np.quantile(_geometric(boot), [0.025, 0.975])
     return Composite(
         score=combine(list(means.values())),
         low=float(low),

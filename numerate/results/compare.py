@@ -35,6 +35,7 @@ __all__ = [
     "compare_groups",
     "compare_runs",
     "detectable_line",
+    "estimate_text",
     "for_display",
     "relabel_model",
     "run_answers",
@@ -354,16 +355,21 @@ def detectable_line(comparison: pl.DataFrame, alpha: float = 0.05) -> str:
     )
 
 
+def estimate_text(
+    value: float | None, low: float | None, high: float | None, signed: bool = False
+) -> str:
+    """An estimate with its interval in one cell, "0.812 [0.790, 0.833]" (a difference
+    `signed`: "+0.012 [-0.010, +0.034]"); "-" without one."""
+    if value is None or low is None or high is None:
+        return "-"
+    fmt = "+.3f" if signed else ".3f"
+    return f"{value:{fmt}} [{low:{fmt}}, {high:{fmt}}]"
+
+
 def for_display(comparison: pl.DataFrame) -> pl.DataFrame:
     """A comparison made readable in a terminal or Markdown: each estimate with its 95%
     interval in one cell, the Holm-adjusted p-value, and the counts of unpaired or errored
     answers only where some group has any."""
-
-    def interval(value: float | None, low: float, high: float, signed: bool = False) -> str:
-        if value is None:
-            return "-"
-        fmt = "+.3f" if signed else ".3f"
-        return f"{value:{fmt}} [{low:{fmt}}, {high:{fmt}}]"
 
     def p(value: float | None) -> str:
         return "-" if value is None else f"{value:.2g}" if value < 0.001 else f"{value:.3f}"
@@ -375,9 +381,11 @@ def for_display(comparison: pl.DataFrame) -> pl.DataFrame:
             k: row[k] for k in ("model", "manifold", "point_key", "n") if k in row
         }
         shown |= {c.removeprefix("n_").replace("_", " "): row[c] for c in optional}
-        shown["base [95% CI]"] = interval(row["base_accuracy"], row["base_low"], row["base_high"])
-        shown["new [95% CI]"] = interval(row["new_accuracy"], row["new_low"], row["new_high"])
-        shown["new - base [95% CI]"] = interval(
+        shown["base [95% CI]"] = estimate_text(
+            row["base_accuracy"], row["base_low"], row["base_high"]
+        )
+        shown["new [95% CI]"] = estimate_text(row["new_accuracy"], row["new_low"], row["new_high"])
+        shown["new - base [95% CI]"] = estimate_text(
             row["difference"], row["difference_low"], row["difference_high"], signed=True
         )
         shown |= {"lost": row["lost"], "gained": row["gained"], "p (Holm)": p(row["p_holm"])}

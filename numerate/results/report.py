@@ -231,17 +231,12 @@ def render(frame: Any, fmt: Format, title: str = "") -> str:
     return buffer.getvalue()
 
 
-def _interval(value: float | None, low: float | None, high: float | None, sign: str = "") -> str:
-    if value is None or low is None or high is None:
-        return "-"
-    return f"{value:{sign}.3f} [{low:{sign}.3f}, {high:{sign}.3f}]"
-
-
 def tiers_text(source: Source, run_id: str, fmt: Format) -> str:
     """`numerate report --tiers`: each model's score with its interval and overall tier, the
     tiers per scope, and the paired comparisons they come from."""
     import polars as pl
 
+    from numerate.results.compare import estimate_text  # scipy: with the tiers only
     from numerate.results.standing import standing  # numpy's bootstrap, scipy's tests
 
     found = standing(source, run_id)
@@ -252,7 +247,7 @@ def tiers_text(source: Source, run_id: str, fmt: Format) -> str:
     scores = found.scores.select(
         "model",
         pl.struct("score", "ci_low", "ci_high")
-        .map_elements(lambda s: _interval(s["score"], s["ci_low"], s["ci_high"]), pl.String)
+        .map_elements(lambda s: estimate_text(s["score"], s["ci_low"], s["ci_high"]), pl.String)
         .alias("score [95% CI]"),
         pl.exclude("model", "score", "ci_low", "ci_high"),
     )
@@ -264,8 +259,8 @@ def tiers_text(source: Source, run_id: str, fmt: Format) -> str:
         pairs = found.pairs.select(
             "scope", "base_model", "new_model", "n",
             pl.struct("difference", "difference_low", "difference_high").map_elements(
-                lambda d: _interval(d["difference"], d["difference_low"], d["difference_high"],
-                                    "+"), pl.String,
+                lambda d: estimate_text(d["difference"], d["difference_low"],
+                                        d["difference_high"], signed=True), pl.String,
             ).alias("new - base [95% CI]"),
             "p_holm", "detectable_difference",
             pl.when("differ").then(pl.lit("differ")).otherwise(pl.lit("no difference"))

@@ -54,9 +54,7 @@ def curve_svg(
         base = LEFT + dodge * len(models) + (position[level] - low) / span * inner
         return base + (index - (len(models) - 1) / 2) * dodge
 
-    def sy(value: float) -> float:
-        return TOP + (1.0 - value) * (HEIGHT - TOP - BOTTOM)
-
+    sy = _share_y
     parts = [_axes(levels, parameter, sx, sy)]
     parts.append(_chance(curve, levels, sx, sy))
     for index, model in enumerate(models):
@@ -71,6 +69,11 @@ def curve_svg(
 
 def _sorted(rows: pl.DataFrame) -> list[dict[str, object]]:
     return sorted(rows.iter_rows(named=True), key=lambda row: level_order(str(row["x"])))
+
+
+def _share_y(value: float) -> float:
+    """Where a share (0 to 1) is drawn: 1 at the top."""
+    return TOP + (1.0 - value) * (HEIGHT - TOP - BOTTOM)
 
 
 def _shares(sy: Callable[[float], float]) -> str:
@@ -153,16 +156,15 @@ MAX_STEPS = 400
 
 def budget_svg(curves: dict[str, SurvivalCurve], colors: dict[str, str], title: str) -> str:
     """The token budget: per model, the share of cases still without an answer as completion
-    tokens grow (a Kaplan-Meier step curve, numerate.kernel.survival), its median marked."""
+    tokens grow (a Kaplan-Meier step curve, numerate.kernel.survival); hovering a curve says
+    its answers, truncated answers and median."""
     drawn = {model: curve for model, curve in curves.items() if curve.times}
     most = max((max(curve.times) for curve in drawn.values()), default=1.0) or 1.0
 
     def sx(tokens: float) -> float:
         return LEFT + tokens / most * (WIDTH - LEFT - RIGHT)
 
-    def sy(value: float) -> float:
-        return TOP + (1.0 - value) * (HEIGHT - TOP - BOTTOM)
-
+    sy = _share_y
     out = [_shares(sy)]
     for share in (0.0, 0.25, 0.5, 0.75, 1.0):
         out.append(
