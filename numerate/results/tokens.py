@@ -21,11 +21,16 @@ def budget_curves(source: Source, run_id: str) -> dict[tuple[str, str], Survival
 
 
 def budget_frame(source: Source, run_id: str) -> pl.DataFrame:
+    """`budget_table` of a run's curves."""
+    return budget_table(budget_curves(source, run_id))
+
+
+def budget_table(curves: dict[tuple[str, str], SurvivalCurve]) -> pl.DataFrame:
     """Per model and manifold: answers with a token count, those truncated (censored), and the
     median completion tokens to an answer with its 95% interval (null where the curve does not
     fall to one half: more than half the cases truncated)."""
     shown = []
-    for (model, manifold), curve in budget_curves(source, run_id).items():
+    for (model, manifold), curve in curves.items():
         low, high = curve.median_interval
         shown.append({
             "model": model, "manifold": manifold, "answers": curve.n,

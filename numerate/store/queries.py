@@ -359,14 +359,18 @@ def reasoning_loops(source: Source, run_id: str) -> pl.DataFrame:
     )
 
 
-def most_repetitive(source: Source, run_id: str, limit: int = 10) -> pl.DataFrame:
-    """The answers of a run whose reasoning repeats itself most: the likeliest loops."""
+def most_repetitive(
+    source: Source, run_id: str, limit: int = 10, manifold: str | None = None
+) -> pl.DataFrame:
+    """The answers of a run (of one manifold, when given) whose reasoning repeats itself
+    most: the likeliest loops."""
+    where, params = _only((), [manifold] if manifold is not None else (), pooled=False)
     return source.frame(
         "SELECT model, manifold, case_id, sample_index, outcome, completion_tokens, "
         "reasoning_ratio, point_key FROM responses WHERE run_id = ? "
-        "AND reasoning_ratio IS NOT NULL "
+        f"AND reasoning_ratio IS NOT NULL{where} "
         f"ORDER BY reasoning_ratio DESC, case_id LIMIT {int(limit)}",
-        [run_id],
+        [run_id, *params],
     )
 
 

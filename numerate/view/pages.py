@@ -26,7 +26,7 @@ from numerate.numgen.metrics import MAX_COUNT
 from numerate.results import live
 from numerate.results.compare import compare_runs, for_display, run_answers, summary_line
 from numerate.results.numgen import run_agreement
-from numerate.results.tokens import budget_curves, budget_frame
+from numerate.results.tokens import budget_curves, budget_table
 from numerate.store import browse, queries
 from numerate.store.queries import POOLED, Source
 from numerate.store.schema import RUN_STATUSES
@@ -358,25 +358,23 @@ def tokens_panel(
     an answer, and the answers whose reasoning repeats itself most, each linked to its case.
     None when no answer has a token count."""
     efficiency = queries.token_efficiency(source, run_id)
-    budget = budget_frame(source, run_id)
-    repetitive = queries.most_repetitive(source, run_id)
+    curves = budget_curves(source, run_id)
     if name is not None:
-        efficiency, budget, repetitive = (
-            frame.filter(pl.col("manifold") == name) for frame in (efficiency, budget, repetitive)
-        )
+        efficiency = efficiency.filter(pl.col("manifold") == name)
+        curves = {key: curve for key, curve in curves.items() if key[1] == name}
     if efficiency.is_empty() or efficiency["mean_completion_tokens"].is_null().all():
         return None
-    loops = rows(repetitive)
+    loops = rows(queries.most_repetitive(source, run_id, manifold=name))
     for row in loops:
         row["link"] = links.case(
             run_id, row["model"], row["case_id"], row["manifold"], row["point_key"]
         )
     svg = None
     if name is not None:
-        curves = {m: c for (m, manifold), c in budget_curves(source, run_id).items()
-                  if manifold == name}  # fmt: skip
-        svg = budget_svg(curves, colors or {}, f"token budget of {name}")
-    return {"efficiency": rows(efficiency), "budget": rows(budget), "loops": loops, "svg": svg}
+        by_model = {model: curve for (model, _), curve in curves.items()}
+        svg = budget_svg(by_model, colors or {}, f"token budget of {name}")
+    return {"efficiency": rows(efficiency), "budget": rows(budget_table(curves)),
+            "loops": loops, "svg": svg}  # fmt: skip
 
 
 @dataclass(frozen=True)

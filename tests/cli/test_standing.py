@@ -185,6 +185,14 @@ def test_the_viewer_shows_the_token_budget_and_links_the_loops_to_their_cases(sw
         page = client.get(f"/run/{run_id}/manifold/{manifold}").text
         assert "Token budget" in page
         assert re.search(rf"thinker: [\d,]+ answers, {count:,} truncated", page)
+        with duckdb.connect(str(db), read_only=True) as con:  # the manifold's own 10 loops
+            own = con.execute(
+                "SELECT case_id FROM responses WHERE manifold = ? AND reasoning_ratio IS NOT "
+                "NULL ORDER BY reasoning_ratio DESC, case_id LIMIT 10",
+                [manifold],
+            ).fetchall()
+        listed = re.findall(r'href="/run/[^"]+/case\?[^"]+">([^<]+)</a>', page)
+        assert listed == [case for (case,) in own]
     plot = runner.invoke(app, ["plot", run_id, "--db", str(db), "--kind", "budget",
                                "--out", str(db.parent / "budget.png")])  # fmt: skip
     assert plot.exit_code == 0, plot.output
