@@ -1,6 +1,7 @@
 """Planning: flat planned cases that agree with the cases they stand for; the collector setting
 a sweep runs under."""
 
+import dataclasses
 import gc
 import json
 import pickle
@@ -13,7 +14,13 @@ from numerate.config.env import startup_objects_frozen
 from numerate.config.sweep import parse_sweep_config
 from numerate.manifolds import registry
 from numerate.planning.adaptive import Sampler
-from numerate.planning.plan import case_row, plan_manifold, plan_points
+from numerate.planning.plan import (
+    PlannedCase,
+    PointFloor,
+    case_row,
+    plan_manifold,
+    plan_points,
+)
 from tests.examples import examples
 
 MANIFOLD_GRIDS = {
@@ -42,7 +49,9 @@ def test_a_planned_case_carries_the_fields_of_the_case_it_stands_for(manifold, s
         fresh = registry.get(manifold).generate(
             registry.get(manifold).params(**case.params), case.seed, case.index
         )
-        assert case == fresh  # the JSON text round-trips to the generated case
+        assert case == fresh
+        model = registry.get(manifold).case_model
+        assert model.model_validate_json(item.case_json) == fresh  # the JSON text round-trips
         assert (item.manifold, item.seed, item.index) == (case.manifold, case.seed, case.index)
         assert (item.input, item.target) == (case.input, case.target)
         assert json.loads(item.params) == case.params
@@ -101,10 +110,25 @@ def test_planned_cases_survive_pickling():
     assert pickle.loads(pickle.dumps(cases)) == cases
 
 
-def test_planned_cases_hold_no_parsed_case():
+def test_a_planned_case_keeps_the_case_it_was_made_from_and_a_rebuilt_one_parses_its_json():
     item = planned("shuffle", 1, count=1)[0]
-    assert item.case is not item.case  # parsed at each call, never kept
+    assert item.case is item.case  # grading reads the generated case, not its JSON again
+    rebuilt = dataclasses.replace(item, parsed=None)  # as from its fields alone
+    assert rebuilt == item
+    assert rebuilt.case is not rebuilt.case  # parsed at each call, never kept
+    assert rebuilt.case == item.case
     assert not hasattr(item, "__dict__")
+
+
+def test_a_case_whose_parameters_are_not_its_points_has_its_own_written():
+    item = planned("objects", 3, count=1)[0]
+    case = item.case
+    point = (dict(case.params), item.params)
+    assert PlannedCase.of(case, PointFloor(0.1, 0.2), "k", "v", point).params is item.params
+    other = case.model_copy(update={"params": {**case.params, "extra": 1}})
+    made = PlannedCase.of(other, PointFloor(0.1, 0.2), "k", "v", point)
+    assert json.loads(made.params) == {**case.params, "extra": 1}
+    assert made.params == json.dumps(other.params, sort_keys=True)
 
 
 def test_objects_stay_frozen_until_the_outermost_block_ends():
