@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -96,10 +96,29 @@ class Reader:
 GRADED_QUERY = "SELECT run_id, model, case_id, sample_index, graded_at FROM responses"
 
 
-def first_seen(polls: list[Poll]) -> dict[tuple[str, ...], tuple[float, float]]:
-    """Each graded answer a `db` reader saw (GRADED_QUERY as CSV): (when it was graded, when
-    the reader first saw it), both as Unix times."""
-    seen: dict[tuple[str, ...], tuple[float, float]] = {}
+class Sighting(NamedTuple):
+    """When a graded answer was graded and first seen by a reader, as Unix times."""
+
+    graded: float
+    seen: float
+    """The start of the first poll that saw it: an upper estimate of when it became visible,
+    late by as much as a poll takes (a process's start: seconds on a loaded machine)."""
+    unseen: float | None
+    """The start of the last poll before that one, which did not see it (its query ran after
+    it started): the answer was still invisible then. None: the first poll saw it."""
+
+    @property
+    def stale_at_least(self) -> float:
+        """How long after it was graded the answer was still invisible, for certain: its
+        staleness, less at most the time between two polls (0 when no poll proves any)."""
+        return 0.0 if self.unseen is None else max(0.0, self.unseen - self.graded)
+
+
+def first_seen(polls: list[Poll]) -> dict[tuple[str, ...], Sighting]:
+    """Each graded answer a `db` reader saw (GRADED_QUERY as CSV): when it was graded, when
+    the reader first saw it and when it last did not (Sighting)."""
+    seen: dict[tuple[str, ...], Sighting] = {}
+    previous: float | None = None
     for poll in polls:
         if poll.returncode != 0:
             continue
@@ -107,7 +126,8 @@ def first_seen(polls: list[Poll]) -> dict[tuple[str, ...], tuple[float, float]]:
             key = (row["run_id"], row["model"], row["case_id"], row["sample_index"])
             if key not in seen:
                 graded = datetime.fromisoformat(row["graded_at"]).timestamp()
-                seen[key] = (graded, poll.started)
+                seen[key] = Sighting(graded, poll.started, previous)
+        previous = poll.started
     return seen
 
 
