@@ -74,6 +74,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/generate.py
 	$(BIN)/python bench/pipeline.py
 	$(BIN)/python bench/scale.py
+	$(BIN)/python bench/checkpoints.py
 	$(BIN)/python bench/rate_limit.py
 	$(BIN)/python bench/startup.py
 	$(BIN)/python bench/adaptive.py
