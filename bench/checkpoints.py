@@ -35,6 +35,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=2_000, help="cases per session")
     parser.add_argument("--long", type=float, default=0.4, help="seconds a long end takes")
     args = parser.parse_args()
+    if args.cases < 12 or args.batch < 1 or args.long < 0:
+        parser.error("--cases must be at least 12, --batch at least 1, --long at least 0")
 
     from scale import sweep_config  # bench/scale.py's sweep
 
@@ -44,24 +46,26 @@ def main() -> None:
 
     config = parse_sweep_config(sweep_config(args.cases))
     points = [p for entry in config.manifolds for p in plan_points(entry, config.seed)]
-    store = Store.open(str(Path(tempfile.mkdtemp(prefix="numerate-bench-")) / "cases.duckdb"))
-    ends: list[float] = []
-    stored = 0
-    started = time.perf_counter()
     print(f"{args.cases:,} cases, {args.batch:,} a session; sessions whose end took over "
           f"{args.long} s:")  # fmt: skip
-    for point in points:
-        for start in range(0, point.count, args.batch):
-            rows = [case_row(c) for c in point.cases(start, start + args.batch)]
-            with store.session():
-                missing = store.missing_cases([row["case_id"] for row in rows])
-                store.put_cases([row for row in rows if row["case_id"] in missing])
-                written = time.perf_counter()
-            ends.append(time.perf_counter() - written)
-            stored += len(rows)
-            if ends[-1] > args.long:
-                print(f"  after {stored:>9,} cases: {ends[-1]:5.2f} s, RSS {rss_mib():,} MiB")
-    Store.close_all()
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="numerate-bench-") as folder:  # removed after
+        store = Store.open(str(Path(folder) / "cases.duckdb"))
+        ends: list[float] = []
+        stored = 0
+        for point in points:
+            for start in range(0, point.count, args.batch):
+                rows = [case_row(c) for c in point.cases(start, start + args.batch)]
+                with store.session():  # as a sweep's batch stores its cases
+                    missing = store.missing_cases([row["case_id"] for row in rows])
+                    store.put_cases([row for row in rows if row["case_id"] in missing])
+                    written = time.perf_counter()
+                ends.append(time.perf_counter() - written)  # the session's end: the checkpoint
+                stored += len(rows)
+                if ends[-1] > args.long:
+                    print(f"  after {stored:>9,} cases: {ends[-1]:5.2f} s, "
+                          f"RSS {rss_mib():,} MiB")  # fmt: skip
+        Store.close_all()
     print(f"{len(ends)} sessions in {time.perf_counter() - started:.1f} s; their ends took "
           f"{sum(ends):.1f} s in all, the longest {max(ends):.2f} s")  # fmt: skip
 

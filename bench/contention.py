@@ -152,8 +152,9 @@ def main() -> int:
     waits = [h["waited_s"] for h in lock_holds(lock_log)]
     seen = first_seen(readers[1].polls)
     # the sweeps' answers only: an ingested run's were graded long before, elsewhere
-    lags = [s.seen - s.graded for key, s in seen.items() if key[1] in sweeps]
-    proven = [s.stale_at_least for key, s in seen.items() if key[1] in sweeps]
+    ours = [s for key, s in seen.items() if key[1] in sweeps]
+    lags = [s.seen - s.graded for s in ours]
+    proven = [s.stale_at_least for s in ours]
 
     print(f"soak: {elapsed:.0f} s, 3 sweeps x {args.cases} cases at {args.delay} s an answer, "
           f"{len(ingests)} ingests ({ingested} runs loaded), 2 readers every second")  # fmt: skip
