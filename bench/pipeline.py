@@ -12,7 +12,8 @@
    penalty that has nothing to do with the run measured).
 3. Peak memory (max RSS) of the process after the sweeps.
 
-Run with `make bench` (or `python bench/pipeline.py --cases 10000`).
+Run with `make bench` (or `python bench/pipeline.py --cases 10000`; `--cached-repeats 0` measures
+the throughput alone).
 """
 
 from __future__ import annotations
@@ -137,7 +138,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--cases", type=int, default=10_000, help="cases per sweep")
     parser.add_argument("--repeats", type=int, default=3, help="throughput measurements")
-    parser.add_argument("--cached-repeats", type=int, default=5, help="fully cached re-runs")
+    parser.add_argument("--cached-repeats", type=int, default=5,
+                        help="fully cached re-runs (0: no cached measurement)")  # fmt: skip
     parser.add_argument(
         "--server",
         action="store_true",
@@ -150,10 +152,13 @@ def main() -> None:
         help="use the endpoint that parses each request (slower: it competes for the CPU)",
     )
     args = parser.parse_args()
+    if args.cases < 12 or args.repeats < 1 or args.cached_repeats < 0:
+        parser.error(
+            "--cases must be at least 12, --repeats at least 1, --cached-repeats at least 0"
+        )
 
     from numerate.config.sweep import parse_sweep_config
     from numerate.planning.plan import plan_manifold
-    from numerate.store import Store
 
     workdir = Path(tempfile.mkdtemp(prefix="numerate-bench-"))
     endpoint, base_url = start_endpoint(workdir, fixed=not args.parsing_endpoint)
@@ -191,25 +196,8 @@ def main() -> None:
             f"ratio {ours / plain:.2f} (target >= 0.90)"
         )
 
-        config = sweep_config(base_url, args.cases, "cached")
-        db = str(workdir / "cached.duckdb")
-        time.sleep(PAUSE_S)
-        cold = timed_sweep(config, db)
-        warm = []
-        for _ in range(args.cached_repeats):
-            time.sleep(PAUSE_S)
-            warm.append(timed_sweep(config, db))
-        store = Store.open(db)
-        sent = store.query("SELECT count(*) FROM completions")[0][0]
-        cases = store.query("SELECT count(*) FROM responses")[0][0]
-        Store.close_all()
-        cached = statistics.median(warm)
-        print(
-            f"{args.cases:,}-case sweep: cold {cold:.2f} s, fully cached re-run {cached:.2f} s "
-            f"(median of {len(warm)}; {min(warm):.2f}-{max(warm):.2f} s), ratio "
-            f"{cached / cold:.1%} (target < 15%); {sent:,} requests sent for {cases:,} graded "
-            f"responses over {1 + len(warm)} runs"
-        )
+        if args.cached_repeats:
+            cached_rerun(base_url, args.cases, args.cached_repeats, workdir)
         peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(
             f"peak memory (max RSS of this process, Prefect's server included): {peak_mib:,.0f} MiB"
@@ -221,6 +209,32 @@ def main() -> None:
             from tests.prefect_server import stop
 
             stop(server)
+
+
+def cached_rerun(base_url: str, cases: int, repeats: int, workdir: Path) -> None:
+    """Wall time of a fully cached re-run of a `cases`-case sweep (the median of `repeats`)
+    against its cold run, each after PAUSE_S."""
+    from numerate.store import Store
+
+    config = sweep_config(base_url, cases, "cached")
+    db = str(workdir / "cached.duckdb")
+    time.sleep(PAUSE_S)
+    cold = timed_sweep(config, db)
+    warm = []
+    for _ in range(repeats):
+        time.sleep(PAUSE_S)
+        warm.append(timed_sweep(config, db))
+    store = Store.open(db)
+    sent = store.query("SELECT count(*) FROM completions")[0][0]
+    graded = store.query("SELECT count(*) FROM responses")[0][0]
+    Store.close_all()
+    cached = statistics.median(warm)
+    print(
+        f"{cases:,}-case sweep: cold {cold:.2f} s, fully cached re-run {cached:.2f} s "
+        f"(median of {len(warm)}; {min(warm):.2f}-{max(warm):.2f} s), ratio "
+        f"{cached / cold:.1%} (target < 15%); {sent:,} requests sent for {graded:,} graded "
+        f"responses over {1 + len(warm)} runs"
+    )
 
 
 def start_prefect_server() -> subprocess.Popen[bytes]:

@@ -68,8 +68,8 @@ class EndpointAnswerer:
         """The model's answer to one request of a case (see `ask`)."""
         sampling = self.model.sampling.request_fields(sample)
         return await self.ask(
-            lambda: self.client.chat.completions.create(
-                model=self.model.model_id, messages=messages, **sampling
+            lambda: chat_body(
+                self.client, model=self.model.model_id, messages=messages, **sampling
             ),
             lambda response, attempts, latency: read_completion(
                 response, request_id, attempts, latency, sample
@@ -168,33 +168,52 @@ class EndpointAnswerer:
         return min(MAX_THROTTLE_WAIT_S, backoff_s(attempts, 0.1 * self.retry_base_s, self.rng))
 
 
+async def chat_body(client: Any, **request: Any) -> Any:
+    """The JSON body of an endpoint's answer to one chat completions request, as it was sent.
+
+    The SDK sends the request and raises its errors (an HTTP status, no connection), but the
+    answer is read as plain JSON, not made into the SDK's pydantic objects: that cost a
+    sixth of the client's time per request (bench/pipeline.py). A body that is not JSON (an
+    HTML page) raises ValueError, one nested beyond reading RecursionError: malformed answers
+    (numerate.endpoints.retries)."""
+    raw = await client.chat.completions.with_raw_response.create(**request)
+    return json.loads(raw.http_response.content)
+
+
+def _field(value: object, name: str) -> Any:
+    """`value[name]` when `value` is a JSON object (a dict), else None."""
+    return value.get(name) if isinstance(value, dict) else None
+
+
 def read_completion(
-    response: Any, request_id: str, attempts: int, latency_s: float, sample: int
+    body: Any, request_id: str, attempts: int, latency_s: float, sample: int
 ) -> Completion:
-    """The Completion of a chat completions answer; a body that is not one (an HTML page, no
-    choices) or that holds no text is an `error` with its cause (never stored as an answer).
-    A credential the answer quotes (a server that echoes the key) is redacted; an answer
-    longer than numerate.kernel.answers.MAX_ANSWER_CHARS is cut (`received_chars`)."""
-    choices = getattr(response, "choices", None)
+    """The Completion of a chat completions answer (its JSON body, `chat_body`); a body that
+    is not one (no choices, any other JSON) or that holds no text is an `error` with its cause
+    (never stored as an answer). A credential the answer quotes (a server that echoes the
+    key) is redacted; an answer longer than numerate.kernel.answers.MAX_ANSWER_CHARS is cut
+    (`received_chars`)."""
+    choices = _field(body, "choices")
     if not isinstance(choices, list) or not choices:
         cause = "no choices" if isinstance(choices, list) else "not a chat completion"
         return Completion(
             request_id, None, attempts=attempts, error=f"malformed answer: {cause}", sample=sample
         )
     choice = choices[0]
-    message = getattr(choice, "message", None)
-    content, missing = message_text(getattr(message, "content", None))
-    finish_reason = getattr(choice, "finish_reason", None)
+    message = _field(choice, "message")
+    content, missing = message_text(_field(message, "content"))
+    finish_reason = _field(choice, "finish_reason")
     if finish_reason is not None and not isinstance(finish_reason, str):
         finish_reason = None  # not a reason a grader knows: unknown
-    usage = getattr(response, "usage", None)
-    details = getattr(usage, "completion_tokens_details", None)
+    usage = _field(body, "usage")
     tokens: dict[str, Any] = {
-        "prompt_tokens": token_count(getattr(usage, "prompt_tokens", None)),
-        "completion_tokens": token_count(getattr(usage, "completion_tokens", None)),
-        "reasoning_tokens": token_count(getattr(details, "reasoning_tokens", None)),
+        "prompt_tokens": token_count(_field(usage, "prompt_tokens")),
+        "completion_tokens": token_count(_field(usage, "completion_tokens")),
+        "reasoning_tokens": token_count(
+            _field(_field(usage, "completion_tokens_details"), "reasoning_tokens")
+        ),
     }
-    sent = next((field for field in (getattr(message, name, None) for name in REASONING_FIELDS)
+    sent = next((field for field in (_field(message, name) for name in REASONING_FIELDS)
                  if isinstance(field, str) and field.strip()), None)  # fmt: skip
     reasoning = sent if sent is not None else content and reasoning_part(content)
     if reasoning is not None:  # bounded and redacted as an answer is

@@ -8,6 +8,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from numerate.config.sweep import ModelConfig
+from numerate.endpoints.answerers import chat_body
 from numerate.endpoints.keys import EndpointError, api_key, key_source
 from numerate.endpoints.limits import key_hint, refusal_cause, refuses_key
 from numerate.endpoints.retries import describe_error
@@ -148,9 +149,10 @@ async def probe(client: Any, model: ModelConfig, where: str) -> None:
     import openai
 
     try:
-        response = await client.chat.completions.create(
-            model=model.model_id, messages=[{"role": "user", "content": "Say OK."}], max_tokens=1
-        )
+        body = await chat_body(
+            client, model=model.model_id, messages=[{"role": "user", "content": "Say OK."}],
+            max_tokens=1,
+        )  # fmt: skip
     except openai.APIStatusError as error:
         detail = describe_error(error)
         if error.status_code == 429:  # busy, not refusing: the run paces itself (Retry-After)
@@ -165,7 +167,7 @@ async def probe(client: Any, model: ModelConfig, where: str) -> None:
     except Exception as error:
         detail = describe_error(error)
         raise EndpointError(f"{where} is not an OpenAI-compatible endpoint ({detail})") from None
-    if not getattr(response, "choices", None):
+    if not isinstance(body, dict) or not body.get("choices"):
         raise EndpointError(
             f"{where} is not an OpenAI-compatible endpoint (its answer is not a chat completion)"
         )

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 from pydantic import ValidationError
 
 from numerate.config.sweep import ModelConfig
-from numerate.endpoints.answerers import EndpointAnswerer, read_completion
+from numerate.endpoints.answerers import EndpointAnswerer, chat_body, read_completion
 from numerate.endpoints.limits import bound_body, shared_client
 from numerate.grading.judging import Completion
 from numerate.kernel.errors import ConfigError, describe_validation_error
@@ -238,9 +238,7 @@ class VisionCounter(AtEndpoint):
         ]
         messages = [{"role": "user", "content": content}]
         completion = await answerer.ask(
-            lambda: answerer.client.chat.completions.create(
-                model=self.model.model_id, messages=messages
-            ),
+            lambda: chat_body(answerer.client, model=self.model.model_id, messages=messages),
             lambda response, attempts, latency: read_completion(
                 response, self.name, attempts, latency, 0
             ),

@@ -217,12 +217,11 @@ def test_token_counts_that_are_not_counts_are_stored_as_unknown(usage, fake_open
 
     assert token_count(usage) is None
     assert token_count(12) == 12
-    response = types.SimpleNamespace(
-        choices=[types.SimpleNamespace(message=types.SimpleNamespace(content="Answer: 3"),
-                                       finish_reason="stop")],
-        usage=types.SimpleNamespace(prompt_tokens=usage, completion_tokens=usage),
-    )  # fmt: skip
-    completion = read_completion(response, "r", 1, 0.1, 0)
+    body = {
+        "choices": [{"message": {"content": "Answer: 3"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": usage, "completion_tokens": usage},
+    }
+    completion = read_completion(body, "r", 1, 0.1, 0)
     assert completion.text == "Answer: 3" and completion.prompt_tokens is None
 
 
@@ -803,8 +802,7 @@ def test_requests_waiting_for_a_slot_when_the_breaker_trips_send_nothing():
         await asyncio.sleep(0.05)
         raise openai.APIConnectionError(request=httpx.Request("POST", "http://x/v1"))
 
-    client = types.SimpleNamespace(chat=types.SimpleNamespace(
-        completions=types.SimpleNamespace(create=create)))  # fmt: skip
+    client = sdk_client(create)
 
     async def main():
         nonlocal breaker
@@ -823,6 +821,14 @@ def test_requests_waiting_for_a_slot_when_the_breaker_trips_send_nothing():
     ] * 4
 
 
+def sdk_client(create):
+    """An AsyncOpenAI client's shape, whose chat requests (`chat_body`'s) are `create`."""
+    raw = types.SimpleNamespace(create=create)
+    return types.SimpleNamespace(
+        chat=types.SimpleNamespace(completions=types.SimpleNamespace(with_raw_response=raw))
+    )
+
+
 def test_a_retry_waiting_out_its_backoff_stops_when_the_breaker_trips():
     """Corpus L: requests waiting out a backoff (up to 90 s) went on for 44 s after the
     breaker tripped, then said they stopped. The trip ends their wait."""
@@ -837,8 +843,7 @@ def test_a_retry_waiting_out_its_backoff_stops_when_the_breaker_trips():
     async def create(**_):
         raise openai.APIConnectionError(request=httpx.Request("POST", "http://x/v1"))
 
-    client = types.SimpleNamespace(chat=types.SimpleNamespace(
-        completions=types.SimpleNamespace(create=create)))  # fmt: skip
+    client = sdk_client(create)
 
     async def main():
         answerer = EndpointAnswerer(model, client, retry_base_s=60.0)  # a 30 to 90 s backoff

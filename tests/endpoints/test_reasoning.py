@@ -5,7 +5,6 @@ the reasoning tokens of the usage; an answer without them stores NULL, never "" 
 from __future__ import annotations
 
 import hashlib
-from types import SimpleNamespace
 
 import duckdb
 import pytest
@@ -77,11 +76,11 @@ def test_a_sweep_stores_each_answers_reasoning_and_reasoning_tokens(tmp_path):
 
 
 def completion(content, **message):
-    details = SimpleNamespace(reasoning_tokens=None)
-    usage = SimpleNamespace(prompt_tokens=5, completion_tokens=9, completion_tokens_details=details)
-    message = SimpleNamespace(content=content, **message)
-    choice = SimpleNamespace(message=message, finish_reason="stop")
-    return SimpleNamespace(choices=[choice], usage=usage)
+    """The JSON body of a chat completion answering `content` (and `message`'s fields)."""
+    usage = {"prompt_tokens": 5, "completion_tokens": 9,
+             "completion_tokens_details": {"reasoning_tokens": None}}  # fmt: skip
+    return {"choices": [{"message": {"content": content, **message}, "finish_reason": "stop"}],
+            "usage": usage}  # fmt: skip
 
 
 def test_an_answer_without_reasoning_stores_none_and_a_long_one_is_cut():
