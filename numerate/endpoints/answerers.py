@@ -169,15 +169,16 @@ class EndpointAnswerer:
 
 
 async def chat_body(client: Any, **request: Any) -> Any:
-    """The JSON body of an endpoint's answer to one chat completions request, as it was sent.
+    """The JSON body of an endpoint's answer to one chat completions request (`request`: its
+    fields), as it was sent.
 
-    The SDK sends the request and raises its errors (an HTTP status, no connection), but the
-    answer is read as plain JSON, not made into the SDK's pydantic objects: that cost a
-    sixth of the client's time per request (bench/pipeline.py). A body that is not JSON (an
-    HTML page) raises ValueError, one nested beyond reading RecursionError: malformed answers
+    The client sends the request as it is (`AsyncOpenAI.post`) and raises its errors (an HTTP
+    status, no connection); it neither rewrites the request's fields against its types nor
+    makes the answer into its pydantic objects, which cost the client half again as much as
+    the rest of a request (bench/pipeline.py). A body that is not JSON (an HTML page) raises
+    ValueError, one nested beyond reading RecursionError: malformed answers
     (numerate.endpoints.retries)."""
-    raw = await client.chat.completions.with_raw_response.create(**request)
-    return json.loads(raw.http_response.content)
+    return json.loads(await client.post("/chat/completions", body=request, cast_to=bytes))
 
 
 def _field(value: object, name: str) -> Any:

@@ -823,10 +823,12 @@ def test_requests_waiting_for_a_slot_when_the_breaker_trips_send_nothing():
 
 def sdk_client(create):
     """An AsyncOpenAI client's shape, whose chat requests (`chat_body`'s) are `create`."""
-    raw = types.SimpleNamespace(create=create)
-    return types.SimpleNamespace(
-        chat=types.SimpleNamespace(completions=types.SimpleNamespace(with_raw_response=raw))
-    )
+
+    async def post(path, *, body, cast_to):
+        assert (path, cast_to) == ("/chat/completions", bytes)
+        return await create(**body)
+
+    return types.SimpleNamespace(post=post)
 
 
 def test_a_retry_waiting_out_its_backoff_stops_when_the_breaker_trips():
