@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import importlib
 import json
 import random
 import time
@@ -12,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
 from numerate.config.sweep import ModelConfig
-from numerate.endpoints.limits import model_breaker, model_limits, shared_client
+from numerate.endpoints.limits import EndpointClient, model_breaker, model_limits, shared_client
 from numerate.endpoints.retries import (
     MAX_THROTTLE_WAIT_S,
     TimedOut,
@@ -168,17 +169,54 @@ class EndpointAnswerer:
         return min(MAX_THROTTLE_WAIT_S, backoff_s(attempts, 0.1 * self.retry_base_s, self.rng))
 
 
-async def chat_body(client: Any, **request: Any) -> Any:
+async def chat_body(client: EndpointClient, **request: Any) -> Any:
     """The JSON body of an endpoint's answer to one chat completions request (`request`: its
     fields), as it was sent.
 
-    The client sends the request as it is (`AsyncOpenAI.post`) and raises its errors (an HTTP
-    status, no connection); it neither rewrites the request's fields against its types nor
-    makes the answer into its pydantic objects, which cost the client half again as much as
-    the rest of a request (bench/pipeline.py). A body that is not JSON (an HTML page) raises
-    ValueError, one nested beyond reading RecursionError: malformed answers
-    (numerate.endpoints.retries)."""
-    return json.loads(await client.post("/chat/completions", body=request, cast_to=bytes))
+    The request is posted as it is, with the openai client's HTTP client and headers, and
+    its failures are the openai client's errors (an HTTP status: APIStatusError with what the
+    server said; no answer in time: APITimeoutError; anything else on the way, a body past
+    MAX_BODY_BYTES included: APIConnectionError), which numerate.endpoints.retries reads.
+    The client's own request machinery (it rewrites the fields against its types, then makes
+    the answer into its pydantic objects) cost as much again as the HTTP exchange itself:
+    docs/benchmarks.md, "2026-11-28, later". A body that is not JSON (an HTML page) raises
+    ValueError, one nested beyond reading RecursionError: malformed answers."""
+    import openai
+
+    http = client.http
+    content = json.dumps(request, separators=(",", ":")).encode()
+    sent = http.build_request("POST", client.chat_url, headers=client.headers, content=content)
+    try:
+        response = await http.send(sent)
+    except Exception as error:
+        if isinstance(error, http_package(sent).TimeoutException):
+            raise openai.APITimeoutError(request=sent) from error
+        raise openai.APIConnectionError(request=sent) from error
+    if not response.is_success:
+        raise status_error(response)
+    return json.loads(response.content)
+
+
+def http_package(request: Any) -> Any:
+    """The HTTP package of a request (`httpx2`, which openai 3 uses, or `httpx`)."""
+    return importlib.import_module(type(request).__module__.partition(".")[0])
+
+
+def status_error(response: Any) -> Exception:
+    """The openai client's error for an answer with an error status: its message, and the
+    server's error object as its `body` (`{"error": {...}}` unwrapped), as the client makes
+    them."""
+    import openai
+
+    text = response.text.strip()
+    try:
+        body: object = json.loads(text)
+    except (ValueError, RecursionError):
+        body, message = text, text or f"Error code: {response.status_code}"
+    else:
+        message = f"Error code: {response.status_code} - {body}"
+    error = body.get("error", body) if isinstance(body, dict) else body
+    return openai.APIStatusError(message, response=response, body=error)
 
 
 def _field(value: object, name: str) -> Any:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
 from numerate.config.sweep import ModelConfig
-from numerate.endpoints.answerers import chat_body
 from numerate.endpoints.keys import EndpointError, api_key, key_source
 from numerate.endpoints.limits import key_hint, refusal_cause, refuses_key
 from numerate.endpoints.retries import describe_error
@@ -149,10 +149,9 @@ async def probe(client: Any, model: ModelConfig, where: str) -> None:
     import openai
 
     try:
-        body = await chat_body(
-            client, model=model.model_id, messages=[{"role": "user", "content": "Say OK."}],
-            max_tokens=1,
-        )  # fmt: skip
+        request = {"model": model.model_id, "messages": [{"role": "user", "content": "Say OK."}],
+                   "max_tokens": 1}  # fmt: skip
+        body = json.loads(await client.post("/chat/completions", body=request, cast_to=bytes))
     except openai.APIStatusError as error:
         detail = describe_error(error)
         if error.status_code == 429:  # busy, not refusing: the run paces itself (Retry-After)

@@ -164,7 +164,7 @@ class ImagesApiGenerator(AtEndpoint):
 
         async def send() -> Made:
             """The answer's image, checked (off the event loop), or why it is none."""
-            response = await answerer.client.images.generate(**fields)
+            response = await answerer.client.sdk.images.generate(**fields)
             data = getattr(response, "data", None)
             first = data[0] if isinstance(data, list) and data else None
             encoded, url = getattr(first, "b64_json", None), getattr(first, "url", None)

@@ -9,6 +9,7 @@ import functools
 import importlib
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 from numerate.config.sweep import ModelConfig
@@ -16,27 +17,47 @@ from numerate.endpoints.keys import api_key
 from numerate.endpoints.pacing import AdaptiveLimit
 from numerate.kernel.progress import current as current_progress
 
-_clients: dict[tuple[int, str | None, str | None, float], Any] = {}
+_clients: dict[tuple[int, str | None, str | None, float], EndpointClient] = {}
 
 
-async def shared_client(model: ModelConfig) -> Any:
-    """One AsyncOpenAI client per endpoint and event loop, so that the batches of a run reuse
-    its connections (a client belongs to the loop it first ran on)."""
+@dataclass(frozen=True, slots=True)
+class EndpointClient:
+    """What an endpoint is asked with in one event loop: the openai client (`sdk`: images),
+    and the HTTP client beneath it (`http`: the client's own, bounded by `bound_body`), with
+    which chat requests are posted as they are, with the client's headers
+    (numerate.endpoints.answerers.chat_body)."""
+
+    sdk: Any
+    http: Any
+    chat_url: str
+    headers: dict[str, str]
+
+    async def close(self) -> None:
+        await self.sdk.close()  # its HTTP client with it
+
+
+async def shared_client(model: ModelConfig) -> EndpointClient:
+    """One client per endpoint and event loop, so that the batches of a run reuse its
+    connections (a client belongs to the loop it first ran on)."""
     import openai
 
     loop = asyncio.get_running_loop()
     key = (id(loop), model.base_url, model.api_key_env or model.api_key_secret, model.timeout_s)
     client = _clients.get(key)
     if client is None:
-        client = openai.AsyncOpenAI(
+        http = openai.DefaultAsyncHttpxClient(
+            timeout=model.timeout_s, event_hooks={"response": [bound_body]}
+        )
+        sdk = openai.AsyncOpenAI(
             base_url=model.base_url,
             api_key=await api_key(model),
             max_retries=0,  # retries are ours: we honour Retry-After and record attempts
             timeout=model.timeout_s,
-            http_client=openai.DefaultAsyncHttpxClient(
-                timeout=model.timeout_s, event_hooks={"response": [bound_body]}
-            ),
+            http_client=http,
         )
+        headers = {name: value for name, value in {**sdk.default_headers,
+                   **sdk.auth_headers}.items() if isinstance(value, str)}  # fmt: skip
+        client = EndpointClient(sdk, http, f"{sdk.base_url}chat/completions", headers)
         _clients[key] = client
     return client
 

@@ -7,7 +7,6 @@ import dataclasses
 import itertools
 import random
 import time
-import types
 from collections import defaultdict
 
 import pytest
@@ -787,7 +786,6 @@ def test_requests_waiting_for_a_slot_when_the_breaker_trips_send_nothing():
     docs say retries stop once it trips. Now the first attempt trips it, and the four others
     waiting for the one slot send nothing."""
     import httpx2 as httpx
-    import openai
 
     from numerate.endpoints.answerers import EndpointAnswerer
 
@@ -796,13 +794,13 @@ def test_requests_waiting_for_a_slot_when_the_breaker_trips_send_nothing():
     breaker = None
     sent = []
 
-    async def create(**_):
+    async def send():
         sent.append(1)
         breaker.cause = "endpoint unreachable for 30 s (cut short)"  # as it trips
         await asyncio.sleep(0.05)
-        raise openai.APIConnectionError(request=httpx.Request("POST", "http://x/v1"))
+        raise httpx.ConnectError("refused")
 
-    client = sdk_client(create)
+    client = failing_client(send)
 
     async def main():
         nonlocal breaker
@@ -821,31 +819,33 @@ def test_requests_waiting_for_a_slot_when_the_breaker_trips_send_nothing():
     ] * 4
 
 
-def sdk_client(create):
-    """An AsyncOpenAI client's shape, whose chat requests (`chat_body`'s) are `create`."""
+def failing_client(send):
+    """An endpoint client whose HTTP client's `send` is `send` (one that raises)."""
+    import httpx2 as httpx
 
-    async def post(path, *, body, cast_to):
-        assert (path, cast_to) == ("/chat/completions", bytes)
-        return await create(**body)
+    from numerate.endpoints.limits import EndpointClient
 
-    return types.SimpleNamespace(post=post)
+    class Http(httpx.AsyncClient):
+        async def send(self, request, **_):
+            return await send()
+
+    return EndpointClient(None, Http(), "http://x/v1/chat/completions", {})
 
 
 def test_a_retry_waiting_out_its_backoff_stops_when_the_breaker_trips():
     """Corpus L: requests waiting out a backoff (up to 90 s) went on for 44 s after the
     breaker tripped, then said they stopped. The trip ends their wait."""
     import httpx2 as httpx
-    import openai
 
     from numerate.endpoints.answerers import EndpointAnswerer
 
     model = ModelConfig(name="tripped-in-a-backoff", model="m", base_url="http://x/v1",
                         max_retries=5)  # fmt: skip
 
-    async def create(**_):
-        raise openai.APIConnectionError(request=httpx.Request("POST", "http://x/v1"))
+    async def send():
+        raise httpx.ConnectError("refused")
 
-    client = sdk_client(create)
+    client = failing_client(send)
 
     async def main():
         answerer = EndpointAnswerer(model, client, retry_base_s=60.0)  # a 30 to 90 s backoff
@@ -860,3 +860,31 @@ def test_a_retry_waiting_out_its_backoff_stops_when_the_breaker_trips():
     completion = asyncio.run(main())
     assert time.monotonic() - started < 3
     assert completion.error == "stopped: endpoint unreachable for 30 s (refused)"
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "said"),
+    [
+        (429, b'{"error": {"message": "slow down", "type": "rate_limit"}}',
+         "HTTP 429: slow down (rate_limit)"),
+        (502, b"<html>502 Bad Gateway</html>", "HTTP 502: <html>502 Bad Gateway</html>"),
+        (500, b"", "HTTP 500: Error code: 500"),
+        (400, b'{"detail": "no such model"}',
+         "HTTP 400: Error code: 400 - {'detail': 'no such model'}"),
+    ],
+)  # fmt: skip
+def test_an_error_status_is_the_openai_clients_error_with_what_the_server_said(status, body, said):
+    """Requests are posted with the client's HTTP client, not its request machinery
+    (chat_body): an error status is still the openai client's APIStatusError, its `body` the
+    server's error object, so retries and messages read it as before."""
+    import httpx2 as httpx
+    import openai
+
+    from numerate.endpoints.answerers import status_error
+    from numerate.endpoints.retries import describe_error, is_retryable, is_throttle
+
+    request = httpx.Request("POST", "http://x/v1/chat/completions")
+    error = status_error(httpx.Response(status, content=body, request=request))
+    assert isinstance(error, openai.APIStatusError) and error.status_code == status
+    assert describe_error(error) == said
+    assert is_throttle(error) == (status == 429) and is_retryable(error) == (status != 400)
