@@ -107,7 +107,8 @@ async def bare_httpx(base_url: str, prompts: list[str], concurrency: int,
     """Requests/s of a plain httpx loop posting the same chat requests (the JSON read back,
     no SDK): issue 36's reference. `package`: `httpx`, or `httpx2`, the HTTP package of the
     openai client (3.x), which the sweep posts its requests with, and which is about twice as
-    fast here (docs/benchmarks.md, "2026-11-28, later")."""
+    fast here (docs/benchmarks.md, "Requests posted as they are, and the long checkpoints
+    (2026-11-28)")."""
     import importlib
 
     http = importlib.import_module(package)

@@ -178,9 +178,10 @@ async def chat_body(client: EndpointClient, **request: Any) -> Any:
     server said; no answer in time: APITimeoutError; anything else on the way, a body past
     MAX_BODY_BYTES included: APIConnectionError), which numerate.endpoints.retries reads.
     The client's own request machinery (it rewrites the fields against its types, then makes
-    the answer into its pydantic objects) cost as much again as the HTTP exchange itself:
-    docs/benchmarks.md, "2026-11-28, later". A body that is not JSON (an HTML page) raises
-    ValueError, one nested beyond reading RecursionError: malformed answers."""
+    the answer into its pydantic objects) cost as much again as the HTTP exchange itself
+    (docs/benchmarks.md, "Requests posted as they are, and the long checkpoints
+    (2026-11-28)"). A body that is not JSON (an HTML page) raises ValueError, one nested
+    beyond reading RecursionError: malformed answers."""
     import openai
 
     http = client.http
