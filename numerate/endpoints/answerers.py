@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import importlib
 import json
 import random
 import time
@@ -13,7 +12,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
 from numerate.config.sweep import ModelConfig
-from numerate.endpoints.limits import EndpointClient, model_breaker, model_limits, shared_client
+from numerate.endpoints.limits import (
+    EndpointClient,
+    http_package,
+    model_breaker,
+    model_limits,
+    shared_client,
+)
 from numerate.endpoints.retries import (
     MAX_THROTTLE_WAIT_S,
     TimedOut,
@@ -196,11 +201,6 @@ async def chat_body(client: EndpointClient, **request: Any) -> Any:
     if not response.is_success:
         raise status_error(response)
     return json.loads(response.content)
-
-
-def http_package(request: Any) -> Any:
-    """The HTTP package of a request (`httpx2`, which openai 3 uses, or `httpx`)."""
-    return importlib.import_module(type(request).__module__.partition(".")[0])
 
 
 def status_error(response: Any) -> Exception:

@@ -82,16 +82,20 @@ async def bound_body(response: Any) -> None:
     if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
         await response.aclose()
         raise AnswerTooLarge
-    bounded = _bounded_stream(type(response).__module__.partition(".")[0])
-    response.stream = bounded(response.stream, MAX_BODY_BYTES)
+    response.stream = _bounded_stream(http_package(response))(response.stream, MAX_BODY_BYTES)
+
+
+def http_package(value: Any) -> Any:
+    """The HTTP package an HTTP object (a request, a response) belongs to: `httpx2`, which
+    openai 3 uses, or `httpx`."""
+    return importlib.import_module(type(value).__module__.partition(".")[0])
 
 
 @functools.cache
-def _bounded_stream(package: str) -> type[BoundedStream]:
-    """BoundedStream as a byte stream of the HTTP package (`httpx`; `httpx2`, which openai 3
-    uses), whose responses read only its own AsyncByteStream."""
-    base = importlib.import_module(package).AsyncByteStream
-    return type("BoundedStream", (BoundedStream, base), {})
+def _bounded_stream(package: Any) -> type[BoundedStream]:
+    """BoundedStream as a byte stream of an HTTP package (`http_package`), whose responses
+    read only its own AsyncByteStream."""
+    return type("BoundedStream", (BoundedStream, package.AsyncByteStream), {})
 
 
 class BoundedStream:
