@@ -27,7 +27,7 @@ from numerate.grading.verdict import PartVerdict, RunFailed, run_verdict
 from numerate.kernel.errors import NumerateError
 from numerate.kernel.progress import current as current_progress
 from numerate.planning.adaptive import Sampler
-from numerate.planning.plan import PlannedCase, PlannedPoint, plan_points
+from numerate.planning.plan import PlannedCase, PlannedPoint, first_case_ids, plan_points
 from numerate.planning.scheduler import ask_in_batches
 from numerate.store import StoreError
 from numerate.store.rows import ResponseRow
@@ -41,6 +41,7 @@ from numerate.tasks.database import (
     release_database,
     store_point_stops,
     stored_counts,
+    stored_floors,
 )
 from numerate.tasks.passing import unwalked
 
@@ -178,12 +179,16 @@ async def sweep(
             unusable = checked.unusable
         run_id = await open_run(config, db_path, fresh)
         get_run_logger().info("run %s of sweep %r -> %s", run_id, config.name, db_path)
+        labels = [generator_label(entry.manifold) for entry in config.manifolds]
+        firsts = [i for e, v in zip(config.manifolds, labels, strict=True)
+                  for i in first_case_ids(e, config.seed, v)]  # fmt: skip
+        floors = await stored_floors(firsts, db_path)  # those of points stored before
         plans: list[Plan] = []  # grid points: their cases are made a batch at a time, as asked
-        for i, entry in enumerate(config.manifolds, 1):  # each point's trivial strategy is
-            n = len(config.manifolds)  # measured first: a grid of many points takes a while
+        for i, entry in enumerate(config.manifolds, 1):  # each new point's trivial strategy
+            n = len(config.manifolds)  # is measured first: a grid of many points takes a while
             current_progress().doing(f"planning {entry.manifold} grid points ({i}/{n})")
-            label = generator_label(entry.manifold)
-            plans.append((entry.precision, plan_points(entry, config.seed, label)))
+            point_plan = plan_points(entry, config.seed, labels[i - 1], floors)
+            plans.append((entry.precision, point_plan))
         current_progress().doing("")
         try:
             batch = config.batch_size

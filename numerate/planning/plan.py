@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,7 +114,10 @@ class PlannedPoint:
 
 
 def plan_points(
-    sweep: ManifoldSweep, base_seed: int, generator_version: str | None = None
+    sweep: ManifoldSweep,
+    base_seed: int,
+    generator_version: str | None = None,
+    stored: Mapping[str, PointFloor] | None = None,
 ) -> list[PlannedPoint]:
     """Every grid point of one manifold entry, in a stable order, with what its cases must
     beat (the trivial strategy's level is measured once per point).
@@ -124,6 +127,10 @@ def plan_points(
         base_seed: the sweep's seed.
         generator_version: the manifold's generator version, stored with each case and part
             of its id (default: read from its sources by numerate.config.provenance).
+        stored: the floors stored with earlier runs' cases, by the id of a point's first case
+            (`first_case_ids`): a point found there takes them, not measured again (2 x
+            HEURISTIC_SAMPLE cases generated and graded a point, every run). They are the
+            floors its stored cases carry, which aggregation reads.
     """
     if generator_version is None:
         generator_version = generator_label(sweep.manifold)
@@ -131,11 +138,23 @@ def plan_points(
     points = []
     for key, params in sweep.points():
         seed = point_seed(spec.name, params, base_seed)
-        floor = PointFloor(spec.chance_level(params), spec.heuristic_level(params, seed))
+        floor = (stored or {}).get(case_id(spec.name, generator_version, seed, 0))
+        if floor is None:
+            floor = PointFloor(spec.chance_level(params), spec.heuristic_level(params, seed))
         points.append(PlannedPoint(
             spec.name, key, params, seed, sweep.planned_count, floor, generator_version
         ))  # fmt: skip
     return points
+
+
+def first_case_ids(sweep: ManifoldSweep, base_seed: int, generator_version: str) -> list[str]:
+    """The id of each grid point's first case (index 0, the first any run stores), in
+    `plan_points`' order: what a point's stored floors are found by."""
+    name = registry.get(sweep.manifold).name
+    return [
+        case_id(name, generator_version, point_seed(name, params, base_seed), 0)
+        for _, params in sweep.points()
+    ]
 
 
 def plan_manifold(

@@ -12,6 +12,7 @@ from numerate.config.sweep import SweepConfig
 from numerate.endpoints.preflight import check_locations
 from numerate.grading.verdict import PartVerdict
 from numerate.kernel.errors import NumerateError
+from numerate.planning.plan import PointFloor
 from numerate.results.regrade import ingest_graded
 from numerate.store import Store, now, queries
 from numerate.store.rows import PointStop
@@ -51,6 +52,14 @@ async def stored_counts(run_id: str, model: str, db: str) -> dict[tuple[str, str
     """Cases of each (manifold, point key) the model already answered in this run: where a
     resumed adaptive run takes up each point."""
     return await asyncio.to_thread(queries.cases_answered_per_point, Store.open(db), run_id, model)
+
+
+@task(cache_policy=NO_CACHE)
+async def stored_floors(case_ids: list[str], db: str) -> dict[str, PointFloor]:
+    """The floors stored with grid points' first cases (numerate.planning.plan.plan_points:
+    a point found here is not measured again)."""
+    found = await asyncio.to_thread(queries.stored_floors, Store.open(db), case_ids)
+    return {case: PointFloor(random, heuristic) for case, (random, heuristic) in found.items()}
 
 
 @task(cache_policy=NO_CACHE)

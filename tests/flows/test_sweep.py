@@ -332,6 +332,47 @@ def test_each_grid_is_built_once_where_the_config_is_validated(db_path, monkeypa
     assert sorted(built) == ["objects", "sequence", "shuffle"]  # none built again
 
 
+def test_a_rerun_takes_each_points_floors_from_its_stored_cases(db_path, monkeypatch):
+    """Each grid point's trivial strategy is measured once, by the run that first stores its
+    cases (2 x HEURISTIC_SAMPLE cases generated and graded a point); a later run of the
+    point takes the floors its stored cases carry, those aggregation reads. A new point is
+    measured."""
+    from numerate.manifolds.registry import Manifold
+
+    measured = []
+    real = Manifold.heuristic_level
+
+    def counted(self, params, seed):
+        measured.append((self.name, params.length))
+        return real(self, params, seed)
+
+    monkeypatch.setattr(Manifold, "heuristic_level", counted)
+    oracle = [{"name": "o", "model": "baseline:oracle"}]
+    grid = {"manifold": "objects", "count": 5, "grid": {"length": [2, 4]}}
+    first = run(config(oracle, [grid]), db_path, plot=False)
+    assert sorted(measured) == [("objects", 2), ("objects", 4)]
+
+    store = Store.open(db_path)
+    store.write(
+        lambda con: con.execute(  # as if measured by a grader of its own day
+            "UPDATE cases SET chance_heuristic = 0.875, chance = 0.875 WHERE point_key = 'length=2'"
+        )
+    )
+    Store.close_all()
+    measured.clear()
+    wider = {**grid, "grid": {"length": [2, 4, 6]}}
+    second = run(config(oracle, [wider]), db_path, fresh=True, plot=False)
+    assert measured == [("objects", 6)]  # the new point only
+
+    store = Store.open(db_path)
+    floors = store.query(
+        "SELECT run_id, point_key, chance_heuristic FROM points ORDER BY run_id, point_key"
+    )
+    by_run = {(run_id, point): floor for run_id, point, floor in floors}
+    assert by_run[second, "length=2"] == 0.875
+    assert by_run[second, "length=4"] == by_run[first, "length=4"]
+
+
 class Shown(Progress):
     """A progress display that keeps each (step, total, done) it is asked to show."""
 

@@ -18,6 +18,7 @@ from numerate.planning.plan import (
     PlannedCase,
     PointFloor,
     case_row,
+    first_case_ids,
     plan_manifold,
     plan_points,
 )
@@ -195,3 +196,32 @@ def test_request_keys_hash_the_whole_request_in_sorted_json(
             )  # fmt: skip
             expected = hashlib.sha256(whole.encode()).hexdigest()
             assert hasher(messages) == expected
+
+
+def test_a_point_whose_floors_are_stored_takes_them_and_the_others_are_measured(monkeypatch):
+    """A re-run does not measure again what its stored cases carry (2 x HEURISTIC_SAMPLE cases
+    generated and graded a point, every run); a point not found is measured as before."""
+    config = parse_sweep_config(
+        {
+            "name": "t",
+            "models": [{"name": "b", "model": "baseline:oracle"}],
+            "manifolds": [{"manifold": "objects", "count": 3, "grid": {"length": [2, 7]}}],
+        }
+    )
+    entry = config.manifolds[0]
+    measured = plan_points(entry, 5, "v1")
+    first, second = first_case_ids(entry, 5, "v1")
+    assert [first, second] == [point.cases(0, 1)[0].case_id for point in measured]
+    spec = registry.get("objects")
+    calls = []
+    real = type(spec).heuristic_level
+
+    def counted(self, params, seed):
+        calls.append(seed)
+        return real(self, params, seed)
+
+    monkeypatch.setattr(type(spec), "heuristic_level", counted)
+    stored = PointFloor(0.25, 0.5)
+    points = plan_points(entry, 5, "v1", {first: stored, "objects-other-0": PointFloor(1, 1)})
+    assert [point.floor for point in points] == [stored, measured[1].floor]
+    assert calls == [measured[1].seed]  # the stored point was not measured
