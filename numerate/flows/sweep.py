@@ -27,7 +27,7 @@ from numerate.grading.verdict import PartVerdict, RunFailed, run_verdict
 from numerate.kernel.errors import NumerateError
 from numerate.kernel.progress import current as current_progress
 from numerate.planning.adaptive import Sampler
-from numerate.planning.plan import PlannedCase, PlannedPoint, first_case_ids, plan_points
+from numerate.planning.plan import CaseRange, PlannedPoint, first_case_ids, plan_points
 from numerate.planning.scheduler import ask_in_batches
 from numerate.store import StoreError
 from numerate.store.rows import ResponseRow
@@ -63,9 +63,9 @@ async def evaluate_model(
     progress = current_progress()
     progress.add_total(sampler.opened * samples)
 
-    def ask(cases: list[PlannedCase], first: int) -> Awaitable[list[ResponseRow]]:
-        # unwalked(): Prefect would otherwise walk every case of a batch for futures
-        return answer_batch(model, unwalked(cases), run_id, db, first)
+    def ask(ranges: list[CaseRange], first: int) -> Awaitable[list[ResponseRow]]:
+        # unwalked(): Prefect would otherwise walk every point of a batch for futures
+        return answer_batch(model, unwalked(ranges), run_id, db, first)
 
     def graded(opened: int) -> None:
         progress.add_total(opened * samples)  # a round more for the points still open

@@ -19,7 +19,7 @@ from typing import Literal
 
 from numerate.config.sweep import Precision
 from numerate.kernel.stats import wilson_interval
-from numerate.planning.plan import PlannedCase, PlannedPoint
+from numerate.planning.plan import CaseRange, PlannedPoint
 from numerate.store.rows import PointStop, ResponseRow
 
 __all__ = ["PointKey", "PointState", "Sampler", "StopReason", "decide", "first_round"]
@@ -114,18 +114,22 @@ class Sampler:
             self.opened += upto - state.asked
             state.asked = upto
 
-    def take(self, size: int) -> list[PlannedCase]:
-        """Up to `size` open cases not handed out yet (fewer, or none, while rounds run)."""
-        taken: list[PlannedCase] = []
-        while self.queue and len(taken) < size:
+    def take(self, size: int) -> list[CaseRange]:
+        """Up to `size` open cases not handed out yet (fewer, or none, while rounds run), as
+        ranges of their points' cases: they are made where they are asked
+        (numerate.planning.plan.made_cases: read back when stored, else generated)."""
+        taken: list[CaseRange] = []
+        count = 0
+        while self.queue and count < size:
             state, start, stop = self.queue.popleft()
-            end = min(stop, start + size - len(taken))
+            end = min(stop, start + size - count)
             if end < stop:
                 self.queue.appendleft((state, end, stop))
-            cases = state.point.cases(start, end)
+            part = CaseRange(state.point, start, end)
             if state.precision is not None:
-                state.pending.update((c.case_id, s) for c in cases for s in range(state.samples))
-            taken.extend(cases)
+                state.pending.update((i, s) for i in part.case_ids() for s in range(state.samples))
+            taken.append(part)
+            count += len(part)
         return taken
 
     def graded(self, rows: Iterable[ResponseRow]) -> int:

@@ -11,12 +11,12 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 
 from numerate.planning.adaptive import Sampler
-from numerate.planning.plan import PlannedCase
+from numerate.planning.plan import CaseRange
 from numerate.store.rows import ResponseRow
 
-AskBatch = Callable[[list[PlannedCase], int], Awaitable[Sequence[ResponseRow]]]
-"""Ask and grade a batch of cases; `first` is the batch's place in the model's cases. Returns
-the graded `responses` rows."""
+AskBatch = Callable[[list[CaseRange], int], Awaitable[Sequence[ResponseRow]]]
+"""Ask and grade a batch of cases (ranges of their points' cases, made where they are asked);
+`first` is the batch's place in the model's cases. Returns the graded `responses` rows."""
 
 IN_FLIGHT = 2
 """Batches asked at a time: the next fills the model's slots as one drains (they share its
@@ -48,7 +48,7 @@ async def ask_in_batches(
             taken = sampler.take(batch_size)
             if taken:
                 asking.append(asyncio.ensure_future(ask(taken, first)))
-                first += len(taken)
+                first += sum(len(part) for part in taken)
                 if len(asking) == IN_FLIGHT:
                     await collect_oldest()
             elif asking:  # nothing more to ask until a round is graded

@@ -182,6 +182,17 @@ class Tables:
         )
         return {r[0] for r in rows}
 
+    def case_rows(self, case_ids: Sequence[str]) -> dict[str, CaseRow]:
+        """The stored `cases` rows among `case_ids`, by id."""
+        if not case_ids:
+            return {}
+        rows = self.query(
+            f"SELECT {', '.join(CASE_COLUMNS)} FROM cases WHERE case_id IN (SELECT {LISTED})",
+            [listed(case_ids)],
+        )
+        found = [cast(CaseRow, dict(zip(CASE_COLUMNS, row, strict=True))) for row in rows]
+        return {row["case_id"]: row for row in found}
+
     # ------------------------------------------------------------------ runs
 
     def start_run(self, run_id: str, sweep_name: str, config_hash: str,

@@ -13,7 +13,7 @@ from numerate.endpoints import answer_cases, stopped_cause
 from numerate.endpoints.preflight import Preflight, preflight
 from numerate.grading.verdict import PartVerdict, part_verdict
 from numerate.kernel.errors import ConfigError
-from numerate.planning.plan import PlannedCase
+from numerate.planning.plan import CaseRange, made_cases, stored_ids
 from numerate.store import Store
 from numerate.store.rows import ResponseRow
 from numerate.tasks.naming import batch_run_name
@@ -57,12 +57,17 @@ async def model_verdict(
     retry_condition_fn=retry_transient,
 )
 async def answer_batch(
-    model: ModelConfig, planned: list[PlannedCase], run_id: str, db: str, first: int = 0
+    model: ModelConfig, ranges: list[CaseRange], run_id: str, db: str, first: int = 0
 ) -> list[ResponseRow]:
-    """Store a batch of cases (those not stored yet: every model of a sweep asks the same),
-    then answer and grade them: stored answers where the model's cache policy allows, the
-    rest from the model, each graded and journaled as it arrives (in the database within
-    seconds). Returns the graded `responses` rows. `first`: the batch's place in the model's
-    cases (for the task run's name)."""
-    answered = await answer_cases(model, planned, Store.open(db), run_id, store_cases=True)
+    """Make a batch's cases (those of points stored before are read back, the rest generated:
+    numerate.planning.plan.made_cases), store those not stored yet (every model of a sweep
+    asks the same), then answer and grade them: stored answers where the model's cache
+    policy allows, the rest from the model, each graded and journaled as it arrives (in the
+    database within seconds). Returns the graded `responses` rows. `first`: the batch's
+    place in the model's cases (for the task run's name)."""
+    store = Store.open(db)
+    wanted = stored_ids(ranges)
+    stored = await asyncio.to_thread(store.case_rows, wanted) if wanted else {}
+    planned = made_cases(ranges, stored)
+    answered = await answer_cases(model, planned, store, run_id, store_cases=True)
     return answered.responses

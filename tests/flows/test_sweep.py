@@ -332,25 +332,33 @@ def test_each_grid_is_built_once_where_the_config_is_validated(db_path, monkeypa
     assert sorted(built) == ["objects", "sequence", "shuffle"]  # none built again
 
 
-def test_a_rerun_takes_each_points_floors_from_its_stored_cases(db_path, monkeypatch):
+def test_a_rerun_reads_each_points_floors_and_cases_from_the_store(db_path, monkeypatch):
     """Each grid point's trivial strategy is measured once, by the run that first stores its
-    cases (2 x HEURISTIC_SAMPLE cases generated and graded a point); a later run of the
-    point takes the floors its stored cases carry, those aggregation reads. A new point is
-    measured."""
+    cases (2 x HEURISTIC_SAMPLE cases generated and graded a point), and its cases are
+    generated once: a later run of the point takes the floors its stored cases carry (those
+    aggregation reads) and reads its cases back. A new point is measured and generated."""
     from numerate.manifolds.registry import Manifold
+    from numerate.planning.plan import PlannedPoint
 
-    measured = []
-    real = Manifold.heuristic_level
+    measured, generated = [], []
+    real, real_cases = Manifold.heuristic_level, PlannedPoint.cases
 
     def counted(self, params, seed):
         measured.append((self.name, params.length))
         return real(self, params, seed)
 
+    def counted_cases(self, start=0, stop=None):
+        made = real_cases(self, start, stop)
+        generated.append((self.key, len(made)))
+        return made
+
     monkeypatch.setattr(Manifold, "heuristic_level", counted)
+    monkeypatch.setattr(PlannedPoint, "cases", counted_cases)
     oracle = [{"name": "o", "model": "baseline:oracle"}]
     grid = {"manifold": "objects", "count": 5, "grid": {"length": [2, 4]}}
     first = run(config(oracle, [grid]), db_path, plot=False)
     assert sorted(measured) == [("objects", 2), ("objects", 4)]
+    assert sorted(generated) == [("length=2", 5), ("length=4", 5)]
 
     store = Store.open(db_path)
     store.write(
@@ -360,9 +368,11 @@ def test_a_rerun_takes_each_points_floors_from_its_stored_cases(db_path, monkeyp
     )
     Store.close_all()
     measured.clear()
+    generated.clear()
     wider = {**grid, "grid": {"length": [2, 4, 6]}}
     second = run(config(oracle, [wider]), db_path, fresh=True, plot=False)
     assert measured == [("objects", 6)]  # the new point only
+    assert generated == [("length=6", 5)]
 
     store = Store.open(db_path)
     floors = store.query(
@@ -371,6 +381,12 @@ def test_a_rerun_takes_each_points_floors_from_its_stored_cases(db_path, monkeyp
     by_run = {(run_id, point): floor for run_id, point, floor in floors}
     assert by_run[second, "length=2"] == 0.875
     assert by_run[second, "length=4"] == by_run[first, "length=4"]
+    graded = store.query(
+        "SELECT a.case_id, a.outcome, b.outcome FROM responses a JOIN responses b USING (case_id) "
+        "WHERE a.run_id = ? AND b.run_id = ?",
+        [first, second],
+    )
+    assert len(graded) == 10 and all(a == b == "correct" for _, a, b in graded)
 
 
 class Shown(Progress):

@@ -26,11 +26,16 @@ def cases(count=400, lengths=(2, 3)):
     return plan_points(entry, 1, "test")
 
 
+def taken(sampler, size):
+    """The cases of a batch the sampler hands out (ranges of its points' cases), made."""
+    return [case for part in sampler.take(size) for case in part.cases()]
+
+
 def answer(sampler, correct_of, size=50):
     """Take batches and grade them with `correct_of(case, sample) -> outcome` until done;
     returns every (case id, sample) handed out, in order."""
     handed = []
-    while batch := sampler.take(size):
+    while batch := taken(sampler, size):
         rows = [
             {"manifold": c.manifold, "point_key": c.point_key, "case_id": c.case_id,
              "sample_index": s, "outcome": correct_of(c, s)}
@@ -77,9 +82,9 @@ def test_a_round_handed_out_in_parts_is_decided_once_all_of_it_is_graded():
             for c in batch
         ])  # fmt: skip
 
-    assert grade(sampler.take(7)) == 0  # 7 of 20 graded: too early to decide
+    assert grade(taken(sampler, 7)) == 0  # 7 of 20 graded: too early to decide
     assert (state.reason, state.asked, state.answered) == (None, 20, 7)
-    assert grade(sampler.take(50)) == 20  # the round's last 13: the next round opens
+    assert grade(taken(sampler, 50)) == 20  # the round's last 13: the next round opens
     assert (state.asked, state.answered) == (40, 20)
 
 

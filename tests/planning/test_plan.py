@@ -15,12 +15,15 @@ from numerate.config.sweep import parse_sweep_config
 from numerate.manifolds import registry
 from numerate.planning.adaptive import Sampler
 from numerate.planning.plan import (
+    CaseRange,
     PlannedCase,
     PointFloor,
     case_row,
     first_case_ids,
+    made_cases,
     plan_manifold,
     plan_points,
+    stored_ids,
 )
 from tests.examples import examples
 
@@ -102,7 +105,8 @@ def test_a_plan_of_a_million_cases_holds_its_points_not_its_cases():
     assert sampler.opened == 1_000_000
     assert len(sampler.queue) == len(points) == 4  # a range of cases per point
     first = sampler.take(1000)
-    assert [c.index for c in first] == list(range(1000))
+    assert [(part.point, part.start, part.stop) for part in first] == [(points[0], 0, 1000)]
+    assert [c.index for c in first[0].cases()] == list(range(1000))
     assert sampler.queue[0][1:] == (1000, 250_000)
 
 
@@ -225,3 +229,32 @@ def test_a_point_whose_floors_are_stored_takes_them_and_the_others_are_measured(
     points = plan_points(entry, 5, "v1", {first: stored, "objects-other-0": PointFloor(1, 1)})
     assert [point.floor for point in points] == [stored, measured[1].floor]
     assert calls == [measured[1].seed]  # the stored point was not measured
+
+
+@pytest.mark.parametrize("manifold", sorted(MANIFOLD_GRIDS))
+def test_stored_cases_are_read_back_as_the_cases_their_generator_makes(manifold):
+    config = parse_sweep_config(
+        {
+            "name": "t",
+            "models": [{"name": "b", "model": "baseline:oracle"}],
+            "manifolds": [{"manifold": manifold, "count": 6, "grid": MANIFOLD_GRIDS[manifold]}],
+        }
+    )
+    point = dataclasses.replace(plan_points(config.manifolds[0], 9, "v1")[0], stored=True)
+    generated = point.cases()
+    rows = {case.case_id: case_row(case) for case in generated}
+    ranges = [CaseRange(point, 0, 2), CaseRange(point, 2, 6)]
+    assert stored_ids(ranges) == [case.case_id for case in generated]
+    read = made_cases(ranges, rows)
+    assert read == generated  # every field (`parsed` aside)
+    assert all(case.parsed is None for case in read)  # nothing was generated
+    assert [case.case for case in read] == [case.case for case in generated]
+
+    del rows[generated[3].case_id]  # a range with a case not stored is generated
+    old = generated[0].case_id  # a row stored before the two floors were
+    rows[old] = {**rows[old], "chance_random": None}
+    remade = made_cases(ranges, rows)
+    assert remade == generated
+    assert all(case.parsed is not None for case in remade)
+    unstored = dataclasses.replace(point, stored=False)
+    assert stored_ids([CaseRange(unstored, 0, 6)]) == []

@@ -25,7 +25,8 @@ class Endpoint:
         self.in_flight = self.most_in_flight = 0
         self.asked, self.firsts, self.cancelled = [], [], 0
 
-    async def ask(self, cases, first):
+    async def ask(self, ranges, first):
+        cases = [case for part in ranges for case in part.cases()]
         self.in_flight += 1
         self.most_in_flight = max(self.most_in_flight, self.in_flight)
         self.firsts.append(first)

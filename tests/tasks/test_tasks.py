@@ -7,7 +7,7 @@ import pytest
 
 from numerate.config.sweep import ModelConfig, parse_sweep_config
 from numerate.kernel.errors import ConfigError
-from numerate.planning.plan import plan_manifold
+from numerate.planning.plan import CaseRange, plan_points
 from numerate.store import Store
 from numerate.tasks.answer import answer_batch, retry_transient
 from numerate.tasks.dispatch import deployed, run_step
@@ -51,9 +51,10 @@ def test_a_batch_is_answered_and_graded_every_sample_of_every_case(db_path):
         {"name": "t", "models": [{"name": "o", "model": "baseline:oracle"}],
          "manifolds": [{"manifold": "objects", "count": 3}]}
     )  # fmt: skip
-    planned = plan_manifold(config.manifolds[0], 1)
+    [point] = plan_points(config.manifolds[0], 1)
+    planned = point.cases()
     model = ModelConfig(name="m", model="baseline:oracle", sampling={"samples": 2})
-    rows = asyncio.run(answer_batch.fn(model, planned, "run", db_path))
+    rows = asyncio.run(answer_batch.fn(model, [CaseRange(point, 0, 3)], "run", db_path))
     assert [(r["case_id"], r["sample_index"], r["outcome"]) for r in rows] == [
         (p.case_id, k, "correct") for p in planned for k in range(2)
     ]
