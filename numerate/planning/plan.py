@@ -72,15 +72,23 @@ class PlannedCase:
 
     @classmethod
     def from_row(cls, row: CaseRow) -> PlannedCase | None:
-        """The planned case of a stored `cases` row (its case is parsed from its JSON where
-        grading needs it); None for a row stored without both floors (before schema 4)."""
+        """The planned case of a stored `cases` row, its case parsed from its JSON (grading
+        reads it); None for a row stored without both floors (before schema 4) or whose JSON
+        is not the case its columns say (a damaged row: the case is generated instead)."""
         random, heuristic = row["chance_random"], row["chance_heuristic"]
         if random is None or heuristic is None:
+            return None
+        try:
+            case = registry.get(row["manifold"]).case_model.model_validate_json(row["data"])
+        except (ValueError, KeyError):  # pydantic's ValidationError; a manifold not registered
+            return None
+        stored = (row["input"], row["target"], row["case_index"])
+        if (case.input, case.target, case.index) != stored:
             return None
         return cls(
             row["case_id"], row["manifold"], row["point_key"], row["chance"], random, heuristic,
             row["generator_version"], row["params"], row["seed"], row["case_index"],
-            row["input"], row["target"], row["data"],
+            row["input"], row["target"], row["data"], case,
         )  # fmt: skip
 
 

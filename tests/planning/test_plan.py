@@ -17,6 +17,7 @@ from numerate.planning.adaptive import Sampler
 from numerate.planning.plan import (
     CaseRange,
     PlannedCase,
+    PlannedPoint,
     PointFloor,
     case_row,
     first_case_ids,
@@ -232,7 +233,7 @@ def test_a_point_whose_floors_are_stored_takes_them_and_the_others_are_measured(
 
 
 @pytest.mark.parametrize("manifold", sorted(MANIFOLD_GRIDS))
-def test_stored_cases_are_read_back_as_the_cases_their_generator_makes(manifold):
+def test_stored_cases_are_read_back_as_the_cases_their_generator_makes(manifold, monkeypatch):
     config = parse_sweep_config(
         {
             "name": "t",
@@ -245,16 +246,18 @@ def test_stored_cases_are_read_back_as_the_cases_their_generator_makes(manifold)
     rows = {case.case_id: case_row(case) for case in generated}
     ranges = [CaseRange(point, 0, 2), CaseRange(point, 2, 6)]
     assert stored_ids(ranges) == [case.case_id for case in generated]
-    read = made_cases(ranges, rows)
+    with monkeypatch.context() as patched:
+        patched.setattr(PlannedPoint, "cases", lambda *_: pytest.fail("generated"))
+        read = made_cases(ranges, rows)
     assert read == generated  # every field (`parsed` aside)
-    assert all(case.parsed is None for case in read)  # nothing was generated
     assert [case.case for case in read] == [case.case for case in generated]
 
     del rows[generated[3].case_id]  # a range with a case not stored is generated
     old = generated[0].case_id  # a row stored before the two floors were
     rows[old] = {**rows[old], "chance_random": None}
-    remade = made_cases(ranges, rows)
-    assert remade == generated
-    assert all(case.parsed is not None for case in remade)
+    assert made_cases(ranges, rows) == generated
+    for damaged in ({"data": "{not json"}, {"data": generated[1].case_json, "input": "other"}):
+        one = {generated[1].case_id: {**rows[generated[1].case_id], **damaged}}
+        assert made_cases([CaseRange(point, 1, 2)], one) == generated[1:2]  # generated instead
     unstored = dataclasses.replace(point, stored=False)
     assert stored_ids([CaseRange(unstored, 0, 6)]) == []
