@@ -116,9 +116,11 @@ async def answer_cases(
     `store_cases`: the cases are stored first (those not stored yet).
 
     A stored answer stands in for a request only as the model's `cache` policy allows (see
-    `stored_answers`): a resumed run sends only what it lacks. Their grades are written at
-    once, in one short session. The rest are asked of the model; each complete answer and
-    the grades of the cases it answers go to the store's journal when it arrives.
+    `stored_answers`): a resumed run sends only what it lacks. Their grades go to the
+    store's journal at once (in the database with the next session: a session of their own
+    cost each batch of a cached re-run an attach and a checkpoint). The rest are asked of
+    the model; each complete answer and the grades of the cases it answers go to the
+    store's journal when it arrives.
     """
     progress = current_progress()
     by_answer, requests = plan_requests(model, planned)
@@ -139,7 +141,7 @@ async def answer_cases(
 
     if results:
         rows = [row for key, completion in results.items() for row in grade(key, completion)]
-        await asyncio.to_thread(store.put_responses, rows)
+        await asyncio.to_thread(store.receive, "responses", rows)
     answers_per_request = Counter(by_answer.values())
     earlier = sum(answers_per_request[k] for k, c in results.items() if c.fetched_by != run_id)
     progress.advance(sum(answers_per_request[k] for k in results), cached=earlier)
