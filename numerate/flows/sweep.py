@@ -180,9 +180,9 @@ async def sweep(
         run_id = await open_run(config, db_path, fresh)
         get_run_logger().info("run %s of sweep %r -> %s", run_id, config.name, db_path)
         labels = [generator_label(entry.manifold) for entry in config.manifolds]
-        firsts = [i for e, v in zip(config.manifolds, labels, strict=True)
-                  for i in first_case_ids(e, config.seed, v)]  # fmt: skip
-        floors = await stored_floors(firsts, db_path)  # those of points stored before
+        firsts = {i: v for e, v in zip(config.manifolds, labels, strict=True)
+                  for i in first_case_ids(e, config.seed, v)}  # fmt: skip
+        floors = await stored_floors(unwalked(firsts), db_path)  # of points stored before
         plans: list[Plan] = []  # grid points: their cases are made a batch at a time, as asked
         for i, entry in enumerate(config.manifolds, 1):  # each new point's trivial strategy
             n = len(config.manifolds)  # is measured first: a grid of many points takes a while

@@ -71,22 +71,28 @@ class PlannedCase:
         )  # fmt: skip
 
     @classmethod
-    def from_row(cls, row: CaseRow) -> PlannedCase | None:
-        """The planned case of a stored `cases` row, its case parsed from its JSON (grading
-        reads it); None for a row stored without both floors (before schema 4) or whose JSON
-        is not the case its columns say (a damaged row: the case is generated instead)."""
+    def from_row(cls, row: CaseRow, point: PlannedPoint) -> PlannedCase | None:
+        """The planned case of `point` a stored `cases` row holds, its case parsed from its
+        JSON (grading reads it), labelled with the point's key (a row stored by another
+        sweep may carry another key for the same case: its grid named other axes). None for
+        a row that is not the point's case (another generator version or seed: a row
+        ingested from elsewhere), one stored without both floors (before schema 4), or one
+        whose JSON is not the case its columns say: the case is generated instead."""
         random, heuristic = row["chance_random"], row["chance_heuristic"]
         if random is None or heuristic is None:
+            return None
+        ours = (point.manifold, point.seed, version_of(point.generator_version))
+        if (row["manifold"], row["seed"], version_of(row["generator_version"])) != ours:
             return None
         try:
             case = registry.get(row["manifold"]).case_model.model_validate_json(row["data"])
         except (ValueError, KeyError):  # pydantic's ValidationError; a manifold not registered
             return None
-        stored = (row["input"], row["target"], row["case_index"])
-        if (case.input, case.target, case.index) != stored:
+        stored = (row["input"], row["target"], row["case_index"], row["seed"])
+        if (case.input, case.target, case.index, case.seed) != stored:
             return None
         return cls(
-            row["case_id"], row["manifold"], row["point_key"], row["chance"], random, heuristic,
+            row["case_id"], row["manifold"], point.key, row["chance"], random, heuristic,
             row["generator_version"], row["params"], row["seed"], row["case_index"],
             row["input"], row["target"], row["data"], case,
         )  # fmt: skip
@@ -103,7 +109,12 @@ class PointFloor:
 def case_id(manifold: str, generator_version: str, seed: int, index: int) -> str:
     """Id of a case: the same case (same generator) has the same id in every run and sweep; a
     changed generator gives new ids, so stored text and targets are never mixed."""
-    return f"{manifold}-{generator_version.split('+')[0][:8]}-{seed:016x}-{index}"
+    return f"{manifold}-{version_of(generator_version)[:8]}-{seed:016x}-{index}"
+
+
+def version_of(label: str) -> str:
+    """The generator version of a stored label (the hash, without `+dirty`)."""
+    return label.split("+")[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,7 +232,7 @@ def made_cases(ranges: Sequence[CaseRange], stored: Mapping[str, CaseRow]) -> li
     without the 50-160 µs of making it); the others are generated."""
     made: list[PlannedCase] = []
     for part in ranges:
-        read = [PlannedCase.from_row(stored[i]) if i in stored else None
+        read = [PlannedCase.from_row(stored[i], part.point) if i in stored else None
                 for i in (part.case_ids() if stored else ())]  # fmt: skip
         if read and all(read):
             made.extend(cast(list[PlannedCase], read))

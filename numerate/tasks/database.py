@@ -12,7 +12,7 @@ from numerate.config.sweep import SweepConfig
 from numerate.endpoints.preflight import check_locations
 from numerate.grading.verdict import PartVerdict
 from numerate.kernel.errors import NumerateError
-from numerate.planning.plan import PointFloor
+from numerate.planning.plan import PointFloor, version_of
 from numerate.results.regrade import ingest_graded
 from numerate.store import Store, now, queries
 from numerate.store.rows import PointStop
@@ -55,11 +55,16 @@ async def stored_counts(run_id: str, model: str, db: str) -> dict[tuple[str, str
 
 
 @task(cache_policy=NO_CACHE)
-async def stored_floors(case_ids: list[str], db: str) -> dict[str, PointFloor]:
-    """The floors stored with grid points' first cases (numerate.planning.plan.plan_points:
-    a point found here is not measured again)."""
-    found = await asyncio.to_thread(queries.stored_floors, Store.open(db), case_ids)
-    return {case: PointFloor(random, heuristic) for case, (random, heuristic) in found.items()}
+async def stored_floors(first_cases: dict[str, str], db: str) -> dict[str, PointFloor]:
+    """The floors stored with grid points' first cases (by id, with the generator version
+    each is of), those stored by that version (not a row ingested from elsewhere under the
+    same id): numerate.planning.plan.plan_points does not measure those points again."""
+    found = await asyncio.to_thread(queries.stored_floors, Store.open(db), list(first_cases))
+    return {
+        case: PointFloor(random, heuristic)
+        for case, (random, heuristic, label) in found.items()
+        if version_of(label) == version_of(first_cases[case])
+    }
 
 
 @task(cache_policy=NO_CACHE)

@@ -101,3 +101,18 @@ def test_a_tighter_target_only_adds_cases(fake_openai, db_path):
     store = Store.open(db_path)
     n = dict(store.query("SELECT run_id, sum(n) FROM points GROUP BY run_id"))
     assert n[tighter] == n[first] + len(added) > n[first]
+
+
+def test_a_point_stored_under_another_key_is_read_back_under_its_own(db_path):
+    """Two sweeps share a database, and one names an axis the other leaves at its default:
+    their points are the same cases, stored once under the first sweep's key. The second
+    reads them back under its own key, which its adaptive rounds and its aggregation read
+    (read back under the stored key, its rounds were never graded: the point stalled)."""
+    oracle = [{"name": "oracle", "model": "baseline:oracle"}]
+    run(config(oracle, grid={"length": [2]}, name="short"), db_path)
+    named = run(config(oracle, grid={"length": [2], "max_count": [5]}, name="named"), db_path)
+    store = Store.open(db_path)
+    keys = store.query("SELECT DISTINCT point_key FROM responses WHERE run_id = ?", [named])
+    assert keys == [("length=2,max_count=5",)]
+    points = store.query("SELECT point_key, n, stop_reason FROM points WHERE run_id = ?", [named])
+    assert points == [("length=2,max_count=5", 40, "precision")]

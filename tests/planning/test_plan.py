@@ -256,8 +256,24 @@ def test_stored_cases_are_read_back_as_the_cases_their_generator_makes(manifold,
     old = generated[0].case_id  # a row stored before the two floors were
     rows[old] = {**rows[old], "chance_random": None}
     assert made_cases(ranges, rows) == generated
-    for damaged in ({"data": "{not json"}, {"data": generated[1].case_json, "input": "other"}):
+    not_ours = (
+        {"data": "{not json"},
+        {"data": generated[1].case_json, "input": "other"},
+        {"generator_version": "0123456789abcdef"},  # ingested under the same id
+        {"seed": point.seed + 1},
+    )
+    for damaged in not_ours:
         one = {generated[1].case_id: {**rows[generated[1].case_id], **damaged}}
         assert made_cases([CaseRange(point, 1, 2)], one) == generated[1:2]  # generated instead
+
+    dirty = dataclasses.replace(point, generator_version="v1+dirty")
+    stored_elsewhere = {  # stored by a sweep whose grid named another axis: the same case
+        i: {**row, "point_key": "length=2,max_count=5"} for i, row in rows.items()
+    }
+    with monkeypatch.context() as patched:
+        patched.setattr(PlannedPoint, "cases", lambda *_: pytest.fail("generated"))
+        [again] = made_cases([CaseRange(dirty, 2, 3)], stored_elsewhere)
+    assert again.point_key == point.key  # the point's own key, which its run reads
+    assert again == generated[2]
     unstored = dataclasses.replace(point, stored=False)
     assert stored_ids([CaseRange(unstored, 0, 6)]) == []
