@@ -439,3 +439,31 @@ def test_a_process_attaches_a_lake_once_to_read_and_sees_each_new_snapshot(lake,
     assert made == [lake]
     with pytest.raises(Exception, match="Cannot change configuration"):
         again.execute("SET enable_external_access = true")  # a cursor keeps the locks
+
+
+def test_a_lake_reader_waits_for_no_writer(lake):
+    """A reader of a lake opens its latest snapshot while a writer's transaction is open, in
+    another process, and sees what was committed, not what is being written: nothing waits
+    for the writer's commit (a file's readers wait for its writers: docs/sharing.md)."""
+    import subprocess
+    import sys
+
+    store = Store.open(lake)
+    store.start_run("committed", "s", "h", {}, "v")
+    read = (
+        "import sys; from numerate.store.reader import Reader; "
+        "print(Reader.open(sys.argv[1]).query('SELECT run_id FROM runs ORDER BY 1'))"
+    )
+    with store.session() as con:
+        con.execute("BEGIN TRANSACTION")
+        con.execute("UPDATE runs SET status = 'finished' WHERE run_id = 'committed'")
+        con.execute(
+            "INSERT INTO runs (run_id, sweep_name, config_hash, config, code_version, status, "
+            "started_at) VALUES ('writing', 's', 'h', '{}', 'v', 'running', now())"
+        )
+        seen = subprocess.run(
+            [sys.executable, "-c", read, lake], capture_output=True, text=True, timeout=120
+        )  # the writer's transaction is still open: a reader that waited for it times out
+        con.execute("ROLLBACK")
+    assert seen.returncode == 0, seen.stderr[-2000:]
+    assert seen.stdout.strip() == "[('committed',)]"
