@@ -9,6 +9,7 @@ from numerate.config.provenance import generator_version
 from numerate.grading.judging import judge
 from numerate.manifolds import registry
 from numerate.planning.plan import case_id as id_of
+from numerate.planning.plan import version_of
 from numerate.results.aggregate import scored_run
 from numerate.store import Store, queries
 from numerate.store.rows import Regrade
@@ -56,7 +57,7 @@ def check_generated(store: Store, run_id: str) -> None:
     for case_id, manifold, version, data, given_input, given_target in queries.run_cases(
         store, run_id
     ):
-        if version.split("+")[0] != generator_version(manifold):
+        if version_of(version) != generator_version(manifold):
             continue
         spec = registry.get(manifold)
         case = spec.case_model.model_validate_json(data)

@@ -12,7 +12,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from numerate.numgen.rows import ImageRow
-from numerate.store.duckdb_words import LISTED, listed
 from numerate.store.schema import IMAGE_COLUMNS, DatabaseFault
 
 if TYPE_CHECKING:
@@ -276,23 +275,6 @@ def cases_answered_per_point(source: Source, run_id: str, model: str) -> dict[tu
         [run_id, model],
     )
     return {(str(manifold), str(point)): int(n) for manifold, point, n in rows}
-
-
-def stored_floors(source: Source, case_ids: Sequence[str]) -> dict[str, tuple[float, float, str]]:
-    """The floors stored with each of these cases that has both, by case id: (a uniform
-    guess's, the trivial strategy's, the generator version label it was stored with)."""
-    if not case_ids:
-        return {}
-    rows = source.query(
-        "SELECT case_id, chance_random, chance_heuristic, generator_version FROM cases "
-        f"WHERE case_id IN (SELECT {LISTED}) "
-        "AND chance_random IS NOT NULL AND chance_heuristic IS NOT NULL",
-        [listed(case_ids)],
-    )
-    return {
-        str(case): (float(random), float(heuristic), str(version))
-        for case, random, heuristic, version in rows
-    }
 
 
 @dataclass(frozen=True)

@@ -59,11 +59,13 @@ async def stored_floors(first_cases: dict[str, str], db: str) -> dict[str, Point
     """The floors stored with grid points' first cases (by id, with the generator version
     each is of), those stored by that version (not a row ingested from elsewhere under the
     same id): numerate.planning.plan.plan_points does not measure those points again."""
-    found = await asyncio.to_thread(queries.stored_floors, Store.open(db), list(first_cases))
+    found = await asyncio.to_thread(Store.open(db).case_rows, list(first_cases))
     return {
-        case: PointFloor(random, heuristic)
-        for case, (random, heuristic, label) in found.items()
-        if version_of(label) == version_of(first_cases[case])
+        case: PointFloor(row["chance_random"], row["chance_heuristic"])
+        for case, row in found.items()
+        if row["chance_random"] is not None
+        and row["chance_heuristic"] is not None
+        and version_of(row["generator_version"]) == version_of(first_cases[case])
     }
 
 
