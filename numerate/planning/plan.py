@@ -21,10 +21,11 @@ from numerate.store.rows import CaseRow
 class PlannedCase:
     """A case of a sweep: its `cases` row, with what the pipeline needs to send and grade it.
 
-    A planned case is flat: plain fields, and the full case as its JSON text. The case it was
+    A planned case is flat: plain fields, and the rest of the case as JSON text (`data`: the
+    fields every case carries are the fields beside it, not repeated there). The case it was
     made from is kept beside them (`parsed`) while a batch is asked and graded, so that grading
     does not parse it again (12-20 µs a case); a planned case rebuilt from its fields parses
-    its JSON where a manifold needs it.
+    it where a manifold needs it.
     """
 
     case_id: str
@@ -41,7 +42,9 @@ class PlannedCase:
     index: int
     input: str
     target: str
-    case_json: str
+    data: str
+    """The case's JSON without the fields every case carries (REPEATED), which are the fields
+    above: its `cases` row's `data`."""
     parsed: CaseBase | None = field(default=None, compare=False, repr=False)
     """The case itself when this planned case was made from it (`of`), else None."""
 
@@ -51,7 +54,10 @@ class PlannedCase:
         (keep it while you need it)."""
         if self.parsed is not None:
             return self.parsed
-        return registry.get(self.manifold).case_model.model_validate_json(self.case_json)
+        return registry.get(self.manifold).case_model.model_validate_json(
+            case_json(self.manifold, self.index, self.seed, self.params, self.input,
+                      self.target, self.data)
+        )  # fmt: skip
 
     @classmethod
     def of(cls, case: CaseBase, floor: PointFloor, point_key: str, generator_version: str,
@@ -67,7 +73,7 @@ class PlannedCase:
             case_id(case.manifold, generator_version, case.seed, case.index), case.manifold,
             point_key, max(floor.random, floor.heuristic), floor.random, floor.heuristic,
             generator_version, params_json, case.seed, case.index, case.input, case.target,
-            case.model_dump_json(), case,
+            case.model_dump_json(exclude=REPEATED), case,
         )  # fmt: skip
 
     @classmethod
@@ -77,15 +83,18 @@ class PlannedCase:
         sweep may carry another key for the same case: its grid named other axes). None for
         a row that is not the point's case (another generator version or seed: a row
         ingested from elsewhere), one stored without both floors (before schema 4), or one
-        whose JSON is not the case its columns say: the case is generated instead."""
+        whose JSON is not the case its columns say (a `data` that repeats the columns, as
+        before schema 14, and differs from them): the case is generated instead."""
         random, heuristic = row["chance_random"], row["chance_heuristic"]
         if random is None or heuristic is None:
             return None
         ours = (point.manifold, point.seed, version_of(point.generator_version))
         if (row["manifold"], row["seed"], version_of(row["generator_version"])) != ours:
             return None
+        whole = case_json(row["manifold"], row["case_index"], row["seed"], row["params"],
+                          row["input"], row["target"], row["data"])  # fmt: skip
         try:
-            case = registry.get(row["manifold"]).case_model.model_validate_json(row["data"])
+            case = registry.get(row["manifold"]).case_model.model_validate_json(whole)
         except (ValueError, KeyError):  # pydantic's ValidationError; a manifold not registered
             return None
         stored = (row["input"], row["target"], row["case_index"], row["seed"])
@@ -104,6 +113,24 @@ class PointFloor:
 
     random: float
     heuristic: float
+
+
+REPEATED: set[str] = set(CaseBase.model_fields)
+"""The fields every case carries (manifold, index, seed, params, input, target): a `cases`
+row holds them as columns, and its `data` the case's other fields (docs/schema.md, "cases")."""
+
+
+def case_json(manifold: str, index: int, seed: int, params: str, input: str, target: str,
+              data: str) -> str:  # fmt: skip
+    """The whole case as JSON text, from a `cases` row's columns and its `data`. A field that
+    `data` holds too (a row stored before schema 14, which repeated them all) is read from
+    `data`, as it was then: the last of two equal keys is the one a JSON parser keeps."""
+    head = (
+        f'{{"manifold":{json.dumps(manifold)},"index":{int(index)},"seed":{int(seed)},'
+        f'"params":{params},"input":{json.dumps(input)},"target":{json.dumps(target)}'
+    )
+    rest = data.strip()[1:].lstrip()
+    return f"{head}}}" if rest == "}" else f"{head},{rest}"
 
 
 def case_id(manifold: str, generator_version: str, seed: int, index: int) -> str:
@@ -263,7 +290,7 @@ def case_row(planned: PlannedCase) -> CaseRow:
         "input": planned.input,
         "target": planned.target,
         "chance": planned.chance,
-        "data": planned.case_json,
+        "data": planned.data,
         "generator_version": planned.generator_version,
         "chance_random": planned.chance_random,
         "chance_heuristic": planned.chance_heuristic,

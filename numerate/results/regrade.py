@@ -9,7 +9,7 @@ from numerate.config.provenance import generator_version
 from numerate.grading.judging import judge
 from numerate.manifolds import registry
 from numerate.planning.plan import case_id as id_of
-from numerate.planning.plan import version_of
+from numerate.planning.plan import case_json, version_of
 from numerate.results.aggregate import scored_run
 from numerate.store import Store, queries
 from numerate.store.rows import Regrade
@@ -23,7 +23,7 @@ def regrade_run(store: Store, run_id: str) -> Counter[tuple[str, str]]:
     updates: list[Regrade] = []
     for stored in queries.stored_answers(store, run_id):
         manifold = stored.manifold
-        case = registry.get(manifold).case_model.model_validate_json(stored.case_data)
+        case = registry.get(manifold).case_model.model_validate_json(case_json(*stored.case))
         outcome, answer = judge(manifold, case, stored.raw_text, stored.finish_reason, stored.error)
         changes[stored.outcome, outcome.value] += 1
         if outcome.value != stored.outcome or answer != stored.answer:
@@ -54,13 +54,12 @@ def check_generated(store: Store, run_id: str) -> None:
     manifold generates for its parameters, seed and index, with this version's generator: a
     case with a planted target would be stored for every later run that plans it. Cases of
     another generator version cannot be made again here, and are taken as they are."""
-    for case_id, manifold, version, data, given_input, given_target in queries.run_cases(
-        store, run_id
-    ):
+    for case_id, version, text in queries.run_cases(store, run_id):
+        manifold, given_input, given_target = text.manifold, text.input, text.target
         if version_of(version) != generator_version(manifold):
             continue
         spec = registry.get(manifold)
-        case = spec.case_model.model_validate_json(data)
+        case = spec.case_model.model_validate_json(case_json(*text))
         made = spec.generate(spec.params(**case.params), case.seed, case.index)
         shown, expected = case.model_dump(mode="json"), made.model_dump(mode="json")
         differs = [field for field in expected if shown.get(field) != expected[field]]

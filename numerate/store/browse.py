@@ -177,10 +177,9 @@ def point_cases(
 
 
 def case_answers(source: Source, run_id: str, model: str, case_id: str) -> pl.DataFrame:
-    """Every answer (sample) of a model to one case of a run, with the case and its data."""
+    """Every answer (sample) of a model to one case of a run, with the case."""
     return source.frame(
-        f"SELECT {_case_columns(CASE_FOLD)}, r.manifold, CAST(c.data AS VARCHAR) AS data, "
-        "c.chance "
+        f"SELECT {_case_columns(CASE_FOLD)}, r.manifold, c.chance "
         "FROM responses r JOIN cases c USING (case_id) "
         "WHERE r.run_id = ? AND r.model = ? AND r.case_id = ? ORDER BY r.sample_index",
         [run_id, model, case_id],

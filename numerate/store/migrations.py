@@ -104,6 +104,34 @@ KEYLESS: dict[str, str] = {
 columns NOT NULL)."""
 
 
+_CASES = """
+            case_id VARCHAR NOT NULL, manifold VARCHAR NOT NULL, point_key VARCHAR NOT NULL,
+            params JSON NOT NULL, seed UBIGINT NOT NULL, case_index INTEGER NOT NULL,
+            "input" VARCHAR NOT NULL, "target" VARCHAR NOT NULL, chance DOUBLE NOT NULL,
+            "data" JSON NOT NULL, generator_version VARCHAR DEFAULT 'unversioned',
+            chance_random DOUBLE, chance_heuristic DOUBLE
+"""
+"""The `cases` table's columns since migration 9."""
+
+_REPEATS = ("manifold", "index", "seed", "params", "input", "target")
+
+SLIM_DATA = (
+    "CASE WHEN json_extract_string(data, '$.manifold') = manifold "
+    "AND TRY_CAST(json_extract_string(data, '$.index') AS BIGINT) = case_index "
+    "AND TRY_CAST(json_extract_string(data, '$.seed') AS UBIGINT) = seed "
+    "AND json_extract_string(data, '$.input') = \"input\" "
+    "AND json_extract_string(data, '$.target') = \"target\" "
+    "AND list_sort(map_entries(TRY_CAST(json_extract(data, '$.params') AS MAP(VARCHAR, JSON)))) "
+    "= list_sort(map_entries(TRY_CAST(params AS MAP(VARCHAR, JSON)))) "
+    "THEN json_merge_patch(data, '{" + ", ".join(f'"{f}": null' for f in _REPEATS) + "}') "
+    "ELSE data END"
+)
+"""A `cases` row's `data` as numerate stores it since migration 14, from a row that may hold
+the whole case (as every row did before): without the fields its columns hold, when each is
+what its column holds (the parameters compared as a set of keys and values); a row whose
+`data` says otherwise keeps its `data` whole (numerate.planning.plan.case_json reads both).
+An expression over the `cases` columns; ingest applies it to a shard's cases too."""
+
 # Each migration moves the database from version i to i + 1. Never edit a released one:
 # add the next.
 MIGRATIONS: list[tuple[str, str]] = [
@@ -539,14 +567,8 @@ MIGRATIONS: list[tuple[str, str]] = [
     (
         "no primary key on the tables with a row per case or answer (keyed writes match on "
         "numerate.store.schema.KEYS instead: an index the size of the data is gone)",
-        """
-        CREATE TABLE cases_v9 (
-            case_id VARCHAR NOT NULL, manifold VARCHAR NOT NULL, point_key VARCHAR NOT NULL,
-            params JSON NOT NULL, seed UBIGINT NOT NULL, case_index INTEGER NOT NULL,
-            "input" VARCHAR NOT NULL, "target" VARCHAR NOT NULL, chance DOUBLE NOT NULL,
-            "data" JSON NOT NULL, generator_version VARCHAR DEFAULT 'unversioned',
-            chance_random DOUBLE, chance_heuristic DOUBLE
-        );
+        f"""
+        CREATE TABLE cases_v9 ({_CASES});
         INSERT INTO cases_v9 BY NAME SELECT * FROM cases;
         DROP TABLE cases;
         ALTER TABLE cases_v9 RENAME TO cases;
@@ -621,6 +643,18 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE summaries ADD COLUMN score_low DOUBLE;
         ALTER TABLE summaries ADD COLUMN score_high DOUBLE;
         ALTER TABLE summaries ADD COLUMN tier INTEGER;
+        """,
+    ),
+    (
+        "a case's data without the fields its columns hold (manifold, index, seed, params, "
+        "input, target): each case's prompt was stored twice",
+        # rebuilt, not UPDATEd: an UPDATE of every case holds the new values in memory, past
+        # numerate's bound on DuckDB's memory; a copy streams
+        f"""
+        CREATE TABLE cases_rebuilt ({_CASES});
+        INSERT INTO cases_rebuilt BY NAME SELECT * REPLACE ({SLIM_DATA} AS "data") FROM cases;
+        DROP TABLE cases;
+        ALTER TABLE cases_rebuilt RENAME TO cases;
         """,
     ),
 ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast
 
 from numerate.numgen.rows import ImageRow
 from numerate.store.schema import IMAGE_COLUMNS, DatabaseFault
@@ -290,28 +290,50 @@ class StoredAnswer:
     error: str | None
     outcome: str
     answer: str | None
-    case_data: str
+    case: CaseText
+
+
+class CaseText(NamedTuple):
+    """What a case's JSON is made of (numerate.planning.plan.case_json): the `cases`
+    columns every case has, and its `data`."""
+
+    manifold: str
+    case_index: int
+    seed: int
+    params: str
+    input: str
+    target: str
+    data: str
+
+
+CASE_TEXT = (
+    "c.manifold, c.case_index, c.seed, CAST(c.params AS VARCHAR), c.input, c.target, "
+    "CAST(c.data AS VARCHAR)"
+)
 
 
 def stored_answers(source: Source, run_id: str) -> list[StoredAnswer]:
     rows = source.query(
         "SELECT r.model, r.case_id, r.sample_index, r.manifold, r.raw_text, r.finish_reason, "
-        "r.error, r.outcome, r.answer, c.data FROM responses r JOIN cases c USING (case_id) "
-        "WHERE r.run_id = ?",
+        f"r.error, r.outcome, r.answer, {CASE_TEXT} FROM responses r JOIN cases c "
+        "USING (case_id) WHERE r.run_id = ?",
         [run_id],
     )
-    return [StoredAnswer(*row) for row in rows]
+    return [
+        StoredAnswer(model, case_id, sample, manifold, text, finish, error, outcome, answer,
+                     CaseText(*case))
+        for model, case_id, sample, manifold, text, finish, error, outcome, answer, *case in rows
+    ]  # fmt: skip
 
 
-def run_cases(source: Source, run_id: str) -> list[tuple[str, str, str, str, str, str]]:
-    """(case id, manifold, generator version, data, input, target) of each case a run
-    answered."""
-    return source.query(
-        "SELECT case_id, manifold, generator_version, CAST(data AS VARCHAR), input, target "
-        "FROM cases WHERE case_id IN (SELECT case_id FROM responses WHERE run_id = ?) "
-        "ORDER BY case_id",
+def run_cases(source: Source, run_id: str) -> list[tuple[str, str, CaseText]]:
+    """(case id, generator version, its text) of each case a run answered."""
+    rows = source.query(
+        f"SELECT c.case_id, c.generator_version, {CASE_TEXT} FROM cases c WHERE c.case_id IN "
+        "(SELECT case_id FROM responses WHERE run_id = ?) ORDER BY c.case_id",
         [run_id],
     )
+    return [(row[0], row[1], CaseText(*row[2:])) for row in rows]
 
 
 def responses_of(source: Source, run_id: str) -> bool:

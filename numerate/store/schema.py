@@ -12,7 +12,7 @@ from typing import Any
 
 from numerate.kernel.errors import NumerateError, first_line
 from numerate.numgen.rows import DetectionRow, ImageRow, MetricsRow, TargetRow
-from numerate.store.migrations import MIGRATIONS
+from numerate.store.migrations import MIGRATIONS, SLIM_DATA
 from numerate.store.rows import (
     CaseRow,
     CompletionRow,
@@ -61,6 +61,11 @@ SHARD_TABLES: dict[str, str] = {
     "point_stops": "SELECT * FROM point_stops WHERE run_id = $run",
     "summaries": "SELECT * FROM summaries WHERE run_id = $run",
 }
+
+SHARD_ROWS: dict[str, str] = {"cases": f'* REPLACE ({SLIM_DATA} AS "data")'}
+"""A shard's rows of a table as this database stores them (what follows SELECT; `*` for the
+tables not named): a case's `data` without the fields its columns hold, as shards published
+before schema 14 did not store it."""
 
 RUN_STATUSES = ("running", "finished", "degraded", "failed", "interrupted")
 """The statuses a run can have (docs/schema.md, `runs.status`)."""

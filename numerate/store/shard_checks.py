@@ -28,7 +28,7 @@ from numerate.kernel.names import NAMES
 from numerate.manifolds import registry
 from numerate.manifolds.grading import Outcome
 from numerate.store.duckdb_words import sql_literal
-from numerate.store.schema import KEYS, RUN_STATUSES, migrate
+from numerate.store.schema import KEYS, RUN_STATUSES, SHARD_ROWS, migrate
 
 __all__ = ["database_problem", "run_problem"]
 
@@ -137,7 +137,8 @@ def database_problem(con: Any, files: dict[str, str]) -> str | None:
         differs = " OR ".join(f's."{c}"::VARCHAR IS DISTINCT FROM t."{c}"::VARCHAR' for c in shared)
         held = _first(
             con,
-            f"SELECT s.file_row_number, {', '.join(f's.{c}' for c in key)} FROM {shard.rows} s "
+            f"SELECT s.file_row_number, {', '.join(f's.{c}' for c in key)} FROM "
+            f"(SELECT {SHARD_ROWS.get(table, '*')} FROM {shard.rows}) s "
             f"JOIN {table} t USING ({keyed}) WHERE {differs or 'false'}",
         )
         if held:

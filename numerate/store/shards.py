@@ -26,7 +26,13 @@ from numerate.kernel.errors import ConfigError, NumerateError, first_line, short
 from numerate.kernel.files import is_duckdb_database, missing_link_target, write_atomically
 from numerate.kernel.names import NAMES, name_problem
 from numerate.store.duckdb_words import sql_literal
-from numerate.store.schema import OPTIONAL_SHARD_TABLES, SHARD_TABLES, StoreError, now
+from numerate.store.schema import (
+    OPTIONAL_SHARD_TABLES,
+    SHARD_ROWS,
+    SHARD_TABLES,
+    StoreError,
+    now,
+)
 from numerate.store.shard_checks import database_problem, run_problem
 from numerate.store.tables import insert_arrow, insert_rows
 from numerate.store.writer import Store
@@ -183,8 +189,8 @@ def _graded_in_memory(
             for table, path in files.items():
                 try:  # identical rows twice are one (shard_checks refused different ones)
                     con.execute(
-                        f"INSERT INTO {table} BY NAME "
-                        f"SELECT DISTINCT * FROM read_parquet({sql_literal(path)})"
+                        f"INSERT INTO {table} BY NAME SELECT DISTINCT "
+                        f"{SHARD_ROWS.get(table, '*')} FROM read_parquet({sql_literal(path)})"
                     )
                 except duckdb.Error as error:  # said by the table, not the local copy's path
                     raise ShardError(f"{table}.parquet: {first_line(error)}") from None

@@ -15,10 +15,12 @@ from numerate.config.sweep import parse_sweep_config
 from numerate.manifolds import registry
 from numerate.planning.adaptive import Sampler
 from numerate.planning.plan import (
+    REPEATED,
     CaseRange,
     PlannedCase,
     PlannedPoint,
     PointFloor,
+    case_json,
     case_row,
     first_case_ids,
     made_cases,
@@ -56,13 +58,21 @@ def test_a_planned_case_carries_the_fields_of_the_case_it_stands_for(manifold, s
         )
         assert case == fresh
         model = registry.get(manifold).case_model
-        assert model.model_validate_json(item.case_json) == fresh  # the JSON text round-trips
         assert (item.manifold, item.seed, item.index) == (case.manifold, case.seed, case.index)
         assert (item.input, item.target) == (case.input, case.target)
         assert json.loads(item.params) == case.params
+        # its data is the rest of the case: no field twice, none lost
+        data = json.loads(item.data)
+        assert set(data) == set(fresh.model_dump()) - REPEATED
+        assert data == {k: v for k, v in fresh.model_dump(mode="json").items() if k in data}
         row = case_row(item)
         assert row["params"] == json.dumps(case.params, sort_keys=True)
-        assert (row["case_index"], row["data"]) == (case.index, item.case_json)
+        assert (row["case_index"], row["data"]) == (case.index, item.data)
+        whole = case_json(row["manifold"], row["case_index"], row["seed"], row["params"],
+                          row["input"], row["target"], row["data"])  # fmt: skip
+        assert model.model_validate_json(whole) == fresh  # the row's text round-trips
+        bare = dataclasses.replace(item, parsed=None)
+        assert bare.case == fresh  # parsed from its fields and its data
 
 
 @examples(30)
@@ -258,13 +268,24 @@ def test_stored_cases_are_read_back_as_the_cases_their_generator_makes(manifold,
     assert made_cases(ranges, rows) == generated
     not_ours = (
         {"data": "{not json"},
-        {"data": generated[1].case_json, "input": "other"},
+        # a row stored whole before schema 14 whose JSON is not the case its columns say
+        {"data": generated[1].case.model_dump_json(), "input": "other"},
         {"generator_version": "0123456789abcdef"},  # ingested under the same id
         {"seed": point.seed + 1},
     )
     for damaged in not_ours:
         one = {generated[1].case_id: {**rows[generated[1].case_id], **damaged}}
         assert made_cases([CaseRange(point, 1, 2)], one) == generated[1:2]  # generated instead
+    whole = {  # stored whole before schema 14, and what its columns say: read back
+        generated[1].case_id: {
+            **rows[generated[1].case_id],
+            "data": generated[1].case.model_dump_json(),
+        }
+    }
+    with monkeypatch.context() as patched:
+        patched.setattr(PlannedPoint, "cases", lambda *_: pytest.fail("generated"))
+        [back] = made_cases([CaseRange(point, 1, 2)], whole)
+    assert back.case == generated[1].case
 
     dirty = dataclasses.replace(point, generator_version="v1+dirty")
     stored_elsewhere = {  # stored by a sweep whose grid named another axis: the same case

@@ -467,3 +467,29 @@ def test_a_lake_reader_waits_for_no_writer(lake):
         con.execute("ROLLBACK")
     assert seen.returncode == 0, seen.stderr[-2000:]
     assert seen.stdout.strip() == "[('committed',)]"
+
+
+def test_a_lakes_cases_keep_each_prompt_once_through_migration_14(lake):
+    """Migration 14 copies `cases` with each row's `data` without the fields its columns hold,
+    on a lake as in a file (a lake at schema 13: one made now, its 14th migration undone)."""
+    from numerate.config.sweep import parse_sweep_config
+    from numerate.planning.plan import REPEATED, case_row, plan_points
+
+    config = parse_sweep_config({
+        "name": "t", "models": [{"name": "b", "model": "baseline:oracle"}],
+        "manifolds": [{"manifold": "shuffle", "count": 2}],
+    })  # fmt: skip
+    cases = plan_points(config.manifolds[0], 3)[0].cases()
+    whole = [{**case_row(case), "data": case.case.model_dump_json()} for case in cases]
+    store = Store.open(lake)
+    with store.session() as con:
+        insert_rows(con, "cases", list(whole[0]), whole)
+        con.execute("DELETE FROM schema_migrations WHERE version = 14")
+    Store.close_all()
+
+    stored = dict(Store.open(lake).query("SELECT case_id, CAST(data AS VARCHAR) FROM cases"))
+    for case in cases:
+        rest = {k: v for k, v in case.case.model_dump(mode="json").items() if k not in REPEATED}
+        assert json.loads(stored[case.case_id]) == rest
+    versions = Store.open(lake).query("SELECT max(version) FROM schema_migrations")
+    assert versions == [(14,)]

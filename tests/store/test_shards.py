@@ -454,13 +454,20 @@ def test_rows_a_shard_holds_twice_alike_are_loaded_once(tmp_path):
     assert table(central, query) == table(worker, query)
 
 
-def test_a_case_unlike_the_one_the_database_holds_is_refused(tmp_path):
-    """F12: a case (or completion) whose key the database holds already was ignored, so a
-    shard's answers were graded against another case than the one they answered."""
+def _two_runs(tmp_path):
+    """Two runs of one sweep published to two locations, `first` and `second` (the id of its
+    run), from databases a.duckdb and b.duckdb."""
     first, second = tmp_path / "first", tmp_path / "second"
     asyncio.run(sweep(config("oracle", first), str(tmp_path / "a.duckdb")))
     run_id = asyncio.run(sweep(config("random", second), str(tmp_path / "b.duckdb")))
     Store.close_all()
+    return first, second, run_id
+
+
+def test_a_case_unlike_the_one_the_database_holds_is_refused(tmp_path):
+    """F12: a case (or completion) whose key the database holds already was ignored, so a
+    shard's answers were graded against another case than the one they answered."""
+    first, second, run_id = _two_runs(tmp_path)
     # of another generator version (which cannot be made again here to compare), same id
     _rewrite(second / run_id / "cases.parquet",
              "UPDATE shard_rows SET target = target || '0', generator_version = 'other' "
@@ -545,3 +552,26 @@ def test_a_shard_that_is_a_folder_is_skipped_in_one_warning(published, tmp_path)
     assert result.exit_code == 3, result.output
     assert f"warning: skipped run {run_id}: {shard}: not a regular file\n" in result.stderr
     assert not central.exists()
+
+
+def test_a_shard_published_before_schema_14_loads_beside_the_same_cases_stored_since(tmp_path):
+    """Shards of earlier versions hold each case whole in `data` (its columns repeated): they
+    are the same cases as those stored since, not refused as others, and stored as numerate
+    stores cases now."""
+    first, second, run_id = _two_runs(tmp_path)
+    _rewrite(second / run_id / "cases.parquet",
+             "UPDATE shard_rows SET data = json_merge_patch(json_object('manifold', manifold, "
+             "'index', case_index, 'seed', seed, 'params', params, 'input', input, "
+             "'target', target), data)")  # fmt: skip
+    central, fresh = tmp_path / "central.duckdb", tmp_path / "fresh.duckdb"
+    assert CliRunner().invoke(app, ["ingest", str(first), "--db", str(central)]).exit_code == 0
+    for db in (central, fresh):
+        result = CliRunner().invoke(app, ["ingest", str(second), "--db", str(db)])
+        assert result.exit_code == 0, result.output
+        assert table(db, "SELECT count(DISTINCT case_id) FROM responses") == [(10,)]
+        stored = table(db, "SELECT DISTINCT json_keys(data) FROM cases")
+        assert stored and not {"input", "params"} & {k for (keys,) in stored for k in keys}
+    query = "SELECT case_id, outcome FROM responses WHERE run_id = ?"
+    assert table(central, query.replace("?", f"'{run_id}'")) == table(
+        tmp_path / "b.duckdb", query.replace("?", f"'{run_id}'")
+    )

@@ -1,3 +1,4 @@
+import json
 import os
 
 import duckdb
@@ -235,3 +236,42 @@ def test_a_view_in_place_of_one_of_numerate_s_tables_is_refused_by_writers(tmp_p
     con.close()
     with pytest.raises(StoreError, match="runs is a view where numerate keeps a table"):
         Store.open(db)
+
+
+def test_a_version_13_database_keeps_each_prompt_once_through_migration_14(tmp_path):
+    """A case's `data` repeated its columns (its prompt twice): migration 14 keeps the rest
+    of the case there, and a row whose `data` says otherwise than its columns keeps it whole."""
+    from numerate.config.sweep import parse_sweep_config
+    from numerate.planning.plan import REPEATED, PlannedCase, case_row, plan_points
+
+    config = parse_sweep_config({
+        "name": "t", "models": [{"name": "b", "model": "baseline:oracle"}],
+        "manifolds": [{"manifold": m, "count": 3} for m in ("objects", "shuffle", "sequence")],
+    })  # fmt: skip
+    points = [plan_points(entry, 5)[0] for entry in config.manifolds]
+    cases = {case.case_id: case for point in points for case in point.cases()}
+    as_13 = [{**case_row(case), "data": case.case.model_dump_json()} for case in cases.values()]
+    changed = as_13[4]["case_id"]
+    as_13[4]["input"] = "changed by hand"
+    path = str(tmp_path / "v13.duckdb")
+    con = database_at_version(path, 13)
+    names = list(as_13[0])
+    con.executemany(
+        f"INSERT INTO cases ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
+        [[row[name] for name in names] for row in as_13],
+    )
+    con.close()
+
+    store = Store(path)
+    rows = store.case_rows(list(cases))
+    assert len(rows) == len(cases)
+    for case_id, row in rows.items():
+        whole = json.loads(cases[case_id].case.model_dump_json())
+        if case_id == changed:
+            assert json.loads(row["data"]) == whole
+            continue
+        assert json.loads(row["data"]) == {k: v for k, v in whole.items() if k not in REPEATED}
+        point = next(p for p in points if p.manifold == row["manifold"])
+        read = PlannedCase.from_row(row, point)
+        assert read is not None and read.case == cases[case_id].case
+    store.close()
