@@ -12,9 +12,11 @@ in-memory DuckDB): one aggregation, tested on both.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from numerate.store.duckdb_words import sql_literal
 
 if TYPE_CHECKING:
     import polars as pl
@@ -119,29 +121,80 @@ def _statements(responses: str, cases: str) -> dict[str, str]:
     }
 
 
-def case_sets(stream: Stream, responses: str, keys: Sequence[str]) -> pl.DataFrame:
-    """Each group's (by `keys`) case set: the first 12 hex digits of the SHA-256 of its
+def case_sets(read: Read, stream: Stream, responses: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Each model and manifold's case set, and each model's (frames keyed by run_id, model
+    and manifold, and by run_id and model): the first 12 hex digits of the SHA-256 of its
     distinct case ids, sorted and joined by commas (the same name for the same cases in every
-    run). Hashed as the sorted ids stream past, so that memory follows a batch of rows, not
-    the group (DuckDB's `string_agg` of a million ids was one 64 MB string, past its bound)."""
+    run).
+
+    Hashed as each model and manifold's sorted ids stream past, so that memory follows a batch
+    of rows and DuckDB sorts one manifold's ids at a time (DuckDB's `string_agg` of a million
+    ids was one 64 MB string; its sort of a million ids held 222 MiB, of a third of them 95
+    MiB). A model's sorted ids are its manifolds' one after the other, in the manifolds'
+    order, when each manifold's ids all sort after the one's before (numerate's case ids
+    begin with their manifold's name); a model whose ids do not is hashed from its own."""
     import polars as pl
 
-    columns = ", ".join(keys)
-    sql = f"SELECT DISTINCT {columns}, case_id FROM {responses} ORDER BY {columns}, case_id"
-    found: dict[tuple[object, ...], Any] = {}  # the SHA-256 of each group so far
+    groups = read(f"SELECT DISTINCT run_id, model, manifold FROM {responses} ORDER BY ALL")
+    by_manifold: list[tuple[str, str, str, str]] = []
+    models: dict[tuple[str, str], _Joined | None] = {}  # None: its ids to be sorted alone
+    last: dict[tuple[str, str], str] = {}  # each model's greatest id so far
+    for run_id, model, manifold in groups.iter_rows():
+        key = (run_id, model)
+        mine, whole = _Joined(), models.setdefault(key, _Joined())
+        where = f"{_model(run_id, model)} AND manifold = {sql_literal(manifold)}"
+        for first, final, joined in _sorted_ids(stream, responses, where):
+            if whole is not None and mine.empty and key in last and not last[key] < first:
+                whole = models[key] = None
+            mine.add(joined)
+            if whole is not None:
+                whole.add(joined)
+            last[key] = final
+        by_manifold.append((run_id, model, manifold, mine.name()))
+    by_model = []
+    for (run_id, model), whole in models.items():
+        if whole is None:
+            whole = _Joined()
+            for _, _, joined in _sorted_ids(stream, responses, _model(run_id, model)):
+                whole.add(joined)
+        by_model.append((run_id, model, whole.name()))
+    keys = ["run_id", "model", "manifold", "case_set"]
+    return (
+        pl.DataFrame(by_manifold, schema=dict.fromkeys(keys, pl.String), orient="row"),
+        pl.DataFrame(by_model, schema=dict.fromkeys(keys[:2] + keys[3:], pl.String), orient="row"),
+    )
+
+
+def _model(run_id: str, model: str) -> str:
+    return f"run_id = {sql_literal(run_id)} AND model = {sql_literal(model)}"
+
+
+def _sorted_ids(stream: Stream, responses: str, where: str) -> Iterator[tuple[str, str, bytes]]:
+    """The distinct case ids of the answers `where` selects, sorted, a batch at a time: its
+    first id, its last, and its ids joined by commas."""
+    import polars as pl
+
+    sql = f"SELECT DISTINCT case_id FROM {responses} WHERE {where} ORDER BY case_id"
     for batch in stream(sql):
-        # sorted: a group's rows follow each other, within a batch and across batches
-        rows = pl.from_arrow(batch)
-        assert isinstance(rows, pl.DataFrame)  # a record batch: a frame, never a series
-        joined = rows.group_by(keys, maintain_order=True).agg(pl.col("case_id").str.join(","))
-        for *key, ids in joined.iter_rows():
-            digest = found.get(tuple(key))
-            if digest is None:
-                found[tuple(key)] = hashlib.sha256(ids.encode())
-            else:
-                digest.update(b"," + ids.encode())
-    named = [(*key, digest.hexdigest()[:12]) for key, digest in found.items()]
-    return pl.DataFrame(named, schema=dict.fromkeys([*keys, "case_set"], pl.String), orient="row")
+        if batch.num_rows:
+            ids = batch.column(0)
+            joined = pl.Series(ids).str.join(",").item()
+            yield ids[0].as_py(), ids[-1].as_py(), joined.encode()
+
+
+class _Joined:
+    """The SHA-256 of strings joined by commas, given a run of them (joined) at a time."""
+
+    def __init__(self) -> None:
+        self.digest = hashlib.sha256()
+        self.empty = True
+
+    def add(self, joined: bytes) -> None:
+        self.digest.update(joined if self.empty else b"," + joined)
+        self.empty = False
+
+    def name(self) -> str:
+        return self.digest.hexdigest()[:12]
 
 
 def reduce_answers(read: Read, stream: Stream, responses: str, cases: str) -> Reduced:
@@ -166,11 +219,11 @@ def reduce_answers(read: Read, stream: Stream, responses: str, cases: str) -> Re
         lists = read(sql["single_lists"])
         lists = lists.with_columns(case_votes=pl.lit(None), case_grades=pl.lit(None))
     counts = read(sql["counts"]).with_columns(pl.col(FLOORS).cast(pl.Float64))
-    by_manifold, by_model = ["run_id", "model", "manifold"], ["run_id", "model"]
+    by_manifold, by_model = case_sets(read, stream, responses)
     manifold = read(sql["manifold"]).join(
-        case_sets(stream, responses, by_manifold), on=by_manifold, how="left"
+        by_manifold, on=["run_id", "model", "manifold"], how="left"
     )
-    model = read(sql["model"]).join(case_sets(stream, responses, by_model), on=by_model, how="left")
+    model = read(sql["model"]).join(by_model, on=["run_id", "model"], how="left")
     return Reduced(counts, lists, manifold, model)
 
 

@@ -147,7 +147,9 @@ def test_summaries_weigh_points_equally_whatever_their_counts():
 @pytest.mark.parametrize("rows", [1, 3, 100_000])
 def test_case_sets_are_hashed_as_their_ids_stream_past(rows):
     """A group's case set is the SHA-256 of its sorted distinct ids joined by commas, whether
-    its ids come in one batch or straddle many (a batch of `rows` rows)."""
+    its ids come in one batch or straddle many (a batch of `rows` rows), and a model's
+    whether its manifolds' ids sort one after the other (m1, m2) or not (m3: a manifold's
+    ids before the one's before it; m4: an id in two manifolds)."""
     import hashlib
 
     import duckdb
@@ -155,19 +157,22 @@ def test_case_sets_are_hashed_as_their_ids_stream_past(rows):
     from numerate.store.reductions import case_sets
 
     ids = {("m1", "objects"): ["c3", "c1", "c2", "c1"], ("m1", "shuffle"): ["s9", "s10"],
-           ("m2", "objects"): ["c2", "c5", "c4", "c3", "c1"]}  # fmt: skip
+           ("m1", "zz"): ["z1"], ("m2", "objects"): ["c2", "c5", "c4", "c3", "c1"],
+           ("m3", "objects"): ["x2", "x1"], ("m3", "shuffle"): ["a1", "y"],
+           ("m4", "objects"): ["c1", "c2"], ("m4", "shuffle"): ["c2", "c3"]}  # fmt: skip
     listed = [("r", model, manifold, case) for (model, manifold), cases in ids.items()
             for case in cases]  # fmt: skip
     given = pl.DataFrame(listed, schema=["run_id", "model", "manifold", "case_id"], orient="row")
     with duckdb.connect() as con:
         con.register("given", given.to_arrow())
-        for keys in (["run_id", "model", "manifold"], ["run_id", "model"]):
-            found = case_sets(lambda sql: con.sql(sql).to_arrow_reader(rows), "given", keys)
-            expected = {}
-            for (model, manifold), cases in ids.items():
-                key = ("r", model, manifold)[: len(keys)]
-                expected.setdefault(key, set()).update(cases)
-            assert {tuple(row[:-1]): row[-1] for row in found.iter_rows()} == {
-                key: hashlib.sha256(",".join(sorted(cases)).encode()).hexdigest()[:12]
-                for key, cases in expected.items()
-            }
+        found = case_sets(
+            lambda sql: con.sql(sql).pl(), lambda sql: con.sql(sql).to_arrow_reader(rows), "given"
+        )
+    for keys, frame in zip((3, 2), found, strict=True):
+        expected: dict[tuple[str, ...], set[str]] = {}
+        for (model, manifold), cases in ids.items():
+            expected.setdefault(("r", model, manifold)[:keys], set()).update(cases)
+        assert {tuple(row[:-1]): row[-1] for row in frame.iter_rows()} == {
+            key: hashlib.sha256(",".join(sorted(cases)).encode()).hexdigest()[:12]
+            for key, cases in expected.items()
+        }
