@@ -117,7 +117,8 @@ class PointFloor:
 
 REPEATED: set[str] = set(CaseBase.model_fields)
 """The fields every case carries (manifold, index, seed, params, input, target): a `cases`
-row holds them as columns, and its `data` the case's other fields (docs/schema.md, "cases")."""
+row holds them as columns, and its `data` the case's other fields
+(docs/schema.md, "A case's data")."""
 
 
 def case_json(manifold: str, index: int, seed: int, params: str, input: str, target: str,

@@ -122,13 +122,14 @@ SLIM_DATA = (
     "AND json_extract_string(data, '$.input') = \"input\" "
     "AND json_extract_string(data, '$.target') = \"target\" "
     "AND list_sort(map_entries(TRY_CAST(json_extract(data, '$.params') AS MAP(VARCHAR, JSON)))) "
-    "= list_sort(map_entries(TRY_CAST(params AS MAP(VARCHAR, JSON)))) "
+    "= list_sort(map_entries(TRY_CAST(TRY_CAST(params AS JSON) AS MAP(VARCHAR, JSON)))) "
     "THEN json_merge_patch(data, '{" + ", ".join(f'"{f}": null' for f in _REPEATS) + "}') "
     "ELSE data END"
 )
 """A `cases` row's `data` as numerate stores it since migration 14, from a row that may hold
 the whole case (as every row did before): without the fields its columns hold, when each is
-what its column holds (the parameters compared as a set of keys and values); a row whose
+what its column holds (the parameters compared as a set of keys and values, the column read
+as JSON whether typed so or text, as a shard's may be); a row whose
 `data` says otherwise keeps its `data` whole (numerate.planning.plan.case_json reads both).
 An expression over the `cases` columns; ingest applies it to a shard's cases too."""
 

@@ -120,21 +120,24 @@ def test_an_endpoint_s_answer_beyond_the_bound_is_stored_cut_and_graded_on_what_
 ):
     from numerate.grading.judging import judge
     from numerate.manifolds import registry
+    from numerate.planning.plan import case_json
+    from numerate.store.queries import CASE_TEXT, CaseText
 
     db, _ = long_answers
     con = duckdb.connect(str(db), read_only=True)
     stored = con.execute(
-        "SELECT r.raw_text, r.raw_cut, r.raw_chars, r.outcome, r.manifold, c.data "
-        "FROM responses r JOIN cases c USING (case_id)"
+        "SELECT r.raw_text, r.raw_cut, r.raw_chars, r.outcome, r.manifold, "
+        f"{CASE_TEXT} FROM responses r JOIN cases c USING (case_id)"
     ).fetchall()
     completions = con.execute(
         "SELECT length(text), text_cut, text_chars FROM completions"
     ).fetchall()
     con.close()
     assert len(stored) == 2 and completions == [(MAX_ANSWER_CHARS, True, len(LONG))] * 2
-    for text, cut, chars, outcome, manifold, data in stored:
+    for text, cut, chars, outcome, manifold, *case_text in stored:
         assert (text, cut, chars) == (cut_answer(LONG)[0], True, len(LONG))
-        case = registry.get(manifold).case_model.model_validate_json(data)
+        whole = case_json(*CaseText(*case_text))
+        case = registry.get(manifold).case_model.model_validate_json(whole)
         assert outcome == judge(manifold, case, text, "stop")[0].value  # what is kept
         assert outcome == judge(manifold, case, LONG, "stop")[0].value  # the same here
 

@@ -163,11 +163,18 @@ def test_case_sets_are_hashed_as_their_ids_stream_past(rows):
     listed = [("r", model, manifold, case) for (model, manifold), cases in ids.items()
             for case in cases]  # fmt: skip
     given = pl.DataFrame(listed, schema=["run_id", "model", "manifold", "case_id"], orient="row")
+    sorts = []
     with duckdb.connect() as con:
         con.register("given", given.to_arrow())
-        found = case_sets(
-            lambda sql: con.sql(sql).pl(), lambda sql: con.sql(sql).to_arrow_reader(rows), "given"
-        )
+
+        def stream(sql):
+            sorts.append(sql)
+            return con.sql(sql).to_arrow_reader(rows)
+
+        found = case_sets(lambda sql: con.sql(sql).pl(), stream, "given")
+    # one sort a model and manifold, and one more for each model whose ids are sorted alone:
+    # a model's own sort is what the manifolds' spare (its memory)
+    assert len(sorts) == len(ids) + 2
     for keys, frame in zip((3, 2), found, strict=True):
         expected: dict[tuple[str, ...], set[str]] = {}
         for (model, manifold), cases in ids.items():

@@ -275,3 +275,51 @@ def test_a_version_13_database_keeps_each_prompt_once_through_migration_14(tmp_p
         read = PlannedCase.from_row(row, point)
         assert read is not None and read.case == cases[case_id].case
     store.close()
+
+
+WHOLE = {"manifold": "objects", "index": 3, "seed": 2**64 - 1, "params": {"a": 0.5, "b": [1, 2]},
+         "input": 'q "x" é', "target": "2", "items": [{"name": "é", "n": None}]}  # fmt: skip
+COLUMNS = {"manifold": "objects", "case_index": 3, "seed": 2**64 - 1,
+           "params": '{"b": [1, 2], "a": 0.5}', "input": 'q "x" é', "target": "2"}  # fmt: skip
+
+
+@pytest.mark.parametrize("typed", ["JSON", "VARCHAR"])  # a table's columns; a shard's may be text
+@pytest.mark.parametrize(
+    ("columns", "slimmed"),
+    [
+        ({}, True),  # the parameters in another order and spacing are the same parameters
+        ({"manifold": "shuffle"}, False),
+        ({"case_index": 4}, False),
+        ({"seed": 2**64 - 2}, False),
+        ({"params": '{"a": 0.6, "b": [1, 2]}'}, False),
+        ({"params": '{"a": 0.5}'}, False),
+        ({"input": "q"}, False),
+        ({"target": "3"}, False),
+    ],
+)
+def test_a_cases_data_loses_only_the_fields_its_columns_hold_alike(columns, slimmed, typed):
+    """migrations.SLIM_DATA (migration 14, ingest): the fields a row's columns hold are taken
+    out of its `data` only when each is what its column holds; else `data` stays whole."""
+    from numerate.store.migrations import SLIM_DATA
+
+    row = {**COLUMNS, **columns, "data": json.dumps(WHOLE, ensure_ascii=False)}
+    with duckdb.connect() as con:
+        con.execute(
+            f"CREATE TABLE cases (manifold VARCHAR, case_index INTEGER, seed UBIGINT, params "
+            f"{typed}, input VARCHAR, target VARCHAR, data {typed})"
+        )
+        con.execute(f"INSERT INTO cases VALUES ({', '.join('?' * len(row))})", list(row.values()))
+        [(data,)] = con.execute(f"SELECT {SLIM_DATA} FROM cases").fetchall()
+    expected = {"items": WHOLE["items"]} if slimmed else WHOLE
+    assert json.loads(data) == expected
+
+
+@pytest.mark.parametrize("data", ["{}", "[1, 2]", '"text"', '{"items": []}'])
+def test_a_cases_data_that_repeats_nothing_is_kept_as_it_is(data):
+    from numerate.store.migrations import SLIM_DATA
+
+    with duckdb.connect() as con:
+        con.execute("CREATE TABLE cases (manifold VARCHAR, case_index INTEGER, seed UBIGINT, "
+                    "params JSON, input VARCHAR, target VARCHAR, data JSON)")  # fmt: skip
+        con.execute("INSERT INTO cases VALUES ('objects', 0, 1, '{}', 'q', '2', ?)", [data])
+        assert con.execute(f"SELECT {SLIM_DATA} FROM cases").fetchall() == [(data,)]
