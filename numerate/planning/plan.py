@@ -85,11 +85,8 @@ class PlannedCase:
         ingested from elsewhere), one stored without both floors (before schema 4), or one
         whose JSON is not the case its columns say (a `data` that repeats the columns, as
         before schema 14, and differs from them): the case is generated instead."""
-        random, heuristic = row["chance_random"], row["chance_heuristic"]
-        if random is None or heuristic is None:
-            return None
-        ours = (point.manifold, point.seed, version_of(point.generator_version))
-        if (row["manifold"], row["seed"], version_of(row["generator_version"])) != ours:
+        floor = stored_floor(row, point.generator_version)
+        if floor is None or (row["manifold"], row["seed"]) != (point.manifold, point.seed):
             return None
         whole = case_json(row["manifold"], row["case_index"], row["seed"], row["params"],
                           row["input"], row["target"], row["data"])  # fmt: skip
@@ -101,9 +98,9 @@ class PlannedCase:
         if (case.input, case.target, case.index, case.seed) != stored:
             return None
         return cls(
-            row["case_id"], row["manifold"], point.key, row["chance"], random, heuristic,
-            row["generator_version"], row["params"], row["seed"], row["case_index"],
-            row["input"], row["target"], row["data"], case,
+            row["case_id"], row["manifold"], point.key, row["chance"], floor.random,
+            floor.heuristic, row["generator_version"], row["params"], row["seed"],
+            row["case_index"], row["input"], row["target"], row["data"], case,
         )  # fmt: skip
 
 
@@ -113,6 +110,17 @@ class PointFloor:
 
     random: float
     heuristic: float
+
+
+def stored_floor(row: CaseRow, generator_version: str) -> PointFloor | None:
+    """The floors a stored case carries, when it has both (stored since schema 4) and was
+    stored by `generator_version` (not a row ingested from elsewhere under the same id)."""
+    random, heuristic = row["chance_random"], row["chance_heuristic"]
+    if random is None or heuristic is None:
+        return None
+    if version_of(row["generator_version"]) != version_of(generator_version):
+        return None
+    return PointFloor(random, heuristic)
 
 
 REPEATED: set[str] = set(CaseBase.model_fields)

@@ -12,7 +12,7 @@ from numerate.config.sweep import SweepConfig
 from numerate.endpoints.preflight import check_locations
 from numerate.grading.verdict import PartVerdict
 from numerate.kernel.errors import NumerateError
-from numerate.planning.plan import PointFloor, version_of
+from numerate.planning.plan import PointFloor, stored_floor
 from numerate.results.regrade import ingest_graded
 from numerate.store import Store, now, queries
 from numerate.store.rows import PointStop
@@ -60,13 +60,8 @@ async def stored_floors(first_cases: dict[str, str], db: str) -> dict[str, Point
     each is of), those stored by that version (not a row ingested from elsewhere under the
     same id): numerate.planning.plan.plan_points does not measure those points again."""
     found = await asyncio.to_thread(Store.open(db).case_rows, list(first_cases))
-    return {
-        case: PointFloor(row["chance_random"], row["chance_heuristic"])
-        for case, row in found.items()
-        if row["chance_random"] is not None
-        and row["chance_heuristic"] is not None
-        and version_of(row["generator_version"]) == version_of(first_cases[case])
-    }
+    floors = {case: stored_floor(row, first_cases[case]) for case, row in found.items()}
+    return {case: floor for case, floor in floors.items() if floor is not None}
 
 
 @task(cache_policy=NO_CACHE)

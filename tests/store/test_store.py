@@ -323,3 +323,11 @@ def test_a_cases_data_that_repeats_nothing_is_kept_as_it_is(data):
                     "params JSON, input VARCHAR, target VARCHAR, data JSON)")  # fmt: skip
         con.execute("INSERT INTO cases VALUES ('objects', 0, 1, '{}', 'q', '2', ?)", [data])
         assert con.execute(f"SELECT {SLIM_DATA} FROM cases").fetchall() == [(data,)]
+
+
+def test_the_fields_migration_14_takes_out_of_data_are_those_every_case_carries():
+    """SLIM_DATA (migration 14, ingest) names the fields plan.case_json puts back."""
+    from numerate.planning.plan import REPEATED
+    from numerate.store.migrations import _REPEATS
+
+    assert set(_REPEATS) == REPEATED
