@@ -137,6 +137,16 @@ def connect(path: str, *, read_only: bool = False, config: dict[str, Any] | None
 ATTACHED = "numerate_results"
 """The name a writer's session gives the results database it attaches."""
 
+ROW_GROUP_SIZE = 8192
+"""Rows of a row group the writer's sessions make (DuckDB's default: 122,880). Each session
+appends its rows as row groups of their own; as it lets the file go, DuckDB merges adjacent
+small groups (a group with the next ones once they double it, up to three groups into fewer).
+At the default size the last merges rebuild a whole 122,880-row group of `cases` in memory:
+a 1,000,000-case sweep's RSS jumped by 150-230 MiB at each. At 8,192 rows a merge holds at
+most three such groups; small appends (an answer every few seconds) are still merged, and the
+file of the same cases is smaller (docs/benchmarks.md, "Row groups of 8,192 rows, and answers
+Prefect kept (2026-11-28)")."""
+
 
 def attach(con: Any, path: str) -> None:
     """Attach `path` to an open DuckDB connection as ATTACHED and make it the default database,
@@ -145,7 +155,7 @@ def attach(con: Any, path: str) -> None:
     attaches the file for each session; `detach` lets it go."""
 
     def attached() -> None:
-        con.execute(f"ATTACH {sql_literal(path)} AS {ATTACHED}")
+        con.execute(f"ATTACH {sql_literal(path)} AS {ATTACHED} (ROW_GROUP_SIZE {ROW_GROUP_SIZE})")
         con.execute(f"USE {ATTACHED}")
 
     _when_free(path, attached, "write")

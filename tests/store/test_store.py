@@ -331,3 +331,25 @@ def test_the_fields_migration_14_takes_out_of_data_are_those_every_case_carries(
     from numerate.store.migrations import _REPEATS
 
     assert set(_REPEATS) == REPEATED
+
+
+def test_a_writer_s_sessions_keep_row_groups_small_as_they_merge_them(db_path):
+    """Each session appends its rows as row groups of their own, which DuckDB merges as the
+    session lets the file go; numerate's sessions make them at most ROW_GROUP_SIZE rows, so
+    that a merge never rebuilds DuckDB's default 122,880-row group in memory."""
+    from numerate.store.access import ROW_GROUP_SIZE
+
+    store = Store.open(db_path)
+    session_rows = 2048
+    for session in range(3 * ROW_GROUP_SIZE // session_rows):
+        store.put_completions(
+            [completion(f"{session}-{i}", "x") for i in range(session_rows)]
+        )  # a session each, as a sweep's batches and flushes
+    Store.close_all()
+    with duckdb.connect(db_path, read_only=True) as con:
+        groups = [n for (n,) in con.execute(
+            "SELECT max(count) FROM pragma_storage_info('completions') GROUP BY row_group_id"
+        ).fetchall()]  # fmt: skip
+    assert sum(groups) == 3 * ROW_GROUP_SIZE
+    assert max(groups) <= ROW_GROUP_SIZE
+    assert len(groups) < 3 * ROW_GROUP_SIZE // session_rows  # the small groups were merged
