@@ -39,12 +39,11 @@ from numerate.kernel.samples import agrees, majority_vote, pass_at_k
 from numerate.kernel.stats import chance_adjusted
 from numerate.store import reductions
 from numerate.store.queries import POOLED, Source
-from numerate.store.reductions import FLOORS, Reduced
+from numerate.store.reductions import FLOORS, POINT_KEYS, Reduced
 
 if TYPE_CHECKING:
     from numerate.results.standing import Standing
 
-POINT_KEYS = ["run_id", "model", "manifold", "point_key"]
 MULTI_SAMPLE = ["pass_at_k", "maj_at_k", "consistency"]
 POINT_MEANS = [*FLOORS, "truncation_rate", "unparsed_rate", *MULTI_SAMPLE]
 """What a summary averages over its points (besides accuracy)."""

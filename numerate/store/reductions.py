@@ -47,6 +47,9 @@ SCORED_FLOORS = ", ".join(
 MANIFOLDS = "string_agg(DISTINCT manifold, ',' ORDER BY manifold) AS manifolds"
 """A group's manifolds, joined by commas."""
 
+POINT_KEYS = ["run_id", "model", "manifold", "point_key"]
+"""What names a grid point's answers."""
+
 SCAN_ROWS = 100_000
 """Rows a streamed scan (`Stream`) hands over at a time."""
 
@@ -85,39 +88,46 @@ class Reduced:
 
 
 def _statements(responses: str, cases: str) -> dict[str, str]:
-    """Each reduction's SQL over the relations (or subqueries) `responses` and `cases`."""
+    """Each reduction's SQL over the relations (or subqueries) `responses` and `cases`. Only
+    the per-point counts join each answer with its case, for its floors alone; a point's
+    params are those of its first case, joined a point at a time; the rest read the answers
+    alone. (Every reduction joined each answer with its case and params: a hash table of a
+    million cases, 60% of it params, in each.)"""
     joined = f"""WITH joined AS (
-        SELECT r.run_id, r.model, r.manifold, r.point_key, r.case_id, r.outcome,
-               r.answer::VARCHAR AS answer, r.completion_tokens, r.latency_s, c.params,
-               c.chance::DOUBLE AS chance, c.chance_random::DOUBLE AS chance_random,
+        SELECT r.run_id, r.model, r.manifold, r.point_key, r.outcome, r.completion_tokens,
+               r.latency_s, c.chance::DOUBLE AS chance,
+               c.chance_random::DOUBLE AS chance_random,
                c.chance_heuristic::DOUBLE AS chance_heuristic
         FROM {responses} r LEFT JOIN {cases} c USING (case_id))"""
-    per_case = """per_case AS (
+    per_case = f"""WITH per_case AS (
         SELECT run_id, model, manifold, point_key, count(*) AS answers,
                count(*) FILTER (outcome <> 'error') AS scored,
                count(*) FILTER (outcome = 'correct') AS correct,
-               coalesce(list(answer) FILTER (outcome <> 'error'), []) AS votes,
+               coalesce(list(answer::VARCHAR) FILTER (outcome <> 'error'), []) AS votes,
                coalesce(list(outcome = 'correct') FILTER (outcome <> 'error'), []) AS grades
-        FROM joined GROUP BY run_id, model, manifold, point_key, case_id)"""
-    keys = "run_id, model, manifold, point_key"
+        FROM {responses} GROUP BY run_id, model, manifold, point_key, case_id)"""
+    keys = ", ".join(POINT_KEYS)
+    first_keys = ", ".join(f"f.{key}" for key in POINT_KEYS)
     return {
-        "unknown": f"{joined} SELECT case_id FROM joined WHERE chance IS NULL LIMIT 1",
+        "unknown": f"SELECT case_id FROM {responses} ANTI JOIN {cases} USING (case_id) LIMIT 1",
         "samples": "SELECT coalesce(max(n), 1) AS most FROM "
         f"(SELECT count(*) AS n FROM {responses} GROUP BY run_id, model, case_id)",
-        "counts": f"{joined} SELECT {keys}, {COUNTS}, {SCORED_FLOORS}, any_value(params) AS "
-        f"params FROM joined GROUP BY {keys}",
-        "lists": f"{joined}, {per_case} SELECT {keys}, list(answers) AS case_answers, "
+        "counts": f"{joined} SELECT {keys}, {COUNTS}, {SCORED_FLOORS} FROM joined GROUP BY {keys}",
+        "params": f"SELECT {first_keys}, any_value(c.params) AS params FROM (SELECT {keys}, "
+        f"min(case_id) AS case_id FROM {responses} GROUP BY {keys}) f LEFT JOIN {cases} c "
+        f"ON c.case_id = f.case_id GROUP BY {first_keys}",
+        "lists": f"{per_case} SELECT {keys}, list(answers) AS case_answers, "
         "list(scored) AS case_scored, list(correct) AS case_correct{votes} "
         f"FROM per_case GROUP BY {keys}",
         # one answer a case: its entries are the answer's own (no grouping by case, whose
         # million groups did not fit WRITER_MEMORY)
-        "single_lists": f"{joined} SELECT {keys}, list(1::BIGINT) AS case_answers, "
+        "single_lists": f"SELECT {keys}, list(1::BIGINT) AS case_answers, "
         "list((outcome <> 'error')::BIGINT) AS case_scored, "
-        f"list((outcome = 'correct')::BIGINT) AS case_correct FROM joined GROUP BY {keys}",
-        "manifold": f"{joined} SELECT run_id, model, manifold, {COUNTS}, {MANIFOLDS} "
-        "FROM joined GROUP BY run_id, model, manifold",
-        "model": f"{joined} SELECT run_id, model, {COUNTS}, {MANIFOLDS} "
-        "FROM joined GROUP BY run_id, model",
+        f"list((outcome = 'correct')::BIGINT) AS case_correct FROM {responses} GROUP BY {keys}",
+        "manifold": f"SELECT run_id, model, manifold, {COUNTS}, {MANIFOLDS} "
+        f"FROM {responses} GROUP BY run_id, model, manifold",
+        "model": f"SELECT run_id, model, {COUNTS}, {MANIFOLDS} "
+        f"FROM {responses} GROUP BY run_id, model",
     }
 
 
@@ -219,6 +229,7 @@ def reduce_answers(read: Read, stream: Stream, responses: str, cases: str) -> Re
         lists = read(sql["single_lists"])
         lists = lists.with_columns(case_votes=pl.lit(None), case_grades=pl.lit(None))
     counts = read(sql["counts"]).with_columns(pl.col(FLOORS).cast(pl.Float64))
+    counts = counts.join(read(sql["params"]), on=POINT_KEYS, how="left")
     by_manifold, by_model = case_sets(read, stream, responses)
     manifold = read(sql["manifold"]).join(
         by_manifold, on=["run_id", "model", "manifold"], how="left"

@@ -70,6 +70,20 @@ def test_summaries_pool_points_and_manifolds():
     assert model["chance_adjusted"] == pytest.approx((0.75 - 0.25) / 0.75)
 
 
+def test_a_point_s_params_are_its_cases_whatever_else_the_cases_carry():
+    responses, cases = frames(["correct", "wrong", "correct"], [0.5, 0.5, 0.2],
+                              points=["a", "a", "b"])  # fmt: skip
+    cases = cases.with_columns(  # a `cases` row also has a manifold and the key it was stored by
+        params=pl.Series(['{"length": 2}', '{"length": 2}', '{"length": 4}']),
+        manifold=pl.lit("objects"), point_key=pl.lit("stored by another sweep"),
+    )  # fmt: skip
+    points, _ = aggregate(responses, cases)
+    assert dict(zip(points["point_key"], points["params"], strict=True)) == {
+        "a": '{"length": 2}', "b": '{"length": 4}',
+    }  # fmt: skip
+    assert points["chance"].to_list() == [0.5, 0.2]
+
+
 def test_a_response_without_its_case_is_an_error():
     responses, cases = frames(["correct"], [0.1])
     with pytest.raises(ValueError, match="no stored case"):
