@@ -3,7 +3,7 @@
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Coroutine, Iterator
+from collections.abc import Coroutine, Iterator
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -63,9 +63,10 @@ async def evaluate_model(
     progress = current_progress()
     progress.add_total(sampler.opened * samples)
 
-    def ask(ranges: list[CaseRange], first: int) -> Awaitable[list[ResponseRow]]:
+    async def ask(ranges: list[CaseRange], first: int) -> list[ResponseRow]:
         # unwalked(): Prefect would otherwise walk every point of a batch for futures
-        return answer_batch(model, unwalked(ranges), run_id, db, first)
+        graded = await answer_batch(model, unwalked(ranges), run_id, db, first)
+        return graded.unquote()
 
     def graded(opened: int) -> None:
         progress.add_total(opened * samples)  # a round more for the points still open

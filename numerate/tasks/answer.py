@@ -7,6 +7,7 @@ from prefect import Task, task
 from prefect.cache_policies import NO_CACHE
 from prefect.client.schemas.objects import State, TaskRun
 from prefect.tasks import exponential_backoff
+from prefect.utilities.annotations import quote
 
 from numerate.config.sweep import ModelConfig, SweepConfig
 from numerate.endpoints import answer_cases, stopped_cause
@@ -15,8 +16,8 @@ from numerate.grading.verdict import PartVerdict, part_verdict
 from numerate.kernel.errors import ConfigError
 from numerate.planning.plan import CaseRange, made_cases, stored_ids
 from numerate.store import Store
-from numerate.store.rows import ResponseRow
 from numerate.tasks.naming import batch_run_name
+from numerate.tasks.passing import returned_whole
 
 
 def retry_transient(task: Task[Any, Any], task_run: TaskRun, state: State[Any]) -> bool:
@@ -58,16 +59,17 @@ async def model_verdict(
 )
 async def answer_batch(
     model: ModelConfig, ranges: list[CaseRange], run_id: str, db: str, first: int = 0
-) -> list[ResponseRow]:
+) -> quote:
     """Make a batch's cases (those of points stored before are read back, the rest generated:
     numerate.planning.plan.made_cases), store those not stored yet (every model of a sweep
     asks the same), then answer and grade them: stored answers where the model's cache
     policy allows, the rest from the model, each graded and journaled as it arrives (in the
-    database within seconds). Returns the graded `responses` rows. `first`: the batch's
-    place in the model's cases (for the task run's name)."""
+    database within seconds). Returns the graded `responses` rows (returned whole:
+    `.unquote()` them). `first`: the batch's place in the model's cases (for the task run's
+    name)."""
     store = Store.open(db)
     wanted = stored_ids(ranges)
     stored = await asyncio.to_thread(store.case_rows, wanted) if wanted else {}
     planned = made_cases(ranges, stored)
     answered = await answer_cases(model, planned, store, run_id, store_cases=True)
-    return answered.responses
+    return returned_whole(answered.responses)
