@@ -88,11 +88,12 @@ class Reduced:
 
 
 def _statements(responses: str, cases: str) -> dict[str, str]:
-    """Each reduction's SQL over the relations (or subqueries) `responses` and `cases`. Only
-    the per-point counts join each answer with its case, for its floors alone; a point's
-    params are those of its first case, joined a point at a time; the rest read the answers
-    alone. (Every reduction joined each answer with its case and params: a hash table of a
-    million cases, 60% of it params, in each.)"""
+    """Each reduction's SQL over the relations (or subqueries) `responses` and `cases` (one
+    row per case id, as the store keeps it). Only the per-point counts join each answer with
+    its case, for its floors alone; a point's params are those of its least case id, joined
+    a point at a time (its cases share them); the rest read the answers alone. (Every
+    reduction joined each answer with its case and params: a hash table of a million cases,
+    60% of it params, in each.)"""
     joined = f"""WITH joined AS (
         SELECT r.run_id, r.model, r.manifold, r.point_key, r.outcome, r.completion_tokens,
                r.latency_s, c.chance::DOUBLE AS chance,
@@ -109,7 +110,8 @@ def _statements(responses: str, cases: str) -> dict[str, str]:
     keys = ", ".join(POINT_KEYS)
     first_keys = ", ".join(f"f.{key}" for key in POINT_KEYS)
     return {
-        "unknown": f"SELECT case_id FROM {responses} ANTI JOIN {cases} USING (case_id) LIMIT 1",
+        "unknown": f"SELECT r.case_id FROM {responses} r LEFT JOIN (SELECT case_id, chance "
+        f"FROM {cases}) c ON c.case_id = r.case_id WHERE c.chance IS NULL LIMIT 1",
         "samples": "SELECT coalesce(max(n), 1) AS most FROM "
         f"(SELECT count(*) AS n FROM {responses} GROUP BY run_id, model, case_id)",
         "counts": f"{joined} SELECT {keys}, {COUNTS}, {SCORED_FLOORS} FROM joined GROUP BY {keys}",
@@ -250,8 +252,11 @@ def of_run(source: Source, run_id: str) -> Reduced:
 
 def completed(responses: pl.DataFrame, cases: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Answers given as frames with the columns they may lack: answer (none), chance_random
-    (the uniform guess's floor: the case's chance) and chance_heuristic (none)."""
+    (the uniform guess's floor: the case's chance) and chance_heuristic (none); a case given
+    twice counts once (its first row), as the store holds it."""
     import polars as pl
+
+    cases = cases.unique(subset="case_id", keep="first", maintain_order=True)
 
     if "chance_random" not in cases.columns:
         cases = cases.with_columns(chance_random=pl.col("chance"))

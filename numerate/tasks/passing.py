@@ -14,10 +14,14 @@ def unwalked(value: T) -> T:
 
 
 def returned_whole(value: T) -> quote:
-    """`value` for a task to return that Prefect keeps track of as one object (the caller
-    takes it back with `.unquote()`). Prefect links a task's result, and every item one level
-    into it, to the task run's state for the rest of the flow run (`FlowRunContext.run_results`,
-    an entry per item): the sweep's batches of graded rows left an entry per answer, about
-    150 bytes each, so that a 1,000,000-case sweep's memory grew by about 130 MB as it went
-    (docs/benchmarks.md, "Row groups of 8,192 rows, and answers Prefect kept (2026-11-28)")."""
+    """`value` for a task to return, wrapped so that Prefect keeps track of it as two objects
+    (the wrapper and the value), not an object per item (the caller takes it back with
+    `.unquote()`; typed bare: mypy reads Prefect's `quote` as not generic). Prefect links a
+    task's result, and every item one level into it, to the task run's state for the rest of
+    the flow run (`FlowRunContext.run_results`): the sweep's batches of graded rows left an
+    entry per answer, about 150 bytes each, so that a 1,000,000-case sweep's memory grew by
+    about 130 MB as it went (docs/benchmarks.md, "Row groups of 8,192 rows, and answers
+    Prefect kept (2026-11-28)"). For a task awaited in this process only: `quote` is a tuple,
+    and one pickled (a persisted result, a task sent to another process) comes back as a
+    1-tuple around the value."""
     return quote(value)

@@ -90,6 +90,23 @@ def test_a_response_without_its_case_is_an_error():
         aggregate(responses, cases.filter(pl.col("case_id") == "nope"))
 
 
+def test_a_case_without_its_floor_is_an_error():
+    responses, cases = frames(["correct", "wrong"], [0.5, 0.5])
+    cases = cases.with_columns(chance=pl.Series([0.5, None], dtype=pl.Float64))
+    with pytest.raises(ValueError, match="response for case 'c1' has no stored case"):
+        aggregate(responses, cases)
+
+
+def test_a_case_given_twice_counts_once_in_every_figure():
+    responses, cases = frames(["correct", "wrong", "correct"], [0.5, 0.5, 0.5])
+    points, summaries = aggregate(responses, pl.concat([cases, cases.head(1)]))
+    point = points.row(0, named=True)
+    assert (point["n"], point["correct"], point["n_scored"]) == (3, 2, 3)
+    assert point["accuracy"] == pytest.approx(2 / 3)
+    model = summaries.filter(pl.col("level") == "model").row(0, named=True)
+    assert (model["n"], model["correct"]) == (3, 2)
+
+
 def multi_sample(cases, point="p", manifold="objects"):
     """Responses of k samples per case: `cases` maps a case id to its samples' (answer,
     outcome)."""

@@ -92,7 +92,7 @@ def test_a_flow_run_keeps_no_trace_of_each_answer_a_batch_returns(db_path):
 
     answered, tracked = asyncio.run(two_batches())
     assert answered == 60
-    assert tracked <= 4  # each batch's result, and the rows within it, as one object
+    assert tracked <= 4  # each batch's result: the wrapper and its list, not each row
 
 
 @pytest.mark.usefixtures("prefect_harness")
