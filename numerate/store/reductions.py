@@ -50,6 +50,10 @@ MANIFOLDS = "string_agg(DISTINCT manifold, ',' ORDER BY manifold) AS manifolds"
 POINT_KEYS = ["run_id", "model", "manifold", "point_key"]
 """What names a grid point's answers."""
 
+UNKNOWN = ["unknown_answers", "unknown_case"]
+"""The counts' columns for a point's answers without a stored case: how many, and the least
+of their case ids."""
+
 SCAN_ROWS = 100_000
 """Rows a streamed scan (`Stream`) hands over at a time."""
 
@@ -90,13 +94,14 @@ class Reduced:
 def _statements(responses: str, cases: str) -> dict[str, str]:
     """Each reduction's SQL over the relations (or subqueries) `responses` and `cases` (one
     row per case id, as the store keeps it). Only the per-point counts join each answer with
-    its case, for its floors alone; a point's params are those of its least case id, joined
+    its case, for its floors alone (and the least id of an answer whose case has none, which
+    is an error); a point's params are those of its least case id, joined
     a point at a time (its cases share them); the rest read the answers alone. (Every
     reduction joined each answer with its case and params: a hash table of a million cases,
     60% of it params, in each.)"""
     joined = f"""WITH joined AS (
-        SELECT r.run_id, r.model, r.manifold, r.point_key, r.outcome, r.completion_tokens,
-               r.latency_s, c.chance::DOUBLE AS chance,
+        SELECT r.run_id, r.model, r.manifold, r.point_key, r.case_id, r.outcome,
+               r.completion_tokens, r.latency_s, c.chance::DOUBLE AS chance,
                c.chance_random::DOUBLE AS chance_random,
                c.chance_heuristic::DOUBLE AS chance_heuristic
         FROM {responses} r LEFT JOIN {cases} c USING (case_id))"""
@@ -110,11 +115,11 @@ def _statements(responses: str, cases: str) -> dict[str, str]:
     keys = ", ".join(POINT_KEYS)
     first_keys = ", ".join(f"f.{key}" for key in POINT_KEYS)
     return {
-        "unknown": f"SELECT r.case_id FROM {responses} r LEFT JOIN (SELECT case_id, chance "
-        f"FROM {cases}) c ON c.case_id = r.case_id WHERE c.chance IS NULL LIMIT 1",
         "samples": "SELECT coalesce(max(n), 1) AS most FROM "
         f"(SELECT count(*) AS n FROM {responses} GROUP BY run_id, model, case_id)",
-        "counts": f"{joined} SELECT {keys}, {COUNTS}, {SCORED_FLOORS} FROM joined GROUP BY {keys}",
+        "counts": f"{joined} SELECT {keys}, {COUNTS}, {SCORED_FLOORS}, "
+        f"count(*) FILTER (chance IS NULL) AS {UNKNOWN[0]}, "
+        f"min(case_id) FILTER (chance IS NULL) AS {UNKNOWN[1]} FROM joined GROUP BY {keys}",
         "params": f"SELECT {first_keys}, any_value(c.params) AS params FROM (SELECT {keys}, "
         f"min(case_id) AS case_id FROM {responses} GROUP BY {keys}) f LEFT JOIN {cases} c "
         f"ON c.case_id = f.case_id GROUP BY {first_keys}",
@@ -220,9 +225,12 @@ def reduce_answers(read: Read, stream: Stream, responses: str, cases: str) -> Re
     import polars as pl
 
     sql = _statements(responses, cases)
-    unknown = read(sql["unknown"])
+    counts = read(sql["counts"])
+    unknown = counts.filter(pl.col(UNKNOWN[0]) > 0)
     if unknown.height:
-        raise ValueError(f"response for case {unknown['case_id'][0]!r} has no stored case")
+        raise ValueError(f"response for case {unknown[UNKNOWN[1]].min()!r} has no stored case")
+    counts = counts.drop(UNKNOWN).with_columns(pl.col(FLOORS).cast(pl.Float64))
+    counts = counts.join(read(sql["params"]), on=POINT_KEYS, how="left")
     several = read(sql["samples"])["most"][0] > 1
     if several:
         votes = ", list(votes) AS case_votes, list(grades) AS case_grades"
@@ -230,8 +238,6 @@ def reduce_answers(read: Read, stream: Stream, responses: str, cases: str) -> Re
     else:  # one answer a case: no votes to count (their lists cost the most)
         lists = read(sql["single_lists"])
         lists = lists.with_columns(case_votes=pl.lit(None), case_grades=pl.lit(None))
-    counts = read(sql["counts"]).with_columns(pl.col(FLOORS).cast(pl.Float64))
-    counts = counts.join(read(sql["params"]), on=POINT_KEYS, how="left")
     by_manifold, by_model = case_sets(read, stream, responses)
     manifold = read(sql["manifold"]).join(
         by_manifold, on=["run_id", "model", "manifold"], how="left"
