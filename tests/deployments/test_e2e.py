@@ -14,6 +14,21 @@ from tests.prefect_server import migrated_database, start_prefect_server, stop
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+RUN_DEADLINE_S = 400
+"""How long a deployment's run may take before the test calls it hung: a bound, not a timing.
+Alone here the on-demand run takes about 20 s; beside the rest of the suite on two cores CI saw
+it take over 100 s (a worker's flow process imports Prefect and numerate on a busy machine)."""
+
+
+def run_to_completion(url, name, **kwargs):
+    """Runs deployment `name` through the server at `url` and returns its flow run, completed."""
+    from prefect.deployments import run_deployment
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with temporary_settings(updates={PREFECT_API_URL: url}):
+        flow_run = run_deployment(name, timeout=RUN_DEADLINE_S, **kwargs)  # sync outside a loop
+    assert flow_run.state.is_completed(), (name, flow_run.state)
+    return flow_run
 
 
 @pytest.fixture(scope="module")
@@ -112,9 +127,6 @@ def test_pools_exist_and_the_nightly_deployment_carries_its_cron(deployed):
 
 
 def test_an_on_demand_run_lands_in_duckdb(deployed, tmp_path, fake_openai):
-    from prefect.deployments import run_deployment
-    from prefect.settings import PREFECT_API_URL, temporary_settings
-
     db = tmp_path / "e2e.duckdb"
     config = tmp_path / "sweep.yaml"
     config.write_text(
@@ -123,13 +135,8 @@ def test_an_on_demand_run_lands_in_duckdb(deployed, tmp_path, fake_openai):
         "  - {name: oracle, model: 'baseline:oracle'}\n"
         "manifolds:\n  - {manifold: objects, count: 3}\n  - {manifold: sequence, count: 3}\n"
     )
-    with temporary_settings(updates={PREFECT_API_URL: deployed}):
-        flow_run = run_deployment(  # synchronous outside an event loop
-            "evaluate/evaluate",
-            parameters={"config_path": str(config), "manifolds": ["objects"], "db": str(db)},
-            timeout=100,
-        )
-    assert flow_run.state.is_completed(), flow_run.state
+    parameters = {"config_path": str(config), "manifolds": ["objects"], "db": str(db)}
+    run_to_completion(deployed, "evaluate/evaluate", parameters=parameters)
     con = duckdb.connect(str(db), read_only=True)
     try:
         rows = con.execute(
@@ -147,17 +154,11 @@ def test_an_on_demand_run_lands_in_duckdb(deployed, tmp_path, fake_openai):
 
 def test_numgen_sends_generation_and_detection_to_the_gpu_pool(deployed, tmp_path):
     from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
-    from prefect.deployments import run_deployment
-    from prefect.settings import PREFECT_API_URL, temporary_settings
 
     db = tmp_path / "numgen.duckdb"
     config = {"generator": "synthetic", "detector": "blobs", "prompts": {"per_number": 1},
               "images_dir": str(tmp_path / "images")}  # fmt: skip
-    with temporary_settings(updates={PREFECT_API_URL: deployed}):
-        flow_run = run_deployment(
-            "numgen/numgen", parameters={"config": config, "db": str(db)}, timeout=150
-        )
-    assert flow_run.state.is_completed(), flow_run.state
+    run_to_completion(deployed, "numgen/numgen", parameters={"config": config, "db": str(db)})
 
     async def gpu_runs(client):
         found = {}
@@ -189,7 +190,7 @@ def test_one_sweep_scales_out_over_a_dask_cluster(prefect_server, tmp_path):
     _, env = prefect_server
     done = subprocess.run(
         [sys.executable, "-m", "tests.deployments.dask_scenario", str(tmp_path)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=180,
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=RUN_DEADLINE_S,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -207,9 +208,6 @@ def test_deployments_on_both_pools_write_to_a_lake(deployed, lake, tmp_path):
     """A team's lake from the pools' workers: an on-demand sweep on `cpu`, a NumGen run whose
     images and counts are made on `gpu`, both written to the lake directly (no shard, no
     ingest), each worker journaling on its own disk (the deployment's job variables)."""
-    from prefect.deployments import run_deployment
-    from prefect.settings import PREFECT_API_URL, temporary_settings
-
     from numerate.store import Store
 
     Store.open(lake).close()  # made here, with NUMERATE_LAKE_DATA: the workers find it made
@@ -219,15 +217,11 @@ def test_deployments_on_both_pools_write_to_a_lake(deployed, lake, tmp_path):
     numgen = {"generator": "synthetic", "detector": "blobs", "prompts": {"per_number": 1},
               "images_dir": str(tmp_path / "images")}  # fmt: skip
     worker_env = {"env": {"NUMERATE_LAKE_JOURNALS": str(tmp_path / "worker-journals")}}
-    with temporary_settings(updates={PREFECT_API_URL: deployed}):
-        for name, parameters in [
-            ("evaluate/evaluate", {"config_path": str(config), "db": lake}),
-            ("numgen/numgen", {"config": numgen, "db": lake}),
-        ]:
-            flow_run = run_deployment(
-                name, parameters=parameters, job_variables=worker_env, timeout=150
-            )
-            assert flow_run.state.is_completed(), (name, flow_run.state)
+    for name, parameters in [
+        ("evaluate/evaluate", {"config_path": str(config), "db": lake}),
+        ("numgen/numgen", {"config": numgen, "db": lake}),
+    ]:
+        run_to_completion(deployed, name, parameters=parameters, job_variables=worker_env)
     store = Store.open(lake)
     assert store.query("SELECT model, outcome, count(*) FROM responses GROUP BY ALL") == [
         ("oracle", "correct", 4)
