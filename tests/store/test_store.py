@@ -353,3 +353,24 @@ def test_a_writer_s_sessions_keep_row_groups_small_as_they_merge_them(db_path):
     assert sum(groups) == 3 * ROW_GROUP_SIZE
     assert max(groups) <= ROW_GROUP_SIZE
     assert len(groups) < 3 * ROW_GROUP_SIZE // session_rows  # the small groups were merged
+
+
+def test_missing_cases_are_those_not_stored_whatever_else_is(db_path):
+    """A batch's ids that the store lacks: not those stored (by this batch's look-up or any
+    other), each once, among many stored ids of other points."""
+    from numerate.config.sweep import parse_sweep_config
+    from numerate.planning.plan import case_row, plan_points
+
+    config = parse_sweep_config({
+        "name": "t", "models": [{"name": "b", "model": "baseline:oracle"}],
+        "manifolds": [{"manifold": "objects", "count": 40, "grid": {"length": [2, 3]}}],
+    })  # fmt: skip
+    first, second = plan_points(config.manifolds[0], 5)
+    store = Store.open(db_path)
+    stored = first.cases(0, 30) + second.cases(10, 20)
+    store.put_cases([case_row(case) for case in stored])
+    asked = first.case_ids(20, 40) + second.case_ids(0, 40) + first.case_ids(35, 40)
+    expected = set(first.case_ids(30, 40)) | set(second.case_ids(0, 10) + second.case_ids(20, 40))
+    assert store.missing_cases(asked) == expected
+    assert store.missing_cases(first.case_ids(0, 30)) == set()
+    assert store.missing_cases([]) == set()
