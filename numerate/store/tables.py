@@ -175,7 +175,7 @@ class Tables:
     def missing_cases(self, case_ids: Sequence[str]) -> set[str]:
         """The ids among `case_ids` that are not stored yet: those the stored ids among them
         leave. (`NOT IN (SELECT case_id FROM cases)` hashed every stored id for each batch:
-        at 1,000,000 cases 110 MB more in memory and 4x the time; docs/benchmarks.md,
+        at 1,000,000 cases about 100 MiB more in memory and 4x the time; docs/benchmarks.md,
         "Looking up a batch's cases (2026-11-29)".)"""
         if not case_ids:
             return set()

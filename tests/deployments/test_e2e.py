@@ -15,7 +15,8 @@ from tests.prefect_server import migrated_database, start_prefect_server, stop
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 RUN_DEADLINE_S = 400
-"""How long a deployment's run may take before the test calls it hung: a bound, not a timing.
+"""How long a deployment's run (or the Dask scenario's sweep) may take before the test calls
+it hung: a bound, not a timing.
 Alone here the on-demand run takes about 20 s; beside the rest of the suite on two cores CI saw
 it take over 100 s (a worker's flow process imports Prefect and numerate on a busy machine)."""
 
