@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from numerate.kernel.design import Estimate, case_clustered, point_mean
+from numerate.kernel.design import Estimate, binomial, case_clustered, point_mean
 from numerate.kernel.samples import agrees, majority_vote, pass_at_k
 from numerate.kernel.stats import chance_adjusted
 from numerate.store import reductions
@@ -113,11 +113,24 @@ def aggregate_reduced(reduced: Reduced) -> tuple[pl.DataFrame, pl.DataFrame]:
     return points, summaries.sort(["level", "run_id", "model", "manifold"])
 
 
-def _points(counts: pl.DataFrame, lists: pl.DataFrame) -> tuple[pl.DataFrame, list[Estimate]]:
-    points = _with_rates(counts.join(lists, on=POINT_KEYS)).sort(POINT_KEYS)
-    figures = [_case_figures(row) for row in points.iter_rows(named=True)]
+def _points(
+    counts: pl.DataFrame, lists: pl.DataFrame | None
+) -> tuple[pl.DataFrame, list[Estimate]]:
+    """Each point's figures: from its cases' lists, or, with one answer a case (no lists),
+    from its counts alone: case_clustered's estimate is then the binomial of the scored
+    answers (numerate.kernel.design.binomial)."""
+    figures: list[dict[str, Any]]
+    if lists is None:
+        points = _with_rates(counts).sort(POINT_KEYS)
+        scored = zip(points["correct"], points["n_scored"], strict=True)
+        figures = [{"estimate": binomial(correct, n), "samples": 1} for correct, n in scored]
+    else:
+        points = _with_rates(counts.join(lists, on=POINT_KEYS)).sort(POINT_KEYS)
+        figures = [_case_figures(row) for row in points.iter_rows(named=True)]
+        points = points.drop(
+            "case_answers", "case_scored", "case_correct", "case_votes", "case_grades"
+        )
     estimates = [f["estimate"] for f in figures]
-    points = points.drop("case_answers", "case_scored", "case_correct", "case_votes", "case_grades")
     return points.with_columns(
         **_estimate_columns(estimates, points["chance"]),
         samples=pl.Series([f["samples"] for f in figures], dtype=pl.Int32),

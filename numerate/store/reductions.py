@@ -1,9 +1,9 @@
 """A run's answers reduced where they are, for numerate.results.aggregate: per grid point, the
-counts of its answers and one list per figure with an entry per case; per model and manifold
-(and per model), the totals over answers. What reaches Python follows the grid points and the
-cases, not the answers (and no answer's text unless a case has several samples), so a run of
-a million answers aggregates in the memory of its points: DuckDB does the rest within its
-bound (numerate.store.writer.WRITER_MEMORY).
+counts of its answers and, when a case has several answers (`samples`), one list per figure
+with an entry per case; per model and manifold (and per model), the totals over answers. What
+reaches Python follows the grid points (and the cases, only when they have several answers),
+not the answers, so a run of a million answers aggregates in the memory of its points: DuckDB
+does the rest within its bound (numerate.store.writer.WRITER_MEMORY).
 
 The same SQL reads a stored run (`of_run`) and answers given as frames (`of_frames`, in an
 in-memory DuckDB): one aggregation, tested on both.
@@ -80,13 +80,13 @@ Stream = Callable[[str], "Iterable[pa.RecordBatch]"]
 @dataclass(frozen=True)
 class Reduced:
     """A run's answers, reduced: `counts` (per point: its COUNTS, SCORED_FLOORS and params),
-    `lists` (per point: case_answers, case_scored, case_correct, and case_votes and
-    case_grades, the answers read and their grades, null when no case has two samples),
-    `manifold` and `model` (COUNTS, MANIFOLDS and the `case_set` per model and manifold,
-    and per model: see `case_sets`)."""
+    `lists` (per point: case_answers, case_scored, case_correct, case_votes and case_grades,
+    the answers read and their grades; None when every case has one answer: its counts then
+    say all, see numerate.results.aggregate), `manifold` and `model` (COUNTS, MANIFOLDS and
+    the `case_set` per model and manifold, and per model: see `case_sets`)."""
 
     counts: pl.DataFrame
-    lists: pl.DataFrame
+    lists: pl.DataFrame | None
     manifold: pl.DataFrame
     model: pl.DataFrame
 
@@ -124,13 +124,8 @@ def _statements(responses: str, cases: str) -> dict[str, str]:
         f"min(case_id) AS case_id FROM {responses} GROUP BY {keys}) f LEFT JOIN {cases} c "
         f"ON c.case_id = f.case_id GROUP BY {first_keys}",
         "lists": f"{per_case} SELECT {keys}, list(answers) AS case_answers, "
-        "list(scored) AS case_scored, list(correct) AS case_correct{votes} "
-        f"FROM per_case GROUP BY {keys}",
-        # one answer a case: its entries are the answer's own (no grouping by case, whose
-        # million groups did not fit WRITER_MEMORY)
-        "single_lists": f"SELECT {keys}, list(1::BIGINT) AS case_answers, "
-        "list((outcome <> 'error')::BIGINT) AS case_scored, "
-        f"list((outcome = 'correct')::BIGINT) AS case_correct FROM {responses} GROUP BY {keys}",
+        "list(scored) AS case_scored, list(correct) AS case_correct, "
+        f"list(votes) AS case_votes, list(grades) AS case_grades FROM per_case GROUP BY {keys}",
         "manifold": f"SELECT run_id, model, manifold, {COUNTS}, {MANIFOLDS} "
         f"FROM {responses} GROUP BY run_id, model, manifold",
         "model": f"SELECT run_id, model, {COUNTS}, {MANIFOLDS} "
@@ -231,13 +226,10 @@ def reduce_answers(read: Read, stream: Stream, responses: str, cases: str) -> Re
         raise ValueError(f"response for case {unknown[UNKNOWN[1]].min()!r} has no stored case")
     counts = counts.drop(UNKNOWN).with_columns(pl.col(FLOORS).cast(pl.Float64))
     counts = counts.join(read(sql["params"]), on=POINT_KEYS, how="left")
-    several = read(sql["samples"])["most"][0] > 1
-    if several:
-        votes = ", list(votes) AS case_votes, list(grades) AS case_grades"
-        lists = read(sql["lists"].format(votes=votes))
-    else:  # one answer a case: no votes to count (their lists cost the most)
-        lists = read(sql["single_lists"])
-        lists = lists.with_columns(case_votes=pl.lit(None), case_grades=pl.lit(None))
+    # one answer a case: no list at all, its figures are its counts' (a million answers
+    # aggregated alone in 6.4 s and 499 MiB with their lists, 3.7 s and 443 MiB without:
+    # docs/benchmarks.md, "Points of one answer a case from their counts (2026-11-29)")
+    lists = read(sql["lists"]) if read(sql["samples"])["most"][0] > 1 else None
     by_manifold, by_model = case_sets(read, stream, responses)
     manifold = read(sql["manifold"]).join(
         by_manifold, on=["run_id", "model", "manifold"], how="left"

@@ -1,5 +1,7 @@
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from numerate.kernel.design import binomial, case_clustered, point_mean
 from numerate.kernel.stats import wilson_interval
@@ -214,3 +216,35 @@ def test_case_sets_are_hashed_as_their_ids_stream_past(rows):
             key: hashlib.sha256(",".join(sorted(cases)).encode()).hexdigest()[:12]
             for key, cases in expected.items()
         }
+
+
+OUTCOMES = ["correct", "wrong", "unparsed", "truncated", "error"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["a", "b", "c"]), st.sampled_from(["objects", "shuffle"]),
+                  st.sampled_from(OUTCOMES), st.sampled_from([0.0, 0.1, 0.25, 0.5])),
+        min_size=1, max_size=60,
+    )
+)  # fmt: skip
+def test_one_answer_a_case_is_figured_from_its_counts_as_from_its_cases(answers):
+    """With one answer a case no per-case list is read: every point and summary is what the
+    whole-frame aggregation of 3a9c61d (tests/results/reference_aggregate.py), which figures
+    each point from its cases' lists, gives for the same answers (floats to 1e-12)."""
+    from polars.testing import assert_frame_equal
+
+    from tests.results.reference_aggregate import aggregate as from_case_lists
+
+    points_of = [point for point, _, _, _ in answers]
+    manifolds = [manifold for _, manifold, _, _ in answers]
+    outcomes = [outcome for _, _, outcome, _ in answers]
+    responses, cases = frames(outcomes, [c for *_, c in answers], points_of, manifolds)
+    got = aggregate(responses, cases)
+    expected = from_case_lists(responses, cases)
+    orders = [["manifold", "point_key"], ["level", "manifold"]]  # points, summaries
+    for mine, theirs, keys in zip(got, expected, orders, strict=True):
+        theirs = theirs.select([c for c in mine.columns if c in theirs.columns]).sort(keys)
+        assert_frame_equal(mine.select(theirs.columns).sort(keys), theirs, check_dtypes=False,
+                           rel_tol=1e-12, abs_tol=1e-12)  # fmt: skip
