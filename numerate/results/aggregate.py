@@ -1,7 +1,8 @@
 """Aggregation of graded responses into per-point and summary statistics. Pure: the answers
-are reduced in SQL where they are (per point, counts and a list entry per case), the figures
-computed in polars and numerate.kernel from what that leaves, so a run of a million answers
-aggregates in the memory of its points and cases.
+are reduced in SQL where they are (per point, counts, and a list entry per case when a case
+of the run has several answers), the figures computed in polars and numerate.kernel from what
+that leaves, so a run of a million answers aggregates in the memory of its points (and of its
+cases, with several answers a case).
 
 Definitions (docs/schema.md, "Results in DuckDB" and "How summaries weigh grid points"):
 - n: answers; n_scored = n - error (a transport error says nothing about the model).
@@ -99,7 +100,8 @@ def _case_figures(row: dict[str, Any]) -> dict[str, Any]:
 def aggregate_reduced(reduced: Reduced) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Per-point aggregates and summaries (per manifold, and per model over all manifolds)
     from a run's answers reduced where they are (numerate.store.reductions): each point's
-    figures from its counts and per-case lists, each summary's from its points and totals."""
+    figures from its counts (and its per-case lists, when the run has them), each summary's
+    from its points and totals."""
     points, estimates = _points(reduced.counts, reduced.lists)
     summaries = pl.concat(
         [
@@ -116,9 +118,9 @@ def aggregate_reduced(reduced: Reduced) -> tuple[pl.DataFrame, pl.DataFrame]:
 def _points(
     counts: pl.DataFrame, lists: pl.DataFrame | None
 ) -> tuple[pl.DataFrame, list[Estimate]]:
-    """Each point's figures: from its cases' lists, or, with one answer a case (no lists),
-    from its counts alone: case_clustered's estimate is then the binomial of the scored
-    answers (numerate.kernel.design.binomial)."""
+    """Each point's figures: from its cases' lists, or, when every case of the run has one
+    answer (no lists), from its counts alone: case_clustered's estimate is then the binomial
+    of the scored answers (numerate.kernel.design.binomial)."""
     figures: list[dict[str, Any]]
     if lists is None:
         points = _with_rates(counts).sort(POINT_KEYS)
