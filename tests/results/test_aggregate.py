@@ -230,26 +230,33 @@ OUTCOMES = ["correct", "wrong", "unparsed", "truncated", "error"]
     )
 )  # fmt: skip
 def test_one_answer_a_case_is_figured_from_its_counts_as_from_its_cases(answers):
-    """With one answer a case no per-case list is read (with a case answered twice, they are):
-    every point and summary is what the whole-frame aggregation of 3a9c61d
-    (tests/results/reference_aggregate.py), which figures each point from its cases' lists,
-    gives for the same answers (floats to 1e-12)."""
+    """With one answer a case no per-case list is read: every point and summary is what the
+    whole-frame aggregation of 3a9c61d (tests/results/reference_aggregate.py), which figures
+    each point from its cases' lists, gives for the same answers (floats to 1e-12)."""
     from polars.testing import assert_frame_equal
 
+    from numerate.results.aggregate import aggregate_reduced
     from numerate.store.reductions import of_frames
     from tests.results.reference_aggregate import aggregate as from_case_lists
 
-    points_of = [point for point, _, _, _ in answers]
-    manifolds = [manifold for _, manifold, _, _ in answers]
-    outcomes = [outcome for _, _, outcome, _ in answers]
-    responses, cases = frames(outcomes, [c for *_, c in answers], points_of, manifolds)
-    assert of_frames(responses, cases).lists is None  # no case list is read
-    twice = pl.concat([responses, responses.head(1)])  # one case answered twice: lists
-    assert of_frames(twice, cases).lists is not None
-    got = aggregate(responses, cases)
+    points_of, manifolds, outcomes, chances = (list(c) for c in zip(*answers, strict=True))
+    responses, cases = frames(outcomes, chances, points_of, manifolds)
+    reduced = of_frames(responses, cases)
+    assert reduced.lists is None  # no case list is read
+    got = aggregate_reduced(reduced)
     expected = from_case_lists(responses, cases)
     orders = [["manifold", "point_key"], ["level", "manifold"]]  # points, summaries
     for mine, theirs, keys in zip(got, expected, orders, strict=True):
         theirs = theirs.select([c for c in mine.columns if c in theirs.columns]).sort(keys)
         assert_frame_equal(mine.select(theirs.columns).sort(keys), theirs, check_dtypes=False,
                            rel_tol=1e-12, abs_tol=1e-12)  # fmt: skip
+
+
+def test_a_case_answered_twice_has_its_case_lists_read():
+    """The other path: with a case answered twice the run's points come from case lists."""
+    from numerate.store.reductions import of_frames
+
+    responses, cases = frames(["correct", "wrong"], [0.5, 0.5])
+    assert of_frames(responses, cases).lists is None
+    twice = pl.concat([responses, responses.head(1)])
+    assert of_frames(twice, cases).lists is not None
