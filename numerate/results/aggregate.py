@@ -121,13 +121,13 @@ def _points(
     """Each point's figures: from its cases' lists, or, when every case of the run has one
     answer (no lists), from its counts alone: case_clustered's estimate is then the binomial
     of the scored answers (numerate.kernel.design.binomial)."""
+    joined = counts if lists is None else counts.join(lists, on=POINT_KEYS)
+    points = _with_rates(joined).sort(POINT_KEYS)
     figures: list[dict[str, Any]]
     if lists is None:
-        points = _with_rates(counts).sort(POINT_KEYS)
         scored = zip(points["correct"], points["n_scored"], strict=True)
         figures = [{"estimate": binomial(correct, n), "samples": 1} for correct, n in scored]
     else:
-        points = _with_rates(counts.join(lists, on=POINT_KEYS)).sort(POINT_KEYS)
         figures = [_case_figures(row) for row in points.iter_rows(named=True)]
         points = points.drop(
             "case_answers", "case_scored", "case_correct", "case_votes", "case_grades"
