@@ -20,7 +20,7 @@ Wald interval collapses. docs/statistics.md, "How summaries weigh grid points".
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from numerate.kernel.stats import Z_95, wilson_bounds
@@ -58,24 +58,26 @@ def design_interval(
     return wilson_bounds(estimate, effective, z)
 
 
-def case_clustered(cases: Sequence[tuple[int, int]], z: float = Z_95) -> Estimate:
+def case_clustered(cases: Iterable[tuple[int, int, int]], z: float = Z_95) -> Estimate:
     """A grid point's accuracy from its cases, each (correct, scored) over its samples: the
     ratio of all correct to all scored answers, with a standard error that treats the case as
     the unit. With one sample per case it is the binomial p(1 - p) / n and the interval the
     plain Wilson interval.
 
     Args:
-        cases: (correct answers, scored answers) per case; cases with nothing scored add
-            nothing.
+        cases: (correct answers, scored answers, how many cases had them): cases alike are
+            given once, with their number (a point's million cases are a few such rows);
+            cases with nothing scored add nothing.
     """
-    scored = sum(s for _, s in cases)
+    kinds = list(cases)
+    if any(not 0 <= c <= s or w < 0 for c, s, w in kinds):
+        raise ValueError("need 0 <= correct <= scored for every case, and a count >= 0")
+    scored = sum(s * w for _, s, w in kinds)
     if scored == 0:
         return NOTHING
-    correct = sum(c for c, _ in cases)
-    if any(not 0 <= c <= s for c, s in cases):
-        raise ValueError("need 0 <= correct <= scored for every case")
+    correct = sum(c * w for c, _, w in kinds)
     p = correct / scored
-    variance = sum((c - p * s) ** 2 for c, s in cases) / (scored * scored)
+    variance = sum(w * (c - p * s) ** 2 for c, s, w in kinds) / (scored * scored)
     low, high = design_interval(p, variance, scored, z)
     return Estimate(p, math.sqrt(variance), low, high, scored)
 

@@ -1,8 +1,8 @@
 """Aggregation of graded responses into per-point and summary statistics. Pure: the answers
-are reduced in SQL where they are (per point, counts, and a list entry per case when a case
-of the run has several answers), the figures computed in polars and numerate.kernel from what
-that leaves, so a run of a million answers aggregates in the memory of its points (and of its
-cases, with several answers a case).
+are reduced in SQL where they are (per point, its counts and how many of its cases were alike:
+numerate.store.reductions), the figures computed in polars and numerate.kernel from what that
+leaves, so a run of a million answers aggregates in the memory of its points, with one answer
+a case or several.
 
 Definitions (docs/schema.md, "Results in DuckDB" and "How summaries weigh grid points"):
 - n: answers; n_scored = n - error (a transport error says nothing about the model).
@@ -20,7 +20,9 @@ Definitions (docs/schema.md, "Results in DuckDB" and "How summaries weigh grid p
   scored cases; chance_adjusted = (accuracy - chance) / (1 - chance).
 - samples: answers per case (k); with k > 1, pass_at_k (Chen et al.'s unbiased estimator),
   maj_at_k (majority vote over the answers read) and consistency (share of cases whose
-  answers all agree), means over cases (numerate.kernel.samples); null with k = 1.
+  answers all agree), means over cases (numerate.kernel.samples defines them; each case's
+  vote and agreement are read where its answers are: numerate.store.reductions); null with
+  k = 1.
 - summaries carry their case set: a hash of the case ids they cover (with the generator
   version in each id) and the manifolds; figures are comparable only within one case set.
 - truncation_rate, unparsed_rate over n_scored; error_rate over n.
@@ -35,12 +37,12 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from numerate.kernel.design import Estimate, binomial, case_clustered, point_mean
-from numerate.kernel.samples import agrees, majority_vote, pass_at_k
+from numerate.kernel.design import Estimate, case_clustered, point_mean
+from numerate.kernel.samples import pass_at_k
 from numerate.kernel.stats import chance_adjusted
 from numerate.store import reductions
 from numerate.store.queries import POOLED, Source
-from numerate.store.reductions import FLOORS, POINT_KEYS, Reduced
+from numerate.store.reductions import CASE_KINDS, FLOORS, POINT_KEYS, Reduced
 
 if TYPE_CHECKING:
     from numerate.results.standing import Standing
@@ -77,32 +79,34 @@ def _estimate_columns(estimates: Sequence[Estimate], chance: pl.Series) -> dict[
 
 
 def _case_figures(row: dict[str, Any]) -> dict[str, Any]:
-    """A point's estimate and multi-sample figures from its cases' lists (one entry per case:
-    correct and scored counts, and the scored samples' answers and grades)."""
-    cases = list(zip(row["case_correct"], row["case_scored"], strict=True))
-    estimate = case_clustered(cases)
+    """A point's estimate and multi-sample figures from its kinds of case (numerate.store.
+    reductions.CASE_KINDS: lists, an entry per kind, with `cases`, how many were so)."""
+    kinds = list(zip(
+        row["case_correct"], row["case_scored"], row["cases"], row["case_majority"],
+        row["case_agrees"], strict=True,
+    ))  # fmt: skip
+    estimate = case_clustered((c, s, w) for c, s, w, _, _ in kinds)
     samples = max(row["case_answers"], default=1)
     figures: dict[str, Any] = {"estimate": estimate, "samples": samples}
     if samples > 1:
-        votes = zip(cases, row["case_votes"], row["case_grades"], strict=True)
-        scored = [(c, s, a, g) for (c, s), a, g in votes if s > 0]
+        scored = [(c, s, w, m, a) for c, s, w, m, a in kinds if s > 0]
         if scored:
-            figures["pass_at_k"] = sum(pass_at_k(s, c, min(samples, s)) for c, s, _, _ in scored)
-            figures["pass_at_k"] /= len(scored)
-            majority = [majority_vote(list(zip(a, g, strict=True))) for _, _, a, g in scored]
-            figures["maj_at_k"] = sum(majority) / len(majority)
-        several = [a for _, s, a, _ in scored if s > 1]
+            cases = sum(w for _, _, w, _, _ in scored)
+            figures["pass_at_k"] = sum(
+                w * pass_at_k(s, c, min(samples, s)) for c, s, w, _, _ in scored
+            ) / cases  # fmt: skip
+            figures["maj_at_k"] = sum(w * m for _, _, w, m, _ in scored) / cases
+        several = [(w, a) for _, s, w, _, a in scored if s > 1]
         if several:
-            figures["consistency"] = sum(agrees(a) for a in several) / len(several)
+            figures["consistency"] = sum(w for w, a in several if a) / sum(w for w, _ in several)
     return figures
 
 
 def aggregate_reduced(reduced: Reduced) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Per-point aggregates and summaries (per manifold, and per model over all manifolds)
     from a run's answers reduced where they are (numerate.store.reductions): each point's
-    figures from its counts (and its per-case lists, when the run has them), each summary's
-    from its points and totals."""
-    points, estimates = _points(reduced.counts, reduced.lists)
+    figures from its counts and kinds of case, each summary's from its points and totals."""
+    points, estimates = _points(reduced.counts, reduced.kinds)
     summaries = pl.concat(
         [
             _summaries(reduced.manifold, points, estimates,
@@ -115,25 +119,13 @@ def aggregate_reduced(reduced: Reduced) -> tuple[pl.DataFrame, pl.DataFrame]:
     return points, summaries.sort(["level", "run_id", "model", "manifold"])
 
 
-def _points(
-    counts: pl.DataFrame, lists: pl.DataFrame | None
-) -> tuple[pl.DataFrame, list[Estimate]]:
-    """Each point's figures: from its cases' lists, or, when every case of the run has one
-    answer (no lists), from its counts alone: case_clustered's estimate is then the binomial
-    of the scored answers (numerate.kernel.design.binomial)."""
-    joined = counts if lists is None else counts.join(lists, on=POINT_KEYS)
-    points = _with_rates(joined).sort(POINT_KEYS)
-    figures: list[dict[str, Any]]
-    if lists is None:
-        scored = zip(points["correct"], points["n_scored"], strict=True)
-        figures = [{"estimate": binomial(correct, n), "samples": 1} for correct, n in scored]
-    else:
-        figures = [_case_figures(row) for row in points.iter_rows(named=True)]
-        points = points.drop(
-            "case_answers", "case_scored", "case_correct", "case_votes", "case_grades"
-        )
+def _points(counts: pl.DataFrame, kinds: pl.DataFrame) -> tuple[pl.DataFrame, list[Estimate]]:
+    """Each point's figures: its counts, and those its kinds of case give."""
+    per_point = kinds.group_by(POINT_KEYS).agg(*CASE_KINDS, "cases")
+    points = _with_rates(counts.join(per_point, on=POINT_KEYS)).sort(POINT_KEYS)
+    figures = [_case_figures(row) for row in points.iter_rows(named=True)]
     estimates = [f["estimate"] for f in figures]
-    return points.with_columns(
+    return points.drop(*CASE_KINDS, "cases").with_columns(
         **_estimate_columns(estimates, points["chance"]),
         samples=pl.Series([f["samples"] for f in figures], dtype=pl.Int32),
         **{c: pl.Series([f.get(c) for f in figures], dtype=pl.Float64) for c in MULTI_SAMPLE},
@@ -198,7 +190,7 @@ def scored_run(
 
     with held():
         reduced = reductions.of_run(source, run_id)
-        found = read(source, run_id)
+        found = read(source, run_id, (reduced.counts, reduced.kinds))
     points, summaries = aggregate_reduced(reduced)
     return points, with_standing(summaries, ranked(found))
 

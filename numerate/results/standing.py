@@ -22,7 +22,7 @@ import polars as pl
 
 from numerate.kernel.composite import Composite, PointCases, composite
 from numerate.results.compare import compare_groups
-from numerate.store import queries
+from numerate.store import queries, reductions
 from numerate.store.queries import POOLED, Source
 
 ALPHA = 0.05
@@ -59,10 +59,28 @@ def _differ(pairs: set[frozenset[str]]) -> Callable[[str, str], bool]:
     return differ
 
 
-def _points(source: Source, run_id: str) -> dict[str, list[PointCases]]:
+def point_cases(counts: pl.DataFrame, kinds: pl.DataFrame) -> dict[str, list[PointCases]]:
+    """Each model's points with a scored answer, their cases grouped by their correct,
+    truncated and scored answers, from a run's reduction (numerate.store.reductions: `kinds`,
+    and the floor `chance` of `counts`, the mean over the scored answers)."""
+    keys = ["model", "manifold", "point_key"]
+    kind = ["case_correct", "case_truncated", "case_scored"]
+    grouped = (
+        kinds.filter(pl.col("case_scored") > 0)
+        .group_by([*keys, *kind])
+        .agg(pl.col("cases").sum())
+        .sort([*keys, *kind])
+        .group_by(keys, maintain_order=True)
+        .agg(*kind, "cases")
+        .join(counts.select(*keys, "chance"), on=keys, how="left")
+        .sort(keys)
+    )
     by_model: dict[str, list[PointCases]] = {}
-    for model, manifold, _point, chance, *counts in queries.score_cases(source, run_id):
-        by_model.setdefault(model, []).append(PointCases(manifold, chance, *counts))
+    for row in grouped.iter_rows(named=True):
+        by_model.setdefault(row["model"], []).append(PointCases(
+            row["manifold"], row["chance"], row["case_correct"], row["case_truncated"],
+            row["case_scored"], row["cases"],
+        ))  # fmt: skip
     return by_model
 
 
@@ -113,10 +131,15 @@ def standing(source: Source, run_id: str) -> Standing:
     return ranked(read(source, run_id))
 
 
-def read(source: Source, run_id: str) -> Read:
-    """The two queries a standing needs (one model: no pair to count, no self-join)."""
-    points = _points(source, run_id)
-    return points, queries.paired_counts(source, run_id) if len(points) > 1 else pl.DataFrame()
+def read(
+    source: Source, run_id: str, points: tuple[pl.DataFrame, pl.DataFrame] | None = None
+) -> Read:
+    """What a standing needs: the run's points (`point_cases` of its counts and kinds, as
+    numerate.store.reductions.points_of_run reads them, or as given), and with more than one
+    model the pairs' counts (no pair to count, no self-join, otherwise)."""
+    counts, kinds = points if points is not None else reductions.points_of_run(source, run_id)
+    cases = point_cases(counts, kinds)
+    return cases, queries.paired_counts(source, run_id) if len(cases) > 1 else pl.DataFrame()
 
 
 def ranked(found: Read) -> Standing:

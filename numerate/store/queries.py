@@ -410,46 +410,6 @@ def token_budgets(source: Source, run_id: str) -> Iterator[tuple[str, str, list[
         yield str(model), str(manifold), list(tokens), list(ended)
 
 
-def score_cases(
-    source: Source, run_id: str
-) -> Iterator[tuple[str, str, str, float, list[int], list[int], list[int], list[int]]]:
-    """Per model, manifold and grid point of a run with a scored answer: its chance floor
-    (the mean over its scored answers, as the stored points), and its cases grouped by how
-    they were answered: lists of correct, truncated and scored answers (errors left out) and
-    how many cases answered so (numerate.kernel.composite.PointCases). With one answer a
-    case (no sample_index above 0), a case answered so is an answer with that outcome: no
-    grouping by case (its million groups took 0.2 s of a million answers' 0.4)."""
-    several = source.query(
-        "SELECT coalesce(max(sample_index), 0) > 0 FROM responses WHERE run_id = ?", [run_id]
-    )[0][0]
-    answers = "FROM responses r JOIN cases c USING (case_id) WHERE r.run_id = ?"
-    kinds = (
-        "SELECT model, manifold, point_key, correct, truncated, scored, count(*) AS cases, "
-        "sum(chance_sum) AS chance_sum FROM (SELECT r.model, r.manifold, r.point_key, "
-        "count(*) FILTER (r.outcome = 'correct') AS correct, "
-        "count(*) FILTER (r.outcome = 'truncated') AS truncated, "
-        "count(*) FILTER (r.outcome <> 'error') AS scored, "
-        f"sum(c.chance::DOUBLE) FILTER (r.outcome <> 'error') AS chance_sum {answers} "
-        "GROUP BY r.model, r.manifold, r.point_key, r.case_id) WHERE scored > 0 GROUP BY ALL"
-        if several
-        else "SELECT r.model, r.manifold, r.point_key, (r.outcome = 'correct')::BIGINT AS correct, "
-        "(r.outcome = 'truncated')::BIGINT AS truncated, 1::BIGINT AS scored, count(*) AS cases, "
-        f"sum(c.chance::DOUBLE) AS chance_sum {answers} AND r.outcome <> 'error' GROUP BY ALL"
-    )
-    rows = source.query(
-        f"WITH kinds AS ({kinds}) "
-        "SELECT model, manifold, point_key, sum(chance_sum) / sum(scored * cases), "
-        "list(correct ORDER BY correct, truncated, scored), "
-        "list(truncated ORDER BY correct, truncated, scored), "
-        "list(scored ORDER BY correct, truncated, scored), "
-        "list(cases ORDER BY correct, truncated, scored) "
-        "FROM kinds GROUP BY model, manifold, point_key ORDER BY model, manifold, point_key",
-        [run_id],
-    )
-    for model, manifold, point, chance, *counts in rows:
-        yield str(model), str(manifold), str(point), float(chance), *counts
-
-
 PAIRED_COUNTS = ("n", "n_errors", "base_correct", "new_correct", "lost", "gained")
 """What `paired_counts` gives each pair of models at a grid point (see results.compare)."""
 

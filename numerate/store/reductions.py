@@ -1,9 +1,10 @@
 """A run's answers reduced where they are, for numerate.results.aggregate: per grid point, the
-counts of its answers and, when a case has several answers (`samples`), one list per figure
-with an entry per case; per model and manifold (and per model), the totals over answers. What
-reaches Python follows the grid points (and the cases, only when they have several answers),
-not the answers, so a run of a million answers aggregates in the memory of its points: DuckDB
-does the rest within its bound (numerate.store.writer.WRITER_MEMORY).
+counts of its answers and how many of its cases were alike (the same answers, scored and
+correct answers, majority vote and agreement: `CASE_KINDS`); per model and manifold (and per
+model), the totals over answers. What reaches Python follows the grid points and the kinds of
+case, not the answers nor the cases, so a run of a million answers aggregates in the memory of
+its points, with one answer a case or several: DuckDB does the rest within its bound
+(numerate.store.writer.WRITER_MEMORY).
 
 The same SQL reads a stored run (`of_run`) and answers given as frames (`of_frames`, in an
 in-memory DuckDB): one aggregation, tested on both.
@@ -50,6 +51,14 @@ MANIFOLDS = "string_agg(DISTINCT manifold, ',' ORDER BY manifold) AS manifolds"
 POINT_KEYS = ["run_id", "model", "manifold", "point_key"]
 """What names a grid point's answers."""
 
+CASE_KINDS = [
+    "case_answers", "case_scored", "case_correct", "case_truncated", "case_majority",
+    "case_agrees",
+]  # fmt: skip
+"""What makes cases of a point alike: their answers, scored, correct and truncated answers,
+majority vote (numerate.kernel.samples.majority_vote: 1, 0, or the right share of a tie) and
+whether their scored answers agree (numerate.kernel.samples.agrees)."""
+
 UNKNOWN = ["unknown_answers", "unknown_case"]
 """The counts' columns for a point's answers without a stored case: how many, and the least
 of their case ids."""
@@ -80,13 +89,12 @@ Stream = Callable[[str], "Iterable[pa.RecordBatch]"]
 @dataclass(frozen=True)
 class Reduced:
     """A run's answers, reduced: `counts` (per point: its COUNTS, SCORED_FLOORS and params),
-    `lists` (per point: case_answers, case_scored, case_correct, case_votes and case_grades,
-    the answers read and their grades; None when every case has one answer: its counts then
-    say all, see numerate.results.aggregate), `manifold` and `model` (COUNTS, MANIFOLDS and
-    the `case_set` per model and manifold, and per model: see `case_sets`)."""
+    `kinds` (per point and kind of case, its CASE_KINDS and how many `cases` were so: see
+    numerate.results.aggregate), `manifold` and `model` (COUNTS, MANIFOLDS and the `case_set`
+    per model and manifold, and per model: see `case_sets`)."""
 
     counts: pl.DataFrame
-    lists: pl.DataFrame | None
+    kinds: pl.DataFrame
     manifold: pl.DataFrame
     model: pl.DataFrame
 
@@ -105,32 +113,70 @@ def _statements(responses: str, cases: str) -> dict[str, str]:
                c.chance_random::DOUBLE AS chance_random,
                c.chance_heuristic::DOUBLE AS chance_heuristic
         FROM {responses} r LEFT JOIN {cases} c USING (case_id))"""
-    per_case = f"""WITH per_case AS (
-        SELECT run_id, model, manifold, point_key, count(*) AS answers,
-               count(*) FILTER (outcome <> 'error') AS scored,
-               count(*) FILTER (outcome = 'correct') AS correct,
-               coalesce(list(answer::VARCHAR) FILTER (outcome <> 'error'), []) AS votes,
-               coalesce(list(outcome = 'correct') FILTER (outcome <> 'error'), []) AS grades
-        FROM {responses} GROUP BY run_id, model, manifold, point_key, case_id)"""
     keys = ", ".join(POINT_KEYS)
     first_keys = ", ".join(f"f.{key}" for key in POINT_KEYS)
     return {
-        "samples": "SELECT coalesce(max(n), 1) AS most FROM "
-        f"(SELECT count(*) AS n FROM {responses} GROUP BY run_id, model, case_id)",
         "counts": f"{joined} SELECT {keys}, {COUNTS}, {SCORED_FLOORS}, "
         f"count(*) FILTER (chance IS NULL) AS {UNKNOWN[0]}, "
         f"min(case_id) FILTER (chance IS NULL) AS {UNKNOWN[1]} FROM joined GROUP BY {keys}",
         "params": f"SELECT {first_keys}, any_value(c.params) AS params FROM (SELECT {keys}, "
         f"min(case_id) AS case_id FROM {responses} GROUP BY {keys}) f LEFT JOIN {cases} c "
         f"ON c.case_id = f.case_id GROUP BY {first_keys}",
-        "lists": f"{per_case} SELECT {keys}, list(answers) AS case_answers, "
-        "list(scored) AS case_scored, list(correct) AS case_correct, "
-        f"list(votes) AS case_votes, list(grades) AS case_grades FROM per_case GROUP BY {keys}",
+        "samples": "SELECT coalesce(max(n), 1) AS most FROM "
+        f"(SELECT count(*) AS n FROM {responses} GROUP BY run_id, model, case_id)",
+        "kinds": _kinds(responses, several=True),
+        "one_answer_kinds": _kinds(responses, several=False),
         "manifold": f"SELECT run_id, model, manifold, {COUNTS}, {MANIFOLDS} "
         f"FROM {responses} GROUP BY run_id, model, manifold",
         "model": f"SELECT run_id, model, {COUNTS}, {MANIFOLDS} "
         f"FROM {responses} GROUP BY run_id, model",
     }
+
+
+def _kinds(responses: str, several: bool) -> str:
+    """Per point, how many of its cases were of each kind (CASE_KINDS). A case's answers are
+    reduced an entry per distinct answer; then per number of votes (its scored answers alike,
+    read: an answer that could not be read has no vote); then per case: its majority vote is
+    the share of right answers among the most voted (a tie is broken at random), it agrees when
+    one answer has every scored sample's vote. With one answer a case (`several` False: the
+    caller has checked) a case is its answer, and the same figures need no group per case:
+    checked against the general form by tests/results/test_aggregate.py."""
+    keys = ", ".join(POINT_KEYS)
+    per_case = f"""per_case AS (
+        SELECT {keys}, 1 AS case_answers, (outcome <> 'error')::INTEGER AS case_scored,
+               (outcome = 'correct')::INTEGER AS case_correct,
+               (outcome = 'truncated')::INTEGER AS case_truncated,
+               (outcome = 'correct' AND answer IS NOT NULL)::DOUBLE AS case_majority,
+               outcome <> 'error' AND answer IS NOT NULL AS case_agrees
+        FROM {responses})"""
+    if several:
+        per_case = f"""per_answer AS (
+        SELECT {keys}, case_id, answer, count(*) AS answers,
+               count(*) FILTER (outcome <> 'error') AS scored,
+               count(*) FILTER (outcome = 'correct') AS correct,
+               count(*) FILTER (outcome = 'truncated') AS truncated
+        FROM (SELECT {keys}, case_id, outcome, answer::VARCHAR AS answer FROM {responses})
+        GROUP BY {keys}, case_id, answer),
+    per_votes AS (
+        SELECT {keys}, case_id, CASE WHEN answer IS NULL THEN 0 ELSE scored END AS votes,
+               sum(answers) AS answers, sum(scored) AS scored, sum(correct) AS correct,
+               sum(truncated) AS truncated, count(*) AS named,
+               count(*) FILTER (correct > 0) AS named_right
+        FROM per_answer GROUP BY ALL),
+    per_case AS (
+        SELECT {keys}, sum(answers)::INTEGER AS case_answers,
+               sum(scored)::INTEGER AS case_scored, sum(correct)::INTEGER AS case_correct,
+               sum(truncated)::INTEGER AS case_truncated,
+               CASE WHEN max(votes) > 0 THEN arg_max(named_right / named, votes) ELSE 0 END
+                   AS case_majority,
+               coalesce(sum(named) FILTER (votes > 0) = 1
+                        AND coalesce(sum(scored) FILTER (votes = 0), 0) = 0, false)
+                   AS case_agrees
+        FROM per_votes GROUP BY {keys}, case_id)"""
+    return (
+        f"WITH {per_case} SELECT {keys}, {', '.join(CASE_KINDS)}, count(*) AS cases "
+        "FROM per_case GROUP BY ALL"
+    )
 
 
 def case_sets(read: Read, stream: Stream, responses: str) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -217,6 +263,22 @@ def reduce_answers(read: Read, stream: Stream, responses: str, cases: str) -> Re
     Raises:
         ValueError: a response whose case is not in `cases`.
     """
+    sql = _statements(responses, cases)
+    counts, kinds = reduce_points(read, responses, cases)
+    by_manifold, by_model = case_sets(read, stream, responses)
+    manifold = read(sql["manifold"]).join(
+        by_manifold, on=["run_id", "model", "manifold"], how="left"
+    )
+    model = read(sql["model"]).join(by_model, on=["run_id", "model"], how="left")
+    return Reduced(counts, kinds, manifold, model)
+
+
+def reduce_points(read: Read, responses: str, cases: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """`reduce_answers`' counts and kinds alone (what a run's standing needs).
+
+    Raises:
+        ValueError: a response whose case is not in `cases`.
+    """
     import polars as pl
 
     sql = _statements(responses, cases)
@@ -226,16 +288,10 @@ def reduce_answers(read: Read, stream: Stream, responses: str, cases: str) -> Re
         raise ValueError(f"response for case {unknown[UNKNOWN[1]].min()!r} has no stored case")
     counts = counts.drop(UNKNOWN).with_columns(pl.col(FLOORS).cast(pl.Float64))
     counts = counts.join(read(sql["params"]), on=POINT_KEYS, how="left")
-    # one answer a case: no list at all, its figures are its counts' (a million answers
-    # aggregated alone in 6.4 s and 499 MiB with their lists, 3.7 s and 443 MiB without:
-    # docs/benchmarks.md, "Points of one answer a case from their counts (2026-11-29)")
-    lists = read(sql["lists"]) if read(sql["samples"])["most"][0] > 1 else None
-    by_manifold, by_model = case_sets(read, stream, responses)
-    manifold = read(sql["manifold"]).join(
-        by_manifold, on=["run_id", "model", "manifold"], how="left"
-    )
-    model = read(sql["model"]).join(by_model, on=["run_id", "model"], how="left")
-    return Reduced(counts, lists, manifold, model)
+    # one answer a case: no group per case (a million answers' kinds in 2 s and +40-56 MiB
+    # with them; docs/benchmarks.md, "A point's cases as kinds")
+    several = read(sql["samples"])["most"][0] > 1
+    return counts, read(sql["kinds" if several else "one_answer_kinds"])
 
 
 def of_run(source: Source, run_id: str) -> Reduced:
@@ -246,6 +302,11 @@ def of_run(source: Source, run_id: str) -> Reduced:
         RUN_RESPONSES,
         RUN_CASES,
     )
+
+
+def points_of_run(source: Source, run_id: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """A stored run's `reduce_points`, in its database."""
+    return reduce_points(lambda sql: source.frame(sql, [run_id]), RUN_RESPONSES, RUN_CASES)
 
 
 def completed(responses: pl.DataFrame, cases: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:

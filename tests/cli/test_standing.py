@@ -200,10 +200,10 @@ def test_the_viewer_shows_the_token_budget_and_links_the_loops_to_their_cases(sw
 
 
 def test_several_samples_a_case_are_grouped_by_case(tmp_path):
-    """With `samples: 3` the bootstrap's unit is the case: score_cases gives each point's
+    """With `samples: 3` the bootstrap's unit is the case: the standing reads each point's
     cases by their (correct, truncated, scored) counts, as counted here from the answers; and
     the tiers' pairs are cases too (each model's first answer), never a case's samples."""
-    from numerate.store import queries
+    from numerate.results.standing import read
 
     models = [{"name": "guess", "model": "baseline:random", "sampling": {"samples": 3}},
               {"name": "sure", "model": "baseline:oracle", "sampling": {"samples": 3}}]  # fmt: skip
@@ -232,17 +232,18 @@ def test_several_samples_a_case_are_grouped_by_case(tmp_path):
     assert max(len(a) for a in cases.values()) == 3
     with Reader.open(str(db)) as reader:
         run_id = reader.query("SELECT run_id FROM runs")[0][0]
-        found = [row for row in queries.score_cases(reader, run_id) if row[0] == "guess"]
-        pairs = queries.paired_counts(reader, run_id)
+        points, pairs = read(reader, run_id)
     for row in pairs.iter_rows(named=True):  # guess against the oracle, one pair a case
         in_point = [case for point, case in cases if point == row["point_key"]]
         assert row["n"] == len(in_point)
         assert (row["base_model"], row["new_model"], row["lost"]) == ("guess", "sure", 0)
         assert row["gained"] == len(in_point) - sum(first[case] for case in in_point)
-    assert {point for _, _, point, *_ in found} == set(expected)
-    for _, _, point, chance, correct, truncated, scored, counted in found:
-        got = dict(zip(zip(correct, truncated, scored, strict=True), counted, strict=True))
-        assert got == expected[point]
-        answers = [a for (p, _), listed in cases.items() if p == point for a in listed]
-        assert chance == pytest.approx(sum(c for _, c in answers) / len(answers))
+    found = points["guess"]
+    assert len(found) == len(expected)
+    for point in found:  # each point known by its cases' counts, as counted here
+        got = dict(zip(zip(point.correct, point.truncated, point.scored, strict=True),
+                       point.cases, strict=True))  # fmt: skip
+        [key] = [key for key, kinds in expected.items() if kinds == got]
+        answers = [a for (p, _), listed in cases.items() if p == key for a in listed]
+        assert point.chance == pytest.approx(sum(c for _, c in answers) / len(answers))
     assert any(0 < k[0] < 3 for point in expected for k in expected[point])  # mixed cases

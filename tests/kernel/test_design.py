@@ -83,7 +83,7 @@ def test_equal_counts_give_the_pooled_wilson_interval(raw):
 
 
 def test_one_sample_per_case_is_the_plain_wilson_interval():
-    estimate = case_clustered([(1, 1)] * 7 + [(0, 1)] * 5)
+    estimate = case_clustered([(1, 1, 7), (0, 1, 5)])
     assert estimate.value == pytest.approx(7 / 12)
     assert (estimate.low, estimate.high) == pytest.approx(wilson_interval(7, 12))
     assert estimate.se == pytest.approx(math.sqrt(7 / 12 * 5 / 12 / 12))
@@ -97,7 +97,7 @@ def multi_sample_coverage(cases: int, k: int, runs: int, seed: int) -> tuple[flo
     clustered = naive = 0
     for _ in range(runs):
         right = rng.binomial(k, rng.beta(0.6, 0.4, cases))
-        estimate = case_clustered([(int(c), k) for c in right])
+        estimate = case_clustered([(int(c), k, 1) for c in right])
         clustered += estimate.low <= 0.6 <= estimate.high
         low, high = wilson_interval(int(right.sum()), cases * k)
         naive += low <= 0.6 <= high
@@ -124,9 +124,23 @@ def test_points_without_a_scored_answer_are_left_out():
     summary = point_mean([binomial(3, 4), binomial(0, 0)])
     assert summary.value == pytest.approx(0.75) and summary.scored == 4
     assert point_mean([binomial(0, 0)]).value is None
-    assert case_clustered([(0, 0)]).value is None
+    assert case_clustered([(0, 0, 1)]).value is None
 
 
 def test_impossible_case_counts_raise():
     with pytest.raises(ValueError, match="correct <= scored"):
-        case_clustered([(3, 2)])
+        case_clustered([(3, 2, 1)])
+
+
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5), st.integers(0, 4)), max_size=8))
+def test_cases_alike_given_with_their_number_are_those_cases_one_by_one(raw):
+    kinds = [(min(c, s), s, w) for c, s, w in raw]
+    one_by_one = [(c, s, 1) for c, s, w in kinds for _ in range(w)]
+    grouped, single = case_clustered(kinds), case_clustered(one_by_one)
+    assert grouped.scored == single.scored
+    if single.value is None:
+        assert grouped == single
+    else:
+        assert (grouped.value, grouped.se, grouped.low, grouped.high) == pytest.approx(
+            (single.value, single.se, single.low, single.high), rel=1e-12, abs=1e-12
+        )

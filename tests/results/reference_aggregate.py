@@ -1,22 +1,26 @@
 """The aggregation as it was before it reduced the answers in SQL (numerate 3a9c61d,
 numerate/results/aggregate.py: every answer of a run in polars frames in memory), the
-reference tests/flows/test_sweep.py compares the reduced aggregation with. Only the reduction
-is kept here; what turns a point's counts and case lists into its figures, unchanged, is
-imported."""
+reference tests/flows/test_sweep.py and tests/results/test_aggregate.py compare the reduced
+aggregation with: each point's figures from a list entry per case, through
+numerate.kernel's definitions (numerate.kernel.samples.majority_vote and agrees, which the
+aggregation now reads in SQL). The columns' arithmetic (rates, estimate columns, the
+summaries' means over points) is imported."""
 
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 import polars as pl
 
-from numerate.kernel.design import Estimate
+from numerate.kernel.design import Estimate, case_clustered
+from numerate.kernel.samples import agrees, majority_vote, pass_at_k
 from numerate.results.aggregate import (
+    MULTI_SAMPLE,
     POINT_KEYS,
+    _estimate_columns,
     _summaries,
-)
-from numerate.results.aggregate import (
-    _points as points_of,
+    _with_rates,
 )
 from numerate.store.queries import POOLED
 from numerate.store.reductions import FLOORS, completed
@@ -58,7 +62,37 @@ def _points(joined: pl.DataFrame) -> tuple[pl.DataFrame, list[Estimate]]:
     counts = joined.group_by(POINT_KEYS).agg(
         *_counts(), *[_scored_mean(c) for c in FLOORS], pl.col("params").first()
     )
-    return points_of(counts, lists)
+    points = _with_rates(counts.join(lists, on=POINT_KEYS)).sort(POINT_KEYS)
+    figures = [_case_figures(row) for row in points.iter_rows(named=True)]
+    estimates = [f["estimate"] for f in figures]
+    return points.drop(
+        "case_answers", "case_scored", "case_correct", "case_votes", "case_grades"
+    ).with_columns(
+        **_estimate_columns(estimates, points["chance"]),
+        samples=pl.Series([f["samples"] for f in figures], dtype=pl.Int32),
+        **{c: pl.Series([f.get(c) for f in figures], dtype=pl.Float64) for c in MULTI_SAMPLE},
+    ), estimates
+
+
+def _case_figures(row: dict[str, Any]) -> dict[str, Any]:
+    """A point's estimate and multi-sample figures from its cases' lists (one entry per case:
+    correct and scored counts, and the scored samples' answers and grades)."""
+    cases = list(zip(row["case_correct"], row["case_scored"], strict=True))
+    estimate = case_clustered((c, s, 1) for c, s in cases)
+    samples = max(row["case_answers"], default=1)
+    figures: dict[str, Any] = {"estimate": estimate, "samples": samples}
+    if samples > 1:
+        votes = zip(cases, row["case_votes"], row["case_grades"], strict=True)
+        scored = [(c, s, a, g) for (c, s), a, g in votes if s > 0]
+        if scored:
+            figures["pass_at_k"] = sum(pass_at_k(s, c, min(samples, s)) for c, s, _, _ in scored)
+            figures["pass_at_k"] /= len(scored)
+            majority = [majority_vote(list(zip(a, g, strict=True))) for _, _, a, g in scored]
+            figures["maj_at_k"] = sum(majority) / len(majority)
+        several = [a for _, s, a, _ in scored if s > 1]
+        if several:
+            figures["consistency"] = sum(agrees(a) for a in several) / len(several)
+    return figures
 
 
 def _totals(joined: pl.DataFrame, keys: list[str]) -> pl.DataFrame:

@@ -141,7 +141,7 @@ def test_multi_sample_figures_by_hand():
     # majority: a right, b wrong, c a three-way tie of wrong answers, d a tie of 5 and 6
     assert row["maj_at_k"] == pytest.approx((1 + 0 + 0 + 0.5) / 4)
     assert row["consistency"] == pytest.approx(1 / 4)  # only a's answers all agree
-    clustered = case_clustered([(3, 3), (1, 3), (0, 3), (1, 2)])
+    clustered = case_clustered([(3, 3, 1), (1, 3, 1), (0, 3, 1), (1, 2, 1)])
     assert (row["ci_low"], row["ci_high"], row["se"]) == pytest.approx(
         (clustered.low, clustered.high, clustered.se)
     )
@@ -221,42 +221,89 @@ def test_case_sets_are_hashed_as_their_ids_stream_past(rows):
 OUTCOMES = ["correct", "wrong", "unparsed", "truncated", "error"]
 
 
-@settings(max_examples=40, deadline=None)
-@given(
-    st.lists(
+def answered(samples):
+    """Cases of a run, each (point, manifold, chance, its samples' (answer, outcome))."""
+    return st.lists(
         st.tuples(st.sampled_from(["a", "b", "c"]), st.sampled_from(["objects", "shuffle"]),
-                  st.sampled_from(OUTCOMES), st.sampled_from([0.0, 0.1, 0.25, 0.5])),
-        min_size=1, max_size=60,
-    )
-)  # fmt: skip
-def test_one_answer_a_case_is_figured_from_its_counts_as_from_its_cases(answers):
-    """With one answer a case no per-case list is read: every point and summary is what the
-    whole-frame aggregation of 3a9c61d (tests/results/reference_aggregate.py), which figures
-    each point from its cases' lists, gives for the same answers (floats to 1e-12)."""
+                  st.sampled_from([0.0, 0.1, 0.25, 0.5]),
+                  st.lists(st.tuples(st.sampled_from([None, "1", "2", "3"]),
+                                     st.sampled_from(OUTCOMES)), min_size=1, max_size=samples)),
+        min_size=1, max_size=30,
+    )  # fmt: skip
+
+
+@settings(max_examples=40, deadline=None)
+@given(answered(samples=4))
+def test_every_figure_is_what_each_case_s_answers_give(cases):
+    """Whatever its answers (one a case or several, unread ones, errors, tied votes), every
+    point and summary of a run is what the whole-frame aggregation of 3a9c61d
+    (tests/results/reference_aggregate.py), which figures each point from a list entry per
+    case through numerate.kernel's majority_vote and agrees, gives (floats to 1e-12)."""
+    assert_as_from_case_lists(cases)
+
+
+@settings(max_examples=25, deadline=None)
+@given(answered(samples=1))
+def test_one_answer_a_case_is_figured_as_from_its_cases(cases):
+    """The same with one answer a case, which numerate reduces without a group per case: its
+    kinds of case are those of the general form, every column."""
+    import duckdb
+
+    from numerate.store.reductions import _statements, completed
+
+    responses, stored = assert_as_from_case_lists(cases)
+    responses, stored = completed(responses, stored)
+    with duckdb.connect() as con:
+        con.register("r", responses.to_arrow())
+        con.register("c", stored.to_arrow())
+        sql = _statements("r", "c")
+        general, one = (con.sql(f"{sql[form]} ORDER BY ALL").pl()
+                        for form in ("kinds", "one_answer_kinds"))  # fmt: skip
+    assert general.rows() == one.rows()
+
+
+def assert_as_from_case_lists(cases):
+    """Every point and summary as the reference gives them; the answers and cases, as frames."""
     from polars.testing import assert_frame_equal
 
-    from numerate.results.aggregate import aggregate_reduced
-    from numerate.store.reductions import of_frames
     from tests.results.reference_aggregate import aggregate as from_case_lists
 
-    points_of, manifolds, outcomes, chances = (list(c) for c in zip(*answers, strict=True))
-    responses, cases = frames(outcomes, chances, points_of, manifolds)
-    reduced = of_frames(responses, cases)
-    assert reduced.lists is None  # no case list is read
-    got = aggregate_reduced(reduced)
-    expected = from_case_lists(responses, cases)
+    rows = [
+        {"run_id": "r", "model": "m", "manifold": manifold, "case_id": f"c{i}",
+         "point_key": point, "sample_index": s, "outcome": outcome, "answer": answer,
+         "completion_tokens": 10 + s, "latency_s": 0.5}
+        for i, (point, manifold, _, samples) in enumerate(cases)
+        for s, (answer, outcome) in enumerate(samples)
+    ]  # fmt: skip
+    responses = pl.DataFrame(rows, schema_overrides={"completion_tokens": pl.Int32,
+                                                     "answer": pl.String})  # fmt: skip
+    stored = pl.DataFrame({"case_id": [f"c{i}" for i in range(len(cases))],
+                           "params": ["{}"] * len(cases),
+                           "chance": [chance for _, _, chance, _ in cases]})  # fmt: skip
+    got = aggregate(responses, stored)
+    expected = from_case_lists(responses, stored)
     orders = [["manifold", "point_key"], ["level", "manifold"]]  # points, summaries
     for mine, theirs, keys in zip(got, expected, orders, strict=True):
         theirs = theirs.select([c for c in mine.columns if c in theirs.columns]).sort(keys)
         assert_frame_equal(mine.select(theirs.columns).sort(keys), theirs, check_dtypes=False,
                            rel_tol=1e-12, abs_tol=1e-12)  # fmt: skip
+    return responses, stored
 
 
-def test_a_case_answered_twice_has_its_case_lists_read():
-    """The other path: with a case answered twice the run's points come from case lists."""
+def test_what_reaches_python_follows_the_kinds_of_case_not_the_cases():
+    """A point's cases answered alike are one row with their number, so a million cases
+    reach Python as a few rows: here 300 cases of three kinds."""
     from numerate.store.reductions import of_frames
 
-    responses, cases = frames(["correct", "wrong"], [0.5, 0.5])
-    assert of_frames(responses, cases).lists is None
-    twice = pl.concat([responses, responses.head(1)])
-    assert of_frames(twice, cases).lists is not None
+    kinds = [
+        [("7", "correct"), ("7", "correct"), ("8", "wrong")],  # majority right, disagree
+        [("7", "correct"), ("8", "wrong"), (None, "unparsed")],  # a tie: majority 1/2
+        [("8", "wrong"), ("8", "truncated"), ("8", "error")],  # two scored votes, agree
+    ]
+    cases = {f"c{i}": kinds[i % 3] for i in range(300)}
+    found = of_frames(*multi_sample(cases)).kinds.sort("case_correct")
+    assert found.select("case_answers", "case_scored", "case_correct", "case_truncated",
+                        "case_majority", "case_agrees", "cases").rows() == [
+        (3, 2, 0, 1, 0.0, True, 100), (3, 3, 1, 0, 0.5, False, 100),
+        (3, 3, 2, 0, 1.0, False, 100),
+    ]  # fmt: skip
