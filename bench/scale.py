@@ -8,7 +8,9 @@ deployment's runs do; Prefect's own memory is not the sweep's). Targets (docs/be
 "Scale"): peak RSS at most 1 GiB at 1,000,000 cases and within 20% of the 30,000-case figure;
 at least 10,000 cases per second end to end at 300,000 cases.
 
-Run with `make bench`, or `python bench/scale.py [--full] [--sizes 3000 30000]`.
+Run with `make bench`, or `python bench/scale.py [--full] [--sizes 3000 30000] [--samples K]`
+(`--samples K`: each case answered K times, `sampling: {samples: K}`; the targets are for one
+answer a case).
 """
 
 from __future__ import annotations
@@ -35,15 +37,16 @@ RATE_TARGET = 10_000
 """Cases per second end to end at 300,000 cases."""
 
 
-def sweep_config(cases: int) -> dict:
+def sweep_config(cases: int, samples: int = 1) -> dict:
     """`cases` cases (rounded down to a multiple of 12): a third per manifold, over four grid
-    points each, answered by the oracle (nothing waits on a model: what is measured is the
-    pipeline itself)."""
+    points each, answered `samples` times each by the oracle (nothing waits on a model: what
+    is measured is the pipeline itself)."""
     count = cases // 12
+    oracle = {"name": "oracle", "model": "baseline:oracle"}
     return {
         "name": f"scale-{cases}",
         "seed": 1,
-        "models": [{"name": "oracle", "model": "baseline:oracle"}],
+        "models": [oracle | ({"sampling": {"samples": samples}} if samples > 1 else {})],
         "manifolds": [
             {"manifold": "objects", "count": count, "grid": {"length": [2, 4, 6, 8]}},
             {"manifold": "shuffle", "count": count, "grid": {"length": [3, 4, 5, 6]}},
@@ -52,7 +55,7 @@ def sweep_config(cases: int) -> dict:
     }
 
 
-def run_sweep(cases: int, db: str) -> None:
+def run_sweep(cases: int, db: str, samples: int) -> None:
     """In the child: the sweep, then what it stored (to check that every case was)."""
     from numerate.config.env import configure
 
@@ -60,7 +63,7 @@ def run_sweep(cases: int, db: str) -> None:
     from numerate.flows.sweep import sweep
     from numerate.store import Store
 
-    asyncio.run(sweep(sweep_config(cases), db, fresh=True, plot=False))
+    asyncio.run(sweep(sweep_config(cases, samples), db, fresh=True, plot=False))
     stored = Store.open(db).query("SELECT count(*) FROM responses")[0][0]
     Store.close_all()
     print(json.dumps({"responses": stored}))
@@ -82,7 +85,7 @@ def generation_rate(cases: int) -> float:
     return made / (time.perf_counter() - started)
 
 
-def measured(cases: int, workdir: Path) -> dict:
+def measured(cases: int, workdir: Path, samples: int) -> dict:
     """Wall time and peak RSS (the kernel's, for that process alone: os.wait4) of one sweep
     in a child process."""
     db = workdir / f"scale-{cases}.duckdb"
@@ -90,7 +93,7 @@ def measured(cases: int, workdir: Path) -> dict:
     started = time.perf_counter()
     with out.open("w") as stdout, err.open("w") as stderr:
         child = subprocess.Popen(
-            [sys.executable, __file__, "--child", str(cases), str(db)],
+            [sys.executable, __file__, "--child", str(cases), str(db), str(samples)],
             stdout=stdout, stderr=stderr,
         )  # fmt: skip
         _, status, usage = os.wait4(child.pid, 0)
@@ -106,11 +109,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--full", action="store_true", help=f"also {FULL:,} cases")
     parser.add_argument("--sizes", type=int, nargs="*", help="cases per sweep, instead")
-    parser.add_argument("--child", nargs=2, metavar=("CASES", "DB"), help=argparse.SUPPRESS)
+    parser.add_argument("--samples", type=int, default=1, help="answers a case (default 1)")
+    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)  # cases, db, samples
     args = parser.parse_args()
     if args.child:
-        run_sweep(int(args.child[0]), args.child[1])
+        run_sweep(int(args.child[0]), args.child[1], int(args.child[2]))
         return
+    if args.samples < 1:
+        parser.error(f"--samples {args.samples}: need at least 1")
     sizes = list(args.sizes or SIZES) + ([FULL] if args.full and not args.sizes else [])
     workdir = Path(tempfile.mkdtemp(prefix="numerate-bench-scale-"))
     home = workdir / "prefect"
@@ -120,12 +126,15 @@ def main() -> None:
     server, url = start_prefect_server(env)
     os.environ.update(PREFECT_HOME=str(home), PREFECT_API_URL=url, PREFECT_LOGGING_LEVEL="WARNING")
     print(f"machine: {os.cpu_count()} cores; one sweep per process, a fresh database each")
-    head = f"{'cases':>10} {'wall s':>8} {'cases/s':>9} {'peak RSS MiB':>13}"
+    unit = "cases" if args.samples == 1 else "answers"  # stored answers: cases x samples
+    if args.samples > 1:
+        print(f"each case answered {args.samples} times: the counts and rates are answers")
+    head = f"{unit:>10} {'wall s':>8} {unit + '/s':>9} {'peak RSS MiB':>13}"
     print(f"{head} {'generation alone':>17}")
     results = []
     try:
         for cases in sizes:
-            result = measured(cases, workdir)
+            result = measured(cases, workdir, args.samples)
             result["generation_rate"] = generation_rate(cases)
             results.append(result)
             rate = result["stored"] / result["wall_s"]
@@ -134,7 +143,8 @@ def main() -> None:
             (workdir / f"scale-{cases}.duckdb").unlink(missing_ok=True)
     finally:
         stop(server)
-    verdicts(results)
+    if args.samples == 1:  # the targets are for one answer a case
+        verdicts(results)
 
 
 def verdicts(results: list[dict]) -> None:
