@@ -85,12 +85,16 @@ def _file_errors(path: str) -> Iterator[None]:
         yield
     except OSError as error:
         raise StoreError(f"results database {path}: {error.strerror}") from None
-    except duckdb.OutOfMemoryException as error:  # the run stops, resumable: nothing is lost
-        raise StoreError(
-            f"results database {path}: DuckDB needed more than the {WRITER_MEMORY} numerate "
-            f"lets it hold in memory and could not spill to disk ({first_line(error)})"
-        ) from None
     except duckdb.Error as error:
+        # the run stops, resumable: nothing is lost. A query whose result was being fetched
+        # says so in a second line, its first one "unsuccessful ... pending query result"
+        memory = [line for line in str(error).splitlines() if "Out of Memory Error" in line]
+        if isinstance(error, duckdb.OutOfMemoryException) or memory:
+            said = memory[0].removeprefix("Error: ") if memory else first_line(error)
+            raise StoreError(
+                f"results database {path}: DuckDB needed more than the {WRITER_MEMORY} "
+                f"numerate lets it hold in memory and could not spill to disk ({said})"
+            ) from None
         if not is_damaged(error):  # the SQL, not the file
             raise
         spill = str(writer_settings()["temp_directory"])

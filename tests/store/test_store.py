@@ -374,3 +374,31 @@ def test_missing_cases_are_those_not_stored_whatever_else_is(db_path):
     assert store.missing_cases(asked) == expected
     assert store.missing_cases(first.case_ids(0, 30)) == set()
     assert store.missing_cases([]) == set()
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        duckdb.OutOfMemoryException(
+            "Out of Memory Error: failed to allocate data of size 16.0 MiB"
+        ),
+        # as a fetch of a result reports it (`numerate regrade` of a million answers did)
+        duckdb.InvalidInputException(
+            "Invalid Input Error: Attempting to execute an unsuccessful or closed pending query "
+            "result\nError: Out of Memory Error: failed to allocate data of size 1.0 MiB"
+        ),
+    ],
+)
+def test_duckdb_out_of_memory_is_said_in_a_line_however_it_comes(error):
+    from numerate.store.writer import WRITER_MEMORY, _file_errors
+
+    with pytest.raises(StoreError) as raised, _file_errors("r.duckdb"):
+        raise error
+    said = str(raised.value)
+    assert said.startswith(
+        f"results database r.duckdb: DuckDB needed more than the {WRITER_MEMORY}"
+    )
+    assert said.endswith("(Out of Memory Error: failed to allocate data of size 16.0 MiB)") or (
+        said.endswith("(Out of Memory Error: failed to allocate data of size 1.0 MiB)")
+    )
+    assert "\n" not in said
