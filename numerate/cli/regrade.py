@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from numerate.cli.app import app
-from numerate.cli.common import DB_OPTION, RUN_HELP, fail, results_db
+from numerate.cli.common import DB_OPTION, RUN_HELP, fail, results_db, terminal_progress
 from numerate.kernel.errors import NumerateError
 
 
@@ -20,22 +20,25 @@ def regrade(
 
     The answers stay as received; their outcomes and the run's aggregates are updated.
     """
+    from numerate.kernel.progress import reporting_to
     from numerate.results.regrade import regrade_run
     from numerate.results.runs import resolve_run
     from numerate.store import Store, existing_database
+    from numerate.store.queries import answers_in
 
     db = results_db(db)
     try:
         existing_database(db)
         store = Store.open(db)
         run_id = resolve_run(store, run_id)  # latest, previous, or a unique prefix, as elsewhere
-        changes = regrade_run(store, run_id)
+        if not answers_in(store, run_id):  # "regraded 0 responses", exit 0: as `report` says
+            fail(f"run {run_id} holds no answer: nothing to regrade")
+        with reporting_to(terminal_progress("regrade")):
+            changes = regrade_run(store, run_id)
     except NumerateError as error:
         fail(error)
         return
     total = sum(changes.values())
-    if not total:  # "regraded 0 responses", exit 0: as `report` says, there is nothing
-        fail(f"run {run_id} holds no answer: nothing to regrade")
     moved = {k: n for k, n in changes.items() if k[0] != k[1]}
     detail = ", ".join(f"{a} -> {b}: {n}" for (a, b), n in sorted(moved.items()))
     typer.echo(

@@ -7,6 +7,7 @@ from collections import Counter
 
 from numerate.config.provenance import generator_version
 from numerate.grading.judging import judge
+from numerate.kernel.progress import current
 from numerate.manifolds import registry
 from numerate.planning.plan import case_id as id_of
 from numerate.planning.plan import case_json, version_of
@@ -18,20 +19,36 @@ from numerate.store.shards import Ingested, ShardError, ingest
 
 def regrade_run(store: Store, run_id: str) -> Counter[tuple[str, str]]:
     """Grade a stored run's answers again with the current graders and refresh its
-    aggregates; returns how many outcomes went from one value to another."""
+    aggregates; returns how many outcomes went from one value to another.
+
+    A page of answers at a time (numerate.store.queries.stored_answers), its changed grades
+    stored before the next page is read, so that memory follows a page whatever the run's
+    size and however many grades change (all of a million answers' grades held at once took
+    the process past 1 GiB). Stopped midway, some answers are graded anew and the run's
+    figures are as they were: grading again is the same whenever it is done, so running it
+    again finishes the work."""
     changes: Counter[tuple[str, str]] = Counter()
-    updates: list[Regrade] = []
-    for stored in queries.stored_answers(store, run_id):
-        manifold = stored.manifold
-        case = registry.get(manifold).case_model.model_validate_json(case_json(*stored.case))
-        outcome, answer = judge(manifold, case, stored.raw_text, stored.finish_reason, stored.error)
-        changes[stored.outcome, outcome.value] += 1
-        if outcome.value != stored.outcome or answer != stored.answer:
-            updates.append(
-                {"model": stored.model, "case_id": stored.case_id,
-                 "sample_index": stored.sample_index, "outcome": outcome.value, "answer": answer}
-            )  # fmt: skip
-    store.update_grades(run_id, updates)
+    progress = current()
+    progress.doing("grading the stored answers again")
+    progress.add_total(queries.answers_in(store, run_id))
+    for page in queries.stored_answers(store, run_id):
+        updates: list[Regrade] = []
+        for stored in page:
+            manifold = stored.manifold
+            case = registry.get(manifold).case_model.model_validate_json(case_json(*stored.case))
+            outcome, answer = judge(
+                manifold, case, stored.raw_text, stored.finish_reason, stored.error
+            )
+            changes[stored.outcome, outcome.value] += 1
+            if outcome.value != stored.outcome or answer != stored.answer:
+                updates.append(
+                    {"model": stored.model, "case_id": stored.case_id,
+                     "sample_index": stored.sample_index, "outcome": outcome.value,
+                     "answer": answer}
+                )  # fmt: skip
+        store.update_grades(run_id, updates)
+        progress.advance(len(page))
+    progress.doing("figuring the run's results")
     aggregate_stored_run(store, run_id)
     return changes
 

@@ -312,28 +312,57 @@ CASE_TEXT = (
 )
 
 
-def stored_answers(source: Source, run_id: str) -> list[StoredAnswer]:
-    rows = source.query(
-        "SELECT r.model, r.case_id, r.sample_index, r.manifold, r.raw_text, r.finish_reason, "
-        f"r.error, r.outcome, r.answer, {CASE_TEXT} FROM responses r JOIN cases c "
-        "USING (case_id) WHERE r.run_id = ?",
-        [run_id],
-    )
-    return [
-        StoredAnswer(model, case_id, sample, manifold, text, finish, error, outcome, answer,
-                     CaseText(*case))
-        for model, case_id, sample, manifold, text, finish, error, outcome, answer, *case in rows
-    ]  # fmt: skip
+ANSWERS_A_PAGE = 10_000
+"""About how many answers (with their cases) `stored_answers` and `run_cases` read at a time:
+memory follows a page, not the run. Reading a run's million answers with their cases in one
+query failed within DuckDB's bound (numerate.store.writer.WRITER_MEMORY: the cases' text is
+about 1 KB each) and would have held them all in Python; a page at a time, 999,984 answers
+with their 499,992 cases took 29 s and 128 MiB (docs/benchmarks.md, "Grading a million
+answers again")."""
 
 
-def run_cases(source: Source, run_id: str) -> list[tuple[str, str, CaseText]]:
-    """(case id, generator version, its text) of each case a run answered."""
-    rows = source.query(
-        f"SELECT c.case_id, c.generator_version, {CASE_TEXT} FROM cases c WHERE c.case_id IN "
-        "(SELECT case_id FROM responses WHERE run_id = ?) ORDER BY c.case_id",
-        [run_id],
-    )
-    return [(row[0], row[1], CaseText(*row[2:])) for row in rows]
+def answers_in(source: Source, run_id: str) -> int:
+    """How many answers a run has stored."""
+    return int(source.query("SELECT count(*) FROM responses WHERE run_id = ?", [run_id])[0][0])
+
+
+def _pages(source: Source, run_id: str) -> Iterator[str]:
+    """A run's answers in pages of about ANSWERS_A_PAGE: each page's condition on `case_id`
+    (a hash of the case id, so that a case's answers share a page)."""
+    pages = max(1, -(-answers_in(source, run_id) // ANSWERS_A_PAGE))
+    for page in range(pages):
+        yield f"hash(case_id) % {pages} = {page}"
+
+
+def stored_answers(source: Source, run_id: str) -> Iterator[list[StoredAnswer]]:
+    """A run's stored answers, each with its case's text, a page at a time (`_pages`)."""
+    for page in _pages(source, run_id):
+        rows = source.query(
+            "WITH r AS (SELECT model, case_id, sample_index, manifold, raw_text, finish_reason, "
+            f"error, outcome, answer FROM responses WHERE run_id = ? AND {page}) "
+            f"SELECT r.*, {CASE_TEXT} FROM r JOIN cases c USING (case_id) "
+            "WHERE c.case_id IN (SELECT case_id FROM r)",
+            [run_id],
+        )
+        yield [
+            StoredAnswer(model, case_id, sample, manifold, text, finish, error, outcome, answer,
+                         CaseText(*case))
+            for model, case_id, sample, manifold, text, finish, error, outcome, answer, *case
+            in rows
+        ]  # fmt: skip
+
+
+def run_cases(source: Source, run_id: str) -> Iterator[tuple[str, str, CaseText]]:
+    """(case id, generator version, its text) of each case a run answered, a page at a time
+    (`_pages`; in order of id within a page)."""
+    for page in _pages(source, run_id):
+        rows = source.query(
+            f"SELECT c.case_id, c.generator_version, {CASE_TEXT} FROM cases c WHERE c.case_id "
+            f"IN (SELECT case_id FROM responses WHERE run_id = ? AND {page}) ORDER BY c.case_id",
+            [run_id],
+        )
+        for row in rows:
+            yield row[0], row[1], CaseText(*row[2:])
 
 
 def responses_of(source: Source, run_id: str) -> bool:

@@ -188,6 +188,55 @@ def test_regrade_restores_outcomes_from_the_stored_answers(tmp_path):
     assert empty.stderr == f"error: run {run_id} holds no answer: nothing to regrade\n"
 
 
+def test_a_run_is_read_again_a_page_of_answers_at_a_time(tmp_path, monkeypatch):
+    """`regrade` (and ingest's check of a run's cases) read a run a page at a time, so that
+    memory follows a page: every answer comes once, with its case's text, every case once,
+    over about answers / ANSWERS_A_PAGE queries of a page each."""
+    from numerate.store import queries
+
+    db = str(tmp_path / "p.duckdb")
+    assert runner.invoke(app, ["run", "--db", db, "--model", "baseline:oracle"]).exit_code == 0
+    store = Store.open(db)
+    run_id = store.query("SELECT run_id FROM runs")[0][0]
+    stored = store.query(
+        "SELECT r.model, r.case_id, r.sample_index, r.raw_text, c.input FROM responses r "
+        "JOIN cases c USING (case_id) WHERE run_id = ? ORDER BY ALL",
+        [run_id],
+    )
+    sizes = []
+    query = store.query
+
+    def counted(sql, params=None):
+        rows = query(sql, params)
+        sizes.append(len(rows))
+        return rows
+
+    monkeypatch.setattr(queries, "ANSWERS_A_PAGE", 64)
+    monkeypatch.setattr(store, "query", counted)
+    pages = list(queries.stored_answers(store, run_id))
+    answers = sorted((a.model, a.case_id, a.sample_index, a.raw_text, a.case.input)
+                     for page in pages for a in page)  # fmt: skip
+    assert answers == stored and len(stored) == 600
+    assert sizes[0] == 1 and len(sizes) == 1 + 10  # the count, then ten pages
+    assert [len(page) for page in pages] == sizes[1:]
+    assert all(0 < size < 2 * 64 for size in sizes[1:])
+    cases = [case_id for case_id, _, _ in queries.run_cases(store, run_id)]
+    assert sorted(cases) == sorted({case_id for _, case_id, *_ in stored})
+    # every grade changes: each page's are stored before the next page is read
+    monkeypatch.setattr(store, "query", query)
+    store.query("UPDATE responses SET outcome = 'wrong'")
+    written = []
+    update = store.update_grades
+    monkeypatch.setattr(store, "update_grades", lambda run, rows: written.append(len(rows))
+                        or update(run, rows))  # fmt: skip
+    from numerate.results.regrade import regrade_run
+
+    assert regrade_run(store, run_id) == {("wrong", "correct"): 600}
+    assert written == [len(page) for page in pages]
+    assert store.query("SELECT count(*) FROM responses WHERE outcome = 'correct'")[0][0] == 600
+    Store.close_all()
+
+
 def test_cache_clear(tmp_path):
     db = str(tmp_path / "c.duckdb")
     assert runner.invoke(app, ["run", "--db", db, "--model", "baseline:oracle"]).exit_code == 0
