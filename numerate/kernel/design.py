@@ -59,10 +59,10 @@ def design_interval(
 
 
 def case_clustered(cases: Iterable[tuple[int, int, int]], z: float = Z_95) -> Estimate:
-    """A grid point's accuracy from its cases, each (correct, scored) over its samples: the
-    ratio of all correct to all scored answers, with a standard error that treats the case as
-    the unit. With one sample per case it is the binomial p(1 - p) / n and the interval the
-    plain Wilson interval.
+    """A grid point's accuracy from its cases, each with its correct and scored answers over
+    its samples: the ratio of all correct to all scored answers, with a standard error that
+    treats the case as the unit. With one sample per case it is the binomial p(1 - p) / n and
+    the interval the plain Wilson interval.
 
     Args:
         cases: (correct answers, scored answers, how many cases had them): cases alike are

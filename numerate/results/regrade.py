@@ -50,6 +50,7 @@ def regrade_run(store: Store, run_id: str) -> Counter[tuple[str, str]]:
         progress.advance(len(page))
     progress.doing("figuring the run's results")
     aggregate_stored_run(store, run_id)
+    progress.doing("")
     return changes
 
 
@@ -67,10 +68,12 @@ def ingest_graded(store: Store, results_dir: str) -> Ingested:
 
 
 def check_generated(store: Store, run_id: str) -> None:
-    """ShardError naming the first case of a run (as a shard brought it) that is not what its
-    manifold generates for its parameters, seed and index, with this version's generator: a
-    case with a planted target would be stored for every later run that plans it. Cases of
-    another generator version cannot be made again here, and are taken as they are."""
+    """ShardError naming the first case found (a page of the run at a time, in order of id
+    within a page: numerate.store.queries.run_cases) of a run, as a shard brought it, that is
+    not what its manifold generates for its parameters, seed and index, with this version's
+    generator: a case with a planted target would be stored for every later run that plans
+    it. Cases of another generator version cannot be made again here, and are taken as they
+    are."""
     for case_id, version, text in queries.run_cases(store, run_id):
         manifold, given_input, given_target = text.manifold, text.input, text.target
         if version_of(version) != generator_version(manifold):

@@ -238,12 +238,12 @@ def test_several_samples_a_case_are_grouped_by_case(tmp_path):
         assert row["n"] == len(in_point)
         assert (row["base_model"], row["new_model"], row["lost"]) == ("guess", "sure", 0)
         assert row["gained"] == len(in_point) - sum(first[case] for case in in_point)
-    found = points["guess"]
-    assert len(found) == len(expected)
-    for point in found:  # each point known by its cases' counts, as counted here
+    found = points["guess"]  # in order of point key (one manifold)
+    for point, key in zip(found, sorted(expected), strict=True):
         got = dict(zip(zip(point.correct, point.truncated, point.scored, strict=True),
                        point.cases, strict=True))  # fmt: skip
-        [key] = [key for key, kinds in expected.items() if kinds == got]
+        assert got == expected[key]
+        assert list(zip(point.correct, point.truncated, point.scored, strict=True)) == sorted(got)
         answers = [a for (p, _), listed in cases.items() if p == key for a in listed]
         assert point.chance == pytest.approx(sum(c for _, c in answers) / len(answers))
     assert any(0 < k[0] < 3 for point in expected for k in expected[point])  # mixed cases
