@@ -317,8 +317,8 @@ ANSWERS_A_PAGE = 10_000
 memory follows a page, not the run. Reading a run's million answers with their cases in one
 query failed within DuckDB's bound (numerate.store.writer.WRITER_MEMORY: the cases' text is
 about 1 KB each) and would have held them all in Python; a page at a time, 999,984 answers
-with their 499,992 cases took 29 s and 128 MiB (docs/benchmarks.md, "Grading a million
-answers again")."""
+with their 499,992 cases took 29 s and 128 MiB (docs/benchmarks.md,
+"Grading a million answers again (2026-11-29)")."""
 
 
 def answers_in(source: Source, run_id: str) -> int:

@@ -289,7 +289,7 @@ def reduce_points(read: Read, responses: str, cases: str) -> tuple[pl.DataFrame,
     counts = counts.drop(UNKNOWN).with_columns(pl.col(FLOORS).cast(pl.Float64))
     counts = counts.join(read(sql["params"]), on=POINT_KEYS, how="left")
     # one answer a case: no group per case (a million answers' kinds in 2 s and +40-56 MiB
-    # with them; docs/benchmarks.md, "A point's cases as kinds")
+    # with them; docs/benchmarks.md, "A point's cases as kinds (2026-11-29)")
     several = read(sql["samples"])["most"][0] > 1
     return counts, read(sql["kinds" if several else "one_answer_kinds"])
 
