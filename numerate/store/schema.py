@@ -47,20 +47,44 @@ insert_rows, one MERGE statement), not through a primary key: the tables with a 
 case or answer have none (an index the size of the data, rewritten at every checkpoint and
 held in memory; a DuckLake table has none either; docs/schema.md, "Keys without indexes")."""
 
-# What a run exports as Parquet shards (one query per table, $run its id); ingesting one
-# merges each table's rows as KEYS says.
-SHARD_TABLES: dict[str, str] = {
-    "runs": "SELECT * FROM runs WHERE run_id = $run",
-    "cases": "SELECT * FROM cases WHERE case_id IN "
-    "(SELECT case_id FROM responses WHERE run_id = $run)",
-    "completions": "SELECT * FROM completions WHERE request_hash IN "
-    "(SELECT request_hash FROM responses WHERE run_id = $run)",
-    "responses": "SELECT * FROM responses WHERE run_id = $run",
-    "run_models": "SELECT * FROM run_models WHERE run_id = $run",
-    "points": "SELECT * FROM points WHERE run_id = $run",
-    "point_stops": "SELECT * FROM point_stops WHERE run_id = $run",
-    "summaries": "SELECT * FROM summaries WHERE run_id = $run",
-}
+ID_BUCKET = "hash({})"
+"""What a run's cases and completions are first matched on when its shards are exported: a
+64-bit hash of the id. A semi join on the ids themselves holds every id of the run in memory,
+and ran out of the writer's bound (numerate.store.writer.WRITER_MEMORY) exporting a run of a
+million cases; ids that share a bucket with another row of the table are then matched whole
+(`answered_rows`)."""
+
+
+def answered_rows(table: str, key: str, bucket: str = ID_BUCKET) -> str:
+    """The rows of `table` (cases, completions) that the run's answers name by `key`: exactly
+    those, matched on the bucket of the key (`bucket`, a format string of it), and on the key
+    itself only where rows of the table share a bucket."""
+    bucketed = bucket.format(key)
+    answered = f"SELECT {key} FROM responses WHERE run_id = $run"
+    shared = f"SELECT {bucketed} FROM {table} GROUP BY ALL HAVING min({key}) <> max({key})"
+    return (
+        f"SELECT * FROM {table} WHERE {bucketed} IN (SELECT {bucketed} FROM ({answered})) "
+        f"AND ({bucketed} NOT IN ({shared}) OR {key} IN "
+        f"(SELECT {key} FROM ({answered}) WHERE {bucketed} IN ({shared})))"
+    )
+
+
+def shard_tables(bucket: str = ID_BUCKET) -> dict[str, str]:
+    """What a run exports as Parquet shards: one query per table, `$run` its id (ingesting
+    one merges each table's rows as KEYS says)."""
+    return {
+        "runs": "SELECT * FROM runs WHERE run_id = $run",
+        "cases": answered_rows("cases", "case_id", bucket),
+        "completions": answered_rows("completions", "request_hash", bucket),
+        "responses": "SELECT * FROM responses WHERE run_id = $run",
+        "run_models": "SELECT * FROM run_models WHERE run_id = $run",
+        "points": "SELECT * FROM points WHERE run_id = $run",
+        "point_stops": "SELECT * FROM point_stops WHERE run_id = $run",
+        "summaries": "SELECT * FROM summaries WHERE run_id = $run",
+    }
+
+
+SHARD_TABLES = shard_tables()
 
 SHARD_ROWS: dict[str, str] = {"cases": f'* REPLACE ({SLIM_DATA} AS "data")'}
 """A shard's rows of a table as this database stores them (what follows SELECT; `*` for the

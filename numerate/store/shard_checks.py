@@ -29,6 +29,7 @@ from numerate.manifolds import registry
 from numerate.manifolds.grading import Outcome
 from numerate.store.duckdb_words import sql_literal
 from numerate.store.schema import KEYS, RUN_STATUSES, SHARD_ROWS, migrate
+from numerate.store.writer import writer_settings
 
 __all__ = ["database_problem", "run_problem"]
 
@@ -108,11 +109,12 @@ under the same key must be the same."""
 def run_problem(files: dict[str, str], run_id: str) -> str | None:
     """Why a run's shards (`files`: each table's Parquet file, local) cannot be loaded as run
     `run_id` into a results database of this numerate's schema, or None. Read on a database of
-    its own in memory: the results database is not held meanwhile (the writers' sessions stay
-    short); what depends on its rows is `database_problem`'s."""
+    its own in memory, within the writer's bound (spilling past it): the results database is
+    not held meanwhile (the writers' sessions stay short); what depends on its rows is
+    `database_problem`'s."""
     import duckdb
 
-    con = duckdb.connect()
+    con = duckdb.connect(config=writer_settings())
     try:
         migrate(con)
         for table, path in files.items():
@@ -273,12 +275,24 @@ def _values(
     return None
 
 
+def distinct_rows(table: str, source: str) -> str:
+    """The rows of `source` (a shard's, as SQL) made distinct: only those of keys (KEYS) that
+    repeat are compared whole (all rows made distinct did not fit the writer's bound at a
+    million cases)."""
+    keyed = ", ".join(f'"{c}"' for c in KEYS[table][0])
+    repeated = f"(SELECT {keyed} FROM {source} GROUP BY ALL HAVING count(*) > 1)"
+    return (
+        f"SELECT * FROM {source} ANTI JOIN {repeated} USING ({keyed}) UNION ALL "
+        f"SELECT DISTINCT * FROM (SELECT * FROM {source} SEMI JOIN {repeated} USING ({keyed}))"
+    )
+
+
 def _one_row_per_key(con: Any, table: str, shard: _Shard) -> str | None:
     key = KEYS[table][0]
     keyed = ", ".join(f'"{c}"' for c in key)
     twice = _first(
         con,
-        f"SELECT {keyed} FROM (SELECT DISTINCT * FROM {shard.plain}) GROUP BY ALL "
+        f"SELECT {keyed} FROM ({distinct_rows(table, shard.plain)}) GROUP BY ALL "
         "HAVING count(*) > 1",
     )
     if twice:
@@ -370,13 +384,12 @@ def _all_belong(con: Any, shards: dict[str, _Shard]) -> str | None:
         )
         if stray:
             return f"{table}.parquet{_row(stray)}: {what}"
-    unlike = _first(  # an answer and its request's completion say different things
-        con,
-        f"SELECT r.file_row_number FROM {responses.rows} r "
-        f"WHERE r.raw_text IS NOT NULL AND EXISTS (SELECT 1 FROM {shards['completions'].plain} c "
-        "WHERE c.request_hash = r.request_hash) AND NOT EXISTS (SELECT 1 FROM "
-        f"{shards['completions'].plain} c WHERE c.request_hash = r.request_hash "
-        "AND c.text = r.raw_text AND c.model_id = r.model_id)",
+    unlike = _first(  # an answer and its request's completion say different things; matched
+        con,  # on hashes (each request's completions whole did not fit the writer's bound)
+        f"SELECT r.file_row_number FROM {responses.rows} r JOIN (SELECT hash(request_hash) "
+        f"AS request, hash(text, model_id) AS said FROM {shards['completions'].plain}) c "
+        "ON c.request = hash(r.request_hash) WHERE r.raw_text IS NOT NULL GROUP BY ALL "
+        "HAVING NOT bool_or(c.said = hash(r.raw_text, r.model_id))",
     )
     if unlike:
         return (

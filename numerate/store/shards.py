@@ -33,11 +33,16 @@ from numerate.store.schema import (
     StoreError,
     now,
 )
-from numerate.store.shard_checks import database_problem, run_problem
-from numerate.store.tables import insert_arrow, insert_rows
+from numerate.store.shard_checks import database_problem, distinct_rows, run_problem
+from numerate.store.tables import insert_rows, insert_table
 from numerate.store.writer import Store
 
 SUCCESS = "_SUCCESS"
+
+SHARD_ROW_GROUP = 4096
+"""Rows in a row group of a shard (DuckDB's default is 122,880): the Parquet writer holds a
+row group in memory until it is written, and one of cases (about 1 KB each) did not fit the
+writer's bound (numerate.store.writer.WRITER_MEMORY)."""
 
 
 def _filesystem(results_dir: str) -> tuple[Any, str]:
@@ -134,7 +139,8 @@ def export_run(store: Store, run_id: str, folder: str) -> list[str]:
         for table, query in SHARD_TABLES.items():
             target = str(Path(folder) / f"{table}.parquet")
             con.execute(
-                f"COPY ({query.replace('$run', '$1')}) TO {sql_literal(target)} (FORMAT parquet)",
+                f"COPY ({query.replace('$run', '$1')}) TO {sql_literal(target)} "
+                f"(FORMAT parquet, ROW_GROUP_SIZE {SHARD_ROW_GROUP})",
                 [run_id],
             )
             written.append(target)
@@ -149,10 +155,11 @@ def ingest_run(
     store: Store, run_id: str, folder: str, source: str, grade: Callable[[Store, str], object]
 ) -> None:
     """Load a run's Parquet shards (a local folder): checked (numerate.store.shard_checks),
-    loaded and graded (`grade`: a store in memory and the run id) on a database of their own
-    in memory, then written into `store` in one short transaction. A ShardError, or the
-    grader's own error, leaves nothing of the run written. Loading the same run again changes
-    nothing (two ingests of one location at once are harmless)."""
+    loaded and graded (`grade`: a store and the run id) on a database of their own in the
+    folder, then written into `store` in one transaction. A ShardError, or the grader's own
+    error, leaves nothing of the run written. Loading the same run again changes nothing
+    (two ingests of one location at once are harmless). Every step is in DuckDB within the
+    writer's bound (numerate.store.writer.WRITER_MEMORY), whatever the run's size."""
     files = {
         table: str(Path(folder) / f"{table}.parquet")
         for table in SHARD_TABLES
@@ -161,36 +168,47 @@ def ingest_run(
     problem = run_problem(files, run_id)  # before the database is held
     if problem:
         raise ShardError(problem)
-    graded = _graded_in_memory(files, run_id, grade)
+    graded = str(Path(folder) / "graded.duckdb")
+    _grade_apart(files, run_id, grade, graded)
 
     def loaded(con: Any) -> None:
         problem = database_problem(con, files)  # again on each try: another ingest's run
         if problem:
             raise ShardError(problem)
-        for table, rows in graded.items():
-            insert_arrow(con, table, rows)
+        for table in SHARD_TABLES:
+            insert_table(con, table, f"{GRADED}.main.{table}")
         ingested = {"run_id": run_id, "source": source, "ingested_at": now()}
         insert_rows(con, "ingested_shards", tuple(ingested), [ingested])
 
-    store.write(loaded)
+    with store.session() as con:
+        con.execute(f"ATTACH {sql_literal(graded)} AS {GRADED} (READ_ONLY)")
+        try:
+            store.write(loaded)
+        finally:
+            con.execute(f"DETACH {GRADED}")
 
 
-def _graded_in_memory(
-    files: dict[str, str], run_id: str, grade: Callable[[Store, str], object]
-) -> dict[str, Any]:
-    """Each table's rows of the run (Arrow tables) as they are to be stored: loaded into a
-    store in memory, long answers cut, graded there."""
+GRADED = "numerate_graded"
+"""The name an ingest's graded run has in the session that writes it into the database."""
+
+
+def _grade_apart(
+    files: dict[str, str], run_id: str, grade: Callable[[Store, str], object], path: str
+) -> None:
+    """Each table's rows of the run as they are to be stored, in a database file of their
+    own at `path`: loaded, long answers cut, graded there."""
     import duckdb
 
-    scratch = Store(":memory:")
+    scratch = Store(path)
     try:
 
         def copied(con: Any) -> None:
-            for table, path in files.items():
+            for table, shard in files.items():
                 try:  # identical rows twice are one (shard_checks refused different ones)
+                    rows = distinct_rows(table, f"read_parquet({sql_literal(shard)})")
                     con.execute(
-                        f"INSERT INTO {table} BY NAME SELECT DISTINCT "
-                        f"{SHARD_ROWS.get(table, '*')} FROM read_parquet({sql_literal(path)})"
+                        f"INSERT INTO {table} BY NAME SELECT {SHARD_ROWS.get(table, '*')} "
+                        f"FROM ({rows})"
                     )
                 except duckdb.Error as error:  # said by the table, not the local copy's path
                     raise ShardError(f"{table}.parquet: {first_line(error)}") from None
@@ -198,10 +216,6 @@ def _graded_in_memory(
 
         scratch.write(copied)
         grade(scratch, run_id)
-        with scratch.session() as con:
-            return {
-                table: con.sql(f"SELECT * FROM {table}").to_arrow_table() for table in SHARD_TABLES
-            }
     finally:
         scratch.close()
 
@@ -209,7 +223,7 @@ def _graded_in_memory(
 def _cut_long_answers(con: Any) -> None:
     """The answers longer than numerate.kernel.answers.MAX_ANSWER_CHARS, stored cut as an
     endpoint's are (with the flag and the length they had), before they are graded: on the
-    store in memory, which holds the one run being ingested."""
+    database of its own that holds the one run being ingested."""
     for table, text, flag, chars in (
         ("responses", "raw_text", "raw_cut", "raw_chars"),
         ("completions", "text", "text_cut", "text_chars"),
@@ -309,7 +323,7 @@ class Ingested:
 
 
 def ingest(store: Store, results_dir: str, grade: Callable[[Store, str], object]) -> Ingested:
-    """Load every complete run not ingested yet, each graded by `grade` (a store in memory
+    """Load every complete run not ingested yet, each graded by `grade` (a store of its own
     holding the run, its id) before it is written. A run whose shards cannot be read (a file
     missing or truncated), or hold what no run of numerate's can (shard_checks), or whose
     answers cannot be graded, is skipped, named with why, and the others are loaded; nothing

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 
-__all__ = ["Tables", "insert_arrow", "insert_rows"]
+__all__ = ["Tables", "insert_arrow", "insert_rows", "insert_table"]
 
 T = TypeVar("T")
 
@@ -85,34 +85,65 @@ def insert_arrow(con: Any, table: str, rows: Any) -> None:
     import pyarrow as pa
 
     names = [str(name) for name in rows.column_names]
-    listed = ", ".join(f'"{c}"' for c in names)
     incoming = "incoming_rows"
-    if table not in KEYS:
-        statement = f"INSERT INTO {table} ({listed}) SELECT {listed} FROM {incoming}"
-    else:
+    if table in KEYS:
         key, keep = KEYS[table]
         rows = rows.append_column(ORDINAL, pa.array(range(rows.num_rows), pa.int64()))
         order = "DESC" if keep == "last" else ""
-        match = " AND ".join(f'{table}."{c}" = incoming."{c}"' for c in key)
-        values = ", ".join(f'incoming."{c}"' for c in names)
-        statement = (
-            f"MERGE INTO {table} USING (SELECT * FROM {incoming} QUALIFY row_number() OVER "
-            f"(PARTITION BY {', '.join(key)} ORDER BY {ORDINAL} {order}) = 1) AS incoming "
-            f"ON {match} "
-            f"WHEN NOT MATCHED THEN INSERT ({listed}) VALUES ({values})"
+        source = (
+            f"(SELECT * FROM {incoming} QUALIFY row_number() OVER "
+            f"(PARTITION BY {', '.join(key)} ORDER BY {ORDINAL} {order}) = 1)"
         )
-        updated = [c for c in names if c not in key]
-        if keep == "last" and updated:
-            assigned = ", ".join(f'"{c}" = incoming."{c}"' for c in updated)
-            statement += f" WHEN MATCHED THEN UPDATE SET {assigned}"
     con.register(incoming, rows)
     try:
-        con.execute(statement)
+        con.execute(_merged(table, names, source if table in KEYS else incoming))
     except BaseException:
         with contextlib.suppress(Exception):  # in an aborted transaction this fails too, and
             con.unregister(incoming)  # its error would hide the insert's
         raise
     con.unregister(incoming)
+
+
+TABLE_PAGE_ROWS = 20_000
+"""Rows `insert_table` merges in one statement: DuckDB joins them with the table they go to
+in memory (a case is about 1 KB)."""
+
+
+def insert_table(con: Any, table: str, source: str) -> None:
+    """Write the rows of `source` (a table of another database attached to `con`, one row per
+    key of KEYS) into `table`, merged as `insert_arrow` merges them, a page of about
+    TABLE_PAGE_ROWS rows (by the hash of their key) a statement: a run of a million cases
+    merged in one statement did not fit the writer's bound (WRITER_MEMORY)."""
+    names = [row[0] for row in con.execute(f"DESCRIBE {source}").fetchall()]
+    if table not in KEYS:
+        con.execute(_merged(table, names, source))
+        return
+    [(rows,)] = con.execute(f"SELECT count(*) FROM {source}").fetchall()
+    pages = max(1, -(-rows // TABLE_PAGE_ROWS))
+    key = ", ".join(f'"{c}"' for c in KEYS[table][0])
+    for page in range(pages):
+        part = f"(SELECT * FROM {source} WHERE hash({key}) % {pages} = {page})"
+        con.execute(_merged(table, names, part))
+
+
+def _merged(table: str, names: list[str], source: str) -> str:
+    """The statement that writes the rows of `source` (its columns `names`) into `table`:
+    merged on the key KEYS gives it, else inserted."""
+    listed = ", ".join(f'"{c}"' for c in names)
+    if table not in KEYS:
+        return f"INSERT INTO {table} ({listed}) SELECT {listed} FROM {source}"
+    key, keep = KEYS[table]
+    match = " AND ".join(f'{table}."{c}" = incoming."{c}"' for c in key)
+    values = ", ".join(f'incoming."{c}"' for c in names)
+    statement = (
+        f"MERGE INTO {table} USING {source} AS incoming ON {match} "
+        f"WHEN NOT MATCHED THEN INSERT ({listed}) VALUES ({values})"
+    )
+    updated = [c for c in names if c not in key]
+    if keep == "last" and updated:
+        assigned = ", ".join(f'"{c}" = incoming."{c}"' for c in updated)
+        statement += f" WHEN MATCHED THEN UPDATE SET {assigned}"
+    return statement
 
 
 ORDINAL = "numerate_ordinal"

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import itertools
 import logging
 import os
 import tempfile
@@ -66,17 +67,21 @@ stream past (`string_agg` of a million ids was one 64 MB string). docs/benchmark
 "Scale"."""
 
 
+_instances = itertools.count()
+
+
 def writer_settings() -> dict[str, str | bool | int | float | list[str]]:
-    """The settings of a process's in-memory DuckDB: WRITER_MEMORY, and a spill folder of
-    its own in the system's temporary folder (DuckDB's default, `.tmp` in the working
-    folder, would be shared, and its files' names are not unique between processes); DuckDB
-    makes it when it first spills and removes it as it closes."""
-    spill = Path(tempfile.gettempdir()) / f"numerate-duckdb-{os.getpid()}"
+    """The settings of an in-memory DuckDB of this process's: WRITER_MEMORY, and a spill
+    folder of its own in the system's temporary folder (DuckDB's default, `.tmp` in the
+    working folder, would be shared, and its files' names are unique neither between
+    processes nor between the DuckDBs of one: an ingest holds three); DuckDB makes it when it
+    first spills and removes it as it closes."""
+    spill = Path(tempfile.gettempdir()) / f"numerate-duckdb-{os.getpid()}-{next(_instances)}"
     return {"memory_limit": WRITER_MEMORY, "temp_directory": str(spill)}
 
 
 @contextlib.contextmanager
-def _file_errors(path: str) -> Iterator[None]:
+def _file_errors(path: str, spill: str) -> Iterator[None]:
     """A failure of the database file itself (damaged, truncated, the disk full) as a
     StoreError naming it, in one line."""
     import duckdb
@@ -97,7 +102,6 @@ def _file_errors(path: str) -> Iterator[None]:
             ) from None
         if not is_damaged(error):  # the SQL, not the file
             raise
-        spill = str(writer_settings()["temp_directory"])
         if spill and spill in str(error):  # where DuckDB spills, not the database
             raise StoreError(
                 f"results database {path}: DuckDB could not write where it spills what does "
@@ -202,6 +206,10 @@ class Store(Tables):
         self._stop = threading.Event()
         self._flusher: threading.Thread | None = None
         self._made: list[Path] = []  # the file and folders this process made, deepest first
+        self.settings = writer_settings()
+        """Its DuckDB's (one for the Store's life): bounded, spilling to a folder of its own;
+        one in memory spills its tables there too."""
+        self.spill = str(self.settings["temp_directory"])
         if not self.memory:
             self._every = flush_seconds()  # a bad setting is refused here, not in the thread
         if self.lake:
@@ -267,16 +275,16 @@ class Store(Tables):
             if self._depth == 0 and self._con is None:
                 self._connect()  # writes the journal (a file's session, a lake's first)
             elif self._depth == 0 and self.lake:  # a lake's connection stays: written here
-                with _file_errors(self.path):
+                with _file_errors(self.path, self.spill):
                     self._write_journal(self._con)
             self._depth += 1
             try:
-                with _file_errors(self.path):
+                with _file_errors(self.path, self.spill):
                     yield self._con
             finally:
                 self._depth -= 1
                 if self._depth == 0 and not self.kept:
-                    with _file_errors(self.path):
+                    with _file_errors(self.path, self.spill):
                         self._disconnect()
 
     def maintain(self) -> dict[str, int]:
@@ -322,13 +330,13 @@ class Store(Tables):
         started = time.monotonic()
         try:
             if self.memory:
-                con = duckdb.connect(":memory:")
+                con = duckdb.connect(":memory:", config=self.settings)
             elif self.lake:
-                con = duckdb.connect(config=writer_settings())
+                con = duckdb.connect(config=self.settings)
                 lake.attach(con, self.path)
             else:
                 if self._instance is None:  # one in-memory DuckDB for the process's life
-                    self._instance = duckdb.connect(config=writer_settings())
+                    self._instance = duckdb.connect(config=self.settings)
                 con = self._instance
                 access.attach(con, self.path)
         except duckdb.Error as error:

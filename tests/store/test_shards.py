@@ -10,6 +10,7 @@ from numerate.cli import app
 from numerate.flows.ingest import ingest
 from numerate.flows.sweep import sweep
 from numerate.store import Store
+from numerate.store.schema import ID_BUCKET
 from numerate.store.shards import SUCCESS, complete_runs
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
@@ -452,6 +453,44 @@ def test_rows_a_shard_holds_twice_alike_are_loaded_once(tmp_path):
     assert result.exit_code == 0, result.output
     query = "SELECT case_id, outcome FROM responses"
     assert table(central, query) == table(worker, query)
+
+
+@pytest.mark.parametrize("bucket", [ID_BUCKET, "hash({}) % 2", "0"])
+def test_a_run_exports_exactly_its_cases_and_answers_whatever_buckets_their_ids_share(
+    tmp_path, monkeypatch, bucket
+):
+    """A run's cases and completions are matched on a bucket of their ids (a hash: a join on
+    the ids held a million in memory); where ids share a bucket (here many, or all), the run's
+    still export exactly, none of the other run's in the same database."""
+    from numerate.store import shards
+    from numerate.store.schema import shard_tables
+
+    db = str(tmp_path / "two.duckdb")
+    run_id = asyncio.run(sweep(config("oracle", tmp_path / "a"), db))
+    other = config("random", tmp_path / "b")
+    other["manifolds"] = [{"manifold": "objects", "count": 8}, {"manifold": "sequence", "count": 5}]
+    asyncio.run(sweep(other, db))
+    monkeypatch.setattr(shards, "SHARD_TABLES", shard_tables(bucket))
+    store = Store.open(db)
+    (tmp_path / "out").mkdir()
+    try:
+        shards.export_run(store, run_id, str(tmp_path / "out"))
+        exported = {
+            name: sorted(store.query(f"SELECT {key} FROM '{tmp_path}/out/{name}.parquet'"))
+            for name, key in (("cases", "case_id"), ("completions", "request_hash, run_id"))
+        }
+        held = {
+            "cases": "SELECT case_id FROM cases WHERE case_id IN "
+            "(SELECT case_id FROM responses WHERE run_id = ?)",
+            "completions": "SELECT request_hash, run_id FROM completions WHERE request_hash IN "
+            "(SELECT request_hash FROM responses WHERE run_id = ?)",
+        }
+        every = {name: store.query(f"SELECT count(*) FROM {name}")[0][0] for name in held}
+        for name, sql in held.items():
+            assert exported[name] == sorted(store.query(sql, [run_id]))
+            assert 0 < len(exported[name]) < every[name]  # the other run's are there, not taken
+    finally:
+        Store.close_all()
 
 
 def _two_runs(tmp_path):

@@ -392,7 +392,7 @@ def test_missing_cases_are_those_not_stored_whatever_else_is(db_path):
 def test_duckdb_out_of_memory_is_said_in_a_line_however_it_comes(error):
     from numerate.store.writer import WRITER_MEMORY, _file_errors
 
-    with pytest.raises(StoreError) as raised, _file_errors("r.duckdb"):
+    with pytest.raises(StoreError) as raised, _file_errors("r.duckdb", "/tmp/spill"):
         raise error
     said = str(raised.value)
     assert said.startswith(
