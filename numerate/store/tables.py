@@ -85,8 +85,8 @@ def insert_arrow(con: Any, table: str, rows: Any) -> None:
     import pyarrow as pa
 
     names = [str(name) for name in rows.column_names]
-    incoming = "incoming_rows"
-    if table in KEYS:
+    incoming = source = "incoming_rows"
+    if table in KEYS:  # of several rows with one key, the first (or the last)
         key, keep = KEYS[table]
         rows = rows.append_column(ORDINAL, pa.array(range(rows.num_rows), pa.int64()))
         order = "DESC" if keep == "last" else ""
@@ -96,7 +96,7 @@ def insert_arrow(con: Any, table: str, rows: Any) -> None:
         )
     con.register(incoming, rows)
     try:
-        con.execute(_merged(table, names, source if table in KEYS else incoming))
+        con.execute(_merged(table, names, source))
     except BaseException:
         with contextlib.suppress(Exception):  # in an aborted transaction this fails too, and
             con.unregister(incoming)  # its error would hide the insert's

@@ -455,9 +455,23 @@ def test_rows_a_shard_holds_twice_alike_are_loaded_once(tmp_path):
     assert table(central, query) == table(worker, query)
 
 
+@pytest.fixture(scope="module")
+def two_runs_in_one(tmp_path_factory):
+    """A database holding two runs of different models whose cases partly overlap: its path
+    and the first run's id."""
+    folder = tmp_path_factory.mktemp("two")
+    db = str(folder / "two.duckdb")
+    run_id = asyncio.run(sweep(config("oracle", folder / "a"), db))
+    other = config("random", folder / "b")
+    other["manifolds"] = [{"manifold": "objects", "count": 8}, {"manifold": "sequence", "count": 5}]
+    asyncio.run(sweep(other, db))
+    Store.close_all()
+    return db, run_id
+
+
 @pytest.mark.parametrize("bucket", [ID_BUCKET, "hash({}) % 2", "0"])
 def test_a_run_exports_exactly_its_cases_and_answers_whatever_buckets_their_ids_share(
-    tmp_path, monkeypatch, bucket
+    two_runs_in_one, tmp_path, monkeypatch, bucket
 ):
     """A run's cases and completions are matched on a bucket of their ids (a hash: a join on
     the ids held a million in memory); where ids share a bucket (here many, or all), the run's
@@ -465,11 +479,7 @@ def test_a_run_exports_exactly_its_cases_and_answers_whatever_buckets_their_ids_
     from numerate.store import shards
     from numerate.store.schema import shard_tables
 
-    db = str(tmp_path / "two.duckdb")
-    run_id = asyncio.run(sweep(config("oracle", tmp_path / "a"), db))
-    other = config("random", tmp_path / "b")
-    other["manifolds"] = [{"manifold": "objects", "count": 8}, {"manifold": "sequence", "count": 5}]
-    asyncio.run(sweep(other, db))
+    db, run_id = two_runs_in_one
     monkeypatch.setattr(shards, "SHARD_TABLES", shard_tables(bucket))
     store = Store.open(db)
     (tmp_path / "out").mkdir()
