@@ -85,18 +85,29 @@ def insert_arrow(con: Any, table: str, rows: Any) -> None:
     import pyarrow as pa
 
     names = [str(name) for name in rows.column_names]
-    incoming = source = "incoming_rows"
-    if table in KEYS:  # of several rows with one key, the first (or the last)
+    listed = ", ".join(f'"{c}"' for c in names)
+    incoming = "incoming_rows"
+    if table not in KEYS:
+        statement = f"INSERT INTO {table} ({listed}) SELECT {listed} FROM {incoming}"
+    else:
         key, keep = KEYS[table]
         rows = rows.append_column(ORDINAL, pa.array(range(rows.num_rows), pa.int64()))
         order = "DESC" if keep == "last" else ""
-        source = (
-            f"(SELECT * FROM {incoming} QUALIFY row_number() OVER "
-            f"(PARTITION BY {', '.join(key)} ORDER BY {ORDINAL} {order}) = 1)"
+        match = " AND ".join(f'{table}."{c}" = incoming."{c}"' for c in key)
+        values = ", ".join(f'incoming."{c}"' for c in names)
+        statement = (
+            f"MERGE INTO {table} USING (SELECT * FROM {incoming} QUALIFY row_number() OVER "
+            f"(PARTITION BY {', '.join(key)} ORDER BY {ORDINAL} {order}) = 1) AS incoming "
+            f"ON {match} "
+            f"WHEN NOT MATCHED THEN INSERT ({listed}) VALUES ({values})"
         )
+        updated = [c for c in names if c not in key]
+        if keep == "last" and updated:
+            assigned = ", ".join(f'"{c}" = incoming."{c}"' for c in updated)
+            statement += f" WHEN MATCHED THEN UPDATE SET {assigned}"
     con.register(incoming, rows)
     try:
-        con.execute(_merged(table, names, source))
+        con.execute(statement)
     except BaseException:
         with contextlib.suppress(Exception):  # in an aborted transaction this fails too, and
             con.unregister(incoming)  # its error would hide the insert's
@@ -105,45 +116,35 @@ def insert_arrow(con: Any, table: str, rows: Any) -> None:
 
 
 TABLE_PAGE_ROWS = 20_000
-"""Rows `insert_table` merges in one statement: DuckDB joins them with the table they go to
+"""Rows `insert_table` writes in one statement: DuckDB matches them with the table they go to
 in memory (a case is about 1 KB)."""
 
 
 def insert_table(con: Any, table: str, source: str) -> None:
     """Write the rows of `source` (a table of another database attached to `con`, one row per
-    key of KEYS) into `table`, merged as `insert_arrow` merges them, a page of about
-    TABLE_PAGE_ROWS rows (by the hash of their key) a statement: a run of a million cases
-    merged in one statement did not fit the writer's bound (WRITER_MEMORY)."""
+    key of KEYS) into `table`, keyed as `insert_arrow` keeps them: a row whose key is stored
+    already is left as it is ("first") or replaces it ("last"). A page of about
+    TABLE_PAGE_ROWS rows (by the hash of their key) at a time, in INSERT statements: DuckDB
+    writes an INSERT's rows to the file as they come, but holds a MERGE's in memory until the
+    transaction commits (a million answers merged a page at a time ran out of WRITER_MEMORY
+    past 540,000)."""
     names = [row[0] for row in con.execute(f"DESCRIBE {source}").fetchall()]
-    if table not in KEYS:
-        con.execute(_merged(table, names, source))
-        return
-    [(rows,)] = con.execute(f"SELECT count(*) FROM {source}").fetchall()
-    pages = max(1, -(-rows // TABLE_PAGE_ROWS))
-    key = ", ".join(f'"{c}"' for c in KEYS[table][0])
-    for page in range(pages):
-        part = f"(SELECT * FROM {source} WHERE hash({key}) % {pages} = {page})"
-        con.execute(_merged(table, names, part))
-
-
-def _merged(table: str, names: list[str], source: str) -> str:
-    """The statement that writes the rows of `source` (its columns `names`) into `table`:
-    merged on the key KEYS gives it, else inserted."""
     listed = ", ".join(f'"{c}"' for c in names)
     if table not in KEYS:
-        return f"INSERT INTO {table} ({listed}) SELECT {listed} FROM {source}"
+        con.execute(f"INSERT INTO {table} ({listed}) SELECT {listed} FROM {source}")
+        return
     key, keep = KEYS[table]
+    keyed = ", ".join(f'"{c}"' for c in key)
     match = " AND ".join(f'{table}."{c}" = incoming."{c}"' for c in key)
-    values = ", ".join(f'incoming."{c}"' for c in names)
-    statement = (
-        f"MERGE INTO {table} USING {source} AS incoming ON {match} "
-        f"WHEN NOT MATCHED THEN INSERT ({listed}) VALUES ({values})"
-    )
-    updated = [c for c in names if c not in key]
-    if keep == "last" and updated:
-        assigned = ", ".join(f'"{c}" = incoming."{c}"' for c in updated)
-        statement += f" WHEN MATCHED THEN UPDATE SET {assigned}"
-    return statement
+    [(rows,)] = con.execute(f"SELECT count(*) FROM {source}").fetchall()
+    pages = max(1, -(-rows // TABLE_PAGE_ROWS))
+    for page in range(pages):
+        part = f"(SELECT * FROM {source} WHERE hash({keyed}) % {pages} = {page}) AS incoming"
+        new = f"NOT EXISTS (SELECT 1 FROM {table} WHERE {match})"
+        if keep == "last":  # the stored copy goes, the new one comes
+            con.execute(f"DELETE FROM {table} WHERE EXISTS (SELECT 1 FROM {part} WHERE {match})")
+            new = "true"
+        con.execute(f"INSERT INTO {table} ({listed}) SELECT {listed} FROM {part} WHERE {new}")
 
 
 ORDINAL = "numerate_ordinal"

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from numerate.store import Store
-from numerate.store.schema import KEYS, SCHEMA_VERSION
+from numerate.store.schema import KEYS, SCHEMA_VERSION, SHARD_TABLES
 from numerate.store.tables import insert_rows
 from tests.store.old_schema import database_at_version
 
@@ -47,15 +47,21 @@ def row(columns, table, key_value, mark):
     return values
 
 
+def stored_a_and_b(con, table):
+    """Rows "a" and "b" of `table` stored (marked "stored a", "stored b"): its columns, their
+    names and its marked column."""
+    columns = columns_of(con, table)
+    names = [name for name, _ in columns]
+    insert_rows(con, table, names, [row(columns, table, "a", "stored a"),
+                                    row(columns, table, "b", "stored b")])  # fmt: skip
+    return columns, names, marked_column(table, columns)
+
+
 @pytest.mark.parametrize("table", sorted(KEYS))
 def test_a_row_written_again_is_one_row_the_first_or_the_last_as_its_table_keeps(tmp_path, table):
     store = Store.open(str(tmp_path / "keys.duckdb"))
     with store.session() as con:
-        columns = columns_of(con, table)
-        names = [name for name, _ in columns]
-        mark = marked_column(table, columns)
-        insert_rows(con, table, names, [row(columns, table, "a", "stored a"),
-                                        row(columns, table, "b", "stored b")])  # fmt: skip
+        columns, names, mark = stored_a_and_b(con, table)
         insert_rows(con, table, names, [row(columns, table, "a", "a again"),
                                         row(columns, table, "c", "first c"),
                                         row(columns, table, "a", "a once more"),
@@ -67,6 +73,34 @@ def test_a_row_written_again_is_one_row_the_first_or_the_last_as_its_table_keeps
         assert stored == [("a", "stored a"), ("b", "stored b"), ("c", "first c")]
     else:
         assert stored == [("a", "a once more"), ("b", "stored b"), ("c", "last c")]
+
+
+@pytest.mark.parametrize("table", sorted(SHARD_TABLES))
+def test_a_table_written_from_another_database_keeps_the_first_or_the_last_page_by_page(
+    tmp_path, monkeypatch, table
+):
+    """`insert_table` (an ingest's graded run into the database) keeps rows as `insert_rows`
+    does, over pages of its own (two here)."""
+    import pyarrow as pa
+
+    from numerate.store import tables
+
+    monkeypatch.setattr(tables, "TABLE_PAGE_ROWS", 2)
+    store = Store.open(str(tmp_path / "keys.duckdb"))
+    with store.session() as con:
+        columns, _, mark = stored_a_and_b(con, table)
+        con.execute(f"ATTACH ':memory:' AS other; CREATE TABLE other.main.{table} AS "
+                    f"FROM {table} LIMIT 0")  # fmt: skip
+        given = pa.Table.from_pylist([row(columns, table, k, f"new {k}") for k in "acde"])
+        con.register("given", given)
+        con.execute(f"INSERT INTO other.main.{table} BY NAME SELECT * FROM given")
+        tables.insert_table(con, table, f"other.main.{table}")
+        key = KEYS[table][0][0]
+        stored = con.execute(f'SELECT "{key}", "{mark}" FROM {table} ORDER BY 1').fetchall()
+        con.execute("DETACH other")
+    Store.close_all()
+    first = "stored a" if KEYS[table][1] == "first" else "new a"
+    assert stored == [("a", first), ("b", "stored b"), *((k, f"new {k}") for k in "cde")]
 
 
 def test_no_table_has_a_primary_key_or_an_index(tmp_path):
