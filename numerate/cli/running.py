@@ -82,7 +82,7 @@ def run_flow(
     try:
         before()
         with reporting_to(terminal_progress(label)), context or contextlib.nullcontext():
-            result: Result = asyncio.run(flow())
+            result: Result = asyncio.run(_stops_not_swallowed(flow))
     except (KeyboardInterrupt, TerminationSignal) as stop:
         if isinstance(stop, TerminationSignal):  # Prefect's own handler took a SIGTERM
             PROCESS.came_as(signal.SIGTERM)
@@ -98,6 +98,24 @@ def run_flow(
         raise
     _ended(kind, run_id_of(result))
     return result
+
+
+async def _stops_not_swallowed(flow: Callable[[], Coroutine[Any, Any, Result]]) -> Result:
+    """`flow()`, in an event loop that lets a stop signal through its callbacks."""
+    asyncio.get_running_loop().set_exception_handler(_stop_in_a_callback)
+    return await flow()
+
+
+def _stop_in_a_callback(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """During a flow, Prefect's SIGTERM handler raises its TerminationSignal wherever the main
+    thread is. Raised in a callback of the event loop (a transport's, a turn's journal write),
+    asyncio logged it as an error and went on: the run ran to its end, or to the deadline. It
+    is the stop: raised again as the KeyboardInterrupt asyncio lets through."""
+    from prefect.exceptions import TerminationSignal
+
+    if isinstance(context.get("exception"), TerminationSignal):
+        raise KeyboardInterrupt from context["exception"]
+    loop.default_exception_handler(context)
 
 
 def _ended(kind: RunKind, run_id: str) -> None:

@@ -9,7 +9,8 @@ model, each graded the moment it arrives.
   (numerate.store.Store.receive), in one write for all that arrive in one turn of the event
   loop (`Receipts`), before the request's slot is given to another: a process killed at any
   moment loses only the requests in flight (and the answers of the turn it was killed in),
-  which a resumed run sends again; readers see the graded answer within seconds.
+  which a resumed run sends again; a stop signal loses only the requests in flight; readers
+  see the graded answer within seconds.
 """
 
 from __future__ import annotations
@@ -165,8 +166,6 @@ async def _ask(model: ModelConfig, requests: Requests, pending: list[str], store
     _, in_flight = model_limits(model)
     breaker = model_breaker(model)
 
-    receipts = Receipts(store)
-
     async def ask(key: str) -> None:
         item, messages, sample = requests[key]
         async with in_flight:
@@ -186,13 +185,25 @@ async def _ask(model: ModelConfig, requests: Requests, pending: list[str], store
         weight = answers_per_request[key]
         progress.advance(weight, errors=weight if completion.error is not None else 0)
 
-    await asyncio.gather(*(ask(key) for key in pending))
+    with Receipts(store) as receipts:
+        await asyncio.gather(*(ask(key) for key in pending))
 
 
 class Receipts:
     """The answers (completions rows) and grades (responses rows) that arrive in one turn of
     the event loop, journaled in one write at its end: a baseline answers a batch in one turn,
-    a fast endpoint many answers, and a write each cost more than grading them."""
+    a fast endpoint many answers, and a write each cost more than grading them.
+
+    Rows are kept here until the journal has them. A stop signal raised in the middle of a
+    turn's write (Python raises it wherever the main thread is) leaves them kept, and the
+    block (`with Receipts(store) as receipts:`) journals them as the stop ends it: a signal
+    loses no answer the process received."""
+
+    def __enter__(self) -> Receipts:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._journal()
 
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -213,18 +224,25 @@ class Receipts:
         return self.written
 
     def _write(self) -> None:
-        written, self.written = self.written, None
-        completions, self.completions = self.completions, []
-        responses, self.responses = self.responses, []
+        written = self.written
         assert written is not None
         try:
-            self.store.receive("completions", completions)
-            self.store.receive("responses", responses)
-        except Exception as error:
+            self._journal()
+        except Exception as error:  # the journal's (a full disk): the run fails with it
+            self.completions.clear()
+            self.responses.clear()
             written.set_exception(error)
             written.exception()  # said by every caller that waits; none left is no error
         else:
             written.set_result(None)
+        self.written = None
+
+    def _journal(self) -> None:
+        """Journal the rows kept; those a stop interrupted the writing of stay kept."""
+        for table, rows in (("completions", self.completions), ("responses", self.responses)):
+            if rows:
+                self.store.receive(table, rows)
+                rows.clear()
 
 
 _cuts_said: Counter[str] = Counter()

@@ -1170,6 +1170,43 @@ def test_a_signal_as_a_run_ends_says_it_ended_not_to_resume_it(tmp_path, script,
     )
 
 
+TERMINATED_IN_A_CALLBACK = """
+import asyncio, os, signal, sys, time
+import numerate.flows.sweep as flows
+real = flows.open_run
+def terminated():  # SIGTERM while the loop runs a callback: Prefect's handler raises there
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(1)
+async def open_run(*args, **kwargs):
+    run_id = await real(*args, **kwargs)
+    asyncio.get_running_loop().call_soon(terminated)
+    await asyncio.sleep(0.5)
+    return run_id
+flows.open_run = open_run
+from numerate.cli import main
+sys.argv = ["numerate", "run", "--model", "baseline:oracle", "--db", sys.argv[1]]
+main()
+"""
+
+
+def test_a_sigterm_raised_in_a_callback_of_the_event_loop_stops_the_run(tmp_path):
+    """Prefect's SIGTERM handler raises its TerminationSignal wherever the main thread is;
+    in a callback of the event loop, asyncio logged it and the run went on to its end
+    (`terminated: run ... had ended as the signal came`)."""
+    env = {**numerate_env(tmp_path / "prefect"), "NUMERATE_SERVER": "temporary"}
+    done = subprocess.run([sys.executable, "-c", TERMINATED_IN_A_CALLBACK,
+                           str(tmp_path / "r.duckdb")], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=180)  # fmt: skip
+    assert done.returncode == 143, done.stderr
+    assert "Traceback" not in done.stderr and "ERROR" not in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        "terminated: every answer received so far is stored; run the same command again to resume"
+    )
+    status = duckdb.connect(str(tmp_path / "r.duckdb"), read_only=True).sql(
+        "SELECT status FROM runs").fetchall()  # fmt: skip
+    assert status == [("interrupted",)]
+
+
 STOPPED_BEFORE_ITS_RUN = """
 import sys
 import numerate.flows.sweep as flows
