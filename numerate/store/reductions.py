@@ -12,12 +12,14 @@ in-memory DuckDB): one aggregation, tested on both.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from numerate.store.duckdb_words import sql_literal
+from numerate.store.schema import StoreError
 
 if TYPE_CHECKING:
     import polars as pl
@@ -261,7 +263,7 @@ def reduce_answers(read: Read, stream: Stream, responses: str, cases: str) -> Re
     chance_heuristic), reduced by `read`.
 
     Raises:
-        ValueError: a response whose case is not in `cases`.
+        UnknownCase: a response whose case is not in `cases`.
     """
     sql = _statements(responses, cases)
     counts, kinds = reduce_points(read, responses, cases)
@@ -277,7 +279,7 @@ def reduce_points(read: Read, responses: str, cases: str) -> tuple[pl.DataFrame,
     """`reduce_answers`' counts and kinds alone (what a run's standing needs).
 
     Raises:
-        ValueError: a response whose case is not in `cases`.
+        UnknownCase: a response whose case is not in `cases`.
     """
     import polars as pl
 
@@ -285,7 +287,7 @@ def reduce_points(read: Read, responses: str, cases: str) -> tuple[pl.DataFrame,
     counts = read(sql["counts"])
     unknown = counts.filter(pl.col(UNKNOWN[0]) > 0)
     if unknown.height:
-        raise ValueError(f"response for case {unknown[UNKNOWN[1]].min()!r} has no stored case")
+        raise UnknownCase(str(unknown[UNKNOWN[1]].min()))
     counts = counts.drop(UNKNOWN).with_columns(pl.col(FLOORS).cast(pl.Float64))
     counts = counts.join(read(sql["params"]), on=POINT_KEYS, how="left")
     # one answer a case: no group per case (a million answers' kinds in 2 s and +40-56 MiB
@@ -294,19 +296,42 @@ def reduce_points(read: Read, responses: str, cases: str) -> tuple[pl.DataFrame,
     return counts, read(sql["kinds" if several else "one_answer_kinds"])
 
 
+class UnknownCase(ValueError):
+    """A response whose case is not stored: its floors and grid point are not known."""
+
+    def __init__(self, case_id: str) -> None:
+        super().__init__(f"response for case {case_id!r} has no stored case")
+        self.case_id = case_id
+
+
 def of_run(source: Source, run_id: str) -> Reduced:
     """A stored run's answers, reduced in its database."""
-    return reduce_answers(
-        lambda sql: source.frame(sql, [run_id]),
-        lambda sql: source.batches(sql, [run_id], SCAN_ROWS),
-        RUN_RESPONSES,
-        RUN_CASES,
-    )
+    with _cases_of(run_id):
+        return reduce_answers(
+            lambda sql: source.frame(sql, [run_id]),
+            lambda sql: source.batches(sql, [run_id], SCAN_ROWS),
+            RUN_RESPONSES,
+            RUN_CASES,
+        )
 
 
 def points_of_run(source: Source, run_id: str) -> tuple[pl.DataFrame, pl.DataFrame]:
     """A stored run's `reduce_points`, in its database."""
-    return reduce_points(lambda sql: source.frame(sql, [run_id]), RUN_RESPONSES, RUN_CASES)
+    with _cases_of(run_id):
+        return reduce_points(lambda sql: source.frame(sql, [run_id]), RUN_RESPONSES, RUN_CASES)
+
+
+@contextlib.contextmanager
+def _cases_of(run_id: str) -> Iterator[None]:
+    """A stored answer without its case is the database's damage, said as a StoreError."""
+    try:
+        yield
+    except UnknownCase as unknown:
+        raise StoreError(
+            f"run {run_id}: an answer for case {unknown.case_id!r} is stored without its case "
+            "(the `cases` table lost rows: a damaged database, or rows deleted by hand); its "
+            "figures cannot be computed"
+        ) from None
 
 
 def completed(responses: pl.DataFrame, cases: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:

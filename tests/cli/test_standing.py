@@ -145,6 +145,26 @@ def test_report_tiers_shows_the_scores_and_tiers_computed_by_hand(swept):
     assert table.exit_code == 0 and "score [95% CI]" in table.stdout
 
 
+def test_an_answer_stored_without_its_case_is_said_in_a_line_by_tiers_and_regrade(swept, tmp_path):
+    """Before: `report --tiers` and `regrade` of such a run ended in a ValueError traceback."""
+    source, run_id, _ = swept
+    db = tmp_path / "damaged.duckdb"
+    db.write_bytes(source.read_bytes())
+    with duckdb.connect(str(db)) as con:
+        (case_id,) = con.execute("SELECT min(case_id) FROM responses").fetchone()
+        con.execute("DELETE FROM cases WHERE case_id = ?", [case_id])
+    for command in (["report", "--tiers"], ["regrade", "--run", run_id]):
+        done = runner.invoke(app, [*command, "--db", str(db)])
+        Store.close_all()
+        assert done.exit_code == 2, done.output
+        assert isinstance(done.exception, SystemExit), done.exception
+        assert done.stderr.strip().splitlines()[-1] == (
+            f"error: run {run_id}: an answer for case {case_id!r} is stored without its case "
+            "(the `cases` table lost rows: a damaged database, or rows deleted by hand); its "
+            "figures cannot be computed"
+        )
+
+
 def test_the_summary_artifact_and_the_viewer_show_score_interval_and_tier(swept):
     db, run_id, answers = swept
     scores, tiers = by_hand(answers)
