@@ -101,21 +101,31 @@ def run_flow(
 
 
 async def _stops_not_swallowed(flow: Callable[[], Coroutine[Any, Any, Result]]) -> Result:
-    """`flow()`, in an event loop that lets a stop signal through its callbacks."""
-    asyncio.get_running_loop().set_exception_handler(_stop_in_a_callback)
+    """`flow()`, in an event loop that lets a stop signal through its callbacks (once: a
+    copy that comes while the stop unwinds, as GNU `timeout` sends, leaves it be)."""
+    asyncio.get_running_loop().set_exception_handler(_StopInACallback())
     return await flow()
 
 
-def _stop_in_a_callback(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+class _StopInACallback:
     """During a flow, Prefect's SIGTERM handler raises its TerminationSignal wherever the main
     thread is. Raised in a callback of the event loop (a transport's, a turn's journal write),
-    asyncio logged it as an error and went on: the run ran to its end, or to the deadline. It
-    is the stop: raised again as the KeyboardInterrupt asyncio lets through."""
-    from prefect.exceptions import TerminationSignal
+    asyncio logged it as an error and went on: the run ran to its end, or to the deadline. The
+    first is the stop: raised again as the KeyboardInterrupt asyncio lets through, the signal
+    recorded as SIGTERM."""
 
-    if isinstance(context.get("exception"), TerminationSignal):
-        raise KeyboardInterrupt from context["exception"]
-    loop.default_exception_handler(context)
+    def __init__(self) -> None:
+        self.stopped = False
+
+    def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        from prefect.exceptions import TerminationSignal
+
+        error = context.get("exception")
+        if isinstance(error, TerminationSignal) and not self.stopped:
+            self.stopped = True
+            PROCESS.came_as(signal.SIGTERM)
+            raise KeyboardInterrupt from error
+        loop.default_exception_handler(context)
 
 
 def _ended(kind: RunKind, run_id: str) -> None:

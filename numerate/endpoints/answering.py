@@ -16,6 +16,7 @@ model, each graded the moment it arrives.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 from collections import Counter
 from collections.abc import Sequence
@@ -202,8 +203,12 @@ class Receipts:
     def __enter__(self) -> Receipts:
         return self
 
-    def __exit__(self, *_: object) -> None:
-        self._journal()
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        if kind is None:
+            self._journal()
+            return
+        with contextlib.suppress(Exception):  # what ends the block (a stop, an error) is the
+            self._journal()  # news; a journal that fails now (a full disk) loses these rows
 
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -224,7 +229,7 @@ class Receipts:
         return self.written
 
     def _write(self) -> None:
-        written = self.written
+        written, self.written = self.written, None
         assert written is not None
         try:
             self._journal()
@@ -233,9 +238,11 @@ class Receipts:
             self.responses.clear()
             written.set_exception(error)
             written.exception()  # said by every caller that waits; none left is no error
+        except BaseException:  # a stop: the rows stay kept, a later write takes them
+            written.cancel()
+            raise
         else:
             written.set_result(None)
-        self.written = None
 
     def _journal(self) -> None:
         """Journal the rows kept; those a stop interrupted the writing of stay kept."""

@@ -305,7 +305,11 @@ class UnknownCase(ValueError):
 
 
 def of_run(source: Source, run_id: str) -> Reduced:
-    """A stored run's answers, reduced in its database."""
+    """A stored run's answers, reduced in its database.
+
+    Raises:
+        StoreError: an answer of the run stored without its case.
+    """
     with _cases_of(run_id):
         return reduce_answers(
             lambda sql: source.frame(sql, [run_id]),
@@ -316,7 +320,7 @@ def of_run(source: Source, run_id: str) -> Reduced:
 
 
 def points_of_run(source: Source, run_id: str) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """A stored run's `reduce_points`, in its database."""
+    """A stored run's `reduce_points`, in its database (StoreError: as `of_run`)."""
     with _cases_of(run_id):
         return reduce_points(lambda sql: source.frame(sql, [run_id]), RUN_RESPONSES, RUN_CASES)
 

@@ -1207,6 +1207,37 @@ def test_a_sigterm_raised_in_a_callback_of_the_event_loop_stops_the_run(tmp_path
     assert status == [("interrupted",)]
 
 
+def test_the_first_sigterm_raised_in_a_callback_is_the_stop_and_its_copies_are_not(monkeypatch):
+    """The stop is recorded as SIGTERM (143 at once, not at the deadline); a copy that comes
+    while the stop unwinds (GNU `timeout` sends two) must not abandon asyncio's teardown,
+    where the other batches journal what they kept."""
+    import asyncio
+
+    from prefect.exceptions import TerminationSignal
+
+    from numerate.cli import running
+    from numerate.cli.process import Process
+
+    process = Process()
+    monkeypatch.setattr(running, "PROCESS", process)
+    handler = running._StopInACallback()
+    logged = []
+    loop = asyncio.new_event_loop()
+    monkeypatch.setattr(loop, "default_exception_handler", logged.append)
+    try:
+        first = {"message": "Exception in callback", "exception": TerminationSignal(signal=15)}
+        with pytest.raises(KeyboardInterrupt):
+            handler(loop, first)
+        assert process.signals == [signal.SIGTERM] and process.stop_code() == 143
+        copy = {"message": "Exception in callback", "exception": TerminationSignal(signal=15)}
+        handler(loop, copy)  # logged as asyncio would, not raised
+        other = {"message": "Exception in callback", "exception": ValueError("x")}
+        handler(loop, other)
+        assert logged == [copy, other]
+    finally:
+        loop.close()
+
+
 STOPPED_BEFORE_ITS_RUN = """
 import sys
 import numerate.flows.sweep as flows
