@@ -61,11 +61,12 @@ def answered_rows(table: str, key: str, bucket: str = ID_BUCKET) -> str:
     itself only where rows of the table share a bucket."""
     bucketed = bucket.format(key)
     answered = f"SELECT {key} FROM responses WHERE run_id = $run"
-    shared = f"SELECT {bucketed} FROM {table} GROUP BY ALL HAVING min({key}) <> max({key})"
-    return (
+    return (  # the shared buckets (a scan of the table's ids) found once, for both uses
+        f"WITH shared AS MATERIALIZED (SELECT {bucketed} AS b FROM {table} GROUP BY ALL "
+        f"HAVING min({key}) <> max({key})) "
         f"SELECT * FROM {table} WHERE {bucketed} IN (SELECT {bucketed} FROM ({answered})) "
-        f"AND ({bucketed} NOT IN ({shared}) OR {key} IN "
-        f"(SELECT {key} FROM ({answered}) WHERE {bucketed} IN ({shared})))"
+        f"AND ({bucketed} NOT IN (SELECT b FROM shared) OR {key} IN "
+        f"(SELECT {key} FROM ({answered}) WHERE {bucketed} IN (SELECT b FROM shared)))"
     )
 
 
