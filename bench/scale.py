@@ -2,7 +2,8 @@
 built-in oracle over the three manifolds, at 3,000, 30,000 and 300,000 cases (and 1,000,000
 with `--full`), beside generating the same cases alone.
 
-Each sweep runs in a process of its own (its peak RSS is that process's, from the kernel),
+Each sweep runs in a process of its own (its peak RSS and CPU time are that process's, from
+the kernel: "CPU µs each" is its user and system time over the cases it stored),
 on a fresh database, against one `prefect server` the benchmark starts on 127.0.0.1 (as a
 deployment's runs do; Prefect's own memory is not the sweep's). Targets (docs/benchmarks.md,
 "Scale"): peak RSS at most 1 GiB at 1,000,000 cases and within 20% of the 30,000-case figure;
@@ -86,8 +87,8 @@ def generation_rate(cases: int) -> float:
 
 
 def measured(cases: int, workdir: Path, samples: int) -> dict:
-    """Wall time and peak RSS (the kernel's, for that process alone: os.wait4) of one sweep
-    in a child process."""
+    """Wall time, peak RSS and CPU time (the kernel's, for that process alone: os.wait4) of
+    one sweep in a child process."""
     db = workdir / f"scale-{cases}.duckdb"
     out, err = workdir / f"scale-{cases}.out", workdir / f"scale-{cases}.err"
     started = time.perf_counter()
@@ -102,7 +103,9 @@ def measured(cases: int, workdir: Path, samples: int) -> dict:
     if child.returncode != 0:
         raise SystemExit(f"the {cases:,}-case sweep failed:\n{err.read_text()[-3000:]}")
     stored = json.loads(out.read_text().strip().splitlines()[-1])["responses"]
-    return {"cases": cases, "stored": stored, "wall_s": wall, "rss_mib": usage.ru_maxrss / 1024}
+    cpu = usage.ru_utime + usage.ru_stime
+    return {"cases": cases, "stored": stored, "wall_s": wall, "rss_mib": usage.ru_maxrss / 1024,
+            "cpu_s": cpu}  # fmt: skip
 
 
 def main() -> None:
@@ -129,7 +132,7 @@ def main() -> None:
     unit = "cases" if args.samples == 1 else "answers"  # stored answers: cases x samples
     if args.samples > 1:
         print(f"each case answered {args.samples} times: the counts and rates are answers")
-    head = f"{unit:>10} {'wall s':>8} {unit + '/s':>9} {'peak RSS MiB':>13}"
+    head = f"{unit:>10} {'wall s':>8} {unit + '/s':>9} {'peak RSS MiB':>13} {'CPU µs each':>12}"
     print(f"{head} {'generation alone':>17}")
     results = []
     try:
@@ -139,7 +142,9 @@ def main() -> None:
             results.append(result)
             rate = result["stored"] / result["wall_s"]
             line = f"{result['stored']:>10,} {result['wall_s']:>8.1f} {rate:>9,.0f}"
-            print(f"{line} {result['rss_mib']:>13,.0f} {result['generation_rate']:>15,.0f}/s")
+            each = result["cpu_s"] / result["stored"] * 1e6
+            line += f" {result['rss_mib']:>13,.0f} {each:>12,.0f}"
+            print(f"{line} {result['generation_rate']:>15,.0f}/s")
             (workdir / f"scale-{cases}.duckdb").unlink(missing_ok=True)
     finally:
         stop(server)
@@ -153,6 +158,12 @@ def verdicts(results: list[dict]) -> None:
         rate = by_size[300_000]["stored"] / by_size[300_000]["wall_s"]
         ok = "ok" if rate >= RATE_TARGET else "BELOW TARGET"
         print(f"300,000 cases: {rate:,.0f} cases/s end to end (target >= {RATE_TARGET:,}): {ok}")
+        each = by_size[300_000]["cpu_s"] / by_size[300_000]["stored"] * 1e6
+        budget = (os.cpu_count() or 1) / RATE_TARGET * 1e6
+        made = 1e6 / by_size[300_000]["generation_rate"]
+        print(f"  the sweep's process used {each:,.0f} µs of CPU a case; {os.cpu_count()} cores "
+              f"at {RATE_TARGET:,} cases/s leave {budget:,.0f}, of which generating a case "
+              f"alone takes {made:,.0f}")  # fmt: skip
     if FULL in by_size and 30_000 in by_size:
         full, base = by_size[FULL]["rss_mib"], by_size[30_000]["rss_mib"]
         ok = full <= RSS_LIMIT_MIB and full <= base * (1 + RSS_GROWTH)
