@@ -103,9 +103,9 @@ def measured(cases: int, workdir: Path, samples: int) -> dict:
     if child.returncode != 0:
         raise SystemExit(f"the {cases:,}-case sweep failed:\n{err.read_text()[-3000:]}")
     stored = json.loads(out.read_text().strip().splitlines()[-1])["responses"]
-    cpu = usage.ru_utime + usage.ru_stime
+    cpu_us = (usage.ru_utime + usage.ru_stime) * 1e6 / stored  # a stored answer's CPU time
     return {"cases": cases, "stored": stored, "wall_s": wall, "rss_mib": usage.ru_maxrss / 1024,
-            "cpu_s": cpu}  # fmt: skip
+            "cpu_us": cpu_us}  # fmt: skip
 
 
 def main() -> None:
@@ -120,6 +120,9 @@ def main() -> None:
         return
     if args.samples < 1:
         parser.error(f"--samples {args.samples}: need at least 1")
+    for cases in args.sizes or ():
+        if cases < 12:  # a third per manifold over four grid points (sweep_config)
+            parser.error(f"--sizes {cases}: need at least 12 cases a sweep")
     sizes = list(args.sizes or SIZES) + ([FULL] if args.full and not args.sizes else [])
     workdir = Path(tempfile.mkdtemp(prefix="numerate-bench-scale-"))
     home = workdir / "prefect"
@@ -142,8 +145,7 @@ def main() -> None:
             results.append(result)
             rate = result["stored"] / result["wall_s"]
             line = f"{result['stored']:>10,} {result['wall_s']:>8.1f} {rate:>9,.0f}"
-            each = result["cpu_s"] / result["stored"] * 1e6
-            line += f" {result['rss_mib']:>13,.0f} {each:>12,.0f}"
+            line += f" {result['rss_mib']:>13,.0f} {result['cpu_us']:>12,.0f}"
             print(f"{line} {result['generation_rate']:>15,.0f}/s")
             (workdir / f"scale-{cases}.duckdb").unlink(missing_ok=True)
     finally:
@@ -158,10 +160,10 @@ def verdicts(results: list[dict]) -> None:
         rate = by_size[300_000]["stored"] / by_size[300_000]["wall_s"]
         ok = "ok" if rate >= RATE_TARGET else "BELOW TARGET"
         print(f"300,000 cases: {rate:,.0f} cases/s end to end (target >= {RATE_TARGET:,}): {ok}")
-        each = by_size[300_000]["cpu_s"] / by_size[300_000]["stored"] * 1e6
-        budget = (os.cpu_count() or 1) / RATE_TARGET * 1e6
+        each, cores = by_size[300_000]["cpu_us"], os.cpu_count() or 1
+        budget = cores / RATE_TARGET * 1e6
         made = 1e6 / by_size[300_000]["generation_rate"]
-        print(f"  the sweep's process used {each:,.0f} µs of CPU a case; {os.cpu_count()} cores "
+        print(f"  the sweep's process used {each:,.0f} µs of CPU a case; {cores} cores "
               f"at {RATE_TARGET:,} cases/s leave {budget:,.0f}, of which generating a case "
               f"alone takes {made:,.0f}")  # fmt: skip
     if FULL in by_size and 30_000 in by_size:
