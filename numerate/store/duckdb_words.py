@@ -49,6 +49,22 @@ def is_damaged(error: BaseException) -> bool:
     return isinstance(error, duckdb.IOException) or "Corrupt database" in str(error)
 
 
+def out_of_memory(error: BaseException) -> str | None:
+    """What DuckDB said of running out of its memory bound, in one line, or None when the
+    error is not that: an "Out of Memory Error" line, however it comes (a fetch of a result
+    says it in a second line), or the cause a checkpoint gives when it could not pin or
+    allocate a block ("CHECKPOINT during DETACH failed ... Original error: failed to pin
+    block of size 256.0 KiB (30.5 MiB/30.5 MiB used)": an IO Error, the file unharmed)."""
+    text = str(error)
+    for line in text.splitlines():
+        if "Out of Memory Error" in line:
+            return line.removeprefix("Error: ")
+    cause = file_fault(error)
+    if cause.startswith(("failed to pin block", "could not allocate block")):
+        return cause
+    return None
+
+
 def file_fault(error: BaseException) -> str:
     """What a DuckDB error about the file says, in one line: its first, or the cause it gives
     further down ("CHECKPOINT during DETACH failed ... Original error: Corrupt database file:

@@ -32,7 +32,7 @@ from numerate.kernel.errors import first_line, shorten
 from numerate.kernel.files import OutputPathError, output_folder
 from numerate.kernel.progress import current
 from numerate.store import access, journal, lake
-from numerate.store.duckdb_words import committed, file_fault, is_damaged
+from numerate.store.duckdb_words import committed, file_fault, is_damaged, out_of_memory
 from numerate.store.reader import database_file_problem, open_error, whole_file_problem
 from numerate.store.schema import JOURNALED, StoreError, migrate, now, transaction
 from numerate.store.tables import Tables, check_columns, insert_rows
@@ -93,9 +93,9 @@ def _file_errors(path: str, spill: str) -> Iterator[None]:
     except duckdb.Error as error:
         # the run stops, resumable: nothing is lost. A query whose result was being fetched
         # says so in a second line, its first one "unsuccessful ... pending query result"
-        memory = [line for line in str(error).splitlines() if "Out of Memory Error" in line]
+        memory = out_of_memory(error)
         if isinstance(error, duckdb.OutOfMemoryException) or memory:
-            said = memory[0].removeprefix("Error: ") if memory else first_line(error)
+            said = memory or first_line(error)
             raise StoreError(
                 f"results database {path}: DuckDB needed more than the {WRITER_MEMORY} "
                 f"numerate lets it hold in memory and could not spill to disk ({said})"
