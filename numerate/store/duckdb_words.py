@@ -54,7 +54,8 @@ def out_of_memory(error: BaseException) -> str | None:
     error is not that: an "Out of Memory Error" line, however it comes (a fetch of a result
     says it in a second line), or the cause a checkpoint gives when it could not pin or
     allocate a block ("CHECKPOINT during DETACH failed ... Original error: failed to pin
-    block of size 256.0 KiB (30.5 MiB/30.5 MiB used)": an IO Error, the file unharmed)."""
+    block of size 256.0 KiB (30.5 MiB/30.5 MiB used)": an IO Error whose cause is the bound,
+    in the words DuckDB's "Out of Memory Error" uses after its name)."""
     text = str(error)
     for line in text.splitlines():
         if "Out of Memory Error" in line:

@@ -16,6 +16,7 @@ from numerate.store.duckdb_words import (
     is_interrupted,
     is_lock_conflict,
     listed,
+    out_of_memory,
 )
 
 HOLDS = """
@@ -115,3 +116,28 @@ def test_many_strings_go_as_one_parameter_and_come_back_as_rows():
     for refused in ([], ["a\x1fb"], ["a", "b\x1f"]):
         with pytest.raises(ValueError, match="separator"):
             listed(refused)
+
+
+def test_duckdb_past_its_bound_is_out_of_memory_in_the_words_a_checkpoint_gives_too():
+    """A query past the bound with nowhere to spill says "Out of Memory Error: could not
+    allocate block ..."; a checkpoint that fails the same way gives the words after the name as
+    its "Original error" (an IO Error), so those words are pinned too."""
+    con = duckdb.connect(config={"memory_limit": "16MB", "temp_directory": ""})
+    with pytest.raises(duckdb.OutOfMemoryException) as raised:
+        con.execute(
+            "SELECT count(*) FROM (SELECT i, repeat('x', 200) AS s FROM range(2000000) t(i) "
+            "ORDER BY s, i DESC)"
+        ).fetchall()
+    said = out_of_memory(raised.value)
+    assert said is not None and said.startswith("Out of Memory Error: could not allocate block")
+    words = said.removeprefix("Out of Memory Error: ")
+    checkpoint = duckdb.IOException(
+        "IO Error: Detached database 'r', but CHECKPOINT during DETACH failed. \nCheckpoint "
+        f'failed for database "r". The database has been invalidated. Original error: {words}'
+    )
+    assert out_of_memory(checkpoint) == words
+    corrupt = duckdb.IOException(
+        "IO Error: Detached database 'r', but CHECKPOINT during DETACH failed. Original error: "
+        "Corrupt database file: computed checksum 1 does not match stored checksum 2"
+    )
+    assert out_of_memory(corrupt) is None and is_damaged(corrupt)
