@@ -20,10 +20,12 @@ from numerate.tasks.naming import batch_run_name
 from numerate.tasks.passing import returned_whole
 
 
-def retry_transient(task: Task[Any, Any], task_run: TaskRun, state: State[Any]) -> bool:
-    """Retry a batch only when it failed for a reason that can pass (not a bad config)."""
+async def retry_transient(task: Task[Any, Any], task_run: TaskRun, state: State[Any]) -> bool:
+    """Retry a batch only when it failed for a reason that can pass (not a bad config). Async,
+    as the batch's task is: Prefect awaits it, and the state's error is read with `aresult`
+    (`result()` in an async task gives a coroutine, which raised nothing)."""
     try:
-        state.result()
+        await state.aresult()
     except ConfigError:
         return False
     except (OSError, TimeoutError):
