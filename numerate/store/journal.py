@@ -48,6 +48,7 @@ __all__ = [
     "journal_dir",
     "live_owners",
     "orphans",
+    "parts",
     "read_segment",
 ]
 
@@ -199,6 +200,22 @@ class Journal:
         if empty:
             with contextlib.suppress(OSError):  # not empty: another process's journal
                 self.folder.rmdir()
+
+
+def parts(rows: Rows, most_chars: int) -> Iterator[Rows]:
+    """`rows` in order, in parts of about `most_chars` characters of text at most (the text
+    of their values; a row at least): what one transaction writes."""
+    part: Rows = []
+    chars = 0
+    for entry in rows:
+        size = sum(len(value) for value in entry[1].values() if isinstance(value, str))
+        if part and chars + size > most_chars:
+            yield part
+            part, chars = [], 0
+        part.append(entry)
+        chars += size
+    if part:
+        yield part
 
 
 def read_segment(path: Path) -> Rows:

@@ -67,6 +67,13 @@ stream past (`string_agg` of a million ids was one 64 MB string). docs/benchmark
 "Scale"."""
 
 
+JOURNAL_PART_CHARS = 8_000_000
+"""About the most text a transaction of journaled rows writes (a row at least). DuckDB holds
+a MERGE's rows in memory until it commits, about four times their text: 32 MB of answers in
+one transaction ran out of WRITER_MEMORY, and a backlog that never fits would never be
+written. An answer is at most 2 x 262,144 characters (text and reasoning:
+numerate.kernel.answers.MAX_ANSWER_CHARS), so a part stays well within the bound."""
+
 _instances = itertools.count()
 
 
@@ -273,7 +280,8 @@ class Store(Tables):
         threads of this process) share one hold; it ends with the outermost block."""
         with self.lock:
             if self._depth == 0 and self._con is None:
-                self._connect()  # writes the journal (a file's session, a lake's first)
+                with _file_errors(self.path, self.spill):
+                    self._connect()  # writes the journal (a file's session, a lake's first)
             elif self._depth == 0 and self.lake:  # a lake's connection stays: written here
                 with _file_errors(self.path, self.spill):
                     self._write_journal(self._con)
@@ -397,36 +405,41 @@ class Store(Tables):
         if not segments:
             return
 
-        def attempt() -> None:
-            with transaction(con):
-                for segment in segments:
-                    self._write_rows(con, segment.rows)
+        for segment in segments:  # a part at a time (JOURNAL_PART_CHARS); a segment is gone
+            for part in journal.parts(segment.rows, JOURNAL_PART_CHARS):  # once all are in
 
-        committed(attempt)  # a file's writer holds it alone: its commits never conflict
-        for segment in segments:
+                def attempt(part: journal.Rows = part) -> None:
+                    with transaction(con):
+                        self._write_rows(con, part)
+
+                committed(attempt)  # a file's writer holds it alone: its commits never conflict
             self._journal.written(segment)
 
     def _replay_orphans(self, con: Any) -> None:
-        """Write the journals processes that died left (their answers), in one transaction;
-        StoreError naming the file when one cannot be: none numerate wrote (see
-        journal.read_segment), or rows the table refuses."""
+        """Write the journals processes that died left (their answers), a part at a time
+        (JOURNAL_PART_CHARS), then remove them; StoreError naming the file when one cannot be
+        written: none numerate wrote (see journal.read_segment), or rows the table refuses (the
+        parts written before stay: a replay writes them again as they are)."""
         import duckdb
         import pyarrow as pa
 
         with journal.orphans(self.path) as segments:
             if not segments:
                 return
-            with transaction(con):
-                for segment in segments:
-                    rows = journal.read_segment(segment)
-                    _of_known_runs(con, segment, rows)
+            for segment in segments:
+                rows = journal.read_segment(segment)
+                _of_known_runs(con, segment, rows)
+                for part in journal.parts(rows, JOURNAL_PART_CHARS):
                     try:
-                        self._write_rows(con, rows)
+                        with transaction(con):
+                            self._write_rows(con, part)
                     except (duckdb.Error, pa.ArrowException, ValueError, TypeError) as error:
+                        if out_of_memory(error):
+                            raise  # DuckDB's bound, not the rows: said as such (_file_errors)
                         raise StoreError(
                             f"journal {segment}: its rows cannot be written "
                             f"({first_line(error)}); move the file out of {segment.parent} "
-                            "to go on (the answers it holds are then not stored)"
+                            "to go on (those of its answers not stored yet are then lost)"
                         ) from None
             logger.info("%s: wrote the answers a stopped process had received", self.path)
 

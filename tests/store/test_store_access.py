@@ -15,10 +15,19 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from numerate.store import DatabaseBusy, Store, StoreError
 from numerate.store.access import connect, holder
-from numerate.store.journal import Journal, journal_dir, live_owners, orphans, read_segment
+from numerate.store.journal import (
+    Journal,
+    journal_dir,
+    live_owners,
+    orphans,
+    parts,
+    read_segment,
+)
 from numerate.store.migrations import MIGRATIONS
 from numerate.store.schema import now
 from tests.store.old_schema import database_at_version
@@ -564,6 +573,16 @@ HUNGRY = (
 """A sort that needs far more than 16 MB."""
 
 
+def bounded(monkeypatch, spill: str = "", memory: str = "16MB") -> None:
+    """This test's stores open with DuckDB bounded to `memory`, spilling to `spill` ("":
+    DuckDB never spills)."""
+    from numerate.store import writer
+
+    monkeypatch.setattr(
+        writer, "writer_settings", lambda: {"memory_limit": memory, "temp_directory": spill}
+    )
+
+
 @pytest.mark.parametrize("spill", ["none", "unmakeable"])
 def test_duckdb_past_its_memory_bound_is_a_store_error_naming_the_database(
     tmp_path, monkeypatch, spill
@@ -576,9 +595,7 @@ def test_duckdb_past_its_memory_bound_is_a_store_error_naming_the_database(
     blocked = tmp_path / "a-file"
     blocked.write_text("not a folder")
     folder = "" if spill == "none" else str(blocked / "spill")  # "": DuckDB never spills
-    monkeypatch.setattr(
-        writer, "writer_settings", lambda: {"memory_limit": "16MB", "temp_directory": folder}
-    )
+    bounded(monkeypatch, folder)
     store = Store.open(str(tmp_path / "bounded.duckdb"))
     try:
         with pytest.raises(StoreError) as refused:
@@ -588,3 +605,93 @@ def test_duckdb_past_its_memory_bound_is_a_store_error_naming_the_database(
     said = str(refused.value)
     assert "bounded.duckdb" in said and writer.WRITER_MEMORY in said, said
     assert folder in said and "damaged" not in said and "\n" not in said, said
+
+
+LARGE = 8_000
+"""Answers of about 4 KB each: writing them needs far more than 16 MB."""
+
+
+def large_answers() -> list[dict]:
+    return [completion(f"h{i}") | {"text": f"{i} " + "x" * 4_000} for i in range(LARGE)]
+
+
+def test_answers_past_duckdb_s_bound_wait_in_the_journal_and_nothing_is_lost(db_path, monkeypatch):
+    """Writing the journal ran out of DuckDB's bound: before, a raw OutOfMemoryException (a
+    traceback at the end of `numerate run`, and a second one as the store closed). Now the
+    store's one-line error; the answers stay journaled as the store closes, and the next
+    process writes them."""
+    bounded(monkeypatch)
+    store = Store.open(db_path)
+    store.receive("completions", large_answers())
+    with pytest.raises(StoreError) as refused:
+        store.flush()
+    said = str(refused.value)
+    assert "results.duckdb: DuckDB needed more than" in said and "\n" not in said, said
+    Store.close_all()  # no error: what could not be written stays in the journal
+    monkeypatch.undo()
+    stored = Store.open(db_path).get_completions([f"h{i}" for i in range(LARGE)])
+    assert len(stored) == LARGE and stored["h7"]["text"].startswith("7 x")
+
+
+def test_a_backlog_larger_than_duckdb_s_bound_is_written_a_part_at_a_time(
+    db_path, monkeypatch, tmp_path
+):
+    """A journal whose rows DuckDB cannot hold in one transaction (its MERGE keeps them in
+    memory until it commits) is written in parts of JOURNAL_PART_CHARS: before, every flush
+    tried the whole backlog again, and it never fitted. Here 32 MB of answers at a 48 MB
+    bound, in parts of 1 MB; this process's journal and a dead one's."""
+    from numerate.store import writer
+
+    bounded(monkeypatch, str(tmp_path / "spill"), "48MB")  # as the store spills
+    monkeypatch.setattr(writer, "JOURNAL_PART_CHARS", 1_000_000)
+    store = Store.open(db_path)
+    store.receive("completions", large_answers())
+    store.flush()
+    counted = "SELECT count(DISTINCT request_hash) FROM completions WHERE request_hash LIKE ?"
+    assert store.query(counted, ["h%"]) == [(LARGE,)]
+    Store.close_all()
+    dead = journal_dir(db_path) / "dead.000001.jsonl"
+    (journal_dir(db_path)).mkdir(exist_ok=True)
+    (journal_dir(db_path) / "dead.owner").write_text("")
+    lines = (json.dumps(["completions", r | {"request_hash": "d" + r["request_hash"],
+                                             "created_at": r["created_at"].isoformat()}])
+             for r in large_answers())  # fmt: skip
+    dead.write_text("\n".join(lines) + "\n")
+    assert Store.open(db_path).query(counted, ["dh%"]) == [(LARGE,)] and not dead.exists()
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from(["completions", "responses"]),
+                       st.dictionaries(st.sampled_from(["text", "raw_text", "n"]),
+                                       st.one_of(st.text(max_size=40), st.integers())))),
+    st.integers(1, 100),
+)  # fmt: skip
+def test_a_journal_s_parts_are_its_rows_in_order_each_within_its_bound(rows, most):
+    chunks = list(parts(rows, most))
+    assert [entry for chunk in chunks for entry in chunk] == rows
+    for chunk in chunks:
+        chars = sum(len(v) for _, row in chunk for v in row.values() if isinstance(v, str))
+        assert chunk and (chars <= most or len(chunk) == 1)
+
+
+def test_a_dead_process_s_journal_past_duckdb_s_bound_is_kept_not_refused(db_path, monkeypatch):
+    """Replaying a dead process's journal ran out of DuckDB's bound: before, it was said as
+    rows the table refuses, with the advice to move the file away (the answers then lost).
+    Now it is the bound's error, and the next process with room writes them."""
+    Store.open(db_path)
+    Store.close_all()
+    folder = journal_dir(db_path)
+    folder.mkdir(exist_ok=True)
+    (folder / "dead.owner").write_text("")
+    lines = (json.dumps(["completions", r | {"created_at": r["created_at"].isoformat()}])
+             for r in large_answers())  # fmt: skip
+    (folder / "dead.000001.jsonl").write_text("\n".join(lines) + "\n")
+    bounded(monkeypatch)
+    with pytest.raises(StoreError) as refused:
+        Store.open(db_path)
+    said = str(refused.value)
+    assert "DuckDB needed more than" in said and "move the file" not in said, said
+    Store.close_all()
+    monkeypatch.undo()
+    stored = Store.open(db_path).get_completions([f"h{i}" for i in range(LARGE)])
+    assert len(stored) == LARGE
