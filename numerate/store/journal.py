@@ -202,20 +202,29 @@ class Journal:
                 self.folder.rmdir()
 
 
-def parts(rows: Rows, most_chars: int) -> Iterator[Rows]:
-    """`rows` in order, in parts of about `most_chars` characters of text at most (the text
-    of their values; a row at least): what one transaction writes."""
+def parts(rows: Rows, most_bytes: int) -> Iterator[Rows]:
+    """`rows` in order, in parts of at most `most_bytes` bytes of text (their values' UTF-8;
+    a row at least): what one transaction writes."""
     part: Rows = []
-    chars = 0
+    held = 0
     for entry in rows:
-        size = sum(len(value) for value in entry[1].values() if isinstance(value, str))
-        if part and chars + size > most_chars:
+        size = text_bytes(entry[1])
+        if part and held + size > most_bytes:
             yield part
-            part, chars = [], 0
+            part, held = [], 0
         part.append(entry)
-        chars += size
+        held += size
     if part:
         yield part
+
+
+def text_bytes(row: Mapping[str, object]) -> int:
+    """The UTF-8 bytes of a row's text values (a lone surrogate, in a journal written before
+    answers were cleaned, as the 3 bytes it is stored as)."""
+    return sum(
+        len(value.encode("utf-8", "surrogatepass")) for value in row.values()
+        if isinstance(value, str)
+    )  # fmt: skip
 
 
 def read_segment(path: Path) -> Rows:

@@ -67,11 +67,11 @@ stream past (`string_agg` of a million ids was one 64 MB string). docs/benchmark
 "Scale"."""
 
 
-JOURNAL_PART_CHARS = 8_000_000
-"""About the most text a transaction of journaled rows writes (a row at least). DuckDB holds
-a MERGE's rows in memory until it commits, about four times their text: 32 MB of answers in
-one transaction ran out of WRITER_MEMORY, and a backlog that never fits would never be
-written. An answer is at most 2 x 262,144 characters (text and reasoning:
+JOURNAL_PART_BYTES = 8_000_000
+"""About the most text (UTF-8 bytes) a transaction of journaled rows writes (a row at least).
+DuckDB holds a MERGE's rows in memory until it commits, about four times their text: 32 MB of
+answers in one transaction ran out of WRITER_MEMORY, and a backlog that never fits would
+never be written. An answer is at most 2 x 262,144 characters (text and reasoning:
 numerate.kernel.answers.MAX_ANSWER_CHARS), so a part stays well within the bound."""
 
 _instances = itertools.count()
@@ -118,6 +118,18 @@ def _file_errors(path: str, spill: str) -> Iterator[None]:
             f"results database {path} cannot be read or written: {file_fault(error)} "
             "(a damaged or truncated file?)"
         ) from None
+
+
+def _not_the_rows(error: BaseException) -> bool:
+    """Whether a failed write of a journal's rows was DuckDB's (its memory bound, the file,
+    where it spills), not rows a table refuses."""
+    import duckdb
+
+    return (
+        isinstance(error, duckdb.OutOfMemoryException)
+        or out_of_memory(error) is not None
+        or is_damaged(error)
+    )
 
 
 def folder_problem(folder: Path) -> None:
@@ -405,42 +417,48 @@ class Store(Tables):
         if not segments:
             return
 
-        for segment in segments:  # a part at a time (JOURNAL_PART_CHARS); a segment is gone
-            for part in journal.parts(segment.rows, JOURNAL_PART_CHARS):  # once all are in
-
-                def attempt(part: journal.Rows = part) -> None:
-                    with transaction(con):
-                        self._write_rows(con, part)
-
-                committed(attempt)  # a file's writer holds it alone: its commits never conflict
+        for segment in segments:  # a segment is gone once all its parts are in
+            self._write_parts(con, segment.rows)
             self._journal.written(segment)
 
-    def _replay_orphans(self, con: Any) -> None:
-        """Write the journals processes that died left (their answers), a part at a time
-        (JOURNAL_PART_CHARS), then remove them; StoreError naming the file when one cannot be
-        written: none numerate wrote (see journal.read_segment), or rows the table refuses (the
-        parts written before stay: a replay writes them again as they are)."""
+    def _write_parts(self, con: Any, rows: journal.Rows, source: Path | None = None) -> None:
+        """`rows` a part at a time (JOURNAL_PART_BYTES), each in a transaction of its own,
+        tried again on a lake when another writer's commit came first (`committed`). A part
+        that fails leaves those before it written: the journal keeps them all, and writing
+        them again changes nothing (KEYS). `source`: the journal file of a dead process they
+        were read from; rows a table refuses are then said as that file's (and not DuckDB's
+        bound, a damaged file or a commit: `_file_errors` says those)."""
         import duckdb
         import pyarrow as pa
 
+        for part in journal.parts(rows, JOURNAL_PART_BYTES):
+
+            def attempt(part: journal.Rows = part) -> None:
+                with transaction(con):
+                    try:
+                        self._write_rows(con, part)
+                    except (duckdb.Error, pa.ArrowException, ValueError, TypeError) as error:
+                        if source is None or _not_the_rows(error):
+                            raise
+                        raise StoreError(
+                            f"journal {source}: its rows cannot be written "
+                            f"({first_line(error)}); move the file out of {source.parent} "
+                            "to go on (those of its answers not stored yet are then lost)"
+                        ) from None
+
+            committed(attempt)  # a file's writer holds it alone: its commits never conflict
+
+    def _replay_orphans(self, con: Any) -> None:
+        """Write the journals processes that died left (their answers), a part at a time
+        (`_write_parts`), then remove them; StoreError naming the file when one cannot be
+        written: none numerate wrote (see journal.read_segment), or rows the table refuses."""
         with journal.orphans(self.path) as segments:
             if not segments:
                 return
             for segment in segments:
                 rows = journal.read_segment(segment)
                 _of_known_runs(con, segment, rows)
-                for part in journal.parts(rows, JOURNAL_PART_CHARS):
-                    try:
-                        with transaction(con):
-                            self._write_rows(con, part)
-                    except (duckdb.Error, pa.ArrowException, ValueError, TypeError) as error:
-                        if out_of_memory(error):
-                            raise  # DuckDB's bound, not the rows: said as such (_file_errors)
-                        raise StoreError(
-                            f"journal {segment}: its rows cannot be written "
-                            f"({first_line(error)}); move the file out of {segment.parent} "
-                            "to go on (those of its answers not stored yet are then lost)"
-                        ) from None
+                self._write_parts(con, rows, segment)
             logger.info("%s: wrote the answers a stopped process had received", self.path)
 
     def write(self, statements: Callable[[Any], T]) -> T:

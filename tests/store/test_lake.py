@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from numerate.cli import app
 from numerate.store import Store, lake
 from numerate.store import lake as lake_module
-from numerate.store.schema import KEYS, StoreError
+from numerate.store.schema import JOURNALED, KEYS, StoreError, now
 from numerate.store.tables import insert_rows
 from tests.store.test_keys import columns_of, marked_column, row
 
@@ -493,3 +493,55 @@ def test_a_lakes_cases_keep_each_prompt_once_through_migration_14(lake):
         assert json.loads(stored[case.case_id]) == rest
     versions = Store.open(lake).query("SELECT max(version) FROM schema_migrations")
     assert versions == [(14,)]
+
+
+def graded(run_id: str, case_id: str, outcome: str) -> dict:
+    """A `responses` row (its other columns NULL)."""
+    return dict.fromkeys(JOURNALED["responses"]) | {
+        "run_id": run_id, "model": "m", "model_id": "m", "manifold": "objects",
+        "case_id": case_id, "sample_index": 0, "point_key": "default", "request_hash": case_id,
+        "raw_text": "1", "answer": "1", "outcome": outcome, "error": None,
+        "finish_reason": "stop", "prompt_tokens": 1, "completion_tokens": 1, "latency_s": 0.1,
+        "cached": False, "graded_at": now(),
+    }  # fmt: skip
+
+
+def test_a_dead_process_s_journal_that_loses_a_commit_race_in_a_lake_is_tried_again(lake):
+    """Writing a dead process's journal is a write like any other: when another writer's
+    commit comes first, it is tried again. Before, the conflict was said as rows the table
+    refuses, with the advice to move the journal away (its answers then lost)."""
+    from numerate.store.journal import journal_dir
+
+    here = Store.open(lake)
+    here.start_run("a", "s", "h", {}, "v")
+    here.receive("responses", [graded("a", "c1", "wrong")])
+    here.flush()
+    elsewhere = Store(lake)  # open before the dead journal is there: it does not replay it
+    Store.close_all()
+    folder = journal_dir(lake)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "dead.owner").write_text("")
+    regraded = json.dumps(["responses", graded("a", "c1", "correct")], default=str)  # replaces
+    (folder / "dead.000001.jsonl").write_text(regraded + "\n")
+    tries = []
+    write_rows = Store._write_rows
+
+    def racing(self, con, rows):
+        write_rows(self, con, rows)
+        if self is elsewhere:
+            return
+        tries.append(len(tries))
+        if len(tries) == 1:  # meanwhile another writer's commit comes first
+            elsewhere.receive("responses", [graded("a", "c2", "correct")])
+            elsewhere.flush()
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Store, "_write_rows", racing)
+        store = Store.open(lake)
+    assert tries == [0, 1]
+    assert store.query("SELECT case_id, outcome FROM responses ORDER BY 1") == [
+        ("c1", "correct"),
+        ("c2", "correct"),
+    ]
+    assert not (folder / "dead.000001.jsonl").exists()
+    elsewhere.close()

@@ -637,13 +637,13 @@ def test_a_backlog_larger_than_duckdb_s_bound_is_written_a_part_at_a_time(
     db_path, monkeypatch, tmp_path
 ):
     """A journal whose rows DuckDB cannot hold in one transaction (its MERGE keeps them in
-    memory until it commits) is written in parts of JOURNAL_PART_CHARS: before, every flush
+    memory until it commits) is written in parts of JOURNAL_PART_BYTES: before, every flush
     tried the whole backlog again, and it never fitted. Here 32 MB of answers at a 48 MB
     bound, in parts of 1 MB; this process's journal and a dead one's."""
     from numerate.store import writer
 
     bounded(monkeypatch, str(tmp_path / "spill"), "48MB")  # as the store spills
-    monkeypatch.setattr(writer, "JOURNAL_PART_CHARS", 1_000_000)
+    monkeypatch.setattr(writer, "JOURNAL_PART_BYTES", 1_000_000)
     store = Store.open(db_path)
     store.receive("completions", large_answers())
     store.flush()
@@ -666,12 +666,20 @@ def test_a_backlog_larger_than_duckdb_s_bound_is_written_a_part_at_a_time(
                                        st.one_of(st.text(max_size=40), st.integers())))),
     st.integers(1, 100),
 )  # fmt: skip
-def test_a_journal_s_parts_are_its_rows_in_order_each_within_its_bound(rows, most):
+def test_a_journal_s_parts_are_its_rows_in_order_each_within_its_bound_and_full(rows, most):
+    """In order, none empty, none past `most` bytes of text unless it is one row, and each as
+    full as the bound allows (the next part's first row would not have fitted)."""
     chunks = list(parts(rows, most))
     assert [entry for chunk in chunks for entry in chunk] == rows
-    for chunk in chunks:
-        chars = sum(len(v) for _, row in chunk for v in row.values() if isinstance(v, str))
-        assert chunk and (chars <= most or len(chunk) == 1)
+
+    def size(entries):
+        return sum(
+            len(v.encode()) for _, row in entries for v in row.values() if isinstance(v, str)
+        )
+
+    for chunk, after in zip(chunks, [*chunks[1:], []], strict=False):
+        assert chunk and (size(chunk) <= most or len(chunk) == 1)
+        assert not after or size(chunk) + size(after[:1]) > most
 
 
 def test_a_dead_process_s_journal_past_duckdb_s_bound_is_kept_not_refused(db_path, monkeypatch):

@@ -1,5 +1,5 @@
-"""The tasks' own logic: which failures a batch retries, where a GPU step runs, answering and
-grading a batch (tasks are called through `.fn`, without Prefect)."""
+"""The tasks' own logic: which failures a batch retries (through Prefect's task engine), where a
+GPU step runs, answering and grading a batch (called through `.fn`, without Prefect)."""
 
 import asyncio
 
@@ -37,6 +37,7 @@ def test_a_batch_is_retried_only_for_failures_that_can_pass(error, retried):
     async def part() -> str:
         return await batch()
 
+    assert answer_batch.retry_condition_fn is retry_transient and answer_batch.retries == 2
     if retried:
         assert asyncio.run(part()) == "answered" and tries == [0, 1]
     else:
