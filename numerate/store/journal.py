@@ -235,6 +235,16 @@ def read_segment(path: Path) -> Rows:
             another table, a row that is no mapping, a column its table lacks, a time that is
             none), naming the file and the line.
     """
+    try:
+        return _rows_of(path)
+    except OSError as error:  # a folder at its name, a file that cannot be read
+        raise StoreError(
+            f"journal {path} cannot be read: {error.strerror or error}; move it out of "
+            f"{path.parent} to go on (the answers it holds are then not stored)"
+        ) from None
+
+
+def _rows_of(path: Path) -> Rows:
     rows: Rows = []
     with open(path, encoding="utf-8", errors="replace") as lines:
         for number, line in enumerate(lines, start=1):

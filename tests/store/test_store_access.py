@@ -445,6 +445,22 @@ def test_a_journal_line_numerate_did_not_write_is_one_error_naming_the_file(db_p
     assert Store.open(db_path).get_completions(["good"]) == {}  # the good line neither
 
 
+def test_a_journal_segment_that_cannot_be_read_is_one_error_naming_it(db_path):
+    """Before: IsADirectoryError's traceback (then, once sessions began inside the store's
+    error words, "results database ...: Is a directory", naming the wrong file)."""
+    Store.open(db_path)
+    Store.close_all()
+    folder = journal_dir(db_path)
+    folder.mkdir(exist_ok=True)
+    (folder / "dead.owner").write_text("")
+    (folder / "dead.000001.jsonl").mkdir()
+    with pytest.raises(StoreError) as refused:
+        Store.open(db_path)
+    said = str(refused.value)
+    assert said.startswith(f"journal {folder / 'dead.000001.jsonl'} cannot be read: ")
+    assert "move it out of" in said and "\n" not in said
+
+
 def test_a_journal_s_answer_of_a_run_the_database_lacks_is_refused(db_path):
     """Before: written as an answer of no run (a journal of another database, or edited),
     which no report counts and nothing removes."""
