@@ -10,6 +10,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
+from numerate.kernel.errors import first_line
+
 T = TypeVar("T")
 
 
@@ -52,14 +54,19 @@ def is_damaged(error: BaseException) -> bool:
 def out_of_memory(error: BaseException) -> str | None:
     """What DuckDB said of running out of its memory bound, in one line, or None when the
     error is not that: an "Out of Memory Error" line, however it comes (a fetch of a result
-    says it in a second line), or the cause a checkpoint gives when it could not pin or
-    allocate a block ("CHECKPOINT during DETACH failed ... Original error: failed to pin
-    block of size 256.0 KiB (30.5 MiB/30.5 MiB used)": an IO Error whose cause is the bound,
-    in the words DuckDB's "Out of Memory Error" uses after its name)."""
+    says it in a second line; an OutOfMemoryException without one, its first line), or the
+    cause a checkpoint gives when it could not pin or allocate a block ("CHECKPOINT during
+    DETACH failed ... Original error: failed to pin block of size 256.0 KiB (30.5 MiB/30.5
+    MiB used)": an IO Error whose cause is the bound, in the words DuckDB's "Out of Memory
+    Error" uses after its name)."""
+    import duckdb
+
     text = str(error)
     for line in text.splitlines():
         if "Out of Memory Error" in line:
             return line.removeprefix("Error: ")
+    if isinstance(error, duckdb.OutOfMemoryException):
+        return first_line(error)
     cause = file_fault(error)
     if cause.startswith(("failed to pin block", "could not allocate block")):
         return cause

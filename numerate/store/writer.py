@@ -101,11 +101,10 @@ def _file_errors(path: str, spill: str) -> Iterator[None]:
         # the run stops, resumable: nothing is lost. A query whose result was being fetched
         # says so in a second line, its first one "unsuccessful ... pending query result"
         memory = out_of_memory(error)
-        if isinstance(error, duckdb.OutOfMemoryException) or memory:
-            said = memory or first_line(error)
+        if memory:
             raise StoreError(
                 f"results database {path}: DuckDB needed more than the {WRITER_MEMORY} "
-                f"numerate lets it hold in memory and could not spill to disk ({said})"
+                f"numerate lets it hold in memory and could not spill to disk ({memory})"
             ) from None
         if not is_damaged(error):  # the SQL, not the file
             raise
@@ -118,18 +117,6 @@ def _file_errors(path: str, spill: str) -> Iterator[None]:
             f"results database {path} cannot be read or written: {file_fault(error)} "
             "(a damaged or truncated file?)"
         ) from None
-
-
-def _not_the_rows(error: BaseException) -> bool:
-    """Whether a failed write of a journal's rows was DuckDB's (its memory bound, the file,
-    where it spills), not rows a table refuses."""
-    import duckdb
-
-    return (
-        isinstance(error, duckdb.OutOfMemoryException)
-        or out_of_memory(error) is not None
-        or is_damaged(error)
-    )
 
 
 def folder_problem(folder: Path) -> None:
@@ -438,8 +425,8 @@ class Store(Tables):
                     try:
                         self._write_rows(con, part)
                     except (duckdb.Error, pa.ArrowException, ValueError, TypeError) as error:
-                        if source is None or _not_the_rows(error):
-                            raise
+                        if source is None or out_of_memory(error) or is_damaged(error):
+                            raise  # not the rows: DuckDB's bound, the file, where it spills
                         raise StoreError(
                             f"journal {source}: its rows cannot be written "
                             f"({first_line(error)}); move the file out of {source.parent} "

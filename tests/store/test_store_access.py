@@ -395,11 +395,7 @@ def test_a_journal_of_an_earlier_version_is_replayed_with_null_for_a_newer_colum
     Store.open(db_path)
     Store.close_all()
     row = {k: v for k, v in completion("old").items() if k != "revision"}
-    row["created_at"] = row["created_at"].isoformat()
-    folder = journal_dir(db_path)
-    folder.mkdir(exist_ok=True)
-    (folder / "dead.owner").write_text("")
-    (folder / "dead.000001.jsonl").write_text(json.dumps(["completions", row]) + "\n")
+    dead_segment(db_path, journal_line(row) + "\n")
     stored = Store.open(db_path).get_completions(["old"])
     assert stored["old"]["revision"] is None and stored["old"]["text"] == "Answer: 1"
 
@@ -408,13 +404,21 @@ def dead_journal(db_path, request_hash, after):
     """The journal of a process that died, holding one good completion and then `after`."""
     Store.open(db_path)
     Store.close_all()
-    row = completion(request_hash)
-    row["created_at"] = row["created_at"].isoformat()
+    return dead_segment(db_path, journal_line(completion(request_hash)) + after)
+
+
+def journal_line(row: dict) -> str:
+    """A completion as a journal line (without its newline)."""
+    return json.dumps(["completions", row | {"created_at": row["created_at"].isoformat()}])
+
+
+def dead_segment(db_path, text: str) -> Path:
+    """The segment of a journal whose process died, holding `text`."""
     folder = journal_dir(db_path)
     folder.mkdir(exist_ok=True)
     (folder / "dead.owner").write_text("")
     segment = folder / "dead.000001.jsonl"
-    segment.write_text(json.dumps(["completions", row]) + after)
+    segment.write_text(text)
     return segment
 
 
@@ -666,13 +670,8 @@ def test_a_backlog_larger_than_duckdb_s_bound_is_written_a_part_at_a_time(
     counted = "SELECT count(DISTINCT request_hash) FROM completions WHERE request_hash LIKE ?"
     assert store.query(counted, ["h%"]) == [(LARGE,)]
     Store.close_all()
-    dead = journal_dir(db_path) / "dead.000001.jsonl"
-    (journal_dir(db_path)).mkdir(exist_ok=True)
-    (journal_dir(db_path) / "dead.owner").write_text("")
-    lines = (json.dumps(["completions", r | {"request_hash": "d" + r["request_hash"],
-                                             "created_at": r["created_at"].isoformat()}])
-             for r in large_answers())  # fmt: skip
-    dead.write_text("\n".join(lines) + "\n")
+    lines = [journal_line(r | {"request_hash": "d" + r["request_hash"]}) for r in large_answers()]
+    dead = dead_segment(db_path, "\n".join(lines) + "\n")
     assert Store.open(db_path).query(counted, ["dh%"]) == [(LARGE,)] and not dead.exists()
 
 
@@ -704,12 +703,7 @@ def test_a_dead_process_s_journal_past_duckdb_s_bound_is_kept_not_refused(db_pat
     Now it is the bound's error, and the next process with room writes them."""
     Store.open(db_path)
     Store.close_all()
-    folder = journal_dir(db_path)
-    folder.mkdir(exist_ok=True)
-    (folder / "dead.owner").write_text("")
-    lines = (json.dumps(["completions", r | {"created_at": r["created_at"].isoformat()}])
-             for r in large_answers())  # fmt: skip
-    (folder / "dead.000001.jsonl").write_text("\n".join(lines) + "\n")
+    dead_segment(db_path, "\n".join(journal_line(r) for r in large_answers()) + "\n")
     bounded(monkeypatch)
     with pytest.raises(StoreError) as refused:
         Store.open(db_path)
