@@ -154,9 +154,27 @@ class Journal:
             return
         text = b"".join([_line(table, row) for row in rows])
         with self._lock:
-            self._file.write(text)
-            self._file.flush()
+            try:
+                if self._file.closed:  # a new segment could not be made after a failed write
+                    self._file = self._next_file()
+                self._file.write(text)
+                self._file.flush()
+            except BaseException:  # a full disk, a stop: part of the text may be in the file
+                self._end_segment()  # the next rows start a file of their own
+                raise
             self._rows.extend((table, row) for row in rows)
+
+    def _end_segment(self) -> None:
+        """Go on in a new segment file after a write that failed: the text written of it ends
+        the old one as a last line cut short (left out when it is read: `read_segment`),
+        where the next rows would have made it a line that is no row, and every row of the
+        file refused when a process that died left it."""
+        if not self._file.closed:
+            self._taken.append(Segment(Path(self._file.name), self._rows))  # removed once written
+            self._rows = []
+            with contextlib.suppress(OSError):  # what of the text is still buffered
+                self._file.close()
+        self._file = self._next_file()
 
     @property
     def pending(self) -> int:

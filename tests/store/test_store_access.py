@@ -173,6 +173,55 @@ def test_a_journal_line_cut_short_is_left_out(tmp_path):
     assert table == "completions" and row["created_at"].year == 2026
 
 
+class FullDiskOnce:
+    """A journal file whose second write puts part of its text on disk (a line and a bit of
+    the next), then fails."""
+
+    def __init__(self, file) -> None:
+        self.file, self.name, self.writes = file, file.name, 0
+
+    def write(self, text: bytes) -> None:
+        self.writes += 1
+        if self.writes == 2:
+            self.file.write(text[: text.index(b"\n") + 20])
+            self.file.flush()
+            raise OSError(28, "No space left on device")
+        self.file.write(text)
+
+    def flush(self) -> None:
+        self.file.flush()
+
+    def close(self) -> None:
+        self.file.close()
+
+    @property
+    def closed(self) -> bool:
+        return self.file.closed
+
+
+def test_a_journal_write_that_fails_leaves_every_line_written_readable(db_path, monkeypatch):
+    """Half a line on disk, then the next rows: they made one line that is no row, and a
+    process that died then had its whole journal file refused."""
+    next_file, opened = Journal._next_file, []
+
+    def first_one_full(self):
+        opened.append(next_file(self))
+        return FullDiskOnce(opened[-1]) if len(opened) == 1 else opened[-1]
+
+    monkeypatch.setattr(Journal, "_next_file", first_one_full)
+    journal = Journal(db_path)
+    journal.append("completions", [completion("h1")])
+    with pytest.raises(OSError, match="No space"):
+        journal.append("completions", [completion("h2"), completion("h3")])
+    journal.append("completions", [completion("h4")])
+    files = sorted(journal_dir(db_path).glob("*.jsonl"))
+    on_disk = [row["request_hash"] for file in files for _, row in read_segment(file)]
+    assert on_disk == ["h1", "h2", "h4"]  # h3's line, cut short, is left out
+    held = [row["request_hash"] for segment in journal.take() for _, row in segment.rows]
+    assert held == ["h1", "h4"]  # the rows of a failed append are the caller's to keep
+    journal.close()
+
+
 def test_a_live_journal_is_no_orphan_and_a_closed_empty_one_leaves_nothing(db_path):
     journal = Journal(db_path)
     journal.append("completions", [completion("h1")])
