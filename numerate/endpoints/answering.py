@@ -167,9 +167,14 @@ async def _ask(model: ModelConfig, requests: Requests, pending: list[str], store
     _, in_flight = model_limits(model)
     breaker = model_breaker(model)
 
+    failed = False
+    """A request of the batch failed (its answer could not be journaled: a full disk)."""
+
     async def ask(key: str) -> None:
         item, messages, sample = requests[key]
         async with in_flight:
+            if failed:  # never sent: the batch fails, and its next try asks what it lacks
+                return
             if breaker.tripped:  # never sent: a re-run sends it
                 completion = Completion(key, None, attempts=0, sample=sample,
                                         error=f"not sent: {breaker.cause}")  # fmt: skip
@@ -186,8 +191,21 @@ async def _ask(model: ModelConfig, requests: Requests, pending: list[str], store
         weight = answers_per_request[key]
         progress.advance(weight, errors=weight if completion.error is not None else 0)
 
-    with Receipts(store) as receipts:
-        await asyncio.gather(*(ask(key) for key in pending))
+    async def ask_unless_failed(key: str) -> None:
+        nonlocal failed
+        try:
+            await ask(key)
+        except Exception:
+            failed = True
+            raise
+
+    with Receipts(store) as receipts:  # a failure sends nothing more, and waits for the
+        outcomes = await asyncio.gather(  # answers already asked for: paid for, they are kept
+            *(ask_unless_failed(key) for key in pending), return_exceptions=True
+        )
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
 
 
 class Receipts:

@@ -11,9 +11,24 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
 logger = logging.getLogger("numerate")
+
+
+@dataclass
+class Tally:
+    """What one piece of work counted (`Progress.tallied`), to take back if it is done again."""
+
+    done: int = 0
+    errors: int = 0
+    cached: int = 0
+
+
+_tally: ContextVar[Tally | None] = ContextVar("numerate_progress_tally", default=None)
+"""The tally of the work running in this context (its asyncio tasks and threads inherit it)."""
 
 
 class Progress:
@@ -48,7 +63,28 @@ class Progress:
             self.done += n
             self.errors += errors
             self.cached += cached
+            tally = _tally.get()
+            if tally is not None:
+                tally.done += n
+                tally.errors += errors
+                tally.cached += cached
         self.render()
+
+    @contextmanager
+    def tallied(self) -> Iterator[Tally]:
+        """Count what the block advances (the tasks and threads it starts included) apart as
+        well, so that `take_back` can undo it: a batch tried again after a failure counts
+        again the answers its failed try counted."""
+        tally = Tally()
+        token = _tally.set(tally)
+        try:
+            yield tally
+        finally:
+            _tally.reset(token)
+
+    def take_back(self, tally: Tally) -> None:
+        """Undo what `tally` counted."""
+        self.advance(-tally.done, errors=-tally.errors, cached=-tally.cached)
 
     def points_open(self, name: str, n: int) -> None:
         """Grid points of a model still sampling adaptively (the total grows as they go on)."""

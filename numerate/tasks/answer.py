@@ -1,11 +1,14 @@
 """Asking models: endpoint checks and one task per batch of cases."""
 
 import asyncio
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from prefect import Task, task
 from prefect.cache_policies import NO_CACHE
 from prefect.client.schemas.objects import State, TaskRun
+from prefect.context import TaskRunContext
 from prefect.tasks import exponential_backoff
 from prefect.utilities.annotations import quote
 
@@ -13,26 +16,44 @@ from numerate.config.sweep import ModelConfig, SweepConfig
 from numerate.endpoints import answer_cases, stopped_cause
 from numerate.endpoints.preflight import Preflight, preflight
 from numerate.grading.verdict import PartVerdict, part_verdict
-from numerate.kernel.errors import ConfigError
+from numerate.kernel.progress import current as current_progress
 from numerate.planning.plan import CaseRange, made_cases, stored_ids
 from numerate.store import Store
 from numerate.tasks.naming import batch_run_name
 from numerate.tasks.passing import returned_whole
 
 
+def transient(error: BaseException) -> bool:
+    """Whether a batch that raised `error` may pass when tried again: an `OSError` (a full
+    disk) or a timeout of this machine, not a bad config, the results database or a bug."""
+    return isinstance(error, (OSError, TimeoutError))
+
+
 async def retry_transient(task: Task[Any, Any], task_run: TaskRun, state: State[Any]) -> bool:
-    """Retry a batch only when it failed for a reason that can pass (not a bad config). Async,
-    as the batch's task is: Prefect awaits it, and the state's error is read with `aresult`
-    (`result()` in an async task gives a coroutine, which raised nothing)."""
+    """Retry a batch only when it failed for a reason that can pass. Async, as the batch's
+    task is: Prefect awaits it, and the state's error is read with `aresult` (`result()` in
+    an async task gives a coroutine, which raised nothing)."""
     try:
         await state.aresult()
-    except ConfigError:
-        return False
-    except (OSError, TimeoutError):
-        return True
-    except Exception:
-        return False
+    except Exception as error:
+        return transient(error)
     return False
+
+
+@contextlib.contextmanager
+def counted_once() -> Iterator[None]:
+    """A batch's answers count once on the progress bar: when a try fails and the batch will
+    be tried again, what it counted is taken back (the next try counts the answers it
+    stored as found)."""
+    progress = current_progress()
+    with progress.tallied() as tally:
+        try:
+            yield
+        except Exception as error:
+            context = TaskRunContext.get()  # none: called as a plain function, not retried
+            if context and transient(error) and context.task_run.run_count <= context.task.retries:
+                progress.take_back(tally)
+            raise
 
 
 @task(cache_policy=NO_CACHE)
@@ -73,5 +94,6 @@ async def answer_batch(
     wanted = stored_ids(ranges)
     stored = await asyncio.to_thread(store.case_rows, wanted) if wanted else {}
     planned = made_cases(ranges, stored)
-    answered = await answer_cases(model, planned, store, run_id, store_cases=True)
+    with counted_once():
+        answered = await answer_cases(model, planned, store, run_id, store_cases=True)
     return returned_whole(answered.responses)

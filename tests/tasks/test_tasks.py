@@ -6,11 +6,22 @@ import asyncio
 import pytest
 
 from numerate.config.sweep import ModelConfig, parse_sweep_config
+from numerate.endpoints.answerers import BaselineAnswerer
 from numerate.kernel.errors import ConfigError
-from numerate.planning.plan import CaseRange, plan_points
+from numerate.planning.plan import CaseRange, PlannedPoint, plan_points
 from numerate.store import Store
 from numerate.tasks.answer import answer_batch, retry_transient
 from numerate.tasks.dispatch import deployed, run_step
+
+
+def objects_point(count: int) -> PlannedPoint:
+    """One grid point of `count` Object Counting cases."""
+    config = parse_sweep_config(
+        {"name": "t", "models": [{"name": "o", "model": "baseline:oracle"}],
+         "manifolds": [{"manifold": "objects", "count": count}]}
+    )  # fmt: skip
+    [point] = plan_points(config.manifolds[0], 1)
+    return point
 
 
 @pytest.mark.parametrize(
@@ -63,11 +74,7 @@ def test_without_a_server_a_gpu_step_runs_in_this_process(monkeypatch):
 
 
 def test_a_batch_is_answered_and_graded_every_sample_of_every_case(db_path):
-    config = parse_sweep_config(
-        {"name": "t", "models": [{"name": "o", "model": "baseline:oracle"}],
-         "manifolds": [{"manifold": "objects", "count": 3}]}
-    )  # fmt: skip
-    [point] = plan_points(config.manifolds[0], 1)
+    point = objects_point(3)
     planned = point.cases()
     model = ModelConfig(name="m", model="baseline:oracle", sampling={"samples": 2})
     rows = asyncio.run(answer_batch.fn(model, [CaseRange(point, 0, 3)], "run", db_path)).unquote()
@@ -88,11 +95,7 @@ def test_a_flow_run_keeps_no_trace_of_each_answer_a_batch_returns(db_path):
     from prefect import flow
     from prefect.context import FlowRunContext
 
-    config = parse_sweep_config(
-        {"name": "t", "models": [{"name": "o", "model": "baseline:oracle"}],
-         "manifolds": [{"manifold": "objects", "count": 60}]}
-    )  # fmt: skip
-    [point] = plan_points(config.manifolds[0], 1)
+    point = objects_point(60)
     model = ModelConfig(name="m", model="baseline:oracle")
 
     @flow
@@ -136,3 +139,47 @@ def test_a_batch_of_images_that_fails_counts_as_retries_then_errors():
     with reporting_to(Counted()) as progress, pytest.raises(RuntimeError, match="broken"):
         images()
     assert (progress.done, progress.retries, progress.errors) == (0, 10 * BATCH_RETRIES, 10)
+
+
+def test_a_batch_tried_again_asks_and_counts_each_answer_once(db_path, monkeypatch):
+    """A try that fails after some answers were journaled (a full disk) and is tried again:
+    the next try finds the answers stored and counts them, so the failed try's count is taken
+    back. The bar showed more requests done than the run has (20 of 12 here), the more so as
+    the requests in flight when the try failed went on answering and counting after it."""
+    from prefect import flow
+
+    from numerate.kernel.progress import Progress, reporting_to
+
+    point = objects_point(12)
+    model = ModelConfig(name="m", model="baseline:oracle")
+    answer, receive, asked, writes = BaselineAnswerer.answer, Store.receive, [], []
+
+    async def a_turn_each(self, *args, **kwargs):  # as an endpoint's answers arrive
+        asked.append(None)
+        for _ in asked[1:]:
+            await asyncio.sleep(0)
+        return await answer(self, *args, **kwargs)
+
+    def full_disk_once(self, table, rows):
+        writes.append(table)
+        if writes == ["completions", "responses"] * 2 + ["completions"]:  # the first try's third
+            raise OSError(28, "No space left on device")
+        return receive(self, table, rows)
+
+    monkeypatch.setattr(BaselineAnswerer, "answer", a_turn_each)
+    monkeypatch.setattr(Store, "receive", full_disk_once)
+
+    @flow
+    async def part() -> int:
+        batch = answer_batch.with_options(retry_delay_seconds=0)
+        graded = await batch(model, [CaseRange(point, 0, 12)], "run", db_path)
+        return len(graded.unquote())
+
+    with reporting_to(Progress()) as progress:
+        assert asyncio.run(part()) == 12
+    # the first try's third answer was not journaled: asked again, and only it (the answers
+    # asked for before the failure were received and kept)
+    assert len(asked) == 13
+    assert (progress.done, progress.errors, progress.cached) == (12, 0, 0)
+    stored = Store.open(db_path).query("SELECT count(*) FROM responses")
+    assert stored == [(12,)]
