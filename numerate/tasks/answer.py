@@ -16,6 +16,7 @@ from numerate.config.sweep import ModelConfig, SweepConfig
 from numerate.endpoints import answer_cases, stopped_cause
 from numerate.endpoints.preflight import Preflight, preflight
 from numerate.grading.verdict import PartVerdict, part_verdict
+from numerate.kernel.errors import first_line, shorten
 from numerate.kernel.progress import current as current_progress
 from numerate.planning.plan import CaseRange, made_cases, stored_ids
 from numerate.store import Store
@@ -41,18 +42,24 @@ async def retry_transient(task: Task[Any, Any], task_run: TaskRun, state: State[
 
 
 @contextlib.contextmanager
-def counted_once() -> Iterator[None]:
-    """A batch's answers count once on the progress bar: when a try fails and the batch will
-    be tried again, what it counted is taken back (the next try counts the answers it
-    stored as found)."""
+def tried_again_in_the_open(model: str) -> Iterator[None]:
+    """When a try of a batch fails and the batch will be tried again: the user is told (the
+    run paused, without a word), and what the try counted on the progress bar is taken
+    back (the next try counts the answers it stored as found)."""
     progress = current_progress()
     with progress.tallied() as tally:
         try:
             yield
         except Exception as error:
             context = TaskRunContext.get()  # none: called as a plain function, not retried
-            if context and transient(error) and context.task_run.run_count <= context.task.retries:
+            tries = context.task_run.run_count if context else 0
+            if context and transient(error) and tries <= context.task.retries:
                 progress.take_back(tally)
+                progress.note(
+                    f"model {model}: a batch failed ({shorten(first_line(error))}); it is "
+                    f"tried again in a few seconds (try {tries + 1} of "
+                    f"{context.task.retries + 1}), asking what is not stored"
+                )
             raise
 
 
@@ -94,6 +101,6 @@ async def answer_batch(
     wanted = stored_ids(ranges)
     stored = await asyncio.to_thread(store.case_rows, wanted) if wanted else {}
     planned = made_cases(ranges, stored)
-    with counted_once():
+    with tried_again_in_the_open(model.name):
         answered = await answer_cases(model, planned, store, run_id, store_cases=True)
     return returned_whole(answered.responses)

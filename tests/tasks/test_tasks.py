@@ -145,7 +145,8 @@ def test_a_batch_tried_again_asks_and_counts_each_answer_once(db_path, monkeypat
     """A try that fails after some answers were journaled (a full disk) and is tried again:
     the next try finds the answers stored and counts them, so the failed try's count is taken
     back. The bar showed more requests done than the run has (20 of 12 here), the more so as
-    the requests in flight when the try failed went on answering and counting after it."""
+    the requests in flight when the try failed went on answering and counting after it. The
+    user is told of the failure and the retry."""
     from prefect import flow
 
     from numerate.kernel.progress import Progress, reporting_to
@@ -175,8 +176,18 @@ def test_a_batch_tried_again_asks_and_counts_each_answer_once(db_path, monkeypat
         graded = await batch(model, [CaseRange(point, 0, 12)], "run", db_path)
         return len(graded.unquote())
 
-    with reporting_to(Progress()) as progress:
+    notes: list[str] = []
+
+    class Noted(Progress):
+        def note(self, message: str) -> None:
+            notes.append(message)
+
+    with reporting_to(Noted()) as progress:
         assert asyncio.run(part()) == 12
+    assert notes == [
+        "model m: a batch failed ([Errno 28] No space left on device); it is tried again in a "
+        "few seconds (try 2 of 3), asking what is not stored"
+    ]  # the run paused for a retry without a word
     # the first try's third answer was not journaled: asked again, and only it (the answers
     # asked for before the failure were received and kept)
     assert len(asked) == 13
