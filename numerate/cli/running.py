@@ -95,6 +95,7 @@ def run_flow(
         if stopping.asked():  # an error the stop caused: the stop is the news
             said(record(3))
             PROCESS.quiet_exit(PROCESS.stop_code())
+        left_by_an_error(db_path)
         raise
     _ended(kind, run_id_of(result))
     return result
@@ -165,6 +166,19 @@ def record_the_stop(
             said = kind.not_started
     Store.close_all()  # what cannot be written now stays in the journal
     return said
+
+
+def left_by_an_error(db_path: str) -> None:
+    """The run this command holds, ended by an error (its results database, this machine),
+    is marked interrupted, as a stop marks it, within seconds: it stayed `running` (listed
+    and shown as live) after its process had gone. Where it cannot be marked (the error was
+    the database's), it stays `running`; either way the same command resumes it, and the
+    error is what the user is told."""
+    from numerate.store import Store, access
+
+    access.hurry(3)
+    with contextlib.suppress(Exception):  # the error that ended the run is the news
+        Store.open(db_path).mark_interrupted()
 
 
 @contextlib.contextmanager

@@ -361,6 +361,34 @@ def test_a_night_with_a_dead_endpoint_exits_3_after_storing_the_rest(tmp_path):
     con.close()
 
 
+def test_a_run_ended_by_an_error_is_marked_interrupted_and_resumes(tmp_path, monkeypatch):
+    """Its results database failing as the run is aggregated (out of memory, a full disk):
+    one line, exit 3, and the run stayed `running` (listed and shown as live) after the
+    process had gone. The same command resumes it."""
+    import numerate.tasks.aggregate as aggregate
+    from numerate.store import StoreError
+
+    real = aggregate.aggregate_stored_run
+
+    def out_of_memory(store, run_id):
+        raise StoreError("DuckDB needed more than the 128MB numerate lets it hold in memory")
+
+    monkeypatch.setattr(aggregate, "aggregate_stored_run", out_of_memory)
+    path = write_config(tmp_path / "s.yaml", [{"name": "oracle", "model": "baseline:oracle"}])
+    command = ["run", "--config", str(path), "--db", str(tmp_path / "r.duckdb")]
+    ended = runner.invoke(app, command)
+    assert ended.exit_code == 3 and "Traceback" not in ended.output, ended.output
+    assert ended.stderr.strip().splitlines()[-1] == (
+        "error: DuckDB needed more than the 128MB numerate lets it hold in memory"
+    )
+    con = duckdb.connect(str(tmp_path / "r.duckdb"), read_only=True)
+    assert con.execute("SELECT status FROM runs").fetchall() == [("interrupted",)]
+    con.close()
+    monkeypatch.setattr(aggregate, "aggregate_stored_run", real)
+    resumed = runner.invoke(app, command)
+    assert resumed.exit_code == 0 and "resuming run cli-" in resumed.stderr, resumed.output
+
+
 def test_a_failed_run_exits_3_when_prefect_s_api_answers_its_end_as_a_repeat(tmp_path, monkeypatch):
     """Issue 35's flake: under load, Prefect's client sent the run's end (its Failed state)
     again after an answer that did not come; the API took the second for a repeat of the
