@@ -176,8 +176,7 @@ def left_by_an_error(db_path: str) -> None:
     error is what the user is told."""
     from numerate.store import Store, access
 
-    access.hurry(3)
-    with contextlib.suppress(Exception):  # the error that ended the run is the news
+    with access.hurried(3), contextlib.suppress(Exception):  # the error is the news
         Store.open(db_path).mark_interrupted()
 
 

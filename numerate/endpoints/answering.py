@@ -167,13 +167,10 @@ async def _ask(model: ModelConfig, requests: Requests, pending: list[str], store
     _, in_flight = model_limits(model)
     breaker = model_breaker(model)
 
-    failed = False
-    """A request of the batch failed (its answer could not be journaled: a full disk)."""
-
     async def ask(key: str) -> None:
         item, messages, sample = requests[key]
         async with in_flight:
-            if failed:  # never sent: the batch fails, and its next try asks what it lacks
+            if receipts.failed:  # never sent: the batch fails, its next try asks what it lacks
                 return
             if breaker.tripped:  # never sent: a re-run sends it
                 completion = Completion(key, None, attempts=0, sample=sample,
@@ -191,17 +188,9 @@ async def _ask(model: ModelConfig, requests: Requests, pending: list[str], store
         weight = answers_per_request[key]
         progress.advance(weight, errors=weight if completion.error is not None else 0)
 
-    async def ask_unless_failed(key: str) -> None:
-        nonlocal failed
-        try:
-            await ask(key)
-        except Exception:
-            failed = True
-            raise
-
-    with Receipts(store) as receipts:  # a failure sends nothing more, and waits for the
-        outcomes = await asyncio.gather(  # answers already asked for: paid for, they are kept
-            *(ask_unless_failed(key) for key in pending), return_exceptions=True
+    with Receipts(store) as receipts:  # once a write fails, the batch waits for the answers
+        outcomes = await asyncio.gather(  # already asked for (paid for: they are kept)
+            *(ask(key) for key in pending), return_exceptions=True
         )
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
@@ -233,6 +222,8 @@ class Receipts:
         self.completions: list[CompletionRow] = []
         self.responses: list[ResponseRow] = []
         self.written: asyncio.Future[None] | None = None
+        self.failed = False
+        """A write failed (a full disk): the batch sends no more requests."""
 
     def keep(
         self, completions: list[CompletionRow], responses: list[ResponseRow]
@@ -252,6 +243,7 @@ class Receipts:
         try:
             self._journal()
         except Exception as error:  # the journal's (a full disk): the run fails with it
+            self.failed = True
             self.completions.clear()
             self.responses.clear()
             written.set_exception(error)

@@ -45,6 +45,7 @@ __all__ = [
     "detach",
     "held",
     "holder",
+    "hurried",
     "hurry",
     "lock_timeout_s",
     "waiting_writers",
@@ -75,6 +76,19 @@ def hurry(seconds: float) -> None:
     waiting the whole NUMERATE_LOCK_TIMEOUT in some thread."""
     global _cap
     _cap = time.monotonic() + seconds
+
+
+@contextlib.contextmanager
+def hurried(seconds: float) -> Iterator[None]:
+    """`hurry` for the block only: a last write on the way out of a command that failed,
+    where the process may still do other work (a test's, a caller's)."""
+    global _cap
+    before = _cap
+    hurry(seconds)
+    try:
+        yield
+    finally:
+        _cap = before
 
 
 def lock_timeout_s() -> float:

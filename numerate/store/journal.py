@@ -170,10 +170,14 @@ class Journal:
         where the next rows would have made it a line that is no row, and every row of the
         file refused when a process that died left it."""
         if not self._file.closed:
-            self._taken.append(Segment(Path(self._file.name), self._rows))  # removed once written
-            self._rows = []
             with contextlib.suppress(OSError):  # what of the text is still buffered
                 self._file.close()
+            if self._rows:
+                self._taken.append(Segment(Path(self._file.name), self._rows))  # removed once
+                self._rows = []  # written
+            else:  # it holds none of the rows this process keeps
+                with contextlib.suppress(OSError):
+                    Path(self._file.name).unlink()
         self._file = self._next_file()
 
     @property

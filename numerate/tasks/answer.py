@@ -19,7 +19,7 @@ from numerate.grading.verdict import PartVerdict, part_verdict
 from numerate.kernel.errors import first_line, shorten
 from numerate.kernel.progress import current as current_progress
 from numerate.planning.plan import CaseRange, made_cases, stored_ids
-from numerate.store import Store
+from numerate.store import Store, StoreError
 from numerate.tasks.naming import batch_run_name
 from numerate.tasks.passing import returned_whole
 
@@ -43,23 +43,32 @@ async def retry_transient(task: Task[Any, Any], task_run: TaskRun, state: State[
 
 @contextlib.contextmanager
 def tried_again_in_the_open(model: str) -> Iterator[None]:
-    """When a try of a batch fails and the batch will be tried again: the user is told (the
-    run paused, without a word), and what the try counted on the progress bar is taken
-    back (the next try counts the answers it stored as found)."""
+    """When a try of a batch fails for a reason that can pass (`transient`) and the batch
+    will be tried again, the user is told (the run paused, without a word), and what the
+    try counted on the progress bar is taken back (the next try counts the answers it
+    stored as found). When it will not, the error is one line (StoreError: the run stops,
+    resumable), not the traceback of an OSError."""
     progress = current_progress()
     with progress.tallied() as tally:
         try:
             yield
         except Exception as error:
+            if not transient(error):
+                raise
             context = TaskRunContext.get()  # none: called as a plain function, not retried
-            tries = context.task_run.run_count if context else 0
-            if context and transient(error) and tries <= context.task.retries:
-                progress.take_back(tally)
-                progress.note(
-                    f"model {model}: a batch failed ({shorten(first_line(error))}); it is "
-                    f"tried again in a few seconds (try {tries + 1} of "
-                    f"{context.task.retries + 1}), asking what is not stored"
-                )
+            tries = context.task_run.run_count if context else 1
+            retries = context.task.retries if context else 0
+            said = shorten(first_line(error))
+            if tries > retries:
+                raise StoreError(
+                    f"model {model}: a batch failed {tries} time(s): {said}; the answers "
+                    "stored before are kept, and the same command resumes the run"
+                ) from error
+            progress.take_back(tally)
+            progress.note(
+                f"model {model}: a batch failed ({said}); it is tried again in a few seconds "
+                f"(try {tries + 1} of {retries + 1}), asking what is not stored"
+            )
             raise
 
 

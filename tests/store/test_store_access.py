@@ -174,15 +174,15 @@ def test_a_journal_line_cut_short_is_left_out(tmp_path):
 
 
 class FullDiskOnce:
-    """A journal file whose second write puts part of its text on disk (a line and a bit of
-    the next), then fails."""
+    """A journal file whose write number `failing` puts part of its text on disk (a line and
+    a bit of the next), then fails."""
 
-    def __init__(self, file) -> None:
-        self.file, self.name, self.writes = file, file.name, 0
+    def __init__(self, file, failing: int = 2) -> None:
+        self.file, self.name, self.writes, self.failing = file, file.name, 0, failing
 
     def write(self, text: bytes) -> None:
         self.writes += 1
-        if self.writes == 2:
+        if self.writes == self.failing:
             self.file.write(text[: text.index(b"\n") + 20])
             self.file.flush()
             raise OSError(28, "No space left on device")
@@ -220,6 +220,19 @@ def test_a_journal_write_that_fails_leaves_every_line_written_readable(db_path, 
     held = [row["request_hash"] for segment in journal.take() for _, row in segment.rows]
     assert held == ["h1", "h4"]  # the rows of a failed append are the caller's to keep
     journal.close()
+
+
+def test_a_failed_write_in_a_segment_of_no_rows_leaves_nothing_once_closed(db_path, monkeypatch):
+    """The segment was kept as one to write: with no rows, nothing wrote it, and the journal
+    was left behind at close (its owner file, two segments), for the next process."""
+    next_file = Journal._next_file
+    monkeypatch.setattr(Journal, "_next_file", lambda self: FullDiskOnce(next_file(self), 1))
+    journal = Journal(db_path)
+    with pytest.raises(OSError, match="No space"):
+        journal.append("completions", [completion("h1"), completion("h2")])
+    assert journal.pending == 0 and journal.take() == []
+    journal.close()
+    assert not journal_dir(db_path).exists()
 
 
 def test_a_live_journal_is_no_orphan_and_a_closed_empty_one_leaves_nothing(db_path):

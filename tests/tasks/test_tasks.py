@@ -8,8 +8,9 @@ import pytest
 from numerate.config.sweep import ModelConfig, parse_sweep_config
 from numerate.endpoints.answerers import BaselineAnswerer
 from numerate.kernel.errors import ConfigError
+from numerate.kernel.progress import Progress, reporting_to
 from numerate.planning.plan import CaseRange, PlannedPoint, plan_points
-from numerate.store import Store
+from numerate.store import Store, StoreError
 from numerate.tasks.answer import answer_batch, retry_transient
 from numerate.tasks.dispatch import deployed, run_step
 
@@ -120,7 +121,6 @@ def test_a_batch_of_images_that_fails_counts_as_retries_then_errors():
     whose generator fails raises; nothing was counted)."""
     from prefect import flow, task
 
-    from numerate.kernel.progress import Progress, reporting_to
     from numerate.tasks.numgen import BATCH_RETRIES, counted_if_failing
 
     class Counted(Progress):
@@ -141,56 +141,98 @@ def test_a_batch_of_images_that_fails_counts_as_retries_then_errors():
     assert (progress.done, progress.retries, progress.errors) == (0, 10 * BATCH_RETRIES, 10)
 
 
-def test_a_batch_tried_again_asks_and_counts_each_answer_once(db_path, monkeypatch):
-    """A try that fails after some answers were journaled (a full disk) and is tried again:
-    the next try finds the answers stored and counts them, so the failed try's count is taken
-    back. The bar showed more requests done than the run has (20 of 12 here), the more so as
-    the requests in flight when the try failed went on answering and counting after it. The
-    user is told of the failure and the retry."""
+class FullDisk:
+    """The journal's disk full from its `first` write (the first try's) until `until()`,
+    and the requests of a baseline answered a turn of the event loop each, as an endpoint's
+    arrive (`asked`: the requests sent)."""
+
+    def __init__(self, monkeypatch, first: int, until) -> None:
+        self.asked: list[None] = []
+        self.writes = 0
+        self.sent_when_full: int | None = None
+        answer, receive = BaselineAnswerer.answer, Store.receive
+
+        async def a_turn_each(answerer, *args, **kwargs):
+            self.asked.append(None)
+            for _ in self.asked[1:]:
+                await asyncio.sleep(0)
+            return await answer(answerer, *args, **kwargs)
+
+        def full(store, table, rows):
+            if table == "completions":
+                self.writes += 1
+            if self.writes >= first and not until():
+                if self.sent_when_full is None:
+                    self.sent_when_full = len(self.asked)
+                raise OSError(28, "No space left on device")
+            return receive(store, table, rows)
+
+        monkeypatch.setattr(BaselineAnswerer, "answer", a_turn_each)
+        monkeypatch.setattr(Store, "receive", full)
+
+
+def ask_a_batch(db_path, n: int, notes: list[str]) -> tuple[int, Progress]:
+    """A batch of `n` cases asked of the oracle through Prefect's task engine (retried at
+    once): how many graded rows it returned, and the progress counted; `notes` gets the
+    notes said."""
     from prefect import flow
 
-    from numerate.kernel.progress import Progress, reporting_to
-
-    point = objects_point(12)
+    point = objects_point(n)
     model = ModelConfig(name="m", model="baseline:oracle")
-    answer, receive, asked, writes = BaselineAnswerer.answer, Store.receive, [], []
-
-    async def a_turn_each(self, *args, **kwargs):  # as an endpoint's answers arrive
-        asked.append(None)
-        for _ in asked[1:]:
-            await asyncio.sleep(0)
-        return await answer(self, *args, **kwargs)
-
-    def full_disk_once(self, table, rows):
-        writes.append(table)
-        if writes == ["completions", "responses"] * 2 + ["completions"]:  # the first try's third
-            raise OSError(28, "No space left on device")
-        return receive(self, table, rows)
-
-    monkeypatch.setattr(BaselineAnswerer, "answer", a_turn_each)
-    monkeypatch.setattr(Store, "receive", full_disk_once)
-
-    @flow
-    async def part() -> int:
-        batch = answer_batch.with_options(retry_delay_seconds=0)
-        graded = await batch(model, [CaseRange(point, 0, 12)], "run", db_path)
-        return len(graded.unquote())
-
-    notes: list[str] = []
 
     class Noted(Progress):
         def note(self, message: str) -> None:
             notes.append(message)
 
+    @flow
+    async def part() -> int:
+        batch = answer_batch.with_options(retry_delay_seconds=0)
+        graded = await batch(model, [CaseRange(point, 0, n)], "run", db_path)
+        return len(graded.unquote())
+
     with reporting_to(Noted()) as progress:
-        assert asyncio.run(part()) == 12
+        return asyncio.run(part()), progress
+
+
+def test_a_batch_tried_again_asks_and_counts_each_answer_once(db_path, monkeypatch):
+    """A try that fails after some answers were journaled (a full disk) and is tried again.
+    - It sends nothing more once one failed: each request it sent into the full disk is
+      lost (paid for, not stored) and asked again by the next try. Before, the requests
+      waiting for a slot (a baseline has 32) were sent all the same.
+    - The next try finds the answers stored and counts them, so the failed try's count is
+      taken back: the bar showed more requests done than the run has (20 of 12 in a first
+      version of this test), the more so as the requests of the failed try went on
+      answering and counting beside the next.
+    - The user is told of the failure and the retry."""
+    notes: list[str] = []
+    disk = FullDisk(monkeypatch, first=3, until=lambda: bool(notes))
+    returned, progress = ask_a_batch(db_path, 40, notes)
+    assert returned == 40
     assert notes == [
         "model m: a batch failed ([Errno 28] No space left on device); it is tried again in a "
         "few seconds (try 2 of 3), asking what is not stored"
     ]  # the run paused for a retry without a word
-    # the first try's third answer was not journaled: asked again, and only it (the answers
-    # asked for before the failure were received and kept)
-    assert len(asked) == 13
-    assert (progress.done, progress.errors, progress.cached) == (12, 0, 0)
+    assert disk.sent_when_full is not None and disk.sent_when_full < 40  # some waited
+    first_try = len(disk.asked) - (40 - 2)  # the next asked all but the first two answers
+    assert first_try == disk.sent_when_full  # none sent once the disk was full
+    assert (progress.done, progress.errors, progress.cached) == (40, 0, 0)
     stored = Store.open(db_path).query("SELECT count(*) FROM responses")
-    assert stored == [(12,)]
+    assert stored == [(40,)]
+
+
+def test_a_batch_that_fails_every_try_is_one_error_line(db_path, monkeypatch):
+    """A disk full through the three tries: the batch's OSError reached the command, which
+    ended in its traceback (exit 1). It is the store's one-line error now (the run stops,
+    resumable: exit 3)."""
+    notes: list[str] = []
+    FullDisk(monkeypatch, first=1, until=lambda: False)
+    with pytest.raises(StoreError) as raised:
+        ask_a_batch(db_path, 5, notes)
+    assert str(raised.value) == (
+        "model m: a batch failed 3 time(s): [Errno 28] No space left on device; the answers "
+        "stored before are kept, and the same command resumes the run"
+    )
+    assert [note.split(";")[1] for note in notes] == [
+        " it is tried again in a few seconds (try 2 of 3), asking what is not stored",
+        " it is tried again in a few seconds (try 3 of 3), asking what is not stored",
+    ]
