@@ -36,6 +36,7 @@ def main() -> None:  # pragma: no cover - entry point
     """The console script: the app, then close any results database it opened. A command
     line that cannot be read is one line and exit 2, like any other bad input."""
     from numerate.cli.process import PROCESS, output_lost
+    from numerate.kernel.errors import EXIT_FAILED_FOR_NOW, first_line
 
     PROCESS.start()  # first: the file descriptors it fills are the lowest free ones
     if sys.argv[1:2] == ["--version"] and len(sys.argv) > 2:  # click answers it at once
@@ -56,12 +57,17 @@ def main() -> None:  # pragma: no cover - entry point
         raise  # `db`, which wrote all before the reader left)
     except (typer.Abort, EOFError, KeyboardInterrupt):
         PROCESS.stopped(close=lambda: _close_stores(failed=True))
-    except OSError:
+    except OSError as error:
         lost = output_lost()
-        if lost is None:
-            raise
-        print(f"error: cannot write the output: {lost.strerror or lost}", file=sys.stderr)
-        sys.exit(2)
+        if lost is not None:
+            print(f"error: cannot write the output: {lost.strerror or lost}", file=sys.stderr)
+            sys.exit(2)
+        if PROCESS.signals:  # an interruption that cut a write short
+            PROCESS.stopped(close=lambda: _close_stores(failed=True))
+        # this machine's, where no command said it better (a full disk, a folder that
+        # cannot be written): one line, as every error (a run it held is marked interrupted)
+        print(f"error: {first_line(error)}", file=sys.stderr)
+        sys.exit(EXIT_FAILED_FOR_NOW)
     except Exception as error:
         if _is_a_refused_command_line(error):
             _refused(error)

@@ -697,6 +697,32 @@ def test_an_output_that_cannot_be_written_is_one_line_not_a_traceback(tmp_path, 
     assert closed.stderr == "error: cannot write the output: the standard output is closed\n"
 
 
+UNSAID_OSERROR = """
+import sys
+from numerate.manifolds import registry
+where = sys.argv[1]
+def full():
+    raise OSError(28, "No space left on device", where)
+registry.names = full
+from numerate.cli import main
+sys.argv = ["numerate", "manifolds"]
+main()
+"""
+
+
+def test_an_oserror_no_command_said_is_one_line_not_a_traceback(tmp_path):
+    """This machine's error where no command turns it into its own (a full disk under a
+    store, a manifest or a plot): the command ended in the OSError's traceback, exit 1."""
+    import subprocess
+    import sys
+
+    where = str(tmp_path / "a file")
+    done = subprocess.run([sys.executable, "-c", UNSAID_OSERROR, where], capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 3, done.stderr
+    assert done.stderr == f"error: [Errno 28] No space left on device: '{where}'\n"
+
+
 def test_a_reader_that_stops_reading_or_an_unwritable_error_keep_the_exit_code(tmp_path):
     """Corpus H: `generate | head -c 10` exited 1 (click's answer to a closed pipe), and an
     error line that could not be written (`2>/dev/full`) turned exit 2 into 1."""
