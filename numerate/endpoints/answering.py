@@ -216,6 +216,7 @@ class Receipts:
             return
         with contextlib.suppress(Exception):  # what ends the block (a stop, an error) is the
             self._journal()  # news; a journal that fails now (a full disk) loses these rows
+            # (the batch's next try asks for them again)
 
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -242,10 +243,11 @@ class Receipts:
         assert written is not None
         try:
             self._journal()
-        except Exception as error:  # the journal's (a full disk): the run fails with it
+        except Exception as error:
+            # the journal's (a full disk): the batch fails with it. Its rows stay kept: a
+            # later write of the batch (of the answers still arriving, or at its end) takes
+            # them if the disk has room again, and its next try does not pay for them again
             self.failed = True
-            self.completions.clear()
-            self.responses.clear()
             written.set_exception(error)
             written.exception()  # said by every caller that waits; none left is no error
         except BaseException:  # a stop: the rows stay kept, a later write takes them

@@ -220,6 +220,17 @@ def test_a_batch_tried_again_asks_and_counts_each_answer_once(db_path, monkeypat
     assert stored == [(40,)]
 
 
+def test_answers_a_full_disk_refused_once_are_journaled_by_a_later_write(db_path, monkeypatch):
+    """The disk full for one write only: the batch fails (its next try is the one that
+    answers), but the answers of that write were dropped, and the next try paid for them
+    again. They are written with the batch's next write now: no request is asked twice."""
+    disk = FullDisk(monkeypatch, first=3, until=lambda: disk.writes > 3)
+    returned, progress = ask_a_batch(db_path, 40, [])
+    assert returned == 40 and disk.sent_when_full is not None  # the write did fail
+    assert len(disk.asked) == 40
+    assert (progress.done, progress.errors, progress.cached) == (40, 0, 0)
+
+
 def test_a_batch_that_fails_every_try_is_one_error_line(db_path, monkeypatch):
     """A disk full through the three tries: the batch's OSError reached the command, which
     ended in its traceback (exit 1). It is the store's one-line error now (the run stops,
