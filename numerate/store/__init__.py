@@ -16,7 +16,7 @@ Many processes use one database at once: see docs/sharing.md, "Many users, one d
 
 from numerate.store.access import DatabaseBusy
 from numerate.store.reader import existing_database
-from numerate.store.schema import StoreError, now
+from numerate.store.schema import StoreError, StoreFailedForNow, now
 from numerate.store.writer import Store
 
-__all__ = ["DatabaseBusy", "Store", "StoreError", "existing_database", "now"]
+__all__ = ["DatabaseBusy", "Store", "StoreError", "StoreFailedForNow", "existing_database", "now"]

@@ -33,10 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from numerate.kernel.credentials import scrub_command_line
-from numerate.kernel.errors import EXIT_FAILED_FOR_NOW
 from numerate.kernel.progress import current
 from numerate.store.duckdb_words import is_lock_conflict, sql_literal
-from numerate.store.schema import StoreError
+from numerate.store.schema import StoreError, StoreFailedForNow
 
 __all__ = [
     "DatabaseBusy",
@@ -59,11 +58,9 @@ ANNOUNCE_EVERY_S = 30.0
 KNOCK_AFTER_S = 0.05
 
 
-class DatabaseBusy(StoreError):
+class DatabaseBusy(StoreFailedForNow):
     """Another process held the results database for longer than this one may wait (exit 3:
     nothing is lost, and running the command again goes on)."""
-
-    exit_code = EXIT_FAILED_FOR_NOW
 
 
 _cap: float | None = None

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from numerate.kernel.errors import NumerateError, first_line
+from numerate.kernel.errors import EXIT_FAILED_FOR_NOW, NumerateError, first_line
 from numerate.numgen.rows import DetectionRow, ImageRow, MetricsRow, TargetRow
 from numerate.store.migrations import MIGRATIONS, SLIM_DATA
 from numerate.store.rows import (
@@ -120,6 +120,14 @@ their columns; writing a row twice is harmless (KEYS)."""
 
 class StoreError(NumerateError):
     """The results database cannot be used."""
+
+
+class StoreFailedForNow(StoreError):
+    """The results database cannot be used for now, though the command's input is good
+    (DuckDB out of its memory bound, a full disk, held by another process too long): exit 3,
+    and the same command goes on once it can."""
+
+    exit_code = EXIT_FAILED_FOR_NOW
 
 
 class DatabaseFault(StoreError):

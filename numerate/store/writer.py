@@ -34,7 +34,14 @@ from numerate.kernel.progress import current
 from numerate.store import access, journal, lake
 from numerate.store.duckdb_words import committed, file_fault, is_damaged, out_of_memory
 from numerate.store.reader import database_file_problem, open_error, whole_file_problem
-from numerate.store.schema import JOURNALED, StoreError, migrate, now, transaction
+from numerate.store.schema import (
+    JOURNALED,
+    StoreError,
+    StoreFailedForNow,
+    migrate,
+    now,
+    transaction,
+)
 from numerate.store.tables import Tables, check_columns, insert_rows
 
 __all__ = ["Store", "StoreError", "flush_seconds", "now"]
@@ -96,20 +103,20 @@ def _file_errors(path: str, spill: str) -> Iterator[None]:
     try:
         yield
     except OSError as error:
-        raise StoreError(f"results database {path}: {error.strerror}") from None
+        raise StoreFailedForNow(f"results database {path}: {error.strerror}") from None
     except duckdb.Error as error:
         # the run stops, resumable: nothing is lost. A query whose result was being fetched
         # says so in a second line, its first one "unsuccessful ... pending query result"
         memory = out_of_memory(error)
         if memory:
-            raise StoreError(
+            raise StoreFailedForNow(
                 f"results database {path}: DuckDB needed more than the {WRITER_MEMORY} "
                 f"numerate lets it hold in memory and could not spill to disk ({memory})"
             ) from None
         if not is_damaged(error):  # the SQL, not the file
             raise
         if spill and spill in str(error):  # where DuckDB spills, not the database
-            raise StoreError(
+            raise StoreFailedForNow(
                 f"results database {path}: DuckDB could not write where it spills what does "
                 f"not fit in {WRITER_MEMORY} of memory ({first_line(error)})"
             ) from None

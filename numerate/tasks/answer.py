@@ -19,7 +19,7 @@ from numerate.grading.verdict import PartVerdict, part_verdict
 from numerate.kernel.errors import first_line, shorten
 from numerate.kernel.progress import current as current_progress
 from numerate.planning.plan import CaseRange, made_cases, stored_ids
-from numerate.store import Store, StoreError
+from numerate.store import Store, StoreFailedForNow
 from numerate.tasks.naming import batch_run_name
 from numerate.tasks.passing import returned_whole
 
@@ -60,7 +60,7 @@ def tried_again_in_the_open(model: str) -> Iterator[None]:
             retries = context.task.retries if context else 0
             said = shorten(first_line(error))
             if tries > retries:
-                raise StoreError(
+                raise StoreFailedForNow(
                     f"model {model}: a batch failed {tries} time(s): {said}; the answers "
                     "stored before are kept, and the same command resumes the run"
                 ) from error

@@ -418,3 +418,4 @@ def test_duckdb_out_of_memory_is_said_in_a_line_however_it_comes(error, cause):
     )
     assert said.endswith(f"({cause})") and "damaged" not in said, said
     assert "\n" not in said
+    assert raised.value.exit_code == 3  # the input was good: every command says so (numgen: 2)

@@ -243,6 +243,7 @@ def test_a_batch_that_fails_every_try_is_one_error_line(db_path, monkeypatch):
         "model m: a batch failed 3 time(s): [Errno 28] No space left on device; the answers "
         "stored before are kept, and the same command resumes the run"
     )
+    assert raised.value.exit_code == 3
     assert [note.split(";")[1] for note in notes] == [
         " it is tried again in a few seconds (try 2 of 3), asking what is not stored",
         " it is tried again in a few seconds (try 3 of 3), asking what is not stored",
