@@ -170,8 +170,8 @@ async def _ask(model: ModelConfig, requests: Requests, pending: list[str], store
     async def ask(key: str) -> None:
         item, messages, sample = requests[key]
         async with in_flight:
-            if receipts.failed:  # never sent: the batch fails, its next try asks what it lacks
-                return
+            if receipts.failed is not None:  # never sent: the batch fails (below), and its
+                return  # next try asks what it lacks
             if breaker.tripped:  # never sent: a re-run sends it
                 completion = Completion(key, None, attempts=0, sample=sample,
                                         error=f"not sent: {breaker.cause}")  # fmt: skip
@@ -183,18 +183,18 @@ async def _ask(model: ModelConfig, requests: Requests, pending: list[str], store
                 said_cut(model.name, item.case_id, completion.received_chars)
             kept = [completion_row(model, completion, run_id)] if storable(completion) else []
             written = receipts.keep(kept, grade(key, completion))  # before a slot frees
-        await asyncio.shield(written)  # a cancelled caller cancels no other's wait
+        try:
+            await asyncio.shield(written)  # a cancelled caller cancels no other's wait
+        except Exception:  # the journal's, kept in Receipts.failed: raised once the answers
+            return  # already asked for are in (paid for: they are kept); a stop is at once
         results[key] = completion
         weight = answers_per_request[key]
         progress.advance(weight, errors=weight if completion.error is not None else 0)
 
-    with Receipts(store) as receipts:  # once a write fails, the batch waits for the answers
-        outcomes = await asyncio.gather(  # already asked for (paid for: they are kept)
-            *(ask(key) for key in pending), return_exceptions=True
-        )
-        for outcome in outcomes:
-            if isinstance(outcome, BaseException):
-                raise outcome
+    with Receipts(store) as receipts:
+        await asyncio.gather(*(ask(key) for key in pending))
+        if receipts.failed is not None:
+            raise receipts.failed
 
 
 class Receipts:
@@ -223,8 +223,9 @@ class Receipts:
         self.completions: list[CompletionRow] = []
         self.responses: list[ResponseRow] = []
         self.written: asyncio.Future[None] | None = None
-        self.failed = False
-        """A write failed (a full disk): the batch sends no more requests."""
+        self.failed: Exception | None = None
+        """The error of a write that failed (a full disk): the batch sends no more requests,
+        and fails with it once those sent are answered."""
 
     def keep(
         self, completions: list[CompletionRow], responses: list[ResponseRow]
@@ -247,7 +248,7 @@ class Receipts:
             # the journal's (a full disk): the batch fails with it. Its rows stay kept: a
             # later write of the batch (of the answers still arriving, or at its end) takes
             # them if the disk has room again, and its next try does not pay for them again
-            self.failed = True
+            self.failed = error
             written.set_exception(error)
             written.exception()  # said by every caller that waits; none left is no error
         except BaseException:  # a stop: the rows stay kept, a later write takes them

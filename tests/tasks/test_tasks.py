@@ -248,3 +248,30 @@ def test_a_batch_that_fails_every_try_is_one_error_line(db_path, monkeypatch):
         " it is tried again in a few seconds (try 2 of 3), asking what is not stored",
         " it is tried again in a few seconds (try 3 of 3), asking what is not stored",
     ]
+
+
+class Stop(BaseException):
+    """A stop raised in a request's own task, as Prefect raises its TerminationSignal on
+    SIGTERM wherever the main thread is."""
+
+
+def test_a_stop_in_a_request_ends_its_batch_at_once(db_path, monkeypatch):
+    """Before: the stop was gathered as one request's outcome, and the batch went on sending
+    every request it held before raising it; a stopped run went on for seconds, until the
+    deadline that ends it cut answers off (9 lost in a run of the suite)."""
+    answer, asked = BaselineAnswerer.answer, []
+
+    async def stopped_at_the_third(answerer, *args, **kwargs):
+        place = len(asked)
+        asked.append(place)
+        for _ in range(place):
+            await asyncio.sleep(0)
+        if place == 2:
+            raise Stop
+        return await answer(answerer, *args, **kwargs)
+
+    monkeypatch.setattr(BaselineAnswerer, "answer", stopped_at_the_third)
+    model = ModelConfig(name="m", model="baseline:oracle")  # 32 requests in flight
+    with pytest.raises(Stop):
+        asyncio.run(answer_batch.fn(model, [CaseRange(objects_point(40), 0, 40)], "run", db_path))
+    assert len(asked) < 40  # those waiting for a slot were never sent
