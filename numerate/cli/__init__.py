@@ -57,24 +57,21 @@ def main() -> None:  # pragma: no cover - entry point
         raise  # `db`, which wrote all before the reader left)
     except (typer.Abort, EOFError, KeyboardInterrupt):
         PROCESS.stopped(close=lambda: _close_stores(failed=True))
-    except OSError as error:
-        lost = output_lost()
+    except Exception as error:
+        lost = output_lost() if isinstance(error, OSError) else None
         if lost is not None:
             print(f"error: cannot write the output: {lost.strerror or lost}", file=sys.stderr)
             sys.exit(2)
-        if PROCESS.signals:  # an interruption that cut a write short
-            PROCESS.stopped(close=lambda: _close_stores(failed=True))
+        if _is_a_refused_command_line(error):
+            _refused(error)
+        if PROCESS.signals:  # an interruption some library wrapped in its own error
+            PROCESS.stopped(close=lambda: _close_stores(failed=True))  # (pydantic, ...)
+        if not isinstance(error, OSError):
+            raise
         # this machine's, where no command said it better (a full disk, a folder that
         # cannot be written): one line, as every error (a run it held is marked interrupted)
         print(f"error: {first_line(error)}", file=sys.stderr)
         sys.exit(EXIT_FAILED_FOR_NOW)
-    except Exception as error:
-        if _is_a_refused_command_line(error):
-            _refused(error)
-        if not PROCESS.signals:
-            raise
-        # an interruption some library wrapped in its own error (pydantic, ...)
-        PROCESS.stopped(close=lambda: _close_stores(failed=True))
     finally:
         _close_stores(failed=True)  # after an exception; nothing left to close otherwise
 
