@@ -180,6 +180,12 @@ class Journal:
                     Path(self._file.name).unlink()
         self._file = self._next_file()
 
+    def received(self, table: str) -> list[Mapping[str, object]]:
+        """The rows for `table` kept and not yet written to the database, oldest first."""
+        with self._lock:
+            kept = [*(row for segment in self._taken for row in segment.rows), *self._rows]
+        return [row for name, row in kept if name == table]
+
     @property
     def pending(self) -> int:
         """Rows not yet written to the database."""

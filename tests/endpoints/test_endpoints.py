@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import itertools
 import random
+import threading
 import time
 from collections import defaultdict
 
@@ -370,6 +371,78 @@ def test_identical_requests_are_sent_once(fake_openai, db_path):
     completions = run_query(endpoint(fake_openai), duplicated, db_path)
     assert len(fake_openai.prompts()) == 3
     assert len(completions) == 6
+
+
+def test_a_request_the_batch_beside_is_asking_is_waited_for_not_sent_again(fake_openai, db_path):
+    """A model's batches run two at a time (numerate.planning.scheduler.IN_FLIGHT), and each
+    looks up the stored answers as it begins, before the other's have arrived: a case whose
+    prompt the other batch was asking was paid for twice (26 of 30,000 requests in an oracle
+    sweep). The second batch now waits for the first's answer, and grades its cases with it."""
+    fake_openai.responder = lambda body: Reply(content="Answer: 7", delay_s=0.2)
+    planned = planned_cases(3)
+    copies = [dataclasses.replace(p, case_id=p.case_id + "-copy") for p in planned]
+    model = endpoint(fake_openai)
+    store = Store.open(db_path)
+
+    async def two_batches():
+        return await asyncio.gather(
+            answer_cases(model, planned, store, "run-1", retry_base_s=0.01),
+            answer_cases(model, copies, store, "run-1", retry_base_s=0.01),
+        )
+
+    first, second = asyncio.run(two_batches())
+    assert len(fake_openai.prompts()) == 3
+    assert sorted(case for case, _ in second.completions) == sorted(p.case_id for p in copies)
+    assert {c.text for c in [*first.completions.values(), *second.completions.values()]} == {
+        "Answer: 7"
+    }
+    assert [row["case_id"] for row in second.responses] == [p.case_id for p in copies]
+    stored = store.query("SELECT (SELECT count(*) FROM completions), count(*) FROM responses")
+    assert stored == [(3, 6)]  # one answer a request, a graded row a case
+
+
+def test_a_batch_whose_request_the_stopped_batch_beside_was_asking_asks_it_itself(
+    fake_openai, db_path, monkeypatch
+):
+    """The batch that was asking stops before its answer is kept: the one waiting for that
+    answer sends the request, and loses no case."""
+    from numerate.endpoints import answering
+
+    fake_openai.responder = lambda body: Reply(delay_s=0.5)
+    planned = planned_cases(3)
+    copies = [dataclasses.replace(p, case_id=p.case_id + "-copy") for p in planned]
+    model = endpoint(fake_openai)
+    store = Store.open(db_path)
+    waiting = threading.Event()
+    claimed = answering.BEING_ASKED.claimed
+
+    @contextlib.contextmanager
+    def watched(run_id, keys):
+        with claimed(run_id, keys) as claims:
+            if claims.beside:  # the second batch: its requests are the first's
+                waiting.set()
+            yield claims
+
+    monkeypatch.setattr(answering.BEING_ASKED, "claimed", watched)
+
+    async def until(condition):
+        while not condition():
+            await asyncio.sleep(0.01)
+
+    async def stopped_beside():
+        first = asyncio.ensure_future(answer_cases(model, planned, store, "run-1"))
+        await asyncio.wait_for(until(lambda: len(fake_openai.requests) == 3), 10)
+        second = asyncio.ensure_future(answer_cases(model, copies, store, "run-1"))
+        await asyncio.wait_for(until(waiting.is_set), 10)
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        return await second
+
+    second = asyncio.run(stopped_beside())
+    assert len(fake_openai.prompts()) == 6  # the stopped batch's three, then the waiting one's
+    assert sorted(case for case, _ in second.completions) == sorted(p.case_id for p in copies)
+    assert all(c.error is None for c in second.completions.values())
 
 
 def test_concurrency_limit_is_respected(fake_openai, db_path):

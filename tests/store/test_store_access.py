@@ -143,6 +143,22 @@ def test_a_process_killed_while_holding_the_file_blocks_no_one(db_path):
     assert time.monotonic() - started < 2
 
 
+def test_an_answer_received_and_not_written_yet_is_a_stored_answer(db_path):
+    """A session that begins inside another's hold (a batch's look-up while the journal is
+    being written, or beside another batch) does not write the journal first: its answers
+    are found in the journal, so a batch never pays again for an answer this process has."""
+    store = Store.open(db_path)
+    store.put_completions([completion("h1", run_id="before")])
+    with store.session():  # held: the sessions below begin inside it
+        store.receive("completions", [completion("h1"), completion("h2")])
+        assert store.query("SELECT count(*) FROM completions") == [(1,)]  # not written yet
+        assert sorted(store.get_completions(["h1", "h2", "h3"], "r")) == ["h1", "h2"]
+        assert store.get_completions(["h2"], "other run") == {}
+        latest = store.get_completions(["h1"])  # of any run: the newest, this process's
+        assert latest["h1"]["run_id"] == "r"
+    Store.close_all()
+
+
 KILLED_RUN = textwrap.dedent(
     """
     import os, signal, sys
