@@ -29,7 +29,13 @@ from pydantic import (
 
 from numerate.kernel import names
 from numerate.kernel.credentials import scrub
-from numerate.kernel.errors import ConfigError, describe_validation_error, what_it_is
+from numerate.kernel.errors import (
+    ConfigError,
+    describe_validation_error,
+    field_path,
+    shorten,
+    what_it_is,
+)
 from numerate.kernel.files import read_text
 from numerate.kernel.http import shown_url, url_problem
 from numerate.kernel.inputs import (
@@ -364,10 +370,10 @@ class ManifoldSweep(BaseModel):
                 params = spec.params(count=self.planned_count, **point)
             except ValidationError as error:
                 problem = error.errors()[0]
-                field = ".".join(str(p) for p in problem["loc"])
-                shown = f" = {problem['input']!r}" if field else ""
-                message = problem["msg"].removeprefix("Value error, ")
-                where = f"grid.{field}" if field else f"grid point {point}"
+                field = field_path(problem["loc"])
+                shown = f" = {shorten(repr(problem['input']))}" if field else ""
+                message = shorten(problem["msg"].removeprefix("Value error, "), 300)
+                where = f"grid.{field}" if field else f"grid point {shorten(repr(point))}"
                 raise ValueError(f"{where}{shown}: {message}") from None
             key = ",".join(f"{k}={_show(v)}" for k, v in point.items()) or "default"
             identity = point_identity(params)

@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from numerate.grading.judging import judge
-from numerate.kernel.errors import ConfigError, describe_validation_error, what_it_is
+from numerate.kernel.errors import ConfigError, describe_validation_error, field_path, what_it_is
 from numerate.kernel.inputs import json_value
 from numerate.manifolds import registry
 
@@ -51,7 +51,7 @@ def _the_case(spec: registry.Manifold[Any, Any, Any], record: dict[str, Any], wh
     try:
         case = spec.case_model.model_validate(record)
     except ValidationError as error:
-        missing = [".".join(map(str, p["loc"])) for p in error.errors() if p["type"] == "missing"]
+        missing = [field_path(p["loc"]) for p in error.errors() if p["type"] == "missing"]
         if missing:  # not a case at all: say which shape is expected, in one line
             raise ConfigError(
                 f"{where}: not a case of {spec.name} as `numerate generate {spec.name}` writes it "

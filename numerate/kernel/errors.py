@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from numerate.kernel.names import NAMES
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
     from pydantic import ValidationError
 
@@ -56,7 +56,7 @@ def describe_validation_error(
     lines = []
     problems = error.errors()
     for problem in problems[:MAX_PROBLEMS]:
-        field = ".".join(str(part) for part in problem["loc"])
+        field = field_path(problem["loc"])
         value = problem.get("input")
         message = shorten(problem["msg"].removeprefix("Value error, "), 300)
         if problem["type"] == "string_pattern_mismatch":  # a rule of names, in words
@@ -114,6 +114,19 @@ def _option_of(field: str, options: Mapping[str, str]) -> str | None:
             return options[field]
         field = field.rpartition(".")[0]
     return None
+
+
+def field_path(loc: Sequence[object]) -> str:
+    """A problem's field, its parts joined by dots (`models.0.name`) as a line can show them:
+    a part that holds a character a terminal acts on (an escape sequence in a mapping's key)
+    written escaped, as Python writes it, and each cut to MAX_PART characters (a key of a
+    config or a case's params can be megabytes long)."""
+    parts = (str(part) for part in loc)
+    return ".".join(shorten(p if p.isprintable() else repr(p), MAX_PART) for p in parts)
+
+
+MAX_PART = 60
+"""Characters a part of a field's path shows at most (`field_path`)."""
 
 
 def first_line(error: BaseException) -> str:

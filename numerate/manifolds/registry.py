@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
+from numerate.kernel.errors import shorten
 from numerate.manifolds import objects, sequence, shuffle
 from numerate.manifolds.common import CaseBase, ParamsBase, point_seed, stable_hash
 from numerate.manifolds.grading import Grade, Outcome
@@ -152,7 +153,8 @@ def get(name: str) -> AnyManifold:
         return _REGISTRY[name]
     except KeyError:
         known = ", ".join(sorted(_REGISTRY))
-        raise UnknownManifoldError(f"unknown manifold {name!r} (known: {known})") from None
+        shown = shorten(repr(name))  # a name from a file: any size
+        raise UnknownManifoldError(f"unknown manifold {shown} (known: {known})") from None
 
 
 def names() -> list[str]:

@@ -61,6 +61,23 @@ def test_grade_names_the_bad_line(tmp_path, content, message):
     assert not out.exists()  # nothing written
 
 
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"manifold": "m" * 3_000_000},  # was said whole: 3 MB
+        {"params": {"k" * 3_000_000: 1}},
+        {"params": {"\x1b]0;PWN\x07": 1}},  # reached the terminal raw: it set its title
+    ],
+)
+def test_grade_names_a_field_of_any_size_or_with_escapes_in_a_short_escaped_line(tmp_path, changes):
+    line = {**cases_file(tmp_path, count=1)[0], "response": "x", **changes}
+    source = tmp_path / "bad.jsonl"
+    source.write_text(json.dumps(line) + "\n")
+    result = runner.invoke(app, ["grade", str(source)])
+    assert result.exit_code == 2
+    assert len(result.stderr) < 1_000 and "\x1b" not in result.stderr
+
+
 def test_grade_refuses_a_line_without_response_and_a_non_utf8_file(tmp_path):
     case = cases_file(tmp_path, count=1)[0]
     source = tmp_path / "x.jsonl"

@@ -132,6 +132,18 @@ def test_bad_values_name_their_field(changes, message):
     assert str(info.value).startswith("sweep config x.yaml: ")
 
 
+def test_a_key_of_any_size_or_with_escapes_is_named_in_a_line_a_terminal_shows_as_it_is():
+    """A config's keys are the user's file: a 3 MB key was said whole (3 MB on standard
+    error), and a key holding an escape sequence reached the terminal raw (it could set its
+    title or clear it). A key is now cut, and one holding such characters written escaped."""
+    long_key, escape_key = "C" * 3_000_000, "\x1b]0;PWNED\x07"
+    with pytest.raises(ConfigError) as info:
+        parse_sweep_config(base(**{long_key: 1, escape_key: 1}), "sweep config x.yaml")
+    said = str(info.value)
+    assert len(said) < 400
+    assert "CCCCCCCCCC" in said and "\x1b" not in said and "'\\x1b]0;PWNED\\x07'" in said
+
+
 def test_yaml_errors_say_where(tmp_path):
     path = tmp_path / "s.yaml"
     path.write_text("name: x\nmodels:\n  - name: a\n   model: b\n")
