@@ -191,6 +191,7 @@ def migrate(con: Any) -> int:
         )
     _refuse_views_for_tables(con)
     replay(con, found)
+    _refuse_changed_tables(con)
     return found
 
 
@@ -273,6 +274,56 @@ def _refuse_views_for_tables(con: Any) -> None:
             f"{views[0][0]} is a view where numerate keeps a table: the database was changed "
             "by hand; restore the file from a copy"
         )
+
+
+def _refuse_changed_tables(con: Any) -> None:
+    """StoreError when one of numerate's tables, or a column of one, is missing (a database
+    changed by hand: `run` and `regrade` ended in DuckDB's traceback, and `upgrade` said it
+    was up to date). Tables and columns of the user's own, beside numerate's, are left be."""
+    rows = con.execute(
+        "SELECT table_name, column_name FROM duckdb_columns() WHERE database_name = "
+        "current_database() AND table_name IN (SELECT table_name FROM duckdb_tables() "
+        "WHERE database_name = current_database())"
+    ).fetchall()
+    held: dict[str, set[str]] = {}
+    for table, column in rows:
+        held.setdefault(table, set()).add(column)
+    for table, expected in sorted(expected_columns().items()):
+        lacking = sorted(expected - held.get(table, set()))
+        if lacking:
+            what = (
+                f"table {table} is missing"
+                if table not in held
+                else (f"table {table} lacks its column {lacking[0]}")
+            )
+            raise StoreError(
+                f"{what} (schema version {SCHEMA_VERSION} has it): the database was changed "
+                "by hand; restore the file from a copy"
+            )
+
+
+_columns: dict[str, frozenset[str]] = {}
+
+
+def expected_columns() -> dict[str, frozenset[str]]:
+    """Each table's columns at SCHEMA_VERSION, as `current_schema` makes them (once a
+    process)."""
+    if not _columns:
+        import duckdb
+
+        with duckdb.connect() as scratch:
+            for statement in current_schema():
+                scratch.execute(statement)
+            rows = scratch.execute(
+                "SELECT table_name, column_name FROM duckdb_columns() WHERE database_name = "
+                "current_database() AND table_name IN (SELECT table_name FROM duckdb_tables() "
+                "WHERE database_name = current_database())"
+            ).fetchall()
+        made: dict[str, set[str]] = {}
+        for table, column in rows:
+            made.setdefault(table, set()).add(column)
+        _columns.update({table: frozenset(names) for table, names in made.items()})
+    return dict(_columns)
 
 
 @contextlib.contextmanager
