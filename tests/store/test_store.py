@@ -222,18 +222,28 @@ def test_a_database_whose_making_is_stopped_is_not_left_behind(tmp_path, monkeyp
     assert kept.exists()  # there before: never removed
 
 
-def test_a_view_in_place_of_one_of_numerate_s_tables_is_refused_by_writers(tmp_path):
-    """The second hostile pass: `runs` made a view (over `runs_real` and a file elsewhere):
-    `numerate run` ended in DuckDB's `runs is not a table` (a traceback), and ingest read the
-    file through the view, with file access on."""
+def changed_by_hand(tmp_path, *statements):
+    """A new results database, then these statements run on it outside numerate."""
     db = str(tmp_path / "x.duckdb")
     Store.open(db)
     Store.close_all()
     con = duckdb.connect(db)
-    con.execute("ALTER TABLE runs RENAME TO runs_real")
-    con.execute("CREATE VIEW runs AS SELECT * FROM runs_real")
-    con.execute("CREATE VIEW my_own_view AS SELECT 1")  # an analyst's view: welcome
+    for statement in statements:
+        con.execute(statement)
     con.close()
+    return db
+
+
+def test_a_view_in_place_of_one_of_numerate_s_tables_is_refused_by_writers(tmp_path):
+    """The second hostile pass: `runs` made a view (over `runs_real` and a file elsewhere):
+    `numerate run` ended in DuckDB's `runs is not a table` (a traceback), and ingest read the
+    file through the view, with file access on."""
+    db = changed_by_hand(
+        tmp_path,
+        "ALTER TABLE runs RENAME TO runs_real",
+        "CREATE VIEW runs AS SELECT * FROM runs_real",
+        "CREATE VIEW my_own_view AS SELECT 1",  # an analyst's view: welcome
+    )
     with pytest.raises(StoreError, match="runs is a view where numerate keeps a table"):
         Store.open(db)
 
@@ -249,13 +259,10 @@ def test_a_table_or_column_removed_by_hand_is_said_not_met_midway(tmp_path, chan
     """A hostile pass: `run` and `regrade` on such a file ended in DuckDB's traceback (exit 1)
     after a sweep, and `upgrade` said the file was up to date. A table or a column of one's
     own beside numerate's is welcome."""
-    db = str(tmp_path / "x.duckdb")
-    Store.open(db)
-    Store.close_all()
-    con = duckdb.connect(db)
-    con.execute("CREATE TABLE my_notes (note VARCHAR)")
-    con.execute("ALTER TABLE points ADD COLUMN my_flag BOOLEAN")
-    con.close()
+    db = changed_by_hand(
+        tmp_path, "CREATE TABLE my_notes (note VARCHAR)",
+        "ALTER TABLE points ADD COLUMN my_flag BOOLEAN",
+    )  # fmt: skip
     Store.open(db).query("SELECT count(*) FROM my_notes")  # opens as it is
     Store.close_all()
     con = duckdb.connect(db)
