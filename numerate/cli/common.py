@@ -7,6 +7,7 @@ Imports stay inside functions: `numerate --help` must answer fast and never load
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from numerate.store.queries import Source
     from numerate.store.reader import Reader
 
-from numerate.kernel.errors import ConfigError, NumerateError
+from numerate.kernel.errors import EXIT_FAILED_FOR_NOW, ConfigError, NumerateError
 
 Format = Literal["table", "csv", "json", "markdown"]
 FORMATS: tuple[Format, ...] = ("table", "csv", "json", "markdown")
@@ -65,8 +66,9 @@ def fail(message: str | BaseException, code: int | None = None) -> NoReturn:
 
 def write_output(path: Path, content: Content) -> None:
     """Write a command's output file atomically (kernel.files.write_atomically, the one way
-    numerate writes output files); a path that cannot be written (a folder, no permission, a
-    full disk) is one error line and exit 2, and leaves nothing behind."""
+    numerate writes output files); a path that cannot be written (a folder, no permission) is
+    one error line and exit 2, a full disk one line and exit 3 (the machine's, not the
+    path's), and either leaves nothing behind."""
     from numerate.kernel.files import OutputPathError, write_atomically
 
     try:
@@ -76,7 +78,8 @@ def write_output(path: Path, content: Content) -> None:
     except ConfigError as error:
         fail(error)
     except OSError as error:
-        fail(f"cannot write {path}: {error.strerror or error}")
+        full = error.errno == errno.ENOSPC
+        fail(f"cannot write {path}: {error.strerror or error}", EXIT_FAILED_FOR_NOW if full else 2)
 
 
 def a_path(text: str) -> Path:

@@ -121,10 +121,20 @@ def _file_errors(path: str, spill: str) -> Iterator[None]:
                 f"results database {path}: DuckDB could not write where it spills what does "
                 f"not fit in {WRITER_MEMORY} of memory ({first_line(error)})"
             ) from None
+        if NO_SPACE in str(error):  # the disk, not the file: exit 3, and no "damaged?"
+            raise StoreFailedForNow(
+                f"results database {path}: the disk is full ({file_fault(error)}); free some "
+                "space, and the same command goes on"
+            ) from None
         raise StoreError(
             f"results database {path} cannot be read or written: {file_fault(error)} "
             "(a damaged or truncated file?)"
         ) from None
+
+
+NO_SPACE = os.strerror(errno.ENOSPC)
+"""How the system says a disk is full ("No space left on device"), which DuckDB's IO errors
+quote."""
 
 
 def folder_problem(folder: Path) -> None:

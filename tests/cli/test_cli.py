@@ -213,3 +213,24 @@ def test_prefect_s_words_for_a_run_a_signal_crashed_are_those_numerate_knows(sto
     assert any(words in state.message for words in STOPPED_RUN_WORDS), state.message
     failed = asyncio.run(exception_to_crashed_state(ValueError("a generator failed")))
     assert not any(words in failed.message for words in STOPPED_RUN_WORDS)
+
+
+def test_an_output_file_on_a_full_disk_is_the_machine_s_failure_not_bad_input(
+    tmp_path, monkeypatch
+):
+    """A hostile pass: `--out` on a full disk exited 2 (bad input: "nothing was run"), where
+    the exit codes say 3 for a full disk. A path that cannot be written stays 2."""
+    import errno
+    import os
+
+    from numerate.kernel import files
+
+    def full(path, content):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(files, "write_atomically", full)
+    out = tmp_path / "g.jsonl"
+    result = runner.invoke(app, ["generate", "objects", "--count", "2", "--out", str(out)])
+    assert result.exit_code == 3, result.output
+    assert f"cannot write {out}: No space left on device" in result.stderr
+    assert not out.exists()

@@ -453,3 +453,16 @@ def test_duckdb_out_of_memory_is_said_in_a_line_however_it_comes(error, cause):
     assert said.endswith(f"({cause})") and "damaged" not in said, said
     assert "\n" not in said
     assert raised.value.exit_code == 3  # the input was good: every command says so (numgen: 2)
+
+
+def test_a_full_disk_is_said_as_one_not_as_a_damaged_file():
+    """A hostile pass: a database made on a full disk was "cannot be read or written: ...
+    No space left on device (a damaged or truncated file?)", exit 2, as for a bad file."""
+    from numerate.store.writer import _file_errors
+
+    full = duckdb.IOException('IO Error: Could not write file "r.duckdb": No space left on device')
+    with pytest.raises(StoreError) as raised, _file_errors("r.duckdb", "/tmp/spill"):
+        raise full
+    said = str(raised.value)
+    assert said.startswith("results database r.duckdb: the disk is full (")
+    assert "damaged" not in said and raised.value.exit_code == 3
