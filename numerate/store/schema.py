@@ -228,6 +228,8 @@ def replay(con: Any, found: int) -> None:
 
 
 _current: list[str] = []
+_columns: dict[str, frozenset[str]] = {}
+"""Each table's columns at SCHEMA_VERSION, made with `_current` (once a process)."""
 
 
 def current_schema() -> list[str]:
@@ -248,6 +250,8 @@ def current_schema() -> list[str]:
                 "SELECT sql FROM duckdb_views() WHERE database_name = current_database() "
                 "AND NOT internal ORDER BY view_name"
             ).fetchall()
+            _columns.update(_columns_of(scratch))
+            _columns.pop("schema_migrations", None)
         _current.extend(statement for (statement,) in made)
     return list(_current)
 
@@ -280,15 +284,9 @@ def _refuse_changed_tables(con: Any) -> None:
     """StoreError when one of numerate's tables, or a column of one, is missing (a database
     changed by hand: `run` and `regrade` ended in DuckDB's traceback, and `upgrade` said it
     was up to date). Tables and columns of the user's own, beside numerate's, are left be."""
-    rows = con.execute(
-        "SELECT table_name, column_name FROM duckdb_columns() WHERE database_name = "
-        "current_database() AND table_name IN (SELECT table_name FROM duckdb_tables() "
-        "WHERE database_name = current_database())"
-    ).fetchall()
-    held: dict[str, set[str]] = {}
-    for table, column in rows:
-        held.setdefault(table, set()).add(column)
-    for table, expected in sorted(expected_columns().items()):
+    held = _columns_of(con)
+    current_schema()  # what a database of SCHEMA_VERSION holds (_columns)
+    for table, expected in sorted(_columns.items()):
         lacking = sorted(expected - held.get(table, set()))
         if lacking:
             what = (
@@ -302,28 +300,17 @@ def _refuse_changed_tables(con: Any) -> None:
             )
 
 
-_columns: dict[str, frozenset[str]] = {}
-
-
-def expected_columns() -> dict[str, frozenset[str]]:
-    """Each table's columns at SCHEMA_VERSION, as `current_schema` makes them (once a
-    process)."""
-    if not _columns:
-        import duckdb
-
-        with duckdb.connect() as scratch:
-            for statement in current_schema():
-                scratch.execute(statement)
-            rows = scratch.execute(
-                "SELECT table_name, column_name FROM duckdb_columns() WHERE database_name = "
-                "current_database() AND table_name IN (SELECT table_name FROM duckdb_tables() "
-                "WHERE database_name = current_database())"
-            ).fetchall()
-        made: dict[str, set[str]] = {}
-        for table, column in rows:
-            made.setdefault(table, set()).add(column)
-        _columns.update({table: frozenset(names) for table, names in made.items()})
-    return dict(_columns)
+def _columns_of(con: Any) -> dict[str, frozenset[str]]:
+    """Each table of the database and its columns (views left out)."""
+    rows = con.execute(
+        "SELECT table_name, column_name FROM duckdb_columns() WHERE database_name = "
+        "current_database() AND table_name IN (SELECT table_name FROM duckdb_tables() "
+        "WHERE database_name = current_database())"
+    ).fetchall()
+    held: dict[str, set[str]] = {}
+    for table, column in rows:
+        held.setdefault(table, set()).add(column)
+    return {table: frozenset(columns) for table, columns in held.items()}
 
 
 @contextlib.contextmanager

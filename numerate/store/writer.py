@@ -502,10 +502,11 @@ class Store(Tables):
     ) -> dict[str, CompletionRow]:
         """Tables.get_completions, with the answers this process received and has not
         written yet (its journal): a session that begins inside another's hold does not write
-        them first, and a batch that missed them paid for the same request again (25 of
-        30,000 requests in an oracle sweep). Those of the database stay where it has one
-        (the first copy of a run's answer is the one kept, `KEYS`), but an answer of any run
-        (`run_id` None) is the latest: this process's."""
+        them first, and a batch that missed them would pay for the same request again (with
+        numerate.endpoints.answering.BeingAsked, which covers the requests still being
+        asked). Those of the database stay where it has one (the first copy of a run's answer
+        is the one kept, `KEYS`), but an answer of any run (`run_id` None) is the latest: this
+        process's."""
         hashes = list(request_hashes)
         # the journal first: a row written meanwhile leaves it only once in the database
         received = self._journal.received("completions") if self._journal is not None else []
