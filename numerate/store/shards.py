@@ -277,11 +277,13 @@ def _complete_runs(results_dir: str) -> list[str]:
     if not fs.isdir(root):
         kind = "a file" if fs.isfile(root) else "something else"
         raise ConfigError(f"results location {results_dir} is {kind}, not a folder of run shards")
-    runs = []
-    for entry in fs.ls(root, detail=False):
-        if fs.exists(f"{entry}/{SUCCESS}"):
-            runs.append(PurePosixPath(entry).name)
-    return sorted(runs)
+    # a local marker that is a link counts (never followed): ingest refuses its run, named
+    exists = getattr(fs, "lexists", fs.exists)
+    return sorted(
+        PurePosixPath(entry).name
+        for entry in fs.ls(root, detail=False)
+        if exists(f"{entry}/{SUCCESS}")
+    )
 
 
 def require_complete_runs(results_dir: str) -> list[str]:
@@ -348,6 +350,8 @@ def ingest(store: Store, results_dir: str, grade: Callable[[Store, str], object]
         source = f"{results_dir.rstrip('/')}/{run_id}"
         with tempfile.TemporaryDirectory(prefix="numerate-ingest-") as local:
             try:
+                if local_files is not None:  # a marker that is a link: refused, as a shard
+                    local_files.open(f"{run_id}/{SUCCESS}").close()
                 for table in SHARD_TABLES:
                     shard = f"{root}/{run_id}/{table}.parquet"
                     if not fs.exists(shard):

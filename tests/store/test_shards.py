@@ -624,3 +624,26 @@ def test_a_shard_published_before_schema_14_loads_beside_the_same_cases_stored_s
     assert table(central, query.replace("?", f"'{run_id}'")) == table(
         tmp_path / "b.duckdb", query.replace("?", f"'{run_id}'")
     )
+
+
+@pytest.mark.parametrize("target", ["a file", "nothing"])
+def test_a_marker_that_is_a_link_out_of_the_location_is_not_followed(published, tmp_path, target):
+    """A local results location: a run whose _SUCCESS marker is a symbolic link (to a file
+    elsewhere, or to nothing) is skipped and named, as a shard that is a link is; its
+    existence was once tested through the link."""
+    import os
+
+    run_id, shared = a_copy_of(published, tmp_path)
+    marker = shared / run_id / SUCCESS
+    marker.unlink()
+    elsewhere = tmp_path / "elsewhere"
+    if target == "a file":
+        elsewhere.write_bytes(b"")
+    os.symlink(elsewhere, marker)
+    central = tmp_path / "central.duckdb"
+    result = CliRunner().invoke(app, ["ingest", str(shared), "--db", str(central)])
+    assert result.exit_code == 3, result.output
+    assert f"warning: skipped run {run_id}: {marker}: a symbolic link; numerate follows no" in (
+        result.stderr
+    )
+    assert not central.exists()
