@@ -165,7 +165,7 @@ def parse_assignments(assignments: list[str]) -> dict[str, Any]:
     """`key=value` pairs; values are read as JSON where they parse ("8", "0.5", "true",
     "\\"\\\\n\\""), else as plain strings ("ROMAN"); within the bounds of kernel.inputs
     (length, depth and digits)."""
-    from numerate.kernel.errors import shorten
+    from numerate.kernel.errors import field_path, shorten
     from numerate.kernel.inputs import MAX_OPTION_CHARS, json_value
 
     values: dict[str, Any] = {}
@@ -178,10 +178,11 @@ def parse_assignments(assignments: list[str]) -> dict[str, Any]:
         key, sep, raw = assignment.partition("=")
         if not sep or not key.strip():
             raise ConfigError(f"--set expects key=value, got {shorten(repr(assignment))}")
+        shown = f"--set {field_path([key.strip()])}"  # escaped and cut, as a config's keys
         if key.strip() in values:
-            raise ConfigError(f"--set {shorten(key.strip())}: given twice; give it once")
+            raise ConfigError(f"{shown}: given twice; give it once")
         try:
-            values[key.strip()] = json_value(raw, f"--set {shorten(key.strip())}", MAX_OPTION_CHARS)
+            values[key.strip()] = json_value(raw, shown, MAX_OPTION_CHARS)
         except json.JSONDecodeError:
             values[key.strip()] = raw
     return values

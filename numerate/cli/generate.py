@@ -30,7 +30,7 @@ def generate(
     """Generate test cases as JSON Lines, one case a line."""
     from pydantic import ValidationError
 
-    from numerate.kernel.errors import describe_validation_error, shorten
+    from numerate.kernel.errors import MAX_PART, describe_validation_error, shorten
     from numerate.kernel.inputs import MAX_SEED
     from numerate.manifolds import registry
 
@@ -41,14 +41,15 @@ def generate(
             raise ConfigError(f"--seed {seed}: a seed is a whole number from 0 to {MAX_SEED}")
         values = parse_assignments(set_ or [])
         if "count" in values:
-            raise ConfigError(
-                f"--set count={values['count']}: give the number of cases with --count"
-            )
+            raise ConfigError("--set count=...: give the number of cases with --count")
         values["count"] = count
         unknown = sorted(set(values) - set(spec.params_model.model_fields))
         if unknown:
             known = ", ".join(spec.params_model.model_fields)
-            raise ConfigError(f"{manifold} has no parameter {unknown[0]!r} (parameters: {known})")
+            raise ConfigError(
+                f"{manifold} has no parameter {shorten(repr(unknown[0]), MAX_PART)} "
+                f"(parameters: {known})"
+            )
         try:
             params = spec.params(**values)
         except ValidationError as error:

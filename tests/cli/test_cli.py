@@ -82,7 +82,7 @@ def test_set_values_are_typed_and_same_seed_same_output():
         (["generate", "objects", "--set", "length"], "key=value"),
         (["generate", "objectz"], "unknown manifold 'objectz'"),
         (["generate", "sequence", "--set", "num_rules=5", "--set", "rule_enable=2"], "num_rules=5"),
-        (["generate", "objects", "--set", "count=5"], "--set count=5: give the number of cases"),
+        (["generate", "objects", "--set", "count=5"], "--set count=...: give the number of cases"),
         (["generate", "objects", "--set", "length=3", "--set", "length=4"], "given twice"),
         (["generate", "objects", "--set", "length=true"], "--set length=true: Input should be a"),
         (["generate", "objects", "--set", 'length="3"'], '--set length="3": Input should be a'),
@@ -97,6 +97,21 @@ def test_bad_input_gives_one_clear_error(args, message):
     assert result.stdout == ""
     assert message in result.stderr
     assert result.stderr.startswith("error: ")
+
+
+@pytest.mark.parametrize(
+    "given",
+    ["k\x1b]0;owned\x07=1", "k" * 90_000 + "=1", "length=\x1b[31m", "length=" + "x" * 90_000],
+)
+def test_a_set_key_or_value_is_shown_escaped_and_cut(given):
+    """`generate --set`: an unknown key of 90 KB came out whole on standard error, and a key
+    or a value holding an escape sequence reached the terminal as it was."""
+    result = runner.invoke(app, ["generate", "objects", "--set", given])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: ") and len(result.stderr) < 400, result.stderr[:400]
+    assert "\x1b" not in result.stderr
+    twice = runner.invoke(app, ["generate", "objects", "--set", given, "--set", given])
+    assert twice.exit_code == 2 and "given twice" in twice.stderr and "\x1b" not in twice.stderr
 
 
 def test_help_imports_nothing_heavy():
