@@ -239,7 +239,10 @@ class BeingAsked:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()  # batches may run on threads of their own
-        self._asking: dict[tuple[str, str], concurrent.futures.Future[Completion | None]] = {}
+        self._asking: dict[tuple[str, str], concurrent.futures.Future[Completion | None] | None]
+        self._asking = {}
+        """The claimed requests: the future of their answer once a batch waits for it (None
+        until then: few requests are waited for, and a future costs a lock)."""
 
     @contextlib.contextmanager
     def claimed(self, run_id: str, keys: Iterable[str]) -> Iterator[Claims]:
@@ -248,12 +251,14 @@ class BeingAsked:
         claims = Claims(self, run_id)
         with self._lock:
             for key in keys:
-                asked = self._asking.get((run_id, key))
-                if asked is None:
-                    self._asking[run_id, key] = concurrent.futures.Future()
+                if (run_id, key) not in self._asking:
+                    self._asking[run_id, key] = None
                     claims.open.add(key)
-                else:
-                    claims.beside[key] = asked
+                    continue
+                asked = self._asking[run_id, key]
+                if asked is None:
+                    asked = self._asking[run_id, key] = concurrent.futures.Future()
+                claims.beside[key] = asked
         try:
             yield claims
         finally:
@@ -263,7 +268,8 @@ class BeingAsked:
     def _settle(self, run_id: str, key: str, completion: Completion | None) -> None:
         with self._lock:
             asked = self._asking.pop((run_id, key))
-        asked.set_result(completion)
+        if asked is not None:
+            asked.set_result(completion)
 
 
 @dataclass
