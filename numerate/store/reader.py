@@ -30,7 +30,7 @@ from numerate.store import access, lake
 from numerate.store.access import lock_timeout_s
 from numerate.store.duckdb_words import is_cut_short_at_open, is_interrupted, sql_literal
 from numerate.store.journal import live_owners
-from numerate.store.schema import SCHEMA_VERSION, DatabaseFault
+from numerate.store.schema import SCHEMA_VERSION, DatabaseFault, missing_views
 
 if TYPE_CHECKING:
     import polars as pl
@@ -306,6 +306,12 @@ class Reader:
             raise ConfigError(
                 f"{self.path} has schema version {found}, this numerate reads version "
                 f"{SCHEMA_VERSION}: {upgrade}"
+            )
+        missing = missing_views(self.con)
+        if missing:
+            raise ConfigError(
+                f"{self.path} lacks numerate's view {missing[0]} (dropped by hand): "
+                f"`numerate upgrade --db {self.path}` makes it again"
             )
 
     def query(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:

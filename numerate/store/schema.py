@@ -192,6 +192,7 @@ def migrate(con: Any) -> int:
     _refuse_views_for_tables(con)
     replay(con, found)
     _refuse_changed_tables(con)
+    _restore_views(con)
     return found
 
 
@@ -262,6 +263,32 @@ TABLES = frozenset({
     "numgen_metrics", "numgen_targets",
 })  # fmt: skip
 """numerate's tables (docs/schema.md): never a view of the same name."""
+
+VIEWS = frozenset({"leaderboard", "numgen_leaderboard", "numgen_calibration"})
+"""numerate's views (docs/schema.md): derived from the tables, so one dropped by hand is made
+again by the next command that writes (`numerate upgrade`), and readers ask for that."""
+
+
+def missing_views(con: Any) -> list[str]:
+    """numerate's views that the database lacks (dropped by hand), sorted."""
+    held = con.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_catalog = current_database()"
+    ).fetchall()
+    return sorted(VIEWS - {name for (name,) in held})
+
+
+def _restore_views(con: Any) -> None:
+    """Make again the views of numerate's that were dropped (by hand: they hold no row)."""
+    missing = missing_views(con)
+    if missing:
+        with transaction(con):
+            for statement in current_schema():
+                if statement.startswith("CREATE VIEW ") and _view_name(statement) in missing:
+                    con.execute(statement)
+
+
+def _view_name(statement: str) -> str:
+    return statement.removeprefix("CREATE VIEW ").split(" ", 1)[0]
 
 
 def _refuse_views_for_tables(con: Any) -> None:

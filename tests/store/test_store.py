@@ -4,6 +4,7 @@ import os
 import duckdb
 import pytest
 
+from numerate.kernel.errors import ConfigError
 from numerate.store import Store, StoreError
 from numerate.store.schema import MIGRATIONS, SCHEMA_VERSION, migrate
 from tests.store.old_schema import database_at_version
@@ -270,6 +271,24 @@ def test_a_table_or_column_removed_by_hand_is_said_not_met_midway(tmp_path, chan
     con.close()
     with pytest.raises(StoreError, match=f"{said} .*changed by hand; restore the file"):
         Store.open(db)
+
+
+def test_the_views_are_numerate_s_and_one_dropped_by_hand_is_asked_for_then_made_again(tmp_path):
+    """A hostile pass: with `numgen_leaderboard` dropped, `numgen report` said DuckDB's
+    "Catalog Error: Table with name numgen_leaderboard does not exist!", and `upgrade` that the
+    file was up to date. Readers now name the view and the command that makes it again."""
+    from numerate.store.reader import Reader
+    from numerate.store.schema import VIEWS, current_schema
+
+    made = {s.split(" ")[2] for s in current_schema() if s.startswith("CREATE VIEW ")}
+    assert made == VIEWS  # what readers look for is what the migrations make
+    db = changed_by_hand(tmp_path, "DROP VIEW numgen_leaderboard", "DROP VIEW leaderboard")
+    with pytest.raises(ConfigError, match=r"lacks numerate's view leaderboard \(dropped by hand"):
+        Reader.open(db)
+    Store.open(db)  # a writer (`numerate upgrade`) makes them again
+    Store.close_all()
+    with Reader.open(db) as reader:
+        assert reader.query("SELECT count(*) FROM numgen_leaderboard") == [(0,)]
 
 
 def test_a_version_13_database_keeps_each_prompt_once_through_migration_14(tmp_path):
