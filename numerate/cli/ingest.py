@@ -28,9 +28,10 @@ def ingest(
     db = results_db(db)
     started = datetime.now(UTC)
     try:
-        with shards.as_location(results_dir) as location:  # a database file: its runs' shards
-            shards.require_complete_runs(location)  # before the database is made
+        with shards.as_location(results_dir) as (location, refused):  # a database file: its
+            shards.require_complete_runs(location)  # runs' shards; before the database is made
             done = ingest_graded(store := Store.open(db), location)
+            done.skipped[:0] = refused
             discarded = not done.loaded and done.skipped and store.discard_if_unused()
     except NumerateError as error:
         fail(error)

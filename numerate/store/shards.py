@@ -74,7 +74,10 @@ def _filesystem(results_dir: str) -> tuple[Any, str]:
 
 
 def publish_run(store: Store, run_id: str, results_dir: str) -> str:
-    """Export a run's rows to `<results_dir>/<run_id>/`; returns that folder."""
+    """Export a run's rows to `<results_dir>/<run_id>/`; returns that folder. A run id that
+    is no name (`../x`: a database changed by hand) is a ConfigError, nothing written."""
+    if name_problem("run_id", run_id):
+        raise ConfigError(f"run id {_shown_id(run_id)}: {_NO_RUN_ID}")
     fs, root = _filesystem(results_dir)
     folder = f"{root}/{run_id}"
     with tempfile.TemporaryDirectory(prefix="numerate-shards-") as local:
@@ -86,14 +89,25 @@ def publish_run(store: Store, run_id: str, results_dir: str) -> str:
     return folder
 
 
+_NO_RUN_ID = f"no run id ({NAMES['run_id'][1]})"
+
+
+def _shown_id(run_id: str) -> str:
+    """A run id that is no name, as a line shows it: escaped, as `repr` writes it, and cut."""
+    return shorten(repr(run_id), 80)
+
+
 @contextlib.contextmanager
-def as_location(source: str) -> Iterator[str]:
-    """A results location to ingest from: `source` itself, or, where it is a results database
-    file, a temporary folder holding its finished runs as shards (moving a file's runs into a
-    lake, or another file: each run once, checked and graded like any worker's shards)."""
+def as_location(source: str) -> Iterator[tuple[str, list[tuple[str, str]]]]:
+    """A results location to ingest from, and the runs refused before it (shown, why):
+    `source` itself, or, where it is a results database file, a temporary folder holding its
+    finished runs as shards (moving a file's runs into a lake, or another file: each run
+    once, checked and graded like any worker's shards). A run whose id is no name (`../x`,
+    changed by hand) is refused, its folder never named."""
     if not (Path(source).is_file() and is_duckdb_database(Path(source))):
-        yield source
+        yield source, []
         return
+    refused: list[tuple[str, str]] = []
     with tempfile.TemporaryDirectory(prefix="numerate-moving-") as folder:
         origin = Store.open(source)
         try:
@@ -101,12 +115,16 @@ def as_location(source: str) -> Iterator[str]:
                 "SELECT run_id FROM runs WHERE status = 'finished' ORDER BY started_at"
             )
             for (run_id,) in finished:
+                if name_problem("run_id", run_id):
+                    refused.append((_shown_id(run_id), f"its id is {_NO_RUN_ID}"))
+                    continue
                 publish_run(origin, run_id, folder)
         finally:
             Store.release(source)
-        if not finished:
-            raise ConfigError(f"results database {source} holds no finished run to load")
-        yield folder
+        if len(refused) == len(finished):
+            why = f" (run {refused[0][0]}: its id is {_NO_RUN_ID})" if refused else ""
+            raise ConfigError(f"results database {source} holds no finished run to load{why}")
+        yield folder, refused
 
 
 def _publish_file(fs: Any, source: str | None, destination: str) -> None:
@@ -336,11 +354,8 @@ def ingest(store: Store, results_dir: str, grade: Callable[[Store, str], object]
     local_files = _confined(fs, root)
     done = Ingested()
     for run_id in complete_runs(results_dir):
-        if name_problem("run_id", run_id):  # a folder no run of numerate's is named: shown
-            rule = NAMES["run_id"][1]  # escaped, as `repr` writes it
-            done.skipped.append(
-                (shorten(repr(run_id), 80), f"its folder's name is no run id ({rule})")
-            )
+        if name_problem("run_id", run_id):  # a folder no run of numerate's is named
+            done.skipped.append((_shown_id(run_id), f"its folder's name is {_NO_RUN_ID}"))
             continue
         if ingested(store, run_id):
             continue

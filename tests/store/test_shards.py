@@ -647,3 +647,40 @@ def test_a_marker_that_is_a_link_out_of_the_location_is_not_followed(published, 
         result.stderr
     )
     assert not central.exists()
+
+
+def test_a_run_of_a_moved_database_whose_id_is_a_path_writes_nothing_outside(
+    two_runs_in_one, tmp_path
+):
+    """A hostile pass: a database file whose run id was changed by hand to `../../<a folder
+    elsewhere>` had that run's shards written there (a file there replaced) as its runs were
+    moved, before the id was refused. Now the run is skipped, named escaped, and the other
+    moved as before."""
+    import os
+    import shutil
+    import tempfile
+
+    import duckdb
+
+    db, run_id = two_runs_in_one
+    elsewhere = tmp_path / "elsewhere"
+    climb = "../" * (len(Path(tempfile.gettempdir()).resolve().parts) + 1)
+    hostile = climb + str(elsewhere)[1:] + "\x1b]0;x"
+    copy = tmp_path / "moved.duckdb"
+    shutil.copy(db, copy)
+    con = duckdb.connect(str(copy))
+    tables = con.execute(
+        "SELECT DISTINCT table_name FROM duckdb_columns() WHERE column_name = 'run_id' "
+        "AND table_name IN (SELECT table_name FROM duckdb_tables())"
+    ).fetchall()
+    for (table,) in tables:
+        con.execute(f"UPDATE {table} SET run_id = ? WHERE run_id = ?", [hostile, run_id])
+    con.close()
+    central = tmp_path / "central.duckdb"
+    result = CliRunner().invoke(app, ["ingest", str(copy), "--db", str(central)])
+    assert result.exit_code == 3, result.output
+    assert not os.path.lexists(tmp_path / "elsewhere\x1b]0;x") and not elsewhere.exists()
+    assert "\x1b" not in result.output
+    assert "warning: skipped run '../" in result.stderr
+    assert "its id is no run id (letters, digits" in result.stderr
+    assert "ingested 1 run(s)" in result.stdout
