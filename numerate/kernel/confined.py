@@ -37,6 +37,8 @@ class LeadsOutside(NumerateError):
         why = f"; numerate follows no link out of {folder}" if what == LINK else ""
         super().__init__(f"{folder / relative}: {what}{why}")
         self.relative = relative
+        self.what = f"{what}{why}"
+        """What it is, without its path (`a symbolic link; numerate follows no link ...`)."""
 
 
 LINK = "a symbolic link"

@@ -22,11 +22,14 @@ claimed in its PostgreSQL, from any machine: numerate.store.lake.claim_run).
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
+import io
 import json
 import os
 import socket
+import stat
 import threading
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -37,6 +40,7 @@ from typing import IO, Any
 
 import orjson
 
+from numerate.kernel.confined import Confined, LeadsOutside
 from numerate.kernel.errors import shorten
 from numerate.store.lake import is_lake
 from numerate.store.schema import JOURNALED, StoreError
@@ -255,27 +259,43 @@ def text_bytes(row: Mapping[str, object]) -> int:
     )  # fmt: skip
 
 
+MAX_LINE = 32 * 2**20
+"""Characters a journal line holds at most: a row's answer and reasoning are cut to
+numerate.kernel.answers.MAX_ANSWER_CHARS each (a few MB as JSON at most); a longer line is no
+row numerate wrote, and is not read into memory whole."""
+
+
 def read_segment(path: Path) -> Rows:
-    """A segment's rows; a last line cut short (the writer died mid-line) is left out.
+    """A segment's rows; a last line cut short (the writer died mid-line) is left out. Read
+    as a regular file in the journal's folder, never through a link (nor from a pipe).
 
     Raises:
         StoreError: a line that is no row numerate journals (not JSON before the last line,
             another table, a row that is no mapping, a column its table lacks, a time that is
-            none), naming the file and the line.
+            none, a line longer than MAX_LINE), naming the file and the line; a file that
+            cannot be read, or is no regular file.
     """
     try:
         return _rows_of(path)
-    except OSError as error:  # a folder at its name, a file that cannot be read
+    except (OSError, LeadsOutside) as error:  # a folder or a link at its name, unreadable
+        why = error.what if isinstance(error, LeadsOutside) else error.strerror or str(error)
         raise StoreError(
-            f"journal {path} cannot be read: {error.strerror or error}; move it out of "
+            f"journal {path} cannot be read: {why}; move it out of "
             f"{path.parent} to go on (the answers it holds are then not stored)"
         ) from None
 
 
 def _rows_of(path: Path) -> Rows:
     rows: Rows = []
-    with open(path, encoding="utf-8", errors="replace") as lines:
-        for number, line in enumerate(lines, start=1):
+    with io.TextIOWrapper(
+        Confined(path.parent).open(path.name), encoding="utf-8", errors="replace"
+    ) as lines:
+        for number, line in enumerate(iter(lambda: lines.readline(MAX_LINE), ""), start=1):
+            if len(line) == MAX_LINE and not line.endswith("\n"):
+                raise StoreError(
+                    f"journal {path} line {number}: longer than {MAX_LINE:,} characters, no "
+                    f"row numerate writes; move the file out of {path.parent} to go on"
+                )
             try:
                 entry = json.loads(line)
             except ValueError:
@@ -322,12 +342,12 @@ def orphans(db: str) -> Iterator[list[Path]]:
     if not folder.is_dir():
         yield []
         return
-    held: list[tuple[IO[str], Path]] = []
+    held: list[tuple[IO[bytes], Path]] = []
     try:
         for owner in sorted(folder.glob("*.owner")):
             try:
-                file = open(owner)  # noqa: SIM115 - closed below
-            except OSError:
+                file = _owner_file(owner)
+            except (OSError, LeadsOutside):  # gone, or not numerate's: a link, a pipe
                 continue
             if _lock(file) and owner.exists():
                 held.append((file, owner))
@@ -358,13 +378,34 @@ def live_owners(db: str) -> int:
     live = 0
     for owner in folder.glob("*.owner"):
         try:
-            with open(owner) as probe:
+            with _owner_file(owner) as probe:
                 if _lock(probe):
                     continue
-        except OSError:
+        except (OSError, LeadsOutside):  # gone, or not numerate's: a link, a pipe
             continue
         live += 1
     return live
+
+
+def _claim_file(path: Path) -> IO[str]:
+    """A run's claim file, made or opened to append, without following a link at its name
+    (ELOOP) or waiting on a pipe; anything there but a regular file is refused (ENOTSUP)."""
+
+    def opener(name: str, flags: int) -> int:
+        return os.open(name, flags | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
+
+    file = open(path, "a", opener=opener)  # noqa: SIM115 - held until released
+    if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+        file.close()
+        raise OSError(errno.ENOTSUP, "not a regular file")
+    os.set_blocking(file.fileno(), True)
+    return file
+
+
+def _owner_file(owner: Path) -> IO[bytes]:
+    """An owner file of the journal's folder, open to be locked: a regular file there, never
+    reached through a link nor a pipe that would keep the open waiting (LeadsOutside)."""
+    return Confined(owner.parent).open(owner.name)
 
 
 class RunClaim:
@@ -389,7 +430,14 @@ def claim_run(db: str, run_id: str) -> RunClaim | None:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"run-{run_id}.claim"
     while True:
-        file = open(path, "a")  # noqa: SIM115 - held until released
+        try:  # never through a link planted at its name (it would make a file elsewhere)
+            file = _claim_file(path)
+        except OSError as error:
+            why = "a symbolic link" if error.errno == errno.ELOOP else error.strerror or error
+            raise StoreError(
+                f"run claim {path} cannot be made: {why}; numerate follows no link out of "
+                f"{folder}: move it out to go on"
+            ) from None
         if not _lock(file):
             file.close()
             return None

@@ -791,3 +791,65 @@ def test_a_dead_process_s_journal_past_duckdb_s_bound_is_kept_not_refused(db_pat
     monkeypatch.undo()
     stored = Store.open(db_path).get_completions([f"h{i}" for i in range(LARGE)])
     assert len(stored) == LARGE
+
+
+@pytest.mark.parametrize("planted", ["a pipe", "a link to /dev/zero", "a link to a file"])
+def test_a_journal_segment_that_is_no_file_of_numerate_s_is_refused_not_read(
+    db_path, tmp_path, planted
+):
+    """A hostile pass: a segment of a dead process's journal that was a named pipe hung every
+    command that writes (no output), a link to /dev/zero took 10 GB in 30 s, and a link to a
+    file elsewhere was read through. Each is now refused in one line naming it."""
+    folder = journal_dir(db_path)
+    folder.mkdir()
+    (folder / "h-1-aaaa.owner").touch()  # its process is gone: no lock held
+    segment = folder / "h-1-aaaa.000001.jsonl"
+    elsewhere = tmp_path / "elsewhere.jsonl"
+    elsewhere.write_text('["completions", {}]\n')
+    if planted == "a pipe":
+        os.mkfifo(segment)
+    else:
+        os.symlink("/dev/zero" if "zero" in planted else elsewhere, segment)
+    what = "not a regular file" if planted == "a pipe" else "a symbolic link; numerate follows no"
+    with pytest.raises(StoreError, match=f"journal .*h-1-aaaa.000001.jsonl cannot be read: {what}"):
+        Store.open(db_path)
+    Store.close_all()
+    assert elsewhere.read_text() == '["completions", {}]\n'
+
+
+def test_a_journal_line_longer_than_any_row_is_refused_not_read_whole(db_path, monkeypatch):
+    import numerate.store.journal as journal
+
+    monkeypatch.setattr(journal, "MAX_LINE", 1000)
+    folder = journal_dir(db_path)
+    folder.mkdir()
+    segment = folder / "h-1-aaaa.000001.jsonl"
+    segment.write_text("x" * 5000)  # no end of line: the whole file would be one line
+    with pytest.raises(StoreError, match="line 1: longer than 1,000 characters"):
+        read_segment(segment)
+
+
+def test_owner_files_that_are_links_or_pipes_are_not_numerate_s_and_hang_nothing(db_path, tmp_path):
+    """An owner file that is a pipe kept `open` waiting for a writer (every command that
+    writes hung); one that is a link was locked, and counted, through it."""
+    folder = journal_dir(db_path)
+    folder.mkdir()
+    os.mkfifo(folder / "h-1-aaaa.owner")
+    os.symlink(tmp_path / "elsewhere.owner", folder / "h-2-bbbb.owner")
+    (tmp_path / "elsewhere.owner").touch()
+    with orphans(db_path) as found:
+        assert found == []
+    assert live_owners(db_path) == 0
+    assert (tmp_path / "elsewhere.owner").exists()
+
+
+def test_a_run_claim_is_never_made_through_a_link_at_its_name(db_path, tmp_path):
+    """`open(claim, "a")` made the file a planted link names, elsewhere."""
+    store = Store.open(db_path)
+    folder = journal_dir(db_path)
+    folder.mkdir(exist_ok=True)
+    os.symlink(tmp_path / "made-elsewhere", folder / "run-r.claim")
+    with pytest.raises(StoreError, match=r"run-r\.claim cannot be made: a symbolic link"):
+        store.claim_run("r")
+    assert not (tmp_path / "made-elsewhere").exists()
+    Store.close_all()
