@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from numerate.store.queries import Source
     from numerate.store.reader import Reader
 
-from numerate.kernel.errors import EXIT_FAILED_FOR_NOW, ConfigError, NumerateError
+from numerate.kernel.errors import EXIT_FAILED_FOR_NOW, ConfigError, NumerateError, for_terminal
 
 Format = Literal["table", "csv", "json", "markdown"]
 FORMATS: tuple[Format, ...] = ("table", "csv", "json", "markdown")
@@ -58,7 +58,7 @@ def fail(message: str | BaseException, code: int | None = None) -> NoReturn:
         access.hurry(0)  # leaving: no wait on the busy database at exit (the journal keeps all)
         Store.stop_flushing()  # their warnings come before the error line, not after it
     text = redact(str(message), token_shapes=True)
-    lines = text.splitlines() or [""]  # every line says it is an error
+    lines = [for_terminal(line) for line in text.splitlines()] or [""]  # each says it is one
     with contextlib.suppress(OSError):  # a standard error that cannot be written (2>/dev/full):
         typer.echo("".join(f"error: {line}\n" for line in lines), err=True, nl=False)
     raise typer.Exit(code)  # the code says it all the same (it was 1, a traceback unseen)
@@ -242,7 +242,7 @@ def terminal_progress(description: str) -> Any:
 
 def note(said: str) -> None:
     """A note for the user, one line on standard error."""
-    typer.echo(f"note: {said}", err=True)
+    typer.echo(f"note: {for_terminal(said)}", err=True)
 
 
 def notes_to_stderr() -> Any:

@@ -129,6 +129,23 @@ MAX_PART = 60
 """Characters a part of a field's path shows at most (`field_path`)."""
 
 
+def for_terminal(line: str, limit: int = 2000) -> str:
+    """One line as a terminal may show it: a character a terminal acts on or cannot show (an
+    escape sequence's ESC, a bidi override) written escaped, as Python writes it (`\\x1b`),
+    and a line past `limit` characters cut in its middle, keeping its end (what an error says
+    of a 90 KB value it names: `error: --run <…>: no such run`)."""
+    if not line.isprintable():
+        line = "".join(c if c.isprintable() or c == "\t" else _escaped(c) for c in line)
+    if len(line) <= limit:
+        return line
+    tail = limit // 4
+    return f"{line[: limit - tail - 1]}…{line[-tail:]}"
+
+
+def _escaped(character: str) -> str:
+    return repr(character)[1:-1] if character != "'" else character
+
+
 def first_line(error: BaseException) -> str:
     """An error's first line, for a one-line message (its type's name when it has no text)."""
     return str(error).splitlines()[0] if str(error) else type(error).__name__

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from numerate.kernel.credentials import scrub_command_line
+from numerate.kernel.errors import for_terminal
 from numerate.kernel.progress import current
 from numerate.store.duckdb_words import is_lock_conflict, sql_literal
 from numerate.store.schema import StoreError, StoreFailedForNow
@@ -132,7 +133,7 @@ def _command_line(pid: int) -> str | None:
             words = words[index + 1 :]
             break
     text = scrub_command_line(" ".join(" ".join(words).split()))  # one line, no secret
-    return text if len(text) <= 100 else text[:97] + "..."
+    return for_terminal(text if len(text) <= 100 else text[:97] + "...")  # another user's
 
 
 def connect(path: str, *, read_only: bool = False, config: dict[str, Any] | None = None) -> Any:

@@ -249,3 +249,31 @@ def test_an_output_file_on_a_full_disk_is_the_machine_s_failure_not_bad_input(
     assert result.exit_code == 3, result.output
     assert f"cannot write {out}: No space left on device" in result.stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "shown"),
+    [
+        (
+            ["runs"],
+            {"NUMERATE_DB": "\x1b]0;owned\x07"},
+            "no results database at \\x1b]0;owned\\x07",
+        ),
+        (
+            ["ingest", "\x1b]0;owned\x07\u202e"],
+            {},
+            "no results location at \\x1b]0;owned\\x07\\u202e",
+        ),
+        (["runs", "--db", "k" * 90_000], {}, "…"),
+    ],
+)
+def test_every_error_line_is_escaped_and_bounded_whatever_it_quotes(tmp_path, args, env, shown):
+    """A hostile pass: an error quoting an argument, a variable or DuckDB's own message (a
+    value a database or a model put there) wrote an escape sequence raw (a terminal's title,
+    its clipboard) and a 90 KB value whole. `fail`, which every error passes, now writes what
+    a terminal acts on escaped and cuts a line to 2,000 characters, keeping its end."""
+    result = CliRunner().invoke(app, args, env=env)
+    assert result.exit_code == 2, result.output
+    assert "\x1b" not in result.stderr and "\u202e" not in result.stderr
+    assert shown in result.stderr
+    assert all(len(line) <= 2010 for line in result.stderr.splitlines())
