@@ -245,6 +245,11 @@ def note(said: str) -> None:
     typer.echo(f"note: {for_terminal(said)}", err=True)
 
 
+def warn(said: str) -> None:
+    """A warning for the user, one line on standard error (escaped and bounded, as errors)."""
+    typer.echo(f"warning: {for_terminal(said)}", err=True)
+
+
 def notes_to_stderr() -> Any:
     """A progress that shows nothing but its notes, each one line on standard error (a wait
     for the results database before a flow runs: logged, it was a Prefect warning about a

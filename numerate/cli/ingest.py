@@ -9,7 +9,7 @@ from typing import Annotated, NoReturn
 import typer
 
 from numerate.cli.app import app
-from numerate.cli.common import DB_OPTION, fail, results_db
+from numerate.cli.common import DB_OPTION, fail, results_db, warn
 from numerate.kernel.errors import NumerateError
 
 SOURCE = "Results location (folder or fsspec URL), or a results database file to move in."
@@ -43,7 +43,7 @@ def ingest(
     if done.present:
         typer.echo(f"{len(done.present)} run(s) made in {db} already: {', '.join(done.present)}")
     for run_id, reason in done.skipped:
-        typer.echo(f"warning: skipped run {run_id}: {reason}", err=True)
+        warn(f"skipped run {run_id}: {reason}")
     if done.skipped:
         nothing = f"; nothing was loaded, and {db} was not made" if discarded else ""
         fail(f"{len(done.skipped)} run(s) skipped{nothing}; fix or remove their shards and "

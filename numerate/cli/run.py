@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from numerate.cli.app import app
-from numerate.cli.common import Format, check_format, fail, path_option, print_report
+from numerate.cli.common import Format, check_format, fail, path_option, print_report, warn
 from numerate.cli.process import PROCESS
 from numerate.cli.running import RunKind, run_flow, shown_after_a_signal
 from numerate.kernel.errors import EXIT_FAILED_FOR_NOW, ConfigError, NumerateError
@@ -196,7 +196,7 @@ def say_what_preflight_found(sweep_config: SweepConfig, checked: Preflight) -> N
         raise RunFailed(nothing, run_id="")
     failures = list(checked.unusable.values())
     for warning in checked.warnings + [f"{f} (its part of the run will fail)" for f in failures]:
-        typer.echo(f"warning: {warning}", err=True)
+        warn(warning)
     if checked.resuming:
         typer.echo(
             f"resuming run {checked.resuming}: {checked.answered:,} answers already stored are "

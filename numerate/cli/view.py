@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from numerate.cli.app import app
-from numerate.cli.common import DB_HELP, fail
+from numerate.cli.common import DB_HELP, fail, warn
 from numerate.cli.process import PROCESS
 from numerate.kernel.errors import ConfigError, NumerateError
 from numerate.view.folder import ExportFolder
@@ -79,9 +79,6 @@ def export_pages(path: str, folder: ExportFolder) -> None:
         written.append(page)
         if len(written) % 200 == 0:
             typer.echo(f"  {len(written):,} pages written ...", err=True)
-
-    def warn(said: str) -> None:
-        typer.echo(f"warning: {said}", err=True)
 
     try:
         try:
