@@ -6,7 +6,9 @@ so that a page costs the same on a database of a million answers as on one of a 
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Sequence
+from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 from numerate.numgen.metrics import MAX_COUNT
@@ -294,14 +296,31 @@ def numgen_image(source: Source, run_id: str, prompt_id: str, annotated: bool) -
 
 
 def numgen_images_folder(source: Source, run_id: str) -> str | None:
-    """The folder a NumGen run's images lie in (the one their recorded files share), or None
-    when it recorded none: what the viewer serves of the run is confined to it."""
-    recorded = [
-        os.path.dirname(str(row[0]))
-        for row in source.query("SELECT path FROM numgen_images WHERE run_id = ?", [run_id])
-        if row[0] and os.path.isabs(str(row[0]))
-    ]
-    return os.path.commonpath(recorded) if recorded else None
+    """The `images` folder a NumGen run wrote its images under (`<images_dir>/images`: each
+    image at `<generator>/<file>`, an annotated one at `<generator>/annotated/<counter>/<file>`,
+    numerate.tasks.numgen.image_folder), as most of its recorded images name it; None when it
+    recorded none that numerate writes. What the viewer serves of the run is confined to it:
+    a link at its generator's folder or below is never followed, and a path the database was
+    made to hold elsewhere (`/home/x/secret.png`) is not shown."""
+    roots = Counter(
+        root
+        for (path,) in source.query(
+            "SELECT path FROM numgen_images WHERE run_id = ? AND path IS NOT NULL", [run_id]
+        )
+        if (root := _images_root(str(path)))
+    )
+    return roots.most_common(1)[0][0] if roots else None
+
+
+def _images_root(recorded: str) -> str | None:
+    """The `images` folder of a recorded image's path as numerate writes it, or None."""
+    if not os.path.isabs(recorded):
+        return None
+    path = PurePosixPath(os.path.normpath(recorded))
+    below = 4 if len(path.parts) > 5 and path.parts[-3] == "annotated" else 2
+    if len(path.parts) <= below + 1 or path.parents[below - 1].name != "images":
+        return None
+    return str(path.parents[below - 1])
 
 
 def numgen_prompts(source: Source, run_id: str) -> list[tuple[str]]:

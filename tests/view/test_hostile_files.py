@@ -57,6 +57,52 @@ def test_an_image_replaced_by_a_link_is_not_served(numgen_run):
     assert annotated.status_code in (403, 404) and SECRET not in annotated.text
 
 
+def test_a_generator_folder_replaced_by_a_link_is_not_served_nor_copied(numgen_run, tmp_path):
+    """A hostile pass: the run's images folder was the one its images share (`images/<generator>`),
+    reached through links as a user's own folder is, so a link in place of it (to a folder
+    of images elsewhere) was served, 200, and copied by an export. The folder is now
+    `<images_dir>/images`, the user's; the generator's folder in it is numerate's."""
+    import shutil
+
+    db, run_id, prompt_id, image, _ = numgen_run
+    generator = image.parent
+    elsewhere = tmp_path / "elsewhere-images"
+    shutil.copytree(generator, elsewhere)
+    os.rename(generator, generator.with_name("aside"))
+    os.symlink(elsewhere, generator)
+    served = TestClient(create_app(str(db))).get(f"/numgen/{run_id}/image/{prompt_id}")
+    assert served.status_code == 403 and "a symbolic link" in served.text
+    out = tmp_path / "export"
+    done = runner.invoke(app, ["view", "--db", str(db), "--export", str(out)])
+    assert done.exit_code == 0, done.output
+    assert "a symbolic link" in done.stderr
+    assert not list(out.glob("numgen/*/images/*.png"))
+
+
+def test_an_image_path_the_database_was_made_to_hold_elsewhere_is_not_served(numgen_run, tmp_path):
+    """An image's recorded path changed by hand to a picture elsewhere was served (the folder
+    served was the one every recorded path shared, so the edit widened it)."""
+    import shutil
+
+    db, run_id, prompt_id, image, _ = numgen_run
+    elsewhere = tmp_path / "private" / "photo.png"
+    elsewhere.parent.mkdir()
+    shutil.copy(image, elsewhere)
+    con = duckdb.connect(str(db))
+    con.execute(
+        "UPDATE numgen_images SET path = ? WHERE prompt_id = ?", [str(elsewhere), prompt_id]
+    )
+    con.close()
+    client = TestClient(create_app(str(db)))
+    assert client.get(f"/numgen/{run_id}/image/{prompt_id}").status_code == 404
+    others = (
+        duckdb.connect(str(db), read_only=True)
+        .sql("SELECT prompt_id FROM numgen_images WHERE prompt_id <> ? LIMIT 1", params=[prompt_id])
+        .fetchall()
+    )
+    assert client.get(f"/numgen/{run_id}/image/{others[0][0]}").status_code == 200
+
+
 def test_an_export_copies_no_image_that_is_a_link(numgen_run, tmp_path):
     """F8: `view --export` copied the link's target into the export."""
     db, _, _, image, secret = numgen_run
