@@ -13,6 +13,7 @@ from numerate.cli.common import (
     a_path,
     check_format,
     fail,
+    note,
     open_reader,
     show,
 )
@@ -48,9 +49,14 @@ def db_command(
             a_path(path)  # blank or with a control character: refused
         if sql is not None and not sql.strip():
             raise ConfigError(f"SQL {sql!r}: give a query, or leave it out to list the tables")
+        shown = SHOWN_ROWS if fmt in ("table", "markdown") else None  # csv, json: every row
         with open_reader(path, numerate_schema=False) as reader:
             # the user's SQL, or the list of tables and views
-            frame = reader.printable_frame(sql) if sql else queries.tables(reader)
+            frame = (
+                reader.printable_frame(sql, None if shown is None else shown + 1)
+                if sql
+                else queries.tables(reader)
+            )
     except typer.BadParameter as error:
         fail(f"{'PATH' if db is None else '--db'} {error.message}")
     except NumerateError as error:
@@ -60,7 +66,18 @@ def db_command(
 
         # at once: the query still runs in DuckDB's threads, and an orderly exit would wait
         PROCESS.stopped(close=lambda: None)  # for it (read-only: nothing is lost)
+    if shown is not None and frame.height > shown:
+        note(
+            f"the first {shown:,} rows are shown, and more follow: --format csv or json "
+            "writes every row (or give the query a LIMIT)"
+        )
+        frame = frame.head(shown)
     show(render(frame, fmt))
+
+
+SHOWN_ROWS = 10_000
+"""Rows a table (or Markdown) shows at most: a terminal table of a million rows took minutes
+and gigabytes to lay out; CSV and JSON write every row."""
 
 
 def _database_and_sql(

@@ -347,13 +347,13 @@ class Reader:
         except duckdb.Error as error:
             raise DatabaseFault(first_line(error)) from None
 
-    def printable_frame(self, sql: str) -> pl.DataFrame:
+    def printable_frame(self, sql: str, limit: int | None = None) -> pl.DataFrame:
         """A query's result as a polars DataFrame that every output format can show (the
         user's SQL in `numerate db`): columns of any type but booleans, numbers and text come
         as DuckDB's own text of their values (INTERVAL, UNION, MAP, STRUCT, LIST, BLOB, BIT,
         UUID, HUGEINT, ENUM, dates and times, which may be infinite, ...), which polars could
         not convert or CSV could not hold. ConfigError with DuckDB's first line when the SQL
-        fails.
+        fails. With `limit`, its first `limit` rows only (read no further).
 
         The query runs in a thread while this one waits, so that Ctrl-C always reaches Python
         (DuckDB's bindings miss some): KeyboardInterrupt then leaves the query running and
@@ -362,7 +362,7 @@ class Reader:
 
         def run() -> None:
             try:
-                done["frame"] = self._printable_frame(sql)
+                done["frame"] = self._printable_frame(sql, limit)
             except BaseException as error:  # given to the waiting thread
                 done["error"] = error
 
@@ -378,7 +378,7 @@ class Reader:
             raise done["error"]
         return cast("pl.DataFrame", done["frame"])
 
-    def _printable_frame(self, sql: str) -> pl.DataFrame:
+    def _printable_frame(self, sql: str, limit: int | None) -> pl.DataFrame:
         import duckdb
         import polars as pl
 
@@ -396,7 +396,8 @@ class Reader:
             ]
             names = ['"' + name.replace('"', '""') + '"' for name in relation.columns]
             pairs = zip(columns, names, strict=True)
-            return relation.project(", ".join(f"{c} AS {n}" for c, n in pairs)).pl()
+            printable = relation.project(", ".join(f"{c} AS {n}" for c, n in pairs))
+            return (printable if limit is None else printable.limit(limit)).pl()
         except duckdb.Error as error:
             raise ConfigError(first_line(error)) from None
         except RuntimeError as error:  # duckdb 2's bindings report a Ctrl-C they saw so
