@@ -26,6 +26,7 @@ import logging
 import os
 import random
 import re
+import stat
 import time
 import uuid
 from collections.abc import Iterator
@@ -293,14 +294,20 @@ def lock_log() -> str | None:
     log = os.environ.get("NUMERATE_LOCK_LOG", "").strip()
     if not log:
         return None
-    try:
-        with open(log, "a"):
-            pass
+    try:  # without waiting on a named pipe (every command hung on one)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC
+        descriptor = os.open(log, flags, 0o666)
+        regular = stat.S_ISREG(os.fstat(descriptor).st_mode)
+        os.close(descriptor)
     except OSError as error:
+        regular, why = False, error.strerror or str(error)
+    else:
+        why = "not a regular file"
+    if not regular:
         raise StoreError(
-            f"NUMERATE_LOCK_LOG={log!r}: cannot be written ({error.strerror or error}); give a "
+            f"NUMERATE_LOCK_LOG={for_terminal(repr(log), 200)}: cannot be written ({why}); give a "
             "file to append each database session to, or unset it"
-        ) from None
+        )
     return log
 
 

@@ -5,6 +5,7 @@ created."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import duckdb
@@ -530,6 +531,8 @@ def test_a_prefect_api_that_says_headers_then_nothing_or_is_no_prefect_is_one_li
         # corpus L: a log that could not be written was silently none, exit 0
         ("NUMERATE_LOCK_LOG", "/", "NUMERATE_LOCK_LOG='/': cannot be written (Is a directory)"),
         ("NUMERATE_LOCK_LOG", "/nonexistent/x.log", "cannot be written (No such file or"),
+        # a hostile pass: a named pipe kept every command waiting, with no word
+        ("NUMERATE_LOCK_LOG", "a named pipe", "cannot be written (No such device or address)"),
     ],
 )
 def test_a_setting_in_the_environment_that_cannot_work_is_one_line(
@@ -543,6 +546,8 @@ def test_a_setting_in_the_environment_that_cannot_work_is_one_line(
 
     from tests.cli.test_run import numerate_env
 
+    if value == "a named pipe":
+        os.mkfifo(value := str(tmp_path / "lock.fifo"))
     env = {**numerate_env(tmp_path / "prefect"), variable: value}
     config = oracle_sweep(tmp_path)
     done = subprocess.run(
