@@ -24,7 +24,7 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from numerate.kernel.confined import LeadsOutside
-from numerate.kernel.errors import ConfigError, first_line
+from numerate.kernel.errors import ConfigError, field_path, first_line, shorten
 from numerate.kernel.files import slug
 from numerate.store import browse
 from numerate.store.reader import Reader
@@ -154,6 +154,7 @@ def create_app(db: str, hosts: frozenset[str] | None = None) -> Starlette:
         async def endpoint(request: Request) -> Response:
             def render() -> tuple[str, int]:
                 try:
+                    _check_values(request)
                     with Reader.open(db) as reader:
                         context = build(reader, request, links)
                     page = environment.get_template(template)
@@ -178,7 +179,7 @@ def create_app(db: str, hosts: frozenset[str] | None = None) -> Starlette:
     async def no_such_page(request: Request, error: Exception) -> Response:
         """A page the viewer has no route for: the viewer's own page saying so (Starlette's
         was a bare "Not Found")."""
-        body, status = _problem(environment, f"no page at {request.url.path}", 404)
+        body, status = _problem(environment, f"no page at {shorten(request.url.path)}", 404)
         return HTMLResponse(body, status_code=status)
 
     routes = [Route(address, page(*shown)) for address, shown in PAGES.items()]
@@ -201,6 +202,7 @@ def _file_route(
 
     async def endpoint(request: Request) -> Response:
         def look() -> File:
+            _check_values(request)
             with Reader.open(db) as reader:
                 return find(reader, request)
 
@@ -284,13 +286,27 @@ class KnownHostsOnly:
         await self.app(scope, receive, send)
 
 
+MAX_VALUE = 1000
+"""Characters a value of an address holds at most (a run id is at most 200): a longer one
+was written back whole into its page (100 KB in the runs page's search box, in a 404)."""
+
+
+def _check_values(request: Request) -> None:
+    """ConfigError (400) when a value of the address, in its path or its query, holds a
+    control character (a NUL was written into the page as it came) or is longer than
+    MAX_VALUE characters."""
+    given = [*request.path_params.items(), *request.query_params.multi_items()]
+    for name, value in given:
+        shown = field_path([name])  # a name is a value too: escaped and cut
+        if max(len(str(name)), len(str(value))) > MAX_VALUE:
+            raise ConfigError(f"{shown}: longer than {MAX_VALUE:,} characters, no value's length")
+        if any(ord(character) < 32 or ord(character) == 127 for character in str(value)):
+            raise ConfigError(f"{shown}: a control character is no part of any value")
+
+
 def _text(request: Request, name: str) -> str:
-    """A query value, stripped; ConfigError (400) when it holds a control character (a NUL
-    was written into the page as it came)."""
-    value = request.query_params.get(name, "").strip()
-    if any(ord(character) < 32 or ord(character) == 127 for character in value):
-        raise ConfigError(f"{name}: a control character is no part of any value")
-    return value
+    """A query value, stripped (`_check_values` has checked it)."""
+    return request.query_params.get(name, "").strip()
 
 
 def _whole(text: str, name: str) -> int:

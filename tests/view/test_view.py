@@ -141,9 +141,12 @@ def test_garbage_is_a_page_that_says_why_never_a_traceback(client, results):
     assert bad.status_code == 400 and "outcome" in bad.text
     assert client.get(f"/run/{second}/cases/objects").status_code == 400  # no model
     assert client.get(f"/run/{second}/manifold/nosuch").status_code == 404
-    for query in ({"x": "length", "v": "\"'"}, {"x": "length", "v": "9" * 5000}):
+    for query, said in (
+        ({"x": "length", "v": "\"'"}, "not a grid parameter"),
+        ({"x": "length", "v": "9" * 5000}, "v: longer than 1,000 characters"),
+    ):
         bad = client.get(f"/run/{second}/cases/objects", params={"model": "m", **query})
-        assert bad.status_code == 400 and "not a grid parameter" in bad.text
+        assert bad.status_code == 400 and said in bad.text
     assert client.get("/compare").status_code == 400
     assert client.get("/numgen/x/cell", params={"target": "-1", "count": "1"}).status_code == 400
     for value in ("²", "١", "abc", "-1", "0", "1e3"):  # "²": a digit to str.isdigit
@@ -658,3 +661,25 @@ def test_an_export_stopped_before_its_first_page_leaves_no_folder(results, tmp_p
     kept.mkdir()
     runner.invoke(app, ["view", "--db", str(db), "--export", str(kept)])
     assert kept.is_dir()
+
+
+def test_no_value_of_an_address_comes_back_whole_or_with_a_control_character(client, results):
+    """A hostile pass: a 100 KB search came back whole in the runs page's search box, a 100 KB
+    run id or 20 KB model in a 404 page; `/run/%00` was a 404 and an image's
+    `annotated=%00` a 200, where a control character is a 400 everywhere else."""
+    _, (first, _) = results
+    long = "k" * 20_000  # the test client takes addresses of at most 64 KB
+    for address, params in (
+        ("/", {"q": long}),
+        (f"/run/{long}", {}),
+        (f"/run/{first}/case", {"model": long, "id": "x"}),
+        ("/compare", {"base": first, "new": long}),
+        ("/run/%00", {}),
+        (f"/numgen/{first}/image/x", {"annotated": "\x00"}),
+        (f"/run/{first}/answer", {"model": "m", "id": "x", "k" * 5000: "1"}),
+    ):
+        answered = client.get(address, params=params)
+        assert answered.status_code == 400, (address[:40], answered.text[:300])
+        assert long not in answered.text and len(answered.text) < 20_000
+    missing = client.get(f"/{long}")
+    assert missing.status_code == 404 and len(missing.text) < 20_000
