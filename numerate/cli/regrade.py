@@ -8,7 +8,7 @@ import typer
 
 from numerate.cli.app import app
 from numerate.cli.common import DB_OPTION, RUN_HELP, fail, results_db, terminal_progress
-from numerate.kernel.errors import NumerateError
+from numerate.kernel.errors import NumerateError, for_terminal
 
 
 @app.command()
@@ -42,6 +42,6 @@ def regrade(
     moved = {k: n for k, n in changes.items() if k[0] != k[1]}
     detail = ", ".join(f"{a} -> {b}: {n}" for (a, b), n in sorted(moved.items()))
     typer.echo(
-        f"regraded {total} responses of {run_id}: {sum(moved.values())} outcome(s) changed"
-        + (f" ({detail})" if detail else "")
+        f"regraded {total} responses of {for_terminal(run_id, 200)}: {sum(moved.values())} "
+        "outcome(s) changed" + (f" ({detail})" if detail else "")
     )

@@ -220,7 +220,7 @@ def render(frame: Any, fmt: Format, title: str = "") -> str:
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(title=title or None)
+    table = Table(title=Text(_visible(title)) if title else None)  # a run id: data, not markup
     for column in columns:
         right = column in numeric or column in _FORMATTED
         table.add_column(_visible(column), justify="right" if right else "left")

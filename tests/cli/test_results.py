@@ -356,3 +356,15 @@ def test_db_shows_a_table_of_its_first_rows_and_writes_every_row_as_csv(tmp_path
     assert " 4 " in exactly.stdout and "more follow" not in exactly.stderr
     every = runner.invoke(app, ["db", str(path), query, "--format", "csv"])
     assert every.stdout.splitlines() == ["n", *map(str, range(50))] and not every.stderr
+
+
+def test_a_table_title_is_shown_escaped_and_as_written(tmp_path):
+    """A hostile pass: a run id a database was made to hold (an escape sequence) came out raw
+    in the title of `report`'s and `compare`'s tables; rich read `[b]` in it as markup."""
+    import polars as pl
+
+    from numerate.results.report import render
+
+    shown = render(pl.DataFrame({"a": [1]}), "table", title="run \x1b]0;x\x07 [b]y[/b]")
+    assert "\x1b" not in shown  # the title is wrapped to the table's width:
+    assert "run\\x1b]0;x\\x07[b]y[/b]" in "".join(shown.split())
