@@ -33,7 +33,7 @@ from numerate.figures.prepare import (
     level_positions,
     pool,
 )
-from numerate.kernel.errors import ConfigError
+from numerate.kernel.errors import ConfigError, for_terminal
 from numerate.kernel.survival import SurvivalCurve
 
 if TYPE_CHECKING:
@@ -437,9 +437,10 @@ def compose(parts: Sequence[Panel], title: str) -> Figure:
     )
     subfigures = figure.subfigures(len(parts), 1, squeeze=False, height_ratios=heights)
     for subfigure, panel in zip(subfigures.ravel(), parts, strict=True):
-        cast("SubFigure", subfigure).suptitle(panel.title, fontsize=11)
+        cast("SubFigure", subfigure).suptitle(for_terminal(panel.title, 200), fontsize=11)
         panel.draw(subfigure)
-    figure.suptitle(title, fontsize=14, fontweight="bold")
+    # a run id or model a database was made to hold: no glyph is missing (a warning each)
+    figure.suptitle(for_terminal(title, 200), fontsize=14, fontweight="bold")
     return figure
 
 

@@ -214,3 +214,13 @@ def test_output_format_by_suffix(path, expected):
 def test_other_suffixes_are_named(path, named):
     with pytest.raises(ConfigError, match=re.escape(named)):
         output_format(path)
+
+
+def test_a_run_id_a_database_was_made_to_hold_draws_without_a_missing_glyph():
+    """A hostile pass: a run id holding an escape sequence made matplotlib warn of each
+    glyph it lacks, on standard error, with its source paths."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert_a_real_picture(run_figure_png(run_points(), "r\x1b]0;x\x07", kind="curves"))
