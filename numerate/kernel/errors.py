@@ -134,16 +134,20 @@ def for_terminal(line: str, limit: int = 2000) -> str:
     escape sequence's ESC, a bidi override) written escaped, as Python writes it (`\\x1b`),
     and a line past `limit` characters cut in its middle, keeping its end (what an error says
     of a 90 KB value it names: `error: --run <…>: no such run`)."""
-    if not line.isprintable():
-        line = "".join(c if c.isprintable() or c == "\t" else _escaped(c) for c in line)
+    line = printable(line, keep="\t")
     if len(line) <= limit:
         return line
     tail = limit // 4
     return f"{line[: limit - tail - 1]}…{line[-tail:]}"
 
 
-def _escaped(character: str) -> str:
-    return repr(character)[1:-1] if character != "'" else character
+def printable(text: str, keep: str = "") -> str:
+    """`text` with each character a terminal acts on or cannot show (a control character, an
+    escape sequence's ESC, a bidi override), but those in `keep`, written as Python escapes
+    it (`\\x1b`, `\\u202e`)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c in keep else repr(c)[1:-1] for c in text)
 
 
 def first_line(error: BaseException) -> str:

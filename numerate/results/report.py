@@ -5,11 +5,10 @@ from __future__ import annotations
 import io
 import json
 import math
-import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from numerate.kernel.errors import ConfigError
+from numerate.kernel.errors import ConfigError, printable
 from numerate.results import live
 from numerate.store import queries
 from numerate.store.queries import Source
@@ -116,14 +115,12 @@ def _markdown(cell: str) -> str:
     )
 
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
 def _visible(text: str) -> str:
-    """`text` for a terminal: each control character but a line break or a tab written as
-    its escape (`\x1b`): a model's answer holding an escape sequence set the terminal's title
-    and cleared its screen when `numerate db` printed it."""
-    return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
+    """`text` for a terminal: each character a terminal acts on or cannot show but a line
+    break or a tab written as its escape (`\x1b`, `\u202e`): a model's answer holding an
+    escape sequence set the terminal's title and cleared its screen when `numerate db`
+    printed it."""
+    return printable(text, keep="\n\t")
 
 
 def _cell(column: str, value: Any) -> str:

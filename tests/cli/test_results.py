@@ -324,6 +324,9 @@ def test_db_output_keeps_the_data_and_markdown_cells_stay_cells(tmp_path):
     table = runner.invoke(app, ["db", str(path), answer])
     assert table.exit_code == 0 and "\x1b" not in table.stdout and "\x07" not in table.stdout
     assert "\\x1b]0;PWNED\\x07\\x1b[2J [b]x[/b]" in table.stdout, table.stdout
+    # a bidi override (it turned what follows around on a terminal) is written escaped too
+    bidi = runner.invoke(app, ["db", str(path), "SELECT 'a' || chr(8238) || 'b' AS x"])
+    assert "a\\u202eb" in bidi.stdout and "\u202e" not in bidi.stdout
 
 
 def test_db_json_of_a_nan_or_an_infinity_is_json(tmp_path):
