@@ -11,11 +11,13 @@ import re
 __all__ = ["MODEL_ID", "MODEL_NAME", "NAMES", "RUN_ID", "SWEEP_NAME", "name_problem"]
 
 SWEEP_NAME = r"^[A-Za-z0-9_.-]{1,100}$"
-"""A sweep's name: letters, digits and _ . - (stored with every run)."""
+"""A sweep's name: letters, digits and _ . - (stored with every run; a run's id adds `-` and
+its digits to it, so `..` makes no folder's name of its own)."""
 
-RUN_ID = r"^[A-Za-z0-9_.-]{1,200}$"
+RUN_ID = r"^([A-Za-z0-9_-][A-Za-z0-9_.-]{0,199}|\.[A-Za-z0-9_-][A-Za-z0-9_.-]{0,198}|\.\.[A-Za-z0-9_.-]{1,198})$"  # noqa: E501 - no look-ahead: DuckDB's and pydantic's regular expressions have none
 """A run's id: its sweep's name, `-` and 12 hexadecimal digits (`numgen-` and 12 for NumGen);
-a shard's folder is named after it."""
+a shard's folder is named after it, so never `.` or `..` (the folder above: its shards were
+written there)."""
 
 MODEL_NAME = r"^[A-Za-z0-9_.:/@+-]{1,200}$"
 """A model's label in the results: letters, digits and _ . : / @ + -."""
@@ -27,7 +29,7 @@ with one) or one of < > " ' ` \\ (HTML, quoting)."""
 
 NAMES: dict[str, tuple[str, str]] = {
     "sweep_name": (SWEEP_NAME, "letters, digits and _ . -, at most 100"),
-    "run_id": (RUN_ID, "letters, digits and _ . -, at most 200"),
+    "run_id": (RUN_ID, "letters, digits and _ . -, at most 200, not . or .."),
     "model": (MODEL_NAME, "letters, digits and _ . : / @ + -, at most 200"),
     "model_id": (MODEL_ID, "no space, control character or < > \" ' ` \\, at most 200"),
 }

@@ -684,3 +684,32 @@ def test_a_run_of_a_moved_database_whose_id_is_a_path_writes_nothing_outside(
     assert "warning: skipped run '../" in result.stderr
     assert "its id is no run id (letters, digits" in result.stderr
     assert "ingested 1 run(s)" in result.stdout
+
+
+@pytest.mark.parametrize("hostile", ["..", "."])
+def test_a_run_of_a_moved_database_whose_id_is_a_dot_or_two_writes_nothing(
+    two_runs_in_one, tmp_path, monkeypatch, hostile
+):
+    """A review: `..` and `.` passed the rule of run ids, so such a run's shards were written
+    to the folder above the temporary one (or into it), and the run went unsaid."""
+    import shutil
+    import tempfile
+
+    import duckdb
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "temporary"))
+    (tmp_path / "temporary").mkdir()
+    db, run_id = two_runs_in_one
+    copy = tmp_path / "moved.duckdb"
+    shutil.copy(db, copy)
+    con = duckdb.connect(str(copy))
+    for (table,) in con.execute(
+        "SELECT DISTINCT table_name FROM duckdb_columns() WHERE column_name = 'run_id' "
+        "AND table_name IN (SELECT table_name FROM duckdb_tables())"
+    ).fetchall():
+        con.execute(f"UPDATE {table} SET run_id = ? WHERE run_id = ?", [hostile, run_id])
+    con.close()
+    result = CliRunner().invoke(app, ["ingest", str(copy), "--db", str(tmp_path / "c.duckdb")])
+    assert result.exit_code == 3, result.output
+    assert f"warning: skipped run '{hostile}': its id is no run id" in result.stderr
+    assert not list(tmp_path.glob("*.parquet")) and not list(tmp_path.glob("temporary/*"))
