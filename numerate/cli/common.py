@@ -58,7 +58,8 @@ def fail(message: str | BaseException, code: int | None = None) -> NoReturn:
         access.hurry(0)  # leaving: no wait on the busy database at exit (the journal keeps all)
         Store.stop_flushing()  # their warnings come before the error line, not after it
     text = redact(str(message), token_shapes=True)
-    lines = [for_terminal(line) for line in text.splitlines()] or [""]  # each says it is one
+    # lines are "\n"'s: any other separator in a value is escaped, not a line of its own
+    lines = [for_terminal(line) for line in text.rstrip("\n").split("\n")]
     with contextlib.suppress(OSError):  # a standard error that cannot be written (2>/dev/full):
         typer.echo("".join(f"error: {line}\n" for line in lines), err=True, nl=False)
     raise typer.Exit(code)  # the code says it all the same (it was 1, a traceback unseen)
@@ -231,7 +232,8 @@ def terminal_progress(description: str) -> Any:
             )  # fmt: skip
 
         def note(self, message: str) -> None:
-            self.bar.console.print(f"note: {message}", markup=False, highlight=False)
+            said = f"note: {for_terminal(message)}"  # rich writes an ESC as it is
+            self.bar.console.print(said, markup=False, highlight=False)
 
         def close(self) -> None:
             self.render()

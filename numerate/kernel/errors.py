@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import TYPE_CHECKING
 
 from numerate.kernel.names import NAMES
@@ -142,12 +143,20 @@ def for_terminal(line: str, limit: int = 2000) -> str:
 
 
 def printable(text: str, keep: str = "") -> str:
-    """`text` with each character a terminal acts on or cannot show (a control character, an
-    escape sequence's ESC, a bidi override), but those in `keep`, written as Python escapes
-    it (`\\x1b`, `\\u202e`)."""
+    """`text` with each character a terminal acts on, but those in `keep`, written as Python
+    escapes it (`\\x1b`, `\\u202e`): a control character (an escape sequence's ESC), a line
+    or paragraph separator, a lone surrogate, a bidi control (it turns what follows around).
+    Every other character stays as it is: a wide space, a no-break space, an emoji's joiner."""
     if text.isprintable():
         return text
-    return "".join(c if c.isprintable() or c in keep else repr(c)[1:-1] for c in text)
+    return "".join(c if c in keep or not _acted_on(c) else repr(c)[1:-1] for c in text)
+
+
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def _acted_on(character: str) -> bool:
+    return character in _BIDI or unicodedata.category(character) in ("Cc", "Zl", "Zp", "Cs")
 
 
 def first_line(error: BaseException) -> str:

@@ -15,6 +15,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+from numerate.kernel.errors import for_terminal
+
 logger = logging.getLogger("numerate")
 
 
@@ -143,7 +145,7 @@ class Progress:
     def note(self, message: str) -> None:
         """Say something the user should know while the work goes on (a wait for the results
         database): a warning in the log by default, `note:` first as on a terminal."""
-        logger.warning("note: %s", message)
+        logger.warning("note: %s", for_terminal(message))
 
     def close(self) -> None:
         """Final display."""

@@ -265,6 +265,8 @@ def test_an_output_file_on_a_full_disk_is_the_machine_s_failure_not_bad_input(
             "no results location at \\x1b]0;owned\\x07\\u202e",
         ),
         (["runs", "--db", "k" * 90_000], {}, "…"),
+        # a review: splitlines() made each \u2028 of a value an error line of its own
+        (["runs"], {"NUMERATE_DB": "x\u2028" * 5000 + "y\x85z"}, "x\\u2028x\\u2028"),
     ],
 )
 def test_every_error_line_is_escaped_and_bounded_whatever_it_quotes(tmp_path, args, env, shown):
@@ -277,3 +279,4 @@ def test_every_error_line_is_escaped_and_bounded_whatever_it_quotes(tmp_path, ar
     assert "\x1b" not in result.stderr and "\u202e" not in result.stderr
     assert shown in result.stderr
     assert all(len(line) <= 2010 for line in result.stderr.splitlines())
+    assert len(result.stderr.splitlines()) == 1
