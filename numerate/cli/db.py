@@ -49,7 +49,7 @@ def db_command(
             a_path(path)  # blank or with a control character: refused
         if sql is not None and not sql.strip():
             raise ConfigError(f"SQL {sql!r}: give a query, or leave it out to list the tables")
-        shown = SHOWN_ROWS if fmt in ("table", "markdown") else None  # csv, json: every row
+        shown = SHOWN_ROWS if fmt == "table" else None  # csv, json, markdown: every row
         with open_reader(path, numerate_schema=False) as reader:
             # the user's SQL, or the list of tables and views
             frame = (
@@ -68,16 +68,16 @@ def db_command(
         PROCESS.stopped(close=lambda: None)  # for it (read-only: nothing is lost)
     if shown is not None and frame.height > shown:
         note(
-            f"the first {shown:,} rows are shown, and more follow: --format csv or json "
-            "writes every row (or give the query a LIMIT)"
+            f"the first {shown:,} rows are shown, and more follow: --format csv, json or "
+            "markdown writes every row (or give the query a LIMIT)"
         )
         frame = frame.head(shown)
     show(render(frame, fmt))
 
 
 SHOWN_ROWS = 10_000
-"""Rows a table (or Markdown) shows at most: a terminal table of a million rows took minutes
-and gigabytes to lay out; CSV and JSON write every row."""
+"""Rows a table shows at most: a terminal table of a million rows took minutes and gigabytes
+to lay out; CSV, JSON and Markdown (written to files) write every row."""
 
 
 def _database_and_sql(

@@ -437,10 +437,10 @@ def compose(parts: Sequence[Panel], title: str) -> Figure:
     )
     subfigures = figure.subfigures(len(parts), 1, squeeze=False, height_ratios=heights)
     for subfigure, panel in zip(subfigures.ravel(), parts, strict=True):
-        cast("SubFigure", subfigure).suptitle(for_terminal(panel.title, 200), fontsize=11)
+        cast("SubFigure", subfigure).suptitle(for_terminal(panel.title, 500), fontsize=11)
         panel.draw(subfigure)
     # a run id or model a database was made to hold: no glyph is missing (a warning each)
-    figure.suptitle(for_terminal(title, 200), fontsize=14, fontweight="bold")
+    figure.suptitle(for_terminal(title, 500), fontsize=14, fontweight="bold")  # two run ids
     return figure
 
 

@@ -26,12 +26,11 @@ import logging
 import os
 import random
 import re
-import stat
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from numerate.kernel.credentials import scrub_command_line
 from numerate.kernel.errors import for_terminal
@@ -294,21 +293,26 @@ def lock_log() -> str | None:
     log = os.environ.get("NUMERATE_LOCK_LOG", "").strip()
     if not log:
         return None
-    try:  # without waiting on a named pipe (every command hung on one)
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC
-        descriptor = os.open(log, flags, 0o666)
-        regular = stat.S_ISREG(os.fstat(descriptor).st_mode)
-        os.close(descriptor)
+    try:
+        with _appending(log):
+            pass
     except OSError as error:
-        regular, why = False, error.strerror or str(error)
-    else:
-        why = "not a regular file"
-    if not regular:
         raise StoreError(
-            f"NUMERATE_LOCK_LOG={for_terminal(repr(log), 200)}: cannot be written ({why}); give a "
-            "file to append each database session to, or unset it"
-        )
+            f"NUMERATE_LOCK_LOG={for_terminal(repr(log), 200)}: cannot be written "
+            f"({error.strerror or error}); give a file to append each database session to, "
+            "or unset it"
+        ) from None
     return log
+
+
+def _appending(log: str) -> IO[str]:
+    """NUMERATE_LOCK_LOG open to append, never waiting on a named pipe that no one reads (every
+    command hung on one): that is ENXIO, "No such device or address"."""
+
+    def opener(name: str, flags: int) -> int:
+        return os.open(name, flags | os.O_NONBLOCK, 0o666)
+
+    return open(log, "a", opener=opener)
 
 
 _LOG_LOST: list[str] = []  # the NUMERATE_LOCK_LOG a write of failed (said once)
@@ -326,7 +330,7 @@ def held(path: str, kind: str, waited_s: float) -> Iterator[None]:
             line = {"pid": os.getpid(), "db": path, "kind": kind, "waited_s": round(waited_s, 4),
                     "held_s": round(time.monotonic() - started, 4), "at": time.time()}  # fmt: skip
             try:
-                with open(log, "a") as out:
+                with _appending(log) as out:
                     out.write(json.dumps(line) + "\n")
             except OSError as error:  # a log never fails the work it logs; said once
                 if log not in _LOG_LOST:

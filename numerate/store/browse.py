@@ -297,11 +297,11 @@ def numgen_image(source: Source, run_id: str, prompt_id: str, annotated: bool) -
 
 def numgen_images_folder(source: Source, run_id: str) -> str | None:
     """The `images` folder a NumGen run wrote its images under (`<images_dir>/images`: each
-    image at `<generator>/<file>`, an annotated one at `<generator>/annotated/<counter>/<file>`,
+    image at `<generator>/<file>`, its annotated copy at `<generator>/annotated/<counter>/<file>`,
     numerate.tasks.numgen.image_folder), as most of its recorded images name it; None when it
     recorded none that numerate writes. What the viewer serves of the run is confined to it:
-    a link at its generator's folder or below is never followed, and a path the database was
-    made to hold elsewhere (`/home/x/secret.png`) is not shown."""
+    a link at its generator's folder or below is never followed, and a path edited into the
+    database that most of the run's do not share (`/home/x/secret.png`) is not shown."""
     roots = Counter(
         root
         for (path,) in source.query(
@@ -316,11 +316,10 @@ def _images_root(recorded: str) -> str | None:
     """The `images` folder of a recorded image's path as numerate writes it, or None."""
     if not os.path.isabs(recorded):
         return None
-    path = PurePosixPath(os.path.normpath(recorded))
-    below = 4 if len(path.parts) > 5 and path.parts[-3] == "annotated" else 2
-    if len(path.parts) <= below + 1 or path.parents[below - 1].name != "images":
+    path = PurePosixPath(os.path.normpath(recorded))  # <images_dir>/images/<generator>/<file>
+    if len(path.parts) < 4 or path.parents[1].name != "images":
         return None
-    return str(path.parents[below - 1])
+    return str(path.parents[1])
 
 
 def numgen_prompts(source: Source, run_id: str) -> list[tuple[str]]:

@@ -433,11 +433,13 @@ def claim_run(db: str, run_id: str) -> RunClaim | None:
         try:  # never through a link planted at its name (it would make a file elsewhere)
             file = _claim_file(path)
         except OSError as error:
-            why = "a symbolic link" if error.errno == errno.ELOOP else error.strerror or error
-            raise StoreError(
-                f"run claim {path} cannot be made: {why}; numerate follows no link out of "
-                f"{folder}: move it out to go on"
-            ) from None
+            why = (
+                f"a symbolic link; numerate follows no link out of {folder}"
+                if error.errno == errno.ELOOP
+                else error.strerror or str(error)
+            )
+            raise StoreError(f"run claim {path} cannot be made: {why}; move it out to go on"
+                             ) from None  # fmt: skip
         if not _lock(file):
             file.close()
             return None

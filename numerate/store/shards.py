@@ -296,11 +296,10 @@ def _complete_runs(results_dir: str) -> list[str]:
         kind = "a file" if fs.isfile(root) else "something else"
         raise ConfigError(f"results location {results_dir} is {kind}, not a folder of run shards")
     # a local marker that is a link counts (never followed): ingest refuses its run, named
-    exists = getattr(fs, "lexists", fs.exists)
     return sorted(
         PurePosixPath(entry).name
         for entry in fs.ls(root, detail=False)
-        if exists(f"{entry}/{SUCCESS}")
+        if fs.lexists(f"{entry}/{SUCCESS}")
     )
 
 

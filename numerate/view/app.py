@@ -286,9 +286,11 @@ class KnownHostsOnly:
         await self.app(scope, receive, send)
 
 
-MAX_VALUE = 1000
-"""Characters a value of an address holds at most (a run id is at most 200): a longer one
-was written back whole into its page (100 KB in the runs page's search box, in a 404)."""
+MAX_VALUE = 8192
+"""Characters a value of an address holds at most: a grid point's key (its parameters as
+JSON, escaped twice over in a link) reaches a few thousand, and a server's request line at
+most about 16 KB; a longer value was written back whole into its page (100 KB in the runs
+page's search box, in a 404)."""
 
 
 def _check_values(request: Request) -> None:
@@ -296,7 +298,7 @@ def _check_values(request: Request) -> None:
     control character (a NUL was written into the page as it came) or is longer than
     MAX_VALUE characters."""
     given = [*request.path_params.items(), *request.query_params.multi_items()]
-    for name, value in given:
+    for name, value in ((str(n), str(v).strip()) for n, v in given):
         shown = field_path([name])  # a name is a value too: escaped and cut
         if max(len(str(name)), len(str(value))) > MAX_VALUE:
             raise ConfigError(f"{shown}: longer than {MAX_VALUE:,} characters, no value's length")

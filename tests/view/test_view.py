@@ -143,7 +143,8 @@ def test_garbage_is_a_page_that_says_why_never_a_traceback(client, results):
     assert client.get(f"/run/{second}/manifold/nosuch").status_code == 404
     for query, said in (
         ({"x": "length", "v": "\"'"}, "not a grid parameter"),
-        ({"x": "length", "v": "9" * 5000}, "v: longer than 1,000 characters"),
+        ({"x": "length", "v": "9" * 5000}, "not a grid parameter"),
+        ({"x": "length", "v": "9" * 9000}, "v: longer than 8,192 characters"),
     ):
         bad = client.get(f"/run/{second}/cases/objects", params={"model": "m", **query})
         assert bad.status_code == 400 and said in bad.text
@@ -676,7 +677,7 @@ def test_no_value_of_an_address_comes_back_whole_or_with_a_control_character(cli
         ("/compare", {"base": first, "new": long}),
         ("/run/%00", {}),
         (f"/numgen/{first}/image/x", {"annotated": "\x00"}),
-        (f"/run/{first}/answer", {"model": "m", "id": "x", "k" * 5000: "1"}),
+        (f"/run/{first}/answer", {"model": "m", "id": "x", "k" * 9000: "1"}),
     ):
         answered = client.get(address, params=params)
         assert answered.status_code == 400, (address[:40], answered.text[:300])
