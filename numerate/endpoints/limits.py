@@ -45,8 +45,10 @@ async def shared_client(model: ModelConfig) -> EndpointClient:
     key = (id(loop), model.base_url, model.api_key_env or model.api_key_secret, model.timeout_s)
     client = _clients.get(key)
     if client is None:
-        http = openai.DefaultAsyncHttpxClient(
-            timeout=model.timeout_s, event_hooks={"response": [bound_body]}
+        http = openai.DefaultAsyncHttpxClient(  # it follows redirects by default: answers
+            timeout=model.timeout_s,  # from elsewhere, stored as the endpoint's, and requests
+            event_hooks={"response": [bound_body]},  # sent on to any address (169.254.x)
+            follow_redirects=False,
         )
         sdk = openai.AsyncOpenAI(
             base_url=model.base_url,

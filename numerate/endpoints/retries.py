@@ -88,6 +88,12 @@ def _description(error: BaseException) -> str:
     if isinstance(error, openai.APIConnectionError):
         cause = error.__cause__ or error
         return f"connection error: {type(cause).__name__}: {cause}".strip()
+    if isinstance(error, openai.APIStatusError) and 300 <= error.status_code < 400:
+        target = error.response.headers.get("location", "")
+        return (
+            f"HTTP {error.status_code}: a redirect to {target[:200]!r}; numerate follows no "
+            "redirect: give base_url as the address it points to"
+        )
     if isinstance(error, openai.APIStatusError):
         return f"HTTP {error.status_code}: {server_message(error)}"[:500]
     if isinstance(error, openai.APIResponseValidationError | ValueError):

@@ -640,6 +640,23 @@ def test_a_database_under_a_file_and_a_bad_cron_say_what_they_are(tmp_path, monk
     assert "--cron 'not a cron' is not a valid cron expression" in one_error(cron)
 
 
+def run_against(handler, db):
+    """`numerate run --model m` against an endpoint that `handler` (an http.server request
+    handler) answers, on 127.0.0.1, stopped after: its base_url and the command's result."""
+    import http.server
+    import threading
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    try:
+        return base_url, runner.invoke(
+            app, ["run", "--model", "m", "--base-url", base_url, "--db", str(db)]
+        )
+    finally:
+        server.shutdown()
+
+
 @pytest.mark.parametrize("status", [301, 302, 307, 308])
 def test_an_endpoint_that_redirects_is_named_with_where_it_points(tmp_path, status):
     """Before: the check's chat request followed the redirect and the run said it `cannot
@@ -647,7 +664,6 @@ def test_an_endpoint_that_redirects_is_named_with_where_it_points(tmp_path, stat
     live host, a POST turned into a GET by a 302 came back a 404. Nothing said base_url was
     the wrong address. Now the check names the redirect's target, and nothing is written."""
     import http.server
-    import threading
 
     class Moved(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
@@ -661,20 +677,61 @@ def test_an_endpoint_that_redirects_is_named_with_where_it_points(tmp_path, stat
         def log_message(self, *args):
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Moved)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
     db = tmp_path / "r.duckdb"
-    try:
-        result = runner.invoke(
-            app, ["run", "--model", "m", "--base-url", base_url, "--db", str(db)]
-        )
-    finally:
-        server.shutdown()
+    base_url, result = run_against(Moved, db)
     text = one_error(result, code=3)
     assert f"redirects {base_url}/models to 'https://api.example.invalid/v1/models'" in text
     assert f"(HTTP {status}): give base_url as the address it points to" in text
     assert not db.exists()
+
+
+def test_an_answer_that_redirects_is_not_followed_nor_stored(tmp_path):
+    """A hostile pass: the endpoint check refused a redirect of the model list, but each chat
+    request followed a 307 (its body sent again) to wherever it pointed (169.254.169.254, a
+    private address), and what answered there was stored as the endpoint's answer."""
+    import http.server
+
+    followed = []
+
+    class Redirecting(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.answer(200, {"object": "list", "data": [{"id": "m", "object": "model"}]})
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            if self.path.startswith("/followed"):
+                followed.append(self.path)
+                message = {"role": "assistant", "content": "FOLLOWED Answer: 3"}
+                self.answer(200, {"choices": [{"message": message, "finish_reason": "stop"}]})
+                return
+            self.send_response(307)
+            self.send_header(
+                "Location", f"http://127.0.0.1:{self.server.server_address[1]}/followed"
+            )
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def answer(self, status, body):
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    db = tmp_path / "r.duckdb"
+    _, result = run_against(Redirecting, db)
+    assert result.exit_code == 3, result.output
+    assert "a redirect to 'http://127.0.0.1:" in result.output
+    assert "numerate follows no redirect" in result.output
+    assert followed == [] and "FOLLOWED" not in result.output
+    if db.exists():
+        con = duckdb.connect(str(db), read_only=True)
+        assert con.sql("SELECT count(*) FROM completions").fetchall() == [(0,)]
+        con.close()
 
 
 @pytest.mark.skipif(not __import__("os").path.exists("/dev/full"), reason="needs /dev/full")
