@@ -14,16 +14,17 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import os
 import secrets
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
 from numerate.kernel.errors import NumerateError
 
-__all__ = ["Confined", "LeadsOutside"]
+__all__ = ["Confined", "LeadsOutside", "confined_path", "write_below"]
 
 _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NOFOLLOW
 _FILE = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0)
@@ -202,3 +203,29 @@ class Confined:
                     os.rmdir(parts[depth - 1], dir_fd=holder)
             except (OSError, LeadsOutside):  # not empty (nor those above it), or not a folder
                 return
+
+
+def confined_path(path: Path | str, levels: int) -> tuple[Confined, str]:
+    """`path` as the folder `levels` names above its end and its name below it: what numerate
+    makes below a folder the user named (`<images_dir>/images/<generator>/<file>`: 3 levels)
+    is reached, made and written through no link (a link planted at `images` or at the
+    generator's folder is refused, never written through), while the user's folder itself
+    may be reached through links."""
+    parts = Path(path).parts
+    return Confined(Path(*parts[:-levels])), "/".join(parts[-levels:])
+
+
+def write_below(
+    path: Path | str, levels: int, content: bytes | Callable[[BinaryIO], object]
+) -> Path:
+    """Write `path` (`content`, or what it writes to a file) through no link in the `levels`
+    names at its end (`confined_path`), its folders made (the one above them as well, as it
+    is named); returns `path`."""
+    if callable(content):
+        buffer = io.BytesIO()
+        content(buffer)
+        content = buffer.getvalue()
+    folder, name = confined_path(path, levels)
+    folder.folder.mkdir(parents=True, exist_ok=True)  # the user's: reached through links too
+    folder.write(name, content)
+    return Path(path)

@@ -18,12 +18,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from numerate.kernel.confined import LeadsOutside
+from numerate.kernel.confined import LeadsOutside, write_below
 from numerate.kernel.credentials import redact
 from numerate.kernel.errors import NumerateError
-from numerate.kernel.files import write_atomically
 from numerate.numgen.detection import Detection, Detector, annotate, caption_for
 from numerate.numgen.generation import (
+    IMAGE_LEVELS,
     ImageError,
     ImageGenerator,
     read_png_metadata,
@@ -276,8 +276,6 @@ def detect_batch(
         except ImageError as error:
             rows[image["prompt_id"]] = detection_row(image, detector.name, None, error=str(error))
     if readable:
-        if annotate_folder is not None:
-            annotate_folder.mkdir(parents=True, exist_ok=True)
         detections = detector.detect(
             [pil for _, pil in readable], [i["object"] for i, _ in readable]
         )
@@ -286,7 +284,10 @@ def detect_batch(
             if annotate_folder is not None:
                 annotated = str(annotate_folder / f"{image['prompt_id']}.png")
                 drawn = annotate(pil, detection, image["object"])
-                write_atomically(Path(annotated), functools.partial(drawn.save, format="PNG"))
+                # images/<generator>/annotated/<counter>/<file>, through no link
+                write_below(
+                    annotated, IMAGE_LEVELS + 2, functools.partial(drawn.save, format="PNG")
+                )
             rows[image["prompt_id"]] = detection_row(
                 image, detector.name, detection, annotated_path=annotated
             )
@@ -352,8 +353,13 @@ async def count_hosted(counter: HostedCounter, images: Sequence[ImageRow]) -> li
 
 
 def write_manifest(rows: Sequence[ImageRow] | Sequence[DetectionRow], path: Path) -> Path:
-    """Rows as JSON Lines, written to a temporary name and renamed (readers never see half)."""
-    return write_atomically(path, "".join(json.dumps(row) + "\n" for row in rows))
+    """Rows as JSON Lines, written to a temporary name and renamed (readers never see half),
+    at `<images_dir>/runs/<run id>/<file>`, through no link below the images folder."""
+    return write_below(path, RUN_LEVELS, "".join(json.dumps(row) + "\n" for row in rows).encode())
+
+
+RUN_LEVELS = 3
+"""A run's file below the images folder the user named: `runs/<run id>/<file>`."""
 
 
 Row = TypeVar("Row", ImageRow, DetectionRow)

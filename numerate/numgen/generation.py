@@ -20,7 +20,7 @@ import numpy as np
 from PIL import Image, PngImagePlugin
 from pydantic import ConfigDict, Field, ValidationError, field_validator
 
-from numerate.kernel.confined import Confined
+from numerate.kernel.confined import confined_path, write_below
 from numerate.kernel.errors import ConfigError, NumerateError
 from numerate.kernel.inputs import Real, Whole
 from numerate.numgen.hosted import ImageApiSettings
@@ -347,8 +347,7 @@ def save_png(
         buffer = io.BytesIO()
         image.save(buffer, format="PNG", pnginfo=info)
         data, size = buffer.getvalue(), image.size
-    path.parent.mkdir(parents=True, exist_ok=True)
-    Confined(path.parent).write(path.name, data)  # a link at its name replaced, never followed
+    write_below(path, IMAGE_LEVELS, data)  # made and written through no link
     return hashlib.sha256(data).hexdigest(), size
 
 
@@ -394,8 +393,13 @@ def stored_image(path: str | Path, limit: int = MAX_IMAGE_BYTES, head: bool = Fa
     without following a link at its name: one planted there (to /etc/passwd, or to a file the
     run would send to a vision model) is refused (LeadsOutside), never read; ValueError above
     `limit` bytes, OSError when it cannot be read."""
-    where = Path(path)
-    return Confined(where.parent).read_bytes(where.name, limit, head)
+    folder, name = confined_path(path, IMAGE_LEVELS)
+    return folder.read_bytes(name, limit, head)
+
+
+IMAGE_LEVELS = 3
+"""An image's path below the images folder the user named: `images/<generator>/<file>`
+(numerate.tasks.numgen.image_folder); numerate reaches each of them through no link."""
 
 
 def read_png_metadata(source: Path | bytes) -> tuple[dict[str, str], tuple[int, int]]:

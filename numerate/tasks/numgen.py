@@ -16,12 +16,13 @@ from numerate.config.provenance import code_version
 from numerate.config.sweep import ModelConfig
 from numerate.endpoints.images import ImagesApiGenerator, VisionCounter
 from numerate.endpoints.limits import stopped_cause
+from numerate.kernel.confined import write_below
 from numerate.kernel.credentials import redact
 from numerate.kernel.errors import NumerateError
-from numerate.kernel.files import write_atomically
 from numerate.kernel.progress import current as current_progress
 from numerate.numgen.baselines import baseline_counts
 from numerate.numgen.batches import (
+    RUN_LEVELS,
     DetectionRow,
     ImageRow,
     count_hosted,
@@ -253,7 +254,7 @@ async def score_run(run_id: str, numgen: NumGenConfig, db: str) -> NumGenResult:
     await asyncio.to_thread(store.put_numgen_scores, metrics, targets)
     heatmap = run_folder(numgen, run_id) / "confusion.png"
     image = render_heatmap(cm, f"{numgen.generator} / {numgen.detector_label} (n = {cm.n})")
-    write_atomically(heatmap, lambda handle: image.save(handle, format="PNG"))
+    write_below(heatmap, RUN_LEVELS, lambda handle: image.save(handle, format="PNG"))
     counts = {"errors": errors, "refused": refused, "unparsed": unparsed}
     return {**scores.as_dict(), **counts, "heatmap": str(heatmap)}
 

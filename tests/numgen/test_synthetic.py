@@ -44,3 +44,26 @@ def test_specks_are_not_counted_and_touching_shapes_are_one():
 def test_bad_arguments(args, message):
     with pytest.raises(ValueError, match=message):
         draw_stimulus(*args)
+
+
+@pytest.mark.parametrize("planted", ["images", "runs"])
+def test_no_file_of_a_run_is_written_through_a_link_in_its_images_folder(tmp_path, planted):
+    """A hostile pass: a link at `<images_dir>/images` (or `runs`) had the run's images, their
+    annotated copies, its manifests and its heatmap written in the folder it points to. Only
+    a link at an image's own name was refused. Now every file of a run is made through no
+    link below the folder given, and the run fails saying which."""
+    from typer.testing import CliRunner
+
+    from numerate.cli import app
+
+    images, outside = tmp_path / "imgs", tmp_path / "outside"
+    images.mkdir()
+    outside.mkdir()
+    (images / planted).symlink_to(outside)
+    done = CliRunner().invoke(app, [
+        "numgen", "run", "--generator", "synthetic", "--detector", "blobs", "--count", "1",
+        "--db", str(tmp_path / "x.duckdb"), "--images-dir", str(images),
+    ])  # fmt: skip
+    assert done.exit_code == 3, done.output
+    assert f"{images / planted}: a symbolic link; numerate follows no link out of" in done.output
+    assert list(outside.iterdir()) == []
