@@ -191,6 +191,20 @@ def a_copy_of(published, tmp_path):
     return run_id, copy
 
 
+def renamed_run(db, run_id, new_id):
+    """Database `db` with run `run_id` renamed `new_id` in every table, by hand (outside
+    numerate: a run id no run of numerate's has)."""
+    import duckdb
+
+    con = duckdb.connect(str(db))
+    for (table,) in con.execute(
+        "SELECT DISTINCT table_name FROM duckdb_columns() WHERE column_name = 'run_id' "
+        "AND table_name IN (SELECT table_name FROM duckdb_tables())"
+    ).fetchall():
+        con.execute(f"UPDATE {table} SET run_id = ? WHERE run_id = ?", [new_id, run_id])
+    con.close()
+
+
 def _rewrite(shard, sql):
     """`shard` (a Parquet file) with `sql` applied to it (its rows as `shard_rows`)."""
     import duckdb
@@ -359,19 +373,11 @@ def test_the_default_plot_file_of_a_run_is_a_plain_name_in_the_working_folder(
 ):
     """A run id from elsewhere (`../../x`, written into a database by hand) made `plot` write
     `plot-../../x.png`, outside the working folder, making the folders on the way."""
-    import duckdb
-
     db = tmp_path / "a.duckdb"
     run_id = asyncio.run(sweep(config("oracle", tmp_path / "shared"), str(db)))
     Store.close_all()
     odd = "../../PWNED"
-    con = duckdb.connect(str(db))
-    for (name,) in con.execute(
-        "SELECT c.table_name FROM duckdb_columns() c JOIN duckdb_tables() t USING (table_name) "
-        "WHERE column_name = 'run_id'"
-    ).fetchall():
-        con.execute(f"UPDATE {name} SET run_id = ? WHERE run_id = ?", [odd, run_id])
-    con.close()
+    renamed_run(db, run_id, odd)
     work = tmp_path / "deep" / "a"
     work.mkdir(parents=True)
     monkeypatch.chdir(work)
@@ -660,22 +666,13 @@ def test_a_run_of_a_moved_database_whose_id_is_a_path_writes_nothing_outside(
     import shutil
     import tempfile
 
-    import duckdb
-
     db, run_id = two_runs_in_one
     elsewhere = tmp_path / "elsewhere"
     climb = "../" * (len(Path(tempfile.gettempdir()).resolve().parts) + 1)
     hostile = climb + str(elsewhere)[1:] + "\x1b]0;x"
     copy = tmp_path / "moved.duckdb"
     shutil.copy(db, copy)
-    con = duckdb.connect(str(copy))
-    tables = con.execute(
-        "SELECT DISTINCT table_name FROM duckdb_columns() WHERE column_name = 'run_id' "
-        "AND table_name IN (SELECT table_name FROM duckdb_tables())"
-    ).fetchall()
-    for (table,) in tables:
-        con.execute(f"UPDATE {table} SET run_id = ? WHERE run_id = ?", [hostile, run_id])
-    con.close()
+    renamed_run(copy, run_id, hostile)
     central = tmp_path / "central.duckdb"
     result = CliRunner().invoke(app, ["ingest", str(copy), "--db", str(central)])
     assert result.exit_code == 3, result.output
@@ -695,20 +692,12 @@ def test_a_run_of_a_moved_database_whose_id_is_a_dot_or_two_writes_nothing(
     import shutil
     import tempfile
 
-    import duckdb
-
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "temporary"))
     (tmp_path / "temporary").mkdir()
     db, run_id = two_runs_in_one
     copy = tmp_path / "moved.duckdb"
     shutil.copy(db, copy)
-    con = duckdb.connect(str(copy))
-    for (table,) in con.execute(
-        "SELECT DISTINCT table_name FROM duckdb_columns() WHERE column_name = 'run_id' "
-        "AND table_name IN (SELECT table_name FROM duckdb_tables())"
-    ).fetchall():
-        con.execute(f"UPDATE {table} SET run_id = ? WHERE run_id = ?", [hostile, run_id])
-    con.close()
+    renamed_run(copy, run_id, hostile)
     result = CliRunner().invoke(app, ["ingest", str(copy), "--db", str(tmp_path / "c.duckdb")])
     assert result.exit_code == 3, result.output
     assert f"warning: skipped run '{hostile}': its id is no run id" in result.stderr
