@@ -86,9 +86,11 @@ def write_output(path: Path, content: Content) -> None:
 def a_path(text: str) -> Path:
     """The parser of every path option and argument: an empty or blank path is refused (as a
     Path it would be `.`, here), and the message shows it as given."""
+    from numerate.kernel.inputs import has_control_character
+
     if not text.strip():
         raise typer.BadParameter(f"{text!r}: give a path (an empty one would mean here)")
-    if any(ord(c) < 32 or ord(c) == 127 for c in text):  # messages would show it torn
+    if has_control_character(text):  # messages would show it torn
         raise typer.BadParameter(f"{text!r}: a path with a control character (a newline?)")
     if not text.endswith("/"):
         return Path(text)

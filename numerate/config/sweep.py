@@ -44,6 +44,7 @@ from numerate.kernel.inputs import (
     Seed,
     Whole,
     check_parameters_size,
+    has_control_character,
     yaml_value,
 )
 from numerate.manifolds import registry
@@ -68,7 +69,7 @@ def results_database(given: str | None = None, configured: str | None = None) ->
                 f"{what} {value!r}: give the results database's path (or leave it out for "
                 f"$NUMERATE_DB, else {DEFAULT_DB})"
             )
-        if value is not None and any(ord(c) < 32 or ord(c) == 127 for c in value):
+        if value is not None and has_control_character(value):
             raise ConfigError(f"{what} {value!r}: a path with a control character (a newline?)")
     chosen = given or configured or os.environ.get("NUMERATE_DB", "").strip() or DEFAULT_DB
     what = "--db" if given else "db" if configured else "NUMERATE_DB"

@@ -17,6 +17,13 @@ from pydantic import Field, Strict
 
 from numerate.kernel.errors import ConfigError
 
+
+def has_control_character(text: str) -> bool:
+    """Whether `text` holds an ASCII control character (a newline, a NUL, an escape sequence's
+    ESC, DEL): no name, path or value numerate takes from a user holds one."""
+    return any(ord(c) < 32 or ord(c) == 127 for c in text)
+
+
 MAX_INTEGER_DIGITS = 100
 """Digits a whole number may have: more than any count, seed or parameter needs, and few enough
 that it converts to a float and prints (Python refuses integers of more than 4,300 digits)."""

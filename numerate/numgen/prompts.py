@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from numerate.kernel.errors import ConfigError, describe_validation_error
 from numerate.kernel.files import write_atomically
-from numerate.kernel.inputs import Seed, Whole
+from numerate.kernel.inputs import Seed, Whole, has_control_character
 
 TEMPLATE = "An image with {n} {object}"
 
@@ -79,7 +79,7 @@ class PromptSpec(BaseModel):
                 twice = [o for o in self.objects if o.casefold() == name.casefold()]
                 raise ValueError(f"object {name!r} is named twice in objects ({twice})")
             for text in (name, self.singulars.get(name, "")):  # stored, shown, in the prompt
-                if any(ord(c) < 32 or ord(c) == 127 for c in text) or text != text.strip():
+                if has_control_character(text) or text != text.strip():
                     raise ValueError(
                         f"object {text!r}: a name with a control character (a newline?) or "
                         "spaces around it"

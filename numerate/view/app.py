@@ -26,6 +26,7 @@ from starlette.routing import Route
 from numerate.kernel.confined import LeadsOutside
 from numerate.kernel.errors import ConfigError, field_path, first_line, shorten
 from numerate.kernel.files import slug
+from numerate.kernel.inputs import has_control_character
 from numerate.store import browse
 from numerate.store.reader import Reader
 from numerate.store.schema import DatabaseFault
@@ -300,9 +301,9 @@ def _check_values(request: Request) -> None:
     given = [*request.path_params.items(), *request.query_params.multi_items()]
     for name, value in ((str(n), str(v).strip()) for n, v in given):
         shown = field_path([name])  # a name is a value too: escaped and cut
-        if max(len(str(name)), len(str(value))) > MAX_VALUE:
+        if max(len(name), len(value)) > MAX_VALUE:
             raise ConfigError(f"{shown}: longer than {MAX_VALUE:,} characters, no value's length")
-        if any(ord(character) < 32 or ord(character) == 127 for character in str(value)):
+        if has_control_character(value):
             raise ConfigError(f"{shown}: a control character is no part of any value")
 
 
