@@ -17,7 +17,7 @@ import secrets
 import stat
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO, BinaryIO
 
 from numerate.kernel.errors import ConfigError
 
@@ -256,6 +256,18 @@ def write_atomically(path: Path, content: Content) -> Path:
             os.unlink(temporary)
         raise
     return path
+
+
+def open_to_append(path: Path | str, follow_links: bool = True) -> IO[str]:
+    """A text file opened to append (made when missing), never waiting on a named pipe that
+    no one reads (that open fails at once, ENXIO "No such device or address"); without
+    `follow_links`, a symbolic link at its name is refused (ELOOP), never written through."""
+
+    def opener(name: str, flags: int) -> int:
+        extra = os.O_NONBLOCK | (0 if follow_links else os.O_NOFOLLOW)
+        return os.open(name, flags | extra, 0o666)
+
+    return open(path, "a", opener=opener)
 
 
 def slug(text: str) -> str:

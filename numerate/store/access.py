@@ -30,10 +30,11 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from numerate.kernel.credentials import scrub_command_line
 from numerate.kernel.errors import for_terminal
+from numerate.kernel.files import open_to_append
 from numerate.kernel.progress import current
 from numerate.store.duckdb_words import is_lock_conflict, sql_literal
 from numerate.store.schema import StoreError, StoreFailedForNow
@@ -294,7 +295,7 @@ def lock_log() -> str | None:
     if not log:
         return None
     try:
-        with _appending(log):
+        with open_to_append(log):  # never waiting on a pipe no one reads (it hung)
             pass
     except OSError as error:
         raise StoreError(
@@ -303,16 +304,6 @@ def lock_log() -> str | None:
             "or unset it"
         ) from None
     return log
-
-
-def _appending(log: str) -> IO[str]:
-    """NUMERATE_LOCK_LOG open to append, never waiting on a named pipe that no one reads (every
-    command hung on one): that is ENXIO, "No such device or address"."""
-
-    def opener(name: str, flags: int) -> int:
-        return os.open(name, flags | os.O_NONBLOCK, 0o666)
-
-    return open(log, "a", opener=opener)
 
 
 _LOG_LOST: list[str] = []  # the NUMERATE_LOCK_LOG a write of failed (said once)
@@ -330,7 +321,7 @@ def held(path: str, kind: str, waited_s: float) -> Iterator[None]:
             line = {"pid": os.getpid(), "db": path, "kind": kind, "waited_s": round(waited_s, 4),
                     "held_s": round(time.monotonic() - started, 4), "at": time.time()}  # fmt: skip
             try:
-                with _appending(log) as out:
+                with open_to_append(log) as out:
                     out.write(json.dumps(line) + "\n")
             except OSError as error:  # a log never fails the work it logs; said once
                 if log not in _LOG_LOST:

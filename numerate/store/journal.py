@@ -42,6 +42,7 @@ import orjson
 
 from numerate.kernel.confined import Confined, LeadsOutside
 from numerate.kernel.errors import shorten
+from numerate.kernel.files import open_to_append
 from numerate.store.lake import is_lake
 from numerate.store.schema import JOURNALED, StoreError
 
@@ -390,11 +391,7 @@ def live_owners(db: str) -> int:
 def _claim_file(path: Path) -> IO[str]:
     """A run's claim file, made or opened to append, without following a link at its name
     (ELOOP) or waiting on a pipe; anything there but a regular file is refused (ENOTSUP)."""
-
-    def opener(name: str, flags: int) -> int:
-        return os.open(name, flags | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
-
-    file = open(path, "a", opener=opener)  # noqa: SIM115 - held until released
+    file = open_to_append(path, follow_links=False)
     if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
         file.close()
         raise OSError(errno.ENOTSUP, "not a regular file")
