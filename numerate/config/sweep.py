@@ -516,9 +516,6 @@ def refuse_the_other_kind(data: dict[Any, Any], source: str, expected: ConfigKin
     reverse) is one ConfigError saying so and where it goes; each of its keys used to be an
     error line of its own. It is the other kind when none of its keys is one of `expected`'s
     and all are the other's: a sweep config with one stray NumGen key gets the usual errors."""
-    from numerate.numgen.config import NumGenConfig  # numpy and PIL: NumGen's commands only
-
-    fields = {"sweep": set(SweepConfig.model_fields), "numgen": set(NumGenConfig.model_fields)}
     other: ConfigKind = "numgen" if expected == "sweep" else "sweep"
     keys = set(data)
     if keys & {"prefect-version", "deployments"}:  # deployments/prefect.yaml: a line a key
@@ -526,11 +523,22 @@ def refuse_the_other_kind(data: dict[Any, Any], source: str, expected: ConfigKin
             f"{source} is a Prefect deployment file (prefect-version, deployments), not "
             f"{_KIND_NAMES[expected][0]}: `numerate deploy` (or `prefect deploy`) reads it"
         )
-    if not keys or keys & fields[expected] or not keys <= fields[other]:
+    if not keys or keys & _fields(expected) or not keys <= _fields(other):
         return
     shown = ", ".join(sorted(str(key) for key in keys)[:4]) + (", ..." if len(keys) > 4 else "")
     (this, takes), (wanted, _) = _KIND_NAMES[other], _KIND_NAMES[expected]
     raise ConfigError(f"{source} is {this} ({shown}), not {wanted}: `{takes}` takes it")
+
+
+def _fields(kind: ConfigKind) -> set[str]:
+    """The keys a config of `kind` takes. NumGen's are read only when a config is checked
+    against them (its module imports numpy and PIL, 0.17 s): not for a sweep config that
+    names a key of its own."""
+    if kind == "sweep":
+        return set(SweepConfig.model_fields)
+    from numerate.numgen.config import NumGenConfig
+
+    return set(NumGenConfig.model_fields)
 
 
 def load_yaml(path: Path, what: str) -> Any:

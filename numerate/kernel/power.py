@@ -15,11 +15,21 @@ import functools
 import math
 import threading
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
-from scipy import stats
 
 __all__ = ["minimum_detectable_drop", "regression_power"]
+
+
+def _stats() -> Any:
+    """scipy.stats, imported where a power is worked out, not where this module is: its 0.5-0.7 s
+    were paid by every command that imports the comparison (`numerate run` among them),
+    whether it compared runs or not."""
+    from scipy import stats
+
+    return stats
+
 
 POWER = 0.8
 """The probability at which a drop counts as detectable."""
@@ -29,10 +39,10 @@ def _critical_lost(discordant: np.ndarray, level: float) -> np.ndarray:
     """Per discordant count d, the fewest lost pairs whose exact McNemar p-value
     (2 P(X >= lost), X ~ Bin(d, 1/2)) is below `level`; d + 1 where none is."""
     # isf gives the smallest x with P(X > x) <= level / 2, so lost = x + 1 has p <= level
-    x = stats.binom.isf(level / 2, discordant, 0.5)
+    x = _stats().binom.isf(level / 2, discordant, 0.5)
     critical = np.where(np.isnan(x), discordant + 1, x + 1).astype(np.int64)
     # rejection needs strictly below the level and more lost than gained
-    tail = 2 * stats.binom.sf(critical - 1, discordant, 0.5)
+    tail = 2 * _stats().binom.sf(critical - 1, discordant, 0.5)
     critical = np.where(tail >= level, critical + 1, critical)
     return np.maximum(critical, discordant // 2 + 1)
 
@@ -108,11 +118,11 @@ def _power(n: int, discordance: float, drop: float, critical: np.ndarray | _Crit
     psi = discordance if drop <= 0.0 else min(1.0, max(discordance, drop))
     likely = _likely(n, psi)
     discordant = np.arange(n + 1)[likely]
-    weights = stats.binom.pmf(discordant, n, psi)
+    weights = _stats().binom.pmf(discordant, n, psi)
     if drop <= 0.0:  # no drop: the chance of a false alarm
-        return float(np.sum(weights * stats.binom.sf(critical[likely] - 1, discordant, 0.5)))
+        return float(np.sum(weights * _stats().binom.sf(critical[likely] - 1, discordant, 0.5)))
     lost_share = min(1.0, (psi + drop) / (2 * psi))
-    flagged = stats.binom.sf(critical[likely] - 1, discordant, lost_share)
+    flagged = _stats().binom.sf(critical[likely] - 1, discordant, lost_share)
     return float(np.sum(weights * flagged))
 
 
@@ -152,7 +162,7 @@ def minimum_detectable_drop(
 def _first_guess(n: int, discordance: float, level: float, power: float) -> float:
     """The normal approximation of the answer: a drop moves about n * drop / 2 pairs from
     gained to lost, against a spread of sqrt(n * psi) / 2."""
-    z = float(stats.norm.isf(level / 2) + stats.norm.isf(1 - power))
+    z = float(_stats().norm.isf(level / 2) + _stats().norm.isf(1 - power))
     guess = z / math.sqrt(n)  # psi = drop
     if guess < discordance:
         guess = z * math.sqrt(discordance / n)

@@ -1,3 +1,4 @@
+import ast
 import json
 import re
 import subprocess
@@ -114,17 +115,29 @@ def test_a_set_key_or_value_is_shown_escaped_and_cut(given):
     assert twice.exit_code == 2 and "given twice" in twice.stderr and "\x1b" not in twice.stderr
 
 
-def test_help_imports_nothing_heavy():
-    code = (
-        "import sys\n"
-        "from numerate.cli import app\n"
-        "try:\n    app(['--help'])\nexcept SystemExit:\n    pass\n"
-        "heavy = {'torch', 'prefect', 'diffusers', 'transformers', 'duckdb', 'polars', 'numpy',"
-        " 'PIL'}\n"
-        "print(sorted(heavy & set(sys.modules)))\n"
-    )
+def imported(code: str, modules: set[str]) -> list[str]:
+    """Which of `modules` a fresh Python process has imported once it ran `code`."""
+    code += f"\nimport sys\nprint(sorted({modules!r} & set(sys.modules)))\n"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip().splitlines()[-1] == "[]"
+    return ast.literal_eval(out.stdout.strip().splitlines()[-1])
+
+
+def test_help_imports_nothing_heavy():
+    code = "from numerate.cli import app\ntry:\n    app(['--help'])\nexcept SystemExit:\n    pass"
+    heavy = {"torch", "prefect", "diffusers", "transformers", "duckdb", "polars", "numpy", "PIL"}
+    assert imported(code, heavy) == []
+
+
+def test_a_sweep_imports_neither_scipy_stats_nor_numgen():
+    """What a sweep imports, its config checked as `numerate run --config` checks it: scipy's
+    statistics (0.5-0.7 s, for the comparison's power alone) and NumGen's config (numpy and
+    PIL, for a NumGen config's keys alone) were imported by every `numerate run`."""
+    code = (
+        "import numerate.flows.sweep, numerate.results.standing, numerate.tasks.artifacts\n"
+        "from numerate.config.sweep import refuse_the_other_kind\n"
+        "refuse_the_other_kind({'name': 'x', 'models': []}, 'x.yaml', 'sweep')"
+    )
+    assert imported(code, {"scipy.stats", "numerate.numgen.config"}) == []
 
 
 def test_version_names_the_package_and_the_code():
