@@ -23,6 +23,7 @@ __all__ = [
     "changed_cases",
     "numgen_cell",
     "numgen_image",
+    "numgen_image_files",
     "numgen_prompts",
     "numgen_runs",
     "outcome_counts",
@@ -283,16 +284,28 @@ def numgen_cell(
     return frame, total
 
 
+IMAGE_FILES = (
+    "SELECT i.prompt_id, i.path, d.annotated_path FROM numgen_images i "
+    "LEFT JOIN numgen_detections d USING (run_id, prompt_id) WHERE i.run_id = ?"
+)
+"""A NumGen run's images: each prompt id, the file of its image and of the copy with the
+detector's boxes drawn."""
+
+
 def numgen_image(source: Source, run_id: str, prompt_id: str, annotated: bool) -> str | None:
     """The file a NumGen run recorded for an image (the image itself, or the copy with the
     detector's boxes drawn), or None."""
-    column = "d.annotated_path" if annotated else "i.path"
-    rows = source.query(
-        f"SELECT {column} FROM numgen_images i LEFT JOIN numgen_detections d "
-        "USING (run_id, prompt_id) WHERE i.run_id = ? AND i.prompt_id = ?",
-        [run_id, prompt_id],
-    )
-    return str(rows[0][0]) if rows and rows[0][0] else None
+    rows = source.query(f"{IMAGE_FILES} AND i.prompt_id = ?", [run_id, prompt_id])
+    found = rows[0][2 if annotated else 1] if rows else None
+    return str(found) if found else None
+
+
+def numgen_image_files(source: Source, run_id: str) -> list[tuple[str, str | None, str | None]]:
+    """Every image a NumGen run recorded, in one query, in its prompts' order: the prompt id,
+    the file of the image and that of the copy with the detector's boxes drawn (None where
+    none was recorded). A query an image cost an export of a run on a lake 0.1-0.2 s each."""
+    rows = source.query(f"{IMAGE_FILES} ORDER BY i.prompt_index, i.prompt_id", [run_id])
+    return [(str(p), str(i) if i else None, str(a) if a else None) for p, i, a in rows]
 
 
 def numgen_images_folder(source: Source, run_id: str) -> str | None:

@@ -152,9 +152,8 @@ def copy_images(
     copied: list[str] = []
     for run_id in browse.numgen_runs(source)["run_id"].to_list():
         images = pages.images_folder(source, run_id)
-        for prompt_id in {p for (p,) in browse.numgen_prompts(source, run_id)}:
-            for annotated in (False, True):
-                found = browse.numgen_image(source, run_id, prompt_id, annotated)
+        for prompt_id, *found_files in browse.numgen_image_files(source, run_id):
+            for annotated, found in zip((False, True), found_files, strict=True):
                 try:
                     content = pages.image_bytes(images, found)
                 except LeadsOutside as refused:
