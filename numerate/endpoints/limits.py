@@ -15,6 +15,7 @@ from typing import Any
 from numerate.config.sweep import ModelConfig
 from numerate.endpoints.keys import api_key
 from numerate.endpoints.pacing import AdaptiveLimit
+from numerate.endpoints.retries import AnswerTooLarge
 from numerate.kernel.progress import current as current_progress
 
 _clients: dict[tuple[int, str | None, str | None, float], EndpointClient] = {}
@@ -70,20 +71,13 @@ larger while read, is not read on (an error, `answer body larger than 64 MiB`); 
 read, and its text stored cut to numerate.kernel.answers.MAX_ANSWER_CHARS."""
 
 
-class AnswerTooLarge(Exception):
-    """An endpoint's answer body beyond MAX_BODY_BYTES."""
-
-    def __init__(self) -> None:
-        super().__init__(f"answer body larger than {MAX_BODY_BYTES // 2**20} MiB: not read")
-
-
 async def bound_body(response: Any) -> None:
     """An httpx response hook: the body of `response` is read up to MAX_BODY_BYTES, then
     AnswerTooLarge (before it is read, when its Content-Length says so)."""
     declared = response.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
         await response.aclose()
-        raise AnswerTooLarge
+        raise AnswerTooLarge(MAX_BODY_BYTES)
     response.stream = _bounded_stream(http_package(response))(response.stream, MAX_BODY_BYTES)
 
 
@@ -112,7 +106,7 @@ class BoundedStream:
         async for chunk in self.stream:
             read += len(chunk)
             if read > self.limit:
-                raise AnswerTooLarge
+                raise AnswerTooLarge(self.limit)
             yield chunk
 
     async def aclose(self) -> None:

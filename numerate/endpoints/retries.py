@@ -1,7 +1,7 @@
 """Which failed requests to send again, and how long to wait first.
 
 Timeouts, connection errors, 408/409/429 and 5xx are retried with exponential backoff and
-jitter (a Retry-After header wins); other 4xx are not.
+jitter (a Retry-After header wins); other 4xx are not, nor an answer too large to read.
 """
 
 from __future__ import annotations
@@ -44,6 +44,23 @@ def retry_after_s(headers: Any) -> float | None:
     return min(MAX_RETRY_AFTER_S, max(0.0, when.timestamp() - time.time()))
 
 
+class AnswerTooLarge(Exception):
+    """An endpoint's answer body beyond the bound numerate reads (`limit` bytes:
+    numerate.endpoints.limits.MAX_BODY_BYTES). Not sent again: it is an endpoint's fault, not
+    the way's, and a second answer as large would be read, and paid for, again."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"answer body larger than {limit // 2**20} MiB: not read")
+
+
+def too_large(error: BaseException) -> AnswerTooLarge | None:
+    """The AnswerTooLarge `error` is, or was raised from (the HTTP client's errors wrap it)."""
+    for found in (error, error.__cause__):
+        if isinstance(found, AnswerTooLarge):
+            return found
+    return None
+
+
 class TimedOut(Exception):
     """A request whose whole answer did not arrive within the model's timeout_s (the client's
     own timeout bounds each read, not a body that trickles in)."""
@@ -62,6 +79,8 @@ def is_retryable(error: BaseException) -> bool:
     """Whether a failed request can succeed if sent again."""
     import openai
 
+    if too_large(error) is not None:  # wrapped as a connection error: it is none
+        return False
     if isinstance(error, openai.APIConnectionError):  # includes timeouts
         return True
     if isinstance(error, TimedOut):
@@ -85,6 +104,8 @@ def _description(error: BaseException) -> str:
         return "timeout: no answer in time"
     if isinstance(error, TimedOut):
         return str(error)
+    if (large := too_large(error)) is not None:
+        return str(large)
     if isinstance(error, openai.APIConnectionError):
         cause = error.__cause__ or error
         return f"connection error: {type(cause).__name__}: {cause}".strip()

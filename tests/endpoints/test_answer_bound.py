@@ -86,10 +86,11 @@ LONG = "<think>" + "w" * 200_000 + " " + "x" * 800_000 + "</think>\nAnswer: 7"
 
 
 def run_on_a_fake_endpoint(
-    folder, reply: Reply, count: int, code: int, **model: object
+    folder, reply: Reply, count: int, code: int, asked: list | None = None, **model: object
 ) -> tuple[object, str]:
     """A run of one model (`model`: its settings) whose endpoint answers `reply` to every
-    request, over `count` objects cases, ending with exit `code`: its database and run id."""
+    request, over `count` objects cases, ending with exit `code`: its database and run id.
+    `asked` gets every request the endpoint received."""
     from tests.fake_openai import FakeOpenAI
 
     db = folder / "answers.duckdb"
@@ -100,6 +101,7 @@ def run_on_a_fake_endpoint(
             folder / "run.yaml", models, [{"manifold": "objects", "count": count}]
         )
         done = runner.invoke(app, ["run", "--config", str(config), "--db", str(db)])
+        (asked if asked is not None else []).extend(server.requests)
     assert done.exit_code == code, done.output
     con = duckdb.connect(str(db), read_only=True)
     [(run_id,)] = con.execute("SELECT run_id FROM runs").fetchall()
@@ -205,11 +207,14 @@ def test_an_answer_body_beyond_the_read_bound_is_an_error_not_read(tmp_path, mon
 
     monkeypatch.setattr(limits, "MAX_BODY_BYTES", 2**20)
     big = Reply(content="w" * 2**21)
-    db, _ = run_on_a_fake_endpoint(tmp_path, big, 1, 3, name="big", max_retries=0)
+    asked: list = []
+    db, _ = run_on_a_fake_endpoint(tmp_path, big, 1, 3, asked, name="big", max_retries=1)
     con = duckdb.connect(str(db), read_only=True)
     [(outcome, error)] = con.execute("SELECT outcome, error FROM responses").fetchall()
     con.close()
-    assert outcome == "error" and "answer body larger than 1 MiB: not read" in error
+    # it was said as a connection error, and asked again (and paid for) as one
+    assert (outcome, error) == ("error", "answer body larger than 1 MiB: not read")
+    assert len(asked) == 1
 
 
 def test_a_body_that_grows_past_the_bound_while_read_is_not_read_on():
