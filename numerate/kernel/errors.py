@@ -42,6 +42,16 @@ def what_it_is(value: object) -> str:
     return names.get(type(value), f"a {type(value).__name__}")
 
 
+TEXT_EXPECTED = frozenset({"literal_error", "string_type", "enum"})
+"""pydantic's errors of a field that takes text (or one of some words)."""
+
+YAML_BOOLEAN_WORDS = (
+    " (YAML reads an unquoted yes, no, on or off as true or false: put the word in quotes)"
+)
+"""What a field that takes text adds when it was given true or false: `cache: off` was read as
+false and refused with "Input should be 'resume', 'reuse' or 'off'"."""
+
+
 def describe_validation_error(
     error: ValidationError, where: str, options: Mapping[str, str] | None = None
 ) -> str:
@@ -62,6 +72,8 @@ def describe_validation_error(
         message = shorten(problem["msg"].removeprefix("Value error, "), 300)
         if problem["type"] == "string_pattern_mismatch":  # a rule of names, in words
             message = _name_rule(problem.get("ctx", {}).get("pattern"), message)
+        if isinstance(value, bool) and problem["type"] in TEXT_EXPECTED:
+            message += YAML_BOOLEAN_WORDS
         if problem["type"] in ("model_type", "model_attributes_type", "dict_type"):
             given = "empty" if value is None else f"not {what_it_is(value)}"
             message = f"should be a mapping of settings ({given})"  # not a class

@@ -151,6 +151,20 @@ def test_yaml_errors_say_where(tmp_path):
         load_sweep_config(path)
 
 
+def test_an_unquoted_off_that_yaml_reads_as_false_says_to_quote_it(tmp_path):
+    """`cache: off` said "models.0.cache = False: Input should be 'resume', 'reuse' or 'off'"."""
+    path = tmp_path / "s.yaml"
+    path.write_text("name: x\nmodels: [{name: a, model: 'baseline:oracle', cache: off}]\n"
+                    "manifolds: [{manifold: objects, count: 3}]\n")  # fmt: skip
+    with pytest.raises(ConfigError) as info:
+        load_sweep_config(path)
+    said = str(info.value)
+    assert "models.0.cache = False: Input should be" in said
+    assert said.endswith("or off as true or false: put the word in quotes)")
+    path.write_text(path.read_text().replace("cache: off", "cache: 'off'"))
+    assert load_sweep_config(path).models[0].cache == "off"
+
+
 def test_fingerprint_ignores_db_but_not_content():
     a = parse_sweep_config(base())
     b = parse_sweep_config(base(db="elsewhere.duckdb"))
