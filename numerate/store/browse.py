@@ -24,7 +24,6 @@ __all__ = [
     "numgen_cell",
     "numgen_image",
     "numgen_image_files",
-    "numgen_prompts",
     "numgen_runs",
     "outcome_counts",
     "point_cases",
@@ -333,10 +332,3 @@ def _images_root(recorded: str) -> str | None:
     if len(path.parts) < 4 or path.parents[1].name != "images":
         return None
     return str(path.parents[1])
-
-
-def numgen_prompts(source: Source, run_id: str) -> list[tuple[str]]:
-    """The prompt ids of a NumGen run's images."""
-    return [(str(row[0]),) for row in source.query(
-        "SELECT prompt_id FROM numgen_images WHERE run_id = ? ORDER BY prompt_index", [run_id]
-    )]  # fmt: skip
