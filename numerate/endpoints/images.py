@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from numerate.config.sweep import ModelConfig
 from numerate.endpoints.answerers import EndpointAnswerer, chat_body, read_completion
 from numerate.endpoints.limits import bound_body, shared_client
+from numerate.endpoints.retries import AnswerTooLarge, too_large
 from numerate.grading.judging import Completion
 from numerate.kernel.errors import ConfigError, describe_validation_error
 from numerate.manifolds.objects import parse_answer
@@ -192,7 +193,8 @@ class ImagesApiGenerator(AtEndpoint):
 
     async def fetch(self, url: str) -> bytes:
         """The image at an answer's `url` (see `image_url_problem`; no redirect followed; its
-        body bounded as an answer's is); ValueError, asked again, when it cannot be fetched."""
+        body bounded as an answer's is); ValueError, asked again, when it cannot be fetched;
+        AnswerTooLarge, not asked again, when it is larger than that bound."""
         import openai
 
         problem = image_url_problem(url, self.model.base_url or "")
@@ -206,6 +208,8 @@ class ImagesApiGenerator(AtEndpoint):
                 response = await http.get(url)
                 body = bytes(await response.aread())
             except Exception as error:  # any failure of the fetch: asked again
+                if (large := too_large(error)) is not None:  # made, and paid: not asked again
+                    raise AnswerTooLarge(large.limit, "the image at the answer's url") from None
                 raise ValueError(f"cannot fetch the image's url: {type(error).__name__}") from None
         if response.status_code != 200:
             raise ValueError(f"the image's url answered HTTP {response.status_code}")

@@ -15,7 +15,7 @@ from typing import Any
 from numerate.config.sweep import ModelConfig
 from numerate.endpoints.keys import api_key
 from numerate.endpoints.pacing import AdaptiveLimit
-from numerate.endpoints.retries import AnswerTooLarge
+from numerate.endpoints.retries import AnswerTooLarge, too_large
 from numerate.kernel.progress import current as current_progress
 
 _clients: dict[tuple[int, str | None, str | None, float], EndpointClient] = {}
@@ -200,8 +200,10 @@ class Breaker:
             self.refusals += 1
             if self.successes == 0 and self.refusals >= self.model.breaker_after:
                 self.cause = refusal_cause(error.status_code, detail)
-        elif isinstance(error, openai.APIConnectionError) and not isinstance(
-            error, openai.APITimeoutError
+        elif (
+            isinstance(error, openai.APIConnectionError)
+            and not isinstance(error, openai.APITimeoutError)
+            and too_large(error) is None  # the endpoint answered: too much
         ):
             now = time.monotonic()
             if self.unreachable_since is None:

@@ -49,8 +49,10 @@ class AnswerTooLarge(Exception):
     numerate.endpoints.limits.MAX_BODY_BYTES). Not sent again: it is an endpoint's fault, not
     the way's, and a second answer as large would be read, and paid for, again."""
 
-    def __init__(self, limit: int) -> None:
-        super().__init__(f"answer body larger than {limit // 2**20} MiB: not read")
+    def __init__(self, limit: int, what: str = "answer body") -> None:
+        size = f"{limit // 2**20} MiB" if limit % 2**20 == 0 else f"{limit:,} bytes"
+        super().__init__(f"{what} larger than {size}: not read")
+        self.limit = limit
 
 
 def too_large(error: BaseException) -> AnswerTooLarge | None:

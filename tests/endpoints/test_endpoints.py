@@ -602,6 +602,27 @@ def test_the_breaker_trips_on_refusals_only_before_any_success():
     assert not working.tripped
 
 
+def test_answers_too_large_to_read_are_no_endpoint_down():
+    """The HTTP client wraps an answer past the read bound as a connection error: an endpoint
+    that answered too much for down_after_s was stopped as "endpoint unreachable"."""
+    import httpx2 as httpx
+    import openai
+
+    from numerate.endpoints import Breaker
+    from numerate.endpoints.retries import AnswerTooLarge
+
+    request = httpx.Request("POST", "http://x/v1/chat/completions")
+    breaker = Breaker(ModelConfig(name="m", model="m", base_url="http://x/v1"))
+    for _ in range(3):
+        try:
+            raise openai.APIConnectionError(request=request) from AnswerTooLarge(2**26)
+        except openai.APIConnectionError as wrapped:
+            breaker.failure(wrapped, "answer body larger than 64 MiB: not read")
+    assert breaker.unreachable_since is None and not breaker.tripped  # counted as nothing
+    breaker.failure(openai.APIConnectionError(request=request), "connection error: refused")
+    assert breaker.unreachable_since is not None  # a refused connection starts the clock
+
+
 def rate_limited(server, most_in_flight, retry_after=True):
     """A server that refuses (429) every request beyond `most_in_flight` at once."""
 

@@ -2,6 +2,7 @@
 blob counter and by the fake vision model, with the fakes' faults, and recounts."""
 
 import asyncio
+from collections import Counter
 
 import duckdb
 import pytest
@@ -273,6 +274,34 @@ def test_a_link_planted_at_an_images_name_is_replaced_never_written_or_read_thro
     assert outside.read_bytes() == b"not yours"
     assert not (folder / f"{first.prompt_id}.png").is_symlink()
     assert len(endpoint.image_requests) == 20  # the link was no image already made
+
+
+def test_an_image_at_a_url_past_the_read_bound_is_not_asked_for_again(
+    endpoint, tmp_path, db_path, monkeypatch
+):
+    """Before: an image at the answer's url larger than the bound an answer's body is read to
+    was "malformed answer: cannot fetch the image's url: AnswerTooLarge", and each was made
+    (and paid for) again, up to max_retries times."""
+    from numerate.endpoints import limits
+    from numerate.grading.verdict import RunFailed
+
+    monkeypatch.setattr(limits, "MAX_BODY_BYTES", 1000)  # the answer's JSON: 200 bytes
+    asked: list[str] = []
+
+    def at_a_url(body):
+        asked.append(body["prompt"])
+        return ImageReply(as_url=True)
+
+    endpoint.image_responder = at_a_url
+    settings = config(endpoint, tmp_path, detector="blobs", prompts={"per_number": 1})
+    del settings["detection"]
+    settings["generation"] |= {"max_retries": 3}
+    said = "the image at the answer's url larger than 1,000 bytes: not read"
+    with pytest.raises(RunFailed, match=said):
+        run(settings, db_path)
+    # each image once a try of its batch (a batch whose every image failed is tried twice,
+    # numerate.tasks.numgen.BATCH_RETRIES), not max_retries + 1 = 4 times
+    assert Counter(asked) == dict.fromkeys(asked, 2) and len(set(asked)) == 10
 
 
 def test_an_endpoint_where_every_image_fails_fails_the_run(endpoint, tmp_path, db_path):
