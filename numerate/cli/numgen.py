@@ -318,7 +318,7 @@ def recount(
         numgen_config = recount_settings(source, stored, detector, detection)
         results = _run_flow(numgen_config, db, dispatch, recount=source)
     except ValidationError as error:
-        fail(describe_validation_error(error, f"numgen config {config}, detection"))
+        fail(describe_validation_error(error, f"numgen config {config}, detection", yaml=True))
         return
     except (NumerateError, ValueError) as error:
         fail(error)

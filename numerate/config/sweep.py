@@ -491,17 +491,21 @@ class SweepConfig(BaseModel):
 
 
 def parse_sweep_config(
-    data: Any, source: str = "sweep config", options: dict[str, str] | None = None
+    data: Any,
+    source: str = "sweep config",
+    options: dict[str, str] | None = None,
+    yaml: bool = False,
 ) -> SweepConfig:
     """Validate a sweep config; a problem raises ConfigError naming the field and the value
-    (or the command-line option that gave the field, `options`: {field: option})."""
+    (or the command-line option that gave the field, `options`: {field: option}; `yaml`: read
+    from a YAML file, see numerate.kernel.errors.describe_validation_error)."""
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a mapping at the top, got {what_it_is(data)}")
     refuse_the_other_kind(data, source, "sweep")
     try:
         return SweepConfig.model_validate(data)
     except ValidationError as error:
-        raise ConfigError(describe_validation_error(error, source, options)) from None
+        raise ConfigError(describe_validation_error(error, source, options, yaml)) from None
 
 
 ConfigKind = Literal["sweep", "numgen"]
@@ -551,7 +555,7 @@ def load_yaml(path: Path, what: str) -> Any:
 def load_sweep_config(path: str | Path) -> SweepConfig:
     """Read and validate a YAML sweep config."""
     path = Path(path)
-    return parse_sweep_config(load_yaml(path, "sweep config"), f"sweep config {path}")
+    return parse_sweep_config(load_yaml(path, "sweep config"), f"sweep config {path}", yaml=True)
 
 
 def one_model_config(

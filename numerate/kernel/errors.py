@@ -48,12 +48,15 @@ TEXT_EXPECTED = frozenset({"literal_error", "string_type", "enum"})
 YAML_BOOLEAN_WORDS = (
     " (YAML reads an unquoted yes, no, on or off as true or false: put the word in quotes)"
 )
-"""What a field that takes text adds when it was given true or false: `cache: off` was read as
-false and refused with "Input should be 'resume', 'reuse' or 'off'"."""
+"""What a field of a YAML file that takes text adds when it was given true or false: `cache: off`
+was read as false and refused with "Input should be 'resume', 'reuse' or 'off'"."""
 
 
 def describe_validation_error(
-    error: ValidationError, where: str, options: Mapping[str, str] | None = None
+    error: ValidationError,
+    where: str,
+    options: Mapping[str, str] | None = None,
+    yaml: bool = False,
 ) -> str:
     """One line per problem, naming the field and the offending value.
 
@@ -63,6 +66,8 @@ def describe_validation_error(
         options: the fields the user gave as command-line options, and those options
             (`{"prompts.per_number": "--count"}`): a problem with one names the option (and
             its value; an option that holds it, `--set length=1e400`, as given).
+        yaml: the other fields were read from a YAML file: a field that takes text given
+            true or false says how YAML reads yes, no, on and off (YAML_BOOLEAN_WORDS).
     """
     lines = []
     problems = error.errors()
@@ -72,8 +77,6 @@ def describe_validation_error(
         message = shorten(problem["msg"].removeprefix("Value error, "), 300)
         if problem["type"] == "string_pattern_mismatch":  # a rule of names, in words
             message = _name_rule(problem.get("ctx", {}).get("pattern"), message)
-        if isinstance(value, bool) and problem["type"] in TEXT_EXPECTED:
-            message += YAML_BOOLEAN_WORDS
         if problem["type"] in ("model_type", "model_attributes_type", "dict_type"):
             given = "empty" if value is None else f"not {what_it_is(value)}"
             message = f"should be a mapping of settings ({given})"  # not a class
@@ -90,6 +93,8 @@ def describe_validation_error(
             lines.append(named)  # field it is about, which an option gave
             continue
         shown = "" if isinstance(value, dict | list) else f" = {shorten(repr(value))}"
+        if yaml and isinstance(value, bool) and problem["type"] in TEXT_EXPECTED:
+            message += YAML_BOOLEAN_WORDS
         lines.append(f"{where}: {field}{shown}: {message}")
     if len(problems) > MAX_PROBLEMS:
         lines.append(f"{where}: ... and {len(problems) - MAX_PROBLEMS} more problem(s)")

@@ -316,9 +316,11 @@ def with_options(
 
 
 def parse_numgen_config(data: dict[str, Any], options: dict[str, str]) -> NumGenConfig:
-    """The NumGen config of `data`; ConfigError naming the option that gave a bad value
-    (`options`: {config field: command-line option}), else the config's field."""
+    """The NumGen config of `data` (a YAML file's, with the options given); ConfigError naming
+    the option that gave a bad value (`options`: {config field: command-line option}), else
+    the config's field."""
     try:
         return NumGenConfig.model_validate(data)
     except ValidationError as error:
-        raise ConfigError(describe_validation_error(error, "numgen config", options)) from None
+        said = describe_validation_error(error, "numgen config", options, yaml=True)
+        raise ConfigError(said) from None

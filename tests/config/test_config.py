@@ -163,6 +163,10 @@ def test_an_unquoted_off_that_yaml_reads_as_false_says_to_quote_it(tmp_path):
     assert said.endswith("or off as true or false: put the word in quotes)")
     path.write_text(path.read_text().replace("cache: off", "cache: 'off'"))
     assert load_sweep_config(path).models[0].cache == "off"
+    with pytest.raises(ConfigError) as info:  # JSON (a deployment's parameters): no YAML there
+        parse_sweep_config(base(models=[{"name": "a", "model": "m", "cache": False}]))
+    assert "cache = False: Input should be" in str(info.value)
+    assert "YAML" not in str(info.value)
 
 
 def test_fingerprint_ignores_db_but_not_content():
