@@ -40,7 +40,7 @@ from typing import IO, Any
 
 import orjson
 
-from numerate.kernel.confined import Confined, LeadsOutside
+from numerate.kernel.confined import LINK, Confined, LeadsOutside
 from numerate.kernel.errors import shorten
 from numerate.kernel.files import open_to_append
 from numerate.store.lake import is_lake
@@ -431,7 +431,7 @@ def claim_run(db: str, run_id: str) -> RunClaim | None:
             file = _claim_file(path)
         except OSError as error:
             why = (
-                f"a symbolic link; numerate follows no link out of {folder}"
+                LeadsOutside(folder, path.name, LINK).what  # as every refused link says it
                 if error.errno == errno.ELOOP
                 else error.strerror or str(error)
             )
