@@ -45,7 +45,11 @@ postgres:
 ## The suite runs on $(TEST_WORKERS) pytest-xdist workers (most tests wait on processes and servers:
 ## three fill two cores) while mypy checks the types beside it; it ends with the 15 slowest tests,
 ## so that growth shows at every landing. One folder while developing: docs/architecture.md.
+## Python's bytecode (and pytest's rewritten tests) is cached in __pycache__ folders (ignored by git)
+## even where PYTHONDONTWRITEBYTECODE is set: the suite starts some 300 Python processes, and each
+## would compile numerate's modules again (about 0.25 s of CPU each).
 TEST_WORKERS ?= 3
+test: export PYTHONDONTWRITEBYTECODE :=
 test: $(STAMP) browser postgres
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
