@@ -42,3 +42,18 @@ def cpu_seconds(pid: int) -> float:
 
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def holds_open(pid: int, path: Path) -> bool:
+    """Whether process `pid` has the file `path` open (Linux /proc: its links are resolved)."""
+    try:
+        descriptors = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:  # it has ended
+        return False
+    for descriptor in descriptors:
+        try:
+            if descriptor.readlink() == path.resolve():
+                return True
+        except OSError:  # closed meanwhile
+            continue
+    return False
