@@ -149,15 +149,22 @@ async def regressions(run_id: str, db: str, alpha: float = 0.05) -> list[str]:
 async def progress_artifact(name: str, every_s: float = 5.0) -> AsyncIterator[None]:
     """A progress artifact of the flow run, updated every `every_s` seconds from
     numerate.kernel.progress; where no terminal shows progress (a worker), each update is also a
-    line in the flow run's log."""
+    line in the flow run's log. Its share counts the requests of this block only: a process
+    that ran flows before (a notebook, a test session) reports to the same progress, and a run
+    that ended short of its total left the next one's artifact short of 100% for good."""
     logger = get_run_logger()
     artifact = await acreate_progress_artifact(
         progress=0.0, key=artifact_key(name, "progress"), description=f"{name}: requests done"
     )
+    earlier = current_progress()
+    done_before, total_before = earlier.done, earlier.total
 
     async def update() -> None:
         progress = current_progress()
-        share = 100.0 * progress.done / progress.total if progress.total else 0.0
+        done, total = progress.done, progress.total
+        if progress is earlier:
+            done, total = done - done_before, total - total_before
+        share = 100.0 * done / total if total else 0.0
         await aupdate_progress_artifact(artifact, progress=min(share, 100.0))
         if isinstance(progress, LogProgress) and progress.total:
             logger.info("progress: %s", progress.line())

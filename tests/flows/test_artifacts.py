@@ -77,8 +77,12 @@ def test_a_sweep_publishes_results_summary_comparison_and_progress(db_path, tmp_
     from prefect import tags
 
     from numerate.flows.sweep import run_tags
+    from numerate.kernel.progress import LogProgress, reporting_to
 
-    with tags(*run_tags(parse_sweep_config(CONFIG))):
+    earlier = LogProgress()  # what runs before in this process counted: one ended 7 short
+    earlier.add_total(10)
+    earlier.advance(3)
+    with reporting_to(earlier), tags(*run_tags(parse_sweep_config(CONFIG))):
         first = asyncio.run(sweep(CONFIG, db_path))
         second = asyncio.run(sweep(CONFIG, db_path, fresh=True))
 
@@ -96,8 +100,8 @@ def test_a_sweep_publishes_results_summary_comparison_and_progress(db_path, tmp_
     assert "No previous run" in earlier.data
     assert "Plot: `" in summary.data
 
-    progress = asyncio.run(artifacts("artifacts-test-progress"))
-    assert progress and float(progress[0].data) == pytest.approx(100.0)
+    progress = asyncio.run(artifacts("artifacts-test-progress"))  # each run's: 100%
+    assert [float(p.data) for p in progress] == [pytest.approx(100.0)] * 2
 
     runs, task_runs = asyncio.run(tagged_runs("sweep:artifacts-test"))
     named = [r for r in runs if r.name.startswith("artifacts-test ")]
