@@ -79,10 +79,10 @@ def test_a_sweep_publishes_results_summary_comparison_and_progress(db_path, tmp_
     from numerate.flows.sweep import run_tags
     from numerate.kernel.progress import LogProgress, reporting_to
 
-    earlier = LogProgress()  # what runs before in this process counted: one ended 7 short
-    earlier.add_total(10)
-    earlier.advance(3)
-    with reporting_to(earlier), tags(*run_tags(parse_sweep_config(CONFIG))):
+    leftover = LogProgress()  # what runs before in this process counted: one ended 7 short
+    leftover.add_total(10)
+    leftover.advance(3)
+    with reporting_to(leftover), tags(*run_tags(parse_sweep_config(CONFIG))):
         first = asyncio.run(sweep(CONFIG, db_path))
         second = asyncio.run(sweep(CONFIG, db_path, fresh=True))
 
