@@ -149,9 +149,10 @@ async def regressions(run_id: str, db: str, alpha: float = 0.05) -> list[str]:
 async def progress_artifact(name: str, every_s: float = 5.0) -> AsyncIterator[None]:
     """A progress artifact of the flow run, updated every `every_s` seconds from
     numerate.kernel.progress; where no terminal shows progress (a worker), each update is also a
-    line in the flow run's log. Its share counts the requests of this block only: a process
-    that ran flows before (a notebook, a test session) reports to the same progress, and a run
-    that ended short of its total left the next one's artifact short of 100% for good."""
+    line in the flow run's log. Its share counts what was planned and done since the block
+    began: a process that ran flows before (a notebook, a test session) reports to the same
+    progress, and a run that ended short of its total left every later run's artifact short of
+    100%. Runs at once in one process (the parts of a distributed sweep) still share one count."""
     logger = get_run_logger()
     artifact = await acreate_progress_artifact(
         progress=0.0, key=artifact_key(name, "progress"), description=f"{name}: requests done"

@@ -920,18 +920,22 @@ def test_db_prints_every_duckdb_type_in_every_format(tmp_path, output):
         assert shown in result.stdout, (shown, result.stdout)
 
 
-def _wait_until_the_query_runs(process, path, deadline):
+def _wait_until_the_query_runs(process, path):
     """Until the process has used half a CPU second with the database open: nothing it does
     between opening the file and running the query takes that long, so the query runs. (A
-    fixed 5 CPU seconds, more than starting ever took, was spent on every run.)"""
-    opened_at = None
-    while time.monotonic() < deadline and process.poll() is None:
-        if opened_at is None:
+    fixed 5 CPU seconds, more than starting ever took, was spent on every run.) Fails when
+    the process ends first or the query is not seen running within 90 s."""
+    opened_at: list[float] = []
+
+    def query_runs() -> bool:
+        assert process.poll() is None, "the command ended before its query ran"
+        if not opened_at:
             if holds_open(process.pid, path):
-                opened_at = cpu_seconds(process.pid)
-        elif cpu_seconds(process.pid) >= opened_at + 0.5:
-            return
-        time.sleep(0.05)
+                opened_at.append(cpu_seconds(process.pid))
+            return False
+        return cpu_seconds(process.pid) >= opened_at[0] + 0.5
+
+    wait_until(query_runs, 90, "the query runs (the database open, half a CPU second spent)")
 
 
 STUCK_IN_C = """
@@ -1515,8 +1519,7 @@ def test_ctrl_c_stops_a_long_db_query_quietly_with_130(tmp_path, stop, code):
     env = numerate_env(tmp_path / "prefect")
     query_runs = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        _wait_until_the_query_runs(query_runs, path, time.monotonic() + 90)
-        assert query_runs.poll() is None, "the query ended before Ctrl-C"
+        _wait_until_the_query_runs(query_runs, path)
         query_runs.send_signal(stop)
         sent = time.monotonic()
         out, err = query_runs.communicate(timeout=30)
