@@ -24,7 +24,6 @@ import contextlib
 import json
 import logging
 import os
-import random
 import re
 import time
 import uuid
@@ -36,7 +35,7 @@ from numerate.kernel.credentials import scrub_command_line
 from numerate.kernel.errors import for_terminal
 from numerate.kernel.files import open_to_append
 from numerate.kernel.progress import current
-from numerate.store.duckdb_words import is_lock_conflict, sql_literal
+from numerate.store.duckdb_words import JITTER, is_lock_conflict, sql_literal
 from numerate.store.schema import StoreError, StoreFailedForNow
 
 __all__ = [
@@ -202,7 +201,7 @@ def _when_free(path: str, open_it: Any, kind: str) -> Any:
                 if waited >= KNOCK_AFTER_S and not knocked:
                     knocking.enter_context(_knock(path, kind))
                     knocked = True
-                time.sleep(pause * random.uniform(0.5, 1.5))
+                time.sleep(pause * JITTER.uniform(0.5, 1.5))
                 pause = min(pause * 2, 0.2)
 
 

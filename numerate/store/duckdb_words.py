@@ -90,6 +90,11 @@ def is_commit_conflict(error: BaseException) -> bool:
     return "Failed to commit DuckLake transaction" in str(error)
 
 
+JITTER = random.Random()
+"""Where the store draws its pauses' jitter: a generator of its own. Drawing from the random
+module's shared one changed what a program that seeded it drew next, depending on how often
+another process held the database (Hypothesis warns when a test's strategy sees that)."""
+
 COMMIT_TRIES = 8
 """Tries at a transaction in a lake. Two of its writers conflict when one deletes or updates
 rows of a table (a graded answer replaced, a run's aggregates swapped, its status set) that
@@ -107,7 +112,7 @@ def committed(attempt: Callable[[], T]) -> T:
         except Exception as error:
             if tried == COMMIT_TRIES - 1 or not is_commit_conflict(error):
                 raise
-            time.sleep(0.05 * 2**tried * random.uniform(0.5, 1.0))
+            time.sleep(0.05 * 2**tried * JITTER.uniform(0.5, 1.0))
     raise AssertionError("unreachable")
 
 

@@ -2,6 +2,7 @@
 installed: each error is made for real and must be recognised (and the others must not)."""
 
 import contextlib
+import random
 import signal
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import pytest
 
 from numerate.store.duckdb_words import (
     LISTED,
+    committed,
     is_cut_short_at_open,
     is_damaged,
     is_interrupted,
@@ -141,3 +143,17 @@ def test_duckdb_past_its_bound_is_out_of_memory_in_the_words_a_checkpoint_gives_
         "Corrupt database file: computed checksum 1 does not match stored checksum 2"
     )
     assert out_of_memory(corrupt) is None and is_damaged(corrupt)
+
+
+def test_a_transaction_tried_again_draws_its_pause_from_no_one_elses_random_numbers():
+    tries = []
+
+    def attempt():
+        tries.append(1)
+        if len(tries) == 1:  # another writer's commit came first
+            raise RuntimeError("TransactionContext Error: Failed to commit DuckLake transaction")
+        return "written"
+
+    drawn = random.getstate()
+    assert committed(attempt) == "written" and len(tries) == 2
+    assert random.getstate() == drawn
