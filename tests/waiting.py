@@ -46,13 +46,14 @@ def cpu_seconds(pid: int) -> float:
 
 def holds_open(pid: int, path: Path) -> bool:
     """Whether process `pid` has the file `path` open (Linux /proc: its links are resolved)."""
+    target = path.resolve()
     try:
         descriptors = list(Path(f"/proc/{pid}/fd").iterdir())
     except OSError:  # it has ended
         return False
     for descriptor in descriptors:
         try:
-            if descriptor.readlink() == path.resolve():
+            if descriptor.readlink() == target:
                 return True
         except OSError:  # closed meanwhile
             continue
