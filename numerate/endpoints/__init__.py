@@ -16,7 +16,7 @@ from numerate.endpoints.answerers import Answerer, BaselineAnswerer, EndpointAns
 from numerate.endpoints.answering import Answered, answer_cases, completion_row, plan_requests
 from numerate.endpoints.checks import check_concurrency_limit, check_endpoint, check_endpoints
 from numerate.endpoints.keys import EndpointError, api_key
-from numerate.endpoints.limits import Breaker, close_clients, stopped_cause
+from numerate.endpoints.limits import Breaker, endpoints_in_use, stopped_cause
 from numerate.endpoints.retries import backoff_s, retry_after_s
 from numerate.kernel.credentials import redact
 
@@ -33,8 +33,8 @@ __all__ = [
     "check_concurrency_limit",
     "check_endpoint",
     "check_endpoints",
-    "close_clients",
     "completion_row",
+    "endpoints_in_use",
     "plan_requests",
     "redact",
     "retry_after_s",

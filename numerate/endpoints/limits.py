@@ -131,9 +131,28 @@ def model_limits(model: ModelConfig) -> tuple[AdaptiveLimit, asyncio.Semaphore]:
     return _limits[key]
 
 
-async def close_clients() -> None:
-    """Close the clients and drop the limits of the running event loop (end of a sweep)."""
+_runs: dict[int, int] = {}
+"""How many runs that ask endpoints are under way in each event loop (by its id)."""
+
+
+@contextlib.asynccontextmanager
+async def endpoints_in_use() -> AsyncIterator[None]:
+    """A run's use of the running event loop's clients, limits and breakers, made as its
+    batches first ask: the last run of the loop to end closes and drops them (two sweeps at
+    once in one process: the first to end closed the other's client under its requests)."""
     loop_id = id(asyncio.get_running_loop())
+    _runs[loop_id] = _runs.get(loop_id, 0) + 1
+    try:
+        yield
+    finally:
+        _runs[loop_id] -= 1
+        if not _runs[loop_id]:
+            del _runs[loop_id]
+            await _close_clients(loop_id)
+
+
+async def _close_clients(loop_id: int) -> None:
+    """Close the clients and drop the limits and breakers of event loop `loop_id`."""
     for key in [k for k in _clients if k[0] == loop_id]:
         await _clients.pop(key).close()
     for limit_key in [k for k in _limits if k[0] == loop_id]:

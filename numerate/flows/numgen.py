@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from prefect import flow, get_run_logger
 
 from numerate.config.sweep import results_database
+from numerate.endpoints.limits import endpoints_in_use
 from numerate.grading.verdict import RunFailed
 from numerate.kernel import stopping
 from numerate.kernel.errors import NumerateError
@@ -104,7 +105,8 @@ async def numgen_generate(config: NumGenConfig, run_dir: str) -> int:
     hosted = config.generator.startswith(GENERATOR_API)
     window = _window(config.generation.concurrency if hosted else None, config.task_batch)
     step = functools.partial(generate_images, config)
-    rows = await _batched(prompts, config.task_batch, window, step, "generated")
+    async with endpoints_in_use():  # an `api:` generator's client: closed at the end
+        rows = await _batched(prompts, config.task_batch, window, step, "generated")
     write_manifest(rows, Path(run_dir) / IMAGES_MANIFEST)
     return len(rows)
 
@@ -118,7 +120,8 @@ async def numgen_detect(config: NumGenConfig, run_dir: str) -> int:
     hosted = config.detector_label.startswith(COUNTER_API)
     window = _window(config.detection.concurrency if hosted else None, config.task_batch)
     step = functools.partial(detect_images, config)
-    rows = await _batched(images, config.task_batch, window, step, "counted objects in")
+    async with endpoints_in_use():  # a `vlm:` counter's client: closed at the end
+        rows = await _batched(images, config.task_batch, window, step, "counted objects in")
     write_manifest(rows, Path(run_dir) / DETECTIONS_MANIFEST)
     return len(rows)
 

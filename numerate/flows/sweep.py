@@ -22,7 +22,7 @@ from numerate.config.sweep import (
     load_sweep_config,
     results_database,
 )
-from numerate.endpoints import close_clients
+from numerate.endpoints import endpoints_in_use
 from numerate.grading.verdict import PartVerdict, RunFailed, run_verdict
 from numerate.kernel.errors import NumerateError
 from numerate.kernel.progress import current as current_progress
@@ -191,17 +191,14 @@ async def sweep(
             point_plan = plan_points(entry, config.seed, labels[i - 1], floors)
             plans.append((entry.precision, point_plan))
         current_progress().doing("")
-        try:
-            batch = config.batch_size
-            async with progress_artifact(config.name):
-                verdicts = await asyncio.gather(
-                    *(
-                        evaluate_part(m, plans, run_id, db_path, batch, unusable.get(m.name))
-                        for m in models
-                    ),
-                )
-        finally:
-            await close_clients()
+        batch = config.batch_size
+        async with endpoints_in_use(), progress_artifact(config.name):
+            verdicts = await asyncio.gather(
+                *(
+                    evaluate_part(m, plans, run_id, db_path, batch, unusable.get(m.name))
+                    for m in models
+                ),
+            )
         return await conclude(run_id, db_path, config, verdicts, plot)
 
 

@@ -41,15 +41,24 @@ def test_evaluate_rejects_a_manifold_the_config_lacks(db_path):
 
 
 def test_two_runs_against_one_endpoint_share_its_limit(fake_openai, tmp_path):
+    """Each run takes all 4 slots of the endpoint's limit: the second asks once the first is
+    done. Until both models have been asked, every answer takes 0.5 s, so a second run that
+    did not wait (no limit taken) would ask while the first still has 4 requests in flight."""
     asyncio.run(create_limit("fake-endpoint", 4))
-    fake_openai.responder = lambda body: Reply(content="Answer: 1", delay_s=0.02)
+    asked: set[str] = set()
+
+    def responder(body):
+        asked.add(body["model"])
+        return Reply(content="Answer: 1", delay_s=0.02 if len(asked) > 1 else 0.5)
+
+    fake_openai.responder = responder
 
     def config(name):
         return {
             "name": name,
-            "models": [{"name": "fake", "model": "fake-model", "base_url": fake_openai.base_url,
+            "models": [{"name": name, "model": f"fake-{name}", "base_url": fake_openai.base_url,
                         "concurrency": 4, "concurrency_limit": "fake-endpoint"}],
-            "manifolds": [{"manifold": "objects", "count": 40}],
+            "manifolds": [{"manifold": "objects", "count": 20}],
         }  # fmt: skip
 
     async def both():
@@ -59,8 +68,44 @@ def test_two_runs_against_one_endpoint_share_its_limit(fake_openai, tmp_path):
         )
 
     asyncio.run(both())
-    assert len(fake_openai.prompts()) == 80
-    assert fake_openai.max_in_flight <= 4  # without the shared limit: 8
+    assert len(fake_openai.prompts()) == 40 and asked == {"fake-first", "fake-second"}
+    assert fake_openai.max_in_flight == 4  # without the shared limit: 8
+
+
+def test_a_run_that_ends_first_leaves_another_run_s_client_open(fake_openai, tmp_path):
+    """Two sweeps at once in one process ask one endpoint: the short one ends while the long
+    one still has requests in flight (the short one's answers wait until the long one asks),
+    and the long one's client stays open until it ends."""
+    asked: set[str] = set()
+
+    def responder(body):
+        asked.add(body["model"])
+        if body["model"] == "fake-long":
+            return Reply(content="Answer: 1", delay_s=0.3)
+        return Reply(content="Answer: 1", delay_s=0.0 if "fake-long" in asked else 2.0)
+
+    fake_openai.responder = responder
+
+    def config(name, count):
+        return {
+            "name": name,
+            "models": [{"name": name, "model": f"fake-{name}", "base_url": fake_openai.base_url,
+                        "concurrency": 2}],
+            "manifolds": [{"manifold": "objects", "count": count}],
+        }  # fmt: skip
+
+    async def both():
+        return await asyncio.gather(
+            sweep(config("short", 2), str(tmp_path / "short.duckdb")),
+            sweep(config("long", 20), str(tmp_path / "long.duckdb")),
+        )
+
+    asyncio.run(both())  # a run with failed requests raises RunFailed
+    assert len(fake_openai.prompts()) == 22
+    errors = Store.open(str(tmp_path / "long.duckdb")).query(
+        "SELECT count(*) FILTER (error IS NOT NULL) FROM responses"
+    )
+    assert errors == [(0,)]
 
 
 @pytest.mark.parametrize(
