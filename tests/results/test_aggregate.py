@@ -30,21 +30,35 @@ def frames(outcomes, chances, points=None, manifolds=None, tokens=None):
 
 
 def test_point_aggregates_by_hand():
-    outcomes = ["correct"] * 3 + ["wrong", "unparsed", "truncated", "error", "error"]
-    points, _ = aggregate(*frames(outcomes, [0.2] * 8, tokens=[10, 20, 30, 40, 50, 60, None, None]))
+    outcomes = ["correct"] * 3 + ["wrong", "unparsed", "truncated", "truncated", "error", "error"]
+    tokens = [10, 20, 30, 40, 50, 60, 70, None, None]
+    points, _ = aggregate(*frames(outcomes, [0.2] * 9, tokens=tokens))
     row = points.row(0, named=True)
-    assert (row["n"], row["n_scored"]) == (8, 6)
+    assert (row["n"], row["n_scored"]) == (9, 7)
     assert (row["correct"], row["wrong"], row["unparsed"], row["truncated"], row["error"]) == (
-        3, 1, 1, 1, 2,
+        3, 1, 1, 2, 2,
     )  # fmt: skip
-    assert row["accuracy"] == pytest.approx(3 / 6)
-    assert (row["ci_low"], row["ci_high"]) == pytest.approx(wilson_interval(3, 6))
+    assert row["accuracy"] == pytest.approx(3 / 7)
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx(wilson_interval(3, 7))
     assert row["chance"] == pytest.approx(0.2)
-    assert row["chance_adjusted"] == pytest.approx((0.5 - 0.2) / 0.8)
-    assert row["unparsed_rate"] == row["truncation_rate"] == pytest.approx(1 / 6)
-    assert row["error_rate"] == pytest.approx(2 / 8)
-    assert row["mean_completion_tokens"] == pytest.approx(35.0)
-    assert row["median_completion_tokens"] == pytest.approx(35.0)
+    assert row["chance_adjusted"] == pytest.approx((3 / 7 - 0.2) / 0.8)
+    assert row["unparsed_rate"] == pytest.approx(1 / 7)  # unlike the truncation rate
+    assert row["truncation_rate"] == pytest.approx(2 / 7)
+    assert row["error_rate"] == pytest.approx(2 / 9)
+    assert row["mean_completion_tokens"] == pytest.approx(40.0)
+    assert row["median_completion_tokens"] == pytest.approx(40.0)
+
+
+def test_a_point_without_a_scored_answer_is_not_among_its_summary_s_points_nor_floors():
+    responses, cases = frames(
+        ["error", "error", "correct", "wrong"], [0.5, 0.5, 0.1, 0.1], points=["a", "a", "b", "b"]
+    )
+    _, summaries = aggregate(responses, cases)
+    for row in summaries.iter_rows(named=True):  # the manifold's and the model's
+        assert (row["n"], row["points"], row["accuracy"]) == (4, 1, 0.5), row
+        assert row["chance"] == pytest.approx(0.1), row  # point b's alone
+        assert row["chance_adjusted"] == pytest.approx((0.5 - 0.1) / 0.9), row
+    assert summaries.height == 2
 
 
 def test_all_errors_leave_accuracy_undefined():
