@@ -23,13 +23,14 @@ def test_a_model_whose_every_request_failed_has_failed_even_before_the_breaker_s
 
 def test_some_errors_over_the_rate_are_degraded_and_under_it_ok():
     assert part_verdict(MODEL, 10, 2, None, "HTTP 500").status == "degraded"
-    assert part_verdict(MODEL, 10, 1, None, None).status == "ok"
+    assert part_verdict(MODEL, 20, 3, None, "HTTP 500").status == "degraded"  # 15% > 10%
+    assert part_verdict(MODEL, 10, 1, None, None).status == "ok"  # 10%: not over the rate
 
 
 @given(n=st.integers(0, 500), data=st.data(), stopped=st.sampled_from([None, "breaker"]))
 def test_failed_means_no_usable_answer_or_stopped(n, data, stopped):
     errors = data.draw(st.integers(0, n))
     verdict = part_verdict(MODEL, n, errors, stopped, "x")
-    assert (verdict.status == "failed") == (stopped is not None or errors == n)
-    if verdict.status == "degraded":
-        assert 0 < errors < n and errors / n > MODEL.max_error_rate
+    failed = stopped is not None or errors == n
+    assert (verdict.status == "failed") == failed
+    assert (verdict.status == "degraded") == (not failed and errors / n > MODEL.max_error_rate)
