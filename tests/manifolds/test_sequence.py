@@ -87,6 +87,21 @@ def test_same_seed_same_case(params, seed, index):
     assert generate(params, seed, index) == generate(params, seed, index)
 
 
+DOCUMENTED = {
+    "arithmetic": {"step": (2, 8)}, "geometric": {"multiplier": (2, 4)}, "square": {},
+    "fibonacci": {"offset": (1, 3)}, "divisible": {"divisor": (3, 9), "amount": (1, 5)},
+    "contains_digit": {"digit": (0, 9), "amount": (2, 9)}, "prime": {"factor": (2, 3)},
+    "every_nth": {"n": (2, 4), "amount": (1, 5)}, "odd_position": {"amount": (-3, 3)},
+    "previous_even": {"amount": (1, 5)}, "previous_odd": {"factor": (2, 3)},
+    "threshold_wrap": {"threshold": (20, 99), "wrap_to": (1, 9)},
+    "digit_sum": {"limit": (8, 15), "amount": (2, 9)},
+}  # fmt: skip
+"""Each rule's parameters and the ranges they are drawn from, as docs/manifolds.md lists
+them (odd_position's amount: ±1..3)."""
+START_MAX = {"arithmetic": 20, "fibonacci": 20, "geometric": 10, "square": 5}
+"""The largest starting term under each base rule (docs/manifolds.md; the least is 1)."""
+
+
 @examples(500)
 @given(params_strategy(), st.integers(0, 2**62))
 def test_invariants_and_independent_answer(params, base_seed):
@@ -103,6 +118,14 @@ def test_invariants_and_independent_answer(params, base_seed):
         for s in specs[1:]:
             assert CATEGORY_BITS[s["category"]] & params.rule_enable
             assert INTERFERENCE_RULES[s["kind"]][0] == CATEGORY_BITS[s["category"]]
+        for spec in specs:
+            drawn = {k: v for k, v in spec.items() if k not in ("category", "kind")}
+            ranges = DOCUMENTED[spec["kind"]]
+            assert drawn.keys() == ranges.keys(), spec
+            for key, value in drawn.items():  # zero only as a digit (odd_position: ±1..3)
+                low, high = ranges[key]
+                assert low <= value <= high and (value != 0 or key == "digit"), spec
+        assert all(1 <= t <= START_MAX[specs[0]["kind"]] for t in case.starting_sequence)
         for spec, text in zip(specs, case.rules, strict=True):
             numbers = [int(x) for x in re.findall(r"\d+", text)]
             for key, value in spec.items():

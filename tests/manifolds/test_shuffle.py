@@ -1,3 +1,4 @@
+import itertools
 import re
 
 import pytest
@@ -54,6 +55,8 @@ def test_invariants_and_independent_answer(params, base_seed):
         assert sorted(case.response_enum) == sorted(case.items)
         assert len(case.swaps) == params.max_depth
         assert all(a != b and {a, b} <= set(case.people) for a, b in case.swaps)
+        # the same pair never twice in a row (it would undo itself)
+        assert all({a, b} != {c, d} for (a, b), (c, d) in itertools.pairwise(case.swaps))
         assert case.query_person in case.people
         # independent simulation: positions of items, not a dict of holders
         order = list(case.items)
@@ -67,6 +70,7 @@ def test_invariants_and_independent_answer(params, base_seed):
         assert len(statements) == params.max_depth + params.confounding_count
         swaps_in_text = [s for i, s in enumerate(statements) if i not in case.confounding_indices]
         assert len(case.confounding_indices) == params.confounding_count
+        assert 0 not in case.confounding_indices  # confounders come after the first swap
         for sentence, (a, b) in zip(swaps_in_text, case.swaps, strict=True):
             assert f"{a} and {b} {domain.verb}" in sentence
         for i in case.confounding_indices:

@@ -281,4 +281,5 @@ def test_run_answers_reads_one_run_with_its_filters(two_nights):
     assert answers_r2.height == 30 and answers_r2["correct"].sum() == 10
     assert run_answers(two_nights, "r2", models=["other"]).is_empty()
     assert run_answers(two_nights, "r2", manifolds=["objects"]).height == 30
+    assert run_answers(two_nights, "r2", manifolds=["shuffle"]).is_empty()
     assert run_answers(two_nights, "nope").columns == [*answers_r2.columns]
