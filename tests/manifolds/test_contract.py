@@ -1,5 +1,6 @@
 """What every registered manifold must do, whatever it generates."""
 
+import dataclasses
 import json
 
 import pytest
@@ -135,6 +136,15 @@ def test_the_trivial_strategy_answers_in_the_response_space_and_is_measured(name
     # reference cases are never the point's own cases
     own = {c.input for c in manifold.cases(manifold.params(count=200), 5)}
     assert not own & {c.input for c in manifold.reference_cases(params, 5, 1)}
+    # measured on the reference cases of part 1, not on those it learnt from (part 0)
+    graded = []
+
+    def grade(case, text):
+        graded.append(case.input)
+        return manifold.grade(case, text)
+
+    dataclasses.replace(manifold, grade=grade).heuristic_level(params, 5)
+    assert graded == [c.input for c in manifold.reference_cases(params, 5, 1)]
 
 
 def test_the_trivial_strategies_beat_guessing_where_the_issue_measured_it():
