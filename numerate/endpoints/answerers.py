@@ -225,6 +225,17 @@ def _field(value: object, name: str) -> Any:
     return value.get(name) if isinstance(value, dict) else None
 
 
+FINISH_REASON_CHARS = 64
+"""The longest finish reason stored ("stop", "length", "content_filter", ...)."""
+
+
+def is_a_reason(text: str) -> bool:
+    """Whether an endpoint's finish reason can be one: a short printable word, not any text
+    (a server's 100,000 characters and escape codes were stored as they came, and the run's
+    shards could then not be ingested)."""
+    return 0 < len(text) <= FINISH_REASON_CHARS and text.isprintable()
+
+
 def read_completion(
     body: Any, request_id: str, attempts: int, latency_s: float, sample: int
 ) -> Completion:
@@ -243,7 +254,7 @@ def read_completion(
     message = _field(choice, "message")
     content, missing = message_text(_field(message, "content"))
     finish_reason = _field(choice, "finish_reason")
-    if finish_reason is not None and not isinstance(finish_reason, str):
+    if not isinstance(finish_reason, str) or not is_a_reason(finish_reason):
         finish_reason = None  # not a reason a grader knows: unknown
     usage = _field(body, "usage")
     tokens: dict[str, Any] = {

@@ -225,6 +225,22 @@ def test_token_counts_that_are_not_counts_are_stored_as_unknown(usage, fake_open
     assert completion.text == "Answer: 3" and completion.prompt_tokens is None
 
 
+@pytest.mark.parametrize(
+    ("reason", "stored"),
+    [("stop", "stop"), ("length", "length"), ("content_filter", "content_filter"),
+     ("\x1b[31m" + "w" * 100_000, None), ("w" * 65, None), ("", None), ("a\nb", None), (7, None)],
+)  # fmt: skip
+def test_a_finish_reason_is_stored_only_when_it_can_be_one(reason, stored):
+    """A server's finish reason of any length, escape codes included, was stored as it came
+    (and the run's shards could then not be ingested): one that is no short printable word
+    is unknown, as one that is no text."""
+    from numerate.endpoints.answerers import read_completion
+
+    body = {"choices": [{"message": {"content": "Answer: 3"}, "finish_reason": reason}]}
+    completion = read_completion(body, "r", 1, 0.1, 0)
+    assert completion.text == "Answer: 3" and completion.finish_reason == stored
+
+
 def test_with_cache_reuse_a_second_run_sends_nothing(fake_openai, db_path):
     planned = planned_cases(8)
     model = endpoint(fake_openai, cache="reuse")
