@@ -39,7 +39,9 @@ from numerate.kernel.errors import (
 from numerate.kernel.files import read_text
 from numerate.kernel.http import shown_url, url_problem
 from numerate.kernel.inputs import (
+    LINE_CONTROLS,
     MAX_CONFIG_BYTES,
+    MAX_FIELD_CHARS,
     Real,
     Seed,
     Whole,
@@ -377,6 +379,7 @@ class ManifoldSweep(BaseModel):
                 where = f"grid.{field}" if field else f"grid point {shorten(repr(point))}"
                 raise ValueError(f"{where}{shown}: {message}") from None
             key = ",".join(f"{k}={_show(v)}" for k, v in point.items()) or "default"
+            _check_key(key, point)
             identity = point_identity(params)
             if identity in seen:  # its cases would be planned twice and asked once
                 raise ValueError(f"grid: the points {seen[identity]} and {key} are the same point")
@@ -409,6 +412,26 @@ def point_identity(params: BaseModel) -> str:
 
 def _show(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
+
+
+def _check_key(key: str, point: dict[str, Any]) -> None:
+    """A grid point's key is stored with each of its answers and moved with them between
+    databases (`numerate ingest`): refused here when a shard could not hold it (as long as
+    MAX_FIELD_CHARS at most, no control character but a tab or a newline), naming the value."""
+    for field, value in point.items():
+        control = re.search(f"[{LINE_CONTROLS}]", _show(value))
+        if control:
+            raise ValueError(
+                f"grid.{field} = {shorten(repr(value))}: a control character "
+                f"({control.group()!r}) cannot name a grid point (a tab or a newline can)"
+            )
+    if len(key) > MAX_FIELD_CHARS:
+        field, value = max(point.items(), key=lambda item: len(_show(item[1])))
+        raise ValueError(
+            f"grid.{field} = {shorten(repr(value))}: the grid point's values take "
+            f"{len(key):,} characters, more than the {MAX_FIELD_CHARS:,} a point's name may "
+            "have"
+        )
 
 
 class SweepConfig(BaseModel):

@@ -24,6 +24,12 @@ def has_control_character(text: str) -> bool:
     return any(ord(c) < 32 or ord(c) == 127 for c in text)
 
 
+LINE_CONTROLS = r"\x00-\x08\x0b-\x1f\x7f-\x9f"
+"""The control characters a one-line text numerate stores may not hold, as a regular
+expression's character ranges (a tab and a newline it may): NUL, a terminal's ESC and BEL."""
+MAX_FIELD_CHARS = 10_000
+"""The most characters of a one-line text numerate stores (a grid point's key, an error, a
+cause): a run's shards holding a longer one are refused (numerate.store.shard_checks)."""
 MAX_INTEGER_DIGITS = 100
 """Digits a whole number may have: more than any count, seed or parameter needs, and few enough
 that it converts to a float and prints (Python refuses integers of more than 4,300 digits)."""

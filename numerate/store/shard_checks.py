@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from numerate.kernel.errors import shorten
+from numerate.kernel.inputs import LINE_CONTROLS, MAX_FIELD_CHARS
 from numerate.kernel.names import NAMES
 from numerate.manifolds import registry
 from numerate.manifolds.grading import Outcome
@@ -85,9 +86,8 @@ _CUT_TEXTS = frozenset({"raw_text", "text", "reasoning"})
 refused."""
 
 _BIG_TEXTS = {"config": 1_000_000, "data": 200_000, "input": 200_000, "params": 100_000}
-MAX_FIELD_CHARS = 10_000
-"""The most characters of any other text a shard may hold in one value (an error, a cause,
-a code version, a target)."""
+"""The most characters a shard may hold in one value of these columns; of any other text (an
+error, a cause, a code version, a target, a grid point's key): MAX_FIELD_CHARS."""
 
 _PLAIN_TEXTS = frozenset({
     "error", "finish_reason", "cause", "code_version", "config_hash", "revision", "base_url",
@@ -95,7 +95,7 @@ _PLAIN_TEXTS = frozenset({
 })  # fmt: skip
 """Texts that are one line of words: no control character but a tab or a newline (ESC, BEL:
 a terminal's escape sequences)."""
-_NO_CONTROL = r"^[^\x00-\x08\x0b-\x1f\x7f-\x9f]*$"
+_NO_CONTROL = rf"^[^{LINE_CONTROLS}]*$"
 
 _OF_THE_RUN = frozenset({"runs", "responses", "run_models", "points", "point_stops", "summaries"})
 """Tables whose every row names the run (`completions` and `cases` may be shared with the runs
