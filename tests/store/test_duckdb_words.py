@@ -2,7 +2,6 @@
 installed: each error is made for real and must be recognised (and the others must not)."""
 
 import contextlib
-import random
 import signal
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from numerate.store.duckdb_words import (
     listed,
     out_of_memory,
 )
+from tests.draws import numerate_draws
 
 HOLDS = """
 import sys, time, duckdb
@@ -154,6 +154,6 @@ def test_a_transaction_tried_again_draws_its_pause_from_no_one_elses_random_numb
             raise RuntimeError("TransactionContext Error: Failed to commit DuckLake transaction")
         return "written"
 
-    drawn = random.getstate()
-    assert committed(attempt) == "written" and len(tries) == 2
-    assert random.getstate() == drawn
+    with numerate_draws() as drawn:
+        assert committed(attempt) == "written" and len(tries) == 2
+    assert drawn == []

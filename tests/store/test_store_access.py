@@ -71,16 +71,16 @@ def completion(request_hash: str, run_id: str = "r") -> dict:
 
 
 def test_a_writer_waits_for_another_process_then_writes(tmp_path, db_path):
-    import random
+    from tests.draws import numerate_draws
 
     Store.open(db_path)
     Store.close_all()
     holder_process = hold(Path(db_path), 1.5)
     started = time.monotonic()
-    drawn = random.getstate()
-    Store.open(db_path).put_completions([completion("h1")])
+    with numerate_draws() as drawn:
+        Store.open(db_path).put_completions([completion("h1")])
     assert time.monotonic() - started >= 1.0  # it waited for the other process
-    assert random.getstate() == drawn  # its pauses drew from no one else's random numbers
+    assert drawn == []  # its pauses drew from no one else's random numbers
     holder_process.wait()
     assert Store.open(db_path).get_completions(["h1"]).keys() == {"h1"}
 
