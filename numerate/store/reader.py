@@ -30,7 +30,7 @@ from numerate.store import access, lake
 from numerate.store.access import lock_timeout_s
 from numerate.store.duckdb_words import is_cut_short_at_open, is_interrupted, sql_literal
 from numerate.store.journal import live_owners
-from numerate.store.schema import SCHEMA_VERSION, DatabaseFault, missing_views
+from numerate.store.schema import SCHEMA_VERSION, DatabaseFault, changed_tables, missing_views
 
 if TYPE_CHECKING:
     import polars as pl
@@ -257,6 +257,8 @@ class Reader:
         self.con = con
         self.abandoned = False
         """True after Ctrl-C left a query running on `con` (see printable_frame)."""
+        self.numerate_schema = False
+        """True once `check_schema` found numerate's schema (its version, its views)."""
         self._held: Any = access.held(path, "read", waited_s)  # NUMERATE_LOCK_LOG's line
         self._held.__enter__()
 
@@ -313,6 +315,7 @@ class Reader:
                 f"{self.path} lacks numerate's view {missing[0]} (dropped by hand): "
                 f"`numerate upgrade --db {self.path}` makes it again"
             )
+        self.numerate_schema = True
 
     def query(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
         import duckdb
@@ -320,7 +323,7 @@ class Reader:
         try:
             return self.con.execute(sql, list(params or [])).fetchall()
         except duckdb.Error as error:
-            raise DatabaseFault(first_line(error)) from None
+            raise self._fault(error) from None
 
     def frame(self, sql: str, params: Sequence[Any] | None = None) -> Any:
         """A query's result as a polars DataFrame (DatabaseFault with DuckDB's first line when
@@ -333,7 +336,7 @@ class Reader:
             # duckdb 2.0: only relations have .pl(); a statement without rows gives None
             return pl.DataFrame() if relation is None else relation.pl()
         except duckdb.Error as error:
-            raise DatabaseFault(first_line(error)) from None
+            raise self._fault(error) from None
 
     def batches(
         self, sql: str, params: Sequence[object] | None = None, rows: int = 100_000
@@ -345,7 +348,22 @@ class Reader:
         try:
             yield from self.con.sql(sql, params=list(params or [])).to_arrow_reader(rows)
         except duckdb.Error as error:
-            raise DatabaseFault(first_line(error)) from None
+            raise self._fault(error) from None
+
+    def _fault(self, error: Exception) -> Exception:
+        """A failed query of numerate's as DatabaseFault with DuckDB's first line, or, when it
+        failed to bind because a table or column of numerate's is missing (dropped or renamed
+        by hand) from a database of numerate's schema, as the ConfigError that says so
+        (checked then, not at every open)."""
+        import duckdb
+
+        binding = isinstance(error, duckdb.BinderException | duckdb.CatalogException)
+        if binding and self.numerate_schema:
+            with contextlib.suppress(duckdb.Error):
+                problem = changed_tables(self.con)
+                if problem:
+                    return ConfigError(f"results database {self.path}: {problem}")
+        return DatabaseFault(first_line(error))
 
     def printable_frame(self, sql: str, limit: int | None = None) -> pl.DataFrame:
         """A query's result as a polars DataFrame that every output format can show (the

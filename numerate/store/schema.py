@@ -319,6 +319,14 @@ def _refuse_changed_tables(con: Any) -> None:
     """StoreError when one of numerate's tables, or a column of one, is missing (a database
     changed by hand: `run` and `regrade` ended in DuckDB's traceback, and `upgrade` said it
     was up to date). Tables and columns of the user's own, beside numerate's, are left be."""
+    problem = changed_tables(con)
+    if problem:
+        raise StoreError(problem)
+
+
+def changed_tables(con: Any) -> str | None:
+    """What is missing of numerate's tables and their columns, in the user's words; None when
+    nothing is."""
     held = _columns_of(con)
     current_schema()  # what a database of SCHEMA_VERSION holds (_columns)
     for table, expected in sorted(_columns.items()):
@@ -329,10 +337,11 @@ def _refuse_changed_tables(con: Any) -> None:
                 if table not in held
                 else (f"table {table} lacks its column {lacking[0]}")
             )
-            raise StoreError(
+            return (
                 f"{what} (schema version {SCHEMA_VERSION} has it): the database was changed "
                 "by hand; restore the file from a copy"
             )
+    return None
 
 
 def _columns_of(con: Any) -> dict[str, frozenset[str]]:

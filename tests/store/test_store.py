@@ -250,20 +250,33 @@ def test_a_view_in_place_of_one_of_numerate_s_tables_is_refused_by_writers(tmp_p
 
 
 @pytest.mark.parametrize(
-    ("changed", "said"),
+    ("changed", "said", "reader"),
     [
-        ("DROP TABLE summaries", "table summaries is missing"),
-        ("ALTER TABLE runs DROP COLUMN status", "table runs lacks its column status"),
+        ("DROP TABLE summaries", "table summaries is missing", "report"),
+        ("ALTER TABLE runs DROP COLUMN status", "table runs lacks its column status", "runs"),
+        ("ALTER TABLE runs RENAME COLUMN sweep_name TO name",
+         "table runs lacks its column sweep_name", "report"),
     ],
-)
-def test_a_table_or_column_removed_by_hand_is_said_not_met_midway(tmp_path, changed, said):
+)  # fmt: skip
+def test_a_table_or_column_removed_by_hand_is_said_not_met_midway(tmp_path, changed, said, reader):
     """A hostile pass: `run` and `regrade` on such a file ended in DuckDB's traceback (exit 1)
-    after a sweep, and `upgrade` said the file was up to date. A table or a column of one's
-    own beside numerate's is welcome."""
-    db = changed_by_hand(
-        tmp_path, "CREATE TABLE my_notes (note VARCHAR)",
-        "ALTER TABLE points ADD COLUMN my_flag BOOLEAN",
-    )  # fmt: skip
+    after a sweep, and `upgrade` said the file was up to date; `runs` and `report` said
+    DuckDB's "Binder Error: ...". A table or a column of one's own beside numerate's is
+    welcome."""
+    from typer.testing import CliRunner
+
+    from numerate.cli import app
+
+    db = str(tmp_path / "x.duckdb")
+    config = tmp_path / "run.yaml"
+    config.write_text("name: t\nmodels: [{name: o, model: 'baseline:oracle'}]\n"
+                      "manifolds: [{manifold: objects, count: 2}]\n")  # fmt: skip
+    assert CliRunner().invoke(app, ["run", "--config", str(config), "--db", db]).exit_code == 0
+    Store.close_all()
+    con = duckdb.connect(db)
+    con.execute("CREATE TABLE my_notes (note VARCHAR)")
+    con.execute("ALTER TABLE points ADD COLUMN my_flag BOOLEAN")
+    con.close()
     Store.open(db).query("SELECT count(*) FROM my_notes")  # opens as it is
     Store.close_all()
     con = duckdb.connect(db)
@@ -271,6 +284,10 @@ def test_a_table_or_column_removed_by_hand_is_said_not_met_midway(tmp_path, chan
     con.close()
     with pytest.raises(StoreError, match=f"{said} .*changed by hand; restore the file"):
         Store.open(db)
+    read = CliRunner().invoke(app, [reader, "--db", db])  # a reader says it when it meets it
+    assert read.exit_code == 2 and read.stdout == "", read.output
+    assert read.stderr.startswith(f"error: results database {db}: {said} (schema version ")
+    assert read.stderr.endswith("changed by hand; restore the file from a copy\n")
 
 
 def test_the_views_are_numerate_s_and_one_dropped_by_hand_is_asked_for_then_made_again(tmp_path):
