@@ -21,6 +21,7 @@ from numerate.endpoints.limits import (
 )
 from numerate.endpoints.retries import (
     MAX_THROTTLE_WAIT_S,
+    NotJson,
     TimedOut,
     backoff_s,
     describe_error,
@@ -200,7 +201,11 @@ async def chat_body(client: EndpointClient, **request: Any) -> Any:
         raise openai.APIConnectionError(request=sent) from error
     if not response.is_success:
         raise status_error(response)
-    return json.loads(response.content)
+    try:
+        return json.loads(response.content)
+    except ValueError:  # UnicodeDecodeError included
+        content_type = response.headers.get("content-type", "").partition(";")[0].strip()
+        raise NotJson(content_type, response.content) from None
 
 
 def status_error(response: Any) -> Exception:

@@ -63,6 +63,15 @@ def too_large(error: BaseException) -> AnswerTooLarge | None:
     return None
 
 
+class NotJson(ValueError):
+    """An answer whose body is not JSON (an HTML page a proxy sends for a chat completion),
+    said with its content type and first characters."""
+
+    def __init__(self, content_type: str, body: bytes) -> None:
+        shown = valid_text(body[:80].decode("utf-8", "replace"))
+        super().__init__(f"not JSON ({content_type or 'no content type'}): {shown!r}")
+
+
 class TimedOut(Exception):
     """A request whose whole answer did not arrive within the model's timeout_s (the client's
     own timeout bounds each read, not a body that trickles in)."""
@@ -119,6 +128,8 @@ def _description(error: BaseException) -> str:
         )
     if isinstance(error, openai.APIStatusError):
         return f"HTTP {error.status_code}: {server_message(error)}"[:500]
+    if isinstance(error, NotJson):
+        return f"malformed answer: {error}"[:500]
     if isinstance(error, openai.APIResponseValidationError | ValueError):
         return f"malformed answer: {type(error).__name__}: {error}"[:500]
     if isinstance(error, RecursionError):  # a JSON body nested beyond any answer's shape

@@ -326,7 +326,10 @@ def test_samples_are_distinct_requests_each_graded(fake_openai, db_path):
         (Reply(choices=[]), "malformed answer: no choices"),
         (Reply(choices={"0": 1}), "malformed answer: not a chat completion"),
         (Reply(choices=[7]), "empty answer: no content"),
-        (Reply(raw_body="<html><body>502 Bad Gateway</body></html>"), "malformed answer"),
+        (
+            Reply(raw_body="<html><body>502 Bad Gateway</body></html>"),
+            "malformed answer: not JSON (text/html): '<html><body>502 Bad Gateway</body></html>'",
+        ),
     ],
 )
 def test_empty_and_malformed_answers_are_errors_and_never_cached(fake_openai, db_path, reply,
