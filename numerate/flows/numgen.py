@@ -25,6 +25,7 @@ from numerate.numgen.batches import (
     DetectionRow,
     ImageRow,
     read_manifest,
+    run_folder,
     together,
     write_manifest,
 )
@@ -47,7 +48,6 @@ from numerate.tasks.numgen import (
     ingest_manifests,
     open_numgen_run,
     recount_config,
-    run_folder,
     score_run,
 )
 from numerate.tasks.passing import unwalked

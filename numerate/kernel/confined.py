@@ -97,6 +97,12 @@ class Confined:
         finally:
             os.close(descriptor)
 
+    def check_folder(self, relative: str) -> None:
+        """LeadsOutside when a name on the way to folder `relative`, or that folder, is a
+        symbolic link or not a folder; one not made yet is none of them."""
+        with contextlib.suppress(FileNotFoundError), self._folder_of((*self.parts(relative), "")):
+            pass
+
     def _open_folder(self, at: int, parts: tuple[str, ...]) -> int:
         try:
             return os.open(parts[-1], _DIRECTORY, dir_fd=at)

@@ -16,11 +16,11 @@ import re
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from numerate.kernel.confined import LeadsOutside, write_below
+from numerate.kernel.confined import Confined, LeadsOutside, write_below
 from numerate.kernel.credentials import redact
-from numerate.kernel.errors import NumerateError
+from numerate.kernel.errors import ConfigError, NumerateError
 from numerate.numgen.detection import Detection, Detector, annotate, caption_for
 from numerate.numgen.generation import (
     IMAGE_LEVELS,
@@ -31,10 +31,19 @@ from numerate.numgen.generation import (
     stored_image,
     to_image,
 )
-from numerate.numgen.hosted import HostedCounter, HostedGenerator, checked_png
+from numerate.numgen.hosted import (
+    GENERATOR_API,
+    IMAGE_API_FIELDS,
+    HostedCounter,
+    HostedGenerator,
+    checked_png,
+)
 from numerate.numgen.metrics import MAX_COUNT, cap
 from numerate.numgen.prompts import Prompt
 from numerate.numgen.rows import DetectionRow, ImageRow
+
+if TYPE_CHECKING:
+    from numerate.numgen.config import NumGenConfig
 
 log = logging.getLogger("numerate.numgen")
 T = TypeVar("T")
@@ -47,6 +56,49 @@ def slug(name: str, settings: dict[str, Any] | None = None) -> str:
         return readable
     digest = hashlib.blake2b(json.dumps(settings, sort_keys=True).encode(), digest_size=4)
     return f"{readable}-{digest.hexdigest()}"
+
+
+def image_folder(config: NumGenConfig) -> Path:
+    """Images of one generator with one set of sampling settings (an `api:` generator's: its
+    endpoint and request fields): an absolute path (the database records where each image is,
+    for a viewer started in any folder)."""
+    settings = config.generation.for_model(config.generator) if config.needs_images else None
+    if config.generator.startswith(GENERATOR_API):
+        asked = config.generation.model_dump(include={"base_url", *IMAGE_API_FIELDS})
+        settings = {**asked, "base_url": redact(str(asked["base_url"]))}
+    return (
+        Path(config.images_dir).expanduser().absolute()
+        / "images"
+        / slug(config.generator, settings)
+    )
+
+
+def annotated_folder(config: NumGenConfig) -> Path | None:
+    if not config.annotate:
+        return None
+    counter = config.detector_label
+    return image_folder(config) / "annotated" / slug(counter, config.detection.model_dump())
+
+
+def run_folder(config: NumGenConfig, run_id: str) -> Path:
+    """Where the GPU steps leave their manifests for the run (and the heatmap lands)."""
+    return Path(config.images_dir) / "runs" / run_id
+
+
+def check_folders(config: NumGenConfig) -> None:
+    """ConfigError, before anything runs, when a folder the run writes in below images_dir
+    (its images', its annotated images', its runs') is a symbolic link or not a folder (found
+    after every image was made and counted, it failed the run and lost the counts)."""
+    root = Path(config.images_dir).expanduser().absolute()
+    confined = Confined(root)
+    folders = [image_folder(config), annotated_folder(config), root / "runs"]
+    for folder in folders:
+        relative = confined.relative(folder) if folder is not None else None
+        try:
+            if relative is not None:
+                confined.check_folder(relative)
+        except LeadsOutside as error:
+            raise ConfigError(f"images_dir {str(root)!r:.200}: {error}") from None
 
 
 def _now() -> str:

@@ -399,7 +399,7 @@ def stored_image(path: str | Path, limit: int = MAX_IMAGE_BYTES, head: bool = Fa
 
 IMAGE_LEVELS = 3
 """An image's path below the images folder the user named: `images/<generator>/<file>`
-(numerate.tasks.numgen.image_folder); numerate reaches each of them through no link."""
+(numerate.numgen.batches.image_folder); numerate reaches each of them through no link."""
 
 
 def read_png_metadata(source: Path | bytes) -> tuple[dict[str, str], tuple[int, int]]:

@@ -310,7 +310,7 @@ def numgen_image_files(source: Source, run_id: str) -> list[tuple[str, str | Non
 def numgen_images_folder(source: Source, run_id: str) -> str | None:
     """The `images` folder a NumGen run wrote its images under (`<images_dir>/images`: each
     image at `<generator>/<file>`, its annotated copy at `<generator>/annotated/<counter>/<file>`,
-    numerate.tasks.numgen.image_folder), as most of its recorded images name it; None when it
+    numerate.numgen.batches.image_folder), as most of its recorded images name it; None when it
     recorded none that numerate writes. What the viewer serves of the run is confined to it:
     a link at its generator's folder or below is never followed, and a path edited into the
     database that most of the run's do not share (`/home/x/secret.png`) is not shown."""

@@ -17,7 +17,6 @@ from numerate.config.sweep import ModelConfig
 from numerate.endpoints.images import ImagesApiGenerator, VisionCounter
 from numerate.endpoints.limits import stopped_cause
 from numerate.kernel.confined import write_below
-from numerate.kernel.credentials import redact
 from numerate.kernel.errors import NumerateError
 from numerate.kernel.progress import current as current_progress
 from numerate.numgen.baselines import baseline_counts
@@ -25,21 +24,23 @@ from numerate.numgen.batches import (
     RUN_LEVELS,
     DetectionRow,
     ImageRow,
+    annotated_folder,
     count_hosted,
     detect_batch,
     detection_row,
     generate_batch,
+    image_folder,
     image_row,
     make_hosted,
     read_manifest,
-    slug,
+    run_folder,
     write_manifest,
 )
 from numerate.numgen.config import NumGenConfig, recount_settings
 from numerate.numgen.detection import DetectionSettings, make_detector
 from numerate.numgen.generation import make_generator
 from numerate.numgen.heatmap import render_heatmap
-from numerate.numgen.hosted import COUNTER_API, GENERATOR_API, IMAGE_API_FIELDS
+from numerate.numgen.hosted import COUNTER_API, GENERATOR_API
 from numerate.numgen.metrics import confusion_matrix, per_target_accuracy, score
 from numerate.numgen.prompts import Prompt, make_prompts
 from numerate.numgen.rows import MetricsRow, NumGenResult, TargetRow
@@ -49,33 +50,6 @@ Row = TypeVar("Row", ImageRow, DetectionRow)
 
 IMAGES_MANIFEST = "images.jsonl"
 DETECTIONS_MANIFEST = "detections.jsonl"
-
-
-def image_folder(config: NumGenConfig) -> Path:
-    """Images of one generator with one set of sampling settings (an `api:` generator's: its
-    endpoint and request fields): an absolute path (the database records where each image is,
-    for a viewer started in any folder)."""
-    settings = config.generation.for_model(config.generator) if config.needs_images else None
-    if config.generator.startswith(GENERATOR_API):
-        asked = config.generation.model_dump(include={"base_url", *IMAGE_API_FIELDS})
-        settings = {**asked, "base_url": redact(str(asked["base_url"]))}
-    return (
-        Path(config.images_dir).expanduser().absolute()
-        / "images"
-        / slug(config.generator, settings)
-    )
-
-
-def annotated_folder(config: NumGenConfig) -> Path | None:
-    if not config.annotate:
-        return None
-    counter = config.detector_label
-    return image_folder(config) / "annotated" / slug(counter, config.detection.model_dump())
-
-
-def run_folder(config: NumGenConfig, run_id: str) -> Path:
-    """Where the GPU steps leave their manifests for the run (and the heatmap lands)."""
-    return Path(config.images_dir) / "runs" / run_id
 
 
 @task(cache_policy=NO_CACHE)

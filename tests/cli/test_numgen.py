@@ -439,6 +439,30 @@ def test_a_bad_images_folder_or_size_is_one_line_before_anything_is_made(
 
 
 @pytest.mark.parametrize(
+    ("planted", "link"), [("runs", True), ("images/synthetic", True), ("images", False)]
+)
+def test_a_link_where_the_run_writes_below_its_images_folder_is_refused_before_it_runs(
+    tmp_path, planted, link
+):
+    """A hostile pass: with `runs` a link out of the images folder, every image was made and
+    counted, then the run failed (its counts lost); with `images/synthetic` one, the run
+    stored ten errors. Refused now before the database is made, as a file there is."""
+    images, elsewhere, db = tmp_path / "images-dir", tmp_path / "elsewhere", tmp_path / "r.duckdb"
+    elsewhere.mkdir()
+    (images / planted).parent.mkdir(parents=True, exist_ok=True)
+    if link:
+        (images / planted).symlink_to(elsewhere, target_is_directory=True)
+    else:
+        (images / planted).write_text("a file")
+    command = ["numgen", "run", "--generator", "synthetic", "--count", "1", "--db", str(db)]
+    result = runner.invoke(app, [*command, "--images-dir", str(images)])
+    assert result.exit_code == 2 and result.stdout == "", result.output
+    why = f"a symbolic link; numerate follows no link out of {images}" if link else "not a folder"
+    assert result.stderr == f"error: images_dir {str(images)!r}: {images / planted}: {why}\n"
+    assert not db.exists() and not any(elsewhere.iterdir())
+
+
+@pytest.mark.parametrize(
     ("generator", "message"),
     [
         ("callable:nosuchmod:fn", "generator callable 'nosuchmod:fn' cannot be loaded: No module"),

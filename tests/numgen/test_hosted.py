@@ -256,9 +256,9 @@ def test_a_count_too_large_is_20_plus_and_a_numeral_past_counting_is_unparsed(
 def test_a_link_planted_at_an_images_name_is_replaced_never_written_or_read_through(
     endpoint, tmp_path, db_path
 ):
+    from numerate.numgen.batches import image_folder
     from numerate.numgen.config import NumGenConfig
     from numerate.numgen.prompts import make_prompts
-    from numerate.tasks.numgen import image_folder
 
     settings = config(endpoint, tmp_path, detector="blobs")
     del settings["detection"]

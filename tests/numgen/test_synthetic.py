@@ -47,15 +47,21 @@ def test_bad_arguments(args, message):
 
 
 @pytest.mark.parametrize("planted", ["images", "runs"])
-def test_no_file_of_a_run_is_written_through_a_link_in_its_images_folder(tmp_path, planted):
+def test_no_file_of_a_run_is_written_through_a_link_in_its_images_folder(
+    tmp_path, planted, monkeypatch
+):
     """A hostile pass: a link at `<images_dir>/images` (or `runs`) had the run's images, their
     annotated copies, its manifests and its heatmap written in the folder it points to. Only
     a link at an image's own name was refused. Now every file of a run is made through no
-    link below the folder given, and the run fails saying which."""
+    link below the folder given, and the run fails saying which. (The command refuses such a
+    link before the run begins, tests/cli/test_numgen.py: skipped here, as for a link planted
+    while the run goes.)"""
     from typer.testing import CliRunner
 
     from numerate.cli import app
+    from numerate.numgen import batches
 
+    monkeypatch.setattr(batches, "check_folders", lambda config: None)
     images, outside = tmp_path / "imgs", tmp_path / "outside"
     images.mkdir()
     outside.mkdir()
