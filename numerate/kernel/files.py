@@ -80,11 +80,29 @@ def _output_target(path: Path) -> Path:
         raise OutputPathError(path, "not a regular file (a device, a pipe or a socket)")
     if target.is_file() and is_duckdb_database(target):  # no output of numerate's is one
         raise OutputPathError(path, "a DuckDB database (results?); give another file name")
+    database = _database_of(target)
+    if database is not None:
+        raise OutputPathError(
+            path, f"a file of the DuckDB database {database} (its write-ahead log, or "
+            "numerate's journal of answers not yet in it); give another file name"
+        )  # fmt: skip
     dangling = link_into_nowhere(path) or link_above_into_nowhere(path)  # the folders made
     if dangling:  # would be the link's, wherever it points (/nonexist/ at the root)
         raise OutputPathError(path, dangling)
     _nearest_folder(path, target, target.parents)
     return target
+
+
+def _database_of(target: Path) -> Path | None:
+    """The DuckDB database `target` belongs to: DuckDB's write-ahead log beside it
+    (`<database>.wal`), or a file of numerate's journal of it (`<database>.journal/`,
+    numerate.store.journal); None for any other file."""
+    for owned, suffix in ((target, ".wal"), (target.parent, ".journal")):
+        if owned.name.endswith(suffix) and len(owned.name) > len(suffix):
+            database = owned.with_name(owned.name.removesuffix(suffix))
+            if database.is_file() and is_duckdb_database(database):
+                return database
+    return None
 
 
 def link_into_nowhere(path: Path) -> str | None:

@@ -135,6 +135,28 @@ def test_a_duckdb_database_is_never_overwritten_by_an_output(tmp_path):
     assert db.read_bytes() == before
 
 
+@pytest.mark.parametrize(
+    "owned", ["results.duckdb.wal", "results.duckdb.journal/h-1-t.000001.jsonl"]
+)
+def test_a_database_s_log_and_journal_are_never_overwritten_by_an_output(tmp_path, owned):
+    """A hostile pass: `generate --out results.duckdb.wal` wrote over DuckDB's write-ahead log,
+    which after a crash holds committed rows (as numerate's journal holds answers not yet in
+    the database); a file so named beside no database is anyone's."""
+    import duckdb
+
+    db = tmp_path / "results.duckdb"
+    duckdb.connect(str(db)).close()
+    target = tmp_path / owned
+    target.parent.mkdir(exist_ok=True)
+    target.write_text("kept")
+    with pytest.raises(OutputPathError, match=f"a file of the DuckDB database {db} "):
+        write_atomically(target, "{}\n")
+    assert target.read_text() == "kept"
+    db.unlink()  # no database: the name is anyone's
+    write_atomically(target, "{}\n")
+    assert target.read_text() == "{}\n"
+
+
 def test_a_folder_that_cannot_be_written_is_refused_before_any_work(tmp_path):
     """Before: `view_dir: /proc/x` was taken; after the run its pages were silently not
     written (exit 0)."""
