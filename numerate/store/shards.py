@@ -25,7 +25,7 @@ from numerate.kernel.confined import Confined, LeadsOutside
 from numerate.kernel.errors import ConfigError, NumerateError, first_line, shorten
 from numerate.kernel.files import is_duckdb_database, missing_link_target, write_atomically
 from numerate.kernel.names import NAMES, name_problem
-from numerate.store.duckdb_words import sql_literal
+from numerate.store.duckdb_words import out_of_memory, sql_literal
 from numerate.store.schema import (
     OPTIONAL_SHARD_TABLES,
     SHARD_ROWS,
@@ -35,7 +35,7 @@ from numerate.store.schema import (
 )
 from numerate.store.shard_checks import database_problem, distinct_rows, run_problem
 from numerate.store.tables import insert_rows, insert_table
-from numerate.store.writer import Store
+from numerate.store.writer import WRITER_MEMORY, Store
 
 SUCCESS = "_SUCCESS"
 
@@ -229,7 +229,7 @@ def _grade_apart(
                         f"FROM ({rows})"
                     )
                 except duckdb.Error as error:  # said by the table, not the local copy's path
-                    raise ShardError(f"{table}.parquet: {first_line(error)}") from None
+                    raise ShardError(f"{table}.parquet: {_unreadable(error)}") from None
             _cut_long_answers(con)
 
         scratch.write(copied)
@@ -378,11 +378,23 @@ def ingest(store: Store, results_dir: str, grade: Callable[[Store, str], object]
                 done.skipped.append((run_id, str(error)[:300]))
                 continue
             except (OSError, duckdb.Error) as error:  # named by the shard, not the local copy
-                said = first_line(error).replace(local, source)[:300]
+                said = _unreadable(error).replace(local, source)[:300]
                 done.skipped.append((run_id, f"its shards cannot be read: {said}"))
                 continue
         done.loaded.append(run_id)
     return done
+
+
+def _unreadable(error: BaseException) -> str:
+    """Why a shard could not be read, in one line: a value larger than a run of numerate's
+    holds (an answer of 40 million characters) said as such, not in DuckDB's words alone."""
+    memory = out_of_memory(error)
+    if memory:
+        return (
+            f"a value too large to read in the {WRITER_MEMORY} numerate lets DuckDB hold "
+            f"(no shard a run publishes holds one; {memory})"
+        )
+    return first_line(error)
 
 
 def _confined(fs: Any, root: str) -> Confined | None:

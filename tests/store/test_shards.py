@@ -596,6 +596,25 @@ def test_an_ingested_answer_beyond_the_bound_is_stored_cut_and_graded_on_what_is
     assert completions and set(completions) == {(MAX_ANSWER_CHARS, True)}
 
 
+def test_an_answer_too_large_to_read_is_said_so_and_its_run_skipped(published, tmp_path):
+    """A hostile pass: an answer of 40 million characters in a shard (no run publishes one:
+    answers are cut at MAX_ANSWER_CHARS) skipped its run in DuckDB's words alone ("Out of
+    Memory Error: failed to allocate ...", or "its shards cannot be read", as if damaged)."""
+    run_id, shared = a_copy_of(published, tmp_path)
+    first = "WHERE request_hash = (SELECT min(request_hash) FROM shard_rows)"
+    for shard, column in (("responses", "raw_text"), ("completions", "text")):
+        huge = f"repeat('w', 40000000) || {column}"
+        _rewrite(
+            shared / run_id / f"{shard}.parquet", f"UPDATE shard_rows SET {column} = {huge} {first}"
+        )
+    central = tmp_path / "central.duckdb"
+    result = CliRunner().invoke(app, ["ingest", str(shared), "--db", str(central)])
+    assert result.exit_code == 3, result.output
+    [warning] = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert warning.startswith(f"warning: skipped run {run_id}: "), warning
+    assert "a value too large to read in the 128MB numerate lets DuckDB hold" in warning, warning
+
+
 def test_a_shard_that_is_a_folder_is_skipped_in_one_warning(published, tmp_path):
     """Issue 41, found from outside: DuckDB's own words and a temporary path, exit 2."""
     run_id, shared = a_copy_of(published, tmp_path)
