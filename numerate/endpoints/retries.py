@@ -6,9 +6,11 @@ jitter (a Retry-After header wins); other 4xx are not, nor an answer too large t
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import random
 import time
+from http import HTTPStatus
 from typing import Any
 
 from numerate.kernel.credentials import redact
@@ -144,6 +146,10 @@ def server_message(error: Any) -> str:
     if isinstance(body, dict) and isinstance(body.get("message"), str) and body["message"]:
         kind = body.get("type")
         return f"{body['message']} ({kind})" if isinstance(kind, str) and kind else body["message"]
+    status = getattr(error, "status_code", None)
+    if not body and isinstance(status, int):  # the client's summary: "Error code: 429 - {}"
+        with contextlib.suppress(ValueError):  # a status HTTP does not name
+            return f"{HTTPStatus(status).phrase} (the answer said no more)"
     return str(getattr(error, "message", error))
 
 
