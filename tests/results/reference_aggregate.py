@@ -4,7 +4,9 @@ reference tests/flows/test_sweep.py and tests/results/test_aggregate.py compare 
 aggregation with: each point's figures from a list entry per case, through
 numerate.kernel's definitions (numerate.kernel.samples.majority_vote and agrees, which the
 aggregation now reads in SQL). The columns' arithmetic (rates, estimate columns, the
-summaries' means over points) is imported."""
+summaries' means over points) is written out here, a row at a time, from docs/schema.md's
+definitions (it was imported from the aggregation it checks: three wrong changes to it
+passed)."""
 
 from __future__ import annotations
 
@@ -13,17 +15,14 @@ from typing import Any
 
 import polars as pl
 
-from numerate.kernel.design import Estimate, case_clustered
+from numerate.kernel.design import Estimate, case_clustered, point_mean
 from numerate.kernel.samples import agrees, majority_vote, pass_at_k
-from numerate.results.aggregate import (
-    MULTI_SAMPLE,
-    POINT_KEYS,
-    _estimate_columns,
-    _summaries,
-    _with_rates,
-)
+from numerate.kernel.stats import chance_adjusted
 from numerate.store.queries import POOLED
-from numerate.store.reductions import FLOORS, completed
+from numerate.store.reductions import FLOORS, POINT_KEYS, completed
+
+MULTI_SAMPLE = ["pass_at_k", "maj_at_k", "consistency"]
+POINT_MEANS = [*FLOORS, "truncation_rate", "unparsed_rate", *MULTI_SAMPLE]
 
 OUTCOMES = ("correct", "wrong", "unparsed", "truncated", "error")
 """What a summary averages over its points (besides accuracy)."""
@@ -93,6 +92,67 @@ def _case_figures(row: dict[str, Any]) -> dict[str, Any]:
         if several:
             figures["consistency"] = sum(agrees(a) for a in several) / len(several)
     return figures
+
+
+def _frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
+    return pl.DataFrame(rows, infer_schema_length=None)
+
+
+def _with_rates(frame: pl.DataFrame) -> pl.DataFrame:
+    """n_scored = n - error; truncation and unparsed rates over n_scored (none without a
+    scored answer), the error rate over n."""
+    rows = []
+    for row in frame.iter_rows(named=True):
+        scored = row["n"] - row["error"]
+        rows.append({
+            **row, "n_scored": scored, "error_rate": row["error"] / row["n"],
+            "truncation_rate": row["truncated"] / scored if scored else None,
+            "unparsed_rate": row["unparsed"] / scored if scored else None,
+        })  # fmt: skip
+    return _frame(rows)
+
+
+def _estimate_columns(estimates: list[Estimate], chance: pl.Series) -> dict[str, pl.Series]:
+    """The estimate's value (accuracy), se and interval, and accuracy above chance."""
+    return {
+        "accuracy": pl.Series([e.value for e in estimates], dtype=pl.Float64),
+        "se": pl.Series([e.se for e in estimates], dtype=pl.Float64),
+        "ci_low": pl.Series([e.low for e in estimates], dtype=pl.Float64),
+        "ci_high": pl.Series([e.high for e in estimates], dtype=pl.Float64),
+        "chance_adjusted": pl.Series(
+            [chance_adjusted(e.value, c) for e, c in zip(estimates, chance, strict=True)],
+            dtype=pl.Float64,
+        ),
+    }
+
+
+def _mean(values: list[Any]) -> float | None:
+    present = [v for v in values if v is not None]
+    return sum(present) / len(present) if present else None
+
+
+def _summaries(
+    totals: pl.DataFrame, points: pl.DataFrame, estimates: list[Estimate], keys: list[str]
+) -> pl.DataFrame:
+    """Per group: its totals over answers (counts, error rate, tokens, latency), and over its
+    points with a scored answer (`points` of them) the mean of each point's figures, the floors
+    over every point where none has one; its estimate is its points' (point_mean)."""
+    rows, group_estimates = [], []
+    listed = list(points.iter_rows(named=True))
+    for total in totals.iter_rows(named=True):
+        mine = [i for i, p in enumerate(listed) if all(p[k] == total[k] for k in keys)]
+        scored = [i for i in mine if listed[i]["n_scored"] > 0]
+        row = dict(total)
+        row |= {"n_scored": total["n"] - total["error"],
+                "error_rate": total["error"] / total["n"], "points": len(scored),
+                "samples": max(listed[i]["samples"] for i in mine)}  # fmt: skip
+        for column in POINT_MEANS:
+            over = scored if scored or column not in FLOORS else mine
+            row[column] = _mean([listed[i][column] for i in over])
+        group_estimates.append(point_mean([estimates[i] for i in mine]))
+        rows.append(row)
+    frame = _frame(rows)
+    return frame.with_columns(**_estimate_columns(group_estimates, frame["chance"]))
 
 
 def _totals(joined: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
