@@ -64,13 +64,13 @@ def _points(joined: pl.DataFrame) -> tuple[pl.DataFrame, list[Estimate]]:
     points = _with_rates(counts.join(lists, on=POINT_KEYS)).sort(POINT_KEYS)
     figures = [_case_figures(row) for row in points.iter_rows(named=True)]
     estimates = [f["estimate"] for f in figures]
-    return points.drop(
+    points = points.drop(
         "case_answers", "case_scored", "case_correct", "case_votes", "case_grades"
     ).with_columns(
-        **_estimate_columns(estimates, points["chance"]),
         samples=pl.Series([f["samples"] for f in figures], dtype=pl.Int32),
         **{c: pl.Series([f.get(c) for f in figures], dtype=pl.Float64) for c in MULTI_SAMPLE},
-    ), estimates
+    )
+    return _with_estimates(points, estimates), estimates
 
 
 def _case_figures(row: dict[str, Any]) -> dict[str, Any]:
@@ -112,18 +112,15 @@ def _with_rates(frame: pl.DataFrame) -> pl.DataFrame:
     return _frame(rows)
 
 
-def _estimate_columns(estimates: list[Estimate], chance: pl.Series) -> dict[str, pl.Series]:
-    """The estimate's value (accuracy), se and interval, and accuracy above chance."""
-    return {
-        "accuracy": pl.Series([e.value for e in estimates], dtype=pl.Float64),
-        "se": pl.Series([e.se for e in estimates], dtype=pl.Float64),
-        "ci_low": pl.Series([e.low for e in estimates], dtype=pl.Float64),
-        "ci_high": pl.Series([e.high for e in estimates], dtype=pl.Float64),
-        "chance_adjusted": pl.Series(
-            [chance_adjusted(e.value, c) for e, c in zip(estimates, chance, strict=True)],
-            dtype=pl.Float64,
-        ),
-    }
+def _with_estimates(frame: pl.DataFrame, estimates: list[Estimate]) -> pl.DataFrame:
+    """Each row with its estimate: the value (accuracy), se and interval, and accuracy above
+    its chance floor."""
+    rows = [
+        {**row, "accuracy": e.value, "se": e.se, "ci_low": e.low, "ci_high": e.high,
+         "chance_adjusted": chance_adjusted(e.value, row["chance"])}
+        for row, e in zip(frame.iter_rows(named=True), estimates, strict=True)
+    ]  # fmt: skip
+    return _frame(rows)
 
 
 def _mean(values: list[Any]) -> float | None:
@@ -151,8 +148,7 @@ def _summaries(
             row[column] = _mean([listed[i][column] for i in over])
         group_estimates.append(point_mean([estimates[i] for i in mine]))
         rows.append(row)
-    frame = _frame(rows)
-    return frame.with_columns(**_estimate_columns(group_estimates, frame["chance"]))
+    return _with_estimates(_frame(rows), group_estimates)
 
 
 def _totals(joined: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
