@@ -169,6 +169,20 @@ def test_the_vectorized_interval_is_the_wilson_interval():
         assert wilson_interval(k, size) == pytest.approx((lo, hi), abs=1e-9)
 
 
+@pytest.mark.parametrize("p", [0.0, 0.3, 0.5, 0.9, 1.0])
+def test_the_vectorized_stopping_rule_stops_where_decide_does(p):
+    """The coverage below is simulated in numpy: each point stops where numerate's `decide`
+    stops it (every answer scored), or the simulation says nothing of numerate."""
+    reps = 200
+    _, _, stopped_at = stopped_intervals(p, PRECISION, reps, np.random.default_rng(7))
+    hits = np.cumsum(np.random.default_rng(7).random((reps, PRECISION.max_count)) < p, axis=1)
+    for row, stop in zip(hits, stopped_at, strict=True):
+        asked = PRECISION.min_count
+        while decide(int(row[asked - 1]), asked, asked, asked, PRECISION)[0] is None:
+            asked += PRECISION.step
+        assert asked == stop
+
+
 def test_coverage_of_the_reported_interval_under_this_stopping_rule():
     """For p over [0, 1], the 95% interval reported where sampling stopped still covers p in
     at least 93% of points (optional stopping inflates the error only slightly)."""
