@@ -53,9 +53,14 @@ def test_objects_item_records():
         app, ["generate", "objects", "--count", "3", "--set", "prob_adjective=1"]
     )
     assert result.exit_code == 0, result.output
-    for line in result.stdout.splitlines():
-        for item in json.loads(line)["items"]:
+    lines = result.stdout.splitlines()
+    assert len(lines) == 3  # a record a case
+    for line in lines:
+        items = json.loads(line)["items"]
+        assert items
+        for item in items:
             assert set(item) == {"name", "category", "quantity", "adjective"}
+            assert item["adjective"]  # prob_adjective=1: every item has one
 
 
 def test_sequence_rule_specs_are_flat_objects():

@@ -42,7 +42,7 @@ def one_error(result, code: int = 2) -> str:
 def test_an_empty_path_never_means_here(tmp_path, monkeypatch, arguments):
     monkeypatch.chdir(tmp_path)
     text = one_error(runner.invoke(app, arguments))
-    assert "''" in text or "' '" in text or "'  '" in text or "'   '" in text
+    assert repr(arguments[-1]) in text  # the path as given, quoted: '' or '   '
     assert list(tmp_path.iterdir()) == []  # no ./results, no database
 
 
@@ -464,7 +464,7 @@ def test_a_database_whose_blocks_fail_their_checksum_is_one_line(tmp_path, comma
         data[start : start + 64] = b"garbage!" * 8
     damaged.write_bytes(bytes(data))
     result = runner.invoke(app, [*command, "--db", str(damaged)])
-    assert result.exit_code in (2, 3) and "Traceback" not in result.output
+    assert result.exit_code == 2 and "Traceback" not in result.output  # refused as it opens
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("error: ") and "Corrupt database file" in last, result.stderr
 

@@ -38,12 +38,12 @@ def test_a_newer_database_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("removed", "said"),
+    ("removed", "said", "kept"),
     [("version >= 8",  # 8 adds columns; 9 and 10 rebuild their tables: they can run again
-      "migration 8 fails: Catalog Error"),
-     ("true", "recorded schema version 0 (migration 1 fails: Catalog Error")],
+      "migration 8 fails: Catalog Error", 7),
+     ("true", "recorded schema version 0 (migration 1 fails: Catalog Error", 0)],
 )  # fmt: skip
-def test_a_schema_migrations_table_edited_by_hand_is_said_so(tmp_path, removed, said):
+def test_a_schema_migrations_table_edited_by_hand_is_said_so(tmp_path, removed, said, kept):
     """Before: upgrade ran the migration again on tables that had it, and DuckDB's
     CatalogException ("Column with name ... already exists") came as a traceback."""
     path = str(tmp_path / "edited.duckdb")
@@ -55,7 +55,7 @@ def test_a_schema_migrations_table_edited_by_hand_is_said_so(tmp_path, removed, 
         Store(path)
     assert said in str(refused.value) and "changed by hand" in str(refused.value)
     con = duckdb.connect(path, read_only=True)  # nothing half done: the migration rolled back
-    assert con.execute("SELECT count(*) FROM schema_migrations").fetchall()[0][0] in (0, 7)
+    assert con.execute("SELECT count(*) FROM schema_migrations").fetchall()[0][0] == kept
     con.close()
 
 
