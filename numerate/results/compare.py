@@ -342,7 +342,8 @@ def detectable_line(comparison: pl.DataFrame, alpha: float = 0.05) -> str:
     if not seen.is_empty():
         points = math.ceil(100 * float(seen.max()) - 1e-9)  # type: ignore[arg-type]
         where = f"any {group}" if blind.is_empty() else f"any other {group}"
-        parts.append(f"a drop of {points} points or more in {where} would have been caught")
+        unit = "point" if points == 1 else "points"
+        parts.append(f"a drop of {points} {unit} or more in {where} would have been caught")
     if not blind.is_empty():
         names = ", ".join(
             "/".join(str(row[k]) for k in ("model", "manifold", "point_key") if k in row)

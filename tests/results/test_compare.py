@@ -140,6 +140,13 @@ def test_each_group_says_the_smallest_drop_it_would_catch():
     assert "(80% probability, alpha 0.05, 3 groups)" in line
 
 
+def test_a_drop_of_one_point_is_one_point():
+    comparison = pl.DataFrame(
+        {"model": ["m"], "manifold": ["objects"], "p_holm": [0.5], "detectable_drop": [0.004]}
+    )
+    assert detectable_line(comparison).startswith("a drop of 1 point or more in any model")
+
+
 def test_a_tiny_group_says_no_drop_could_be_caught():
     comparison = compare_runs(answers([True] * 3), answers([True] * 3))
     assert comparison["detectable_drop"].to_list() == [None]
