@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -17,7 +18,7 @@ from numerate.cli.common import (
     open_reader,
     show,
 )
-from numerate.kernel.errors import ConfigError, NumerateError
+from numerate.kernel.errors import ConfigError, NumerateError, shorten
 
 
 @app.command("db")
@@ -80,12 +81,27 @@ SHOWN_ROWS = 10_000
 to lay out; CSV, JSON and Markdown (written to files) write every row."""
 
 
+SQL_WORDS = frozenset({"select", "with", "from", "show", "describe", "summarize", "pragma",
+                       "explain", "values", "table"})  # fmt: skip
+"""The first words of the queries `numerate db` runs."""
+
+
+def _reads_as_sql(text: str) -> bool:
+    words = text.split(maxsplit=1)
+    return bool(words) and words[0].lower() in SQL_WORDS and len(words) > 1
+
+
 def _database_and_sql(
     path: str | None, sql: str | None, db: str | None
 ) -> tuple[str | None, str | None]:
     """The database and the SQL: `numerate db --db X "SELECT ..."` reads its one argument as
     the SQL (`--db` was "No such option", though every other command takes it)."""
     if db is None:
+        if sql is None and path is not None and _reads_as_sql(path) and not Path(path).exists():
+            raise ConfigError(
+                f"PATH {shorten(repr(path), 100)}: no such database; it reads as SQL, which "
+                "comes after the database: numerate db DATABASE SQL (or --db DATABASE SQL)"
+            )
         return path, sql
     if sql is not None:
         raise ConfigError(f"--db {db} and PATH {path}: give the database once")

@@ -136,6 +136,21 @@ def test_report_and_db_on_a_missing_database(tmp_path):
     assert "no results database" in one_error_line(runner.invoke(app, ["db", missing]))
 
 
+def test_db_says_sql_given_where_the_database_goes(tmp_path, monkeypatch):
+    """A hostile pass: with NUMERATE_DB set, `numerate db "select 1"` said "no results
+    database at select 1"."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("NUMERATE_DB", str(tmp_path / "x.duckdb"))
+    line = one_error_line(runner.invoke(app, ["db", "select 1"]))
+    assert line == (
+        "error: PATH 'select 1': no such database; it reads as SQL, which comes after the "
+        "database: numerate db DATABASE SQL (or --db DATABASE SQL)"
+    )
+    assert "no results database at x.duckdb" in one_error_line(
+        runner.invoke(app, ["db", "x.duckdb"])
+    )
+
+
 def test_db_reports_bad_sql_in_one_line(tmp_path):
     path = tmp_path / "x.duckdb"
     duckdb.connect(str(path)).close()
