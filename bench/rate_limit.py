@@ -31,7 +31,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
 
-    from numerate.endpoints import answer_cases, close_clients
+    from numerate.endpoints import answer_cases, endpoints_in_use
     from numerate.store import Store
     from tests.endpoints.test_endpoints import endpoint, planned_cases, rate_limited
     from tests.fake_openai import FakeOpenAI
@@ -50,9 +50,9 @@ def main() -> None:
 
                     async def ask(model=model, run_id=f"{retry_after}-{repeat}-{concurrency}"):
                         started = time.monotonic()
-                        answers = (await answer_cases(model, planned, store, run_id)).completions
-                        await close_clients()
-                        return time.monotonic() - started, answers
+                        async with endpoints_in_use():  # closed as the loop ends: ids are reused
+                            answers = await answer_cases(model, planned, store, run_id)
+                        return time.monotonic() - started, answers.completions
 
                     elapsed, answers = asyncio.run(ask())
                     lost = sum(a.error is not None for a in answers.values())

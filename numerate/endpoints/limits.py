@@ -152,13 +152,13 @@ async def endpoints_in_use() -> AsyncIterator[None]:
 
 
 async def _close_clients(loop_id: int) -> None:
-    """Close the clients and drop the limits and breakers of event loop `loop_id`."""
-    for key in [k for k in _clients if k[0] == loop_id]:
-        await _clients.pop(key).close()
-    for limit_key in [k for k in _limits if k[0] == loop_id]:
-        del _limits[limit_key]
-    for breaker_key in [k for k in _breakers if k[0] == loop_id]:
-        del _breakers[breaker_key]
+    """Drop the clients, limits and breakers of event loop `loop_id` at once (a run that
+    begins while they close makes its own), then close the clients."""
+    for kept in (_limits, _breakers):
+        for key in [k for k in kept if k[0] == loop_id]:
+            del kept[key]
+    clients = [_clients.pop(k) for k in [k for k in _clients if k[0] == loop_id]]
+    await asyncio.gather(*(client.close() for client in clients), return_exceptions=True)
 
 
 REFUSED_STATUS = frozenset({400, 401, 403, 404, 422})
