@@ -14,6 +14,7 @@ from http import HTTPStatus
 from typing import Any
 
 from numerate.kernel.credentials import redact
+from numerate.kernel.errors import printable
 from numerate.kernel.inputs import valid_text
 
 RETRYABLE_STATUS = frozenset({408, 409, 429})
@@ -106,8 +107,10 @@ def is_retryable(error: BaseException) -> bool:
 
 def describe_error(error: BaseException) -> str:
     """A one-line description of a request failure, credentials redacted (what a server or a
-    library says may quote the key or the URL's password)."""
-    return redact(valid_text(_description(error)), token_shapes=True)
+    library says may quote the key or the URL's password), each control character but a tab
+    or a line break written as its escape (a server's `\x1b[31m` was stored as it came, and
+    the run's shards could then not be ingested)."""
+    return redact(printable(valid_text(_description(error)), keep="\n\t"), token_shapes=True)
 
 
 def _description(error: BaseException) -> str:

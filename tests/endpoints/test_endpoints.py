@@ -982,6 +982,8 @@ def test_a_retry_waiting_out_its_backoff_stops_when_the_breaker_trips():
          "HTTP 429: slow down (rate_limit)"),
         (502, b"<html>502 Bad Gateway</html>", "HTTP 502: <html>502 Bad Gateway</html>"),
         (500, b"", "HTTP 500: Internal Server Error (the answer said no more)"),
+        (500, b'{"error": {"message": "upstream \\u001b[31mred\\u0085 failed"}}',
+         "HTTP 500: upstream \\x1b[31mred\\x85 failed"),
         (429, b"{}", "HTTP 429: Too Many Requests (the answer said no more)"),
         (400, b'{"detail": "no such model"}',
          "HTTP 400: Error code: 400 - {'detail': 'no such model'}"),
