@@ -3,7 +3,7 @@
 A process's other threads draw from it too (Prefect's clients, an HTTP client's retries), so
 a test cannot ask that the generator's state stay the same while numerate waits: a fresh
 clone's suite saw it change under `test_a_writer_waits_for_another_process_then_writes`.
-It asks instead who called it.
+It asks instead who drew from it.
 """
 
 from __future__ import annotations
@@ -11,36 +11,43 @@ from __future__ import annotations
 import contextlib
 import random
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
-FUNCTIONS = (
-    "random", "uniform", "randint", "randrange", "choice", "choices", "shuffle", "sample",
-    "gauss", "normalvariate", "expovariate", "triangular", "betavariate", "getrandbits",
-    "randbytes",
-)  # fmt: skip
-"""The random module's functions of its shared generator."""
+DRAWS = ("random", "getrandbits")
+"""What every function of a generator draws through (`uniform` through `random`, `randint`
+and `choice` through `getrandbits`)."""
 
 
 @contextlib.contextmanager
 def numerate_draws() -> Iterator[list[str]]:
-    """While the block runs: each call of numerate's code (a module whose name begins with
-    `numerate`) to a function of the shared generator, as `module: random.function`."""
+    """While the block runs: each draw from the shared generator (the one behind the random
+    module's functions, however they were imported) made by numerate's code, as
+    `module: random.draw`."""
+    shared = random.random.__self__
     calls: list[str] = []
-    originals = {name: getattr(random, name) for name in FUNCTIONS}
+    own = {name: vars(random.Random).get(name) for name in DRAWS}
 
-    def watched(name: str, function: object) -> object:
-        def call(*args: object, **kwargs: object) -> object:
-            module = str(sys._getframe(1).f_globals.get("__name__", ""))
-            if module.split(".")[0] == "numerate":
-                calls.append(f"{module}: random.{name}")
-            return function(*args, **kwargs)  # type: ignore[operator]
+    def watched(name: str, draw: Callable[..., Any]) -> Callable[..., Any]:
+        def call(self: random.Random, *args: Any) -> Any:
+            if self is shared:
+                frame = sys._getframe(1)
+                while frame is not None and frame.f_globals.get("__name__") == "random":
+                    frame = frame.f_back  # past uniform, randint, ... to their caller
+                module = str(frame.f_globals.get("__name__", "")) if frame else ""
+                if module.split(".")[0] == "numerate":
+                    calls.append(f"{module}: random.{name}")
+            return draw(self, *args)
 
         return call
 
-    for name, function in originals.items():
-        setattr(random, name, watched(name, function))
+    for name in DRAWS:
+        setattr(random.Random, name, watched(name, getattr(random.Random, name)))
     try:
         yield calls
     finally:
-        for name, function in originals.items():
-            setattr(random, name, function)
+        for name, kept in own.items():
+            if kept is None:
+                delattr(random.Random, name)  # the C base class's, as before
+            else:
+                setattr(random.Random, name, kept)
