@@ -100,7 +100,8 @@ class Confined:
     def check_folder(self, relative: str) -> None:
         """LeadsOutside when a name on the way to folder `relative`, or that folder, is a
         symbolic link or not a folder; one not made yet is none of them."""
-        with contextlib.suppress(FileNotFoundError), self._folder_of((*self.parts(relative), "")):
+        inside = (*self.parts(relative), "")  # a name below it: the folder itself is walked
+        with contextlib.suppress(FileNotFoundError), self._folder_of(inside):
             pass
 
     def _open_folder(self, at: int, parts: tuple[str, ...]) -> int:

@@ -91,14 +91,12 @@ def check_folders(config: NumGenConfig) -> None:
     after every image was made and counted, it failed the run and lost the counts)."""
     root = Path(config.images_dir).expanduser().absolute()
     confined = Confined(root)
-    folders = [image_folder(config), annotated_folder(config), root / "runs"]
-    for folder in folders:
-        relative = confined.relative(folder) if folder is not None else None
-        try:
-            if relative is not None:
-                confined.check_folder(relative)
-        except LeadsOutside as error:
-            raise ConfigError(f"images_dir {str(root)!r:.200}: {error}") from None
+    deepest = annotated_folder(config) or image_folder(config)  # every name on the way, checked
+    try:
+        for folder in ("/".join(deepest.relative_to(root).parts), "runs"):
+            confined.check_folder(folder)
+    except LeadsOutside as error:
+        raise ConfigError(f"images_dir {str(root)!r:.200}: {error}") from None
 
 
 def _now() -> str:
