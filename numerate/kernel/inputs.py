@@ -30,6 +30,14 @@ expression's character ranges (a tab and a newline it may): NUL, a terminal's ES
 MAX_FIELD_CHARS = 10_000
 """The most characters of a one-line text numerate stores (a grid point's key, an error, a
 cause): a run's shards holding a longer one are refused (numerate.store.shard_checks)."""
+MAX_PROMPT_CHARS = 8_000_000
+"""The most characters of a case's prompt (its `input`). The built-in manifolds make at most
+about 4,100,000 (Shuffle Tracking's 401 statements, each with an `anchor_prefix` and
+`anchor_suffix` as long as a point's key allows: MAX_FIELD_CHARS); a case beyond it is refused
+as it is made (numerate.planning.plan), and a run's shards holding one are refused."""
+MAX_CASE_DATA_CHARS = 200_000
+"""The most characters of a case's own fields as JSON (its `data`: the fields a manifold adds
+beside the prompt and target; the built-in manifolds' are a few kilobytes)."""
 MAX_INTEGER_DIGITS = 100
 """Digits a whole number may have: more than any count, seed or parameter needs, and few enough
 that it converts to a float and prints (Python refuses integers of more than 4,300 digits)."""

@@ -12,6 +12,8 @@ from pydantic import BaseModel
 
 from numerate.config.provenance import generator_label
 from numerate.config.sweep import ManifoldSweep, ModelConfig
+from numerate.kernel.errors import ConfigError, for_terminal, shorten
+from numerate.kernel.inputs import MAX_CASE_DATA_CHARS, MAX_PROMPT_CHARS
 from numerate.manifolds import registry
 from numerate.manifolds.common import CaseBase, canonical_params, point_seed
 from numerate.store.rows import CaseRow
@@ -69,11 +71,14 @@ class PlannedCase:
             params_json = point_params[1]
         else:
             params_json = json.dumps(case.params, sort_keys=True)
+        data = case.model_dump_json(exclude=REPEATED)
+        if len(case.input) > MAX_PROMPT_CHARS or len(data) > MAX_CASE_DATA_CHARS:
+            raise _too_large(case, point_key, data)
         return cls(
             case_id(case.manifold, generator_version, case.seed, case.index), case.manifold,
             point_key, max(floor.random, floor.heuristic), floor.random, floor.heuristic,
             generator_version, params_json, case.seed, case.index, case.input, case.target,
-            case.model_dump_json(exclude=REPEATED), case,
+            data, case,
         )  # fmt: skip
 
     @classmethod
@@ -121,6 +126,21 @@ def stored_floor(row: CaseRow, generator_version: str) -> PointFloor | None:
     if version_of(row["generator_version"]) != version_of(generator_version):
         return None
     return PointFloor(random, heuristic)
+
+
+def _too_large(case: CaseBase, point_key: str, data: str) -> ConfigError:
+    """The error of a case beyond what a case may hold (its prompt, its own fields): one a
+    run's shards could not carry (numerate.store.shard_checks)."""
+    what, size, most = (
+        ("prompt", len(case.input), MAX_PROMPT_CHARS)
+        if len(case.input) > MAX_PROMPT_CHARS
+        else ("own fields (its data, as JSON)", len(data), MAX_CASE_DATA_CHARS)
+    )
+    return ConfigError(
+        f"{case.manifold} grid point {shorten(for_terminal(point_key))}: case {case.index}'s "
+        f"{what} is {size:,} characters, more than the {most:,} a case may hold: make its "
+        "parameters smaller"
+    )
 
 
 REPEATED: set[str] = set(CaseBase.model_fields)

@@ -24,7 +24,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from numerate.kernel.errors import shorten
-from numerate.kernel.inputs import LINE_CONTROLS, MAX_FIELD_CHARS
+from numerate.kernel.inputs import (
+    LINE_CONTROLS,
+    MAX_CASE_DATA_CHARS,
+    MAX_FIELD_CHARS,
+    MAX_PROMPT_CHARS,
+)
 from numerate.kernel.names import NAMES
 from numerate.manifolds import registry
 from numerate.manifolds.grading import Outcome
@@ -85,7 +90,12 @@ _CUT_TEXTS = frozenset({"raw_text", "text", "reasoning"})
 """Answers and reasoning, stored cut to numerate.kernel.answers.MAX_ANSWER_CHARS rather than
 refused."""
 
-_BIG_TEXTS = {"config": 1_000_000, "data": 200_000, "input": 200_000, "params": 100_000}
+_BIG_TEXTS = {
+    "config": 1_000_000,
+    "data": MAX_CASE_DATA_CHARS,
+    "input": MAX_PROMPT_CHARS,
+    "params": 100_000,
+}
 """The most characters a shard may hold in one value of these columns; of any other text (an
 error, a cause, a code version, a target, a grid point's key): MAX_FIELD_CHARS."""
 

@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 
 from numerate.config.env import startup_objects_frozen
 from numerate.config.sweep import parse_sweep_config
+from numerate.kernel.errors import ConfigError
+from numerate.kernel.inputs import MAX_CASE_DATA_CHARS, MAX_FIELD_CHARS, MAX_PROMPT_CHARS
 from numerate.manifolds import registry
 from numerate.planning.adaptive import Sampler
 from numerate.planning.plan import (
@@ -46,6 +48,55 @@ def planned(manifold, seed, count=3):
         }
     )
     return plan_manifold(config.manifolds[0], seed)
+
+
+def longest_shuffle_point():
+    """The Shuffle Tracking point of the longest prompts a config may give: 200 swaps, 200
+    other statements, each with an anchor prefix and suffix as long as the point's name (at
+    most MAX_FIELD_CHARS) allows."""
+    fixed = {"anchor": "NUMERIC", "max_depth": 200, "confounding_count": 200, "length": 4}
+    filler = (MAX_FIELD_CHARS - 95) // 2  # the rest of the name: 89 characters
+    config = parse_sweep_config({
+        "name": "t",
+        "models": [{"name": "b", "model": "baseline:oracle"}],
+        "manifolds": [{"manifold": "shuffle", "count": 1, "grid": {
+            **{name: [value] for name, value in fixed.items()},
+            "anchor_prefix": ["p" * filler], "anchor_suffix": ["s" * filler],
+        }}],
+    })  # fmt: skip
+    [(key, params)] = config.manifolds[0].points()
+    return key, params
+
+
+def test_the_longest_prompt_a_config_may_ask_for_is_within_what_a_case_may_hold():
+    """Before: such a point's cases (about 4,000,000 characters of prompt) were stored by its
+    run, then every ingest of the run's shards refused them (a bound of 200,000)."""
+    key, params = longest_shuffle_point()
+    assert MAX_FIELD_CHARS - 10 < len(key) <= MAX_FIELD_CHARS  # at its own bound
+    spec = registry.get("shuffle")
+    item = PlannedCase.of(spec.generate(params, 1, 0), PointFloor(0.25, 0.25), key, "v")
+    assert 3_900_000 < len(item.input) <= MAX_PROMPT_CHARS
+    assert len(item.data) <= MAX_CASE_DATA_CHARS
+
+
+@pytest.mark.parametrize(
+    ("field", "said"),
+    [("input", "case 3's prompt is 8,000,001 characters, more than the 8,000,000"),
+     ("target_categories", "case 3's own fields (its data, as JSON) is 200,")],
+)  # fmt: skip
+def test_a_case_beyond_what_a_case_may_hold_is_refused_as_it_is_made(field, said):
+    """A registered manifold may make any case: one its run's shards could not carry is
+    refused where it is made, naming its point and index, not stored."""
+    spec = registry.get("objects")
+    case = spec.generate(spec.params(), 7, 3)
+    at_bound = {"input": "x" * MAX_PROMPT_CHARS, "target_categories": ["x" * 199_000]}
+    assert PlannedCase.of(case.model_copy(update={field: at_bound[field]}),
+                          PointFloor(0.1, 0.1), "length=4", "v")  # fmt: skip
+    beyond = {"input": "x" * (MAX_PROMPT_CHARS + 1), "target_categories": ["x" * 200_000]}
+    with pytest.raises(ConfigError, match=r"^objects grid point length=4: ") as error:
+        PlannedCase.of(case.model_copy(update={field: beyond[field]}),
+                       PointFloor(0.1, 0.1), "length=4", "v")  # fmt: skip
+    assert said in str(error.value)
 
 
 @examples(20)
