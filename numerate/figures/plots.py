@@ -15,6 +15,7 @@ import io
 import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
@@ -33,7 +34,7 @@ from numerate.figures.prepare import (
     level_positions,
     pool,
 )
-from numerate.kernel.errors import ConfigError, for_terminal
+from numerate.kernel.errors import ConfigError, for_terminal, shorten
 from numerate.kernel.survival import SurvivalCurve
 
 if TYPE_CHECKING:
@@ -67,6 +68,9 @@ MAX_LABELLED_COLUMNS = 40
 """Heatmap columns (grid points) beyond which their labels would overlap: left out."""
 MAX_ANNOTATED_CELLS = 400
 """Heatmap cells beyond which the accuracy is not written in each cell."""
+MAX_LABEL_CHARS = 40
+"""Characters of a tick's label (a grid value, a point's name) shown at most: a name of
+10,000 characters squeezed the plot to nothing ("axes sizes collapsed to zero")."""
 
 
 # ---------------------------------------------------------------------------- drawing
@@ -132,7 +136,7 @@ def _draw_curve(
         )
     _draw_chance(ax, rows, position)
     if not numeric or len(levels) <= 12:
-        shown = [level_label(level) for level in levels]
+        shown = [shorten(level_label(level), MAX_LABEL_CHARS) for level in levels]
         ax.set_xticks([position[level] for level in levels], labels=shown)
     if not numeric or len(levels) == 1:
         ax.set_xlim(min(ordered) - 0.5 * spacing, max(ordered) + 0.5 * spacing)
@@ -228,7 +232,8 @@ def _draw_heatmap(ax: Axes, rows: pl.DataFrame, grid: list[str]) -> Any:
     image = ax.imshow(matrix, vmin=0, vmax=1, cmap=cmap, aspect="auto", interpolation="nearest")
     ax.set_yticks(range(len(models)), labels=models)
     if len(keys) <= MAX_LABELLED_COLUMNS:
-        ax.set_xticks(range(len(keys)), labels=keys, rotation=45, ha="right", fontsize=8)
+        shown = [shorten(key, MAX_LABEL_CHARS) for key in keys]
+        ax.set_xticks(range(len(keys)), labels=shown, rotation=45, ha="right", fontsize=8)
     else:
         ax.set_xticks([])
         ax.set_xlabel(f"{len(keys)} grid points (too many to label)")
@@ -374,8 +379,8 @@ def _comparison_panel(base: pl.DataFrame, new: pl.DataFrame, labels: tuple[str, 
 def _budget_panel(budgets: Budgets, colors: Mapping[str, str]) -> Panel:
     manifolds = len({manifold for _, manifold in budgets})
     return Panel(
-        "Token budget: cases still without an answer (truncated answers censored; dotted: "
-        "the median)",
+        "Token budget: cases still without an answer\n(truncated answers censored; dotted: "
+        "the median)",  # on one line, wider than a panel of one manifold: cut at both ends
         4.6 * min(3, manifolds) + 0.6,
         3.6 * math.ceil(manifolds / 3) + 1.2,
         lambda target: draw_budgets(target, budgets, colors),
@@ -477,15 +482,26 @@ def run_figure_png(
     """
     labels = (against_id or "base", run_id)
     parts = panels(points, kind=kind, x=x, against=against, labels=labels, budgets=budgets)
-    return figure_png(compose(parts, _title(run_id, against_id)))
+    with _text_as_given():
+        return figure_png(compose(parts, _title(run_id, against_id)))
 
 
 def _panel_png(panel: Panel) -> bytes:
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(panel.width, panel.height), dpi=DPI, layout="constrained")
-    panel.draw(figure)
-    return figure_png(figure)
+    with _text_as_given():
+        figure = Figure(figsize=(panel.width, panel.height), dpi=DPI, layout="constrained")
+        panel.draw(figure)
+        return figure_png(figure)
+
+
+def _text_as_given() -> AbstractContextManager[Any]:
+    """matplotlib reads a text between two `$` as a formula and fails on one it cannot parse:
+    a grid value `$\\frac{a$` ended `numerate plot` and a run's plot in a traceback. What
+    numerate draws is names and values, drawn as they are written."""
+    import matplotlib
+
+    return matplotlib.rc_context({"text.parse_math": False})
 
 
 def _estimate(acc: float | None, low: float, high: float) -> str:

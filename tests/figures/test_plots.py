@@ -224,3 +224,21 @@ def test_a_run_id_a_database_was_made_to_hold_draws_without_a_missing_glyph():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert_a_real_picture(run_figure_png(run_points(), "r\x1b]0;x\x07", kind="curves"))
+
+
+@pytest.mark.parametrize("value", ["$\\frac{a$", "p" * 5_000], ids=["formula", "long"])
+def test_a_grid_value_is_drawn_as_written_whatever_it_holds(value):
+    """A hostile pass: matplotlib read `$\\frac{a$` (an anchor prefix) as a formula it could
+    not parse, and `numerate plot` ended in a traceback; a value of 5,000 characters (a
+    point's name may hold 10,000) squeezed the figure's axes to nothing, with a warning."""
+    import warnings
+
+    frame = pl.DataFrame(
+        [point("m", "shuffle", c, anchor_prefix=a) for c, a in ((2, value), (7, "plain"))]
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert_a_real_picture(run_figure_png(frame, "r"), 300, 200)
+        page = run_html(frame, "r")
+    for image in re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page):
+        assert_a_real_picture(base64.b64decode(image), 300, 200)
