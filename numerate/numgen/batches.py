@@ -32,6 +32,7 @@ from numerate.numgen.generation import (
     to_image,
 )
 from numerate.numgen.hosted import (
+    COUNTER_API,
     GENERATOR_API,
     IMAGE_API_FIELDS,
     HostedCounter,
@@ -74,9 +75,11 @@ def image_folder(config: NumGenConfig) -> Path:
 
 
 def annotated_folder(config: NumGenConfig) -> Path | None:
-    if not config.annotate:
-        return None
+    """Where the run's own counter draws what it found on each image; None when it draws
+    nothing (`annotate: false`, or a hosted counter, which says a number and no boxes)."""
     counter = config.detector_label
+    if not config.annotate or counter.startswith(COUNTER_API):
+        return None
     return image_folder(config) / "annotated" / slug(counter, config.detection.model_dump())
 
 
@@ -91,9 +94,12 @@ def check_folders(config: NumGenConfig) -> None:
     after every image was made and counted, it failed the run and lost the counts)."""
     root = Path(config.images_dir).expanduser().absolute()
     confined = Confined(root)
-    deepest = annotated_folder(config) or image_folder(config)  # every name on the way, checked
+    # the deepest folders, every name on the way checked: the images', each counter's
+    # annotated images' (the others count in linked runs of their own), the runs'
+    drawn = (annotated_folder(config.for_counter(counter)) for counter in config.counters)
+    deepest = [image_folder(config), *(folder for folder in drawn if folder is not None)]
     try:
-        for folder in ("/".join(deepest.relative_to(root).parts), "runs"):
+        for folder in [*("/".join(path.relative_to(root).parts) for path in deepest), "runs"]:
             confined.check_folder(folder)
     except LeadsOutside as error:
         raise ConfigError(f"images_dir {str(root)!r:.200}: {error}") from None

@@ -462,6 +462,35 @@ def test_a_link_where_the_run_writes_below_its_images_folder_is_refused_before_i
     assert not db.exists() and not any(elsewhere.iterdir())
 
 
+def test_a_link_at_a_second_counter_s_annotated_folder_is_refused_before_it_runs(tmp_path):
+    """The folders the run's own counter draws in were checked before the run; those of a
+    second counter, which draws in a linked run once the first has counted, were not (a
+    review of 492abba): that run failed after every image was made and counted."""
+    from numerate.kernel.errors import ConfigError
+    from numerate.numgen.batches import annotated_folder, check_folders
+    from numerate.numgen.config import NumGenConfig
+    from tests.numgen.tiny_models import TINY_GROUNDING_DINO
+
+    images, elsewhere = tmp_path / "images-dir", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    config = NumGenConfig.model_validate(
+        {"generator": "synthetic", "detector": ["blobs", TINY_GROUNDING_DINO],
+         "images_dir": str(images)}
+    )  # fmt: skip
+    check_folders(config)  # nothing planted: nothing refused
+    own, second = (annotated_folder(config.for_counter(c)) for c in config.counters)
+    assert own is not None and second is not None and own.parent == second.parent != own
+    second.parent.mkdir(parents=True)
+    second.symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(ConfigError) as refused:
+        check_folders(config)
+    assert str(refused.value).endswith(f"{second}: a symbolic link; numerate follows no link "
+                                       f"out of {images}")  # fmt: skip
+    # a hosted counter says a number and draws nothing: no folder of its own
+    hosted = config.for_counter("blobs").model_copy(update={"detector": "vlm:fake-vision"})
+    assert annotated_folder(hosted) is None
+
+
 @pytest.mark.parametrize(
     ("generator", "message"),
     [
