@@ -101,8 +101,8 @@ def compare(
         with open_reader(db) as reader:
             runs = _resolve_pair(reader, base, new, sweep, (base_model, new_model))
             models = (base_model, new_model)
-            pair = load_pair(reader, runs, model or [], models, manifold or [], note)
-        comparison = compare_pair(*pair, by=grouping, alpha=alpha, runs=runs)
+            counts = load_pair(reader, runs, model or [], models, manifold or [], note)
+        comparison = compare_pair(counts, by=grouping, alpha=alpha, runs=runs)
     except NumerateError as error:
         fail(error)
     _report(comparison, fmt, f"{runs[0]} -> {runs[1]}", fail_on_regression, alpha)

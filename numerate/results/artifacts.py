@@ -108,14 +108,13 @@ def comparison_lines(source: Source, base: str, new: str) -> list[str]:
     """The paired comparison of `new` with `base` (numerate.results.compare, per model and manifold)
     as Markdown lines: its summary line, what it could have seen and the table."""
     from numerate.results.compare import (  # scipy: a comparison only
-        compare_runs,
+        compare_stored,
         detectable_line,
         for_display,
-        run_answers,
         summary_line,
     )
 
-    comparison = compare_runs(run_answers(source, base), run_answers(source, new))
+    comparison = compare_stored(source, (base, new))
     if comparison.is_empty() or int(comparison["n"].sum()) == 0:
         return [f"Run `{base}` shares no answered case with this run."]
     table = render(for_display(comparison), "markdown").rstrip("\n").splitlines()
@@ -134,9 +133,9 @@ def find_regressions(
     """Each model x manifold significantly worse in `new` than in `base` at family-wise
     `alpha`, as a line ("oracle/objects 1.000 -> 0.400 (p = 0.0001)"), and what the
     comparison could have seen (numerate.results.compare.detectable_line)."""
-    from numerate.results.compare import compare_runs, detectable_line, run_answers  # scipy
+    from numerate.results.compare import compare_stored, detectable_line  # scipy
 
-    comparison = compare_runs(run_answers(source, base), run_answers(source, new), alpha=alpha)
+    comparison = compare_stored(source, (base, new), alpha=alpha)
     worse = comparison.filter(comparison["verdict"] == "regression")
     return [
         f"{row['model']}/{row['manifold']} {row['base_accuracy']:.3f} -> "

@@ -1,8 +1,10 @@
 """Did a model get better or worse? Two runs' answers to the same cases, compared in pairs.
 
-The statistics (compare_runs) are pure polars. Reading a run's answers (run_answers, one
-query) goes through any source with `.frame(sql, params)`: a numerate.store.reader.Reader for
-`numerate compare`, or a numerate.store.Store.
+The answers are counted per grid point where they are (numerate.store.queries.
+compared_counts: two stored runs, through any source with `.frame(sql, params)`, a
+numerate.store.reader.Reader for `numerate compare` or a numerate.store.Store; counted_frames:
+answers given as frames, by the same SQL in memory); the statistics (compare_counts) read
+those counts alone.
 
 Statistics (docs/statistics.md, "Comparing runs"): pairs are counted per grid point, and a group of
 points (a model x manifold) is their mean with equal point weights, as in every summary
@@ -25,20 +27,19 @@ from numerate.kernel.design import binomial, point_mean
 from numerate.kernel.power import minimum_detectable_drop
 from numerate.kernel.stats import holm_over_discordant, mcnemar_exact, paired_difference_bounds
 from numerate.store import queries
-from numerate.store.queries import Source
+from numerate.store.queries import PAIR_KEYS, Source
 
 __all__ = [
     "EXIT_REGRESSION",
     "Grouping",
-    "answers_from_outcomes",
     "any_regression",
+    "compare_counts",
     "compare_groups",
     "compare_runs",
+    "compare_stored",
     "detectable_line",
     "estimate_text",
     "for_display",
-    "relabel_model",
-    "run_answers",
     "summary_line",
 ]
 
@@ -51,45 +52,9 @@ GROUPINGS: tuple[str, ...] = get_args(Grouping)
 
 Verdict = Literal["regression", "improvement", "no change"]
 
-ANSWER_COLUMNS = ("model", "manifold", "point_key", "case_id", "sample_index", "correct")
-"""What compare_runs reads of each run: one row per answer."""
-
-CORRECT_BY_OUTCOME: dict[str, bool | None] = {
-    "correct": True,
-    "wrong": False,
-    "unparsed": False,  # an answer that cannot be read is a wrong answer
-    "truncated": False,  # so is one the model did not finish
-    "error": None,  # a transport error says nothing about the model: not an answer
-}
-
-_PAIR_KEYS = ["model", "manifold", "point_key", "case_id", "sample_index"]
-
-
-def run_answers(
-    source: Source, run_id: str, models: Sequence[str] = (), manifolds: Sequence[str] = ()
-) -> pl.DataFrame:
-    """One run's answers, as compare_runs reads them (one query); only the given models and
-    manifolds when any are given. ValueError names an outcome this module does not know."""
-    frame = queries.outcomes(source, run_id, models, manifolds)
-    if frame.is_empty():  # a query without rows may carry no column types
-        frame = pl.DataFrame(schema={c: pl.String for c in (*_PAIR_KEYS, "outcome")})
-    return answers_from_outcomes(frame)
-
-
-def answers_from_outcomes(responses: pl.DataFrame) -> pl.DataFrame:
-    """Responses with an `outcome` column as compare_runs' answers: `correct` is True, False,
-    or null for an `error` (see CORRECT_BY_OUTCOME). ValueError names an unknown outcome."""
-    unknown = set(responses["outcome"].unique().to_list()) - set(CORRECT_BY_OUTCOME)
-    if unknown:
-        raise ValueError(f"unknown outcome(s): {', '.join(sorted(map(str, unknown)))}")
-    correct = pl.col("outcome").replace_strict(CORRECT_BY_OUTCOME, return_dtype=pl.Boolean)
-    return responses.with_columns(correct=correct).drop("outcome")
-
-
-def relabel_model(answers: pl.DataFrame, model: str, label: str) -> pl.DataFrame:
-    """One model's answers under another name: how two different models are paired
-    (`--base-model a --new-model b` relabels both to "a -> b")."""
-    return answers.filter(pl.col("model") == model).with_columns(model=pl.lit(label))
+ANSWER_COLUMNS = (*PAIR_KEYS, "correct")
+"""What compare_runs reads of each run: one row per answer; `correct` true, false (a wrong,
+unparsed or truncated answer) or null (an error: no answer at all)."""
 
 
 def _checked(answers: pl.DataFrame, side: str) -> pl.DataFrame:
@@ -101,37 +66,9 @@ def _checked(answers: pl.DataFrame, side: str) -> pl.DataFrame:
         pl.col("sample_index").cast(pl.Int64),
         pl.col("correct").cast(pl.Boolean),
     )
-    if frame.select(_PAIR_KEYS).is_duplicated().any():
+    if frame.select(PAIR_KEYS).is_duplicated().any():
         raise ValueError(f"{side} answers: a (model, case_id, sample_index) appears twice")
-    return frame.with_columns(**{f"in_{side}": pl.lit(True)})
-
-
-def _counts(base: pl.DataFrame, new: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
-    """Per group: pairs, answers on one side only, pairs dropped for an error, and the 2x2
-    table's correct counts and discordant cells."""
-    joined = base.join(new, on=_PAIR_KEYS, how="full", coalesce=True, suffix="_new")
-    in_base, in_new = pl.col("in_base").fill_null(False), pl.col("in_new").fill_null(False)
-    shared = in_base & in_new
-    pair = shared & pl.col("correct").is_not_null() & pl.col("correct_new").is_not_null()
-    old_right, new_right = (
-        pl.col("correct").fill_null(False),
-        pl.col("correct_new").fill_null(False),
-    )
-    return (
-        joined.group_by(keys)
-        .agg(
-            n=pair.sum(),
-            n_base_only=(in_base & ~in_new).sum(),
-            n_new_only=(in_new & ~in_base).sum(),
-            n_errors=(shared & ~pair).sum(),
-            base_correct=(pair & old_right).sum(),
-            new_correct=(pair & new_right).sum(),
-            lost=(pair & old_right & ~new_right).sum(),
-            gained=(pair & ~old_right & new_right).sum(),
-        )
-        .with_columns(pl.exclude(keys).cast(pl.Int64))
-        .sort(keys)
-    )
+    return frame
 
 
 def _combine(points: list[dict[str, Any]]) -> dict[str, Any]:
@@ -199,7 +136,7 @@ def compare_runs(
 
     Args:
         base: the reference run's answers: model, manifold, point_key, case_id,
-            sample_index, correct (bool, null for an error); see answers_from_outcomes.
+            sample_index, correct (bool, null for an error: ANSWER_COLUMNS).
         new: the run under test, the same columns.
         by: "manifold" groups by model x manifold; "point" by model x manifold x point_key.
         alpha: family-wise error rate: a group's verdict is a regression or improvement when
@@ -214,13 +151,38 @@ def compare_runs(
     detectable_drop (the smallest true drop flagged with 80% probability; null when none
     would be), verdict, note.
     """
+    _check_options(by, alpha)
+    counts = queries.counted_frames(_checked(base, "base"), _checked(new, "new"))
+    return compare_counts(counts, by, alpha)
+
+
+def compare_stored(
+    source: Source,
+    runs: tuple[str, str],
+    by: Grouping = "manifold",
+    alpha: float = 0.05,
+    **which: Any,
+) -> pl.DataFrame:
+    """compare_runs of two stored runs (`runs`: base, new), their answers counted where they
+    are; `which`: models, manifolds or pairing, as numerate.store.queries.compared_counts
+    takes them. An answer's outcome is read as compare_runs' `correct`: an unparsed or
+    truncated answer is wrong, an error no answer."""
+    _check_options(by, alpha)
+    return compare_counts(queries.compared_counts(source, runs, **which), by, alpha)
+
+
+def _check_options(by: str, alpha: float) -> None:
     if by not in GROUPINGS:
         raise ValueError(f"by={by!r}: choose {' or '.join(GROUPINGS)}")
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha={alpha}: need 0 < alpha < 1")
+
+
+def compare_counts(counts: pl.DataFrame, by: Grouping, alpha: float) -> pl.DataFrame:
+    """compare_runs' comparison from the answers' counts per grid point (model, manifold,
+    point_key and the counts of numerate.store.queries.compared_counts)."""
     point_keys = ["model", "manifold", "point_key"]
     keys = point_keys if by == "point" else ["model", "manifold"]
-    counts = _counts(_checked(base, "base"), _checked(new, "new"), point_keys)
     groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
     for row in counts.iter_rows(named=True):
         groups.setdefault(tuple(row[k] for k in keys), []).append(row)

@@ -9,9 +9,9 @@ from typing import cast
 import polars as pl
 
 from numerate.kernel.errors import ConfigError
-from numerate.results.compare import GROUPINGS, Grouping, compare_runs, relabel_model, run_answers
+from numerate.results.compare import GROUPINGS, Grouping, compare_counts
 from numerate.results.report import require_known
-from numerate.store.queries import Source, answered
+from numerate.store.queries import Source, answered, compared_counts
 
 
 def _present(reader: Source, run_id: str, column: str) -> list[str]:
@@ -26,14 +26,6 @@ def _check_present(reader: Source, wanted: list[tuple[str, str, str, list[str]]]
             require_known(run_id, option, column, values, _present(reader, run_id, column))
 
 
-def _answers(reader: Source, run_id: str, models: list[str], manifolds: list[str]) -> pl.DataFrame:
-
-    try:
-        return run_answers(reader, run_id, models, manifolds)
-    except ValueError as error:
-        raise ConfigError(f"run {run_id}: {error}") from None
-
-
 def load_pair(
     reader: Source,
     runs: tuple[str, str],
@@ -41,10 +33,10 @@ def load_pair(
     pairing: tuple[str | None, str | None],
     manifolds: list[str],
     note: Callable[[str], object],
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Both runs' answers, their models paired: the same model on both sides (all, or
-    --model), two named models (--base-model, --new-model) or each run's only model (`note`
-    says so)."""
+) -> pl.DataFrame:
+    """Both runs' answers counted per grid point (numerate.store.queries.compared_counts),
+    their models paired: the same model on both sides (all, or --model), two named models
+    (--base-model, --new-model) or each run's only model (`note` says so)."""
     (base_id, new_id), (base_model, new_model) = runs, pairing
     if models and (base_model or new_model):
         raise ConfigError("--model cannot be combined with --base-model / --new-model")
@@ -65,12 +57,9 @@ def load_pair(
         base_model, new_model = found[base_id][0], found[new_id][0]
         note(f"pairing model {base_model!r} of BASE with {new_model!r} of NEW")
     if base_model is None or new_model is None:
-        base, new = (_answers(reader, run_id, models, manifolds) for run_id in runs)
-        return base, new
+        return compared_counts(reader, runs, models, manifolds)
     label = base_model if base_model == new_model else f"{base_model} -> {new_model}"
-    base = _answers(reader, base_id, [base_model], manifolds)
-    new = _answers(reader, new_id, [new_model], manifolds)
-    return relabel_model(base, base_model, label), relabel_model(new, new_model, label)
+    return compared_counts(reader, runs, (), manifolds, (base_model, new_model, label))
 
 
 def check_grouping(by: str) -> Grouping:
@@ -81,25 +70,29 @@ def check_grouping(by: str) -> Grouping:
 
 
 def compare_pair(
-    base: pl.DataFrame, new: pl.DataFrame, by: Grouping, alpha: float, runs: tuple[str, str]
+    counts: pl.DataFrame, by: Grouping, alpha: float, runs: tuple[str, str]
 ) -> pl.DataFrame:
-    """compare_runs, then ConfigError, saying why, when no answer pairs up."""
-    comparison = compare_runs(base, new, by=by, alpha=alpha)
+    """compare_counts of `load_pair`'s counts, then ConfigError, saying why, when no answer
+    pairs up."""
+    comparison = compare_counts(counts, by, alpha)
     if comparison.is_empty() or comparison["n"].sum() == 0:
-        raise ConfigError(_nothing_shared(base, new, comparison, runs))
+        raise ConfigError(_nothing_shared(counts, runs))
     return comparison
 
 
-def _nothing_shared(
-    base: pl.DataFrame, new: pl.DataFrame, comparison: pl.DataFrame, runs: tuple[str, str]
-) -> str:
+def _nothing_shared(counts: pl.DataFrame, runs: tuple[str, str]) -> str:
     said = f"runs {runs[0]} and {runs[1]} share no answered cases to compare"
-    if base.is_empty() or new.is_empty():
-        side = "BASE" if base.is_empty() else "NEW"
+    shared = pl.col("n") + pl.col("n_errors")
+    sides = counts.group_by("model").agg(
+        base=(shared + pl.col("n_base_only")).sum(), new=(shared + pl.col("n_new_only")).sum()
+    )
+    base_models = set(sides.filter(pl.col("base") > 0)["model"])
+    new_models = set(sides.filter(pl.col("new") > 0)["model"])
+    if not base_models or not new_models:
+        side = "BASE" if not base_models else "NEW"
         return f"{said}: {side} has no answers (with these options)"
-    if not comparison.is_empty() and comparison["n_errors"].sum() > 0:
+    if counts["n_errors"].sum() > 0:
         return f"{said}: every answer they share is an error on one side"
-    base_models, new_models = set(base["model"]), set(new["model"])
     if not base_models & new_models:
         return (
             f"{said}: their models differ ({', '.join(sorted(base_models))} vs "

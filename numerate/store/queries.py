@@ -439,6 +439,85 @@ def token_budgets(source: Source, run_id: str) -> Iterator[tuple[str, str, list[
         yield str(model), str(manifold), list(tokens), list(ended)
 
 
+PAIR_KEYS = ("model", "manifold", "point_key", "case_id", "sample_index")
+"""What pairs an answer of one run with one of another: the same model (or the two models
+paired under one label), case and sample."""
+
+RIGHT = (
+    "CASE outcome WHEN 'correct' THEN true WHEN 'error' THEN NULL "
+    "WHEN 'wrong' THEN false WHEN 'unparsed' THEN false WHEN 'truncated' THEN false "
+    "ELSE error('unknown outcome ' || outcome) END"
+)
+"""An answer as a comparison reads it: right, wrong (an unparsed or truncated answer is a
+wrong answer) or no answer at all (NULL: an error, the endpoint failed)."""
+
+_COMPARED = """
+WITH {sides}joined AS (
+  SELECT model, manifold, point_key, b.here IS NOT NULL AS in_base, n.here IS NOT NULL AS in_new,
+         b.correct AS was, n.correct AS now
+  FROM {base} b FULL JOIN {new} n USING (model, manifold, point_key, case_id, sample_index)
+), marked AS (
+  SELECT *, in_base AND in_new AND was IS NOT NULL AND now IS NOT NULL AS paired FROM joined
+)
+SELECT model, manifold, point_key,
+       count(*) FILTER (paired) AS n,
+       count(*) FILTER (in_base AND NOT in_new) AS n_base_only,
+       count(*) FILTER (in_new AND NOT in_base) AS n_new_only,
+       count(*) FILTER (in_base AND in_new AND NOT paired) AS n_errors,
+       count(*) FILTER (paired AND was) AS base_correct,
+       count(*) FILTER (paired AND now) AS new_correct,
+       count(*) FILTER (paired AND was AND NOT now) AS lost,
+       count(*) FILTER (paired AND NOT was AND now) AS gained
+FROM marked GROUP BY ALL ORDER BY ALL
+"""
+"""Two runs' answers (`base`, `new`: model, manifold, point_key, case_id, sample_index,
+correct, here) counted per grid point: pairs (n: both answered, neither an error), answers
+on one side only, pairs with an error on a side, each side's correct answers in the pairs,
+and the discordant cells (lost: base right and new wrong; gained: the other way)."""
+
+
+def compared_counts(
+    source: Source,
+    runs: tuple[str, str],
+    models: Sequence[str] = (),
+    manifolds: Sequence[str] = (),
+    pairing: tuple[str, str, str] | None = None,
+) -> pl.DataFrame:
+    """Two runs' answers (`runs`: base, new) counted per grid point where they are
+    (`_COMPARED`): the answers of `models` (all without) and `manifolds` (all without); or,
+    `pairing` (base model, new model, label), the base run's answers of one model paired with
+    the new run's of another, both under the label. Nothing of a run is read into Python but
+    its counts (a million answers a side are a few rows a grid point)."""
+    sides, params = [], []
+    for side, run_id in zip(("b", "n"), runs, strict=True):
+        only = [pairing[0 if side == "b" else 1]] if pairing else models
+        where, given = _only(only, manifolds, pooled=False)
+        model = "?::VARCHAR" if pairing else "model"
+        sides.append(
+            f"{side}_answers AS (SELECT {model} AS model, manifold, point_key, case_id, "
+            f"sample_index, {RIGHT} AS correct, true AS here FROM responses "
+            f"WHERE run_id = ?{where}), "
+        )
+        params += [*([pairing[2]] if pairing else []), run_id, *given]
+    sql = _COMPARED.format(sides="".join(sides), base="b_answers", new="n_answers")
+    return source.frame(sql, params)
+
+
+def counted_frames(base: pl.DataFrame, new: pl.DataFrame) -> pl.DataFrame:
+    """`compared_counts` of two runs' answers given as frames (PAIR_KEYS and `correct`: true,
+    false, or null for no answer), counted in an in-memory DuckDB by the same SQL."""
+    import duckdb
+
+    with duckdb.connect() as con:
+        for name, frame in (("given_base", base), ("given_new", new)):
+            con.register(name, frame.select(*PAIR_KEYS, "correct").to_arrow())
+        side = "(SELECT *, true AS here FROM {})"
+        sql = _COMPARED.format(
+            sides="", base=side.format("given_base"), new=side.format("given_new")
+        )
+        return con.sql(sql).pl()
+
+
 PAIRED_COUNTS = ("n", "n_errors", "base_correct", "new_correct", "lost", "gained")
 """What `paired_counts` gives each pair of models at a grid point (see results.compare)."""
 

@@ -24,7 +24,7 @@ from numerate.kernel.errors import ConfigError
 from numerate.kernel.files import slug
 from numerate.numgen.metrics import MAX_COUNT
 from numerate.results import live
-from numerate.results.compare import compare_runs, for_display, run_answers, summary_line
+from numerate.results.compare import compare_stored, for_display, summary_line
 from numerate.results.numgen import run_agreement
 from numerate.results.tokens import budget_curves, budget_table
 from numerate.store import browse, queries
@@ -509,7 +509,7 @@ def comparison(
     records = require_run(source, base), require_run(source, new)
     if base == new:  # as `numerate compare` says: every case would be "no change"
         raise ConfigError(f"run {base!r} compared with itself: give two runs")
-    compared = compare_runs(run_answers(source, base), run_answers(source, new))
+    compared = compare_stored(source, (base, new))
     changed = {}
     for kind, page in (("lost", lost_page), ("gained", gained_page)):
         fetch = functools.partial(browse.changed_cases, source, base, new, kind == "lost")

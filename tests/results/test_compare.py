@@ -1,20 +1,23 @@
 """numerate.results.compare: paired comparisons of two runs, on hand-built answers."""
 
+import duckdb
 import polars as pl
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from numerate.kernel.power import minimum_detectable_drop
 from numerate.kernel.stats import mcnemar_exact
 from numerate.results.compare import (
-    answers_from_outcomes,
     any_regression,
     compare_runs,
+    compare_stored,
     detectable_line,
     for_display,
-    relabel_model,
-    run_answers,
     summary_line,
 )
+from numerate.store.queries import compared_counts, counted_frames
+from tests.examples import examples
 
 
 def answers(correct, model="m", manifold="objects", point_key="p0", start=0, samples=1):
@@ -168,19 +171,28 @@ def test_unequal_point_counts_test_the_effective_counts():
 
 
 def test_errors_are_dropped_and_unparsed_answers_are_wrong():
-    responses = pl.DataFrame({"outcome": ["correct", "wrong", "unparsed", "truncated", "error"]})
-    assert answers_from_outcomes(responses)["correct"].to_list() == [
-        True, False, False, False, None,
-    ]  # fmt: skip
     base = answers([True, True, True, None])
     new = answers([None, False, True, True])
     row = only(compare_runs(base, new), model="m")
     assert (row["n"], row["n_errors"], row["lost"]) == (2, 2, 1)
+    # stored: an unparsed or truncated answer is a wrong one, an error none at all
+    outcomes = ["correct", "wrong", "unparsed", "truncated", "error"]
+    source = Responses(
+        [("r1", "m", "objects", "p0", f"c{i}", 0, "correct") for i in range(5)]
+        + [("r2", "m", "objects", "p0", f"c{i}", 0, o) for i, o in enumerate(outcomes)]
+        + [("r3", "m", "objects", "p0", f"c{i}", 0, "wrong") for i in range(5)]
+    )
+    row = only(compare_stored(source, ("r1", "r2")), model="m")
+    assert (row["n"], row["n_errors"], row["lost"], row["new_correct"]) == (4, 1, 3, 1)
+    row = only(compare_stored(source, ("r3", "r2")), model="m")
+    assert (row["n"], row["gained"], row["base_correct"]) == (4, 1, 0)
 
 
 def test_unknown_outcomes_are_refused():
-    with pytest.raises(ValueError, match="unknown outcome"):
-        answers_from_outcomes(pl.DataFrame({"outcome": ["correct", "maybe"]}))
+    source = Responses([("r1", "m", "objects", "p0", "c0", 0, "maybe"),
+                        ("r2", "m", "objects", "p0", "c0", 0, "correct")])  # fmt: skip
+    with pytest.raises(duckdb.Error, match="unknown outcome maybe"):
+        compare_stored(source, ("r1", "r2"))
 
 
 def test_unshared_cases_are_counted_and_one_sided_groups_are_named():
@@ -216,11 +228,15 @@ def test_grouping_by_point():
 
 
 def test_two_models_pair_once_relabelled():
-    run = pl.concat([answers([True] * 20, model="a"), answers([False] * 20, model="b")])
-    label = "a -> b"
-    comparison = compare_runs(relabel_model(run, "a", label), relabel_model(run, "b", label))
-    assert comparison["model"].to_list() == [label]
+    source = Responses(
+        [("r", "a", "objects", "p0", f"c{i}", 0, "correct") for i in range(20)]
+        + [("r", "b", "objects", "p0", f"c{i}", 0, "wrong") for i in range(20)]
+        + [("r", "c", "objects", "p0", f"c{i}", 0, "correct") for i in range(20)]
+    )
+    comparison = compare_stored(source, ("r", "r"), pairing=("a", "b", "a -> b"))
+    assert comparison["model"].to_list() == ["a -> b"]
     assert comparison["verdict"].to_list() == ["regression"]
+    assert comparison["n"].to_list() == [20]  # c is paired with nothing
 
 
 def test_nothing_to_compare_is_an_empty_frame():
@@ -266,7 +282,8 @@ class Responses:
             "CREATE TABLE responses (run_id VARCHAR, model VARCHAR, manifold VARCHAR, "
             "point_key VARCHAR, case_id VARCHAR, sample_index INTEGER, outcome VARCHAR)"
         )
-        self.con.executemany("INSERT INTO responses VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+        if rows:
+            self.con.executemany("INSERT INTO responses VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
 
     def frame(self, sql, params=None):
         return self.con.sql(sql, params=params).pl()
@@ -283,10 +300,72 @@ def two_nights():
     source.con.close()
 
 
-def test_run_answers_reads_one_run_with_its_filters(two_nights):
-    answers_r2 = run_answers(two_nights, "r2")
-    assert answers_r2.height == 30 and answers_r2["correct"].sum() == 10
-    assert run_answers(two_nights, "r2", models=["other"]).is_empty()
-    assert run_answers(two_nights, "r2", manifolds=["objects"]).height == 30
-    assert run_answers(two_nights, "r2", manifolds=["shuffle"]).is_empty()
-    assert run_answers(two_nights, "nope").columns == [*answers_r2.columns]
+def test_two_stored_runs_are_compared_with_their_filters(two_nights):
+    row = only(compare_stored(two_nights, ("r1", "r2")), model="m")
+    assert (row["n"], row["lost"], row["new_correct"], row["verdict"]) == (
+        30, 20, 10, "regression"
+    )  # fmt: skip
+    assert compare_stored(two_nights, ("r1", "r2"), models=["other"]).is_empty()
+    assert compare_stored(two_nights, ("r1", "r2"), manifolds=["objects"])["n"].to_list() == [30]
+    assert compare_stored(two_nights, ("r1", "r2"), manifolds=["shuffle"]).is_empty()
+    alone = only(compare_stored(two_nights, ("r1", "nope")), model="m")
+    assert (alone["n_base_only"], alone["note"]) == (30, "only in the base run")
+
+
+def reference_counts(base, new):
+    """Each grid point's counts written out a pair at a time: what compared_counts must give."""
+    counts = {}
+    for key in sorted(set(base) | set(new)):
+        point = counts.setdefault(key[:3], dict.fromkeys(
+            ["n", "n_base_only", "n_new_only", "n_errors", "base_correct", "new_correct",
+             "lost", "gained"], 0))  # fmt: skip
+        if key not in new:
+            point["n_base_only"] += 1
+        elif key not in base:
+            point["n_new_only"] += 1
+        elif base[key] is None or new[key] is None:
+            point["n_errors"] += 1
+        else:
+            was, now = base[key], new[key]
+            point["n"] += 1
+            point["base_correct"] += was
+            point["new_correct"] += now
+            point["lost"] += was and not now
+            point["gained"] += now and not was
+    return [{"model": k[0], "manifold": k[1], "point_key": k[2], **v} for k, v in counts.items()]
+
+
+RIGHT = {"correct": True, "wrong": False, "unparsed": False, "truncated": False, "error": None}
+ANSWER = st.tuples(
+    st.sampled_from(["a", "b"]), st.sampled_from(["p0", "p1", "p2"]), st.integers(0, 6),
+    st.integers(0, 1),
+)  # fmt: skip
+
+
+@examples(40)
+@given(
+    base=st.dictionaries(ANSWER, st.sampled_from(sorted(RIGHT)), max_size=30),
+    new=st.dictionaries(ANSWER, st.sampled_from(sorted(RIGHT)), max_size=30),
+)
+def test_stored_and_given_answers_are_counted_as_written_out(base, new):
+    """The counts the statistics read, from a database (compared_counts: outcomes, two runs)
+    and from frames (counted_frames), against the same counts written out a pair at a time."""
+
+    def key(answer):
+        model, point, case, sample = answer
+        return model, "objects", point, f"{point}-c{case}", sample
+
+    rows = [(run, *key(a), o) for run, side in (("r1", base), ("r2", new)) for a, o in side.items()]
+    source = Responses(rows)
+    sides = [{key(a): RIGHT[o] for a, o in side.items()} for side in (base, new)]
+    expected = reference_counts(*sides)
+    stored = compared_counts(source, ("r1", "r2"))
+    assert stored.to_dicts() == expected
+    frames = [
+        pl.DataFrame([(*k, v) for k, v in side.items()], orient="row", schema={
+            "model": pl.String, "manifold": pl.String, "point_key": pl.String,
+            "case_id": pl.String, "sample_index": pl.Int64, "correct": pl.Boolean})
+        for side in sides
+    ]  # fmt: skip
+    assert counted_frames(*frames).to_dicts() == expected
+    source.con.close()
