@@ -234,40 +234,61 @@ def _waiting_dir(path: str) -> Path:
     return Path(f"{path}.waiting")
 
 
+def _open_waiting(path: str) -> int | None:
+    """The `<path>.waiting` folder, opened without following a link (a link planted there
+    had knocks written, and files removed, where it points), or None where there is none
+    to use."""
+    try:
+        return os.open(_waiting_dir(path), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+
+
 @contextlib.contextmanager
 def _knock(path: str, kind: str) -> Iterator[None]:
     """A file saying that this process waits for `path` (to `kind`: read or write), while the
-    block runs; nothing when it cannot be made (a read-only folder)."""
-    folder = _waiting_dir(path)
-    knock = folder / f"{os.getpid()}.{kind}.{uuid.uuid4().hex[:8]}"
-    try:
-        folder.mkdir(exist_ok=True)
-        knock.touch()
-    except OSError:
+    block runs; nothing when it cannot be made (a read-only folder, a link at its name)."""
+    name = f"{os.getpid()}.{kind}.{uuid.uuid4().hex[:8]}"
+    with contextlib.suppress(OSError):
+        _waiting_dir(path).mkdir(exist_ok=True)
+    folder = _open_waiting(path)
+    if folder is not None:
+        try:
+            os.close(os.open(name, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644, dir_fd=folder))
+        except OSError:
+            os.close(folder)
+            folder = None
+    if folder is None:
         yield
         return
     try:
         yield
     finally:
         with contextlib.suppress(OSError):
-            knock.unlink()
+            os.unlink(name, dir_fd=folder)
+        os.close(folder)
         with contextlib.suppress(OSError):
-            folder.rmdir()  # not empty: another process waits too
+            os.rmdir(_waiting_dir(path))  # not empty: another process waits too
 
 
 def waiting_writers(path: str) -> int:
     """How many live processes wait to write `path` (knocks of dead ones are removed)."""
-    folder = _waiting_dir(path)
-    if not folder.is_dir():
+    folder = _open_waiting(path)
+    if folder is None:
         return 0
     live = 0
-    for knock in folder.glob("*.write.*"):
-        pid = knock.name.split(".", 1)[0]
-        if pid.isdigit() and _alive(int(pid)):
-            live += 1
-        else:
-            with contextlib.suppress(OSError):
-                knock.unlink()
+    try:
+        for knock in os.listdir(folder):
+            pid, _, kind = knock.partition(".")
+            if not kind.startswith("write."):
+                continue
+            if pid.isdigit() and _alive(int(pid)):
+                live += 1
+            else:
+                with contextlib.suppress(OSError):
+                    os.unlink(knock, dir_fd=folder)
+    finally:
+        os.close(folder)
     return live
 
 

@@ -245,6 +245,10 @@ def database_file_problem(path: str) -> str | None:
         return "a folder, not a results database"
     if file.exists() and not file.is_file():  # DuckDB would wait on a pipe for a writer
         return "not a regular file (a device, a pipe or a socket), not a results database"
+    log = Path(f"{path}.wal")  # DuckDB writes it through a link: another database, lost
+    if log.is_symlink() or (log.exists() and not log.is_file()):
+        what = "a link" if log.is_symlink() else "not a regular file"
+        return f"{log} is {what}, where DuckDB keeps the database's write-ahead log: move it away"
     return not_duckdb(path) if file.is_file() else None
 
 

@@ -668,6 +668,56 @@ def test_something_else_at_the_journal_folder_s_name_is_one_error(tmp_path, kind
     assert not Path(db).exists() and not any(elsewhere.iterdir())
 
 
+def test_a_link_at_the_write_ahead_log_s_name_is_refused_by_writers_and_readers(tmp_path):
+    """A hostile pass: with `<db>.wal` a link to another results database, `run` and
+    `regrade` wrote DuckDB's log through it (the other database, 3.9 MB, became 4 KB of log,
+    its runs lost)."""
+    from numerate.kernel.errors import ConfigError
+    from numerate.store.reader import Reader
+
+    db = str(tmp_path / "r.duckdb")
+    Store.open(db)
+    Store.close_all()
+    other = tmp_path / "other.duckdb"
+    other.write_bytes(b"another database" * 1000)
+    Path(f"{db}.wal").symlink_to(other)
+    said = r"r\.duckdb\.wal is a link, where DuckDB keeps the database's write-ahead log: move"
+    with pytest.raises(StoreError, match=said):
+        Store.open(db)
+    with pytest.raises(ConfigError, match=said):
+        Reader.open(db)
+    assert other.read_bytes() == b"another database" * 1000
+
+
+def test_a_link_at_the_waiting_folder_s_name_is_never_followed(tmp_path, db_path):
+    """A hostile pass: with `<db>.waiting` a link to a folder, `numerate runs` (any reader)
+    removed each file there whose name holds `.write.` (a `thesis.write.docx`), taking it for
+    the knock of a writer no longer alive; a waiting writer wrote its knock there."""
+    from numerate.store import access
+    from numerate.store.reader import Reader
+
+    elsewhere = tmp_path / "documents"
+    elsewhere.mkdir()
+    (elsewhere / "thesis.write.docx").write_text("a year of work")
+    (elsewhere / "1.write.x").write_text("no process 1's")
+    Store.open(db_path)
+    Store.close_all()
+    Path(f"{db_path}.waiting").symlink_to(elsewhere)
+    assert access.waiting_writers(db_path) == 0
+    with Reader.open(db_path) as reader, access._knock(db_path, "write"):
+        reader.query("SELECT count(*) FROM runs")
+        assert access.waiting_writers(db_path) == 0
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["1.write.x", "thesis.write.docx"]
+    # in a folder of its own, a dead process's knock is removed and a live one's counted
+    Path(f"{db_path}.waiting").unlink()
+    Path(f"{db_path}.waiting").mkdir()
+    dead = Path(f"{db_path}.waiting") / "999999999.write.ab"
+    dead.write_text("")
+    with access._knock(db_path, "write"), access._knock(db_path, "read"):
+        assert access.waiting_writers(db_path) == 1
+    assert not dead.exists() and not Path(f"{db_path}.waiting").exists()
+
+
 HUNGRY = (
     "SELECT count(*) FROM (SELECT i, repeat('x', 200) AS s FROM range(2000000) t(i) "
     "ORDER BY s, i DESC)"
