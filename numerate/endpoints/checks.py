@@ -10,8 +10,8 @@ from urllib.parse import urlsplit
 
 from numerate.config.sweep import ModelConfig
 from numerate.endpoints.keys import EndpointError, api_key, key_source
-from numerate.endpoints.limits import key_hint, refusal_cause, refuses_key
-from numerate.endpoints.retries import describe_error
+from numerate.endpoints.limits import bound_body, key_hint, refusal_cause, refuses_key
+from numerate.endpoints.retries import AnswerTooLarge, describe_error
 from numerate.kernel.credentials import redact
 from numerate.kernel.errors import ConfigError, shorten
 
@@ -71,11 +71,14 @@ async def list_models(model: ModelConfig, key: str, where: str) -> list[str] | N
     # plain http has no TLS to verify: no certificate store to load (30 ms) for a local server
     https = url.startswith("https:")
     timeout = check_timeout_s(model)
-    async with httpx.AsyncClient(timeout=timeout, verify=https) as client:
+    bounded = {"response": [bound_body]}  # a list of any size: read within the answers' bound
+    async with httpx.AsyncClient(timeout=timeout, verify=https, event_hooks=bounded) as client:
         for attempt in (1, 2):
             try:
                 response = await client.get(url, headers=headers)
                 break
+            except (AnswerTooLarge, httpx.DecodingError):  # no list to read: the chat request
+                return None  # that follows says what the endpoint answers
             except httpx.TransportError as error:
                 if attempt == 2:
                     detail = str(error) or (

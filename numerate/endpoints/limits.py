@@ -8,6 +8,7 @@ import contextlib
 import functools
 import importlib
 import time
+import zlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -73,12 +74,28 @@ read, and its text stored cut to numerate.kernel.answers.MAX_ANSWER_CHARS."""
 
 async def bound_body(response: Any) -> None:
     """An httpx response hook: the body of `response` is read up to MAX_BODY_BYTES, then
-    AnswerTooLarge (before it is read, when its Content-Length says so)."""
+    AnswerTooLarge (before it is read, when its Content-Length says so). A compressed body
+    (gzip, deflate: what the clients ask for) is unpacked here, within the same bound: the
+    bytes on the wire said nothing of its size (300 KB of gzip unpacked to 300 MiB)."""
     declared = response.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
         await response.aclose()
         raise AnswerTooLarge(MAX_BODY_BYTES)
-    response.stream = _bounded_stream(http_package(response))(response.stream, MAX_BODY_BYTES)
+    package = http_package(response)
+    encoding = response.headers.get("content-encoding", "").strip().lower()
+    inflate = None
+    if encoding not in ("", "identity"):
+        if encoding not in _WINDOW_BITS:
+            await response.aclose()
+            raise package.DecodingError(f"an answer encoded as {encoding!r:.40}, never asked for")
+        inflate = zlib.decompressobj(_WINDOW_BITS[encoding])
+        del response.headers["content-encoding"]  # unpacked here, not again by the package
+    response.stream = _bounded_stream(package)(response.stream, MAX_BODY_BYTES, inflate)
+
+
+_WINDOW_BITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS,
+                "deflate": zlib.MAX_WBITS}  # fmt: skip
+"""How zlib reads each encoding an HTTP client asks for (`Accept-Encoding: gzip, deflate`)."""
 
 
 def http_package(value: Any) -> Any:
@@ -91,23 +108,46 @@ def http_package(value: Any) -> Any:
 def _bounded_stream(package: Any) -> type[BoundedStream]:
     """BoundedStream as a byte stream of an HTTP package (`http_package`), whose responses
     read only its own AsyncByteStream."""
-    return type("BoundedStream", (BoundedStream, package.AsyncByteStream), {})
+    return type("BoundedStream", (BoundedStream, package.AsyncByteStream), {"package": package})
 
 
 class BoundedStream:
-    """An async byte stream that ends in AnswerTooLarge past `limit` bytes."""
+    """An async byte stream that ends in AnswerTooLarge past `limit` bytes, unpacked by
+    `inflate` (a zlib decompressor) first when given."""
 
-    def __init__(self, stream: Any, limit: int) -> None:
+    package: Any
+    """The HTTP package whose stream it is (`_bounded_stream`): its DecodingError."""
+
+    def __init__(self, stream: Any, limit: int, inflate: Any = None) -> None:
         self.stream = stream
         self.limit = limit
+        self.inflate = inflate
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         read = 0
         async for chunk in self.stream:
+            if self.inflate is not None:
+                chunk = self._unpacked(chunk, self.limit - read)
             read += len(chunk)
             if read > self.limit:
                 raise AnswerTooLarge(self.limit)
             yield chunk
+        if self.inflate is not None:
+            rest = self._unpacked(b"", self.limit - read, end=True)
+            if read + len(rest) > self.limit:
+                raise AnswerTooLarge(self.limit)
+            yield rest
+
+    def _unpacked(self, chunk: bytes, room: int, end: bool = False) -> bytes:
+        """What `chunk` unpacks to, never more than `room` + 1 bytes at once (then the bound
+        is passed: AnswerTooLarge)."""
+        try:
+            data = self.inflate.decompress(self.inflate.unconsumed_tail + chunk, room + 1)
+            if self.inflate.unconsumed_tail:  # more left than the room: past the bound
+                raise AnswerTooLarge(self.limit)
+            return data + (self.inflate.flush() if end else b"")
+        except zlib.error as error:
+            raise self.package.DecodingError(f"an answer's body: {error}") from None
 
     async def aclose(self) -> None:
         await self.stream.aclose()

@@ -5,6 +5,7 @@ on what is kept, and pages fold long answers and wrap long words."""
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import duckdb
@@ -287,3 +288,106 @@ def test_a_list_of_cases_cuts_a_prompt_of_any_size(long_answers, tmp_path):
     )
     assert cases.status_code == 200 and len(cases.content) < 100_000
     assert "p" * 1_600 + " […]" in cases.text
+
+
+class Packed:
+    """A loopback endpoint (127.0.0.1) that answers its model list and chat requests with
+    `body`, gzip-compressed (`encoding`, as given)."""
+
+    def __init__(self, body: bytes, encoding: str = "gzip") -> None:
+        import gzip
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        packed = gzip.compress(body, 9)
+        self.sent: list[int] = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def reply(self) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Encoding", encoding)
+                self.send_header("Content-Length", str(len(packed)))
+                self.end_headers()
+                self.wfile.write(packed)
+
+            def do_GET(self) -> None:
+                self.reply()
+
+            def do_POST(self) -> None:
+                self.sent.append(len(self.rfile.read(int(self.headers["Content-Length"]))))
+                self.reply()
+
+        Handler.sent = self.sent  # type: ignore[attr-defined]
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> str:
+        self.thread.start()
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def ask(base_url: str) -> tuple[object, object]:
+    """The model list, and the answer to a chat request (its JSON, or the error raised), of
+    the endpoint at `base_url`, as a sweep asks them."""
+    import asyncio
+
+    from numerate.config.sweep import ModelConfig
+    from numerate.endpoints.answerers import chat_body
+    from numerate.endpoints.checks import list_models
+    from numerate.endpoints.limits import endpoints_in_use, shared_client
+
+    model = ModelConfig(name="m", model="m", base_url=base_url, max_retries=0)
+
+    async def both() -> tuple[object, object]:
+        listed = await list_models(model, "key", "the endpoint")
+        async with endpoints_in_use():
+            client = await shared_client(model)
+            try:
+                answer: object = await chat_body(client, model="m", messages=[])
+            except Exception as error:  # the test reads what was raised
+                answer = error
+        return listed, answer
+
+    return asyncio.run(both())
+
+
+def test_a_compressed_answer_is_bounded_by_what_it_unpacks_to(monkeypatch):
+    """A hostile pass: the bound counted the bytes on the wire, so 300 KB of gzip was
+    unpacked to a 300 MiB answer (1.2 GB of memory; 2.1 GB at 600 MiB), and a model list as
+    large was read whole. Unpacked past the bound (1 MiB here), neither is read on."""
+    from numerate.endpoints import limits
+    from numerate.endpoints.retries import AnswerTooLarge
+
+    monkeypatch.setattr(limits, "MAX_BODY_BYTES", 2**20)
+    bomb = b'{"data": [{"id": "' + b"m" * 2**22 + b'"}], "choices": []}'
+    with Packed(bomb) as base_url:
+        listed, answer = ask(base_url)
+    assert listed is None  # no list read: the chat request says what the endpoint answers
+    assert isinstance(answer, Exception) and isinstance(answer.__cause__, AnswerTooLarge)
+    assert str(answer.__cause__) == "answer body larger than 1 MiB: not read"
+    # within the bound, a compressed answer is read as it was sent (unpacked once)
+    small = b'{"data": [{"id": "m"}], "choices": [{"message": {"content": "Answer: 7"}}]}'
+    with Packed(small) as base_url:
+        listed, answer = ask(base_url)
+    assert listed == ["m"] and answer == json.loads(small)
+
+
+@pytest.mark.parametrize("encoding", ["br", "gzip, gzip"])
+def test_an_answer_in_an_encoding_never_asked_for_is_not_read(encoding):
+    """The clients ask for gzip or deflate: anything else is an error, never read whole by a
+    decoder of the HTTP package's own."""
+    import openai
+
+    with Packed(b'{"choices": []}', encoding) as base_url:
+        listed, answer = ask(base_url)
+    assert listed is None
+    assert isinstance(answer, openai.APIConnectionError)
+    assert f"an answer encoded as {encoding!r}, never asked for" in str(answer.__cause__)
