@@ -63,7 +63,8 @@ DEFAULT_DB = "results/numerate.duckdb"
 def results_database(given: str | None = None, configured: str | None = None) -> str:
     """The one default-database rule: the database a command or flow was given (--db, a `db`
     parameter), else the one its config names, else $NUMERATE_DB, else
-    results/numerate.duckdb. An empty or blank path given or configured is a ConfigError
+    results/numerate.duckdb; a leading `~` is the home folder. An empty or blank path given
+    or configured is a ConfigError
     (it would silently mean "here"); an empty $NUMERATE_DB counts as unset."""
     for what, value in (("--db", given), ("db", configured)):
         if value is not None and not value.strip():
@@ -75,6 +76,9 @@ def results_database(given: str | None = None, configured: str | None = None) ->
             raise ConfigError(f"{what} {value!r}: a path with a control character (a newline?)")
     chosen = given or configured or os.environ.get("NUMERATE_DB", "").strip() or DEFAULT_DB
     what = "--db" if given else "db" if configured else "NUMERATE_DB"
+    # `~/r.duckdb` (quoted, or in a config): the home folder's, as DuckDB reads it; numerate's
+    # own checks looked for a folder named `~` and called the file DuckDB made there damaged
+    chosen = os.path.expanduser(chosen)
     if chosen.endswith("/"):  # writers made the file without it, then failed on its journal
         raise ConfigError(
             f"{what} {chosen:.200}: a folder's name (it ends with /); give the results "

@@ -212,6 +212,27 @@ def test_a_database_that_is_a_looping_link_or_truncated_is_one_line(tmp_path):
         "cut.duckdb", "far.duckdb", "loop.duckdb", "s.yaml", "whole.duckdb"]  # fmt: skip
 
 
+def test_a_database_under_the_home_folder_s_tilde_is_the_home_folder_s(tmp_path, monkeypatch):
+    """A hostile pass: `--db '~/t.duckdb'` (quoted, or `db: ~/t.duckdb` in a config) made the
+    file in the home folder (DuckDB reads `~`), then numerate's own checks, looking for a
+    folder named `~`, called it damaged: exit 2 with a database left behind."""
+    home, here = tmp_path / "home", tmp_path / "here"
+    home.mkdir()
+    here.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(here)
+    sweep = ["run", "--config", str(oracle_sweep(here)), "--format", "json"]
+    assert runner.invoke(app, [*sweep, "--db", "~/t.duckdb"]).exit_code == 0
+    configured = oracle_sweep(here, db="~/c.duckdb")
+    assert runner.invoke(app, ["run", "--config", str(configured)]).exit_code == 0
+    monkeypatch.setenv("NUMERATE_DB", "~/t.duckdb")
+    listed = runner.invoke(app, ["runs", "--format", "json"])
+    assert listed.exit_code == 0 and len(json.loads(listed.stdout)) == 1
+    assert sorted(p.name for p in home.iterdir() if p.suffix == ".duckdb") == [
+        "c.duckdb", "t.duckdb"]  # fmt: skip
+    assert sorted(p.name for p in here.iterdir()) == ["s.yaml"]  # no folder named ~
+
+
 def test_a_database_that_shrank_after_a_drop_is_not_taken_for_one_cut_short(tmp_path):
     """DuckDB's header keeps counting the blocks a dropped table freed once the file is
     truncated to the blocks in use: the check reads which blocks the tables use."""
