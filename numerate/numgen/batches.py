@@ -366,10 +366,21 @@ def _countable(
 
 def _stored(image: ImageRow, read: Callable[[bytes], T]) -> T:
     """`read` of an image row's file, reached without following a link at its name
-    (ImageError when it cannot be read, is a link, or `read` refuses it)."""
+    (ImageError when it cannot be read, is a link, is not the image its row's SHA-256 names,
+    or `read` refuses it)."""
     try:
-        return read(stored_image(str(image["path"])))
+        data = stored_image(str(image["path"]))
     except (OSError, ValueError, LeadsOutside) as error:
+        raise ImageError(f"image {image['path']}: cannot read it: {error}") from None
+    recorded = image.get("sha256")
+    if recorded and hashlib.sha256(data).hexdigest() != recorded:  # replaced since it was made:
+        raise ImageError(  # its count would be stored as the count of the image recorded
+            f"image {image['path']}: not the image the run made (its SHA-256 was "
+            f"{recorded[:12]}…, the file's is {hashlib.sha256(data).hexdigest()[:12]}…)"
+        )
+    try:
+        return read(data)
+    except (OSError, ValueError) as error:
         raise ImageError(f"image {image['path']}: cannot read it: {error}") from None
 
 

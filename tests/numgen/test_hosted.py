@@ -144,6 +144,34 @@ def test_a_recount_asks_for_no_image_and_links_its_run(endpoint, tmp_path, db_pa
     assert links == [(first["run_id"], VLM, "finished")]
 
 
+def test_a_recount_of_an_image_replaced_since_it_was_made_is_that_image_s_error(
+    endpoint, tmp_path, db_path
+):
+    """A hostile pass: with one image's file replaced by another's, a recount stored the count
+    of the other image as this one's, beside this one's recorded SHA-256 (accuracy 0.9, exit
+    0). An image is counted only when it is the image its run recorded."""
+    import shutil
+
+    settings = config(endpoint, tmp_path, detector="blobs")
+    del settings["detection"]
+    first = run(settings, db_path)
+    (one, target, path), (other_path,) = query(
+        db_path, "SELECT prompt_id, target, path FROM numgen_images WHERE run_id = ? "
+        "ORDER BY target LIMIT 1", [first["run_id"]]
+    )[0], query(db_path, "SELECT path FROM numgen_images WHERE run_id = ? ORDER BY target DESC "
+                "LIMIT 1", [first["run_id"]])[0]  # fmt: skip
+    shutil.copyfile(other_path, path)  # the most objects drawn, where the fewest were
+    from numerate.numgen.detection import DetectionSettings
+
+    [again] = asyncio.run(numgen_recount(
+        first["run_id"], VLM, DetectionSettings(base_url=endpoint.base_url), db_path, "local"
+    ))  # fmt: skip
+    [(count, error)] = query(db_path, "SELECT count, error FROM numgen_detections WHERE "
+                             "run_id = ? AND prompt_id = ?", [again["run_id"], one])  # fmt: skip
+    assert count is None and f"image {path}: not the image the run made" in error
+    assert (again["errors"], again["n"], again["accuracy"]) == (1, 19, 1.0), (target, again)
+
+
 def test_the_viewer_and_the_report_show_where_two_counters_disagree(endpoint, tmp_path, db_path):
     from fastapi.testclient import TestClient
 
