@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from numerate.kernel.credentials import MARKER, scrub
 from numerate.kernel.errors import shorten
 from numerate.kernel.inputs import (
     LINE_CONTROLS,
@@ -85,6 +86,12 @@ _A_TIME = (
     "a time between the years 2000 and 2200",
 )
 _RANGES.update(dict.fromkeys(_TIMES, _A_TIME))
+_USER_INFO = "'^[^/?#]*//[^/?#]*@'"  # an address's user information: a password, a token
+_REDACTED = "'^[^/?#]*//\\*\\*\\*@'"  # what numerate.kernel.credentials leaves of it
+_RANGES["base_url"] = (
+    f"NOT regexp_matches({{c}}, {_USER_INFO}) OR regexp_matches({{c}}, {_REDACTED})",
+    f"a password or token in an address (numerate stores it as {MARKER}@)",
+)
 
 _CUT_TEXTS = frozenset({"raw_text", "text", "reasoning"})
 """Answers and reasoning, stored cut to numerate.kernel.answers.MAX_ANSWER_CHARS rather than
@@ -188,7 +195,9 @@ def _first(con: Any, sql: str, params: list[Any] | None = None) -> tuple[Any, ..
 
 
 def _shown(value: object) -> str:
-    return shorten(repr(value), 80)
+    """A value of a shard as a warning shows it: cut, and a password in an address hidden
+    (`scrub`: a shard's base URL may hold one)."""
+    return shorten(repr(scrub(value, ()) if isinstance(value, str) else value), 80)
 
 
 def _table_problem(con: Any, table: str, shard: _Shard, run_id: str) -> str | None:

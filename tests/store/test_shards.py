@@ -307,6 +307,9 @@ def _rewrite(shard, sql):
                        "FROM shard_rows", "a model that gave the run no answer"),
         ("run_models", "UPDATE shard_rows SET cause = repeat('x', 20000)",
          ": longer than 10,000 characters"),
+        # the fourth: a password ingested as it was written, where numerate stores ***
+        ("completions", "UPDATE shard_rows SET base_url = 'http://user:pw@evil/v1'",
+         "base_url 'http://***@evil/v1': a password or token in an address (numerate "),
         ("responses", "ALTER TABLE shard_rows ALTER prompt_tokens TYPE VARCHAR; "
                       "UPDATE shard_rows SET prompt_tokens = '-4'",
          "responses.parquet row 1: prompt_tokens '-4': a token count is 0 or more"),
