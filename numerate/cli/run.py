@@ -198,9 +198,15 @@ def say_what_preflight_found(sweep_config: SweepConfig, checked: Preflight) -> N
     for warning in checked.warnings + [f"{f} (its part of the run will fail)" for f in failures]:
         warn(warning)
     if checked.resuming:
+        kept = (
+            f"{checked.answered:,} answer{'' if checked.answered == 1 else 's'} already stored "
+            f"{'is' if checked.answered == 1 else 'are'} not asked again"
+            if checked.answered
+            else "no answer it stored stands in for a request"
+        )
         typer.echo(
-            f"resuming run {checked.resuming}: {checked.answered:,} answers already stored are "
-            "not asked again (--fresh starts a new run)",
+            f"resuming run {checked.resuming}: {kept} (errors are asked again; --fresh starts "
+            "a new run)",
             err=True,
         )
 

@@ -39,7 +39,8 @@ class Preflight:
     resuming: str | None = None
     """The unfinished run this one resumes (claimed by this process), if any."""
     answered: int = 0
-    """Answers the resumed run already holds (not asked again)."""
+    """Answers the resumed run already holds that it does not ask again: not errors, of models
+    whose `cache` is not `off` (queries.kept_answers)."""
 
     def nothing_can_run(self, config: SweepConfig) -> str | None:
         """Why no model of the sweep can be asked, when none can."""
@@ -84,6 +85,7 @@ async def preflight(
     if not fresh:
         run_id = await asyncio.to_thread(store.unfinished_run, config.name, config.fingerprint())
         if run_id and store.claim_run(run_id):
-            run = await asyncio.to_thread(queries.run_record, store, run_id)
-            resuming, answered = run_id, run.answered if run else 0
+            cached = [model.name for model in config.models if model.cache != "off"]
+            kept = await asyncio.to_thread(queries.kept_answers, store, run_id, cached)
+            resuming, answered = run_id, kept
     return dataclasses.replace(found, resuming=resuming, answered=answered)

@@ -108,6 +108,19 @@ def run_record(source: Source, run_id: str) -> RunRecord | None:
     return RunRecord(*rows[0]) if rows else None
 
 
+def kept_answers(source: Source, run_id: str, models: Sequence[str]) -> int:
+    """How many answers of `models` run `run_id` holds that a resumed run does not ask again:
+    every one but an error (a failed request is sent again)."""
+    if not models:
+        return 0
+    rows = source.query(
+        "SELECT count(*) FROM responses WHERE run_id = ? AND outcome <> 'error' "
+        "AND list_contains(?, model)",
+        [run_id, list(models)],
+    )
+    return int(rows[0][0])
+
+
 def latest_run_ids(source: Source, sweep: str | None, offset: int = 0) -> str | None:
     """The id of the newest run (of `sweep`), `offset` runs back."""
     where, params = ("WHERE sweep_name = ?", [sweep]) if sweep else ("", [])

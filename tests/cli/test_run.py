@@ -396,12 +396,25 @@ def test_a_run_ended_by_an_error_is_marked_interrupted_and_resumes(tmp_path, mon
     assert ended.stderr.strip().splitlines()[-1] == (
         "error: DuckDB needed more than the 128MB numerate lets it hold in memory"
     )
-    con = duckdb.connect(str(tmp_path / "r.duckdb"), read_only=True)
+    con = duckdb.connect(str(tmp_path / "r.duckdb"))
     assert con.execute("SELECT status FROM runs").fetchall() == [("interrupted",)]
+    # one of its 3 answers an error: asked again, and so not counted as kept (a hostile
+    # pass: "3 answers already stored are not asked again", then 3 requests sent again)
+    con.execute("UPDATE responses SET outcome = 'error', error = 'HTTP 500: x' WHERE case_id = "
+                "(SELECT min(case_id) FROM responses)")  # fmt: skip
     con.close()
     monkeypatch.setattr(aggregate, "aggregate_stored_run", real)
     resumed = runner.invoke(app, command)
-    assert resumed.exit_code == 0 and "resuming run cli-" in resumed.stderr, resumed.output
+    assert resumed.exit_code == 0, resumed.output
+    [said] = [line for line in resumed.stderr.splitlines() if "resuming" in line]
+    assert said.startswith("resuming run cli-") and said.endswith(
+        ": 2 answers already stored are not asked again (errors are asked again; --fresh "
+        "starts a new run)"
+    ), said
+    con = duckdb.connect(str(tmp_path / "r.duckdb"), read_only=True)
+    assert con.execute("SELECT count(*) FILTER (WHERE outcome = 'correct') FROM responses"
+                       ).fetchall() == [(3,)]  # fmt: skip
+    con.close()
 
 
 def test_a_failed_run_exits_3_when_prefect_s_api_answers_its_end_as_a_repeat(tmp_path, monkeypatch):
