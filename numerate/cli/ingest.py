@@ -21,6 +21,9 @@ def ingest(
     db: Annotated[str | None, DB_OPTION] = None,
 ) -> None:
     """Load runs made elsewhere: workers' Parquet shards (complete, new), or a database file's."""
+    from numerate.cli.process import PROCESS
+
+    PROCESS.if_stopped_say("no run was loaded; run the same command again to load them")
     from numerate.grading.verdict import EXIT_RUN_FAILED
     from numerate.results.regrade import ingest_graded
     from numerate.store import Store, shards

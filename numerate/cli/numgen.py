@@ -108,7 +108,6 @@ def _run_flow(config: Any, db: str, dispatch: str, recount: str | None = None) -
     # before Prefect is imported: imported earlier, it did not see the server the command
     # found (numerate's background server) and started a temporary one of its own
     _before_the_run(config, db, dispatch, bool(recount))
-    PROCESS.if_stopped_say(None)  # said by run_flow, from here
     from numerate.flows.numgen import numgen, numgen_recount
     from numerate.tasks.dispatch import Dispatch
 

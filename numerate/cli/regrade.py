@@ -20,6 +20,11 @@ def regrade(
 
     The answers stay as received; their outcomes and the run's aggregates are updated.
     """
+    from numerate.cli.process import PROCESS
+
+    PROCESS.if_stopped_say(  # a page's grades are stored as it is graded
+        "the answers graded again so far are stored; run the same command again to grade the rest"
+    )
     from numerate.kernel.progress import reporting_to
     from numerate.results.regrade import regrade_run
     from numerate.results.runs import resolve_run

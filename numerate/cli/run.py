@@ -63,8 +63,8 @@ def run(
     PROCESS.if_stopped_say(SWEEP.not_started)
     sweep_config, fmt, db_path, server, unusable = prepare(
         (config, model, base_url, name, api_key_env), db, fresh, output
-    )  # first: it starts Prefect's server when none runs
-    PROCESS.if_stopped_say(None)  # run_sweep says how it stopped
+    )  # first: it starts Prefect's server when none runs; a stop until its flow begins (the
+    # flow's imports) leaves the run not started, run_flow says how it stopped from there
     from numerate.grading.verdict import RunFailed
     from numerate.store import Store, StoreError
 

@@ -137,6 +137,7 @@ def _ended(kind: RunKind, run_id: str) -> None:
     PROCESS.on_hard_stop.clear()
     if stopping.asked() and run_id:
         PROCESS.stopped_saying(kind.ended_as_the_signal_came(run_id))
+    PROCESS.if_stopped_say(kind.stored(run_id) if run_id else None)  # a stop from here on
 
 
 def record_the_stop(

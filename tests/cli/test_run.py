@@ -1331,6 +1331,47 @@ def test_a_stop_before_the_run_began_in_a_database_of_other_runs_says_nothing_wa
     )
 
 
+STOPPED_AT = """
+import importlib, signal, sys
+module, name = sys.argv[1].rsplit(".", 1)
+def stop(*args, **kwargs):
+    signal.raise_signal(signal.SIGINT)  # Ctrl-C as it is called
+setattr(importlib.import_module(module), name, stop)
+from numerate.cli import main
+sys.argv = ["numerate", *sys.argv[2:]]
+main()
+"""
+
+
+@pytest.mark.parametrize(
+    ("where", "command", "said"),
+    [("numerate.cli.run.run_flow", ["run", "--model", "baseline:oracle", "--fresh"],
+      "the run had not started; nothing was stored"),
+     ("numerate.cli.ingest.results_db", ["ingest", "{tmp}"],
+      "no run was loaded; run the same command again to load them"),
+     ("numerate.results.regrade.regrade_run", ["regrade", "--run", "latest"],
+      "the answers graded again so far are stored; run the same command again to grade the "
+      "rest")],
+    ids=["run", "ingest", "regrade"],
+)  # fmt: skip
+def test_a_stop_in_a_command_s_first_seconds_says_what_it_left(tmp_path, where, command, said):
+    """A hostile pass: Ctrl-C 1.5 to 3 s into `ingest`, `regrade` or `run` (a run in the
+    imports of its flow, after its checks) said a bare `interrupted`, nothing of what was
+    kept or how to go on."""
+    db = tmp_path / "r.duckdb"
+    if command[0] == "regrade":  # a run to grade again
+        config = write_config(tmp_path / "s.yaml", [{"name": "o", "model": "baseline:oracle"}])
+        assert runner.invoke(app, ["run", "--config", str(config), "--db", str(db)]).exit_code == 0
+    args = [a.format(tmp=tmp_path) for a in command]
+    stopped = subprocess.run(
+        [sys.executable, "-c", STOPPED_AT, where, *args, "--db", str(db)], cwd=ROOT,
+        env={**numerate_env(tmp_path / "prefect"), "NUMERATE_SERVER": "temporary"},
+        capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert stopped.returncode == 130, stopped.stderr
+    assert stopped.stderr.strip().splitlines()[-1] == f"interrupted: {said}", stopped.stderr
+
+
 NUMGEN_ENDS_THEN_TERMINATED = """
 import os, signal, sys, time
 import numerate.flows.numgen as flows
