@@ -124,7 +124,8 @@ def _description(error: BaseException) -> str:
         return str(large)
     if isinstance(error, openai.APIConnectionError):
         cause = error.__cause__ or error
-        return f"connection error: {type(cause).__name__}: {cause}".strip()
+        said = str(cause).strip() or "no reason given (the connection was closed or reset)"
+        return f"connection error: {type(cause).__name__}: {said}"
     if isinstance(error, openai.APIStatusError) and 300 <= error.status_code < 400:
         target = error.response.headers.get("location", "")
         return (

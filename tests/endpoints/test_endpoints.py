@@ -1004,3 +1004,20 @@ def test_an_error_status_is_the_openai_clients_error_with_what_the_server_said(s
     assert isinstance(error, openai.APIStatusError) and error.status_code == status
     assert describe_error(error) == said
     assert is_throttle(error) == (status == 429) and is_retryable(error) == (status != 400)
+
+
+def test_a_connection_error_without_a_message_says_what_it_is():
+    """A hostile pass: a connection reset in the middle of a body was stored as `connection
+    error: ReadError:`, nothing after the colon."""
+    import httpx2 as httpx
+    import openai
+
+    from numerate.endpoints.retries import describe_error
+
+    request = httpx.Request("POST", "http://x/v1/chat/completions")
+    for cause, said in ((httpx.ReadError(""), "ReadError: no reason given (the connection was "
+                         "closed or reset)"), (httpx.ConnectError("[Errno 111] refused"),
+                         "ConnectError: [Errno 111] refused")):  # fmt: skip
+        error = openai.APIConnectionError(request=request)
+        error.__cause__ = cause
+        assert describe_error(error) == f"connection error: {said}"
