@@ -76,3 +76,33 @@ def test_a_recorded_path_is_placed_under_the_folder_by_name(tmp_path):
     assert folder.relative(tmp_path / "images" / ".." / "x.png") is None
     assert folder.relative(tmp_path / "elsewhere.png") is None
     assert folder.relative(tmp_path / "images") is None
+
+
+def test_a_pipe_under_the_folder_is_refused_not_opened(tmp_path):
+    """A mutation sweep: refusing only a folder there (not every file but a regular one)
+    passed every test; a pipe opened for reading waits for a writer forever."""
+    os.mkfifo(tmp_path / "pipe")
+    with pytest.raises(LeadsOutside, match="not a regular file"):
+        Confined(tmp_path).open("pipe")
+
+
+def test_a_link_at_the_first_level_numerate_makes_is_never_written_through(tmp_path):
+    """`<images_dir>/images/<generator>/<file>`: a link planted at `images` is refused (a
+    mutation sweep: confining one level less passed every test), while the user's folder
+    itself may be a link."""
+    from numerate.kernel.confined import confined_path, write_below
+
+    root, elsewhere = tmp_path / "images-dir", tmp_path / "elsewhere"
+    root.mkdir()
+    elsewhere.mkdir()
+    (root / "images").symlink_to(elsewhere, target_is_directory=True)
+    target = root / "images" / "synthetic" / "a.png"
+    folder, name = confined_path(target, 3)
+    assert (folder.folder, name) == (Confined(root).folder, "images/synthetic/a.png")
+    with pytest.raises(LeadsOutside):
+        write_below(target, 3, b"image")
+    assert list(elsewhere.iterdir()) == []
+    (tmp_path / "link-to-root").symlink_to(root, target_is_directory=True)
+    (root / "images").unlink()
+    write_below(tmp_path / "link-to-root" / "images" / "synthetic" / "a.png", 3, b"image")
+    assert (root / "images" / "synthetic" / "a.png").read_bytes() == b"image"

@@ -168,3 +168,23 @@ def test_a_folder_that_cannot_be_written_is_refused_before_any_work(tmp_path):
     if Path("/proc/version").exists():
         with pytest.raises(ConfigError, match=r"view_dir '/proc/x' cannot be written"):
             files.check_writable_folder("view_dir", "/proc/x")
+
+
+def test_a_file_one_byte_over_the_limit_is_refused(tmp_path):
+    from numerate.kernel.errors import ConfigError
+
+    path = tmp_path / "c.yaml"
+    path.write_text("x" * 10)
+    assert files.read_text(path, "config", limit=10) == "x" * 10
+    path.write_text("x" * 11)
+    with pytest.raises(ConfigError, match="larger than 10 bytes"):
+        files.read_text(path, "config", limit=10)
+
+
+@pytest.mark.parametrize("name", ["..", ".", ".hidden", "../x", "a/.."])
+def test_a_slug_is_never_a_path_nor_a_hidden_name(name):
+    """A mutation sweep: without the leading-dot rule, `slug("..")` was `..` (a run id `..`
+    made a page path that leaves its folder) and every test passed."""
+    made = files.slug(name)
+    assert not made.startswith(".") and "/" not in made and made not in ("", ".", "..")
+    assert files.slug("run-1_a.b") == "run-1_a.b"  # a plain name stays itself

@@ -174,3 +174,33 @@ def test_the_search_stops_once_its_bracket_is_closed(monkeypatch):
     assert regression_power(66_700, 20_000 / 66_700, found, 0.05 / 10) >= 0.8
     assert regression_power(66_700, 20_000 / 66_700, found - 2e-9, 0.05 / 10) < 0.8
     assert len(evaluations) < 20
+
+
+def test_a_drop_above_one_half_is_found_where_only_such_a_drop_is_caught():
+    """A mutation sweep: asking whether any drop is caught at a drop of 0.5 instead of 1 passed
+    every test; 12 pairs, none differing, catch only a drop above one half (80% of nights)."""
+    drop = minimum_detectable_drop(12, 0, ALPHA)
+    assert drop is not None and drop > 0.5
+    below = simulated_power(12, 0.0, drop - 0.02, 0, 0.0, nights=4000, seed=33)
+    above = simulated_power(12, 0.0, drop + 0.02, 0, 0.0, nights=4000, seed=34)
+    assert below < 0.8 < above, (drop, below, above)
+
+
+@pytest.mark.parametrize("level", [0.25, 0.125, 0.05, 0.01])
+def test_the_critical_lost_count_rejects_strictly_below_the_level(level):
+    """A mutation sweep: `tail > level` passed every test; at a level that is a power of two,
+    a p-value equal to it (all 3 pairs lost at 1/4, all 4 at 1/8) must not reject. Against
+    the McNemar p-value in exact fractions, for every discordant count up to 40."""
+    from fractions import Fraction
+    from math import comb
+
+    from numerate.kernel.power import _critical_lost
+
+    def p_value(lost: int, d: int) -> Fraction:  # McNemar's, exactly: no rounding at the level
+        return min(Fraction(1), 2 * Fraction(sum(comb(d, i) for i in range(lost, d + 1)), 2**d))
+
+    counts = np.arange(0, 41)
+    for d, critical in zip(counts, _critical_lost(counts, level), strict=True):
+        rejecting = [lost for lost in range(d + 1)
+                     if lost > d - lost and p_value(lost, int(d)) < Fraction(level)]  # fmt: skip
+        assert critical == (rejecting[0] if rejecting else d + 1), (d, level)

@@ -66,3 +66,14 @@ def test_a_curve_falls_stays_in_its_band_and_counts_everyone(pairs):
     assert list(curve.survival) == sorted(curve.survival, reverse=True)
     for s, low, high in zip(curve.survival, curve.low, curve.high, strict=True):
         assert 0 <= low <= s + 1e-12 and s - 1e-12 <= high <= 1
+
+
+def test_the_median_is_the_first_time_half_or_fewer_still_wait():
+    """A mutation sweep: `s < 0.5` passed every test (the median of two answers at 1 and 2
+    tokens is 1: half still wait after 1); and where everyone still at risk ends, the
+    variance is infinite, so no standard error (0.0 passed)."""
+    curve = kaplan_meier([1, 2], [True, True])
+    assert curve.survival == (0.5, 0.0)
+    assert curve.median == 1
+    assert curve.se[0] == pytest.approx(math.sqrt(0.25 * (1 / (2 * 1))))  # Greenwood
+    assert curve.se[1] is None
