@@ -502,3 +502,61 @@ def test_a_full_disk_is_said_as_one_not_as_a_damaged_file():
     said = str(raised.value)
     assert said.startswith("results database r.duckdb: the disk is full (")
     assert "damaged" not in said and raised.value.exit_code == 3
+
+
+def answered(store, rows):
+    """Responses of run r, model m (sample, case, outcome, error), inserted as they are."""
+    store.write(lambda con: con.executemany(
+        "INSERT INTO responses (run_id, model, model_id, manifold, case_id, sample_index, "
+        "point_key, request_hash, outcome, error, cached, graded_at) VALUES ('r', 'm', 'm', "
+        "'objects', ?, ?, 'p', ?, ?, ?, false, now())",
+        [(case, sample, f"h{case}{sample}", outcome, error)
+         for case, sample, outcome, error in rows],
+    ))  # fmt: skip
+
+
+def test_a_run_s_end_is_timed_whatever_its_verdict_and_an_interruption_is_no_end(db_path):
+    """A mutation sweep: timing only `finished` runs passed every test; `ended_since` reads
+    `finished_at`, so a degraded or failed run's end was never found."""
+    store = Store.open(db_path)
+    for run_id, status in (("a", "finished"), ("b", "degraded"), ("c", "failed"),
+                           ("d", "interrupted")):  # fmt: skip
+        store.start_run(run_id, "s", "h", {}, "v")
+        store.set_run_status(run_id, status)
+    ended = store.query("SELECT run_id FROM runs WHERE finished_at IS NOT NULL ORDER BY 1")
+    assert ended == [("a",), ("b",), ("c",)]
+
+
+def test_a_run_is_compared_with_the_latest_earlier_run_that_ended(db_path):
+    """A mutation sweep: taking an interrupted run, or a later one, as the previous run passed
+    every test."""
+    from numerate.store.queries import previous_run
+
+    store = Store.open(db_path)
+    for run_id, status in (("r1", "degraded"), ("r2", "interrupted"), ("r3", "running"),
+                           ("r4", "finished"), ("other", "finished")):  # fmt: skip
+        store.start_run(run_id, "other" if run_id == "other" else "s", "h", {}, "v")
+        store.set_run_status(run_id, status)
+    assert previous_run(store, "r3") == "r1"  # not r2 (interrupted), nor r4 (after it)
+    assert previous_run(store, "r4") == "r1"  # nor the other sweep's
+    assert previous_run(store, "r1") is None
+
+
+def test_a_part_s_cause_is_its_most_frequent_error(db_path):
+    """A mutation sweep: naming the least frequent error passed every test."""
+    store = Store.open(db_path)
+    answered(store, [("c1", 0, "error", "HTTP 500: rare"), ("c2", 0, "error", "HTTP 429: busy"),
+                     ("c3", 0, "error", "HTTP 429: busy"), ("c4", 0, "correct", None)])  # fmt: skip
+    assert store.error_counts("r", "m") == (4, 3, "HTTP 429: busy")
+
+
+def test_a_regrade_changes_each_sample_s_grade_alone(db_path):
+    """A mutation sweep: matching a new grade on the case alone, not its sample, passed every
+    test; with `samples: k`, one sample's grade was written over every sample of its case."""
+    store = Store.open(db_path)
+    answered(store, [("c1", 0, "wrong", None), ("c1", 1, "wrong", None),
+                     ("c1", 2, "wrong", None)])  # fmt: skip
+    store.update_grades("r", [{"model": "m", "case_id": "c1", "sample_index": 1,
+                               "outcome": "correct", "answer": "7"}])  # fmt: skip
+    graded = store.query("SELECT sample_index, outcome, answer FROM responses ORDER BY 1")
+    assert graded == [(0, "wrong", None), (1, "correct", "7"), (2, "wrong", None)]
