@@ -225,3 +225,65 @@ def test_metric_invariants(pairs):
     for r in (s.human_correlation, s.random_correlation):
         assert r is None or -1.0 - 1e-9 <= r <= 1.0 + 1e-9
     assert cm.counts.sum() == len(pairs)
+
+
+def matrix_of(rows: dict[int, dict[int, int]], targets=range(1, 11)) -> ConfusionMatrix:
+    """A confusion matrix written out: {target: {count found: images}}."""
+    counts = np.zeros((len(targets), len(COLUMNS)), dtype=np.int64)
+    for i, t in enumerate(targets):
+        for found, images in rows.get(t, {}).items():
+            counts[i, found] = images
+    return ConfusionMatrix(tuple(targets), counts)
+
+
+def test_a_correlation_reads_only_the_targets_with_images():
+    """A mutation sweep: correlating every row, those without an image included, passed
+    every test (the docstring: over the targets that have trials)."""
+    cm = matrix_of({1: {1: 8, 2: 2}, 2: {2: 5, 3: 5}, 3: {2: 1, 3: 6, 4: 3}})
+    reference = weber_matrix(cm.targets)
+    rows = cm.counts[:3] / cm.counts[:3].sum(axis=1, keepdims=True)
+    by_hand = np.corrcoef(rows.ravel(), reference[:3].ravel())[0, 1]
+    assert human_correlation(cm) == pytest.approx(by_hand, abs=1e-12)
+
+
+def test_scalar_variability_s_slope_test_has_k_minus_2_degrees_of_freedom():
+    """A mutation sweep: k - 1 degrees of freedom passed every test. Against scipy's own
+    regression of the same points."""
+    from scipy import stats
+
+    cm = matrix_of({
+        2: {1: 3, 2: 10, 3: 2}, 4: {3: 4, 4: 9, 5: 4, 6: 1},
+        6: {4: 2, 5: 4, 6: 8, 7: 3, 9: 1}, 9: {6: 2, 8: 5, 9: 6, 10: 4, 13: 2},
+    })  # fmt: skip
+    found = scalar_variability(cm)
+    values = np.asarray(COLUMNS, dtype=float)
+    means, sds = [], []
+    for row in cm.counts[[1, 3, 5, 8]]:
+        mean = (row * values).sum() / row.sum()
+        means.append(mean)
+        sds.append(math.sqrt((row * (values - mean) ** 2).sum() / (row.sum() - 1)))
+    fit = stats.linregress(np.log(means), np.log(sds))
+    p = 2 * stats.t.sf(abs((fit.slope - 1) / fit.stderr), df=len(means) - 2)
+    assert (found.slope, found.p_slope_is_1) == (pytest.approx(fit.slope), pytest.approx(p))
+
+
+def test_each_target_s_mean_count_is_over_its_own_images():
+    """A mutation sweep: dividing by every image of the run passed every test."""
+    from numerate.numgen.metrics import per_target_accuracy
+
+    rows = per_target_accuracy(matrix_of({1: {1: 3, 2: 1}, 2: {2: 4, 3: 2, 20: 2}}))
+    assert [(r["target"], r["n"], r["mean_count"]) for r in rows[:2]] == [
+        (1, 4, pytest.approx(5 / 4)), (2, 8, pytest.approx((8 + 6 + 40) / 8))]  # fmt: skip
+
+
+def test_a_hit_rate_of_exactly_two_thirds_rounded_is_known():
+    """The knower level's rule is "at least 0.67 of a target's images": 67 of 100 passes (a
+    mutation sweep: `<=` there passed every test)."""
+    assert knower_level(matrix_of({1: {1: 67, 3: 33}, 2: {1: 0, 2: 10, 5: 90}})) == 1
+    assert knower_level(matrix_of({1: {1: 66, 3: 34}})) == 0
+
+
+def test_the_twenty_plus_column_is_no_target():
+    """Targets are 1 to 19: 20 is the 20+ column, whose hits are any count from 20 up."""
+    with pytest.raises(ValueError, match=r"target must be in 1\.\.19, got 20"):
+        confusion_matrix([20], [20], design=range(1, 21))
