@@ -1021,3 +1021,55 @@ def test_a_connection_error_without_a_message_says_what_it_is():
         error = openai.APIConnectionError(request=request)
         error.__cause__ = cause
         assert describe_error(error) == f"connection error: {said}"
+
+
+def test_a_refusal_at_the_ceiling_holds_until_a_probe_passes_it():
+    """A mutation sweep: forgetting a refusal once a probe reached the ceiling (`>=`), one
+    probe early, passed every test: the limit grew back to the level the server refused."""
+    from numerate.endpoints.pacing import QUIET_ROUNDS, AdaptiveLimit
+
+    limit = AdaptiveLimit(8, start=8)
+    limit.in_flight = 7  # 8 sent, the eighth refused
+    limit.throttled()
+    assert limit.refused_at == 8 and limit.top == 7
+    limit.in_flight = 0
+    while limit.refused_at == 8:  # a quiet spell: a probe one higher, past the ceiling
+        limit.succeeded()
+    assert limit.refused_at is None and limit.top == 8
+    limit = AdaptiveLimit(8, start=8)
+    limit.in_flight = 6
+    limit.throttled()
+    limit.in_flight = 0
+    for _ in range(QUIET_ROUNDS * 10):
+        limit.succeeded()
+        if limit.refused_at == 8:  # probed up to the ceiling: 8 is still the level refused
+            assert limit.top == 7
+            break
+    assert limit.refused_at == 8
+
+
+def test_a_fraction_of_a_request_is_not_allowed():
+    """A mutation sweep: rounding the limit (2.6 allowing 3) passed every test."""
+    from numerate.endpoints.pacing import AdaptiveLimit
+
+    limit = AdaptiveLimit(8)
+    limit.limit = 2.6
+    assert limit.allowed == 2
+
+
+@pytest.mark.parametrize(
+    ("status", "retried", "throttle"), [(408, True, False), (409, True, False),
+                                        (429, True, True), (503, True, True), (501, True, False),
+                                        (404, False, False)],
+)  # fmt: skip
+def test_which_statuses_are_asked_again_and_which_slow_the_run(status, retried, throttle):
+    """A mutation sweep: 409 (a conflict, as a busy backend says) no longer retried, or 503
+    (overloaded) no longer slowing the run down, passed every test."""
+    import httpx2 as httpx
+
+    from numerate.endpoints.answerers import status_error
+    from numerate.endpoints.retries import is_retryable, is_throttle
+
+    request = httpx.Request("POST", "http://x/v1/chat/completions")
+    error = status_error(httpx.Response(status, content=b"{}", request=request))
+    assert (is_retryable(error), is_throttle(error)) == (retried, throttle)
