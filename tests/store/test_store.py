@@ -560,3 +560,33 @@ def test_a_regrade_changes_each_sample_s_grade_alone(db_path):
                                "outcome": "correct", "answer": "7"}])  # fmt: skip
     graded = store.query("SELECT sample_index, outcome, answer FROM responses ORDER BY 1")
     assert graded == [(0, "wrong", None), (1, "correct", "7"), (2, "wrong", None)]
+
+
+def test_token_efficiency_counts_answers_and_correct_answers_with_their_tokens(db_path):
+    """A mutation sweep: counting errors among the answers, or correct answers without a
+    token count in the correct answers per 1,000 tokens (whose tokens are not summed),
+    passed every test."""
+    from numerate.store.queries import token_efficiency
+
+    store = Store.open(db_path)
+    rows = [("c1", "correct", None, 100), ("c2", "correct", None, None),  # tokens unknown
+            ("c3", "wrong", None, 300), ("c4", "error", "HTTP 500: x", None)]  # fmt: skip
+    store.write(lambda con: con.executemany(
+        "INSERT INTO responses (run_id, model, model_id, manifold, case_id, sample_index, "
+        "point_key, request_hash, outcome, error, cached, graded_at, completion_tokens) "
+        "VALUES ('r', 'm', 'm', 'objects', ?, 0, 'p', ?, ?, ?, false, now(), ?)",
+        [(case, f"h{case}", outcome, error, tokens) for case, outcome, error, tokens in rows],
+    ))  # fmt: skip
+    [row] = token_efficiency(store, "r").to_dicts()
+    assert row["answers"] == 3  # the error is no answer
+    assert row["correct_per_1k_tokens"] == pytest.approx(1000 * 1 / 400)
+
+
+def test_a_point_s_cases_answered_are_cases_not_samples(db_path):
+    """A mutation sweep: counting answers for cases passed every test; with `samples: 3` a
+    resumed adaptive run took 3 answers of a case for 3 cases."""
+    from numerate.store.queries import cases_answered_per_point
+
+    store = Store.open(db_path)
+    answered(store, [("c1", s, "correct", None) for s in range(3)] + [("c2", 0, "wrong", None)])
+    assert cases_answered_per_point(store, "r", "m") == {("objects", "p"): 2}
