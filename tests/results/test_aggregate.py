@@ -321,3 +321,13 @@ def test_what_reaches_python_follows_the_kinds_of_case_not_the_cases():
         (3, 2, 0, 1, 0.0, True, 100), (3, 3, 1, 0, 0.5, False, 100),
         (3, 3, 2, 0, 1.0, False, 100),
     ]  # fmt: skip
+
+
+def test_a_case_given_twice_counts_once_as_its_first_row():
+    """As the store keeps it ("first"): a mutation sweep's `keep="last"` passed every test."""
+    from numerate.store.reductions import completed
+
+    responses = pl.DataFrame({"case_id": ["c1"], "outcome": ["correct"]})
+    cases = pl.DataFrame({"case_id": ["c1", "c1", "c2"], "chance": [0.1, 0.9, 0.5]})
+    _, kept = completed(responses, cases)
+    assert kept.select("case_id", "chance").rows() == [("c1", 0.1), ("c2", 0.5)]

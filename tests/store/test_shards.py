@@ -263,6 +263,8 @@ def _rewrite(shard, sql):
         ("cases", "DELETE FROM shard_rows", "responses.parquet row 1: case '"),
         ("responses", "UPDATE shard_rows SET manifold = 'shuffle' WHERE manifold = 'objects'",
          "manifold 'shuffle', its case's is 'objects'"),
+        ("responses", "UPDATE shard_rows SET point_key = 'forged'",
+         "responses.parquet row 1: point_key 'forged', its case's is "),  # a mutation sweep's
         ("cases", "UPDATE shard_rows SET manifold = 'mystery'",
          "cases.parquet row 1: manifold 'mystery' is none of objects, "),
         ("cases", "UPDATE shard_rows SET data = '{}'", "its answers cannot be graded: "),
