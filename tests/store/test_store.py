@@ -590,3 +590,24 @@ def test_a_point_s_cases_answered_are_cases_not_samples(db_path):
     store = Store.open(db_path)
     answered(store, [("c1", s, "correct", None) for s in range(3)] + [("c2", 0, "wrong", None)])
     assert cases_answered_per_point(store, "r", "m") == {("objects", "p"): 2}
+
+
+@pytest.mark.parametrize(
+    ("correct", "n_scored", "n", "odd"),
+    [(3, 5, 5, False), (-1, 5, 5, True), (6, 5, 6, True), (3, 6, 5, True)],
+)
+def test_points_with_counts_no_run_can_have_are_refused(correct, n_scored, n, odd):
+    """A mutation sweep: no test had a point with more scored answers than asked."""
+    import polars as pl
+
+    from numerate.store.queries import check_counts
+    from numerate.store.schema import DatabaseFault
+
+    points = pl.DataFrame({"model": ["m"], "manifold": ["objects"], "point_key": ["p"],
+                           "correct": [correct], "n_scored": [n_scored], "n": [n]})  # fmt: skip
+    if not odd:
+        check_counts(points, "r")
+        return
+    with pytest.raises(DatabaseFault, match=f"holds {correct} correct of {n_scored} scored and "
+                       f"{n} asked, counts no run can have"):  # fmt: skip
+        check_counts(points, "r")
