@@ -611,3 +611,15 @@ def test_points_with_counts_no_run_can_have_are_refused(correct, n_scored, n, od
     with pytest.raises(DatabaseFault, match=f"holds {correct} correct of {n_scored} scored and "
                        f"{n} asked, counts no run can have"):  # fmt: skip
         check_counts(points, "r")
+
+
+def test_a_resumed_run_keeps_its_answers_but_errors_of_the_models_that_reuse_them(db_path):
+    """What `resuming run ...: N answers already stored are not asked again` counts: an error
+    is asked again, and so is every answer of a model whose cache is off (not in `models`)."""
+    from numerate.store.queries import kept_answers
+
+    store = Store.open(db_path)
+    answered(store, [("c1", 0, "correct", None), ("c2", 0, "wrong", None),
+                     ("c3", 0, "unparsed", None), ("c4", 0, "error", "HTTP 500: x")])  # fmt: skip
+    assert kept_answers(store, "r", ["m"]) == 3
+    assert kept_answers(store, "r", ["other"]) == kept_answers(store, "r", []) == 0
