@@ -4,7 +4,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from numerate.config.sweep import ModelConfig
-from numerate.grading.verdict import part_verdict, run_verdict
+from numerate.grading.verdict import PartVerdict, part_verdict, run_verdict
 
 MODEL = ModelConfig(name="m", model="m", base_url="http://127.0.0.1:9/v1", max_error_rate=0.1)
 
@@ -34,3 +34,26 @@ def test_failed_means_no_usable_answer_or_stopped(n, data, stopped):
     failed = stopped is not None or errors == n
     assert (verdict.status == "failed") == failed
     assert (verdict.status == "degraded") == (not failed and errors / n > MODEL.max_error_rate)
+
+
+def test_a_run_fails_when_any_part_failed_and_names_only_the_parts_not_ok():
+    """A mutation sweep: failing a run only when every part failed, or listing the parts that
+    were ok too, passed every test (each case had a single part)."""
+    ok = PartVerdict("a", "ok", None, 10, 0)
+    degraded = PartVerdict("b", "degraded", "3 of 10 requests failed", 10, 3)
+    failed = PartVerdict("c", "failed", "no answer was recorded", 0, 0)
+    assert run_verdict([ok, degraded, failed]) == ("failed", f"{degraded.line()}; {failed.line()}")
+    assert run_verdict([ok, degraded]) == ("degraded", degraded.line())
+    assert run_verdict([ok, ok]) == ("finished", None)
+
+
+def test_a_stopped_part_says_how_many_of_its_requests_failed_or_that_none_was_sent():
+    """A mutation sweep: a part stopped after answers without errors said "nothing was sent",
+    and one that recorded no answer said "every request failed (0 of 0)"; both passed."""
+    model = ModelConfig(name="m", model="m", base_url="http://127.0.0.1:9/v1")
+    stopped = part_verdict(model, 5, 0, "endpoint unreachable for 30 s", None)
+    assert stopped.cause == "endpoint unreachable for 30 s; 0 of 5 requests failed"
+    assert part_verdict(model, 0, 0, "refused key", None).cause == "refused key; nothing was sent"
+    nothing = part_verdict(model, 0, 0, None, None)
+    assert (nothing.status, nothing.cause, nothing.error_rate) == (
+        "failed", "no answer was recorded", 0.0)  # fmt: skip
