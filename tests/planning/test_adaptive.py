@@ -193,3 +193,45 @@ def test_coverage_of_the_reported_interval_under_this_stopping_rule():
         coverages[round(p, 2)] = float(np.mean((low <= p) & (p <= high)))
     assert min(coverages.values()) >= 0.93, coverages
     assert np.mean(list(coverages.values())) >= 0.945, coverages
+
+
+def test_unscored_answers_are_counted_against_the_answers_and_never_stop_for_precision():
+    """A second mutation sweep: these passed every test. A point with nothing scored stopped
+    for `precision` when `ci_width` is 1 (its width is 1.0); and the unscored share was taken
+    of the cases asked, not of the answers (with `samples: 2`, twice as many)."""
+    loose = Precision(ci_width=1.0, min_count=20, max_count=400, step=20)
+    assert decide(0, 0, 20, 20, loose) == ("unscored", 1.0)
+    # 15 of 40 answers scored (20 cases x 2 samples): under half of the answers
+    assert decide(10, 15, 40, 20, PRECISION)[0] == "unscored"
+
+
+def test_an_unparsed_answer_is_spent_not_scored():
+    """A second mutation sweep: scoring unparsed answers passed every test (truncated ones
+    were tested): a model whose answers cannot be read never stopped as `unscored`."""
+    sampler = Sampler([(PRECISION, cases(lengths=(2,)))])
+    answer(sampler, lambda c, s: "unparsed")
+    [stop] = sampler.stops()
+    assert stop["reason"] == "unscored"
+    state = sampler.points[("objects", "length=2")]
+    assert (state.scored, state.answered, state.asked) == (0, 20, 20)
+
+
+def test_a_round_waits_for_every_sample_and_later_rounds_add_a_step():
+    """A second mutation sweep: deciding once sample 0 of each case was graded, or later
+    rounds of `min_count` cases instead of `step`, passed every test (their min_count and
+    step were equal)."""
+    precision = Precision(ci_width=0.01, min_count=20, max_count=400, step=5)
+    sampler = Sampler([(precision, cases(lengths=(2,)))], samples=2)
+    first = taken(sampler, 100)
+    assert len(first) == 20
+    state = sampler.points[("objects", "length=2")]
+
+    def rows(batch, sample):
+        return [{"manifold": c.manifold, "point_key": c.point_key, "case_id": c.case_id,
+                 "sample_index": sample, "outcome": "correct"} for c in batch]  # fmt: skip
+
+    sampler.graded(rows(first, 0))
+    assert state.reason is None and taken(sampler, 100) == []  # sample 1 not graded yet
+    sampler.graded(rows(first, 1))
+    assert (state.answered, state.scored) == (40, 40)
+    assert len(taken(sampler, 100)) == 5  # the next round: one step
