@@ -299,7 +299,7 @@ class Packed:
         import threading
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-        packed = gzip.compress(body, 9)
+        packed = body if encoding == "identity" else gzip.compress(body, 9)
         self.sent: list[int] = []
 
         class Handler(BaseHTTPRequestHandler):
@@ -391,3 +391,44 @@ def test_an_answer_in_an_encoding_never_asked_for_is_not_read(encoding):
     assert listed is None
     assert isinstance(answer, openai.APIConnectionError)
     assert f"an answer encoded as {encoding!r}, never asked for" in str(answer.__cause__)
+
+
+@pytest.mark.parametrize("encoding", ["identity", "gzip"])
+def test_a_body_of_exactly_the_bound_is_read_and_one_byte_more_is_not(monkeypatch, encoding):
+    """The bound is "larger than": a second mutation sweep's `>=` on the declared length, and
+    one byte less of room while unpacking, passed every test."""
+    from numerate.endpoints import limits
+    from numerate.endpoints.retries import AnswerTooLarge
+
+    body = b'{"data": [{"id": "m"}], "choices": [{"message": {"content": "7"}}]}' + b" " * 100
+    monkeypatch.setattr(limits, "MAX_BODY_BYTES", len(body))
+    with Packed(body, encoding) as base_url:
+        listed, answer = ask(base_url)
+    assert listed == ["m"] and answer == json.loads(body)
+    monkeypatch.setattr(limits, "MAX_BODY_BYTES", len(body) - 1)
+    with Packed(body, encoding) as base_url:
+        listed, answer = ask(base_url)
+    assert listed is None and isinstance(answer, Exception)
+    assert isinstance(answer.__cause__, AnswerTooLarge)
+
+
+def test_requests_in_flight_are_bounded_at_twice_the_concurrency():
+    """Sent, waiting to be retried, or answered and not yet committed: 2 x `concurrency` (a
+    second mutation sweep: halving it passed every test)."""
+    import asyncio
+
+    from numerate.config.sweep import ModelConfig
+    from numerate.endpoints.limits import endpoints_in_use, model_limits
+
+    model = ModelConfig(name="m", model="m", base_url="http://127.0.0.1:9/v1", concurrency=3)
+
+    async def bound() -> int:
+        async with endpoints_in_use():
+            _, in_flight = model_limits(model)
+            taken = 0
+            while not in_flight.locked():
+                await in_flight.acquire()
+                taken += 1
+            return taken
+
+    assert asyncio.run(bound()) == 6

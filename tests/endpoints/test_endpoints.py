@@ -1073,3 +1073,21 @@ def test_which_statuses_are_asked_again_and_which_slow_the_run(status, retried, 
     request = httpx.Request("POST", "http://x/v1/chat/completions")
     error = status_error(httpx.Response(status, content=b"{}", request=request))
     assert (is_retryable(error), is_throttle(error)) == (retried, throttle)
+
+
+def test_a_key_may_hold_a_space_but_no_control_or_non_ascii_character():
+    """A second mutation sweep: refusing a space inside a key, or calling DEL non-ASCII,
+    passed every test; and no test read where a Secret block's key is said to come from."""
+    from numerate.endpoints.keys import checked_key, key_source
+    from numerate.kernel.errors import ConfigError
+
+    model = ModelConfig(name="m", model="m", base_url="http://127.0.0.1:9/v1",
+                        api_key_env="KEY")  # fmt: skip
+    assert checked_key(model, "  Bearer-ish key 42  ") == "Bearer-ish key 42"
+    for raw, kind in (("ab\x7fcd", "a control"), ("ab\tcd", "a control"), ("abé", "a non-ASCII")):
+        with pytest.raises(ConfigError, match=f"holds {kind} character"):
+            checked_key(model, raw)
+    assert key_source(model) == "$KEY"
+    held = ModelConfig(name="m", model="m", base_url="http://127.0.0.1:9/v1",
+                       api_key_secret="lab-key")  # fmt: skip
+    assert "lab-key" in key_source(held) and "Secret" in key_source(held)
