@@ -372,11 +372,11 @@ def _stored(image: ImageRow, read: Callable[[bytes], T]) -> T:
         data = stored_image(str(image["path"]))
     except (OSError, ValueError, LeadsOutside) as error:
         raise ImageError(f"image {image['path']}: cannot read it: {error}") from None
-    recorded = image.get("sha256")
-    if recorded and hashlib.sha256(data).hexdigest() != recorded:  # replaced since it was made:
-        raise ImageError(  # its count would be stored as the count of the image recorded
+    recorded, found = image.get("sha256"), hashlib.sha256(data).hexdigest()
+    if recorded and found != recorded:  # replaced since it was made: its count would be
+        raise ImageError(  # stored as the count of the image recorded
             f"image {image['path']}: not the image the run made (its SHA-256 was "
-            f"{recorded[:12]}…, the file's is {hashlib.sha256(data).hexdigest()[:12]}…)"
+            f"{recorded[:12]}…, the file's is {found[:12]}…)"
         )
     try:
         return read(data)

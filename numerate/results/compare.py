@@ -151,7 +151,6 @@ def compare_runs(
     detectable_drop (the smallest true drop flagged with 80% probability; null when none
     would be), verdict, note.
     """
-    _check_options(by, alpha)
     counts = queries.counted_frames(_checked(base, "base"), _checked(new, "new"))
     return compare_counts(counts, by, alpha)
 
@@ -167,20 +166,17 @@ def compare_stored(
     are; `which`: models, manifolds or pairing, as numerate.store.queries.compared_counts
     takes them. An answer's outcome is read as compare_runs' `correct`: an unparsed or
     truncated answer is wrong, an error no answer."""
-    _check_options(by, alpha)
     return compare_counts(queries.compared_counts(source, runs, **which), by, alpha)
-
-
-def _check_options(by: str, alpha: float) -> None:
-    if by not in GROUPINGS:
-        raise ValueError(f"by={by!r}: choose {' or '.join(GROUPINGS)}")
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha={alpha}: need 0 < alpha < 1")
 
 
 def compare_counts(counts: pl.DataFrame, by: Grouping, alpha: float) -> pl.DataFrame:
     """compare_runs' comparison from the answers' counts per grid point (model, manifold,
-    point_key and the counts of numerate.store.queries.compared_counts)."""
+    point_key and the counts of numerate.store.queries.compared_counts); ValueError naming a
+    grouping or an alpha it cannot take."""
+    if by not in GROUPINGS:
+        raise ValueError(f"by={by!r}: choose {' or '.join(GROUPINGS)}")
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha={alpha}: need 0 < alpha < 1")
     point_keys = ["model", "manifold", "point_key"]
     keys = point_keys if by == "point" else ["model", "manifold"]
     groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}

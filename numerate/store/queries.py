@@ -267,19 +267,6 @@ def answered(source: Source, run_id: str, column: str) -> list[str]:
     return [str(r[0]) for r in rows]
 
 
-def outcomes(
-    source: Source, run_id: str, models: Sequence[str] = (), manifolds: Sequence[str] = ()
-) -> pl.DataFrame:
-    """A run's answers as comparisons read them: model, manifold, point_key, case_id,
-    sample_index, outcome; only the given models and manifolds when any are given."""
-    where, params = _only(models, manifolds, pooled=False)
-    return source.frame(
-        "SELECT model, manifold, point_key, case_id, sample_index, outcome FROM responses "
-        f"WHERE run_id = ?{where}",
-        [run_id, *params],
-    )
-
-
 def cases_answered_per_point(source: Source, run_id: str, model: str) -> dict[tuple[str, str], int]:
     """Cases of each (manifold, point key) the model answered in the run."""
     rows = source.query(
