@@ -1,6 +1,7 @@
 """The GPU path for real: skipped without a CUDA GPU (and, for real checkpoints, without their
 weights in the Hugging Face cache: nothing is downloaded). Run: pytest -m gpu."""
 
+import os
 import time
 
 import pytest
@@ -24,17 +25,36 @@ def cached(model_id):
     )
 
 
-def test_tiny_models_on_the_gpu(tiny_models):
-    from numerate.numgen.detection import DetectionSettings, GroundingDinoDetector
-    from numerate.numgen.generation import DiffusersGenerator, GenerationSettings
+@pytest.mark.parametrize("dtype", ["auto", "float16"])
+def test_tiny_models_on_the_gpu(tiny_models, tmp_path, dtype):
+    """The calls a NumGen run makes (numerate/tasks/numgen.py), on the GPU: a generator with
+    its device and batch size left to numerate (cuda, batches sized to the GPU's free memory;
+    `auto` is bfloat16 there), its PNGs saved by generate_batch, then counted in float32 on the
+    same device by detect_batch, with annotated copies."""
+    from numerate.numgen.batches import annotated_folder, detect_batch, generate_batch, image_folder
+    from numerate.numgen.config import NumGenConfig
+    from numerate.numgen.detection import make_detector
+    from numerate.numgen.generation import GenerationSettings, make_generator
     from numerate.numgen.prompts import PromptSpec, make_prompts
 
-    prompts = make_prompts(PromptSpec(per_number=2, n_max=4))
-    settings = GenerationSettings(steps=2, height=32, width=32, device="cuda", dtype="float16")
-    images = DiffusersGenerator(tiny_models["generator"], settings).generate(prompts)
-    assert [i.size for i in images] == [(32, 32)] * 8
-    detector = GroundingDinoDetector(tiny_models["detector"], DetectionSettings(), device="cuda")
-    assert len(detector.detect(images, [p.object for p in prompts])) == 8
+    torch.cuda.reset_peak_memory_stats()
+    config = NumGenConfig(
+        generator=tiny_models["generator"], detector=tiny_models["detector"],
+        prompts=PromptSpec(per_number=2, n_max=4), images_dir=str(tmp_path),
+        generation=GenerationSettings(steps=2, height=32, width=32, dtype=dtype),
+    )  # fmt: skip
+    prompts = make_prompts(config.prompts)
+    generator = make_generator(config.generator, config.generation)
+    images = generate_batch(generator, prompts, image_folder(config))
+    assert [(i["error"], i["width"], i["height"]) for i in images] == [(None, 32, 32)] * 8
+    assert generator.batch_size is not None and generator.batch_size > 1  # the CPU's is 1
+    assert torch.cuda.max_memory_allocated() > 0  # the pipeline ran on the GPU
+
+    detector = make_detector(config.detector_label, config.detection, config.generation.device)
+    counted = detect_batch(detector, images, annotated_folder(config))
+    assert [c["error"] for c in counted] == [None] * 8
+    assert all(c["count"] is not None and 0 <= c["count"] <= 20 for c in counted)
+    assert all(c["annotated_path"] and os.path.isfile(c["annotated_path"]) for c in counted)
 
 
 @pytest.mark.slow
