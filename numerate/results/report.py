@@ -109,9 +109,12 @@ def report_state(
 
 
 def _markdown(cell: str) -> str:
-    """A Markdown table cell: a `|` or a line break in a value would end the cell or the row."""
-    return (
-        cell.replace("\\", "\\\\").replace("|", "\\|").replace("\r\n", "<br>").replace("\n", "<br>")
+    """A Markdown table cell: a `|` or a line break in a value would end the cell or the row;
+    a character a terminal acts on is written as its escape, as in the table (Markdown is read
+    by people, often on the terminal it is printed to: a model's escape sequence set its title)."""
+    lines = cell.replace("\r\n", "\n").split("\n")
+    return "<br>".join(
+        printable(line.replace("\\", "\\\\").replace("|", "\\|"), keep="\t") for line in lines
     )
 
 
@@ -212,7 +215,7 @@ def render(frame: Any, fmt: Format, title: str = "") -> str:
             "|" + "|".join("---" for _ in columns) + "|",
             *("| " + " | ".join(map(_markdown, r)) + " |" for r in rows),
         ]
-        return (f"### {title}\n\n" if title else "") + "\n".join(lines) + "\n"
+        return (f"### {printable(title)}\n\n" if title else "") + "\n".join(lines) + "\n"
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text

@@ -308,7 +308,8 @@ def test_several_samples_per_case_report_pass_at_k_majority_and_consistency(tmp_
 
 def test_db_output_keeps_the_data_and_markdown_cells_stay_cells(tmp_path):
     """CSV lost an escape character (typer.echo strips ANSI sequences when not writing to a
-    terminal); a `|` or a line break in a value broke a Markdown table."""
+    terminal); a `|` or a line break in a value broke a Markdown table, and an escape sequence
+    in a Markdown cell reached the terminal as it was."""
     import duckdb
 
     path = tmp_path / "x.duckdb"
@@ -317,7 +318,12 @@ def test_db_output_keeps_the_data_and_markdown_cells_stay_cells(tmp_path):
     csv = runner.invoke(app, ["db", str(path), query, "--format", "csv"])
     assert csv.exit_code == 0 and csv.stdout.splitlines()[1].startswith("\x1b[31mred,a|b,")
     markdown = runner.invoke(app, ["db", str(path), query, "--format", "markdown"])
-    assert markdown.stdout.splitlines()[2] == "| \x1b[31mred | a\\|b | l1<br>l2 |"
+    # Markdown is read by people, on the terminal it is printed to as well: an escape character
+    # is written as its escape, as in the table (a lone carriage return too: it is no line break)
+    assert markdown.stdout.splitlines()[2] == "| \\x1b[31mred | a\\|b | l1<br>l2 |"
+    odd = "SELECT 'a\\|' || chr(13) || 'b' || chr(13) || chr(10) || 'c' || chr(8238) AS x"
+    markdown = runner.invoke(app, ["db", str(path), odd, "--format", "markdown"])
+    assert markdown.stdout.splitlines()[2] == "| a\\\\\\|\\rb<br>c\\u202e |", markdown.stdout
     # corpus H: the table, for a terminal, played an answer's escape sequences (a title set,
     # the screen cleared) and read `[b]` as rich markup: both are shown as written
     answer = "SELECT chr(27) || ']0;PWNED' || chr(7) || chr(27) || '[2J [b]x[/b]' AS answer"
