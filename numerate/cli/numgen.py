@@ -78,19 +78,23 @@ def _before_the_run(config: Any, db: str, dispatch: str, recount: bool) -> None:
     from numerate.store.reader import database_file_problem
 
     server = connect()  # before Prefect's import: else it started a server of its own
-    from numerate.flows.numgen import counting_deployments, deployments_needed
-    from numerate.kernel.progress import reporting_to
-    from numerate.store import Store
-    from numerate.tasks.dispatch import Dispatch, require_deployed
+    try:
+        from numerate.flows.numgen import counting_deployments, deployments_needed
+        from numerate.kernel.progress import reporting_to
+        from numerate.store import Store
+        from numerate.tasks.dispatch import Dispatch, require_deployed
 
-    problem = database_file_problem(db)  # a file that is no database: refused before the wait
-    if problem:
-        raise ConfigError(f"cannot open results database {db}: {problem}")
-    server.wait()  # a missing deployment: said before the database is made
-    needed = (counting_deployments if recount else deployments_needed)(config)
-    asyncio.run(require_deployed(needed, cast(Dispatch, dispatch)))
-    with reporting_to(notes_to_stderr()):  # a wait for the file says so in one line
-        Store.open(db)  # one of another program, or newer: refused before any image is made
+        problem = database_file_problem(db)  # no database: refused before the wait
+        if problem:
+            raise ConfigError(f"cannot open results database {db}: {problem}")
+        server.wait()  # a missing deployment: said before the database is made
+        needed = (counting_deployments if recount else deployments_needed)(config)
+        asyncio.run(require_deployed(needed, cast(Dispatch, dispatch)))
+        with reporting_to(notes_to_stderr()):  # a wait for the file says so in one line
+            Store.open(db)  # one of another program, or newer: refused before any image
+    except BaseException:
+        server.abandon()  # a server started for a run that does not run stops, as `run`'s
+        raise
 
 
 def _run_flow(config: Any, db: str, dispatch: str, recount: str | None = None) -> Any:

@@ -436,3 +436,27 @@ def test_a_bad_numerate_server_is_one_line_for_status_and_stop(tmp_path, command
     done = numerate(env, *command, timeout=60)
     assert (done.returncode, done.stdout) == (2, ""), done.stderr
     assert done.stderr == "error: NUMERATE_SERVER='bogus': choose background or temporary\n"
+
+
+@pytest.mark.parametrize("command", ["run", "numgen"])
+def test_a_run_whose_database_is_refused_leaves_no_server(tmp_path, command):
+    """The server starts first (it overlaps the checks); a database that is no database, found
+    after it was started, stops the server started for nothing, as bad input does."""
+    env = background_env(tmp_path)
+    db = tmp_path / "notes.duckdb"
+    db.write_text("my notes, not a database\n")
+    asked = {
+        "run": ["run", "--db", str(db)],
+        "numgen": ["numgen", "run", "--generator", "synthetic", "--detector", "blobs",
+                   "--db", str(db), "--images-dir", str(tmp_path / "images")],
+    }[command]  # fmt: skip
+    try:
+        done = numerate(env, *asked, timeout=60)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith("error: cannot open results database"), done.stderr
+        assert db.read_text() == "my notes, not a database\n"
+        port = env["PREFECT_SERVER_API_PORT"]
+        assert wait_until(lambda: not healthy(f"http://127.0.0.1:{port}/api"), 10)
+        assert not (tmp_path / "prefect" / "numerate-server" / "server.json").exists()
+    finally:
+        numerate(env, "server", "stop", "--force")
