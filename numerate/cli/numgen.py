@@ -97,9 +97,12 @@ def _before_the_run(config: Any, db: str, dispatch: str, recount: bool) -> None:
         raise
 
 
-def _run_flow(config: Any, db: str, dispatch: str, recount: str | None = None) -> Any:
+def _run_flow(
+    config: Any, db: str, dispatch: str, recount: str | None = None
+) -> tuple[Any, NumerateError | None]:
     """Run a NumGen run of `config` (or, `recount`: count that run's images with its
-    counters) after every check; returns the flow's result."""
+    counters) after every check; returns the flow's result, and the RunFailed of a run that
+    ended degraded (stored all the same: the caller shows it, then leaves with the error)."""
     from numerate.endpoints.images import check_hosted
     from numerate.kernel.files import check_folder
     from numerate.numgen.batches import check_folders
@@ -113,6 +116,7 @@ def _run_flow(config: Any, db: str, dispatch: str, recount: str | None = None) -
     # found (numerate's background server) and started a temporary one of its own
     _before_the_run(config, db, dispatch, bool(recount))
     from numerate.flows.numgen import numgen, numgen_recount
+    from numerate.grading.verdict import RunFailed
     from numerate.tasks.dispatch import Dispatch
 
     way = cast(Dispatch, dispatch)
@@ -123,7 +127,7 @@ def _run_flow(config: Any, db: str, dispatch: str, recount: str | None = None) -
         if recount else (lambda: numgen(config, db, way))
     )  # fmt: skip
     try:
-        return run_flow(
+        result = run_flow(
             NUMGEN,
             db,
             f"numgen {_short(config.generator)} / {_short(config.detector_label)}",
@@ -131,8 +135,13 @@ def _run_flow(config: Any, db: str, dispatch: str, recount: str | None = None) -
             ended_since=lambda store, since: store.numgen_ended_since(settings, since),
             run_id_of=lambda result: str((result[0] if recount else result)["run_id"]),
         )  # fmt: skip  (a failing generator's tracebacks were printed per task)
+        return result, None
+    except RunFailed as failed:
+        if failed.result is None:
+            raise  # a generator or detector failing: exit 3
+        return failed.result, failed
     except (NumerateError, ValueError, typer.Exit):
-        raise  # RunFailed (a generator or detector failing: exit 3); bad input: exit 2; a stop
+        raise  # bad input: exit 2; a stop
     except Exception as error:
         fail(f"NumGen run failed: {type(error).__name__}: {error}", code=EXIT_FAILED_FOR_NOW)
 
@@ -211,7 +220,7 @@ def run(
         top = {"generator": generator, "detector": detector, "images_dir": images_dir}
         given = _options_given(top, prompts=prompts, generation=generation)
         numgen_config = parse_numgen_config(settings, given)
-        result = _run_flow(numgen_config, db, dispatch)
+        result, degraded = _run_flow(numgen_config, db, dispatch)
     except (NumerateError, ValueError) as error:  # ValueError: a model id, device or file
         fail(error)  # the backends refuse
     with shown_after_a_signal(NUMGEN, str(result["run_id"])):
@@ -219,6 +228,8 @@ def run(
             typer.echo(json.dumps(result, indent=2))
         else:
             _show_run(numgen_config, result, db)
+    if degraded is not None:  # stored and shown: then why it is degraded, exit 3
+        fail(degraded)
 
 
 def check_dispatch(dispatch: str) -> None:
@@ -271,7 +282,7 @@ def calibrate(
         given = ("prompts.per_number", "detector", "images_dir", "generation.device")
         options = {field: OPTION_OF[field] for field in given}  # those calibrate has
         numgen_config = calibration_config(detector, count, options=options, **extra)
-        result = _run_flow(numgen_config, db, dispatch)
+        result, degraded = _run_flow(numgen_config, db, dispatch)
     except (NumerateError, ValueError) as error:
         fail(error)
         return
@@ -285,6 +296,8 @@ def calibrate(
         typer.echo(render(frame, "table", title=title), nl=False)
     typer.echo(f"overall: {result['accuracy']:.3f} over {result['n']} images")
     typer.echo(uncounted_line(result), nl=False)
+    if degraded is not None:
+        fail(degraded)
 
 
 @app.command()
@@ -321,7 +334,7 @@ def recount(
             stored = queries.numgen_run_config(reader, source)
         detection = DetectionSettings.model_validate(data.get("detection") or {})
         numgen_config = recount_settings(source, stored, detector, detection)
-        results = _run_flow(numgen_config, db, dispatch, recount=source)
+        results, degraded = _run_flow(numgen_config, db, dispatch, recount=source)
     except ValidationError as error:
         fail(describe_validation_error(error, f"numgen config {config}, detection", yaml=True))
         return
@@ -333,6 +346,8 @@ def recount(
 
     with shown_after_a_signal(NUMGEN, str(results[0]["run_id"])):
         show(recounts_text(Store.open(db), results))
+    if degraded is not None:
+        fail(degraded)
 
 
 @app.command()

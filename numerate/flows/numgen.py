@@ -11,13 +11,13 @@ import functools
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from prefect import flow, get_run_logger
 
 from numerate.config.sweep import results_database
 from numerate.endpoints.limits import endpoints_in_use
-from numerate.grading.verdict import RunFailed
+from numerate.grading.verdict import RunFailed, numgen_verdict
 from numerate.kernel import stopping
 from numerate.kernel.errors import NumerateError
 from numerate.kernel.progress import current as current_progress
@@ -161,9 +161,11 @@ async def _count(config: NumGenConfig, parameters: dict[str, Any], dispatch: Dis
         await run_step(DETECT_DEPLOYMENT, numgen_detect, parameters, dispatch)
 
 
-async def _recorded(run_id: str, db_path: str, body: Callable[[], Awaitable[NumGenResult]]
-                    ) -> NumGenResult:  # fmt: skip
-    """`body()` of a recorded run: the run ends `finished`, or `failed` (RunFailed with the
+async def _recorded(run_id: str, db_path: str, config: NumGenConfig,
+                    body: Callable[[], Awaitable[NumGenResult]]) -> NumGenResult:  # fmt: skip
+    """`body()` of a recorded run, its metrics with how it ended (`status`, and `cause` when
+    it is not finished): `finished`, or `degraded` (more images without a count for an error
+    than the config's max_error_rate: stored all the same), or `failed` (RunFailed with the
     cause), or `interrupted` by a signal (raised as it came)."""
     try:
         metrics = await body()
@@ -179,8 +181,17 @@ async def _recorded(run_id: str, db_path: str, body: Callable[[], Awaitable[NumG
             else (f"{type(error).__name__}: {error}")
         )  # a generator's own exception, its exit (SystemExit) included: exit 0 before
         raise RunFailed(f"NumGen run {run_id} failed: {detail}", run_id) from error
-    await finish_numgen_run(run_id, db_path)
-    return metrics
+    images = sum(cast(int, metrics[key]) for key in ("n", "errors", "refused", "unparsed"))
+    cause = numgen_verdict(images, cast(int, metrics["errors"]), config.max_error_rate)
+    status = "degraded" if cause else "finished"
+    await finish_numgen_run(run_id, db_path, status)
+    return {**metrics, "status": status, **({"cause": cause} if cause else {})}
+
+
+def _degraded(results: list[NumGenResult]) -> str | None:
+    """One line naming each degraded run of `results` and why, or None when none is."""
+    said = [f"run {r['run_id']} degraded: {r['cause']}" for r in results if r.get("cause")]
+    return "; ".join(said) or None
 
 
 async def _published(run_id: str, db_path: str, config: NumGenConfig,
@@ -239,14 +250,18 @@ async def numgen(
             await answer_with_baseline(settings, unwalked(prompts), run_id, db_path)
         return await score_run(run_id, own, db_path)
 
-    result = await _published(run_id, db_path, own, await _recorded(run_id, db_path, body))
+    result = await _published(run_id, db_path, own, await _recorded(run_id, db_path, own, body))
     recounts = []
     for step, counter in enumerate(settings.counters[1:] if settings.needs_images else [], 3):
         current_progress().doing(f"step {step} of {1 + len(settings.counters)}, {counter}")
         recounts.append(await _count_again(run_id, settings.for_counter(counter), db_path,
                                            dispatch))  # fmt: skip
     await release_database(db_path)
-    return {**result, "recounts": recounts} if recounts else result
+    result = {**result, "recounts": recounts} if recounts else result
+    degraded = _degraded([result, *recounts])
+    if degraded:  # the flow run ends Failed, as a sweep's with a degraded part
+        raise RunFailed(f"NumGen {degraded}", run_id, result)
+    return result
 
 
 async def _count_again(
@@ -263,7 +278,8 @@ async def _count_again(
         await ingest_manifests(run_id, folder, db_path)
         return await score_run(run_id, config, db_path)
 
-    result = await _published(run_id, db_path, config, await _recorded(run_id, db_path, body))
+    recorded = await _recorded(run_id, db_path, config, body)
+    result = await _published(run_id, db_path, config, recorded)
     return {**result, "detector": config.detector_label, "source_run_id": source_run_id}
 
 
@@ -302,4 +318,7 @@ async def numgen_recount(
         for counter in config.counters
     ]
     await release_database(db_path)
+    degraded = _degraded(results)
+    if degraded:
+        raise RunFailed(f"NumGen {degraded}", str(results[0]["run_id"]), results)
     return results

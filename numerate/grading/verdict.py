@@ -26,9 +26,11 @@ class RunFailed(NumerateError):
 
     exit_code = EXIT_RUN_FAILED
 
-    def __init__(self, message: str, run_id: str) -> None:
+    def __init__(self, message: str, run_id: str, result: object = None) -> None:
         super().__init__(message)
         self.run_id = run_id
+        self.result = result
+        """What the run returns, when it ended (a degraded NumGen run's metrics), to show."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,19 @@ def part_verdict(
         )
         return PartVerdict(model.name, "degraded", cause, n, errors)
     return PartVerdict(model.name, "ok", None, n, errors)
+
+
+def numgen_verdict(images: int, errors: int, max_error_rate: float) -> str | None:
+    """Why a NumGen run that ended is degraded, or None when it is not: more than
+    `max_error_rate` of its `images` have no count for an error (not made, or not read or
+    counted; a refused image and an answer without a count are outcomes of their own, as an
+    unparsed answer is in a sweep)."""
+    if not images or errors / images <= max_error_rate:
+        return None
+    return (
+        f"{errors} of {images} images have no count for an error ({errors / images:.1%} > "
+        f"max_error_rate {max_error_rate:.1%})"
+    )
 
 
 def run_verdict(verdicts: list[PartVerdict]) -> tuple[RunStatus, str | None]:

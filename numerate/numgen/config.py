@@ -17,7 +17,7 @@ from pydantic import (
 )
 
 from numerate.kernel.errors import ConfigError, describe_validation_error
-from numerate.kernel.inputs import Flag, Whole, check_parameters_size
+from numerate.kernel.inputs import Flag, Real, Whole, check_parameters_size
 from numerate.kernel.names import MODEL_ID
 from numerate.numgen.baselines import BASELINES
 from numerate.numgen.detection import DEFAULT_DETECTOR, DetectionSettings
@@ -66,6 +66,9 @@ class NumGenConfig(BaseModel):
     """Images per Prefect task (model batches are sized separately, to the GPU's memory)."""
     annotate: Flag = True
     """Save a copy of every image with the detector's boxes drawn on it."""
+    max_error_rate: Real = Field(0.02, ge=0.0, le=1.0)
+    """Share of the run's images that may have no count for an error (not made, or not read
+    or counted) before the run counts as degraded (stored all the same; the command exits 3)."""
 
     @field_validator("generator")
     @classmethod
@@ -260,7 +263,7 @@ def recount_settings(
     if config.get("generator") in BASELINES:
         raise ConfigError(f"run {source} made no image (the {config['generator']} baseline): "
                           "there is nothing to count again")  # fmt: skip
-    if status != "finished":
+    if status not in ("finished", "degraded"):  # degraded: its images stored, some failed
         raise ConfigError(f"run {source} is {status}: only a finished run's images are all "
                           "stored (run it again to finish it)")  # fmt: skip
     given = detection.model_dump() if detection is not None else {}

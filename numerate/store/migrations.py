@@ -104,6 +104,39 @@ KEYLESS: dict[str, str] = {
 columns NOT NULL)."""
 
 
+def _numgen_views(create: str, ended: str) -> str:
+    """The NumGen leaderboard and calibration views (`create`: CREATE or CREATE OR REPLACE),
+    over the runs whose status is in `ended` (an SQL list)."""
+    return f"""
+        {create} VIEW numgen_leaderboard AS
+        WITH latest AS (
+            SELECT m.*, r.finished_at,
+                   row_number() OVER (
+                       PARTITION BY m.generator, m.detector ORDER BY r.started_at DESC
+                   ) AS recency
+            FROM numgen_metrics m JOIN numgen_runs r USING (run_id)
+            WHERE r.status IN {ended} AND r.kind = 'benchmark'
+        )
+        SELECT generator AS model, detector, run_id, finished_at, n, errors, accuracy,
+               ci_low, ci_high, mwe, knower_level AS counting_level,
+               human_correlation AS webers_law, random_correlation
+        FROM latest WHERE recency = 1
+        ORDER BY accuracy DESC NULLS LAST, model;
+        {create} VIEW numgen_calibration AS
+        WITH latest AS (
+            SELECT r.run_id, r.detector,
+                   row_number() OVER (PARTITION BY r.detector ORDER BY r.started_at DESC)
+                       AS recency
+            FROM numgen_runs r
+            WHERE r.status IN {ended} AND r.kind = 'calibration'
+        )
+        SELECT l.detector, t.*
+        FROM latest l JOIN numgen_targets t USING (run_id)
+        WHERE l.recency = 1
+        ORDER BY l.detector, t.target;
+        """
+
+
 _CASES = """
             case_id VARCHAR NOT NULL, manifold VARCHAR NOT NULL, point_key VARCHAR NOT NULL,
             params JSON NOT NULL, seed UBIGINT NOT NULL, case_index INTEGER NOT NULL,
@@ -351,33 +384,8 @@ MIGRATIONS: list[tuple[str, str]] = [
             mean_count  DOUBLE,
             PRIMARY KEY (run_id, target)
         );
-        CREATE VIEW numgen_leaderboard AS
-        WITH latest AS (
-            SELECT m.*, r.finished_at,
-                   row_number() OVER (
-                       PARTITION BY m.generator, m.detector ORDER BY r.started_at DESC
-                   ) AS recency
-            FROM numgen_metrics m JOIN numgen_runs r USING (run_id)
-            WHERE r.status = 'finished' AND r.kind = 'benchmark'
-        )
-        SELECT generator AS model, detector, run_id, finished_at, n, errors, accuracy,
-               ci_low, ci_high, mwe, knower_level AS counting_level,
-               human_correlation AS webers_law, random_correlation
-        FROM latest WHERE recency = 1
-        ORDER BY accuracy DESC NULLS LAST, model;
-        CREATE VIEW numgen_calibration AS
-        WITH latest AS (
-            SELECT r.run_id, r.detector,
-                   row_number() OVER (PARTITION BY r.detector ORDER BY r.started_at DESC)
-                       AS recency
-            FROM numgen_runs r
-            WHERE r.status = 'finished' AND r.kind = 'calibration'
-        )
-        SELECT l.detector, t.*
-        FROM latest l JOIN numgen_targets t USING (run_id)
-        WHERE l.recency = 1
-        ORDER BY l.detector, t.target;
-        """,
+        """
+        + _numgen_views("CREATE", "('finished')"),
     ),
     (
         "provenance: completions keyed by (request, run) with endpoint, revision and sample; "
@@ -657,5 +665,11 @@ MIGRATIONS: list[tuple[str, str]] = [
         DROP TABLE cases;
         ALTER TABLE cases_rebuilt RENAME TO cases;
         """,
+    ),
+    (
+        "a NumGen run with more images without a count than its max_error_rate ends degraded: "
+        "its metrics stay on the NumGen leaderboard and in the calibrations, as a sweep's "
+        "degraded run stays on its leaderboard",
+        _numgen_views("CREATE OR REPLACE", "('finished', 'degraded')"),
     ),
 ]

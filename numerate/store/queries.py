@@ -606,9 +606,11 @@ def numgen_counted_twice(source: Source, run_id: str) -> CountedTwice | None:
 
 
 def numgen_linked_runs(source: Source, limit: int = 20) -> list[str]:
-    """The finished NumGen runs that count another run's images, newest first."""
+    """The ended NumGen runs (finished or degraded) that count another run's images, newest
+    first."""
     rows = source.query(
-        "SELECT run_id FROM numgen_runs WHERE source_run_id IS NOT NULL AND status = 'finished' "
+        "SELECT run_id FROM numgen_runs WHERE source_run_id IS NOT NULL AND status IN "
+        "('finished', 'degraded') "
         f"ORDER BY started_at DESC LIMIT {int(limit)}"
     )
     return [str(row[0]) for row in rows]
@@ -680,9 +682,9 @@ def calibrations_shown(path: str) -> str:
 
 
 def numgen_run_count(source: Source, kind: str = "benchmark", finished: bool = True) -> int:
-    """How many NumGen runs of `kind` (benchmark or calibration) the database holds: finished
-    ones (those `numgen report` shows), or any."""
-    where = " AND status = 'finished'" if finished else ""
+    """How many NumGen runs of `kind` (benchmark or calibration) the database holds: those
+    that ended with their metrics, finished or degraded (those `numgen report` shows), or any."""
+    where = " AND status IN ('finished', 'degraded')" if finished else ""
     rows = source.query(f"SELECT count(*) FROM numgen_runs WHERE kind = ?{where}", [kind])
     return int(rows[0][0])
 

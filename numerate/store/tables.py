@@ -313,10 +313,11 @@ class Tables:
 
     def numgen_ended_since(self, config: Mapping[str, object], since: datetime) -> str | None:
         """The NumGen run of `config` started at or after `since` (a command's start) and
-        finished, if any: a signal that came as it ended stopped nothing of it."""
+        ended with its metrics (finished or degraded), if any: a signal that came as it ended
+        stopped nothing of it."""
         rows = self.query(
-            "SELECT run_id FROM numgen_runs WHERE CAST(config AS VARCHAR) = ? AND status = "
-            "'finished' AND started_at >= ? ORDER BY finished_at DESC LIMIT 1",
+            "SELECT run_id FROM numgen_runs WHERE CAST(config AS VARCHAR) = ? AND status IN "
+            "('finished', 'degraded') AND started_at >= ? ORDER BY finished_at DESC LIMIT 1",
             [json.dumps(config), since],
         )
         return str(rows[0][0]) if rows else None

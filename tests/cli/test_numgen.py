@@ -192,6 +192,25 @@ def test_a_generator_failing_everywhere_is_one_error_line(tmp_path, db_path):
     ), last
 
 
+@pytest.mark.usefixtures("prefect_harness")
+def test_a_run_degraded_by_its_failed_images_is_shown_then_exits_3(tmp_path, db_path):
+    """A run with a tenth of its images failed exited 0, as a success; a sweep with a degraded
+    part exits 3. Its metrics are shown first (stored all the same), then why it is degraded."""
+    result = runner.invoke(
+        app, ["numgen", "run", "--generator", "callable:tests.numgen.test_flow:fails_at_two",
+              "--detector", "blobs", "--count", "2", "--db", db_path, "--dispatch", "local",
+              "--images-dir", str(tmp_path)],
+    )  # fmt: skip
+    assert result.exit_code == 3, result.output
+    assert "fails_at_two / blobs: run numgen-" in result.stdout  # the run's table
+    last = result.stderr.strip().splitlines()[-1]
+    assert re.fullmatch(
+        r"error: NumGen run numgen-[0-9a-f]+ degraded: 2 of 20 images have no count for an "
+        r"error \(10\.0% > max_error_rate 2\.0%\)",
+        last,
+    ), last
+
+
 def returns_nothing(prompt, seed):
     return None
 

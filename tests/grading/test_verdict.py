@@ -4,7 +4,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from numerate.config.sweep import ModelConfig
-from numerate.grading.verdict import PartVerdict, part_verdict, run_verdict
+from numerate.grading.verdict import PartVerdict, numgen_verdict, part_verdict, run_verdict
 
 MODEL = ModelConfig(name="m", model="m", base_url="http://127.0.0.1:9/v1", max_error_rate=0.1)
 
@@ -57,3 +57,21 @@ def test_a_stopped_part_says_how_many_of_its_requests_failed_or_that_none_was_se
     nothing = part_verdict(model, 0, 0, None, None)
     assert (nothing.status, nothing.cause, nothing.error_rate) == (
         "failed", "no answer was recorded", 0.0)  # fmt: skip
+
+
+def test_a_numgen_run_is_degraded_above_its_share_of_images_without_a_count():
+    assert numgen_verdict(100, 2, 0.02) is None  # exactly the share: not above it
+    assert numgen_verdict(100, 3, 0.02) == (
+        "3 of 100 images have no count for an error (3.0% > max_error_rate 2.0%)"
+    )
+    assert numgen_verdict(0, 0, 0.0) is None  # a run of no image (a baseline's none failed)
+    assert numgen_verdict(10, 1, 0.0) is not None and numgen_verdict(10, 0, 0.0) is None
+
+
+@given(images=st.integers(1, 1000), data=st.data(), rate=st.floats(0, 1))
+def test_more_errors_never_make_a_numgen_run_less_degraded(images, data, rate):
+    errors = data.draw(st.integers(0, images - 1))
+    assert numgen_verdict(images, 0, rate) is None
+    if numgen_verdict(images, errors, rate) is not None:
+        assert numgen_verdict(images, errors + 1, rate) is not None
+    assert (numgen_verdict(images, images, rate) is None) == (rate == 1.0)

@@ -125,6 +125,52 @@ def unreachable(text, seed):
     raise ConnectionError("image API unreachable")
 
 
+def fails_at_two(text, seed):
+    """The shapes asked for, except for two: no image (half of a design of 1..2)."""
+    from numerate.numgen.synthetic import draw_stimulus
+
+    n = int(text.split(" with ")[1].split()[0])
+    if n == 2:
+        raise ConnectionError("image API timed out")
+    return draw_stimulus(n, seed, 64)
+
+
+@pytest.mark.parametrize("max_error_rate", [None, 0.5])
+def test_a_run_with_more_images_failed_than_its_rate_is_degraded_and_kept(
+    db_path, tmp_path, max_error_rate
+):
+    """Half of the images failed: the run was `finished` (exit 0 from `numgen run`) on the
+    half that was made. It is stored all the same, `degraded` beyond max_error_rate (2% by
+    default; 50% is not beyond it), and stays on the leaderboard with its errors."""
+    from numerate.grading.verdict import RunFailed
+    from numerate.store import Store
+
+    config = {"generator": "callable:tests.numgen.test_flow:fails_at_two", "detector": "blobs",
+              "images_dir": str(tmp_path), "prompts": {"per_number": 2, "n_max": 2}}  # fmt: skip
+    if max_error_rate is not None:
+        result = run({**config, "max_error_rate": max_error_rate}, db_path)
+        assert (result["status"], "cause" in result) == ("finished", False)
+        status = "finished"
+    else:
+        with pytest.raises(RunFailed) as ended:
+            run(config, db_path)
+        result = ended.value.result
+        assert str(ended.value) == (
+            f"NumGen run {result['run_id']} degraded: 2 of 4 images have no count for an error "
+            "(50.0% > max_error_rate 2.0%)"
+        )
+        assert ended.value.run_id == result["run_id"] and result["status"] == "degraded"
+        status = "degraded"
+    assert (result["n"], result["errors"], result["accuracy"]) == (2, 2, 1.0)
+    Store.close_all()
+    assert query(db_path, "SELECT status, finished_at IS NOT NULL FROM numgen_runs") == [
+        (status, True)
+    ]
+    assert query(db_path, "SELECT run_id, n, errors FROM numgen_leaderboard") == [
+        (result["run_id"], 2, 2)
+    ]
+
+
 def test_an_error_that_a_stop_signal_caused_marks_the_run_interrupted(db_path, tmp_path):
     """A SIGINT in step 2 stored the run `failed` (seen once at 9 s into `numgen run`): the
     error the stop caused was taken for the generator's. Once a stop signal came, it is the

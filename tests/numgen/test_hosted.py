@@ -161,11 +161,18 @@ def test_a_recount_of_an_image_replaced_since_it_was_made_is_that_image_s_error(
     )[0], query(db_path, "SELECT path FROM numgen_images WHERE run_id = ? ORDER BY target DESC "
                 "LIMIT 1", [first["run_id"]])[0]  # fmt: skip
     shutil.copyfile(other_path, path)  # the most objects drawn, where the fewest were
+    from numerate.grading.verdict import RunFailed
     from numerate.numgen.detection import DetectionSettings
 
-    [again] = asyncio.run(numgen_recount(
-        first["run_id"], VLM, DetectionSettings(base_url=endpoint.base_url), db_path, "local"
-    ))  # fmt: skip
+    with pytest.raises(RunFailed) as ended:  # 1 of 20 images is more than 2%: degraded
+        asyncio.run(numgen_recount(
+            first["run_id"], VLM, DetectionSettings(base_url=endpoint.base_url), db_path, "local"
+        ))  # fmt: skip
+    [again] = ended.value.result
+    assert str(ended.value) == (
+        f"NumGen run {again['run_id']} degraded: 1 of 20 images have no count for an error "
+        "(5.0% > max_error_rate 2.0%)"
+    )
     [(count, error)] = query(db_path, "SELECT count, error FROM numgen_detections WHERE "
                              "run_id = ? AND prompt_id = ?", [again["run_id"], one])  # fmt: skip
     assert count is None and f"image {path}: not the image the run made" in error
