@@ -87,14 +87,10 @@ def _written_forms(secret: str) -> frozenset[str]:
     for a placeholder or a string too short to be a secret."""
     if len(secret) < MIN_SECRET_CHARS or secret in PLACEHOLDERS:
         return frozenset()
-    raw = secret.encode()
+    raw = secret.encode(errors="surrogateescape")  # a value from the environment's bytes:
+    # not valid UTF-8 (`K=$'sk-\xff'`), its hiding raised in the very error path that says so
     encoded = (base64.b64encode(raw).decode(), base64.urlsafe_b64encode(raw).decode())
-    quoted = {
-        quote(secret, safe=""),
-        quote_plus(secret, safe=""),
-        quote(secret),
-        quote_plus(secret),
-    }
+    quoted = {quote_plus(raw, safe=""), quote(raw, safe=""), quote(raw), quote_plus(raw)}
     padded = {form for text in encoded for form in (text, text.rstrip("="))}  # base64, as sent
     escaped = {html.escape(secret), html.escape(secret, quote=False)}  # an HTML error page
     backslashed = {repr(secret)[1:-1], secret.replace("\\", "\\\\")}  # Python's repr, a log

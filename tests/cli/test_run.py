@@ -726,6 +726,8 @@ def test_a_password_in_the_base_url_is_never_printed_nor_stored(tmp_path, fake_o
     [
         ("sk-wrong-key-with-newline\n", "refused the API key from $SWEEP_KEY: HTTP 401"),
         ("sk-ключ-0123456789", "the API key in $SWEEP_KEY holds a non-ASCII character"),
+        # a byte that is no UTF-8 (`SWEEP_KEY=$'sk-\xff...'`): hiding it was a traceback
+        ("sk-\udcff-0123456789", "the API key in $SWEEP_KEY holds a non-ASCII character"),
         ("sk-a\nb-0123456789", "the API key in $SWEEP_KEY holds a control character"),
     ],
 )
