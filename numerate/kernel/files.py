@@ -180,6 +180,9 @@ def output_folder(path: Path) -> Path:
         return _output_folder(path)
     except OSError as error:  # a name longer than the file system allows
         raise OutputPathError(path, error.strerror or str(error)) from None
+    except RuntimeError:  # Path.expanduser: `~name` of no user here (a traceback before)
+        user = str(path).split("/", 1)[0]
+        raise OutputPathError(path, f"{user}: no user of this machine has that name") from None
 
 
 def _output_folder(path: Path) -> Path:

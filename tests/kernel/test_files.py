@@ -188,3 +188,17 @@ def test_a_slug_is_never_a_path_nor_a_hidden_name(name):
     made = files.slug(name)
     assert not made.startswith(".") and "/" not in made and made not in ("", ".", "..")
     assert files.slug("run-1_a.b") == "run-1_a.b"  # a plain name stays itself
+
+
+def test_a_home_folder_of_no_user_is_refused_naming_the_setting():
+    """A hostile pass: `PREFECT_HOME='~nouser/x'` (or images_dir, or a database's folder) was
+    Path.expanduser's RuntimeError, a traceback of 45-59 lines."""
+    from numerate.kernel.errors import ConfigError
+    from numerate.kernel.files import check_folder
+
+    with pytest.raises(ConfigError) as refused:
+        check_folder("PREFECT_HOME", "~no-such-user-of-numerate/x")
+    assert str(refused.value) == (
+        "PREFECT_HOME '~no-such-user-of-numerate/x': ~no-such-user-of-numerate: no user of "
+        "this machine has that name"
+    )
