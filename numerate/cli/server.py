@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, cast
 
 import typer
 
@@ -14,6 +14,7 @@ from numerate.kernel.errors import ConfigError, NumerateError
 from numerate.server.lifecycle import (
     Background,
     api_answers,
+    connect,
     healthy,
     home,
     in_use,
@@ -111,7 +112,7 @@ def start() -> None:
                 else "NUMERATE_SERVER=temporary is set: "
                 "each command starts a server of its own, no background server is used"
             )
-        server = Background()
+        server = cast(Background, connect())  # its settings checked as every command's
         server.wait()
     except NumerateError as error:
         fail(error)

@@ -26,6 +26,7 @@ import re
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -124,17 +125,15 @@ def check_prefect_settings() -> None:
     here)."""
     from pydantic import ValidationError
 
-    if "PREFECT_HOME" in os.environ and not os.environ["PREFECT_HOME"].strip():
-        raise ConfigError(
-            "PREFECT_HOME='': an empty path would mean here; unset it or give a folder"
-        )
-
+    check_prefect_home()
+    for variable in PREFECT_FILES:  # read whole at Prefect's import: a pipe waited for ever,
+        _small_file(variable)  # /dev/zero filled the memory, a folder was "Errno 21", exit 3
     try:  # Prefect prints the error itself ("Failed to initialize plugins"): said once, below
         with contextlib.redirect_stderr(io.StringIO()):
             import prefect.context  # noqa: F401 (its import loads the profiles: the environment)
             from prefect.settings import get_current_settings
 
-            get_current_settings()
+            timeout = get_current_settings().api.request_timeout
     except ValidationError as error:
         problem = error.errors()[0]
         section = re.sub(r"(?<=[a-z])(?=[A-Z])", "_", error.title.removesuffix("Settings"))
@@ -143,14 +142,58 @@ def check_prefect_settings() -> None:
         raise ConfigError(
             f"{name}={problem.get('input')!r}: {problem['msg']} (a Prefect setting)"
         ) from None
+    if not 0 < timeout <= MAX_REQUEST_TIMEOUT_S:  # NaN too: Prefect took nan, 0, -1, 1e308,
+        raise ConfigError(  # then its client's traceback, 5 to 77 s later
+            f"PREFECT_API_REQUEST_TIMEOUT={timeout!r}: give the seconds a request to Prefect's "
+            f"server may take, above 0 and at most {MAX_REQUEST_TIMEOUT_S:g} (a Prefect setting)"
+        )
+
+
+PREFECT_FILES = ("PREFECT_LOGGING_CONFIG_PATH", "PREFECT_PROFILES_PATH")
+"""The files Prefect reads whole as it is imported, named by these variables."""
+
+MAX_PREFECT_FILE_BYTES = 1 << 20
+MAX_REQUEST_TIMEOUT_S = 86_400.0
+
+
+def _small_file(variable: str) -> None:
+    """ConfigError unless the file $`variable` names (when set and there) is a regular file
+    of at most MAX_PREFECT_FILE_BYTES."""
+    given = os.environ.get(variable, "")
+    try:
+        found = os.stat(given) if given.strip() else None
+    except OSError:
+        return  # none there: Prefect's own default, or its own error
+    if found is None:
+        return
+    if not stat.S_ISREG(found.st_mode):
+        what = "a folder" if stat.S_ISDIR(found.st_mode) else "a device, a pipe or a socket"
+        raise ConfigError(f"{variable} {given!r:.200}: {what}, not a file (a Prefect setting)")
+    if found.st_size > MAX_PREFECT_FILE_BYTES:
+        raise ConfigError(
+            f"{variable} {given!r:.200}: {found.st_size:,} bytes, more than the "
+            f"{MAX_PREFECT_FILE_BYTES:,} such a file may hold (a Prefect setting)"
+        )
 
 
 def check_prefect_home() -> None:
     """ConfigError unless $PREFECT_HOME (when set) can be a folder Prefect writes in: a file
-    or device there left Prefect's temporary server to time out after 25 s."""
-    given = os.environ.get("PREFECT_HOME", "")
-    if given.strip():
-        check_folder("PREFECT_HOME", given)
+    or device there left Prefect's temporary server to time out after 25 s. Set but blank,
+    or unset with a blank $HOME (Prefect's folder is then /.prefect), it is refused too,
+    before anything is made there."""
+    if "PREFECT_HOME" not in os.environ:
+        if "HOME" in os.environ and not os.environ["HOME"].strip():
+            raise ConfigError(
+                f"HOME={os.environ['HOME']!r}: Prefect keeps its files in $HOME/.prefect, "
+                "which would be /.prefect; set HOME, or PREFECT_HOME to a folder"
+            )
+        return
+    given = os.environ["PREFECT_HOME"]
+    if not given.strip():
+        raise ConfigError(
+            f"PREFECT_HOME={given!r}: an empty path would mean here; unset it or give a folder"
+        )
+    check_folder("PREFECT_HOME", given)
 
 
 def mode() -> str:

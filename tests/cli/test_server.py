@@ -200,6 +200,12 @@ def test_a_restarted_server_skips_the_migrations_it_already_ran(tmp_path):
         ("NUMERATE_SERVER_IDLE_MINUTES", "-5", "NUMERATE_SERVER_IDLE_MINUTES='-5'"),
         ("PREFECT_SERVER_API_PORT", "99999", "PREFECT_SERVER_API_PORT='99999'"),
         ("PREFECT_SERVER_API_PORT", "abc", "PREFECT_SERVER_API_PORT='abc'"),
+        # Prefect took these, then its client's traceback, 5 to 77 s later
+        ("PREFECT_API_REQUEST_TIMEOUT", "nan", "PREFECT_API_REQUEST_TIMEOUT=nan: give the"),
+        ("PREFECT_API_REQUEST_TIMEOUT", "0", "PREFECT_API_REQUEST_TIMEOUT=0.0: give the"),
+        ("PREFECT_API_REQUEST_TIMEOUT", "1e308", "PREFECT_API_REQUEST_TIMEOUT=1e+308: give"),
+        # a blank home made the folder ` /numerate-server/temporary` here before its error
+        ("PREFECT_HOME", " ", "PREFECT_HOME=' ': an empty path would mean here"),
     ],
 )
 def test_a_bad_server_setting_is_one_error_line_and_starts_nothing(
@@ -207,11 +213,59 @@ def test_a_bad_server_setting_is_one_error_line_and_starts_nothing(
 ):
     env = background_env(tmp_path)
     env[variable] = value
-    done = numerate(env, "server", "start", timeout=60)
+    here = tmp_path / "here"
+    here.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-m", "numerate.cli", "server", "start"],
+        cwd=here, env=dict(env, PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
     assert done.returncode == 2
     assert done.stderr.startswith("error: ") and message in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "prefect" / "numerate-server" / "server.json").exists()
+    assert not any(here.iterdir())  # nothing made where the command ran
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder", "zeros", "large"])
+@pytest.mark.parametrize("variable", ["PREFECT_LOGGING_CONFIG_PATH", "PREFECT_PROFILES_PATH"])
+def test_a_prefect_file_that_is_no_small_file_is_refused_before_prefect_reads_it(
+    tmp_path, monkeypatch, kind, variable
+):
+    """Prefect reads these whole as it is imported: a pipe waited for ever, /dev/zero filled
+    the memory (killed at 35 s), a folder was `[Errno 21] Is a directory`, exit 3."""
+    from numerate.kernel.errors import ConfigError
+    from numerate.server.lifecycle import MAX_PREFECT_FILE_BYTES, check_prefect_settings
+
+    path = tmp_path / "settings"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "folder":
+        path.mkdir()
+    elif kind == "large":
+        path.write_bytes(b"#" * (MAX_PREFECT_FILE_BYTES + 1))
+    else:
+        path = Path("/dev/zero")
+    monkeypatch.setenv(variable, str(path))
+    with pytest.raises(ConfigError) as refused:
+        check_prefect_settings()
+    said = {
+        "fifo": "a device, a pipe or a socket, not a file",
+        "zeros": "a device, a pipe",
+        "folder": "a folder, not a file",
+        "large": "1,048,577 bytes, more than the",
+    }[kind]
+    assert str(refused.value).startswith(f"{variable} {str(path)!r}: {said}")
+
+
+def test_a_blank_home_without_prefect_home_is_refused_before_anything_is_made(monkeypatch):
+    """`HOME=` and no PREFECT_HOME: Prefect made /.prefect, at the root (exit 0)."""
+    from numerate.kernel.errors import ConfigError
+    from numerate.server.lifecycle import check_prefect_home
+
+    monkeypatch.delenv("PREFECT_HOME")
+    monkeypatch.setenv("HOME", "")
+    with pytest.raises(ConfigError, match=r"^HOME='': Prefect keeps its files in \$HOME/\.prefect"):
+        check_prefect_home()
 
 
 def test_a_port_another_program_holds_is_one_line_and_starts_nothing(tmp_path):
