@@ -307,13 +307,21 @@ def _announce(message: str) -> None:
     current().note(message)
 
 
-def lock_log() -> str | None:
+def lock_log(db: str | None = None) -> str | None:
     """The file NUMERATE_LOCK_LOG names, checked: StoreError naming the variable when it
     cannot be appended to (a folder, a missing folder, no permission: it was silently not
-    written); None when unset or empty."""
+    written) or is one of the files of the database `db` (its lines went into the database
+    or its write-ahead log; a new database's name was made an empty file, and the run then
+    refused it); None when unset or empty."""
     log = os.environ.get("NUMERATE_LOCK_LOG", "").strip()
     if not log:
         return None
+    if db is not None and _of_the_database(log, db):
+        raise StoreError(
+            f"NUMERATE_LOCK_LOG={for_terminal(repr(log), 200)}: a file of the results "
+            f"database {for_terminal(db, 200)} (the database, its write-ahead log, journal "
+            "or waiting folder); give another file, or unset it"
+        )
     try:
         with open_to_append(log):  # never waiting on a pipe no one reads (it hung)
             pass
@@ -324,6 +332,16 @@ def lock_log() -> str | None:
             "or unset it"
         ) from None
     return log
+
+
+def _of_the_database(log: str, db: str) -> bool:
+    """Whether `log` is the database file `db`, its `.wal`, or its journal or waiting folder
+    (or below them), links followed."""
+    target, base = os.path.realpath(log), os.path.realpath(db)
+    folders = (f"{base}.journal", f"{base}.waiting")
+    return target in (base, f"{base}.wal", *folders) or target.startswith(
+        tuple(folder + os.sep for folder in folders)
+    )
 
 
 _LOG_LOST: list[str] = []  # the NUMERATE_LOCK_LOG a write of failed (said once)

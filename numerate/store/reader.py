@@ -275,7 +275,7 @@ class Reader:
         import duckdb
 
         existing_database(path)
-        access.lock_log()  # one that cannot be written: refused, as writers refuse it
+        access.lock_log(path)  # one that cannot be written: refused, as writers refuse it
         try:
             if lake.is_lake(path):  # a start-up cost, not a wait for writers
                 lake.load_for_reading(path)

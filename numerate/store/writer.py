@@ -240,7 +240,7 @@ class Store(Tables):
             lake.connection_string(path)  # a malformed name (a password) is refused at once
         elif not self.memory:
             access.lock_timeout_s()  # and here, not only once another process holds the file
-            access.lock_log()  # and here: a log that cannot be written was silently none
+            access.lock_log(path)  # and here: a log that cannot be written was silently none
             try:
                 problem = database_file_problem(path) or journal.journal_problem(path)
                 if problem:

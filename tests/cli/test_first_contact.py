@@ -914,6 +914,31 @@ def test_readers_log_their_sessions_and_refuse_a_log_that_cannot_be_written(tmp_
     assert "NUMERATE_LOCK_LOG=" in said and "cannot be written (Is a directory)" in said
 
 
+@pytest.mark.parametrize("named", ["", ".wal", ".journal/x.log"])
+def test_a_lock_log_that_is_a_file_of_the_database_is_refused(tmp_path, monkeypatch, named):
+    """A hostile pass: NUMERATE_LOCK_LOG naming the database (or its write-ahead log) had its
+    lines appended to the database file; naming a new database, it was made an empty file
+    first, and the run then refused that file as no database."""
+    from numerate.store import Store, StoreError
+
+    db = tmp_path / "r.duckdb"
+    Store.open(str(db))
+    Store.close_all()
+    size = db.stat().st_size
+    monkeypatch.setenv("NUMERATE_LOCK_LOG", f"{db}{named}")
+    said = one_error(runner.invoke(app, ["db", str(db), "SELECT 1"])).strip()
+    assert said == (
+        f"error: NUMERATE_LOCK_LOG='{db}{named}': a file of the results database {db} (the "
+        "database, its write-ahead log, journal or waiting folder); give another file, or unset it"
+    )
+    assert db.stat().st_size == size and not Path(f"{db}.wal").exists()
+    new = tmp_path / "new.duckdb"
+    monkeypatch.setenv("NUMERATE_LOCK_LOG", str(new))
+    with pytest.raises(StoreError, match="a file of the results database"):
+        Store.open(str(new))
+    assert not new.exists()
+
+
 @pytest.mark.parametrize("kind", ["folder", "text"])
 def test_a_database_path_that_is_no_database_gets_no_journal_beside_it(tmp_path, kind):
     """Issue 41, found from outside: `run --db` at a folder or a text file was refused in one
