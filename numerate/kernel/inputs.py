@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from pydantic import Field, Strict
@@ -45,6 +46,9 @@ MAX_DEPTH = 64
 """Levels of nesting (lists, mappings) a YAML or JSON value may have."""
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
 """Size of a configuration file (YAML)."""
+MAX_YAML_VALUES = 100_000
+"""Values (texts, numbers, lists, mappings) a YAML configuration may hold: a 4 MiB list of
+two million took 46 s and 1.45 GB to read before it was refused for what it said."""
 MAX_DATA_BYTES = 512 * 1024 * 1024
 """Size of a data file read whole (JSON Lines to grade, a CSV of responses)."""
 MAX_LINE_CHARS = 16 * 1024 * 1024
@@ -228,6 +232,28 @@ def _not_json(loader: Any, node: Any) -> Any:
     )  # fmt: skip
 
 
+def _as_written(node: Any, read: Callable[[Any], Any]) -> None:
+    """A ConstructorError for a number in one of YAML 1.1's other spellings (hexadecimal,
+    octal, binary, `1_000`, base 60), which PyYAML reads (`read`) and JSON, YAML 1.2 and
+    `--set` do not: `seed: 1:30` was stored as 90, `per_number: 1:0` made 60 images a number,
+    `010` was 8. Decimal digits, a sign, a point and an exponent are numbers as written."""
+    import yaml
+
+    text = node.value.lstrip("+-")
+    if node.tag.endswith(":float"):
+        decimal = "_" not in text and ":" not in text
+    else:
+        decimal = re.fullmatch(r"0|[1-9][0-9]*", text) is not None
+    if decimal:
+        return
+    meant = str(read(node)) if len(text) <= 40 else ""
+    said = f", which YAML 1.1 reads as {meant}" if 0 < len(meant) <= 40 else ""
+    raise yaml.constructor.ConstructorError(
+        None, None, f"{node.value!r} is no number as written{said}: write the number in "
+        "decimal digits, or quote it to give text", node.start_mark,
+    )  # fmt: skip
+
+
 def _read_exponents_as_numbers(loader: Any) -> None:
     """`1e-9` is a number in YAML 1.2 and JSON; YAML 1.1 (PyYAML) wants `1.0e-9` and reads
     `1e-9` as text, which a number field then refused as "not a valid number"."""
@@ -247,6 +273,7 @@ def bounded_loader() -> type:
 
     class BoundedLoader(yaml.SafeLoader):
         depth = 0
+        values = 0
 
         def compose_node(self, parent: Any, index: Any) -> Any:
             event = self.peek_event()
@@ -258,6 +285,11 @@ def bounded_loader() -> type:
                 raise yaml.composer.ComposerError(
                     None, None, f"nested more than {MAX_DEPTH} levels deep", event.start_mark
                 )
+            self.values += 1
+            if self.values > MAX_YAML_VALUES:
+                raise yaml.composer.ComposerError(
+                    None, None, f"more than {MAX_YAML_VALUES:,} values", event.start_mark
+                )
             self.depth += 1
             try:
                 return super().compose_node(parent, index)
@@ -265,21 +297,28 @@ def bounded_loader() -> type:
                 self.depth -= 1
 
         def construct_yaml_int(self, node: Any) -> Any:
-            value = None
-            if len(node.value) <= 4 * MAX_INTEGER_DIGITS:  # room for 0x, _, 1:2:3 forms
-                value = super().construct_yaml_int(node)
-            if value is None or abs(value) >= 10**MAX_INTEGER_DIGITS:
+            _as_written(node, super().construct_yaml_int)
+            if len(node.value.lstrip("+-")) > MAX_INTEGER_DIGITS:
                 raise yaml.constructor.ConstructorError(
                     None, None,
                     f"a whole number of more than {MAX_INTEGER_DIGITS} digits",
                     node.start_mark,
                 )  # fmt: skip
-            return value
+            return int(node.value, 10)
+
+        def construct_yaml_float(self, node: Any) -> Any:
+            _as_written(node, super().construct_yaml_float)
+            return super().construct_yaml_float(node)
 
         def construct_mapping(self, node: Any, deep: bool = False) -> Any:
             seen: set[Any] = set()
             for key_node, _ in node.value:
-                if not isinstance(key_node, yaml.ScalarNode) or key_node.tag.endswith(":merge"):
+                if key_node.tag.endswith(":merge"):  # a key it merges went past "twice"
+                    raise yaml.constructor.ConstructorError(
+                        None, None, "YAML merge keys (<<) are not allowed; give each key once",
+                        key_node.start_mark,
+                    )  # fmt: skip
+                if not isinstance(key_node, yaml.ScalarNode):
                     continue
                 key = self.construct_object(key_node)
                 if key in seen:
@@ -292,6 +331,7 @@ def bounded_loader() -> type:
             return super().construct_mapping(node, deep=deep)
 
     BoundedLoader.add_constructor("tag:yaml.org,2002:int", BoundedLoader.construct_yaml_int)
+    BoundedLoader.add_constructor("tag:yaml.org,2002:float", BoundedLoader.construct_yaml_float)
     _read_exponents_as_numbers(BoundedLoader)
 
     for tag in ("binary", "set", "omap", "pairs"):

@@ -73,14 +73,52 @@ def test_json_that_is_too_long_and_json_that_is_not_json():
 
 
 def test_yaml_within_the_bounds():
-    assert yaml_value("a: [1, 0x1f, 1_000]\nb: {c: x}\n", "cfg") == {
-        "a": [1, 31, 1000], "b": {"c": "x"},
+    assert yaml_value("a: [1, -31, +1000, 0, 0.5, .5]\nb: {c: x}\n", "cfg") == {
+        "a": [1, -31, 1000, 0, 0.5, 0.5], "b": {"c": "x"},
     }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("written", "read_as"),
+    [("1:30", "90"), ("0x10", "16"), ("010", "8"), ("0b11", "3"), ("1_000", "1000"),
+     ("00", "0"), ("1_0.5", "10.5"), ("1:30.5", "90.5"), ("1_0e1", "100.0")],
+)  # fmt: skip
+def test_yaml_1_1_s_other_spellings_of_a_number_are_refused(written, read_as):
+    """A hostile pass: `seed: 1:30` was stored as 90 (base 60), `per_number: 1:0` made 60
+    images a number, `010` was 8 (octal); `--set` and JSON refuse them. A number is one as
+    written, in decimal digits; quoted, it is text."""
+    with pytest.raises(ConfigError) as refused:
+        yaml_value(f"seed: {written}", "cfg")
+    assert str(refused.value) == (
+        f"cfg (line 1, column 7): not valid YAML: '{written}' is no number as written, which "
+        f"YAML 1.1 reads as {read_as}: write the number in decimal digits, or quote it to give "
+        "text"
+    )
+    assert yaml_value(f"seed: '{written}'", "cfg") == {"seed": written}
+
+
+def test_yaml_merge_keys_are_refused():
+    """A hostile pass: `<<: {seed: 1}` beside `seed: 2` went past the refusal of a key given
+    twice (2 was stored), and `<<: [{seed: 1}, {seed: 3}]` stored 3 where YAML says 1."""
+    for text in ("<<: {seed: 1}\nseed: 2\n", "a: {<<: [{b: 1}, {b: 3}]}\n"):
+        with pytest.raises(ConfigError, match=r"YAML merge keys \(<<\) are not allowed"):
+            yaml_value(text, "cfg")
+
+
+def test_yaml_of_more_values_than_a_config_holds_is_refused_early():
+    """A hostile pass: a 4 MiB list of two million values took 46 s and 1.45 GB to read,
+    then was refused as an unknown field."""
+    from numerate.kernel.inputs import MAX_YAML_VALUES
+
+    most = MAX_YAML_VALUES - 3  # the mapping, its key and the list are values too
+    assert len(yaml_value("a: [" + ",".join(["1"] * most) + "]", "c")["a"]) == most
+    with pytest.raises(ConfigError, match="more than 100,000 values"):
+        yaml_value("a: [" + ",".join(["1"] * (most + 1)) + "]", "cfg")
 
 
 def test_yaml_reads_an_exponent_without_a_dot_as_a_number_as_json_does():
     """Before: `1e-9` was the text '1e-9' (YAML 1.1), refused as "not a valid number"."""
-    read = yaml_value("a: [1e-9, -2E3, 1.5e+2, 3.0e-1, 1_0e1, 12, e5, 1e, '1e-9']", "cfg")
+    read = yaml_value("a: [1e-9, -2E3, 1.5e+2, 3.0e-1, 10e1, 12, e5, 1e, '1e-9']", "cfg")
     assert read == {"a": [1e-9, -2000.0, 150.0, 0.3, 100.0, 12, "e5", "1e", "1e-9"]}
     assert [type(value) for value in read["a"][:5]] == [float] * 5
 
@@ -90,7 +128,7 @@ def test_yaml_reads_an_exponent_without_a_dot_as_a_number_as_json_does():
     [
         ("a: " + "1" * 5000, "(line 1, column 4): not valid YAML: a whole number of more than"),
         ("a: -" + "1" * 101, "a whole number of more than 100 digits"),
-        ("a: 0x" + "f" * 100, "a whole number of more than 100 digits"),
+        ("a: 0x" + "f" * 100, "'0x" + "f" * 100 + "' is no number as written: write"),
         ("a: " + "[" * 100_000, "nested more than 64 levels deep"),
         ("a: " + "{b: " * 70 + "1" + "}" * 70, "nested more than 64 levels deep"),
         ("a: &x [1]\nb: *x\n", "YAML aliases (*name) are not allowed"),
