@@ -550,9 +550,9 @@ def connect() -> Server:
     """The server this command's flows report to, per `mode()`: PREFECT_API_URL's, numerate's
     background server (started when none runs), or Prefect's temporary one."""
     chosen = mode()
-    if chosen == "external":
+    if chosen == "external":  # its URL first: Prefect's settings named a malformed one
+        api_answers(os.environ["PREFECT_API_URL"])  # `PREFECT={}` (before anything is made)
         check_prefect_settings()
-        api_answers(os.environ["PREFECT_API_URL"])  # before anything is made
         return External()
     check_prefect_home()
     server: Server = Temporary() if chosen == "temporary" else Background()  # first: Prefect,

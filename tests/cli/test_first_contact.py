@@ -402,6 +402,9 @@ def test_a_name_longer_than_the_file_system_allows_is_one_line(tmp_path, monkeyp
         ({"PREFECT_API_URL": "garbage"},
          "PREFECT_API_URL garbage is not a valid URL: it does not start with http:// or https://"),
         ({"PREFECT_API_URL": "http://127.0.0.1:9/api"}, "cannot be reached ([Errno 111]"),
+        # Prefect's settings refused it first, naming `PREFECT={}`
+        ({"PREFECT_API_URL": "http://[::1"},
+         "PREFECT_API_URL http://[::1 is not a valid URL: Invalid IPv6 URL"),
         ({"NUMERATE_SERVER": "temporary", "PREFECT_HOME": "/dev/null"},
          "PREFECT_HOME '/dev/null': a device, a pipe or a socket, not a folder"),
         ({"NUMERATE_SERVER": "temporary", "PREFECT_HOME": "{file}"}, "a file, not a folder"),
