@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from numerate.kernel.errors import ConfigError, printable
 from numerate.results import live
 from numerate.store import queries
+from numerate.store.journal import live_owners
+from numerate.store.lake import is_lake
 from numerate.store.queries import Source
 
 if TYPE_CHECKING:
@@ -76,6 +78,15 @@ def run_state(source: Source, run_id: str) -> str | None:
     run = queries.run_record(source, run_id)
     if run is None or run.status == "finished":
         return None
+    if run.status == "running" and not is_lake(source.path) and not live_owners(source.path):
+        # the process that holds a run holds a journal of its database from its claim on
+        # (numerate.store.writer); a lake's journals are on the machine of each writer
+        return (
+            f"run {run_id} stopped without ending (started {run.started:%Y-%m-%d %H:%M}; its "
+            f"process is gone, killed or its machine down): the figures are of the "
+            f"{run.answered:,} answers stored, and the same command resumes it with those it "
+            "had received"
+        )
     if run.status == "running":
         return (
             f"run {run_id} is still running (started {run.started:%Y-%m-%d %H:%M}, "

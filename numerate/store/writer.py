@@ -667,6 +667,7 @@ class Store(Tables):
             if claim is None:
                 return False
             self._claims[run_id] = claim
+            self.adopt(None)  # its journal now: a reader finds a live owner while it runs
             return True
 
     def claimed_runs(self) -> list[str]:

@@ -4,6 +4,7 @@ import base64
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -278,6 +279,15 @@ def test_a_sweep_killed_with_sigkill_resumes_to_the_same_result(tmp_path):
         time.sleep(0.2)
         before_kill = logged(log)
         assert len(before_kill) < total
+        # a hostile pass: `report` said the killed run was still running (its journal's
+        # owner was dead); it is said to have stopped, and how to go on
+        from numerate.store import Store
+
+        told = runner.invoke(app, ["report", "--db", str(killed_db)])
+        Store.close_all()
+        stopped = r"run cli-\S+ stopped without ending \(started .*; its process is gone"
+        assert re.search(stopped, told.stderr), told.stderr
+        assert "still running" not in told.stderr
 
         resumed = subprocess.run(
             [*command, "--db", str(killed_db), "--format", "json"],
