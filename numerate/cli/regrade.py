@@ -38,6 +38,11 @@ def regrade(
         run_id = resolve_run(store, run_id)  # latest, previous, or a unique prefix, as elsewhere
         if not answers_in(store, run_id):  # "regraded 0 responses", exit 0: as `report` says
             fail(f"run {run_id} holds no answer: nothing to regrade")
+        if not store.claim_run(run_id):  # held while it is graded again: none resumes it
+            fail(
+                f"run {run_id} is still running (another process writes it): regrade it once "
+                "it has ended"
+            )  # fmt: skip  (its progress went past its total, 47,648/42,000)
         with reporting_to(terminal_progress("regrade")):
             changes = regrade_run(store, run_id)
     except NumerateError as error:

@@ -165,6 +165,37 @@ def test_grade_takes_a_case_whose_params_leave_out_defaults(tmp_path):
     assert json.loads(result.stdout)["outcome"] in {"correct", "wrong"}
 
 
+def test_regrade_of_a_run_another_process_writes_is_refused_until_it_ends(tmp_path):
+    """A hostile pass: `regrade --run latest` of a run still writing went ahead without a word
+    (its progress read 47,648/42,000) while the run wrote its own grades and figures."""
+    import subprocess
+    import sys
+
+    db = str(tmp_path / "r.duckdb")
+    assert runner.invoke(app, ["run", "--db", db, "--model", "baseline:oracle"]).exit_code == 0
+    run_id = Store.open(db).query("SELECT run_id FROM runs")[0][0]
+    Store.close_all()
+    holds = (  # a run's process holds its claim while it runs
+        "import sys; from numerate.store import Store; "
+        "assert Store.open(sys.argv[1]).claim_run(sys.argv[2]); print('held', flush=True); "
+        "sys.stdin.read()"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", holds, db, run_id], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        refused = runner.invoke(app, ["regrade", "--run", run_id, "--db", db])
+        assert (refused.exit_code, refused.stderr) == (2, (
+            f"error: run {run_id} is still running (another process writes it): regrade it "
+            "once it has ended\n"
+        ))  # fmt: skip
+    finally:
+        holder.communicate("")  # its end lets the claim go
+    Store.close_all()
+    again = runner.invoke(app, ["regrade", "--run", run_id, "--db", db])
+    assert again.exit_code == 0 and "0 outcome(s) changed" in again.stdout, again.output
+
+
 def test_regrade_restores_outcomes_from_the_stored_answers(tmp_path):
     db = str(tmp_path / "r.duckdb")
     result = runner.invoke(app, ["run", "--db", db, "--model", "baseline:oracle"])
