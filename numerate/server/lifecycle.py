@@ -221,7 +221,8 @@ def idle_minutes() -> float:
         value = -1.0
     if not 0 <= value < 1e6:
         raise ConfigError(
-            f"NUMERATE_SERVER_IDLE_MINUTES={raw!r}: give minutes >= 0 (0: never stop by itself)"
+            f"NUMERATE_SERVER_IDLE_MINUTES={raw!r}: give minutes from 0 to 999,999 (0: never "
+            "stop by itself)"
         )
     return value
 

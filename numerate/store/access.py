@@ -99,9 +99,15 @@ def lock_timeout_s() -> float:
         value = float(raw)
     except ValueError:
         value = -1.0
-    if not value >= 0 or value == float("inf"):
-        raise StoreError(f"NUMERATE_LOCK_TIMEOUT={raw!r}: expected a number of seconds (>= 0)")
+    if not 0 <= value <= MAX_LOCK_TIMEOUT_S:  # 1e308 was taken: a 309-digit wait said
+        raise StoreError(
+            f"NUMERATE_LOCK_TIMEOUT={raw!r}: expected a number of seconds from 0 to "
+            f"{MAX_LOCK_TIMEOUT_S:g} (a week)"
+        )
     return value
+
+
+MAX_LOCK_TIMEOUT_S = 7 * 86_400.0
 
 
 _PID = re.compile(r"\(PID (\d+)\)")

@@ -552,6 +552,7 @@ def test_a_prefect_api_that_says_headers_then_nothing_or_is_no_prefect_is_one_li
         ("PREFECT_API_REQUEST_TIMEOUT", "soon", "PREFECT_API_REQUEST_TIMEOUT='soon': Input should"),
         ("PREFECT_HOME", "", "PREFECT_HOME='': an empty path would mean here"),
         ("NUMERATE_LOCK_TIMEOUT", "forever", "NUMERATE_LOCK_TIMEOUT='forever': expected a number"),
+        ("NUMERATE_LOCK_TIMEOUT", "1e308", "seconds from 0 to 604800 (a week)"),  # was taken
         # corpus L: a log that could not be written was silently none, exit 0
         ("NUMERATE_LOCK_LOG", "/", "NUMERATE_LOCK_LOG='/': cannot be written (Is a directory)"),
         ("NUMERATE_LOCK_LOG", "/nonexistent/x.log", "cannot be written (No such file or"),
