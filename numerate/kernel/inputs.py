@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, Strict
 
-from numerate.kernel.errors import ConfigError
+from numerate.kernel.errors import ConfigError, shorten
 
 
 def has_control_character(text: str) -> bool:
@@ -249,8 +249,8 @@ def _as_written(node: Any, read: Callable[[Any], Any]) -> None:
     meant = str(read(node)) if len(text) <= 40 else ""
     said = f", which YAML 1.1 reads as {meant}" if 0 < len(meant) <= 40 else ""
     raise yaml.constructor.ConstructorError(
-        None, None, f"{node.value!r} is no number as written{said}: write the number in "
-        "decimal digits, or quote it to give text", node.start_mark,
+        None, None, f"{shorten(node.value, 40)!r} is no number as written{said}: write the "
+        "number in decimal digits, or quote it to give text", node.start_mark,
     )  # fmt: skip
 
 

@@ -128,7 +128,7 @@ def test_yaml_reads_an_exponent_without_a_dot_as_a_number_as_json_does():
     [
         ("a: " + "1" * 5000, "(line 1, column 4): not valid YAML: a whole number of more than"),
         ("a: -" + "1" * 101, "a whole number of more than 100 digits"),
-        ("a: 0x" + "f" * 100, "'0x" + "f" * 100 + "' is no number as written: write"),
+        ("a: 0x" + "f" * 100, "'0x" + "f" * 37 + "…' is no number as written: write"),
         ("a: " + "[" * 100_000, "nested more than 64 levels deep"),
         ("a: " + "{b: " * 70 + "1" + "}" * 70, "nested more than 64 levels deep"),
         ("a: &x [1]\nb: *x\n", "YAML aliases (*name) are not allowed"),
