@@ -17,6 +17,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import re
 import struct
 import threading
 import time
@@ -145,6 +146,9 @@ def open_error(error: BaseException, path: str) -> str:
     """What DuckDB's error opening `path` means, in the words `cut_short` uses when the file
     ends inside the metadata read at open (DuckDB: "Could not read enough bytes ...")."""
     said = first_line(error)
+    made = re.fullmatch(r'IO Error: Cannot open file ".*": (.+)', said)
+    if made and not os.path.lexists(path):  # "Cannot open file": one it was to make
+        return f"no file can be made in {Path(path).parent}: {made[1]}"
     if is_cut_short_at_open(error):
         with contextlib.suppress(OSError):
             size = Path(path).stat().st_size

@@ -623,3 +623,14 @@ def test_a_resumed_run_keeps_its_answers_but_errors_of_the_models_that_reuse_the
                      ("c3", 0, "unparsed", None), ("c4", 0, "error", "HTTP 500: x")])  # fmt: skip
     assert kept_answers(store, "r", ["m"]) == 3
     assert kept_answers(store, "r", ["other"]) == kept_answers(store, "r", []) == 0
+
+
+def test_a_database_in_a_folder_that_takes_no_file_says_so():
+    """`--db /proc/x.duckdb` said DuckDB's `IO Error: Cannot open file "/proc/x.duckdb": No
+    such file or directory`, of a file that was to be made in a folder that exists."""
+    with pytest.raises(StoreError) as refused:
+        Store.open("/proc/numerate-test.duckdb")
+    assert str(refused.value) == (
+        "cannot open results database /proc/numerate-test.duckdb: no file can be made in "
+        "/proc: No such file or directory"
+    )
