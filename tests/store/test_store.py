@@ -634,3 +634,15 @@ def test_a_database_in_a_folder_that_takes_no_file_says_so():
         "cannot open results database /proc/numerate-test.duckdb: no file can be made in "
         "/proc: No such file or directory"
     )
+
+
+def test_a_failed_command_keeps_a_database_it_made_once_it_holds_an_answer(tmp_path):
+    """close_all(failed=True) removes a database this process made only while it holds
+    nothing (a run stopped as Prefect's server started); one holding an answer is kept. A
+    mutation sweep: with the check gone, every test passed and such a database was deleted."""
+    empty, kept = tmp_path / "empty.duckdb", tmp_path / "kept.duckdb"
+    Store.open(str(empty))
+    Store.open(str(kept)).put_completions([completion("h", "an answer")])
+    Store.close_all(failed=True)
+    assert not empty.exists() and kept.exists()
+    assert Store.open(str(kept)).query("SELECT text FROM completions") == [("an answer",)]
