@@ -1091,3 +1091,19 @@ def test_a_key_may_hold_a_space_but_no_control_or_non_ascii_character():
     held = ModelConfig(name="m", model="m", base_url="http://127.0.0.1:9/v1",
                        api_key_secret="lab-key")  # fmt: skip
     assert "lab-key" in key_source(held) and "Secret" in key_source(held)
+
+
+def test_a_refusal_of_the_key_is_named_for_403_and_a_litellm_proxy_without_a_database():
+    """A third mutation sweep: 403, and LiteLLM's "No connected db.", were untested."""
+    from numerate.endpoints.limits import refusal_cause
+
+    assert refusal_cause(403, "HTTP 403: Forbidden") == (
+        "endpoint refused the key (HTTP 403: Forbidden)"
+    )
+    assert refusal_cause(400, "HTTP 400: No connected db.") == (
+        "endpoint refused the key (HTTP 400: No connected db.); a LiteLLM proxy without a "
+        "database answers so to any key but its master key"
+    )
+    assert refusal_cause(400, "HTTP 400: bad request") == (
+        "endpoint refused every request (HTTP 400: bad request)"
+    )
