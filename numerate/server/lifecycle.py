@@ -121,11 +121,10 @@ def api_answers(url: str) -> None:
 def check_prefect_settings() -> None:
     """ConfigError naming the PREFECT_* variable whose value Prefect's settings refuse
     (PREFECT_LOGGING_LEVEL=LOUD ended the command in pydantic's traceback at Prefect's
-    import); empty PREFECT_HOME refused like any empty path (Prefect wrote its database
-    here)."""
+    import), and the files Prefect reads as it is imported when they are no small files
+    (PREFECT_HOME is checked before it: `connect`)."""
     from pydantic import ValidationError
 
-    check_prefect_home()
     for variable in PREFECT_FILES:  # read whole at Prefect's import: a pipe waited for ever,
         _small_file(variable)  # /dev/zero filled the memory, a folder was "Errno 21", exit 3
     try:  # Prefect prints the error itself ("Failed to initialize plugins"): said once, below
@@ -160,12 +159,12 @@ def _small_file(variable: str) -> None:
     """ConfigError unless the file $`variable` names (when set and there) is a regular file
     of at most MAX_PREFECT_FILE_BYTES."""
     given = os.environ.get(variable, "")
+    if not given.strip():
+        return
     try:
-        found = os.stat(given) if given.strip() else None
+        found = os.stat(given)
     except OSError:
         return  # none there: Prefect's own default, or its own error
-    if found is None:
-        return
     if not stat.S_ISREG(found.st_mode):
         what = "a folder" if stat.S_ISDIR(found.st_mode) else "a device, a pipe or a socket"
         raise ConfigError(f"{variable} {given!r:.200}: {what}, not a file (a Prefect setting)")
@@ -551,11 +550,11 @@ def connect() -> Server:
     """The server this command's flows report to, per `mode()`: PREFECT_API_URL's, numerate's
     background server (started when none runs), or Prefect's temporary one."""
     chosen = mode()
+    check_prefect_home()  # before anything is made there
     if chosen == "external":  # its URL first: Prefect's settings named a malformed one
         api_answers(os.environ["PREFECT_API_URL"])  # `PREFECT={}` (before anything is made)
         check_prefect_settings()
         return External()
-    check_prefect_home()
     server: Server = Temporary() if chosen == "temporary" else Background()  # first: Prefect,
     try:  # imported next, reads its address (PREFECT_API_URL) as it is imported
         check_prefect_settings()  # Prefect's import (0.7 s) while the server starts

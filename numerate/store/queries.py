@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast
 
 from numerate.numgen.rows import ImageRow
-from numerate.store.schema import IMAGE_COLUMNS, DatabaseFault
+from numerate.store.schema import IMAGE_COLUMNS, NUMGEN_ENDED, DatabaseFault
 
 if TYPE_CHECKING:
     import polars as pl
@@ -610,7 +610,7 @@ def numgen_linked_runs(source: Source, limit: int = 20) -> list[str]:
     first."""
     rows = source.query(
         "SELECT run_id FROM numgen_runs WHERE source_run_id IS NOT NULL AND status IN "
-        "('finished', 'degraded') "
+        f"{NUMGEN_ENDED} "
         f"ORDER BY started_at DESC LIMIT {int(limit)}"
     )
     return [str(row[0]) for row in rows]
@@ -684,7 +684,7 @@ def calibrations_shown(path: str) -> str:
 def numgen_run_count(source: Source, kind: str = "benchmark", finished: bool = True) -> int:
     """How many NumGen runs of `kind` (benchmark or calibration) the database holds: those
     that ended with their metrics, finished or degraded (those `numgen report` shows), or any."""
-    where = " AND status IN ('finished', 'degraded')" if finished else ""
+    where = f" AND status IN {NUMGEN_ENDED}" if finished else ""
     rows = source.query(f"SELECT count(*) FROM numgen_runs WHERE kind = ?{where}", [kind])
     return int(rows[0][0])
 

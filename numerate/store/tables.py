@@ -29,6 +29,7 @@ from numerate.store.schema import (
     IMAGE_COLUMNS,
     KEYS,
     METRICS_COLUMNS,
+    NUMGEN_ENDED,
     POINT_STOP_COLUMNS,
     REGRADE_COLUMNS,
     RESPONSE_COLUMNS,
@@ -317,7 +318,7 @@ class Tables:
         stopped nothing of it."""
         rows = self.query(
             "SELECT run_id FROM numgen_runs WHERE CAST(config AS VARCHAR) = ? AND status IN "
-            "('finished', 'degraded') AND started_at >= ? ORDER BY finished_at DESC LIMIT 1",
+            f"{NUMGEN_ENDED} AND started_at >= ? ORDER BY finished_at DESC LIMIT 1",
             [json.dumps(config), since],
         )
         return str(rows[0][0]) if rows else None
