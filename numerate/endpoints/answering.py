@@ -28,7 +28,7 @@ from typing import Any
 
 from numerate.config.sweep import ModelConfig
 from numerate.endpoints.answerers import answerer_for, storable
-from numerate.endpoints.limits import model_breaker, model_limits
+from numerate.endpoints.limits import model_limits
 from numerate.grading.judging import Completion, grade_response
 from numerate.kernel.answers import HEAD_CHARS, MAX_ANSWER_CHARS, TAIL_CHARS, cut_answer
 from numerate.kernel.credentials import redact
@@ -175,7 +175,6 @@ async def _ask(model: ModelConfig, requests: Requests, pending: list[str], store
     progress = current_progress()
     answerer = await answerer_for(model, retry_base_s)
     _, in_flight = model_limits(model)
-    breaker = model_breaker(model)
 
     async def ask(key: str) -> None:
         try:
@@ -204,11 +203,8 @@ async def _ask(model: ModelConfig, requests: Requests, pending: list[str], store
         async with in_flight:
             if receipts.failed is not None:  # never sent: the batch fails (below), and its
                 return  # next try asks what it lacks
-            if breaker.tripped:  # never sent: a re-run sends it
-                completion = Completion(key, None, attempts=0, sample=sample,
-                                        error=f"not sent: {breaker.cause}")  # fmt: skip
-            else:
-                completion = await answerer.answer(item, messages, key, sample)
+            # a tripped breaker: the answerer sends nothing ("not sent", a re-run sends it)
+            completion = await answerer.answer(item, messages, key, sample)
             if completion.error is None:
                 completion = dataclasses.replace(completion, fetched_by=run_id)
             if completion.received_chars is not None:

@@ -432,3 +432,81 @@ def test_requests_in_flight_are_bounded_at_twice_the_concurrency():
             return taken
 
     assert asyncio.run(bound()) == 6
+
+
+def test_a_compressed_body_is_unpacked_a_bound_s_worth_at_a_time():
+    """Once what was read reaches the bound exactly, the next piece is unpacked one byte at
+    most, then refused: zlib reads a room of 0 as no limit (a third mutation sweep: 8 MiB of
+    zeros, 8 KiB packed, were unpacked whole there before the bound was checked)."""
+    import asyncio
+    import zlib
+
+    from numerate.endpoints.limits import AnswerTooLarge, BoundedStream
+
+    limit = 1000
+    pack = zlib.compressobj(wbits=16 + zlib.MAX_WBITS)
+    exact = pack.compress(b"a" * limit) + pack.flush(zlib.Z_SYNC_FLUSH)
+    bomb = pack.compress(b"\0" * 2**23) + pack.flush()
+
+    class Measured:
+        """zlib's decompressor, the largest piece it gave kept."""
+
+        def __init__(self) -> None:
+            self.inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            self.largest = 0
+
+        @property
+        def unconsumed_tail(self) -> bytes:
+            return self.inflate.unconsumed_tail
+
+        def decompress(self, data: bytes, max_length: int = 0) -> bytes:
+            piece = self.inflate.decompress(data, max_length)
+            self.largest = max(self.largest, len(piece))
+            return piece
+
+        def flush(self) -> bytes:
+            return self.inflate.flush()
+
+    class Chunks:
+        async def __aiter__(self):
+            yield exact
+            yield bomb
+
+    async def read(inflate: Measured) -> bytes:
+        body = b""
+        with pytest.raises(AnswerTooLarge):
+            async for piece in BoundedStream(Chunks(), limit, inflate):
+                body += piece
+        return body
+
+    inflate = Measured()
+    assert asyncio.run(read(inflate)) == b"a" * limit
+    assert inflate.largest <= limit + 1
+
+
+@pytest.mark.parametrize("headers", [{"content-length": str(2**40)},
+                                     {"content-encoding": "br"}])  # fmt: skip
+def test_a_body_refused_before_it_is_read_is_closed(headers):
+    """Its connection goes back to no pool half read (a third mutation sweep: a declared
+    length past the bound left it open)."""
+    import asyncio
+
+    import httpx2 as httpx
+
+    from numerate.endpoints.limits import bound_body
+
+    class Unread(httpx.AsyncByteStream):
+        closed = False
+
+        async def __aiter__(self):
+            yield b"{}"
+
+        async def aclose(self) -> None:
+            self.closed = True
+
+    stream = Unread()
+    request = httpx.Request("POST", "http://127.0.0.1/v1/chat/completions")
+    response = httpx.Response(200, headers=headers, stream=stream, request=request)
+    with pytest.raises(Exception, match=r"larger than 64 MiB|never asked for"):
+        asyncio.run(bound_body(response))
+    assert stream.closed

@@ -1107,3 +1107,158 @@ def test_a_refusal_of_the_key_is_named_for_403_and_a_litellm_proxy_without_a_dat
     assert refusal_cause(400, "HTTP 400: bad request") == (
         "endpoint refused every request (HTTP 400: bad request)"
     )
+
+
+def test_cache_off_still_stores_the_cases_once(fake_openai, db_path, monkeypatch):
+    """`cache: off` reads no stored answer, but a batch's cases are stored all the same (a
+    third mutation sweep: they were not), and a case already stored is not made a row again."""
+    planned = planned_cases(3)
+    model = endpoint(fake_openai, cache="off")
+    store = Store.open(db_path)
+    put = []
+    monkeypatch.setattr(store, "put_cases", lambda rows: put.append(len(rows)) or
+                        Store.put_cases(store, rows))  # fmt: skip
+    for _ in range(2):
+        asyncio.run(answer_cases(model, planned, store, "r", store_cases=True))
+    assert put == [3, 0]
+    assert store.query("SELECT count(*) FROM cases") == [(3,)]
+    assert len(fake_openai.prompts()) == 6
+
+
+def test_a_tripped_breaker_sends_nothing_and_says_why(fake_openai, db_path):
+    """Requests not yet sent when a model's breaker trips stay unsent: each is an error that
+    names the cause, fetched by no run (a re-run sends them)."""
+    from numerate.endpoints.limits import endpoints_in_use, model_breaker
+
+    model = endpoint(fake_openai)
+    planned = planned_cases(3)
+    store = Store.open(db_path)
+
+    async def tripped():
+        async with endpoints_in_use():
+            model_breaker(model).cause = "endpoint refused the key (HTTP 401)"
+            return await answer_cases(model, planned, store, "r")
+
+    answered = asyncio.run(tripped())
+    assert fake_openai.requests == []
+    assert {c.error for c in answered.completions.values()} == {
+        "not sent: endpoint refused the key (HTTP 401)"
+    }
+    assert {(c.attempts, c.fetched_by) for c in answered.completions.values()} == {(0, None)}
+    assert store.query("SELECT count(*) FROM completions") == [(0,)]
+
+
+def test_progress_counts_every_case_an_answer_serves_and_its_errors(fake_openai, db_path):
+    """Two cases that share a request are two answers done, stored or asked; an error counts
+    for each case it fails (a third mutation sweep: both were counted once a request)."""
+    from numerate.kernel.progress import Progress, reporting_to
+
+    def responder(body):  # about half the requests refused
+        answer = hashed_answer(body)
+        return Reply(status=400, error_message="no") if answer.content[-1] < "5" else answer
+
+    fake_openai.responder = responder
+    planned = planned_cases(12)
+    twice = planned + [dataclasses.replace(p, case_id=p.case_id + "-copy") for p in planned]
+    model = endpoint(fake_openai, max_retries=0, breaker_after=100)
+    store = Store.open(db_path)
+    with reporting_to(Progress()) as first:
+        asked = asyncio.run(answer_cases(model, twice, store, "r")).completions
+    failed = sum(c.error is not None for c in asked.values())
+    assert 0 < failed < len(twice) and failed % 2 == 0
+    assert (first.done, first.errors, first.cached) == (24, failed, 0)
+    with reporting_to(Progress()) as resumed:  # the answers stored: errors are asked again
+        asyncio.run(answer_cases(model, twice, store, "r"))
+    assert (resumed.done, resumed.errors, resumed.cached) == (24, failed, 0)
+    reused = endpoint(fake_openai, max_retries=0, breaker_after=100, cache="reuse")
+    with reporting_to(Progress()) as later:  # another run's answers stand in: cached
+        asyncio.run(answer_cases(reused, twice, store, "r2"))
+    assert (later.done, later.errors, later.cached) == (24, failed, 24 - failed)
+
+
+def test_an_answer_stored_whole_before_answers_were_bounded_is_cut_with_its_length():
+    from numerate.endpoints.answering import _reused
+    from numerate.kernel.answers import MAX_ANSWER_CHARS
+
+    text = "x" * (MAX_ANSWER_CHARS + 10)
+    row = {"text": text, "finish_reason": "stop", "prompt_tokens": 1, "completion_tokens": 2,
+           "latency_s": 0.1, "attempts": 1, "run_id": "old"}  # fmt: skip
+    completion = _reused("k", row, 0)
+    assert len(completion.text) < len(text) and completion.received_chars == len(text)
+    assert _reused("k", {**row, "text_chars": 7}, 0).received_chars == 7
+    assert _reused("k", {**row, "text": "Answer: 3"}, 0).received_chars is None
+
+
+def test_a_loop_s_clients_limits_and_breakers_last_until_its_last_run_ends():
+    """Two runs in one event loop share a model's client, limits and breaker; the first to
+    end leaves them to the other, the last closes the client and drops them all, so a tripped
+    breaker does not outlive its runs (a third mutation sweep: each of the three passed)."""
+    from numerate.endpoints.limits import (
+        endpoints_in_use,
+        model_breaker,
+        model_limits,
+        shared_client,
+    )
+
+    model = ModelConfig(name="m", model="m", base_url="http://127.0.0.1:9/v1")
+    slower = model.model_copy(update={"timeout_s": model.timeout_s * 2})
+
+    async def runs():
+        async with endpoints_in_use():
+            client, limits = await shared_client(model), model_limits(model)
+            breaker = model_breaker(model)
+            breaker.cause = "endpoint refused the key (HTTP 401)"
+            other = await shared_client(slower)  # its own timeout: a client of its own
+            assert other is not client and other.http.timeout.read == slower.timeout_s
+            async with endpoints_in_use():
+                assert await shared_client(model) is client
+            assert await shared_client(model) is client and not client.http.is_closed
+            assert model_limits(model) is limits and model_breaker(model) is breaker
+        assert client.http.is_closed and other.http.is_closed
+        async with endpoints_in_use():
+            assert await shared_client(model) is not client
+            assert model_limits(model) is not limits
+            assert not model_breaker(model).tripped
+
+    asyncio.run(runs())
+
+
+def test_the_breaker_trips_after_down_after_s_without_an_answer(monkeypatch):
+    """The clock starts at the first connection refused, a success stops it, a timeout (a
+    slow answer) neither starts nor trips it, and a 429 is no refusal of the endpoint."""
+    import types
+
+    import httpx2 as httpx
+    import openai
+
+    from numerate.endpoints import Breaker, limits
+
+    clock = [100.0]
+    monkeypatch.setattr(limits, "time", types.SimpleNamespace(monotonic=lambda: clock[0]))
+    request = httpx.Request("POST", "http://x/v1/chat/completions")
+    refused = openai.APIConnectionError(request=request)
+    slow = openai.APITimeoutError(request=request)
+    breaker = Breaker(ModelConfig(name="m", model="m", base_url="http://x/v1",
+                                  down_after_s=30, breaker_after=2))  # fmt: skip
+    breaker.failure(slow, "timed out")
+    assert breaker.unreachable_since is None
+    breaker.failure(refused, "connection error: refused")
+    clock[0] = 129.9
+    breaker.failure(refused, "connection error: refused")
+    breaker.success()  # an answer: the clock stops
+    assert breaker.unreachable_since is None and not breaker.tripped
+    clock[0] = 131.0
+    breaker.failure(refused, "connection error: refused")  # starts again here
+    clock[0] = 160.9
+    breaker.failure(slow, "timed out")
+    breaker.failure(refused, "connection error: refused")
+    assert not breaker.tripped
+    clock[0] = 500.0  # nothing in between: no answer for 369 s
+    breaker.failure(refused, "connection error: refused")
+    assert breaker.cause == "endpoint unreachable for 30 s (connection error: refused)"
+    throttled = Breaker(ModelConfig(name="m", model="m", base_url="http://x/v1", breaker_after=2))
+    response = httpx.Response(429, request=request)
+    for _ in range(5):
+        throttled.failure(openai.RateLimitError("slow down", response=response, body=None),
+                          "HTTP 429: slow down")  # fmt: skip
+    assert not throttled.tripped and throttled.refusals == 0
