@@ -641,7 +641,7 @@ def test_a_failed_command_keeps_a_database_it_made_once_it_holds_an_answer(tmp_p
     nothing (a run stopped as Prefect's server started); one holding an answer is kept. A
     mutation sweep: with the check gone, every test passed and such a database was deleted."""
     empty, kept = tmp_path / "empty.duckdb", tmp_path / "kept.duckdb"
-    Store.open(str(empty))
+    Store.open(str(empty)).flush()  # a second session: still the file this process made
     Store.open(str(kept)).put_completions([completion("h", "an answer")])
     Store.close_all(failed=True)
     assert not empty.exists() and kept.exists()

@@ -907,3 +907,109 @@ def test_a_run_claim_is_never_made_through_a_link_at_its_name(db_path, tmp_path)
         store.claim_run("r")
     assert not (tmp_path / "made-elsewhere").exists()
     Store.close_all()
+
+
+# ---------------------------------------------------------------- letting go (a third mutation
+# sweep: each test below passed with the code it checks removed)
+
+
+def test_a_file_made_here_is_removed_only_while_no_one_holds_or_wrote_it(tmp_path, monkeypatch):
+    """`_remove_if_untouched`: the file and its `.wal` go; a file another process holds, or
+    wrote between this process's look at it and its lock, stays."""
+    from numerate.store import writer
+
+    db = tmp_path / "made.duckdb"
+    duckdb.connect(str(db)).close()
+    wal = Path(f"{db}.wal")
+    wal.write_bytes(b"wal")
+    assert writer._remove_if_untouched(db)
+    assert not db.exists() and not wal.exists()
+    duckdb.connect(str(db)).close()
+    other = hold(db, 30)
+    try:
+        assert not writer._remove_if_untouched(db) and db.exists()
+    finally:
+        other.kill()
+        other.wait()
+    real = writer.fcntl
+
+    class WrittenMeanwhile:
+        LOCK_EX, LOCK_NB = real.LOCK_EX, real.LOCK_NB
+
+        @staticmethod
+        def lockf(handle, flags):
+            with open(db, "ab") as written:  # another process's write, just before the lock
+                written.write(b"rows")
+            real.lockf(handle, flags)
+
+    monkeypatch.setattr(writer, "fcntl", WrittenMeanwhile)
+    assert not writer._remove_if_untouched(db) and db.exists()
+
+
+@pytest.mark.parametrize("rows", [0, 1])
+def test_a_file_that_another_process_made_meanwhile_stays_when_it_holds_rows(
+    tmp_path, monkeypatch, rows
+):
+    """This process's making of a new database is stopped; another process made the file
+    meanwhile: it is removed (with the folder made for it) only while it holds no row."""
+    db = tmp_path / "new" / "r.duckdb"
+
+    def made_elsewhere(store):
+        con = duckdb.connect(str(db))
+        con.execute(f"CREATE TABLE answers AS SELECT 1 AS x LIMIT {rows}")
+        con.close()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Store, "session", made_elsewhere)
+    with pytest.raises(KeyboardInterrupt):
+        Store.open(str(db))
+    assert db.exists() == bool(rows) and db.parent.exists() == bool(rows)
+
+
+def test_a_stop_while_the_journal_is_written_lets_the_file_go_and_loses_nothing(
+    db_path, monkeypatch
+):
+    from numerate.store import writer
+
+    store = Store.open(db_path)
+    store.receive("completions", [completion("h1")])
+
+    def stopped(*_, **__):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patched:
+        patched.setattr(writer, "insert_rows", stopped)
+        with pytest.raises(KeyboardInterrupt):
+            store.flush()
+    opened = subprocess.run(  # another process opens it at once: it was let go
+        [sys.executable, "-c", "import duckdb, sys; duckdb.connect(sys.argv[1]).close()", db_path],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert opened.returncode == 0, opened.stderr[-300:]
+    store.flush()
+    assert store.query("SELECT request_hash FROM completions") == [("h1",)]
+
+
+def test_a_closed_store_leaves_no_journal_and_no_claim_behind(db_path, monkeypatch):
+    """Rows received are written as the store closes (not left for the next process), the
+    segments written leave the journal, a journal made beside the store's is closed, and a
+    run's claim is given up."""
+    monkeypatch.setenv("NUMERATE_FLUSH_SECONDS", "3600")  # no writes but the store's own
+    store = Store.open(db_path)
+    assert store.claim_run("r")
+    mine = store.adopt(None)
+    beside = Journal(db_path)
+    assert store.adopt(beside) is mine and beside.closed
+    store.receive("completions", [completion("h1")])
+    store.flush()
+    assert mine is not None and mine.pending == 0
+    store.receive("completions", [completion("h2")])
+    Store.close_all()
+    assert not journal_dir(db_path).exists()
+    con = duckdb.connect(db_path, read_only=True)
+    try:
+        assert con.execute("SELECT count(*) FROM completions").fetchone() == (2,)
+    finally:
+        con.close()
+    assert Store.open(db_path).claim_run("r")  # the claim was given up
+    Store.close_all()
