@@ -1013,3 +1013,129 @@ def test_a_closed_store_leaves_no_journal_and_no_claim_behind(db_path, monkeypat
         con.close()
     assert Store.open(db_path).claim_run("r")  # the claim was given up
     Store.close_all()
+
+
+@pytest.mark.parametrize(
+    ("raw", "seconds"),
+    [("", 600.0), ("  ", 600.0), ("0", 0.0), ("2.5", 2.5), ("604800", 604800.0),
+     ("604801", None), ("inf", None), ("nan", None), ("-1", None), ("ten", None)],
+)  # fmt: skip
+def test_the_lock_timeout_is_from_0_to_a_week_and_blank_is_the_default(monkeypatch, raw, seconds):
+    from numerate.store import access
+
+    monkeypatch.setenv("NUMERATE_LOCK_TIMEOUT", raw)
+    if seconds is not None:
+        assert access.lock_timeout_s() == seconds
+        return
+    with pytest.raises(StoreError, match=f"NUMERATE_LOCK_TIMEOUT={raw!r}: expected a number"):
+        access.lock_timeout_s()
+
+
+CONFLICT = 'IO Error: Could not set lock on file "r.duckdb": Conflicting lock is held (PID 1)'
+
+
+class Contended:
+    """Opens `db` after `times` lock conflicts, noting the writers waiting as each comes."""
+
+    def __init__(self, db: str, times: int, error: str = CONFLICT) -> None:
+        self.db, self.left, self.error = db, times, error
+        self.calls, self.waiting = 0, []
+
+    def __call__(self) -> str:
+        from numerate.store import access
+
+        self.calls += 1
+        self.waiting.append(access.waiting_writers(self.db))
+        if self.left:
+            self.left -= 1
+            raise duckdb.IOException(self.error)
+        return "opened"
+
+
+@pytest.mark.parametrize("kind", ["write", "read"])
+def test_a_wait_knocks_once_as_what_it_waits_for_with_pauses_of_at_most_a_fifth_of_a_second(
+    db_path, monkeypatch, kind
+):
+    import types
+
+    from numerate.store import access
+
+    pauses = []
+    monkeypatch.setattr(access, "time", types.SimpleNamespace(
+        monotonic=time.monotonic, sleep=pauses.append))  # fmt: skip
+    monkeypatch.setattr(access, "KNOCK_AFTER_S", 0.0)
+    contended = Contended(db_path, 12)
+    assert access._when_free(db_path, contended, kind) == "opened"
+    assert contended.waiting == [0, *[1 if kind == "write" else 0] * 12]
+    assert len(pauses) == 12 and max(pauses) <= 0.2 * 1.5 and pauses[-1] >= 0.1
+    assert not Path(f"{db_path}.waiting").exists()  # the knock is gone with the wait
+
+
+def test_an_error_that_is_no_lock_conflict_is_raised_at_once(db_path, monkeypatch):
+    from numerate.store import access
+
+    monkeypatch.setenv("NUMERATE_LOCK_TIMEOUT", "1")
+    denied = Contended(db_path, 1, 'IO Error: Cannot open file "r.duckdb": Permission denied')
+    with pytest.raises(duckdb.IOException, match="Permission denied"):
+        access._when_free(db_path, denied, "write")
+    assert denied.calls == 1
+
+
+def test_a_hurried_block_ends_its_waits_and_later_waits_are_whole_again(db_path, monkeypatch):
+    import types
+
+    from numerate.store import access
+
+    monkeypatch.setattr(access, "time", types.SimpleNamespace(
+        monotonic=time.monotonic, sleep=lambda _: None))  # fmt: skip
+    with access.hurried(0), pytest.raises(DatabaseBusy, match="stayed busy for 0 s"):
+        access._when_free(db_path, Contended(db_path, 3), "write")
+    assert access._when_free(db_path, Contended(db_path, 3), "write") == "opened"
+
+
+def test_a_knock_of_another_user_s_live_process_is_counted_and_kept(db_path, monkeypatch):
+    """Signalling another user's process is refused (EPERM): it is alive, not dead."""
+    waiting = Path(f"{db_path}.waiting")
+    waiting.mkdir()
+    knock = waiting / "4242.write.ab"
+    knock.write_text("")
+
+    def refused(pid, signal_number):
+        raise PermissionError(1, "Operation not permitted")
+
+    from numerate.store import access
+
+    monkeypatch.setattr(os, "kill", refused)
+    assert access.waiting_writers(db_path) == 1 and knock.exists()
+
+
+def test_a_knock_that_cannot_be_made_keeps_no_file_descriptor(db_path, monkeypatch):
+    import types
+    import uuid
+
+    from numerate.store import access
+
+    monkeypatch.setattr(access, "uuid", types.SimpleNamespace(uuid4=lambda: uuid.UUID(int=0)))
+    waiting = Path(f"{db_path}.waiting")
+    waiting.mkdir()
+    (waiting / f"{os.getpid()}.write.00000000").write_text("")  # its name is taken
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(3):
+        with access._knock(db_path, "write"):
+            pass
+    assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_a_lock_log_that_cannot_be_written_is_said_once(tmp_path, monkeypatch):
+    from numerate.kernel.progress import reporting_to
+    from numerate.store import access
+    from tests.notes import Notes
+
+    log = tmp_path / "no-folder" / "locks.jsonl"
+    monkeypatch.setenv("NUMERATE_LOCK_LOG", str(log))
+    monkeypatch.setattr(access, "_LOG_LOST", [])
+    with reporting_to(Notes()) as progress:
+        for _ in range(3):
+            with access.held(str(tmp_path / "r.duckdb"), "write", 0.0):
+                pass
+    assert len(progress.notes) == 1 and str(log) in progress.notes[0]
