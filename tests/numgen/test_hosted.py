@@ -352,3 +352,4 @@ def test_an_endpoint_where_every_image_fails_fails_the_run(endpoint, tmp_path, d
     with pytest.raises(RunFailed, match=said):
         run({**settings, "prompts": {"per_number": 1}}, db_path)
     assert query(db_path, "SELECT status FROM numgen_runs") == [("failed",)]
+    assert len(endpoint.image_requests) == 10  # once each: the client retries nothing itself
