@@ -132,7 +132,7 @@ def check_prefect_settings() -> None:
             import prefect.context  # noqa: F401 (its import loads the profiles: the environment)
             from prefect.settings import get_current_settings
 
-            timeout = get_current_settings().api.request_timeout
+            settings = get_current_settings()
     except ValidationError as error:
         problem = error.errors()[0]
         section = re.sub(r"(?<=[a-z])(?=[A-Z])", "_", error.title.removesuffix("Settings"))
@@ -141,11 +141,25 @@ def check_prefect_settings() -> None:
         raise ConfigError(
             f"{name}={problem.get('input')!r}: {problem['msg']} (a Prefect setting)"
         ) from None
+    timeout = settings.api.request_timeout
     if not 0 < timeout <= MAX_REQUEST_TIMEOUT_S:  # NaN too: Prefect took nan, 0, -1, 1e308,
         raise ConfigError(  # then its client's traceback, 5 to 77 s later
             f"PREFECT_API_REQUEST_TIMEOUT={timeout!r}: give the seconds a request to Prefect's "
             f"server may take, above 0 and at most {MAX_REQUEST_TIMEOUT_S:g} (a Prefect setting)"
         )
+    database = settings.server.database.connection_url  # a SecretStr: it may hold a password
+    if database is not None:  # a malformed one: "did not start", exit 3, naming a port to change
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError
+
+        try:
+            make_url(database.get_secret_value())
+        except ArgumentError:
+            raise ConfigError(
+                "PREFECT_SERVER_DATABASE_CONNECTION_URL: no database URL; unset it for "
+                "Prefect's own SQLite file, or give one such as "
+                "postgresql+asyncpg://user@host:5432/prefect (a Prefect setting)"
+            ) from None
 
 
 PREFECT_FILES = ("PREFECT_LOGGING_CONFIG_PATH", "PREFECT_PROFILES_PATH")

@@ -206,6 +206,13 @@ def test_a_restarted_server_skips_the_migrations_it_already_ran(tmp_path):
         ("PREFECT_API_REQUEST_TIMEOUT", "1e308", "PREFECT_API_REQUEST_TIMEOUT=1e+308: give"),
         # a blank home made the folder ` /numerate-server/temporary` here before its error
         ("PREFECT_HOME", " ", "PREFECT_HOME=' ': an empty path would mean here"),
+        # the server did not start, exit 3, naming a port to change; never the value (a password)
+        (
+            "PREFECT_SERVER_DATABASE_CONNECTION_URL",
+            "garbage:secret",
+            "PREFECT_SERVER_DATABASE_CONNECTION_URL: no database URL; unset it",
+        ),
+        ("PREFECT_SERVER_DATABASE_CONNECTION_URL", "", "DATABASE_CONNECTION_URL: no database URL"),
     ],
 )
 def test_a_bad_server_setting_is_one_error_line_and_starts_nothing(
@@ -221,7 +228,7 @@ def test_a_bad_server_setting_is_one_error_line_and_starts_nothing(
     )  # fmt: skip
     assert done.returncode == 2
     assert done.stderr.startswith("error: ") and message in done.stderr
-    assert len(done.stderr.strip().splitlines()) == 1
+    assert len(done.stderr.strip().splitlines()) == 1 and "secret" not in done.stderr
     assert not (tmp_path / "prefect" / "numerate-server" / "server.json").exists()
     assert not any(here.iterdir())  # nothing made where the command ran
 
