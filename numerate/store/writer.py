@@ -52,8 +52,11 @@ T = TypeVar("T")
 
 
 def flush_seconds() -> float:
-    """How often received rows are written (NUMERATE_FLUSH_SECONDS, default 2)."""
-    raw = os.environ.get("NUMERATE_FLUSH_SECONDS", "2")
+    """How often received rows are written (NUMERATE_FLUSH_SECONDS, default 2; blank counts
+    as unset, as for every NUMERATE_* setting)."""
+    raw = os.environ.get("NUMERATE_FLUSH_SECONDS", "")
+    if not raw.strip():
+        return 2.0
     try:
         value = float(raw)
     except ValueError:

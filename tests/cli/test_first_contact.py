@@ -372,6 +372,15 @@ def test_a_bad_flush_interval_is_refused_before_the_run(tmp_path, monkeypatch, v
     assert not db.exists()
 
 
+@pytest.mark.parametrize(("value", "seconds"), [("", 2.0), ("  ", 2.0), ("0.5", 0.5)])
+def test_a_blank_flush_interval_is_the_default(monkeypatch, value, seconds):
+    """As every NUMERATE_* setting: a blank one counts as unset (it was refused)."""
+    from numerate.store.writer import flush_seconds
+
+    monkeypatch.setenv("NUMERATE_FLUSH_SECONDS", value)
+    assert flush_seconds() == seconds
+
+
 LONG = "a" * 300  # one name longer than the file system allows (255 bytes)
 
 
