@@ -14,6 +14,7 @@ constraints.txt) and are loaded from the files those wheels install: nothing is 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import hashlib
 import importlib.util
 import os
@@ -189,6 +190,53 @@ def claim_run(location: str, run_id: str) -> RunClaim | None:
     """Hold run `run_id` of the lake `location` for this process; None when a live process
     (on any machine) holds it. StoreError, in the user's words, when PostgreSQL cannot be
     reached."""
+    session = _postgres(location, f"numerate run {run_id}")
+    import psycopg  # there: _postgres said how to install it
+
+    try:
+        for setting, value in CLAIM_KEEPALIVES.items():
+            session.execute(f"SET {setting} = {int(value)}")
+        held = session.execute("SELECT pg_try_advisory_lock(%s)", [_claim_key(run_id)]).fetchone()
+    except psycopg.Error as error:
+        session.close()
+        reason = _reason(error, "")
+        raise StoreError(f"cannot claim run {run_id} in lake {location}: {reason}") from None
+    if not held or not held[0]:
+        session.close()
+        return None
+    return RunClaim(session)
+
+
+def run_held(location: str, run_id: str) -> bool:
+    """Whether a live process (on any machine) holds run `run_id` of the lake: its claim's
+    lock (`claim_run`) is granted, read from PostgreSQL's `pg_locks`, which takes no lock
+    (trying the lock would make a resume that comes at that moment fail its claim)."""
+    key = _claim_key(run_id) & 0xFFFF_FFFF_FFFF_FFFF  # pg_locks: its halves as unsigned oids
+    with contextlib.closing(_postgres(location, "numerate report")) as session:
+        import psycopg  # there: _postgres said how to install it
+
+        try:
+            found = session.execute(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND "
+                "database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+                "AND classid = %s::bigint::oid AND objid = %s::bigint::oid AND objsubid = 1",
+                [key >> 32, key & 0xFFFF_FFFF],
+            ).fetchone()
+        except psycopg.Error as error:
+            raise StoreError(f"cannot read lake {location}: {_reason(error, '')}") from None
+    return bool(found and found[0])
+
+
+def _claim_key(run_id: str) -> int:
+    """The advisory lock (64 bits, signed) that holds run `run_id` of a lake."""
+    digest = hashlib.sha256(f"numerate run {run_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def _postgres(location: str, name: str) -> Any:
+    """A session of the lake's PostgreSQL (autocommit) named `name` for its administrators;
+    StoreError, in the user's words, when psycopg is missing or PostgreSQL cannot be
+    reached."""
     try:
         import psycopg
     except ImportError:  # the extensions' wheels installed by hand, without the extra
@@ -198,24 +246,11 @@ def claim_run(location: str, run_id: str) -> RunClaim | None:
         ) from None
     _password_from_secret()
     try:
-        session = psycopg.connect(connection_string(location), autocommit=True,
-                                  application_name=f"numerate run {run_id}"[:63])  # fmt: skip
+        return psycopg.connect(
+            connection_string(location), autocommit=True, application_name=name[:63]
+        )
     except psycopg.Error as error:
         raise StoreError(f"cannot open lake {location}: {_reason(error, '')}") from None
-    try:
-        for setting, value in CLAIM_KEEPALIVES.items():
-            session.execute(f"SET {setting} = {int(value)}")
-        digest = hashlib.sha256(f"numerate run {run_id}".encode()).digest()
-        key = int.from_bytes(digest[:8], "big", signed=True)  # a lock of PostgreSQL's: 64 bits
-        held = session.execute("SELECT pg_try_advisory_lock(%s)", [key]).fetchone()
-    except psycopg.Error as error:
-        session.close()
-        reason = _reason(error, "")
-        raise StoreError(f"cannot claim run {run_id} in lake {location}: {reason}") from None
-    if not held or not held[0]:
-        session.close()
-        return None
-    return RunClaim(session)
 
 
 _READING: dict[str, Any] = {}
