@@ -104,13 +104,13 @@ def _run_flow(
     counters) after every check; returns the flow's result, and the RunFailed of a run that
     ended degraded (stored all the same: the caller shows it, then leaves with the error)."""
     from numerate.endpoints.images import check_hosted
-    from numerate.kernel.files import check_folder
+    from numerate.kernel.files import check_writable_folder
     from numerate.numgen.batches import check_folders
 
     config.check_models(generator=not recount)  # a recount makes no image
     check_hosted(config, generator=not recount)
     if config.needs_images:  # before the database is made
-        check_folder("images_dir", config.images_dir)
+        check_writable_folder("images_dir", config.images_dir)
         check_folders(config)  # no link where the run writes below it
     # before Prefect is imported: imported earlier, it did not see the server the command
     # found (numerate's background server) and started a temporary one of its own

@@ -210,9 +210,11 @@ def check_folder(option: str, path: Path | str) -> None:
 def check_writable_folder(option: str, path: Path | str) -> None:
     """`check_folder`, then the folder made (with its parents) and a file made and removed
     in it: ConfigError naming `option` when it cannot be (a view_dir under /proc was taken,
-    and its pages silently not written after the run)."""
+    and its pages silently not written after the run; an images_dir there started a NumGen
+    run that failed). The folders made for the check are removed: the work makes them."""
     check_folder(option, path)
-    folder = Path(path)
+    folder = Path(path).expanduser()
+    made = [above for above in (folder, *folder.parents) if not above.exists()]  # deepest first
     try:
         folder.mkdir(parents=True, exist_ok=True)
         handle, probe = _create_temporary(folder / ".numerate-write-check")
@@ -221,6 +223,10 @@ def check_writable_folder(option: str, path: Path | str) -> None:
     except OSError as error:
         reason = error.strerror or str(error)
         raise ConfigError(f"{option} {str(path)!r:.200} cannot be written: {reason}") from None
+    finally:
+        for above in made:
+            with contextlib.suppress(OSError):  # not empty: another process writes there
+                above.rmdir()
 
 
 def _create_temporary(target: Path) -> tuple[BinaryIO, Path]:

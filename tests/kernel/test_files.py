@@ -164,7 +164,11 @@ def test_a_folder_that_cannot_be_written_is_refused_before_any_work(tmp_path):
 
     made = tmp_path / "pages" / "deeper"
     files.check_writable_folder("view_dir", made)
-    assert made.is_dir() and not any(made.iterdir())  # made, and the probe removed
+    assert not (tmp_path / "pages").exists()  # made for the check, then removed: the work
+    there = tmp_path / "there"  # makes them (an images_dir's were left by a failed command)
+    there.mkdir()
+    files.check_writable_folder("view_dir", there)
+    assert there.is_dir() and not any(there.iterdir())  # kept, and the probe removed
     if Path("/proc/version").exists():
         with pytest.raises(ConfigError, match=r"view_dir '/proc/x' cannot be written"):
             files.check_writable_folder("view_dir", "/proc/x")
