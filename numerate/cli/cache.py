@@ -27,7 +27,11 @@ def cache_clear(
         str | None, typer.Option(help="Only answers of this endpoint model id.")
     ] = None,
     before: Annotated[
-        str | None, typer.Option(help="Only answers stored before this date (YYYY-MM-DD).")
+        str | None,
+        typer.Option(
+            help="Only answers stored before this date (YYYY-MM-DD), or time "
+            "(YYYY-MM-DDTHH:MM, UTC unless it says its zone)."
+        ),
     ] = None,
 ) -> None:
     """Remove stored answers, so that no later run can reuse them.
@@ -45,7 +49,9 @@ def cache_clear(
             try:
                 when = datetime.fromisoformat(before)
             except ValueError:
-                raise ConfigError(f"--before {before!r}: expected a date, YYYY-MM-DD") from None
+                raise ConfigError(
+                    f"--before {before!r}: expected a date, YYYY-MM-DD, or a time, YYYY-MM-DDTHH:MM"
+                ) from None
             when = when if when.tzinfo else when.replace(tzinfo=UTC)
         existing_database(db)
         removed = Store.open(db).clear_completions(model, when)

@@ -289,8 +289,9 @@ def test_cache_clear(tmp_path):
     db = str(tmp_path / "c.duckdb")
     assert runner.invoke(app, ["run", "--db", db, "--model", "baseline:oracle"]).exit_code == 0
     Store.close_all()
-    result = runner.invoke(app, ["cache", "clear", "--db", db, "--before", "2000-01-01"])
-    assert result.stdout.startswith("removed 0 stored answer(s)")
+    for before in ("2000-01-01", "2000-01-01T10:00", "2000-01-01T10:00+02:00"):
+        result = runner.invoke(app, ["cache", "clear", "--db", db, "--before", before])
+        assert result.stdout.startswith("removed 0 stored answer(s)")
     result = runner.invoke(app, ["cache", "clear", "--db", db, "--model", "baseline:oracle"])
     assert result.exit_code == 0 and result.stdout.startswith("removed 600 stored answer(s)")
     bad = runner.invoke(app, ["cache", "clear", "--db", db, "--before", "yesterday"])
