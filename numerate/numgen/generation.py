@@ -114,8 +114,10 @@ def check_size(size: int | None) -> None:
     try:
         GenerationSettings(height=size)
     except ValidationError as error:
-        message = error.errors()[0]["msg"]
-        raise ConfigError(f"--size {size}: {message} (pixels on each side)") from None
+        message = error.errors()[0]["msg"]  # the first rule broken: -1 was "a multiple of 8"
+        raise ConfigError(
+            f"--size {size}: {message} (pixels on each side: a multiple of 8 from 8 to 4096)"
+        ) from None
 
 
 def to_image(value: Any, what: str = "image") -> Image.Image:

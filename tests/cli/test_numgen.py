@@ -441,6 +441,7 @@ def test_a_bad_numgen_config_is_one_error_line(tmp_path, content, message):
         ),
         (["--size", "0"], "--size 0: Input should be greater than or equal to 8"),
         (["--size", "12"], "--size 12: Input should be a multiple of 8"),
+        (["--size", "-1"], "(pixels on each side: a multiple of 8 from 8 to 4096)"),
         (["--seed", str(2**63)], "--seed 9223372036854775808: Input should be less"),
     ],
 )
