@@ -13,9 +13,10 @@ from numerate.kernel.errors import NumerateError
 
 @app.command()
 def upgrade(db: Annotated[str | None, DB_OPTION] = None) -> None:
-    """Bring a results database to this numerate's schema (readers never write, so they ask
-    for this); every row is kept. On a lake, also its maintenance: small files merged, old
-    snapshots expired (docs/sharing.md, "A team's lake")."""
+    """Bring a results database to this numerate's schema; every row is kept.
+
+    Readers never write, so they ask for this. On a lake, also its maintenance: small files
+    merged, old snapshots expired (docs/sharing.md, "A team's lake")."""
     from numerate.store import Store, existing_database
     from numerate.store.schema import SCHEMA_VERSION
 

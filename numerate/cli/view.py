@@ -38,8 +38,10 @@ def view(
         typer.Option(help="Write the pages as files into this folder instead (no server)."),
     ] = None,
 ) -> None:
-    """Browse the results in a web page: runs, a run's leaderboard, each manifold's curves and
-    heatmap, the cases behind a cell, comparisons. Read-only; serves until Ctrl-C."""
+    """Browse the results in a web page, read-only; serves until Ctrl-C.
+
+    Its pages: the runs, a run's leaderboard, each manifold's curves and heatmap, the cases
+    behind a cell, comparisons."""
     from numerate.config.sweep import results_database
     from numerate.store.reader import Reader
 
