@@ -212,7 +212,7 @@ def run_held(location: str, run_id: str) -> bool:
     lock (`claim_run`) is granted, read from PostgreSQL's `pg_locks`, which takes no lock
     (trying the lock would make a resume that comes at that moment fail its claim)."""
     key = _claim_key(run_id) & 0xFFFF_FFFF_FFFF_FFFF  # pg_locks: its halves as unsigned oids
-    with contextlib.closing(_postgres(location, "numerate report")) as session:
+    with contextlib.closing(_postgres(location, "numerate reader")) as session:
         import psycopg  # there: _postgres said how to install it
 
         try:
