@@ -111,6 +111,7 @@ def test_a_planned_case_carries_the_fields_of_the_case_it_stands_for(manifold, s
         model = registry.get(manifold).case_model
         assert (item.manifold, item.seed, item.index) == (case.manifold, case.seed, case.index)
         assert (item.input, item.target) == (case.input, case.target)
+        assert item.chance == max(item.chance_random, item.chance_heuristic)  # the floor to beat
         assert json.loads(item.params) == case.params
         # its data is the rest of the case: no field twice, none lost
         data = json.loads(item.data)
@@ -150,6 +151,8 @@ def test_a_points_cases_are_generated_from_any_index_as_the_whole_plan_has_them(
     assert len(whole) == 9 * len(points)
     for n, point in enumerate(points):
         assert point.cases(start, stop) == whole[n * 9 : (n + 1) * 9][start:stop]
+        ids = [case.case_id for case in whole[n * 9 : (n + 1) * 9][start:stop]]
+        assert point.case_ids(start, stop) == ids  # none past its count (stop up to 12)
 
 
 def test_a_plan_of_a_million_cases_holds_its_points_not_its_cases():
