@@ -267,3 +267,26 @@ def test_several_samples_a_case_are_grouped_by_case(tmp_path):
         answers = [a for (p, _), listed in cases.items() if p == key for a in listed]
         assert point.chance == pytest.approx(sum(c for _, c in answers) / len(answers))
     assert any(0 < k[0] < 3 for point in expected for k in expected[point])  # mixed cases
+
+
+def test_a_run_of_two_models_compares_them(tmp_path):
+    """A fourth mutation sweep: with pairs counted only from three models on, a run of two
+    put both in tier 1, untested, and every test passed."""
+    from numerate.results.standing import standing
+    from numerate.store.queries import POOLED
+
+    db = tmp_path / "two.duckdb"
+    models = [{"name": "oracle", "model": "baseline:oracle"},
+              {"name": "random", "model": "baseline:random"}]  # fmt: skip
+    config = write_config(tmp_path / "two.yaml", models, [{"manifold": "objects", "count": 40}])
+    done = runner.invoke(app, ["run", "--config", str(config), "--db", str(db)])
+    Store.close_all()
+    assert done.exit_code == 0, done.output
+    with Reader.open(str(db)) as reader:
+        (run_id,) = reader.query("SELECT run_id FROM runs")[0]
+        found = standing(reader, run_id)
+    pooled = found.pairs.filter(found.pairs["scope"] == POOLED).to_dicts()
+    assert [(p["base_model"], p["new_model"], p["differ"]) for p in pooled] == [
+        ("oracle", "random", True)
+    ]
+    assert {s["model"]: s["tier"] for s in found.scores.to_dicts()} == {"oracle": 1, "random": 2}

@@ -136,3 +136,30 @@ def test_a_single_model_is_tier_one_with_no_pairs():
     points, _ = built({"A": {("x", "p"): right(10, 7)}})
     found = rank(points, pl.DataFrame())
     assert found.tiers["tier"].to_list() == [1, 1] and found.pairs.is_empty()
+
+
+def test_a_model_joins_a_tier_only_if_it_differs_from_none_of_its_members():
+    """A fourth mutation sweep: comparing with the tier's first member only, or keeping the
+    closed tier's members in the next, passed every test."""
+    assert tiers("ABC", lambda a, b: frozenset((a, b)) == frozenset("BC")) == {
+        "A": 1, "B": 1, "C": 2,
+    }  # fmt: skip
+    differ = {frozenset("AB"), frozenset("AC")}
+    assert tiers("ABC", lambda a, b: frozenset((a, b)) in differ) == {"A": 1, "B": 2, "C": 2}
+
+
+def test_each_scope_is_its_own_family_and_a_score_takes_the_pooled_tier():
+    """A and B answer manifold `a` far apart and `b` alike: they differ in `a` and pooled,
+    not in `b`; the score's tier is the pooled one, whatever the last manifold says. The
+    better model sorts last by name (an improvement differs as a regression does)."""
+    n = 100
+    weak = {("a", "p"): right(n, 20), ("b", "p"): right(n, 90)}
+    strong = {("a", "p"): right(n, 95), ("b", "p"): right(n, 90)}
+    found = rank(*built({"A": weak, "Z": strong}))
+    placed = {(r["scope"], r["model"]): r["tier"] for r in found.tiers.to_dicts()}
+    assert placed == {(POOLED, "Z"): 1, (POOLED, "A"): 2, ("a", "Z"): 1, ("a", "A"): 2,
+                      ("b", "A"): 1, ("b", "Z"): 1}  # fmt: skip
+    pairs = {r["scope"]: r for r in found.pairs.to_dicts()}
+    assert (pairs["a"]["base_model"], pairs["a"]["new_model"]) == ("A", "Z")
+    assert pairs["a"]["difference"] > 0 and pairs["a"]["differ"] and not pairs["b"]["differ"]
+    assert {s["model"]: s["tier"] for s in found.scores.to_dicts()} == {"Z": 1, "A": 2}
