@@ -369,3 +369,53 @@ def test_stored_and_given_answers_are_counted_as_written_out(base, new):
     ]  # fmt: skip
     assert counted_frames(*frames).to_dicts() == expected
     source.con.close()
+
+
+def test_a_small_point_that_changed_weighs_its_own_size_in_the_test():
+    """p0: 200 pairs, none discordant; p1: 20 pairs, 4 lost. The mean of the per-point
+    differences is -0.1 with variance ((4/20 - 0.2**2) / 20) / 2**2 = 0.002 and spread
+    0.1 - 0.1**2 = 0.09: 0.09 / 0.002 = 45 effective pairs, not 220 (a fourth mutation
+    sweep: the 220 passed every test)."""
+    base = pl.concat([answers([True] * 200), answers([True] * 20, point_key="p1", start=200)])
+    new = pl.concat([
+        answers([True] * 200),
+        answers([False] * 4 + [True] * 16, point_key="p1", start=200),
+    ])  # fmt: skip
+    row = only(compare_runs(base, new), model="m")
+    assert row["n"] == 220 and row["difference"] == pytest.approx(-0.1)
+    assert row["p_value"] == pytest.approx(mcnemar_exact(round(0.1 * 45), 0))  # 4 lost of 45
+
+
+def test_a_group_outside_the_family_would_join_it_to_be_flagged():
+    """Beside one group with discordant pairs (a family of one), a group without any says
+    the drop it would catch joining the family (of two): a larger one than alone."""
+    changed = answers([True] * 6 + [True] * 94, manifold="a")
+    same = answers([True] * 100, manifold="b")
+    alone = only(compare_runs(same, same), manifold="b")["detectable_drop"]
+    both = compare_runs(pl.concat([changed, same]), pl.concat([
+        answers([False] * 6 + [True] * 94, manifold="a"), same]))  # fmt: skip
+    beside = only(both, manifold="b")["detectable_drop"]
+    assert beside == pytest.approx(minimum_detectable_drop(100, 0, 0.05, family=2))
+    assert beside > alone == pytest.approx(minimum_detectable_drop(100, 0, 0.05, family=1))
+
+
+def test_effective_counts_rounded_past_the_effective_pairs_still_say_a_drop():
+    """p0: one pair, gained; p1: two pairs, both lost. Rounded, the effective counts are 2
+    lost and 2 gained of 3 effective pairs: the drop it would catch is asked of 3 discordant
+    pairs of 3 (asked of 4, a ValueError ended the comparison; a fourth mutation sweep)."""
+    base = pl.concat([answers([False]), answers([True, True], point_key="p1", start=1)])
+    new = pl.concat([answers([True]), answers([False, False], point_key="p1", start=1)])
+    row = only(compare_runs(base, new), model="m")
+    assert row["p_value"] == pytest.approx(mcnemar_exact(2, 2))
+    assert row["detectable_drop"] is None  # too few pairs for any
+
+
+@pytest.mark.parametrize(
+    ("difference", "p_holm", "verdict"),
+    [(-0.2, 0.05, "no change"), (-0.2, 0.0499, "regression"), (0.2, 0.01, "improvement"),
+     (0.0, 0.01, "no change"), (None, 0.01, None), (-0.2, None, None)],
+)  # fmt: skip
+def test_a_verdict_needs_a_difference_and_p_holm_below_alpha(difference, p_holm, verdict):
+    from numerate.results.compare import _verdict
+
+    assert _verdict(difference, p_holm, 0.05) == verdict

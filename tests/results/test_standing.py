@@ -163,3 +163,31 @@ def test_each_scope_is_its_own_family_and_a_score_takes_the_pooled_tier():
     assert (pairs["a"]["base_model"], pairs["a"]["new_model"]) == ("A", "Z")
     assert pairs["a"]["difference"] > 0 and pairs["a"]["differ"] and not pairs["b"]["differ"]
     assert {s["model"]: s["tier"] for s in found.scores.to_dicts()} == {"Z": 1, "A": 2}
+
+
+def test_summaries_take_each_model_s_score_its_interval_and_tier():
+    """The run's summaries as stored (a fourth mutation sweep: the interval's two ends
+    swapped passed every test)."""
+    from numerate.results.aggregate import with_standing
+
+    n = 50
+    found = rank(*built({"A": {("x", "p"): right(n, 45)}, "B": {("x", "p"): right(n, 10)}},
+                        chance=0.2))  # fmt: skip
+    summaries = pl.DataFrame({"model": ["A", "A", "B"], "manifold": [POOLED, "x", POOLED]})
+    rows = {(r["model"], r["manifold"]): r for r in with_standing(summaries, found).to_dicts()}
+    scores = {s["model"]: s for s in found.scores.to_dicts()}
+    for model in ("A", "B"):
+        row, score = rows[model, POOLED], scores[model]
+        assert (row["score"], row["score_low"], row["score_high"], row["tier"]) == (
+            score["score"],
+            score["ci_low"],
+            score["ci_high"],
+            score["tier"],
+        )
+    assert (
+        rows["A", POOLED]["score_low"]
+        < rows["A", POOLED]["score"]
+        < rows["A", POOLED]["score_high"]
+    )
+    assert rows["A", "x"]["score"] == scores["A"]["x"] and rows["A", "x"]["score_low"] is None
+    assert rows["A", "x"]["tier"] == 1
