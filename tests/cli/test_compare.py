@@ -231,3 +231,31 @@ def test_a_sweep_that_is_none_or_chooses_nothing_is_refused(results):
     assert "--sweep 'solo' chooses which runs latest and previous are" in line
     line = one_error_line(compare(db, "previous", "latest", "--sweep", ""))  # said as BASE's
     assert line == "error: --sweep '': give a sweep name, or leave it out for every sweep"
+
+
+def test_only_one_model_each_under_two_names_is_paired_by_itself(tmp_path):
+    """A fourth mutation sweep: pairing runs of as many models (two each, other names), and
+    saying a pairing of one model under its own name, passed every test; so did naming the
+    same model given as --base-model and --new-model `x -> x`."""
+    from numerate.store import Store
+
+    db = str(tmp_path / "pairs.duckdb")
+    for models in ({"x": ORACLE}, {"x": RANDOM}, {"p": ORACLE, "q": RANDOM},
+                   {"s": ORACLE, "t": RANDOM}):  # fmt: skip
+        done = runner.invoke(app, ["run", "--config", str(sweep(tmp_path, "s", models)),
+                                   "--db", db, "--format", "csv"])  # fmt: skip
+        assert done.exit_code == 0, done.output
+    Store.close_all()
+    ids = [
+        row["id"]
+        for row in json.loads(runner.invoke(app, ["runs", "--db", db, "--format", "json"]).stdout)
+    ]
+    one_x, other_x, two, other_two = ids[::-1]
+    same = compare(db, one_x, other_x, "--format", "csv")
+    assert same.exit_code == 0, same.output
+    assert "pairing model" not in same.stderr and same.stdout.splitlines()[1].startswith("x,")
+    named = compare(db, one_x, other_x, "--base-model", "x", "--new-model", "x", "--format",
+                    "csv")  # fmt: skip
+    assert named.exit_code == 0 and named.stdout.splitlines()[1].startswith("x,objects,")
+    apart = compare(db, two, other_two)
+    assert "their models differ (p, q vs s, t); pair two with --base-model" in one_error_line(apart)
