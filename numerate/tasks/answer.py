@@ -26,8 +26,9 @@ from numerate.tasks.passing import returned_whole
 
 def transient(error: BaseException) -> bool:
     """Whether a batch that raised `error` may pass when tried again: an `OSError` (a full
-    disk) or a timeout of this machine, not a bad config, the results database or a bug."""
-    return isinstance(error, (OSError, TimeoutError))
+    disk) or a timeout of this machine (TimeoutError is one), not a bad config, the results
+    database or a bug."""
+    return isinstance(error, OSError)
 
 
 async def retry_transient(task: Task[Any, Any], task_run: TaskRun, state: State[Any]) -> bool:
