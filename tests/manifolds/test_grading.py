@@ -238,3 +238,26 @@ def test_find_phrases_is_fast_on_many_occurrences():
     start = time.perf_counter()
     assert find_phrases("second striker " * 50_000, aliases) == ["second striker"]
     assert time.perf_counter() - start < 1.0
+
+
+ASIDES = ["(I count every item)", "(each one once)", "(twice checked)", "(and again)"]
+
+
+@pytest.mark.parametrize("asides", [3, 4])
+def test_a_marker_s_value_is_found_past_three_asides_and_no_more(asides):
+    """A fourth mutation sweep: stopping at the third aside passed every test."""
+    output = "\n".join(["Answer:", *ASIDES[:asides], "7", "That is all."])
+    spans = [(s.text, s.explicit) for s in answer_spans(output)]
+    assert spans == ([("7", True)] if asides == 3 else []) + [("That is all", False)]
+
+
+def test_a_marker_on_the_line_after_a_marker_is_read_as_its_own_span_once():
+    """The line after `The answer is:` holds a marker: its value is the span, not the line
+    with its marker (which was a second, wrong candidate)."""
+    spans = [(s.text, s.explicit) for s in answer_spans("The answer is:\nAnswer: 5\nThat is all.")]
+    assert spans == [("5", True), ("That is all", False)]
+
+
+def test_of_two_bold_values_on_the_last_line_the_last_is_the_answer():
+    spans = [(s.text, s.explicit) for s in answer_spans("First **3**, no, **5** in all")]
+    assert spans[0] == ("5", True)
