@@ -74,6 +74,7 @@ def test_last_marker_wins():
         ("7.0", [7]),
         ("7.5", [7.5]),
         ("three four", [3, 4]),
+        ("two million three thousand five", [2_003_005]),  # scales add up
         ("none", [0]),
         ("no numbers here", []),
     ],
@@ -226,6 +227,12 @@ def test_numbers_never_round_to_a_wrong_integer():
     assert parse_numbers("14.000000000000000001") != [14]
     assert parse_numbers("9" * 40) == [math.inf]
     assert parse_numbers("not 17 but 14", skip_negated=True) == [14]
+
+
+def test_a_number_after_not_is_left_out_when_asked_whatever_punctuation_comes_between():
+    for said in ("17, not (14)", "17, not: 14", '17, not "14"'):
+        assert parse_numbers(said, skip_negated=True) == [17]
+        assert parse_numbers(said) == [17, 14]
 
 
 def test_ampersand_reads_as_and():

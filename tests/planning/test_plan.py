@@ -125,6 +125,10 @@ def test_a_planned_case_carries_the_fields_of_the_case_it_stands_for(manifold, s
         assert model.model_validate_json(whole) == fresh  # the row's text round-trips
         bare = dataclasses.replace(item, parsed=None)
         assert bare.case == fresh  # parsed from its fields and its data
+    # a data object holding nothing, written with space inside (a row of another writer)
+    empty = json.loads(case_json("objects", 0, 1, "{}", "x", "3", "{ }"))
+    assert empty == {"manifold": "objects", "index": 0, "seed": 1, "params": {}, "input": "x",
+                     "target": "3"}  # fmt: skip
 
 
 @examples(30)
