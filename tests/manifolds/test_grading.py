@@ -268,3 +268,24 @@ def test_a_marker_on_the_line_after_a_marker_is_read_as_its_own_span_once():
 def test_of_two_bold_values_on_the_last_line_the_last_is_the_answer():
     spans = [(s.text, s.explicit) for s in answer_spans("First **3**, no, **5** in all")]
     assert spans[0] == ("5", True)
+
+
+def test_edges_of_reading_an_answer():
+    """A fourth mutation sweep: each of these passed every test with the rule changed."""
+    assert next(answer_spans("\\boxed{\\textbf{\\text{7}}}")).text == "7"  # nested
+    assert next(answer_spans("Answer:\n14. That is all.")).text == "14. That is all"  # no list
+    assert is_hedge("between 14 15") and is_hedge("between 14 and 15")
+    assert normalise_phrase("an apple") == normalise_phrase("the apple") == "apple"
+    asides = "\n".join(ASIDES[:3])
+    assert [s.text for s in answer_spans(f"so:\n7\n{asides}")] == ["7"]  # three passed over
+    assert parse_numbers("9" * 18) == [int("9" * 18)] and parse_numbers("9" * 19) == [math.inf]
+
+
+@pytest.mark.parametrize("extra", [0, 1])
+def test_a_span_of_exactly_the_longest_length_is_read_and_one_longer_is_not(extra):
+    from numerate.manifolds.grading import MAX_SPAN_CHARS
+
+    value = "7" * (MAX_SPAN_CHARS + extra)
+    boxed = [s.text for s in answer_spans(f"\\boxed{{{value}}}\n")]
+    last = [s.text for s in answer_spans(f"so:\n{value}")]
+    assert (value in boxed, value in last) == (not extra, not extra)

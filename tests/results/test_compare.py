@@ -419,3 +419,15 @@ def test_a_verdict_needs_a_difference_and_p_holm_below_alpha(difference, p_holm,
     from numerate.results.compare import _verdict
 
     assert _verdict(difference, p_holm, 0.05) == verdict
+
+
+def test_the_line_quotes_the_largest_drop_that_would_have_been_caught():
+    comparison = pl.DataFrame({"model": ["m", "m"], "manifold": ["a", "b"], "p_holm": [0.5, 0.5],
+                               "detectable_drop": [0.05, 0.195]})  # fmt: skip
+    assert detectable_line(comparison).startswith("a drop of 20 points or more in any model")
+
+
+def test_alpha_is_between_0_and_1_excluded():
+    for alpha in (0.0, 1.0):
+        with pytest.raises(ValueError, match=rf"^alpha={alpha}: need 0 < alpha < 1$"):
+            compare_runs(answers([True]), answers([True]), alpha=alpha)

@@ -191,3 +191,15 @@ def test_summaries_take_each_model_s_score_its_interval_and_tier():
     )
     assert rows["A", "x"]["score"] == scores["A"]["x"] and rows["A", "x"]["score_low"] is None
     assert rows["A", "x"]["tier"] == 1
+
+
+def test_a_model_without_a_score_is_listed_last():
+    """Every point of its at chance 1 (nothing to score): after the scored models, whatever
+    its name (a fourth mutation sweep: first passed every test)."""
+    import dataclasses
+
+    points, counts = built({"A": {("x", "p"): right(20, 5)}, "B": {("x", "p"): right(20, 15)}},
+                           chance=0.2)  # fmt: skip
+    points["A"] = [dataclasses.replace(p, chance=1.0) for p in points["A"]]
+    scores = rank(points, counts).scores.to_dicts()
+    assert [s["model"] for s in scores] == ["B", "A"] and scores[1].get("score") is None
