@@ -262,6 +262,7 @@ LOADED_WHEN_USED = {
     "PIL": "NumGen's images",
     "starlette": "the viewer's app",
     "psycopg": "a lake's run claims (PostgreSQL's advisory locks)",
+    "sqlalchemy": "Prefect's server database URL, checked only when one is set",
 }
 """Loaded inside functions so that `numerate --help` and a refused command line answer in a
 fraction of a second (docs/architecture.md, "Rules"): why each one."""

@@ -343,6 +343,7 @@ def test_an_endpoint_where_every_image_fails_fails_the_run(endpoint, tmp_path, d
     """Before: every request failing (a dead endpoint, max_retries 0) stored a finished run
     of 0 counted images, and `numgen run` exited 0."""
     from numerate.grading.verdict import RunFailed
+    from numerate.tasks.numgen import BATCH_RETRIES
 
     endpoint.image_responder = lambda body: ImageReply(500)
     settings = config(endpoint, tmp_path, detector="blobs")
@@ -352,4 +353,5 @@ def test_an_endpoint_where_every_image_fails_fails_the_run(endpoint, tmp_path, d
     with pytest.raises(RunFailed, match=said):
         run({**settings, "prompts": {"per_number": 1}}, db_path)
     assert query(db_path, "SELECT status FROM numgen_runs") == [("failed",)]
-    assert len(endpoint.image_requests) == 10  # once each: the client retries nothing itself
+    # once each a try of its batch: the client retries nothing itself (max_retries 0)
+    assert len(endpoint.image_requests) == 10 * (BATCH_RETRIES + 1)
