@@ -57,6 +57,10 @@ class ImageError(NumerateError):
     """An image that cannot be read or converted."""
 
 
+SIDE_MIN, SIDE_MAX, SIDE_STEP = 8, 4096, 8
+"""An image side, in pixels: a multiple of SIDE_STEP from SIDE_MIN to SIDE_MAX."""
+
+
 class GenerationSettings(ImageApiSettings):
     """How a diffusers pipeline samples (None takes the model family's preset, then the
     pipeline's own default), or where an `api:` generator is and what it is asked."""
@@ -67,9 +71,9 @@ class GenerationSettings(ImageApiSettings):
     """Denoising steps (`num_inference_steps`)."""
     guidance: Real | None = Field(None, ge=0, le=50)
     """Classifier-free guidance scale (`guidance_scale`)."""
-    height: Whole | None = Field(None, ge=8, le=4096, multiple_of=8)
+    height: Whole | None = Field(None, ge=SIDE_MIN, le=SIDE_MAX, multiple_of=SIDE_STEP)
     """Image height in pixels."""
-    width: Whole | None = Field(None, ge=8, le=4096, multiple_of=8)
+    width: Whole | None = Field(None, ge=SIDE_MIN, le=SIDE_MAX, multiple_of=SIDE_STEP)
     """Image width in pixels."""
     device: str = "auto"
     """auto (cuda, else mps, else cpu), cpu, cuda, cuda:N or mps."""
@@ -116,7 +120,8 @@ def check_size(size: int | None) -> None:
     except ValidationError as error:
         message = error.errors()[0]["msg"]  # the first rule broken: -1 was "a multiple of 8"
         raise ConfigError(
-            f"--size {size}: {message} (pixels on each side: a multiple of 8 from 8 to 4096)"
+            f"--size {size}: {message} (pixels on each side: a multiple of {SIDE_STEP} from "
+            f"{SIDE_MIN} to {SIDE_MAX})"
         ) from None
 
 
