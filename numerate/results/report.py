@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from numerate.kernel.errors import ConfigError, printable
 from numerate.results import live
 from numerate.store import queries
-from numerate.store.journal import live_owners
-from numerate.store.lake import is_lake, run_held
+from numerate.store.journal import stopped_runs
 from numerate.store.queries import Source
 
 if TYPE_CHECKING:
@@ -73,19 +72,12 @@ def check_filters(
         require_known(run_id, option, column, wanted, live.summarised(source, run_id, column))
 
 
-def _held(path: str, run_id: str) -> bool:
-    """Whether a live process holds run `run_id`: a lake's claim, held in its PostgreSQL by
-    any machine; a file's, a process that holds a journal of it (one holds its journal from
-    its claim on: numerate.store.writer)."""
-    return run_held(path, run_id) if is_lake(path) else bool(live_owners(path))
-
-
 def run_state(source: Source, run_id: str) -> str | None:
     """A line for a run that is not finished (still running, degraded, failed...), else None."""
     run = queries.run_record(source, run_id)
     if run is None or run.status == "finished":
         return None
-    if run.status == "running" and not _held(source.path, run_id):
+    if run.status == "running" and stopped_runs(source.path, [run_id]):
         return (
             f"run {run_id} stopped without ending (started {run.started:%Y-%m-%d %H:%M}; its "
             f"process is gone, killed or its machine down): the figures are of the "

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Sequence
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 from numerate.numgen.metrics import MAX_COUNT
+from numerate.store import queries
+from numerate.store.journal import stopped_runs
 from numerate.store.queries import Source
 
 if TYPE_CHECKING:
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "OUTCOMES",
+    "STOPPED",
     "case_answers",
     "changed_cases",
     "numgen_cell",
@@ -33,10 +35,24 @@ __all__ = [
 OUTCOMES = ("correct", "wrong", "unparsed", "truncated", "error")
 """Every outcome a graded answer can have."""
 
-_RUNS = """
-WITH chosen AS (
-    SELECT * FROM runs {where}
+STOPPED = "stopped"
+"""How a run is shown whose row says `running` but whose process is gone (killed, its machine
+down: numerate.store.journal.stopped_runs): it stopped without ending, and the same command
+resumes it. Never stored: the row keeps `running`, which the resume takes up."""
+
+_SHOWN_RUNS = """
+WITH shown AS (  -- a run recorded running that no live process holds: STOPPED
+    SELECT * REPLACE (
+        CASE WHEN list_contains(?::VARCHAR[], run_id) THEN 'stopped' ELSE status END AS status
+    ) FROM runs
 ),
+chosen AS (
+    SELECT * FROM shown {where}
+)"""
+
+_RUNS = (
+    _SHOWN_RUNS
+    + """,
 page AS (
     SELECT * FROM chosen ORDER BY started_at DESC, run_id LIMIT ? OFFSET ?
 ),
@@ -62,6 +78,7 @@ SELECT p.run_id AS id, p.sweep_name AS sweep,
 FROM page p LEFT JOIN answered a USING (run_id)
 ORDER BY p.started_at DESC, p.run_id
 """
+)
 
 
 def runs_page(
@@ -74,8 +91,10 @@ def runs_page(
 ) -> tuple[pl.DataFrame, int]:
     """The runs, newest first, `limit` of them from `offset` (id, sweep, models, status,
     started, finished, n: answers stored), and how many there are; only a sweep's, a status's,
-    or those whose id or sweep contains `text`, when given."""
-    conditions, params = [], []
+    or those whose id or sweep contains `text`, when given. A run's status is as it is now:
+    STOPPED for one recorded `running` that no live process holds."""
+    conditions: list[str] = []
+    params: list[object] = []
     for condition, value in (
         ("sweep_name = ?", sweep),
         ("status = ?", status),
@@ -85,13 +104,16 @@ def runs_page(
             conditions.append(condition)
             params += [value] * condition.count("?")
     where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
+    running = queries.run_ids_with_status(source, "running")
+    params = [sorted(stopped_runs(source.path, running)), *params]
     frame = source.frame(_RUNS.format(where=where), [*params, limit, offset])
-    total = int(frame["total"][0]) if frame.height else _count_runs(source, where, params)
+    if frame.height:
+        total = int(frame["total"][0])
+    else:  # a page past the last
+        found = source.query(f"{_SHOWN_RUNS.format(where=where)} SELECT count(*) FROM chosen",
+                             params)  # fmt: skip
+        total = int(found[0][0])
     return (frame.drop("total") if "total" in frame.columns else frame), total
-
-
-def _count_runs(source: Source, where: str, params: Sequence[object]) -> int:
-    return int(source.query(f"SELECT count(*) FROM runs {where}", params)[0][0])
 
 
 def outcome_counts(source: Source, run_id: str) -> pl.DataFrame:

@@ -32,7 +32,7 @@ import socket
 import stat
 import threading
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -43,7 +43,7 @@ import orjson
 from numerate.kernel.confined import LINK, Confined, LeadsOutside
 from numerate.kernel.errors import shorten
 from numerate.kernel.files import open_to_append
-from numerate.store.lake import is_lake
+from numerate.store.lake import is_lake, runs_held
 from numerate.store.schema import JOURNALED, StoreError
 
 __all__ = [
@@ -386,6 +386,19 @@ def live_owners(db: str) -> int:
             continue
         live += 1
     return live
+
+
+def stopped_runs(db: str, run_ids: Collection[str]) -> set[str]:
+    """Of runs of `db` recorded `running`, those no live process holds: stopped without
+    ending (killed, their machine down). A lake's run is held by its claim, a lock in the
+    lake's PostgreSQL that any machine sees (numerate.store.lake.runs_held); a database
+    file's by any live process that holds a journal of the file (one holds its journal from
+    its claim on: numerate.store.writer)."""
+    if not run_ids:
+        return set()
+    if is_lake(db):
+        return set(run_ids) - runs_held(db, run_ids)
+    return set() if live_owners(db) else set(run_ids)
 
 
 def _claim_file(path: Path) -> IO[str]:

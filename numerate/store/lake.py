@@ -21,6 +21,7 @@ import os
 import re
 import threading
 import time
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -207,24 +208,25 @@ def claim_run(location: str, run_id: str) -> RunClaim | None:
     return RunClaim(session)
 
 
-def run_held(location: str, run_id: str) -> bool:
-    """Whether a live process (on any machine) holds run `run_id` of the lake: its claim's
-    lock (`claim_run`) is granted, read from PostgreSQL's `pg_locks`, which takes no lock
-    (trying the lock would make a resume that comes at that moment fail its claim)."""
-    key = _claim_key(run_id) & 0xFFFF_FFFF_FFFF_FFFF  # pg_locks: its halves as unsigned oids
+def runs_held(location: str, run_ids: Collection[str]) -> set[str]:
+    """Those of `run_ids` that a live process (on any machine) holds in the lake: their
+    claims' locks (`claim_run`) granted, read from PostgreSQL's `pg_locks`, which takes no
+    lock (trying a lock would make a resume that comes at that moment fail its claim)."""
+    if not run_ids:
+        return set()
+    keys = {_claim_key(run_id) & 0xFFFF_FFFF_FFFF_FFFF: run_id for run_id in run_ids}
     with contextlib.closing(_postgres(location, "numerate reader")) as session:
         import psycopg  # there: _postgres said how to install it
 
-        try:
-            found = session.execute(
-                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND "
-                "database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
-                "AND classid = %s::bigint::oid AND objid = %s::bigint::oid AND objsubid = 1",
-                [key >> 32, key & 0xFFFF_FFFF],
-            ).fetchone()
+        try:  # pg_locks: a key's halves as unsigned oids
+            granted = session.execute(
+                "SELECT classid::bigint * 4294967296 + objid::bigint FROM pg_locks "
+                "WHERE locktype = 'advisory' AND granted AND objsubid = 1 AND "
+                "database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            ).fetchall()
         except psycopg.Error as error:
             raise StoreError(f"cannot read lake {location}: {_reason(error, '')}") from None
-    return bool(found and found[0])
+    return {keys[key] for (key,) in granted if key in keys}
 
 
 def _claim_key(run_id: str) -> int:

@@ -146,6 +146,11 @@ def run_ids_starting(source: Source, prefix: str, limit: int = 6) -> list[str]:
     return [str(r[0]) for r in rows]
 
 
+def run_ids_with_status(source: Source, status: str) -> list[str]:
+    """Ids of the runs recorded with `status`."""
+    return [str(r[0]) for r in source.query("SELECT run_id FROM runs WHERE status = ?", [status])]
+
+
 def previous_run(source: Source, run_id: str) -> str | None:
     """The latest run of the same sweep that started before `run_id` and was not interrupted
     or left running: what tonight is compared with."""

@@ -5,6 +5,7 @@ No HTTP here (numerate.view.app) and no SQL (numerate.store.browse and queries).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -28,6 +29,7 @@ from numerate.results.compare import compare_stored, for_display, summary_line
 from numerate.results.numgen import run_agreement
 from numerate.results.tokens import budget_curves, budget_table
 from numerate.store import browse, queries
+from numerate.store.journal import stopped_runs
 from numerate.store.queries import POOLED, Source
 from numerate.store.schema import RUN_STATUSES
 from numerate.view.svg import PALETTE, budget_svg, curve_svg, heat_color
@@ -45,6 +47,9 @@ __all__ = [
 ]
 
 PAGE_SIZE = 50
+
+SHOWN_STATUSES = (*RUN_STATUSES, browse.STOPPED)
+"""A run's statuses as the pages show them and their filter chooses them."""
 """Rows per page of every list."""
 
 
@@ -263,8 +268,8 @@ def runs(
 ) -> dict[str, Any]:
     """The runs, newest first, a page of them; `live`: some run is still going. A `status`
     that is none is a ConfigError (it listed no run, as if there were none)."""
-    if status and status not in RUN_STATUSES:
-        raise ConfigError(f"status {status!r}: choose {', '.join(RUN_STATUSES)}")
+    if status and status not in SHOWN_STATUSES:
+        raise ConfigError(f"status {status!r}: choose {', '.join(SHOWN_STATUSES)}")
     fetch = functools.partial(
         browse.runs_page, source, sweep=sweep or None, status=status or None, text=text or None
     )
@@ -276,15 +281,20 @@ def runs(
         row["link"] = links.run(row["id"])
     return {
         "runs": listed, "pager": at, "sweep": sweep, "status": status, "q": text,
+        "statuses": SHOWN_STATUSES,
         "live": any(row["status"] == "running" for row in listed),
         "page_link": lambda page: links.runs(page=page, q=text, sweep=sweep, status=status),
     }  # fmt: skip
 
 
 def require_run(source: Source, run_id: str) -> queries.RunRecord:
+    """The run's record, its status as it is now (STOPPED: recorded running, its process
+    gone); LookupError when there is no such run."""
     record = queries.run_record(source, run_id)
     if record is None:
         raise LookupError(f"no run {run_id!r} in {source.path}")
+    if record.status == "running" and stopped_runs(source.path, [run_id]):
+        return dataclasses.replace(record, status=browse.STOPPED)
     return record
 
 

@@ -284,7 +284,9 @@ def test_a_sweep_killed_with_sigkill_resumes_to_the_same_result(tmp_path):
         from numerate.store import Store
 
         told = runner.invoke(app, ["report", "--db", str(killed_db)])
+        listed = runner.invoke(app, ["runs", "--db", str(killed_db), "--format", "json"])
         Store.close_all()
+        assert [run["status"] for run in json.loads(listed.stdout)] == ["stopped"]  # as said
         stopped = r"run cli-\S+ stopped without ending \(started .*; its process is gone"
         assert re.search(stopped, told.stderr), told.stderr
         assert "still running" not in told.stderr

@@ -34,3 +34,43 @@ def test_a_sweep_of_a_database_without_runs_is_said_so(db_path):
         with pytest.raises(ConfigError, match=r"no run of that sweep \(it holds no sweep's run\)"):
             check_known_sweep(reader, "nightly")
         check_known_sweep(reader, None)
+
+
+def test_a_run_whose_process_is_gone_is_listed_stopped_and_can_be_chosen_so(db_path):
+    """`numerate runs` and `numerate view` listed a killed run as `running` for ever, while
+    `report` said it had stopped without ending. A database file's run is held while a live
+    process holds a journal of the file (numerate.store.journal)."""
+    from numerate.results.runs import list_runs
+    from numerate.store.browse import STOPPED, runs_page
+    from numerate.store.journal import Journal
+
+    store = Store.open(db_path)
+    for run_id in ("gone", "ended"):
+        store.start_run(run_id, "s", "h", {}, "v")  # recorded running
+    store.set_run_status("ended", "finished")
+    Store.close_all()  # the process that ran them is gone: `gone` stays recorded running
+
+    def statuses(**chosen):
+        with Reader.open(db_path) as reader:
+            frame, total = runs_page(reader, 0, 10, **chosen)
+        assert total == frame.height
+        return dict(zip(frame["id"], frame["status"], strict=True))
+
+    with Reader.open(db_path) as reader:
+        listed = list_runs(reader)
+    assert dict(zip(listed["id"], listed["status"], strict=True)) == {
+        "gone": STOPPED, "ended": "finished"
+    }  # fmt: skip
+    assert statuses(status=STOPPED) == {"gone": STOPPED}
+    assert statuses(status="running") == {}
+    assert statuses(status="finished") == {"ended": "finished"}
+    writing = Journal(str(db_path))  # a live process writes the file: its run may be this one
+    try:
+        assert statuses() == {"gone": "running", "ended": "finished"}
+        assert statuses(status="running") == {"gone": "running"}
+        assert statuses(status=STOPPED) == {}
+    finally:
+        writing.close()
+    assert statuses(status="running", text="gon") == {}
+    assert statuses(status=STOPPED, text="gon", sweep="s") == {"gone": STOPPED}
+    assert statuses(status=STOPPED, sweep="other") == {}

@@ -552,20 +552,30 @@ def test_a_dead_process_s_journal_that_loses_a_commit_race_in_a_lake_is_tried_ag
 def test_a_lakes_run_whose_claim_is_gone_is_said_to_have_stopped(lake):
     """`report` said a lake's run was still running after its process was killed: liveness
     was read from journals, which are on each writer's machine. A run's claim is a lock in
-    the lake's PostgreSQL, which any machine can see held (or not), without taking it."""
+    the lake's PostgreSQL, which any machine can see held (or not), without taking it.
+    `numerate runs` and the viewer list such a run `stopped` (they listed it `running`)."""
     from numerate.results.report import run_state
-    from numerate.store.lake import run_held
+    from numerate.results.runs import list_runs
+    from numerate.store.browse import STOPPED
+    from numerate.store.lake import runs_held
     from numerate.store.reader import Reader
 
     writer = Store(lake)  # a process of its own, as another machine's
     writer.start_run("run-1", "s", "h", {}, "v")  # claims it
-    assert run_held(lake, "run-1") and not run_held(lake, "run-2")
+    other = Store(lake)
+    other.start_run("run-2", "s", "h", {}, "v")
+    assert runs_held(lake, ["run-1", "run-2", "run-3"]) == {"run-1", "run-2"}
     with Reader.open(lake) as reader:
         assert "run run-1 is still running" in str(run_state(reader, "run-1"))
         writer.close()  # gone, its run recorded running
-        assert not run_held(lake, "run-1")
+        assert runs_held(lake, ["run-1", "run-2"]) == {"run-2"}
         said = str(run_state(reader, "run-1"))
+        listed = list_runs(reader)
     assert said.startswith("run run-1 stopped without ending") and "resumes it" in said
+    assert dict(zip(listed["id"], listed["status"], strict=True)) == {
+        "run-1": STOPPED, "run-2": "running"
+    }  # fmt: skip
+    other.close()
     resumed = Store(lake)
     assert resumed.claim_run("run-1")  # reading the claim took no lock
     resumed.close()

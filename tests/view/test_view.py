@@ -46,6 +46,25 @@ def test_the_runs_page_lists_every_run_newest_first_and_filters(client, results)
     assert "no run matches" in client.get("/", params={"status": "running"}).text
 
 
+def test_a_run_whose_process_is_gone_is_shown_stopped_and_not_reloaded(tmp_path):
+    """A killed run was listed `running`, its pages reloading every 5 s for ever, while
+    `numerate report` said it had stopped without ending (numerate.store.browse.STOPPED)."""
+    from numerate.store import Store
+
+    db = tmp_path / "r.duckdb"
+    Store.open(str(db)).start_run("gone-1", "s", "h", {}, "v")  # recorded running
+    Store.close_all()  # its process gone: no live process holds a journal of the file
+    client = TestClient(create_app(str(db)))
+    listed = client.get("/").text
+    assert 'class="badge stopped">stopped<' in listed and "badge running" not in listed
+    assert "refresh" not in listed  # nothing goes on
+    assert "gone-1" in client.get("/", params={"status": "stopped"}).text
+    assert "no run matches" in client.get("/", params={"status": "running"}).text
+    page = client.get("/run/gone-1").text
+    assert 'class="badge stopped">stopped<' in page and "the same command resumes it" in page
+    assert "refresh" not in page
+
+
 def test_a_run_shows_its_leaderboard_parts_and_a_comparison_link(client, results):
     db, (first, second) = results
     page = client.get(f"/run/{second}").text
