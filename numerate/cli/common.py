@@ -120,7 +120,7 @@ def check_output(option: str, path: Path | str | None, suffixes: tuple[str, ...]
     """Refuse an output path before any work is done: one that cannot be a file (see
     kernel.files.output_target) or, given `suffixes`, whose suffix names a format the command
     does not write. Raises ConfigError naming `option`."""
-    from numerate.kernel.files import OutputPathError, output_target
+    from numerate.kernel.files import OutputPathError, check_suffix, output_target
 
     if path is None:
         return
@@ -131,11 +131,8 @@ def check_output(option: str, path: Path | str | None, suffixes: tuple[str, ...]
         output_target(Path(path))
     except OutputPathError as error:
         raise ConfigError(f"{option} {path!s:.200}: {error.reason}") from None
-    suffix = Path(path).suffix.lower()
-    if suffixes and suffix not in suffixes:
-        shown = f"no {suffix} output" if suffix else "no suffix"
-        allowed = " or ".join(suffixes)
-        raise ConfigError(f"{option} {path}: {shown}; give a {allowed} file name")
+    if suffixes:
+        check_suffix(option, path, suffixes)
 
 
 def results_db(db: str | None) -> str:

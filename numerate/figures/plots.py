@@ -35,6 +35,7 @@ from numerate.figures.prepare import (
     pool,
 )
 from numerate.kernel.errors import ConfigError, for_terminal, shorten
+from numerate.kernel.files import check_suffix
 from numerate.kernel.survival import SurvivalCurve
 
 if TYPE_CHECKING:
@@ -602,13 +603,7 @@ OutputFormat = Literal["png", "html"]
 def output_format(path: str | Path) -> OutputFormat:
     """What a file name asks for, by its suffix: .png or .html (.htm); ConfigError naming any
     other suffix."""
-    suffix = Path(path).suffix.lower()
-    if suffix == ".png":
-        return "png"
-    if suffix in (".html", ".htm"):
-        return "html"
-    shown = f"no {suffix} output" if suffix else "no suffix"
-    raise ConfigError(f"--out {path}: {shown}; give a .png or .html file name")
+    return "png" if check_suffix("--out", path, (".png", ".html", ".htm")) == ".png" else "html"
 
 
 def render_run(

@@ -15,7 +15,7 @@ import os
 import re
 import secrets
 import stat
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import IO, BinaryIO
 
@@ -58,6 +58,20 @@ def output_target(path: Path) -> Path:
         return _output_target(path)
     except OSError as error:
         raise OutputPathError(path, error.strerror or str(error)) from None
+
+
+def check_suffix(option: str, path: Path | str, suffixes: Sequence[str]) -> str:
+    """The suffix of output `path` (lowercase) when it is one of `suffixes`; else a ConfigError
+    naming `option`, the suffix and those it may be. A name or suffix that ends or begins with
+    a space is quoted (`'p.png '`: "no .png  output" hid it)."""
+    suffix = Path(path).suffix.lower()
+    if suffix in suffixes:
+        return suffix
+    name = str(path)[:200]
+    if name != name.strip():
+        name, suffix = repr(name), repr(suffix)
+    shown = f"no {suffix} output" if suffix else "no suffix"
+    raise ConfigError(f"{option} {name}: {shown}; give a {' or '.join(suffixes)} file name")
 
 
 def _output_target(path: Path) -> Path:

@@ -210,7 +210,16 @@ def test_output_format_by_suffix(path, expected):
     assert isinstance(content, bytes if expected == "png" else str)
 
 
-@pytest.mark.parametrize(("path", "named"), [("a.svg", ".svg"), ("plot", "no suffix")])
+@pytest.mark.parametrize(
+    ("path", "named"),
+    [
+        ("a.svg", "--out a.svg: no .svg output; give a .png or .html or .htm file name"),
+        ("plot", "--out plot: no suffix;"),
+        # a trailing space read "no .png  output": the space is shown where it is
+        ("p.png ", "--out 'p.png ': no '.png ' output;"),
+        (" p.svg", "--out ' p.svg': no '.svg' output;"),
+    ],
+)
 def test_other_suffixes_are_named(path, named):
     with pytest.raises(ConfigError, match=re.escape(named)):
         output_format(path)
