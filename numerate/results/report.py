@@ -78,6 +78,12 @@ def run_state(source: Source, run_id: str) -> str | None:
     if run is None or run.status == "finished":
         return None
     if run.status == "running" and stopped_runs(source.path, [run_id]):
+        if not run.answered:  # an empty table said nothing
+            return (
+                f"run {run_id} stopped without ending (started {run.started:%Y-%m-%d %H:%M}; "
+                "its process is gone, killed or its machine down; the same command resumes "
+                f"it) and {HOLDS_NO_ANSWER}"
+            )
         return (
             f"run {run_id} stopped without ending (started {run.started:%Y-%m-%d %H:%M}; its "
             f"process is gone, killed or its machine down): the figures are of the "

@@ -219,6 +219,15 @@ def test_report_of_a_run_stopped_before_any_answer_says_so(tmp_path):
     assert result.stderr == (
         "error: run run-1 ended interrupted and holds no answer: nothing to report\n"
     )
+    store = Store.open(db)
+    store.start_run("run-2", "s", "h", {"name": "s", "models": [{"name": "m"}]}, "v")
+    Store.close_all()  # killed before any answer: recorded running, its process gone
+    killed = runner.invoke(app, ["report", "--db", db])  # an empty table, exit 0
+    assert killed.exit_code == 2, killed.output
+    assert killed.stderr.startswith("error: run run-2 stopped without ending (started ")
+    assert killed.stderr.endswith(
+        "the same command resumes it) and holds no answer: nothing to report\n"
+    )
 
 
 def test_a_sweep_that_is_none_or_chooses_nothing_is_refused(results):
