@@ -15,8 +15,10 @@ removes them. Replaying twice is harmless: journaled tables are written on their
 same row).
 
 The same folder holds a file database's run claims (`claim_run`): the process running a run
-holds `run-<run id>.claim`, so two processes never resume one run at once (a lake's runs are
-claimed in its PostgreSQL, from any machine: numerate.store.lake.claim_run).
+holds `run-<run id>.claim`, so two processes never resume one run at once, and names its
+journal in it, so that readers tell a live run from a killed one (`stopped_runs`) without
+trying the claim (a lake's runs are claimed in its PostgreSQL, from any machine:
+numerate.store.lake.claim_run).
 """
 
 from __future__ import annotations
@@ -376,29 +378,48 @@ def live_owners(db: str) -> int:
     folder = journal_dir(db)
     if not folder.is_dir():
         return 0
-    live = 0
-    for owner in folder.glob("*.owner"):
-        try:
-            with _owner_file(owner) as probe:
-                if _lock(probe):
-                    continue
-        except (OSError, LeadsOutside):  # gone, or not numerate's: a link, a pipe
-            continue
-        live += 1
-    return live
+    return sum(_live(folder, owner.name) for owner in folder.glob("*.owner"))
+
+
+def _live(folder: Path, owner: str) -> bool:
+    """Whether a live process holds the owner file `owner` of the journal's folder (it is
+    locked: no lock is taken from a live owner, which locked it before its name was
+    visible)."""
+    try:
+        with Confined(folder).open(owner) as probe:  # a regular file there, no link, no pipe
+            return not _lock(probe)
+    except (OSError, LeadsOutside):  # gone, or not numerate's
+        return False
 
 
 def stopped_runs(db: str, run_ids: Collection[str]) -> set[str]:
     """Of runs of `db` recorded `running`, those no live process holds: stopped without
     ending (killed, their machine down). A lake's run is held by its claim, a lock in the
     lake's PostgreSQL that any machine sees (numerate.store.lake.runs_held); a database
-    file's by any live process that holds a journal of the file (one holds its journal from
-    its claim on: numerate.store.writer)."""
+    file's by the live process whose journal its claim names (`claim_run`), read without
+    taking the claim (trying it would make a resume that comes at that moment fail)."""
     if not run_ids:
         return set()
     if is_lake(db):
         return set(run_ids) - runs_held(db, run_ids)
-    return set() if live_owners(db) else set(run_ids)
+    folder = journal_dir(db)
+    return {run_id for run_id in run_ids if not _held(folder, run_id)}
+
+
+def _held(folder: Path, run_id: str) -> bool:
+    """Whether the live process whose journal a file claim names holds run `run_id`: no
+    claim file, a run whose process let it go; a claim that names no journal (made before
+    claims named one), any live process's journal of the database."""
+    try:
+        named = Confined(folder).read_bytes(f"run-{run_id}.claim", 256, head=True)
+    except FileNotFoundError:
+        return False
+    except (OSError, LeadsOutside):  # not numerate's (a link, a pipe): not known to be dead
+        named = b""
+    stem = named.decode("utf-8", "replace").strip()
+    if not stem:
+        return any(_live(folder, owner.name) for owner in folder.glob("*.owner"))
+    return _live(folder, f"{stem}.owner")
 
 
 def _claim_file(path: Path) -> IO[str]:
@@ -434,8 +455,10 @@ class RunClaim:
         self._file.close()
 
 
-def claim_run(db: str, run_id: str) -> RunClaim | None:
-    """Hold run `run_id` of `db` for this process; None when another live process holds it."""
+def claim_run(db: str, run_id: str, owner: str = "") -> RunClaim | None:
+    """Hold run `run_id` of `db` for this process, whose journal is `owner` (its stem, written
+    in the claim: a reader tells whether the run is held by that journal's lock, without
+    trying the claim's); None when another live process holds it."""
     folder = journal_dir(db)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"run-{run_id}.claim"
@@ -458,5 +481,8 @@ def claim_run(db: str, run_id: str) -> RunClaim | None:
         except FileNotFoundError:
             same = False
         if same:  # not a file its last holder removed as we opened it
+            file.truncate(0)  # a killed holder's name
+            file.write(owner)
+            file.flush()
             return RunClaim(file)
         file.close()

@@ -666,11 +666,16 @@ class Store(Tables):
             if self.memory:
                 self._claims[run_id] = journal.RunClaim(None)
                 return True
-            claim = (lake.claim_run if self.lake else journal.claim_run)(self.path, run_id)
+            # its journal first, named in a file claim: a reader finds its live owner
+            kept = self.adopt(None)
+            claim = (
+                lake.claim_run(self.path, run_id)
+                if self.lake
+                else journal.claim_run(self.path, run_id, kept.stem if kept else "")
+            )
             if claim is None:
                 return False
             self._claims[run_id] = claim
-            self.adopt(None)  # its journal now: a reader finds a live owner while it runs
             return True
 
     def claimed_runs(self) -> list[str]:

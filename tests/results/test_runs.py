@@ -38,17 +38,22 @@ def test_a_sweep_of_a_database_without_runs_is_said_so(db_path):
 
 def test_a_run_whose_process_is_gone_is_listed_stopped_and_can_be_chosen_so(db_path):
     """`numerate runs` and `numerate view` listed a killed run as `running` for ever, while
-    `report` said it had stopped without ending. A database file's run is held while a live
-    process holds a journal of the file (numerate.store.journal)."""
+    `report` said it had stopped without ending; and any live process writing the file made
+    every run recorded running look live. A file's run is held by the live process whose
+    journal its claim names (numerate.store.journal.claim_run)."""
     from numerate.results.runs import list_runs
     from numerate.store.browse import STOPPED, runs_page
-    from numerate.store.journal import Journal
+    from numerate.store.journal import journal_dir
 
     store = Store.open(db_path)
-    for run_id in ("gone", "ended"):
+    for run_id in ("gone", "ended", "killed", "old"):
         store.start_run(run_id, "s", "h", {}, "v")  # recorded running
     store.set_run_status("ended", "finished")
-    Store.close_all()  # the process that ran them is gone: `gone` stays recorded running
+    Store.close_all()  # the process that ran them let its claims go: they stay running
+    claims = journal_dir(db_path)
+    claims.mkdir(exist_ok=True)  # each process removes it as it ends, when empty
+    (claims / "run-killed.claim").write_text("host-1-deadbeef")  # a SIGKILL left it
+    (claims / "run-old.claim").write_text("")  # an older numerate's claim names no journal
 
     def statuses(**chosen):
         with Reader.open(db_path) as reader:
@@ -59,18 +64,20 @@ def test_a_run_whose_process_is_gone_is_listed_stopped_and_can_be_chosen_so(db_p
     with Reader.open(db_path) as reader:
         listed = list_runs(reader)
     assert dict(zip(listed["id"], listed["status"], strict=True)) == {
-        "gone": STOPPED, "ended": "finished"
+        "gone": STOPPED, "ended": "finished", "killed": STOPPED, "old": STOPPED
     }  # fmt: skip
-    assert statuses(status=STOPPED) == {"gone": STOPPED}
     assert statuses(status="running") == {}
     assert statuses(status="finished") == {"ended": "finished"}
-    writing = Journal(str(db_path))  # a live process writes the file: its run may be this one
+    live = Store.open(db_path)
+    live.start_run("live", "s", "h", {}, "v")  # this process runs it: its claim names its journal
     try:
-        assert statuses() == {"gone": "running", "ended": "finished"}
-        assert statuses(status="running") == {"gone": "running"}
-        assert statuses(status=STOPPED) == {}
+        assert statuses() == {
+            "gone": STOPPED, "ended": "finished", "killed": STOPPED, "live": "running",
+            "old": "running",  # a claim without a name: held while any process writes the file
+        }  # fmt: skip
+        assert statuses(status="running") == {"live": "running", "old": "running"}
+        assert statuses(status=STOPPED, text="i") == {"killed": STOPPED}
+        assert statuses(status=STOPPED, sweep="other") == {}
     finally:
-        writing.close()
-    assert statuses(status="running", text="gon") == {}
-    assert statuses(status=STOPPED, text="gon", sweep="s") == {"gone": STOPPED}
-    assert statuses(status=STOPPED, sweep="other") == {}
+        Store.close_all()
+    assert statuses(status=STOPPED).keys() == {"gone", "killed", "old", "live"}
