@@ -40,14 +40,17 @@ STOPPED = "stopped"
 down: numerate.store.journal.stopped_runs): it stopped without ending, and the same command
 resumes it. Never stored: the row keeps `running`, which the resume takes up."""
 
-_SHOWN_RUNS = """
-WITH shown AS (  -- a run recorded running that no live process holds: STOPPED
-    SELECT * REPLACE (
-        CASE WHEN list_contains(?::VARCHAR[], run_id) THEN 'stopped' ELSE status END AS status
-    ) FROM runs
+_SHOWN_STATUS = (
+    f"CASE WHEN list_contains(?::VARCHAR[], run_id) THEN '{STOPPED}' ELSE status END AS status"
+)
+"""A run's status as shown, given the runs recorded running that no live process holds."""
+
+_SHOWN_RUNS = f"""
+WITH shown AS (
+    SELECT * REPLACE ({_SHOWN_STATUS}) FROM runs
 ),
 chosen AS (
-    SELECT * FROM shown {where}
+    SELECT * FROM shown {{where}}
 )"""
 
 _RUNS = (
@@ -264,14 +267,17 @@ def changed_cases(
 
 def numgen_runs(source: Source) -> pl.DataFrame:
     """Every NumGen run, newest first, with its headline metrics where it has them: run_id,
-    kind, generator, detector, status, started, n, errors, accuracy, ci_low, ci_high, mwe,
-    knower_level, human_correlation."""
+    kind, generator, detector, status (STOPPED for one recorded `running` that no live process
+    holds), started, n, errors, accuracy, ci_low, ci_high, mwe, knower_level,
+    human_correlation."""
+    running = queries.run_ids_with_status(source, "running", "numgen_runs")
     return source.frame(
-        "SELECT r.run_id, r.kind, r.generator, r.detector, r.status, "
+        f"SELECT run_id, r.kind, r.generator, r.detector, {_SHOWN_STATUS}, "
         "date_trunc('second', r.started_at) AS started, m.n, m.errors, m.accuracy, m.ci_low, "
         "m.ci_high, m.mwe, m.knower_level, m.human_correlation "
         "FROM numgen_runs r LEFT JOIN numgen_metrics m USING (run_id) "
-        "ORDER BY r.started_at DESC, r.run_id"
+        "ORDER BY r.started_at DESC, r.run_id",
+        [sorted(stopped_runs(source.path, running))],
     )
 
 

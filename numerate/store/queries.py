@@ -146,9 +146,11 @@ def run_ids_starting(source: Source, prefix: str, limit: int = 6) -> list[str]:
     return [str(r[0]) for r in rows]
 
 
-def run_ids_with_status(source: Source, status: str) -> list[str]:
-    """Ids of the runs recorded with `status`."""
-    return [str(r[0]) for r in source.query("SELECT run_id FROM runs WHERE status = ?", [status])]
+def run_ids_with_status(source: Source, status: str, table: str = "runs") -> list[str]:
+    """Ids of the runs (of `table`: runs or numgen_runs) recorded with `status`."""
+    assert table in ("runs", "numgen_runs")
+    rows = source.query(f"SELECT run_id FROM {table} WHERE status = ?", [status])
+    return [str(r[0]) for r in rows]
 
 
 def previous_run(source: Source, run_id: str) -> str | None:

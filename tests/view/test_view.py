@@ -52,8 +52,10 @@ def test_a_run_whose_process_is_gone_is_shown_stopped_and_not_reloaded(tmp_path)
     from numerate.store import Store
 
     db = tmp_path / "r.duckdb"
-    Store.open(str(db)).start_run("gone-1", "s", "h", {}, "v")  # recorded running
-    Store.close_all()  # its process gone: no live process holds a journal of the file
+    store = Store.open(str(db))
+    store.start_run("gone-1", "s", "h", {}, "v")  # recorded running
+    store.start_numgen_run("numgen-gone", "benchmark", "synthetic", "blobs", {}, "v")
+    Store.close_all()  # their process gone: their claims let go
     client = TestClient(create_app(str(db)))
     listed = client.get("/").text
     assert 'class="badge stopped">stopped<' in listed and "badge running" not in listed
@@ -63,6 +65,9 @@ def test_a_run_whose_process_is_gone_is_shown_stopped_and_not_reloaded(tmp_path)
     page = client.get("/run/gone-1").text
     assert 'class="badge stopped">stopped<' in page and "the same command resumes it" in page
     assert "refresh" not in page
+    for numgen in ("/numgen", "/numgen/numgen-gone"):
+        shown = client.get(numgen).text
+        assert 'class="badge stopped">stopped<' in shown and "refresh" not in shown, numgen
 
 
 def test_a_run_shows_its_leaderboard_parts_and_a_comparison_link(client, results):
