@@ -153,7 +153,17 @@ class BoundedStream:
         await self.stream.aclose()
 
 
-_limits: dict[tuple[int, str], tuple[AdaptiveLimit, asyncio.Semaphore]] = {}
+_ModelKey = tuple[int, str, str | None, str]
+
+
+def _model_key(model: ModelConfig) -> _ModelKey:
+    """Whose limits and breaker a model shares in the running event loop: those of the same
+    name on the same endpoint and model id (two sweeps in one process naming different
+    endpoints alike shared them: one's failures stopped the other's model)."""
+    return (id(asyncio.get_running_loop()), model.name, model.base_url, model.model_id)
+
+
+_limits: dict[_ModelKey, tuple[AdaptiveLimit, asyncio.Semaphore]] = {}
 
 
 def model_limits(model: ModelConfig) -> tuple[AdaptiveLimit, asyncio.Semaphore]:
@@ -162,7 +172,7 @@ def model_limits(model: ModelConfig) -> tuple[AdaptiveLimit, asyncio.Semaphore]:
     be retried, or answered but not committed (2 x `concurrency`). Waiters are served first
     come, first served, so an earlier batch keeps its turn while a later one fills the slots
     it frees."""
-    key = (id(asyncio.get_running_loop()), model.name)
+    key = _model_key(model)
     if key not in _limits:
         limit = AdaptiveLimit(model.concurrency)
         _limits[key] = (limit, asyncio.Semaphore(2 * model.concurrency))
@@ -298,12 +308,12 @@ def key_hint(detail: str) -> str:
     return ""
 
 
-_breakers: dict[tuple[int, str], Breaker] = {}
+_breakers: dict[_ModelKey, Breaker] = {}
 
 
 def model_breaker(model: ModelConfig) -> Breaker:
     """The model's breaker, shared by every batch of this event loop."""
-    key = (id(asyncio.get_running_loop()), model.name)
+    key = _model_key(model)
     if key not in _breakers:
         _breakers[key] = Breaker(model)
     return _breakers[key]
@@ -311,5 +321,5 @@ def model_breaker(model: ModelConfig) -> Breaker:
 
 def stopped_cause(model: ModelConfig) -> str | None:
     """Why the model was stopped in this event loop, if it was."""
-    breaker = _breakers.get((id(asyncio.get_running_loop()), model.name))
+    breaker = _breakers.get(_model_key(model))
     return breaker.cause if breaker else None

@@ -1198,6 +1198,7 @@ def test_a_loop_s_clients_limits_and_breakers_last_until_its_last_run_ends():
         model_breaker,
         model_limits,
         shared_client,
+        stopped_cause,
     )
 
     model = ModelConfig(name="m", model="m", base_url="http://127.0.0.1:9/v1")
@@ -1219,6 +1220,16 @@ def test_a_loop_s_clients_limits_and_breakers_last_until_its_last_run_ends():
             assert await shared_client(model) is not client
             assert model_limits(model) is not limits
             assert not model_breaker(model).tripped
+            # another sweep of the process names another endpoint, or model, alike: the
+            # key it was refused with there stopped this one's model too
+            elsewhere = model.model_copy(update={"base_url": "http://127.0.0.1:10/v1"})
+            served = ModelConfig(name="m", model="other", base_url=model.base_url)
+            model_breaker(model).cause = "endpoint refused the key (HTTP 401)"
+            assert stopped_cause(model) == "endpoint refused the key (HTTP 401)"
+            for other_model in (elsewhere, served):
+                assert not model_breaker(other_model).tripped
+                assert stopped_cause(other_model) is None
+                assert model_limits(other_model) is not model_limits(model)
 
     asyncio.run(runs())
 
