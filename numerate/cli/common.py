@@ -147,10 +147,18 @@ def results_db(db: str | None) -> str:
 
 def open_reader(db: str | None, numerate_schema: bool = True) -> Reader:
     """The results database opened read-only (numerate.store.reader.Reader), waiting while a
-    writer holds it."""
+    writer holds it. A path that cannot be read is said with where it came from when that
+    is $NUMERATE_DB (a path the user did not type: "no results database at ..." sent them
+    looking for a lost file)."""
     from numerate.store.reader import Reader
 
-    return Reader.open(results_db(db), numerate_schema)
+    path = results_db(db)
+    try:
+        return Reader.open(path, numerate_schema)
+    except ConfigError as error:
+        if db is None and os.environ.get("NUMERATE_DB", "").strip():
+            raise ConfigError(f"NUMERATE_DB: {error}") from None
+        raise
 
 
 def check_format(output: str, allowed: tuple[str, ...] = FORMATS) -> Format:

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from numerate.cli.app import app
-from numerate.cli.common import DB_HELP, fail, warn
+from numerate.cli.common import DB_HELP, fail, open_reader, warn
 from numerate.cli.process import PROCESS
 from numerate.kernel.errors import ConfigError, NumerateError
 from numerate.view.folder import ExportFolder
@@ -43,12 +43,11 @@ def view(
     Its pages: the runs, a run's leaderboard, each manifold's curves and heatmap, the cases
     behind a cell, comparisons."""
     from numerate.config.sweep import results_database
-    from numerate.store.reader import Reader
 
     folder = None
     try:
         path = results_database(db, None)
-        Reader.open(path).close()  # a database that cannot be read: one line, now
+        open_reader(db).close()  # a database that cannot be read: one line, now
         if export is not None:
             if port is not None or host is not None:
                 given = "--port" if port is not None else "--host"

@@ -70,6 +70,13 @@ def test_a_database_path_ending_with_a_slash_is_refused_before_anything(
     monkeypatch.setenv("NUMERATE_DB", str(tmp_path))  # corpus L: the variable was not named
     said = one_error(runner.invoke(app, ["runs"]))
     assert f"NUMERATE_DB {tmp_path}: a folder; give the results database's file" in said
+    missing = tmp_path / "nowhere.duckdb"  # readers did not say the path was the variable's
+    monkeypatch.setenv("NUMERATE_DB", str(missing))
+    for reading in (["runs"], ["report"], ["view", "--export", str(tmp_path / "pages")]):
+        said = one_error(runner.invoke(app, reading))
+        assert said.startswith(f"error: NUMERATE_DB: no results database at {missing}"), reading
+    said = one_error(runner.invoke(app, ["runs", "--db", str(missing)]))
+    assert said.startswith(f"error: no results database at {missing}")  # the path typed
 
 
 @pytest.mark.parametrize(
