@@ -87,12 +87,14 @@ def probe_hub(endpoint: str) -> str | None:
         timeout = -1.0
     if not 0.1 <= timeout <= 60.0:  # NaN too
         raise ModelLoadError(f"NUMERATE_HUB_TIMEOUT={raw!r}: give seconds, from 0.1 to 60")
+    named = "HF_ENDPOINT" in os.environ  # a mistyped variable read as the hub's own fault
+    hub = f"the hub (HF_ENDPOINT={endpoint!r})" if named else f"the hub ({endpoint})"
     try:
         answer(f"{endpoint}/api/models?limit=1", timeout)  # any status: it answered
     except Unanswered as error:
         if error.timed_out:
-            return f"the hub ({endpoint}) did not answer within {timeout:g} s"
-        return f"the hub ({endpoint}) cannot be reached ({error.reason})"
+            return f"{hub} did not answer within {timeout:g} s"
+        return f"{hub} cannot be reached ({error.reason})"
     return None
 
 

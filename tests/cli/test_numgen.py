@@ -606,6 +606,8 @@ def test_a_model_id_the_hub_cannot_give_fails_fast_in_one_line(tmp_path):
     assert len(lines) == 1 and lines[0].startswith("error: generator 'nosuch-org/nosuch-model'")
     assert str(tmp_path / "prefect") not in lines[0]
     assert "huggingface" in lines[0] and "did not answer within 1 s" in lines[0]
+    # the variable that chose the hub is named: a mistyped one read as the hub's own fault
+    assert f"the hub (HF_ENDPOINT={env['HF_ENDPOINT']!r}) did not answer" in lines[0]
     assert took < 20
     assert not (tmp_path / "x.duckdb").exists() and not (tmp_path / "images").exists()
 
