@@ -153,14 +153,15 @@ class BoundedStream:
         await self.stream.aclose()
 
 
-_ModelKey = tuple[int, str, str | None, str]
+_ModelKey = tuple[int, str, str | None, str, str | None]
 
 
 def _model_key(model: ModelConfig) -> _ModelKey:
     """Whose limits and breaker a model shares in the running event loop: those of the same
-    name on the same endpoint and model id (two sweeps in one process naming different
-    endpoints alike shared them: one's failures stopped the other's model)."""
-    return (id(asyncio.get_running_loop()), model.name, model.base_url, model.model_id)
+    name, endpoint, model id and key (two sweeps in one process naming different endpoints,
+    or keys, alike shared them: one's refused key stopped the other's model)."""
+    key = model.api_key_env or model.api_key_secret
+    return (id(asyncio.get_running_loop()), model.name, model.base_url, model.model_id, key)
 
 
 _limits: dict[_ModelKey, tuple[AdaptiveLimit, asyncio.Semaphore]] = {}

@@ -67,9 +67,11 @@ def check_suffix(option: str, path: Path | str, suffixes: Sequence[str]) -> str:
     suffix = Path(path).suffix.lower()
     if suffix in suffixes:
         return suffix
-    name = str(path)[:200]
-    if name != name.strip():
-        name, suffix = repr(name), repr(suffix)
+    name = str(path)
+    if name != name.strip():  # its end shown, where the space is
+        name, suffix = repr(name if len(name) <= 200 else "…" + name[-199:]), repr(suffix)
+    else:
+        name = name[:200]
     shown = f"no {suffix} output" if suffix else "no suffix"
     raise ConfigError(f"{option} {name}: {shown}; give a {' or '.join(suffixes)} file name")
 

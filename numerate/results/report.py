@@ -75,9 +75,15 @@ def check_filters(
 def run_state(source: Source, run_id: str) -> str | None:
     """A line for a run that is not finished (still running, degraded, failed...), else None."""
     run = queries.run_record(source, run_id)
+    stopped = (
+        run is not None and run.status == "running" and bool(stopped_runs(source.path, [run_id]))
+    )
+    if stopped:  # read again: it may have ended as it let its claim go
+        run = queries.run_record(source, run_id)
+        stopped = run is not None and run.status == "running"
     if run is None or run.status == "finished":
         return None
-    if run.status == "running" and stopped_runs(source.path, [run_id]):
+    if stopped:
         if not run.answered:  # an empty table said nothing
             return (
                 f"run {run_id} stopped without ending (started {run.started:%Y-%m-%d %H:%M}; "

@@ -41,9 +41,11 @@ down: numerate.store.journal.stopped_runs): it stopped without ending, and the s
 resumes it. Never stored: the row keeps `running`, which the resume takes up."""
 
 _SHOWN_STATUS = (
-    f"CASE WHEN list_contains(?::VARCHAR[], run_id) THEN '{STOPPED}' ELSE status END AS status"
+    f"CASE WHEN status = 'running' AND list_contains(?::VARCHAR[], run_id) THEN '{STOPPED}' "
+    "ELSE status END AS status"
 )
-"""A run's status as shown, given the runs recorded running that no live process holds."""
+"""A run's status as shown, given the runs recorded running that no live process held when
+they were probed (one that has ended since is shown as it ended)."""
 
 _SHOWN_RUNS = f"""
 WITH shown AS (

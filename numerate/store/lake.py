@@ -218,15 +218,15 @@ def runs_held(location: str, run_ids: Collection[str]) -> set[str]:
     with contextlib.closing(_postgres(location, "numerate reader")) as session:
         import psycopg  # there: _postgres said how to install it
 
-        try:  # pg_locks: a key's halves as unsigned oids
-            granted = session.execute(
-                "SELECT classid::bigint * 4294967296 + objid::bigint FROM pg_locks "
+        try:  # pg_locks: a key's halves as unsigned oids (joined here: as one bigint in SQL,
+            granted = session.execute(  # a negative key's overflowed)
+                "SELECT classid::bigint, objid::bigint FROM pg_locks "
                 "WHERE locktype = 'advisory' AND granted AND objsubid = 1 AND "
                 "database = (SELECT oid FROM pg_database WHERE datname = current_database())"
             ).fetchall()
         except psycopg.Error as error:
             raise StoreError(f"cannot read lake {location}: {_reason(error, '')}") from None
-    return {keys[key] for (key,) in granted if key in keys}
+    return {keys[high << 32 | low] for high, low in granted if high << 32 | low in keys}
 
 
 def _claim_key(run_id: str) -> int:

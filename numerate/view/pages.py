@@ -294,7 +294,10 @@ def require_run(source: Source, run_id: str) -> queries.RunRecord:
     if record is None:
         raise LookupError(f"no run {run_id!r} in {source.path}")
     if record.status == "running" and stopped_runs(source.path, [run_id]):
-        return dataclasses.replace(record, status=browse.STOPPED)
+        now = queries.run_record(source, run_id)  # it may have ended as it let its claim go
+        if now is not None and now.status == "running":
+            return dataclasses.replace(now, status=browse.STOPPED)
+        record = now or record
     return record
 
 

@@ -1224,9 +1224,10 @@ def test_a_loop_s_clients_limits_and_breakers_last_until_its_last_run_ends():
             # key it was refused with there stopped this one's model too
             elsewhere = model.model_copy(update={"base_url": "http://127.0.0.1:10/v1"})
             served = ModelConfig(name="m", model="other", base_url=model.base_url)
+            keyed = model.model_copy(update={"api_key_env": "ANOTHER_KEY"})
             model_breaker(model).cause = "endpoint refused the key (HTTP 401)"
             assert stopped_cause(model) == "endpoint refused the key (HTTP 401)"
-            for other_model in (elsewhere, served):
+            for other_model in (elsewhere, served, keyed):
                 assert not model_breaker(other_model).tripped
                 assert stopped_cause(other_model) is None
                 assert model_limits(other_model) is not model_limits(model)

@@ -218,6 +218,7 @@ def test_output_format_by_suffix(path, expected):
         # a trailing space read "no .png  output": the space is shown where it is
         ("p.png ", "--out 'p.png ': no '.png ' output;"),
         (" p.svg", "--out ' p.svg': no '.svg' output;"),
+        ("a" * 300 + ".png ", "--out '…" + "a" * 194 + ".png ': no '.png ' output;"),
     ],
 )
 def test_other_suffixes_are_named(path, named):

@@ -1,5 +1,8 @@
 """Naming runs and sweeps on the command line (numerate.results.runs)."""
 
+import subprocess
+import sys
+
 import pytest
 
 from numerate.kernel.errors import ConfigError
@@ -81,3 +84,66 @@ def test_a_run_whose_process_is_gone_is_listed_stopped_and_can_be_chosen_so(db_p
     finally:
         Store.close_all()
     assert statuses(status=STOPPED).keys() == {"gone", "killed", "old", "live"}
+
+
+def test_a_run_that_ends_as_it_is_probed_is_shown_as_it_ended(db_path, monkeypatch):
+    """A review: a run read `running`, then probed once it had ended and let its claim go,
+    was shown stopped without ending (`runs`, `report`, and a viewer page that then stopped
+    reloading on that wrong status)."""
+    import numerate.results.report as report
+    import numerate.store.browse as browse
+    import numerate.view.pages as pages
+    from numerate.store.browse import runs_page
+
+    store = Store.open(db_path)
+    store.start_run("ending", "s", "h", {}, "v")
+
+    def ends_as_probed(db, run_ids):  # it ends, then lets its claim go, as it is probed
+        store.set_run_status("ending", "finished")
+        return set(run_ids)
+
+    for module in (browse, report, pages):
+        monkeypatch.setattr(module, "stopped_runs", ends_as_probed)
+    try:  # read through the writer (a reader of this process would hold the file meanwhile)
+        assert runs_page(store, 0, 10)[0]["status"].to_list() == ["finished"]
+        store.set_run_status("ending", "running")
+        assert report.run_state(store, "ending") is None  # a finished run: nothing to say
+        store.set_run_status("ending", "running")
+        assert pages.require_run(store, "ending").status == "finished"
+    finally:
+        Store.close_all()
+
+
+KILLED_HOLDER = """
+import sys, time
+from numerate.store import Store
+Store.open(sys.argv[1]).start_run("killed", "s", "h", {}, "v")
+print("ready", flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_killed_run_beside_a_live_writer_is_stopped_and_the_live_one_running(db_path):
+    """A killed run was listed running for as long as any other process wrote the file (a
+    live sweep beside it): its claim now names its own journal, whose lock died with it."""
+    from numerate.store.browse import STOPPED, runs_page
+
+    def statuses():
+        with Reader.open(db_path) as reader:
+            frame, _ = runs_page(reader, 0, 10)
+        return dict(zip(frame["id"], frame["status"], strict=True))
+
+    holder = subprocess.Popen([sys.executable, "-c", KILLED_HOLDER, str(db_path)],
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        assert statuses() == {"killed": "running"}
+    finally:
+        holder.kill()  # SIGKILL: its claim file stays, naming its journal
+        holder.wait()
+    live = Store.open(db_path)
+    live.start_run("live", "s", "h", {}, "v")  # a sweep of this process writes the file
+    try:
+        assert statuses() == {"killed": STOPPED, "live": "running"}
+    finally:
+        Store.close_all()

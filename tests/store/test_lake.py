@@ -557,23 +557,26 @@ def test_a_lakes_run_whose_claim_is_gone_is_said_to_have_stopped(lake):
     from numerate.results.report import run_state
     from numerate.results.runs import list_runs
     from numerate.store.browse import STOPPED
-    from numerate.store.lake import runs_held
+    from numerate.store.lake import _claim_key, runs_held
     from numerate.store.reader import Reader
 
+    # run-6's key is negative: its lock's high half is 2**31 or more (read as one bigint in
+    # SQL, it overflowed, and every read of the lake's runs failed while it was held)
+    assert _claim_key("run-1") > 0 > _claim_key("run-6")
     writer = Store(lake)  # a process of its own, as another machine's
     writer.start_run("run-1", "s", "h", {}, "v")  # claims it
     other = Store(lake)
-    other.start_run("run-2", "s", "h", {}, "v")
-    assert runs_held(lake, ["run-1", "run-2", "run-3"]) == {"run-1", "run-2"}
+    other.start_run("run-6", "s", "h", {}, "v")
+    assert runs_held(lake, ["run-1", "run-6", "run-3"]) == {"run-1", "run-6"}
     with Reader.open(lake) as reader:
         assert "run run-1 is still running" in str(run_state(reader, "run-1"))
         writer.close()  # gone, its run recorded running
-        assert runs_held(lake, ["run-1", "run-2"]) == {"run-2"}
+        assert runs_held(lake, ["run-1", "run-6"]) == {"run-6"}
         said = str(run_state(reader, "run-1"))
         listed = list_runs(reader)
     assert said.startswith("run run-1 stopped without ending") and "resumes it" in said
     assert dict(zip(listed["id"], listed["status"], strict=True)) == {
-        "run-1": STOPPED, "run-2": "running"
+        "run-1": STOPPED, "run-6": "running"
     }  # fmt: skip
     other.close()
     resumed = Store(lake)
