@@ -178,7 +178,7 @@ def model_limits(model: ModelConfig) -> tuple[AdaptiveLimit, asyncio.Semaphore]:
         limit = AdaptiveLimit(model.concurrency)
         _limits[key] = (limit, asyncio.Semaphore(2 * model.concurrency))
         if not model.is_baseline:  # a baseline answers at once: it has no limit to show
-            current_progress().watch_limit(model.name, limit)
+            current_progress().watch_limit(key[1:], limit)  # whose, in any loop
     return _limits[key]
 
 

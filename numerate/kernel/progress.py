@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -45,7 +45,7 @@ class Progress:
         self.started = time.monotonic()
         self.step = ""
         """What the work is doing now, when the counts do not say it (generating cases)."""
-        self._limits: dict[str, Any] = {}
+        self._limits: dict[Hashable, Any] = {}
         self._open: dict[str, int] = {}
         self._lock = threading.Lock()
 
@@ -105,10 +105,11 @@ class Progress:
             self.retries += n
         self.render()
 
-    def watch_limit(self, name: str, limit: Any) -> None:
-        """Show a model's adaptive limit (anything with `allowed`) beside the counts."""
+    def watch_limit(self, model: Hashable, limit: Any) -> None:
+        """Show a model's adaptive limit (anything with `allowed`) beside the counts; `model`
+        says whose (two runs' models named alike on two endpoints have a limit each)."""
         with self._lock:
-            self._limits[name] = limit
+            self._limits[model] = limit
 
     def in_flight_limit(self) -> int | None:
         """The current limit on requests in flight, over every model (None: no endpoint)."""

@@ -1200,6 +1200,7 @@ def test_a_loop_s_clients_limits_and_breakers_last_until_its_last_run_ends():
         shared_client,
         stopped_cause,
     )
+    from numerate.kernel.progress import LogProgress, reporting_to
 
     model = ModelConfig(name="m", model="m", base_url="http://127.0.0.1:9/v1")
     slower = model.model_copy(update={"timeout_s": model.timeout_s * 2})
@@ -1231,6 +1232,11 @@ def test_a_loop_s_clients_limits_and_breakers_last_until_its_last_run_ends():
                 assert not model_breaker(other_model).tripped
                 assert stopped_cause(other_model) is None
                 assert model_limits(other_model) is not model_limits(model)
+        with reporting_to(LogProgress()) as progress:  # each model's limit counts once
+            async with endpoints_in_use():
+                ours, theirs = model_limits(model)[0], model_limits(elsewhere)[0]
+                model_limits(model)  # again: the same limit
+                assert progress.in_flight_limit() == ours.allowed + theirs.allowed
 
     asyncio.run(runs())
 
