@@ -70,7 +70,12 @@ def test_a_database_path_ending_with_a_slash_is_refused_before_anything(
     monkeypatch.setenv("NUMERATE_DB", str(tmp_path))  # corpus L: the variable was not named
     said = one_error(runner.invoke(app, ["runs"]))
     assert f"NUMERATE_DB {tmp_path}: a folder; give the results database's file" in said
-    missing = tmp_path / "nowhere.duckdb"  # readers did not say the path was the variable's
+
+
+def test_a_readers_path_from_numerate_db_is_said_with_the_variable(tmp_path, monkeypatch):
+    """`no results database at ...` of a path the user did not type sent them looking for a
+    lost file: the variable that gave it is named."""
+    missing = tmp_path / "nowhere.duckdb"
     monkeypatch.setenv("NUMERATE_DB", str(missing))
     for reading in (["runs"], ["report"], ["view", "--export", str(tmp_path / "pages")]):
         said = one_error(runner.invoke(app, reading))
