@@ -64,17 +64,19 @@ def test_a_database_path_ending_with_a_slash_is_refused_before_anything(
     monkeypatch.chdir(tmp_path)
     assert "a folder's name (it ends with /)" in one_error(runner.invoke(app, command))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_readers_path_from_numerate_db_is_said_with_the_variable(tmp_path, monkeypatch):
+    """A path the user did not type, said without the variable that gave it, sent them
+    looking for a lost file (`no results database at ...`) or a folder: the variable is
+    named (once, not once per path of the slash test above)."""
+    monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("NUMERATE_DB", "env.duckdb/")
     said = one_error(runner.invoke(app, ["runs"]))
     assert "NUMERATE_DB env.duckdb/: a folder's name" in said
     monkeypatch.setenv("NUMERATE_DB", str(tmp_path))  # corpus L: the variable was not named
     said = one_error(runner.invoke(app, ["runs"]))
     assert f"NUMERATE_DB {tmp_path}: a folder; give the results database's file" in said
-
-
-def test_a_readers_path_from_numerate_db_is_said_with_the_variable(tmp_path, monkeypatch):
-    """`no results database at ...` of a path the user did not type sent them looking for a
-    lost file: the variable that gave it is named."""
     missing = tmp_path / "nowhere.duckdb"
     monkeypatch.setenv("NUMERATE_DB", str(missing))
     for reading in (["runs"], ["report"], ["view", "--export", str(tmp_path / "pages")]):
