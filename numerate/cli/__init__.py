@@ -18,7 +18,7 @@ from numerate.config.env import configure as _configure
 
 _configure()  # before anything imports prefect (a command's early server start included)
 
-from numerate.cli.app import app  # noqa: E402
+from numerate.cli.app import app, reflow_help  # noqa: E402
 from numerate.cli.numgen import app as numgen_app  # noqa: E402
 from numerate.cli.server import server_app  # noqa: E402
 
@@ -28,6 +28,7 @@ for _command in ("generate", "manifolds", "grade", "run", "report", "db", "regra
     importlib.import_module(f"numerate.cli.{_command}")
 app.add_typer(numgen_app, name="numgen")
 app.add_typer(server_app, name="server")
+reflow_help(app)
 
 __all__ = ["app", "main"]
 

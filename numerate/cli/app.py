@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated
 
@@ -42,3 +43,16 @@ def _root(
 ) -> None:
     """Evaluate language models on reasoning test manifolds and text-to-image models on
     NumGen."""
+
+
+def reflow_help(commands: typer.Typer) -> None:
+    """Give each command of `commands` (and of its groups) its docstring as help, each
+    paragraph one line: Typer keeps a docstring's line breaks after its first paragraph, and
+    the terminal's own wrapping then left a word or two alone on a line."""
+    for info in commands.registered_commands:
+        if info.help is None and info.callback is not None and info.callback.__doc__:
+            paragraphs = inspect.cleandoc(info.callback.__doc__).split("\n\n")
+            info.help = "\n\n".join(" ".join(p.split()) for p in paragraphs)
+    for group in commands.registered_groups:
+        if group.typer_instance is not None:
+            reflow_help(group.typer_instance)

@@ -28,8 +28,9 @@ def list_runs_command(
 ) -> None:
     """List the runs, newest first: id, sweep, models, status, times and answers stored.
 
-    Never writes; reads while sweeps write the database (docs/sharing.md, "Many users, one
-    database")."""
+    A run recorded running whose process is gone (killed, its machine down) is listed
+    stopped: the same command resumes it. Never writes; reads while sweeps write the database
+    (docs/sharing.md, "Many users, one database")."""
     from numerate.results.report import render
     from numerate.results.runs import check_known_sweep, list_runs, numgen_runs_elsewhere
 

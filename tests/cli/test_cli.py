@@ -298,3 +298,23 @@ def test_every_error_line_is_escaped_and_bounded_whatever_it_quotes(tmp_path, ar
     assert shown in result.stderr
     assert all(len(line) <= 2010 for line in result.stderr.splitlines())
     assert len(result.stderr.splitlines()) == 1
+
+
+def test_every_commands_help_is_paragraphs_of_one_line_each():
+    """Typer keeps a docstring's line breaks after its first paragraph, and the terminal's
+    own wrapping then left a word alone on a line (`numerate runs --help`: "... is\\n listed
+    \\n stopped: ..."). Each paragraph is one line, wrapped by the terminal alone."""
+
+    def commands(group):
+        yield from group.registered_commands
+        for sub in group.registered_groups:
+            yield from commands(sub.typer_instance)
+
+    helped = list(commands(app))
+    assert len(helped) > 20
+    for info in helped:
+        name = info.name or info.callback.__name__
+        assert info.help, name
+        assert all("\n" not in paragraph for paragraph in info.help.split("\n\n")), name
+    shown = CliRunner().invoke(app, ["runs", "--help"], env={"COLUMNS": "100", "TERM": "dumb"})
+    assert "is listed stopped: the same command resumes it" in " ".join(shown.stdout.split())
