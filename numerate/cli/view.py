@@ -42,12 +42,10 @@ def view(
 
     Its pages: the runs, a run's leaderboard, each manifold's curves and heatmap, the cases
     behind a cell, comparisons."""
-    from numerate.config.sweep import results_database
-
     folder = None
     try:
-        path = results_database(db, None)
-        open_reader(db).close()  # a database that cannot be read: one line, now
+        with open_reader(db) as reader:  # a database that cannot be read: one line, now
+            path = reader.path
         if export is not None:
             if port is not None or host is not None:
                 given = "--port" if port is not None else "--host"

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any, Literal
 from numerate.kernel.errors import ConfigError, printable
 from numerate.results import live
 from numerate.store import queries
-from numerate.store.journal import stopped_runs
 from numerate.store.queries import Source
 
 if TYPE_CHECKING:
@@ -74,16 +73,10 @@ def check_filters(
 
 def run_state(source: Source, run_id: str) -> str | None:
     """A line for a run that is not finished (still running, degraded, failed...), else None."""
-    run = queries.run_record(source, run_id)
-    stopped = (
-        run is not None and run.status == "running" and bool(stopped_runs(source.path, [run_id]))
-    )
-    if stopped:  # read again: it may have ended as it let its claim go
-        run = queries.run_record(source, run_id)
-        stopped = run is not None and run.status == "running"
+    run = queries.current_run(source, run_id)
     if run is None or run.status == "finished":
         return None
-    if stopped:
+    if run.status == queries.STOPPED:
         if not run.answered:  # an empty table said nothing
             return (
                 f"run {run_id} stopped without ending (started {run.started:%Y-%m-%d %H:%M}; "

@@ -90,7 +90,7 @@ def resolve_run(source: Source, text: str | None, sweep: str | None = None) -> s
 
 def list_runs(source: Source, limit: int = 20, sweep: str | None = None) -> pl.DataFrame:
     """The newest runs first, as a polars frame: id, sweep, models (comma-separated), status
-    (`stopped` for a run recorded running whose process is gone: numerate.store.browse.STOPPED),
+    (`stopped` for a run recorded running whose process is gone: numerate.store.queries.STOPPED),
     started, finished (times to the second) and n (answers stored).
 
     Args:

@@ -12,8 +12,7 @@ from typing import TYPE_CHECKING
 
 from numerate.numgen.metrics import MAX_COUNT
 from numerate.store import queries
-from numerate.store.journal import stopped_runs
-from numerate.store.queries import Source
+from numerate.store.queries import STOPPED, Source
 
 if TYPE_CHECKING:
     import polars as pl
@@ -34,11 +33,6 @@ __all__ = [
 
 OUTCOMES = ("correct", "wrong", "unparsed", "truncated", "error")
 """Every outcome a graded answer can have."""
-
-STOPPED = "stopped"
-"""How a run is shown whose row says `running` but whose process is gone (killed, its machine
-down: numerate.store.journal.stopped_runs): it stopped without ending, and the same command
-resumes it. Never stored: the row keeps `running`, which the resume takes up."""
 
 _SHOWN_STATUS = (
     f"CASE WHEN status = 'running' AND list_contains(?::VARCHAR[], run_id) THEN '{STOPPED}' "
@@ -109,8 +103,7 @@ def runs_page(
             conditions.append(condition)
             params += [value] * condition.count("?")
     where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
-    running = queries.run_ids_with_status(source, "running")
-    params = [sorted(stopped_runs(source.path, running)), *params]
+    params = [queries.stopped_run_ids(source), *params]
     frame = source.frame(_RUNS.format(where=where), [*params, limit, offset])
     if frame.height:
         total = int(frame["total"][0])
@@ -272,14 +265,13 @@ def numgen_runs(source: Source) -> pl.DataFrame:
     kind, generator, detector, status (STOPPED for one recorded `running` that no live process
     holds), started, n, errors, accuracy, ci_low, ci_high, mwe, knower_level,
     human_correlation."""
-    running = queries.run_ids_with_status(source, "running", "numgen_runs")
     return source.frame(
         f"SELECT run_id, r.kind, r.generator, r.detector, {_SHOWN_STATUS}, "
         "date_trunc('second', r.started_at) AS started, m.n, m.errors, m.accuracy, m.ci_low, "
         "m.ci_high, m.mwe, m.knower_level, m.human_correlation "
         "FROM numgen_runs r LEFT JOIN numgen_metrics m USING (run_id) "
         "ORDER BY r.started_at DESC, r.run_id",
-        [sorted(stopped_runs(source.path, running))],
+        [queries.stopped_run_ids(source, "numgen_runs")],
     )
 
 

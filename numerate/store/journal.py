@@ -402,14 +402,14 @@ def stopped_runs(db: str, run_ids: Collection[str]) -> set[str]:
         return set()
     if is_lake(db):
         return set(run_ids) - runs_held(db, run_ids)
-    folder = journal_dir(db)
-    return {run_id for run_id in run_ids if not _held(folder, run_id)}
+    return {run_id for run_id in run_ids if not _held(db, run_id)}
 
 
-def _held(folder: Path, run_id: str) -> bool:
-    """Whether the live process whose journal a file claim names holds run `run_id`: no
-    claim file, a run whose process let it go; a claim that names no journal (made before
+def _held(db: str, run_id: str) -> bool:
+    """Whether the live process whose journal a file claim names holds run `run_id` of `db`:
+    no claim file, a run whose process let it go; a claim that names no journal (made before
     claims named one), any live process's journal of the database."""
+    folder = journal_dir(db)
     try:
         named = Confined(folder).read_bytes(f"run-{run_id}.claim", 256, head=True)
     except FileNotFoundError:
@@ -417,9 +417,7 @@ def _held(folder: Path, run_id: str) -> bool:
     except (OSError, LeadsOutside):  # not numerate's (a link, a pipe): not known to be dead
         named = b""
     stem = named.decode("utf-8", "replace").strip()
-    if not stem:
-        return any(_live(folder, owner.name) for owner in folder.glob("*.owner"))
-    return _live(folder, f"{stem}.owner")
+    return _live(folder, f"{stem}.owner") if stem else bool(live_owners(db))
 
 
 def _claim_file(path: Path) -> IO[str]:

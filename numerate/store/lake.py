@@ -226,7 +226,7 @@ def runs_held(location: str, run_ids: Collection[str]) -> set[str]:
             ).fetchall()
         except psycopg.Error as error:
             raise StoreError(f"cannot read lake {location}: {_reason(error, '')}") from None
-    return {keys[high << 32 | low] for high, low in granted if high << 32 | low in keys}
+    return {keys[key] for high, low in granted if (key := high << 32 | low) in keys}
 
 
 def _claim_key(run_id: str) -> int:

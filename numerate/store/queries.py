@@ -7,11 +7,12 @@ a read-only `Reader`) and returns typed values or a polars frame.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast
 
 from numerate.numgen.rows import ImageRow
+from numerate.store.journal import stopped_runs
 from numerate.store.schema import IMAGE_COLUMNS, NUMGEN_ENDED, DatabaseFault
 
 if TYPE_CHECKING:
@@ -108,6 +109,23 @@ def run_record(source: Source, run_id: str) -> RunRecord | None:
     return RunRecord(*rows[0]) if rows else None
 
 
+STOPPED = "stopped"
+"""How a run is shown whose row says `running` but whose process is gone (killed, its machine
+down: numerate.store.journal.stopped_runs): it stopped without ending, and the same command
+resumes it. Never stored: the row keeps `running`, which the resume takes up."""
+
+
+def current_run(source: Source, run_id: str) -> RunRecord | None:
+    """The run's record with its status as it is now: STOPPED for one recorded running that
+    no live process holds. Read again after that is probed: one that ended as it let its
+    claim go is shown as it ended, never stopped."""
+    record = run_record(source, run_id)
+    if record is None or record.status != "running" or not stopped_runs(source.path, [run_id]):
+        return record
+    now = run_record(source, run_id)
+    return replace(now, status=STOPPED) if now is not None and now.status == "running" else now
+
+
 def kept_answers(source: Source, run_id: str, models: Sequence[str]) -> int:
     """How many answers of `models` run `run_id` holds that a resumed run does not ask again:
     every one but an error (a failed request is sent again)."""
@@ -146,11 +164,12 @@ def run_ids_starting(source: Source, prefix: str, limit: int = 6) -> list[str]:
     return [str(r[0]) for r in rows]
 
 
-def run_ids_with_status(source: Source, status: str, table: str = "runs") -> list[str]:
-    """Ids of the runs (of `table`: runs or numgen_runs) recorded with `status`."""
+def stopped_run_ids(source: Source, table: str = "runs") -> list[str]:
+    """Ids of the runs (of `table`: runs or numgen_runs) recorded running that no live process
+    holds (numerate.store.journal.stopped_runs), sorted."""
     assert table in ("runs", "numgen_runs")
-    rows = source.query(f"SELECT run_id FROM {table} WHERE status = ?", [status])
-    return [str(r[0]) for r in rows]
+    rows = source.query(f"SELECT run_id FROM {table} WHERE status = 'running'")
+    return sorted(stopped_runs(source.path, [str(r[0]) for r in rows]))
 
 
 def previous_run(source: Source, run_id: str) -> str | None:

@@ -5,7 +5,6 @@ No HTTP here (numerate.view.app) and no SQL (numerate.store.browse and queries).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import hashlib
 import json
@@ -29,7 +28,6 @@ from numerate.results.compare import compare_stored, for_display, summary_line
 from numerate.results.numgen import run_agreement
 from numerate.results.tokens import budget_curves, budget_table
 from numerate.store import browse, queries
-from numerate.store.journal import stopped_runs
 from numerate.store.queries import POOLED, Source
 from numerate.store.schema import RUN_STATUSES
 from numerate.view.svg import PALETTE, budget_svg, curve_svg, heat_color
@@ -47,10 +45,10 @@ __all__ = [
 ]
 
 PAGE_SIZE = 50
+"""Rows per page of every list."""
 
 SHOWN_STATUSES = (*RUN_STATUSES, browse.STOPPED)
 """A run's statuses as the pages show them and their filter chooses them."""
-"""Rows per page of every list."""
 
 
 class Links:
@@ -288,16 +286,11 @@ def runs(
 
 
 def require_run(source: Source, run_id: str) -> queries.RunRecord:
-    """The run's record, its status as it is now (STOPPED: recorded running, its process
-    gone); LookupError when there is no such run."""
-    record = queries.run_record(source, run_id)
+    """The run's record, its status as it is now (queries.current_run); LookupError when
+    there is no such run."""
+    record = queries.current_run(source, run_id)
     if record is None:
         raise LookupError(f"no run {run_id!r} in {source.path}")
-    if record.status == "running" and stopped_runs(source.path, [run_id]):
-        now = queries.run_record(source, run_id)  # it may have ended as it let its claim go
-        if now is not None and now.status == "running":
-            return dataclasses.replace(now, status=browse.STOPPED)
-        record = now or record
     return record
 
 
