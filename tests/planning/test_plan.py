@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from numerate.config.env import startup_objects_frozen
+from numerate.config.env import FULL_PASS_EVERY, startup_objects_frozen
 from numerate.config.sweep import parse_sweep_config
 from numerate.kernel.errors import ConfigError
 from numerate.kernel.inputs import MAX_CASE_DATA_CHARS, MAX_FIELD_CHARS, MAX_PROMPT_CHARS
@@ -205,18 +205,21 @@ def test_a_case_whose_parameters_are_not_its_points_has_its_own_written():
     assert made.params == json.dumps(other.params, sort_keys=True)
 
 
-def test_objects_stay_frozen_until_the_outermost_block_ends():
+def test_objects_stay_frozen_and_full_passes_rare_until_the_outermost_block_ends():
     if gc.get_freeze_count():
         pytest.skip("something else froze objects in this process")
     # Frozen objects that something frees meanwhile (another test's thread) leave the count:
     # an inner block that unfroze would take it to 0, so half of it is the line to hold.
+    before = gc.get_threshold()
     with startup_objects_frozen():
         frozen = gc.get_freeze_count()
         assert frozen > 0
         with startup_objects_frozen():
             assert gc.get_freeze_count() > frozen // 2
         assert gc.get_freeze_count() > frozen // 2
+        assert gc.get_threshold() == (*before[:2], max(before[2], FULL_PASS_EVERY))
     assert gc.get_freeze_count() == 0
+    assert gc.get_threshold() == before
 
 
 def test_an_error_inside_the_block_unfreezes():
