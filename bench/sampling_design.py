@@ -42,7 +42,10 @@ def summaries(design: str, runs: int = 2000, seed: int = 1) -> None:
         for p in PROFILE:
             draws = rng.random(RULE.max_count) < p
             n = 100 if design == "fixed" else RULE.min_count
-            while design != "fixed" and decide(int(draws[:n].sum()), n, n, n, RULE)[0] is None:
+            while (
+                design != "fixed"
+                and decide(binomial(int(draws[:n].sum()), n), n, n, n, RULE)[0] is None
+            ):
                 n += RULE.step
             c = int(draws[:n].sum())
             points.append(binomial(c, n))
@@ -64,7 +67,7 @@ def samples(cases: int, k: int, runs: int = 4000, seed: int = 2) -> None:
     clustered = naive = 0
     for _ in range(runs):
         right = rng.binomial(k, rng.beta(0.6, 0.4, cases))
-        estimate = case_clustered([(int(c), k) for c in right])
+        estimate = case_clustered([(int(c), k, 1) for c in right])
         clustered += estimate.low <= 0.6 <= estimate.high
         low, high = wilson_interval(int(right.sum()), cases * k)
         naive += low <= 0.6 <= high

@@ -14,6 +14,7 @@ import polars as pl
 from scipy import stats
 
 from numerate.config.sweep import Precision, load_sweep_config
+from numerate.kernel.design import binomial
 from numerate.kernel.stats import wilson_interval
 from numerate.manifolds import registry
 from numerate.manifolds.common import point_seed
@@ -54,7 +55,7 @@ def adaptive_stops(p: float, rule: Precision = RULE) -> list[tuple[int, int, flo
     step = stats.binom.pmf(np.arange(rule.step + 1), rule.step, p)
     while True:
         for correct, mass in enumerate(alive):
-            if mass and decide(correct, asked, asked, asked, rule)[0] is not None:
+            if mass and decide(binomial(correct, asked), asked, asked, asked, rule)[0] is not None:
                 stopped.append((correct, asked, float(mass)))
                 alive[correct] = 0.0
         if not alive.any() or asked >= rule.max_count:

@@ -12,13 +12,13 @@ Pure: no Prefect, no I/O. See docs/statistics.md, "Adaptive sampling" for the st
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from numerate.config.sweep import Precision
-from numerate.kernel.stats import wilson_interval
+from numerate.kernel.design import Estimate, case_clustered
 from numerate.planning.plan import CaseRange, PlannedPoint
 from numerate.store.rows import PointStop, ResponseRow
 
@@ -30,20 +30,22 @@ PointKey = tuple[str, str]
 
 
 def decide(
-    correct: int, scored: int, answered: int, asked: int, precision: Precision
+    accuracy: Estimate, gradable: int, answered: int, asked: int, precision: Precision
 ) -> tuple[StopReason | None, float]:
     """Whether a point whose `asked` cases are all answered stops, and the full width of the
-    95% Wilson interval on its scored answers (1.0 with none scored).
+    95% interval of its `accuracy` (1.0 with nothing scored): the interval its figures report
+    (numerate.kernel.design.case_clustered: every answer but an error scored, truncated and
+    unparsed ones as not correct, the case as the unit).
 
     Stops with `precision` when the width is at most `ci_width`; else with `unscored` when
-    fewer than `min_scored` of the answers could be scored (truncated, unparsed and error
-    outcomes count as spent); else with `max_count` when no case is left to ask.
+    fewer than `min_scored` of the answers were `gradable`, graded correct or wrong
+    (truncated, unparsed and error outcomes count as spent); else with `max_count` when no
+    case is left to ask.
     """
-    low, high = wilson_interval(correct, scored)
-    width = high - low
-    if scored and width <= precision.ci_width:
+    width = accuracy.high - accuracy.low
+    if accuracy.value is not None and width <= precision.ci_width:
         return "precision", width
-    if scored < precision.min_scored * answered:
+    if gradable < precision.min_scored * answered:
         return "unscored", width
     if asked >= precision.max_count:
         return "max_count", width
@@ -69,13 +71,34 @@ class PointState:
     samples: int
     asked: int = 0
     answered: int = 0
-    correct: int = 0
-    scored: int = 0
+    gradable: int = 0
+    """Answers graded correct or wrong (not truncated, unparsed or an error)."""
     width: float = 1.0
     reason: StopReason | None = None
     pending: set[tuple[str, int]] = field(default_factory=set)
     """The answers of the open round not graded yet (adaptive points only: a fixed point never
     decides, so it keeps none)."""
+    kinds: Counter[tuple[int, int]] = field(default_factory=Counter)
+    """Its cases whose every sample is graded, by (correct, scored) answers (scored: all but
+    errors): a few keys, whatever the number of cases."""
+    partial: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    """Cases with a sample still to grade: (correct, scored, graded) so far."""
+
+    def add(self, case_id: str, outcome: str) -> None:
+        """One graded answer of the open round."""
+        self.answered += 1
+        self.gradable += outcome in ("correct", "wrong")
+        correct, scored, graded = self.partial.pop(case_id, (0, 0, 0))
+        case = (correct + (outcome == "correct"), scored + (outcome != "error"), graded + 1)
+        if case[2] < self.samples:
+            self.partial[case_id] = case
+        else:
+            self.kinds[case[:2]] += 1
+
+    @property
+    def accuracy(self) -> Estimate:
+        """The accuracy of its cases graded so far, as its figures report it."""
+        return case_clustered((c, s, w) for (c, s), w in self.kinds.items())
 
 
 class Sampler:
@@ -144,9 +167,7 @@ class Sampler:
             if state is None or (row["case_id"], row["sample_index"]) not in state.pending:
                 continue
             state.pending.discard((row["case_id"], row["sample_index"]))
-            state.answered += 1
-            state.correct += row["outcome"] == "correct"
-            state.scored += row["outcome"] in ("correct", "wrong")
+            state.add(row["case_id"], row["outcome"])
             touched.add(key)
         for key in touched:
             self._settle(self.points[key])
@@ -158,7 +179,7 @@ class Sampler:
         if any(queued is state for queued, _, _ in self.queue):
             return  # part of the round is not handed out yet
         reason, state.width = decide(
-            state.correct, state.scored, state.answered, state.asked, state.precision
+            state.accuracy, state.gradable, state.answered, state.asked, state.precision
         )
         if reason is None:
             self._open(state, min(state.asked + state.precision.step, state.precision.max_count))

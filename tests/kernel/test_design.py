@@ -25,7 +25,7 @@ def adaptive_count(draws: np.ndarray, rule: Precision = RULE) -> int:
     n = rule.min_count
     while True:
         correct = int(draws[:n].sum())
-        reason, _ = decide(correct, n, n, n, rule)
+        reason, _ = decide(binomial(correct, n), n, n, n, rule)
         if reason is not None:
             return n
         n += rule.step

@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from numerate.config.sweep import Precision
+from numerate.kernel.design import NOTHING, binomial, case_clustered
 from numerate.kernel.stats import wilson_interval
 from numerate.planning.adaptive import Sampler, decide, first_round
 from numerate.planning.plan import plan_points
@@ -48,14 +49,14 @@ def answer(sampler, correct_of, size=50):
 
 
 def test_decide_stops_for_precision_max_count_and_unscored():
-    assert decide(40, 40, 40, 40, PRECISION)[0] == "precision"  # width 0.088
-    assert decide(20, 20, 20, 20, PRECISION)[0] is None  # width 0.161: go on
-    assert decide(200, 400, 400, 400, PRECISION)[0] == "precision"  # width 0.097
+    assert decide(binomial(40, 40), 40, 40, 40, PRECISION)[0] == "precision"  # width 0.088
+    assert decide(binomial(20, 20), 20, 20, 20, PRECISION)[0] is None  # width 0.161: go on
+    assert decide(binomial(200, 400), 400, 400, 400, PRECISION)[0] == "precision"  # width 0.097
     wide = Precision(ci_width=0.01, min_count=20, max_count=100, step=20)
-    assert decide(50, 100, 100, 100, wide)[0] == "max_count"
-    assert decide(4, 9, 20, 20, PRECISION)[0] == "unscored"  # 9 of 20 scored < half
-    assert decide(5, 10, 20, 20, PRECISION)[0] is None  # 10 of 20: half is enough, go on
-    assert decide(0, 0, 20, 20, PRECISION) == ("unscored", 1.0)
+    assert decide(binomial(50, 100), 100, 100, 100, wide)[0] == "max_count"
+    assert decide(binomial(4, 20), 9, 20, 20, PRECISION)[0] == "unscored"  # 9 of 20 < half
+    assert decide(binomial(5, 20), 10, 20, 20, PRECISION)[0] is None  # 10 of 20: enough
+    assert decide(NOTHING, 0, 20, 20, PRECISION) == ("unscored", 1.0)
 
 
 def test_a_perfect_model_stops_early_and_a_coin_flip_goes_on():
@@ -67,7 +68,7 @@ def test_a_perfect_model_stops_early_and_a_coin_flip_goes_on():
     flip = Sampler([(PRECISION, cases())])
     answer(flip, lambda c, s: "correct" if zlib.crc32(c.case_id.encode()) % 2 else "wrong")
     for state in flip.points.values():
-        low, high = wilson_interval(state.correct, state.scored)
+        low, high = state.accuracy.low, state.accuracy.high
         assert state.reason in ("precision", "max_count")
         assert high - low <= 0.10 or state.asked == 400
         assert state.asked > 200
@@ -178,7 +179,9 @@ def test_the_vectorized_stopping_rule_stops_where_decide_does(p):
     hits = np.cumsum(np.random.default_rng(7).random((reps, PRECISION.max_count)) < p, axis=1)
     for row, stop in zip(hits, stopped_at, strict=True):
         asked = PRECISION.min_count
-        while decide(int(row[asked - 1]), asked, asked, asked, PRECISION)[0] is None:
+        while (
+            decide(binomial(int(row[asked - 1]), asked), asked, asked, asked, PRECISION)[0] is None
+        ):
             asked += PRECISION.step
         assert asked == stop
 
@@ -200,9 +203,9 @@ def test_unscored_answers_are_counted_against_the_answers_and_never_stop_for_pre
     for `precision` when `ci_width` is 1 (its width is 1.0); and the unscored share was taken
     of the cases asked, not of the answers (with `samples: 2`, twice as many)."""
     loose = Precision(ci_width=1.0, min_count=20, max_count=400, step=20)
-    assert decide(0, 0, 20, 20, loose) == ("unscored", 1.0)
+    assert decide(NOTHING, 0, 20, 20, loose) == ("unscored", 1.0)
     # 15 of 40 answers scored (20 cases x 2 samples): under half of the answers
-    assert decide(10, 15, 40, 20, PRECISION)[0] == "unscored"
+    assert decide(binomial(10, 40), 15, 40, 20, PRECISION)[0] == "unscored"
 
 
 def test_an_unparsed_answer_is_spent_not_scored():
@@ -213,7 +216,7 @@ def test_an_unparsed_answer_is_spent_not_scored():
     [stop] = sampler.stops()
     assert stop["reason"] == "unscored"
     state = sampler.points[("objects", "length=2")]
-    assert (state.scored, state.answered, state.asked) == (0, 20, 20)
+    assert (state.gradable, state.answered, state.asked) == (0, 20, 20)
 
 
 def test_a_round_waits_for_every_sample_and_later_rounds_add_a_step():
@@ -233,5 +236,41 @@ def test_a_round_waits_for_every_sample_and_later_rounds_add_a_step():
     sampler.graded(rows(first, 0))
     assert state.reason is None and taken(sampler, 100) == []  # sample 1 not graded yet
     sampler.graded(rows(first, 1))
-    assert (state.answered, state.scored) == (40, 40)
+    assert (state.answered, state.gradable) == (40, 40)
     assert len(taken(sampler, 100)) == 5  # the next round: one step
+
+
+def test_it_stops_on_the_interval_its_figures_report():
+    """A fresh-eyes review: the rule judged the Wilson interval of correct over correct and
+    wrong answers, all samples as independent answers, while the point reports correct over
+    every answer but errors with the case as the unit. 200 right and 100 unparsed stopped at a
+    width of 0.019 and stored 0.667 [0.612, 0.718], 0.106 wide; 80 cases of 5 samples, each
+    all right or all wrong, stopped at 0.0975 and reported 0.214."""
+    unparsed_too = binomial(200, 300)  # what the point reports: unparsed is not correct
+    assert decide(unparsed_too, 200, 300, 300, PRECISION) == (None, pytest.approx(0.106, abs=1e-3))
+
+    def all_or_nothing(case, sample):
+        return "correct" if zlib.crc32(case.case_id.encode()) % 2 else "wrong"
+
+    sampler = Sampler([(PRECISION, cases(count=400, lengths=(2,)))], samples=5)
+    answer(sampler, all_or_nothing)
+    [stop] = sampler.stops()
+    state = sampler.points[("objects", "length=2")]
+    point = state.point
+    per_case = [5 * (all_or_nothing(c, 0) == "correct") for c in point.cases(0, state.asked)]
+    reported = case_clustered([(c, 5, 1) for c in per_case])  # as numerate.results.aggregate
+    assert stop["width"] == pytest.approx(reported.high - reported.low)
+    assert stop["reason"] == "precision" and stop["width"] <= PRECISION.ci_width
+    assert state.asked > 200  # as 1 sample a case would need: 5 alike answers are one case's
+
+
+def test_a_round_with_unparsed_answers_stops_on_their_share_not_correct():
+    sampler = Sampler([(PRECISION, cases(count=400, lengths=(2,)))])
+    answer(sampler, lambda c, s: "correct" if zlib.crc32(c.case_id.encode()) % 3 else "unparsed")
+    [stop] = sampler.stops()
+    state = sampler.points[("objects", "length=2")]
+    outcomes = ["correct" if zlib.crc32(c.case_id.encode()) % 3 else "unparsed"
+                for c in state.point.cases(0, state.asked)]  # fmt: skip
+    reported = binomial(outcomes.count("correct"), len(outcomes))
+    assert stop["width"] == pytest.approx(reported.high - reported.low)
+    assert stop["reason"] in ("precision", "max_count")
