@@ -152,6 +152,7 @@ async def sweep(
     fresh: bool = False,
     unusable: dict[str, str] | None = None,
     plot: bool = True,
+    regression_alpha: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.05,
 ) -> str:
     """Evaluate every model of a sweep config on every grid point; returns the run id.
 
@@ -168,6 +169,8 @@ async def sweep(
         unusable: the models the run's preflight (numerate.endpoints.preflight) found unusable, with
             why (the CLI runs it before it starts); given, it is not run again.
         plot: draw the run's plot for its artifacts (about 0.6 s).
+        regression_alpha: the family-wise error rate of the summary artifact's comparison
+            with the previous run of the sweep (`nightly-sweep` gives its gate's).
     """
     # the garbage collector walks the sweep's objects, not all of Prefect's (numerate.config.env)
     with startup_objects_frozen(), untagged_tasks(config):
@@ -199,12 +202,13 @@ async def sweep(
                     for m in models
                 ),
             )
-        return await conclude(run_id, db_path, config, verdicts, plot)
+        return await conclude(run_id, db_path, config, verdicts, plot, regression_alpha)
 
 
 async def conclude(
-    run_id: str, db: str, config: SweepConfig, verdicts: list[PartVerdict], plot: bool = True
-) -> str:
+    run_id: str, db: str, config: SweepConfig, verdicts: list[PartVerdict], plot: bool = True,
+    alpha: float = 0.05,
+) -> str:  # fmt: skip
     """Aggregate, record how every part ended, publish; the run id. RunFailed, naming every
     part that is not ok, when one is not: raised, not returned as a Failed state, so that its
     caller gets it from this process (Prefect keeps a raised error in memory). A returned
@@ -215,7 +219,7 @@ async def conclude(
     status, message = run_verdict(verdicts)
     await finish_run(run_id, db, status, unwalked(verdicts))
     try:
-        await publish_run_artifacts(run_id, db, plot, config.view_dir)
+        await publish_run_artifacts(run_id, db, plot, config.view_dir, alpha)
     except Exception as error:  # artifacts show results; they never fail a stored run
         get_run_logger().warning("run %s: artifacts not published: %s", run_id, error)
     if config.results_dir:
@@ -243,7 +247,8 @@ async def nightly_sweep(
     sweep_config = load_sweep_config(config_path)
     db_path = results_database(db, sweep_config.db)
     with tags(*run_tags(sweep_config)):
-        run_id = str(await sweep(sweep_config, db_path))  # a Failed run raises here
+        run_id = str(await sweep(sweep_config, db_path, regression_alpha=regression_alpha))
+        # (a Failed run raises there); its summary artifact compares at the gate's alpha
     if fail_on_regression:
         found = await regressions(run_id, db_path, regression_alpha)
         if found:

@@ -104,9 +104,10 @@ def absolute(path: str) -> str:
     return os.path.abspath(path)
 
 
-def comparison_lines(source: Source, base: str, new: str) -> list[str]:
-    """The paired comparison of `new` with `base` (numerate.results.compare, per model and manifold)
-    as Markdown lines: its summary line, what it could have seen and the table."""
+def comparison_lines(source: Source, base: str, new: str, alpha: float = 0.05) -> list[str]:
+    """The paired comparison of `new` with `base` (numerate.results.compare, per model and manifold,
+    at family-wise `alpha`: the nightly gate's) as Markdown lines: its summary line, what it
+    could have seen and the table."""
     from numerate.results.compare import (  # scipy: a comparison only
         compare_stored,
         detectable_line,
@@ -114,14 +115,15 @@ def comparison_lines(source: Source, base: str, new: str) -> list[str]:
         summary_line,
     )
 
-    comparison = compare_stored(source, (base, new))
+    comparison = compare_stored(source, (base, new), alpha=alpha)
     if comparison.is_empty() or int(comparison["n"].sum()) == 0:
         return [f"Run `{base}` shares no answered case with this run."]
     table = render(for_display(comparison), "markdown").rstrip("\n").splitlines()
+    command = f"numerate compare {base} {new}" + ("" if alpha == 0.05 else f" --alpha {alpha:g}")
     return [
-        f"Against `{base}` (`numerate compare {base} {new}`): {summary_line(comparison)}.",
+        f"Against `{base}` (`{command}`): {summary_line(comparison)}.",
         "",
-        f"What it could see: {detectable_line(comparison)}.",
+        f"What it could see: {detectable_line(comparison, alpha)}.",
         "",
         *table,
     ]

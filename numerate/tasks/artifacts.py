@@ -65,14 +65,14 @@ def _export_view(store: Store, run_id: str, view_dir: str | None) -> str | None:
 
 
 def _build(
-    run_id: str, db: str, draw: bool, view_dir: str | None
+    run_id: str, db: str, draw: bool, view_dir: str | None, alpha: float
 ) -> tuple[str, list[dict[str, Any]], str, str | None, str | None]:
     store = Store.open(db)
     run = run_record(store, run_id)
     if run is None:
         raise ValueError(f"no run {run_id!r} in {db}")
     base = previous_run(store, run_id)
-    comparison = comparison_lines(store, base, run_id) if base else []
+    comparison = comparison_lines(store, base, run_id, alpha) if base else []
     try:
         plot = _draw_plot(store, run_id, db) if draw else None
     except OSError:
@@ -89,12 +89,15 @@ def _build(
 
 @task(cache_policy=NO_CACHE, task_run_name="publish artifacts")
 async def publish_run_artifacts(
-    run_id: str, db: str, draw: bool = True, view_dir: str | None = None
+    run_id: str, db: str, draw: bool = True, view_dir: str | None = None, alpha: float = 0.05
 ) -> None:
     """The run's results table and summary (with the comparison against the previous run of
-    the sweep) as Prefect artifacts keyed by the sweep's name, a link to its plot (when
-    `draw`), and to its pages of `numerate view` (written under `view_dir`, when given)."""
-    sweep, table, markdown, plot, view = await asyncio.to_thread(_build, run_id, db, draw, view_dir)
+    the sweep, at family-wise `alpha`) as Prefect artifacts keyed by the sweep's name, a link
+    to its plot (when `draw`), and to its pages of `numerate view` (written under `view_dir`,
+    when given)."""
+    sweep, table, markdown, plot, view = await asyncio.to_thread(
+        _build, run_id, db, draw, view_dir, alpha
+    )
     description = f"run {run_id}"
     await acreate_table_artifact(
         table=table, key=artifact_key(sweep, "results"), description=description

@@ -143,17 +143,24 @@ def test_the_nightly_flow_fails_on_a_regression_against_the_previous_night(db_pa
 
     from numerate.flows.sweep import nightly_sweep
 
-    def night(model):
+    def night(model, alpha=0.05):
         path = tmp_path / f"{model}.yaml"
         models = [{"name": "m", "model": f"baseline:{model}"}]
         manifolds = [{"manifold": "objects", "count": 30, "grid": {"length": 3}}]
         path.write_text(yaml.safe_dump({"name": "gate", "models": models, "manifolds": manifolds}))
-        return asyncio.run(nightly_sweep(str(path), db_path, return_state=True))
+        return asyncio.run(
+            nightly_sweep(str(path), db_path, regression_alpha=alpha, return_state=True)
+        )
 
     first = night("random")
     assert first.is_completed()  # nothing to compare with on the first night
     better = night("oracle")
     assert better.is_completed()  # an improvement passes
-    worse = night("random")
+    [summary, *_] = asyncio.run(artifacts("gate-summary"))
+    assert "alpha 0.05," in summary.data and "--alpha" not in summary.data
+    worse = night("random", alpha=0.01)
     assert worse.is_failed()
     assert "regressed against the previous run: m/objects 1.000 -> " in worse.message
+    # the summary's comparison is the gate's: at its alpha (a fresh-eyes review: it was 0.05)
+    [summary, *_] = asyncio.run(artifacts("gate-summary"))
+    assert "alpha 0.01," in summary.data and "--alpha 0.01`" in summary.data
