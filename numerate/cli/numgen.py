@@ -84,7 +84,7 @@ def _before_the_run(config: Any, db: str, dispatch: str, recount: bool) -> None:
         from numerate.store import Store
         from numerate.tasks.dispatch import Dispatch, require_deployed
 
-        problem = database_file_problem(db)  # no database: refused before the wait
+        problem = database_file_problem(db, writing=True)  # refused before the wait
         if problem:
             raise ConfigError(f"cannot open results database {db}: {problem}")
         server.wait()  # a missing deployment: said before the database is made

@@ -146,7 +146,9 @@ def announce_start(db_path: str) -> Any:
     from numerate.store.reader import database_file_problem, shorter_than_its_header_says
 
     try:  # a name too long for the file system, too: the store says so
-        refused = database_file_problem(db_path) or shorter_than_its_header_says(db_path)
+        refused = database_file_problem(db_path, writing=True) or shorter_than_its_header_says(
+            db_path
+        )
         return None if refused else Journal(db_path)
     except OSError:
         return None

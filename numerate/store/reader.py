@@ -232,11 +232,21 @@ def _existing_database(path: str) -> None:
         )
 
 
-def database_file_problem(path: str) -> str | None:
+def database_file_problem(path: str, writing: bool = False) -> str | None:
     """Why what is at `path` cannot be a results database (a folder, a device, a pipe or a
     socket, a file that is no DuckDB database: see not_duckdb), or None (nothing there
-    included): the reader's check and the writer's, in the same words."""
+    included): the reader's check and the writer's, in the same words. `writing`: also a name
+    DuckDB keeps for another database's write-ahead log (`X.wal`): opening X to write would
+    take the file for its log and remove it, and the runs stored in it with it."""
     file = Path(path)
+    if writing and file.name.endswith(".wal") and len(file.name) > len(".wal"):
+        other = file.with_name(file.name.removesuffix(".wal"))
+        return (
+            f"a name DuckDB keeps for the write-ahead log of the database {other}: opening "
+            "that one to write would remove this file with every run stored in it; give the "
+            "results database a name that does not end in .wal (move an existing one, e.g. "
+            f"to {other.with_name(other.stem + '-results' + (other.suffix or '.duckdb'))})"
+        )
     try:
         os.stat(path)
     except OSError as error:

@@ -245,7 +245,7 @@ class Store(Tables):
             access.lock_timeout_s()  # and here, not only once another process holds the file
             access.lock_log(path)  # and here: a log that cannot be written was silently none
             try:
-                problem = database_file_problem(path) or journal.journal_problem(path)
+                problem = database_file_problem(path, writing=True) or journal.journal_problem(path)
                 if problem:
                     raise StoreError(f"cannot open results database {path}: {problem}")
                 folder_problem(Path(path).parent)

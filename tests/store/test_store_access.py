@@ -689,6 +689,32 @@ def test_a_link_at_the_write_ahead_log_s_name_is_refused_by_writers_and_readers(
     assert other.read_bytes() == b"another database" * 1000
 
 
+def test_a_results_database_is_never_written_under_another_one_s_write_ahead_log_name(
+    tmp_path,
+):
+    """A hostile pass: `run --db w.duckdb.wal` stored a run there, and the next `run --db
+    w.duckdb` took that file for w.duckdb's write-ahead log and removed it, the run with it.
+    Writers refuse the name; a reader may still read what such a file holds."""
+    from numerate.store.reader import Reader
+
+    db = tmp_path / "w.duckdb"
+    log_name = tmp_path / "w.duckdb.wal"
+    said = (
+        r"w\.duckdb\.wal: a name DuckDB keeps for the write-ahead log of the database .*w\.duckdb"
+    )
+    with pytest.raises(StoreError, match=said):
+        Store.open(str(log_name))
+    assert not log_name.exists() and not db.exists()
+    made_before = tmp_path / "kept.duckdb"  # one made under that name by an earlier version
+    Store.open(str(made_before))
+    Store.close_all()
+    made_before.rename(log_name)
+    with pytest.raises(StoreError, match=r"w-results\.duckdb"):  # where to move it
+        Store.open(str(log_name))
+    Reader.open(str(log_name)).close()
+    assert log_name.is_file()
+
+
 def test_a_link_at_the_waiting_folder_s_name_is_never_followed(tmp_path, db_path):
     """A hostile pass: with `<db>.waiting` a link to a folder, `numerate runs` (any reader)
     removed each file there whose name holds `.write.` (a `thesis.write.docx`), taking it for
