@@ -330,12 +330,14 @@ def numgen_image_files(source: Source, run_id: str) -> list[tuple[str, str | Non
 
 
 def numgen_images_folder(source: Source, run_id: str) -> str | None:
-    """The `images` folder a NumGen run wrote its images under (`<images_dir>/images`: each
-    image at `<generator>/<file>`, its annotated copy at `<generator>/annotated/<counter>/<file>`,
-    numerate.numgen.batches.image_folder), as most of its recorded images name it; None when it
-    recorded none that numerate writes. What the viewer serves of the run is confined to it:
-    a link at its generator's folder or below is never followed, and a path edited into the
-    database that most of the run's do not share (`/home/x/secret.png`) is not shown."""
+    """The images folder a NumGen run wrote its images under (`<images_dir>`: each image at
+    `images/<generator>/<file>`, its annotated copy at
+    `images/<generator>/annotated/<counter>/<file>`, numerate.numgen.batches.image_folder), as
+    most of its recorded images name it; None when it recorded none that numerate writes.
+    What the viewer serves of the run is confined to its `images` folder: a link at `images`
+    itself or below is never followed (one at `images` served a folder planted elsewhere),
+    and a path edited into the database that most of the run's do not share
+    (`/home/x/secret.png`) is not shown."""
     roots = Counter(
         root
         for (path,) in source.query(
@@ -347,10 +349,11 @@ def numgen_images_folder(source: Source, run_id: str) -> str | None:
 
 
 def _images_root(recorded: str) -> str | None:
-    """The `images` folder of a recorded image's path as numerate writes it, or None."""
+    """The images folder (`<images_dir>`) of a recorded image's path as numerate writes it,
+    or None."""
     if not os.path.isabs(recorded):
         return None
     path = PurePosixPath(os.path.normpath(recorded))  # <images_dir>/images/<generator>/<file>
     if len(path.parts) < 4 or path.parents[1].name != "images":
         return None
-    return str(path.parents[1])
+    return str(path.parents[2])

@@ -163,8 +163,9 @@ MAX_IMAGE_BYTES = 64 * 1024 * 1024
 
 
 def images_folder(source: Source, run_id: str) -> Confined | None:
-    """The folder of a NumGen run's images, which nothing it serves of the run may leave
-    (numerate.kernel.confined), or None when the run recorded no image."""
+    """The images folder of a NumGen run (`<images_dir>`), below which nothing it serves of
+    the run may leave `images/` (numerate.kernel.confined: no link followed, `images`
+    included), or None when the run recorded no image."""
     folder = browse.numgen_images_folder(source, run_id)
     return Confined(folder) if folder else None
 
@@ -175,7 +176,8 @@ def image_name(folder: Confined | None, recorded: str | None) -> str | None:
     path the database was made to hold)."""
     if folder is None or not recorded or Path(recorded).suffix.lower() not in IMAGE_TYPES:
         return None
-    return folder.relative(recorded)
+    name = folder.relative(recorded)
+    return name if name is not None and name.startswith("images/") else None
 
 
 def servable_image(folder: Confined | None, recorded: str | None) -> bool:

@@ -57,15 +57,20 @@ def test_an_image_replaced_by_a_link_is_not_served(numgen_run):
     assert annotated.status_code in (403, 404) and SECRET not in annotated.text
 
 
-def test_a_generator_folder_replaced_by_a_link_is_not_served_nor_copied(numgen_run, tmp_path):
+@pytest.mark.parametrize("levels", [1, 2], ids=["generator folder", "images folder"])
+def test_a_folder_of_images_replaced_by_a_link_is_not_served_nor_copied(
+    numgen_run, tmp_path, levels
+):
     """A hostile pass: the run's images folder was the one its images share (`images/<generator>`),
     reached through links as a user's own folder is, so a link in place of it (to a folder
-    of images elsewhere) was served, 200, and copied by an export. The folder is now
-    `<images_dir>/images`, the user's; the generator's folder in it is numerate's."""
+    of images elsewhere) was served, 200, and copied by an export. A second pass: then the
+    same at `<images_dir>/images`. The folder reached through links is now `<images_dir>`,
+    the user's; `images` and the generator's folder in it are numerate's."""
     import shutil
 
     db, run_id, prompt_id, image, _ = numgen_run
-    generator = image.parent
+    generator = image.parents[levels - 1]
+    assert generator.name == ("images" if levels == 2 else image.parent.name)
     elsewhere = tmp_path / "elsewhere-images"
     shutil.copytree(generator, elsewhere)
     os.rename(generator, generator.with_name("aside"))
