@@ -53,14 +53,17 @@ def _draw_plot(store: Store, run_id: str, db: str) -> str | None:
 
 def _export_view(store: Store, run_id: str, view_dir: str | None) -> str | None:
     """The run's pages of `numerate view` under view_dir/RUN_ID/ (the file of its page), or
-    None without a view_dir or when they cannot be written (a convenience, like the plot)."""
+    None without a view_dir or when they cannot be written (a convenience, like the plot:
+    said in a note, and the run goes on)."""
     if not view_dir:
         return None
     from numerate.view.export import export_run  # jinja2: pages only
 
     try:
         return str(export_run(store, run_id, Path(view_dir).expanduser().resolve()))
-    except (OSError, LeadsOutside):  # LeadsOutside: a link planted at the run's folder
+    except (OSError, LeadsOutside) as error:  # LeadsOutside: a link planted at the run's folder
+        why = error.strerror if isinstance(error, OSError) and error.strerror else error
+        current_progress().note(f"run {run_id}: its pages were not written under {view_dir}: {why}")
         return None
 
 

@@ -199,10 +199,14 @@ def test_a_failed_export_into_a_new_folder_leaves_no_folder(exported, tmp_path, 
 
 def test_a_run_s_pages_for_its_summary_are_not_written_through_a_planted_link(tmp_path):
     """A sweep's `view_dir` (a shared folder, as /shared/numerate-pages) whose RUN_ID folder
-    someone replaced by a link to a folder elsewhere: the run's pages went into that folder."""
+    someone replaced by a link to a folder elsewhere: the run's pages went into that folder.
+    A second hostile pass: then the run wrote none, and said nothing of it."""
     from numerate.kernel.confined import LeadsOutside
+    from numerate.kernel.progress import reporting_to
     from numerate.store import Store
+    from numerate.tasks.artifacts import _export_view
     from numerate.view.export import export_run
+    from tests.notes import Notes
 
     db = tmp_path / "runs.duckdb"
     made = runner.invoke(app, ["run", "--model", "baseline:oracle", "--db", str(db)])
@@ -219,6 +223,12 @@ def test_a_run_s_pages_for_its_summary_are_not_written_through_a_planted_link(tm
     os.symlink(elsewhere, run_folder)
     with store.session(), pytest.raises(LeadsOutside, match="a symbolic link"):
         export_run(store, run_id, shared)
+    assert list(elsewhere.iterdir()) == []
+    with store.session(), reporting_to(Notes()) as heard:
+        assert _export_view(store, run_id, str(shared)) is None  # what the run's end calls
+    [note] = heard.notes
+    assert note.startswith(f"run {run_id}: its pages were not written under {shared}: ")
+    assert "a symbolic link" in note
     assert list(elsewhere.iterdir()) == []
 
 
