@@ -29,7 +29,13 @@ from numerate.kernel.errors import ConfigError, first_line
 from numerate.kernel.files import link_into_nowhere, looks_like_duckdb
 from numerate.store import access, lake
 from numerate.store.access import lock_timeout_s
-from numerate.store.duckdb_words import is_cut_short_at_open, is_interrupted, sql_literal
+from numerate.store.duckdb_words import (
+    file_fault,
+    is_cut_short_at_open,
+    is_damaged,
+    is_interrupted,
+    sql_literal,
+)
 from numerate.store.journal import live_owners
 from numerate.store.schema import SCHEMA_VERSION, DatabaseFault, changed_tables, missing_views
 
@@ -266,6 +272,11 @@ def database_file_problem(path: str, writing: bool = False) -> str | None:
     return not_duckdb(path) if file.is_file() else None
 
 
+class DamagedDatabase(DatabaseFault):
+    """A query failed on the file itself (a block whose checksum does not match, one cut
+    short), not on its SQL: said with the database's name."""
+
+
 class Reader:
     """A read-only connection to a results database."""
 
@@ -315,6 +326,8 @@ class Reader:
         """ConfigError unless the database has numerate's current schema."""
         try:
             found = self.query("SELECT coalesce(max(version), 0) FROM schema_migrations")[0][0]
+        except DamagedDatabase:
+            raise
         except DatabaseFault:
             raise ConfigError(f"{self.path} is not a numerate results database") from None
         if found != SCHEMA_VERSION:
@@ -381,6 +394,11 @@ class Reader:
                 problem = changed_tables(self.con)
                 if problem:
                     return ConfigError(f"results database {self.path}: {problem}")
+        if is_damaged(error):  # the file, not the query: named, as writers name it
+            return DamagedDatabase(
+                f"results database {self.path} cannot be read: {file_fault(error)} (a damaged "
+                f"or truncated file? `numerate upgrade --db {self.path}` names the table)"
+            )
         return DatabaseFault(first_line(error))
 
     def printable_frame(self, sql: str, limit: int | None = None) -> pl.DataFrame:

@@ -498,6 +498,30 @@ def test_a_file_that_is_no_duckdb_database_is_named_for_what_it_is(tmp_path, com
     assert db.read_bytes() == before and sorted(tmp_path.iterdir()) == [db]
 
 
+@pytest.mark.parametrize("command", [["runs"], ["report"]])
+def test_a_reader_names_the_database_whose_block_fails_its_checksum(tmp_path, command):
+    """A hostile sweep: `numerate runs` on a file with a damaged block said only DuckDB's
+    `IO Error: Corrupt database file: ...`, naming no database."""
+    whole = tmp_path / "whole.duckdb"
+    sweep = ["run", "--config", str(oracle_sweep(tmp_path)), "--format", "json"]
+    assert runner.invoke(app, [*sweep, "--db", str(whole)]).exit_code == 0
+    table = "runs" if command == ["runs"] else "responses"
+    con = duckdb.connect(str(whole), read_only=True)
+    (block,) = con.execute(
+        f"SELECT max(block_id) FROM pragma_storage_info('{table}') WHERE persistent"
+    ).fetchone()
+    (block_size,) = con.execute("SELECT block_size FROM pragma_database_size()").fetchone()
+    con.close()
+    damaged = tmp_path / "damaged.duckdb"
+    content = bytearray(whole.read_bytes())
+    at = 3 * 4096 + block * block_size + 100  # in a block of the table: its checksum fails
+    content[at : at + 64] = b"\xff" * 64
+    damaged.write_bytes(content)
+    text = one_error(runner.invoke(app, [*command, "--db", str(damaged)]))
+    assert f"results database {damaged} cannot be read: " in text and "Corrupt database" in text
+    assert f"`numerate upgrade --db {damaged}` names the table" in text
+
+
 @pytest.mark.parametrize("command", [["upgrade"], ["run", "--model", "baseline:oracle"]])
 def test_a_database_whose_blocks_fail_their_checksum_is_one_line(tmp_path, command):
     """Before: DuckDB's `Corrupt database file: computed checksum ...` as a traceback."""
