@@ -81,9 +81,13 @@ def kaplan_meier(
 
 
 def _log_log_band(survival: float, greenwood: float, z: float) -> tuple[float, float]:
-    """The log-log 95% interval of a survival estimate (0 and 1 at the ends it cannot leave)."""
+    """The log-log 95% interval of a survival estimate (0 and 1 at the ends it cannot leave).
+    Where the band is not defined (a survival of 0, or an infinite variance: every case at
+    risk ended), it is the whole of 0..1: the data place no limit there (a band of (0, 0)
+    at a survival of 0 gave a median's upper limit the data did not: `kaplan_meier([10],
+    [True])`'s median interval was (10, 10))."""
     if survival <= 0 or not math.isfinite(greenwood):
-        return 0.0, 0.0 if survival <= 0 else 1.0
+        return 0.0, 1.0
     if survival >= 1:
         return 1.0, 1.0
     log_s = math.log(survival)

@@ -46,7 +46,16 @@ def test_the_6mp_arm_matches_the_textbook_table():
 def test_no_censoring_is_the_empirical_share_still_waiting():
     curve = kaplan_meier([1, 2, 2, 3], [True] * 4)
     assert curve.survival == pytest.approx((0.75, 0.25, 0.0))
-    assert curve.median == 2 and curve.low[-1] == curve.high[-1] == 0.0
+    assert curve.median == 2 and (curve.low[-1], curve.high[-1]) == (0.0, 1.0)  # not placed
+
+
+def test_a_curve_that_reaches_zero_places_no_upper_limit_it_has_no_band_for():
+    """A fresh-eyes review: the band at a survival of 0 was (0, 0), so one answer gave a
+    median interval of (10, 10), and four a limit of 4 that only the collapse gave (the
+    upper band was 0.665 at 3). R's survival package leaves the band there undefined."""
+    assert kaplan_meier([10], [True]).median_interval == (10.0, None)
+    assert kaplan_meier([1, 2, 3, 4], [True] * 4).median_interval == (1.0, None)
+    assert kaplan_meier(list(range(1, 101)), [True] * 100).median_interval == (40.0, 60.0)
 
 
 def test_all_censored_or_empty_has_no_median():
