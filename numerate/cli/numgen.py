@@ -98,11 +98,12 @@ def _before_the_run(config: Any, db: str, dispatch: str, recount: bool) -> None:
 
 
 def _run_flow(
-    config: Any, db: str, dispatch: str, recount: str | None = None
+    config: Any, db: str, dispatch: str, recount: str | None = None, images_dir: str | None = None
 ) -> tuple[Any, NumerateError | None]:
     """Run a NumGen run of `config` (or, `recount`: count that run's images with its
     counters) after every check; returns the flow's result, and the RunFailed of a run that
-    ended degraded (stored all the same: the caller shows it, then leaves with the error)."""
+    ended degraded (stored all the same: the caller shows it, then leaves with the error).
+    `images_dir`: the folder `--images-dir` gave, if it did (a problem with it names it)."""
     from numerate.endpoints.images import check_hosted
     from numerate.kernel.files import check_writable_folder
     from numerate.numgen.batches import check_folders
@@ -110,7 +111,8 @@ def _run_flow(
     config.check_models(generator=not recount)  # a recount makes no image
     check_hosted(config, generator=not recount)
     if config.needs_images:  # before the database is made
-        check_writable_folder("images_dir", config.images_dir)
+        check_writable_folder(OPTION_OF["images_dir"] if images_dir else "images_dir",
+                              config.images_dir)  # fmt: skip
         check_folders(config)  # no link where the run writes below it
     # before Prefect is imported: imported earlier, it did not see the server the command
     # found (numerate's background server) and started a temporary one of its own
@@ -220,7 +222,7 @@ def run(
         top = {"generator": generator, "detector": detector, "images_dir": images_dir}
         given = _options_given(top, prompts=prompts, generation=generation)
         numgen_config = parse_numgen_config(settings, given)
-        result, degraded = _run_flow(numgen_config, db, dispatch)
+        result, degraded = _run_flow(numgen_config, db, dispatch, images_dir=images_dir)
     except (NumerateError, ValueError) as error:  # ValueError: a model id, device or file
         fail(error)  # the backends refuse
     with shown_after_a_signal(NUMGEN, str(result["run_id"])):
@@ -282,7 +284,7 @@ def calibrate(
         given = ("prompts.per_number", "detector", "images_dir", "generation.device")
         options = {field: OPTION_OF[field] for field in given}  # those calibrate has
         numgen_config = calibration_config(detector, count, options=options, **extra)
-        result, degraded = _run_flow(numgen_config, db, dispatch)
+        result, degraded = _run_flow(numgen_config, db, dispatch, images_dir=images_dir)
     except (NumerateError, ValueError) as error:
         fail(error)
         return

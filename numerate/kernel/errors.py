@@ -81,7 +81,8 @@ def describe_validation_error(
             given = "empty" if value is None else f"not {what_it_is(value)}"
             message = f"should be a mapping of settings ({given})"  # not a class
         if not field:  # a check of the whole (a model validator): its message names the fields
-            lines.append(f"{where}: {message}")
+            named = _named_option(field, message, options or {})  # one an option gave: by it
+            lines.append(named if named is not None else f"{where}: {message}")
             continue
         option = _option_of(field, options or {})
         if option is not None:  # `--set key=text` shows the value as it was given (1e400, not
@@ -115,13 +116,17 @@ MAX_PROBLEMS = 10
 
 
 def _named_option(field: str, message: str, options: Mapping[str, str]) -> str | None:
-    """`message` of a check of the mapping at `field` that starts with one of its fields
-    (`api_key_env: ...`, `base_url = 'x' must ...`), with that field named by the option that
-    gave it (`--api-key-env: ...`, `--base-url 'x' must ...`); None when no option gave it."""
-    starts = re.match(r"([a-z_]+)( = |: )", message)
-    if starts is None or f"{field}.{starts[1]}" not in options:
+    """`message` of a check of the mapping at `field` (the whole config: "") that starts with
+    one of its fields (`api_key_env: ...`, `base_url = 'x' must ...`, `generation.height = 64:
+    ...`), with that field named by the option that gave it (`--api-key-env: ...`,
+    `--base-url 'x' must ...`, `--size 64: ...`); None when no option gave it."""
+    starts = re.match(r"([a-z_][a-z_.]*)( = |: )", message)
+    if starts is None:
         return None
-    option = options[f"{field}.{starts[1]}"]
+    named = f"{field}.{starts[1]}" if field else starts[1]
+    if named not in options:
+        return None
+    option = options[named]
     return f"{option}{' ' if starts[2] == ' = ' else ': '}{message[starts.end() :]}"
 
 

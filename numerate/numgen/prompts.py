@@ -74,10 +74,10 @@ class PromptSpec(BaseModel):
         folded = [name.casefold() for name in self.objects]
         for name in self.objects:
             if not name.strip():
-                raise ValueError(f"objects contains an empty name: {self.objects!r}")
+                raise ValueError(f"objects: an empty name among {self.objects!r}")
             if folded.count(name.casefold()) > 1:  # its prompts would be dealt twice
                 twice = [o for o in self.objects if o.casefold() == name.casefold()]
-                raise ValueError(f"object {name!r} is named twice in objects ({twice})")
+                raise ValueError(f"objects: {name!r} is named twice ({twice})")
             for text in (name, self.singulars.get(name, "")):  # stored, shown, in the prompt
                 if has_control_character(text) or text != text.strip():
                     raise ValueError(

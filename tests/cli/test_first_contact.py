@@ -659,7 +659,26 @@ def test_empty_values_that_meant_everything_are_refused(tmp_path):
     cleared = runner.invoke(app, ["cache", "clear", "--db", str(path), "--model", ""])
     assert "--model '': give an endpoint model id" in one_error(cleared)
     twice = runner.invoke(app, ["numgen", "prompts", "--object", "dogs", "--object", "dogs"])
-    assert "object 'dogs' is named twice" in one_error(twice)
+    assert "--object: 'dogs' is named twice" in one_error(twice)
+
+
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        (["--size", "64"], "error: --size 64: the synthetic generator with the blobs detector"),
+        (["--object", ""], "error: --object: an empty name among ['']"),
+        (["--object", "a", "--object", "A"], "error: --object: 'a' is named twice (['a', 'A'])"),
+        (["--images-dir", "/dev/null"], "error: --images-dir '/dev/null': "),
+    ],
+)
+def test_a_numgen_option_checked_with_the_whole_config_is_named_as_given(tmp_path, options, said):
+    """A hostile sweep: these said the config's fields (`numgen config: generation.height =
+    64: ...`, `prompts: objects contains an empty name`), not the options the user typed."""
+    images = [] if "--images-dir" in options else ["--images-dir", str(tmp_path / "imgs")]
+    done = runner.invoke(app, ["numgen", "run", "--count", "1", "--db", str(tmp_path / "r.duckdb"),
+                               *images, *options])  # fmt: skip
+    assert said in one_error(done)
+    assert not (tmp_path / "r.duckdb").exists()
 
 
 def test_a_file_with_a_byte_order_mark_is_read(tmp_path):

@@ -431,13 +431,13 @@ def test_a_bad_numgen_config_is_one_error_line(tmp_path, content, message):
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        (["--images-dir", "{file}"], "images_dir '{file}': a file, not a folder"),
-        (["--images-dir", "{file}/sub"], "images_dir '{file}/sub': {file} is a file, not a"),
+        (["--images-dir", "{file}"], "--images-dir '{file}': a file, not a folder"),
+        (["--images-dir", "{file}/sub"], "--images-dir '{file}/sub': {file} is a file, not a"),
         (["--images-dir", ""], "--images-dir '': give the folder for the images"),
         # a NumGen run began, then failed (exit 3) on FileNotFoundError
         (
             ["--images-dir", "/proc/numerate-images"],
-            "images_dir '/proc/numerate-images' cannot be written: No such file or directory",
+            "--images-dir '/proc/numerate-images' cannot be written: No such file or directory",
         ),
         (["--size", "0"], "--size 0: Input should be greater than or equal to 8"),
         (["--size", "12"], "--size 12: Input should be a multiple of 8"),
