@@ -96,6 +96,12 @@ def prefect_harness():
     if not wait_until_healthy(url, timeout_s=120, server=_session_server):
         pytest.exit(f"the test session's Prefect server at {url} did not start", returncode=3)
     migrated_template()  # before any test has run a flow
+    # Prefect takes its settings from the environment once, as it is first imported: a
+    # process whose first import came in a test that had set PREFECT_API_URL to a server it
+    # then stopped (tests/cli/test_first_contact.py's deploy tests) kept that address for
+    # every later test ("Failed to reach API"), depending on which worker ran what first
+    import prefect.context  # noqa: F401
+
     return url
 
 
