@@ -212,6 +212,9 @@ def yaml_value(text: str, where: str) -> Any:
         mark = getattr(error, "problem_mark", None)
         at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
         problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        context = getattr(error, "context", None)  # the sentence's start: "expected a single
+        if context and problem.startswith("but "):  # document in the stream, but found another"
+            problem = f"{context}, {problem}"
         raise ConfigError(f"{where}{at}: not valid YAML: {problem}") from None
     except RecursionError:
         raise InputLimitError(f"{where}: nested more than {MAX_DEPTH} levels deep") from None

@@ -139,6 +139,12 @@ def test_yaml_reads_an_exponent_without_a_dot_as_a_number_as_json_does():
         ("models: !!set {a, b}\n", "not valid YAML: the tag !!set is not allowed"),
         ("a: 1\nb: 2\na: 3\n", "(line 3, column 1): not valid YAML: the key 'a' appears twice"),
         ("m:\n  - {n: 1, n: 2}\n", "(line 2, column 12): not valid YAML: the key 'n' appears"),
+        # a hostile sweep: "not valid YAML: but found another document", the sentence cut
+        (
+            "name: a\n---\nname: b\n",
+            "(line 2, column 1): not valid YAML: expected a single "
+            "document in the stream, but found another document",
+        ),
     ],
 )
 def test_yaml_beyond_a_bound_or_broken_is_one_config_error(text, message):
