@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
@@ -29,6 +30,9 @@ def ingest(
     from numerate.store import Store, shards
 
     db = results_db(db)
+    if _same_file(results_dir, db):  # each run "made in it already": 0 loaded, exit 0
+        fail(f"{results_dir} is the results database itself (--db {db}): give the database "
+             "file or the folder of shards the runs come from")  # fmt: skip
     started = datetime.now(UTC)
     try:
         with shards.as_location(results_dir) as (location, refused):  # a database file: its
@@ -51,6 +55,14 @@ def ingest(
         nothing = f"; nothing was loaded, and {db} was not made" if discarded else ""
         fail(f"{len(done.skipped)} run(s) skipped{nothing}; fix or remove their shards and "
              "ingest again", EXIT_RUN_FAILED)  # fmt: skip
+
+
+def _same_file(source: str, db: str) -> bool:
+    """Whether the location to ingest is the database file itself (through links too)."""
+    try:
+        return Path(source).is_file() and Path(source).samefile(db)
+    except OSError:  # a URL, a name too long, the database not made yet
+        return False
 
 
 def _stopped(db: str, started: datetime) -> NoReturn:

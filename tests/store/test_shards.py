@@ -393,6 +393,18 @@ def test_a_run_made_in_the_database_is_said_to_be_there_not_ingested(tmp_path):
     assert f"ingested 0 run(s) into {db}\n1 run(s) made in {db} already: {run_id}" in result.stdout
 
 
+def test_a_database_is_not_ingested_into_itself(tmp_path):
+    """A hostile sweep: `ingest t.duckdb --db t.duckdb` said "ingested 0 run(s)", exit 0."""
+    db = tmp_path / "a.duckdb"
+    asyncio.run(sweep(config("oracle", tmp_path / "shared"), str(db)))
+    Store.close_all()
+    (tmp_path / "link.duckdb").symlink_to(db)
+    for source in (db, tmp_path / "link.duckdb"):
+        result = CliRunner().invoke(app, ["ingest", str(source), "--db", str(db)])
+        assert result.exit_code == 2, result.output
+        assert f"{source} is the results database itself (--db {db})" in result.stderr
+
+
 def test_the_default_plot_file_of_a_run_is_a_plain_name_in_the_working_folder(
     tmp_path, monkeypatch
 ):
