@@ -48,4 +48,5 @@ def grade(
     write_output(out, lines)
     counts = Counter(r["outcome"] for r in graded)
     summary = ", ".join(f"{n} {o}" for o, n in sorted(counts.items()))
-    typer.echo(f"graded {len(graded)} answers ({summary or 'none'}) -> {out}", err=True)
+    answers = f"{len(graded)} answer{'' if len(graded) == 1 else 's'}"
+    typer.echo(f"graded {answers} ({summary or 'none'}) -> {out}", err=True)

@@ -81,7 +81,7 @@ def resolve_run(source: Source, text: str | None, sweep: str | None = None) -> s
         return found
     ids = queries.run_ids_starting(source, text)
     if not ids:
-        raise ConfigError(f"run {text!r}: no run in {source.path} has an id starting so")
+        raise ConfigError(f"run {text!r}: no run in {source.path} has an id that begins so")
     if len(ids) > 1 and text not in ids:
         shown = ", ".join(ids[:5])
         raise ConfigError(f"run {text!r} is ambiguous: it starts {shown}; give more of the id")

@@ -35,6 +35,10 @@ def test_grade_writes_outcome_and_answer_for_every_line(tmp_path):
     ]  # fmt: skip
     assert graded[0]["input"] == cases[0]["input"]  # the line comes back whole
     assert "graded 4 answers" in result.stderr
+    single = tmp_path / "one.jsonl"
+    single.write_text(json.dumps(lines[0]) + "\n")
+    one = runner.invoke(app, ["grade", str(single), "--out", str(tmp_path / "one-graded.jsonl")])
+    assert "graded 1 answer (1 correct)" in one.stderr  # not "1 answers" (a hostile sweep)
     stdout = runner.invoke(app, ["grade", str(source)])
     assert [json.loads(x) for x in stdout.stdout.splitlines()] == graded
 
