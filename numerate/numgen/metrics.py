@@ -10,7 +10,7 @@ Conventions (docs/numgen.md, "NumGen metrics", defines each metric in full):
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -319,13 +319,17 @@ class NumGenScores:
         }
 
 
-def score(cm: ConfusionMatrix) -> NumGenScores:
-    """All metrics of a confusion matrix."""
+def score(cm: ConfusionMatrix, refused: int = 0) -> NumGenScores:
+    """All metrics of a confusion matrix. `refused`: images the generator's service declined
+    to make, which accuracy counts as not correct (a refusal is the generator's answer, as an
+    unparsed answer is a model's in a sweep: a generator that refuses its hardest prompts
+    must not score higher for it); every other metric needs a count, so is of the counted."""
     n = cm.n
+    asked = n + refused
     return NumGenScores(
         n=n,
-        accuracy=accuracy(cm),
-        accuracy_ci=wilson_interval(hits(cm), n),
+        accuracy=hits(cm) / asked if asked else None,
+        accuracy_ci=wilson_interval(hits(cm), asked),
         mwe=mean_weighted_error(cm),
         knower_level=knower_level(cm),
         human_correlation=human_correlation(cm),
@@ -336,11 +340,16 @@ def score(cm: ConfusionMatrix) -> NumGenScores:
     )
 
 
-def per_target_accuracy(cm: ConfusionMatrix) -> list[TargetRow]:
-    """Accuracy with its 95% Wilson interval for each target (detector calibration uses it)."""
+def per_target_accuracy(
+    cm: ConfusionMatrix, refused: Mapping[int, int] | None = None
+) -> list[TargetRow]:
+    """Accuracy with its 95% Wilson interval for each target (detector calibration uses it),
+    over its counted images and those the generator refused (`refused`: by target; not
+    correct, as in `score`); its mean count over the counted."""
     rows: list[TargetRow] = []
     for i, t in enumerate(cm.targets):
-        total = int(cm.counts[i].sum())
+        counted = int(cm.counts[i].sum())
+        total = counted + (refused or {}).get(t, 0)
         hits = int(cm.counts[i, t])
         low, high = wilson_interval(hits, total)
         rows.append(
@@ -351,8 +360,8 @@ def per_target_accuracy(cm: ConfusionMatrix) -> list[TargetRow]:
                 "accuracy": hits / total if total else None,
                 "ci_low": low,
                 "ci_high": high,
-                "mean_count": float((cm.counts[i] * np.asarray(COLUMNS)).sum() / total)
-                if total
+                "mean_count": float((cm.counts[i] * np.asarray(COLUMNS)).sum() / counted)
+                if counted
                 else None,
             }
         )

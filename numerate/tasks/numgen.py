@@ -4,6 +4,7 @@ import asyncio
 import contextlib
 import json
 import uuid
+from collections import Counter
 from collections.abc import Awaitable, Iterator
 from pathlib import Path
 from typing import TypeVar
@@ -208,12 +209,13 @@ async def score_run(run_id: str, numgen: NumGenConfig, db: str) -> NumGenResult:
     store = Store.open(db)
     rows = await asyncio.to_thread(queries.numgen_counts, store, run_id)
     counted = [(target, count) for target, count, _, _ in rows if count is not None]
-    refused = sum(1 for _, count, was_refused, _ in rows if count is None and was_refused)
+    refused_at = Counter(t for t, count, was_refused, _ in rows if count is None and was_refused)
+    refused = sum(refused_at.values())
     unparsed = sum(1 for _, count, _, was_unparsed in rows if count is None and was_unparsed)
     errors = len(rows) - len(counted) - refused - unparsed  # not made, or unreadable
     design = range(numgen.prompts.n_min, numgen.prompts.n_max + 1)
     cm = confusion_matrix([t for t, _ in counted], [c for _, c in counted], design)
-    scores = score(cm)
+    scores = score(cm, refused)  # a refusal is the generator's answer: not correct
     metrics: MetricsRow = {
         **scores.as_row(),
         "run_id": run_id,
@@ -224,7 +226,8 @@ async def score_run(run_id: str, numgen: NumGenConfig, db: str) -> NumGenResult:
         "unparsed": unparsed,
         "confusion": json.dumps({"targets": list(cm.targets), "counts": cm.counts.tolist()}),
     }
-    targets: list[TargetRow] = [{**row, "run_id": run_id} for row in per_target_accuracy(cm)]
+    by_target = per_target_accuracy(cm, refused_at)
+    targets: list[TargetRow] = [{**row, "run_id": run_id} for row in by_target]
     await asyncio.to_thread(store.put_numgen_scores, metrics, targets)
     heatmap = run_folder(numgen, run_id) / "confusion.png"
     image = render_heatmap(cm, f"{numgen.generator} / {numgen.detector_label} (n = {cm.n})")

@@ -114,9 +114,11 @@ def test_with_the_fakes_faults_every_image_is_accounted_for(endpoint, tmp_path, 
     [recount] = result["recounts"]
     refused = 3  # the three prompts of 7 objects
     assert result["refused"] == refused and result["errors"] == 0
-    assert result["n"] == 30 - refused and result["accuracy"] == 1.0
+    # every image made was counted right; a refusal is the generator's answer, not correct
+    assert result["n"] == 30 - refused and result["accuracy"] == pytest.approx(27 / 30)
     assert recount["refused"] == refused
-    assert recount["n"] + recount["unparsed"] == 30 - refused and recount["accuracy"] == 1.0
+    assert recount["n"] + recount["unparsed"] == 30 - refused
+    assert recount["accuracy"] == pytest.approx(recount["n"] / (recount["n"] + refused))
     assert recount["unparsed"] >= 1 and recount["errors"] == 0  # the 500s were asked again
     rows = query(db_path, "SELECT count(*), count(path), sum(refused::INT), count(DISTINCT width) "
                           "FROM numgen_images WHERE run_id = ?", [result["run_id"]])  # fmt: skip
@@ -259,6 +261,7 @@ def test_refusals_are_an_outcome_not_a_failure_and_trip_no_breaker(endpoint, tmp
     del settings["detection"]
     result = run(settings, db_path)
     assert (result["refused"], result["errors"], result["n"]) == (20, 0, 0)
+    assert result["accuracy"] == 0.0  # 20 refusals: none right, not "no accuracy"
     prompts = [request["prompt"] for request in endpoint.image_requests]
     assert len(prompts) == len(set(prompts)) == 20  # each asked once: a refusal is an answer
 

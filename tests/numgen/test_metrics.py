@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from numerate.kernel.stats import wilson_interval
 from numerate.numgen.baselines import random_counts, weber_counts
 from numerate.numgen.metrics import (
     COLUMNS,
@@ -16,6 +17,7 @@ from numerate.numgen.metrics import (
     human_correlation,
     knower_level,
     mean_weighted_error,
+    per_target_accuracy,
     random_correlation,
     scalar_variability,
     score,
@@ -287,3 +289,18 @@ def test_the_twenty_plus_column_is_no_target():
     """Targets are 1 to 19: 20 is the 20+ column, whose hits are any count from 20 up."""
     with pytest.raises(ValueError, match=r"target must be in 1\.\.19, got 20"):
         confusion_matrix([20], [20], design=range(1, 21))
+
+
+def test_images_the_generator_refused_count_against_its_accuracy_only():
+    """A fresh-eyes review: a hosted model that refused its hardest prompts scored higher, its
+    refusals left out of every metric. They are its answers: accuracy counts them as not
+    correct; the metrics that need a count (MWE, knower level, ...) are of the counted."""
+    cm = matrix({1: {1: 4}, 2: {2: 4}}, range(1, 3))
+    plain, refusing = score(cm), score(cm, refused=4)
+    assert (plain.accuracy, refusing.accuracy) == (1.0, pytest.approx(8 / 12))
+    assert refusing.accuracy_ci == pytest.approx(wilson_interval(8, 12))
+    assert (refusing.n, refusing.mwe, refusing.knower_level) == (plain.n, plain.mwe, 2)
+    [one, two] = per_target_accuracy(cm, {2: 4})
+    assert (one["n"], one["accuracy"], two["n"], two["accuracy"]) == (4, 1.0, 8, 0.5)
+    assert two["mean_count"] == 2.0  # of the counted images
+    assert score(matrix({}, range(1, 3)), refused=3).accuracy == 0.0
