@@ -402,8 +402,9 @@ def responses_of(source: Source, run_id: str) -> bool:
 def token_efficiency(source: Source, run_id: str, by_point: bool = False) -> pl.DataFrame:
     """Per model and manifold (and grid point, `by_point`) of a run, its answers (errors left
     out): completion and reasoning tokens (mean, median; `reasoning_reported`: answers whose
-    usage gave reasoning tokens), the mean completion tokens of correct and of wrong answers,
-    and correct answers per 1,000 completion tokens (over the answers with a token count)."""
+    usage gave reasoning tokens), the mean completion tokens of correct and of wrong answers
+    (wrong, unparsed and truncated: not correct, as in every accuracy), and correct answers
+    per 1,000 completion tokens (over the answers with a token count)."""
     point = ", point_key" if by_point else ""
     return source.frame(
         f"SELECT model, manifold{point}, count(*) AS answers, "
@@ -413,7 +414,7 @@ def token_efficiency(source: Source, run_id: str, by_point: bool = False) -> pl.
         "avg(reasoning_tokens) AS mean_reasoning_tokens, "
         "median(reasoning_tokens) AS median_reasoning_tokens, "
         "avg(completion_tokens) FILTER (outcome = 'correct') AS mean_tokens_correct, "
-        "avg(completion_tokens) FILTER (outcome = 'wrong') AS mean_tokens_wrong, "
+        "avg(completion_tokens) FILTER (outcome <> 'correct') AS mean_tokens_wrong, "
         "1000.0 * count(*) FILTER (outcome = 'correct' AND completion_tokens IS NOT NULL) "
         "/ nullif(sum(completion_tokens), 0) AS correct_per_1k_tokens "
         f"FROM responses WHERE run_id = ? AND outcome <> 'error' GROUP BY model, manifold{point} "
