@@ -121,8 +121,7 @@ def _point_estimate(row: Mapping[str, Any]) -> Estimate:
     se = row.get("se")
     if se is None or row.get("accuracy") is None:  # a frame from elsewhere: binomial points
         return binomial(int(row["correct"]), int(row["n_scored"]))
-    scored, samples = int(row["n_scored"]), int(row.get("samples") or 1)
-    return Estimate(row["accuracy"], se, 0.0, 1.0, scored, -(-scored // samples))  # its cases
+    return Estimate(row["accuracy"], se, 0.0, 1.0, int(row["n_scored"]))
 
 
 def pool(points: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:

@@ -12,11 +12,7 @@ Every interval is a Wilson score interval with an effective sample size (Korn & 
 it, p(1 - p) / variance, capped at the answers actually scored. The cap keeps an interval
 from claiming more precision than its answers would give as one simple random sample (it
 never binds with one sample per case at a single point, and with equal counts per point the
-summary interval is exactly the Wilson interval of the pooled counts, as before). Where the
-variance says nothing (an accuracy of 0 or 1, or every case alike), the effective sample
-size is the number of cases, not of answers: k answers of one case that agree are not k
-independent answers (20 cases x 10 samples, all right, would otherwise claim [0.981, 1]
-where the 20 cases give [0.839, 1]). Wilson
+summary interval is exactly the Wilson interval of the pooled counts, as before). Wilson
 rather than Wald keeps the interval inside [0, 1] and honest near 0 and 1, where a
 Wald interval collapses. docs/statistics.md, "How summaries weigh grid points".
 """
@@ -43,30 +39,22 @@ class Estimate:
     high: float
     scored: int
     """Answers behind the estimate (the cap on its effective sample size)."""
-    cases: int | None = None
-    """Cases behind it, the units its answers cluster in (the effective sample size where the
-    variance says nothing); None: one answer a case, `scored`."""
-
-    @property
-    def units(self) -> int:
-        """The cases behind the estimate (`scored` with one answer a case)."""
-        return self.scored if self.cases is None else self.cases
 
 
 NOTHING = Estimate(None, None, 0.0, 1.0, 0)
 
 
 def design_interval(
-    estimate: float, variance: float, scored: int, z: float = Z_95, cases: int | None = None
+    estimate: float, variance: float, scored: int, z: float = Z_95
 ) -> tuple[float, float]:
     """The Wilson interval of `estimate` at its effective sample size p(1 - p) / variance,
-    at most `scored`; where the variance says nothing (0, or an estimate of 0 or 1), the
-    `cases` its answers cluster in (default: `scored`, one answer a case)."""
+    at most `scored` (and exactly `scored` where the variance says nothing: 0, or an estimate
+    of 0 or 1)."""
     if scored <= 0:
         return (0.0, 1.0)
-    effective = float(scored if cases is None else min(cases, scored))
+    effective = float(scored)
     if variance > 0.0 and 0.0 < estimate < 1.0:
-        effective = min(float(scored), estimate * (1.0 - estimate) / variance)
+        effective = min(effective, estimate * (1.0 - estimate) / variance)
     return wilson_bounds(estimate, effective, z)
 
 
@@ -88,11 +76,10 @@ def case_clustered(cases: Iterable[tuple[int, int, int]], z: float = Z_95) -> Es
     if scored == 0:
         return NOTHING
     correct = sum(c * w for c, _, w in kinds)
-    units = sum(w for _, s, w in kinds if s > 0)
     p = correct / scored
     variance = sum(w * (c - p * s) ** 2 for c, s, w in kinds) / (scored * scored)
-    low, high = design_interval(p, variance, scored, z, units)
-    return Estimate(p, math.sqrt(variance), low, high, scored, units)
+    low, high = design_interval(p, variance, scored, z)
+    return Estimate(p, math.sqrt(variance), low, high, scored)
 
 
 def point_mean(points: Sequence[Estimate], z: float = Z_95) -> Estimate:
@@ -107,9 +94,8 @@ def point_mean(points: Sequence[Estimate], z: float = Z_95) -> Estimate:
     mean = min(1.0, max(0.0, sum(p.value for p in scored if p.value is not None) / k))
     variance = sum((p.se or 0.0) ** 2 for p in scored) / (k * k)
     answers = sum(p.scored for p in scored)
-    cases = sum(p.units for p in scored)
-    low, high = design_interval(mean, variance, answers, z, cases)
-    return Estimate(mean, math.sqrt(variance), low, high, answers, cases)
+    low, high = design_interval(mean, variance, answers, z)
+    return Estimate(mean, math.sqrt(variance), low, high, answers)
 
 
 def binomial(correct: int, n: int, z: float = Z_95) -> Estimate:
