@@ -270,8 +270,8 @@ DEFAULT_COUNT = 20
 
 class Precision(BaseModel):
     """Adaptive sampling of a manifold entry (numerate.planning.adaptive): each grid point asks
-    `min_count` cases, then `step` more at a time, until the full width of the 95% Wilson
-    interval of its accuracy is at most `ci_width` or `max_count` cases were asked."""
+    `min_count` cases, then `step` more at a time, until the full width of the 95% interval
+    its accuracy is reported with is at most `ci_width` or `max_count` cases were asked."""
 
     model_config = _STRICT
 
@@ -281,9 +281,9 @@ class Precision(BaseModel):
     max_count: Whole = Field(400, ge=1, le=1_000_000)
     step: Whole = Field(20, ge=1, le=1_000_000)
     min_scored: Real = Field(0.5, ge=0, le=1)
-    """A point stops (`unscored`) when fewer than this share of its answers can be scored
-    (truncated, unparsed and failed requests count as asked): more of them would not narrow
-    the interval."""
+    """A point stops (`unscored`) when fewer than this share of its answers were graded
+    correct or wrong (truncated, unparsed and failed requests count as asked): answers that
+    cannot be read say little of the model's reasoning, however narrow their interval."""
 
     @model_validator(mode="after")
     def _ordered(self) -> Precision:

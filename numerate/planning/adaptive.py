@@ -37,16 +37,17 @@ def decide(
     (numerate.kernel.design.case_clustered: every answer but an error scored, truncated and
     unparsed ones as not correct, the case as the unit).
 
-    Stops with `precision` when the width is at most `ci_width`; else with `unscored` when
-    fewer than `min_scored` of the answers were `gradable`, graded correct or wrong
-    (truncated, unparsed and error outcomes count as spent); else with `max_count` when no
-    case is left to ask.
+    Stops with `unscored` when fewer than `min_scored` of the answers were `gradable`, graded
+    correct or wrong (truncated, unparsed and error outcomes count as spent: a point whose
+    answers cannot be read has an accuracy of 0 and a narrow interval, which says nothing of
+    the model's reasoning); else with `precision` when the width is at most `ci_width`; else
+    with `max_count` when no case is left to ask.
     """
     width = accuracy.high - accuracy.low
-    if accuracy.value is not None and width <= precision.ci_width:
-        return "precision", width
     if gradable < precision.min_scored * answered:
         return "unscored", width
+    if accuracy.value is not None and width <= precision.ci_width:
+        return "precision", width
     if asked >= precision.max_count:
         return "max_count", width
     return None, width

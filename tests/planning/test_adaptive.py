@@ -204,6 +204,10 @@ def test_unscored_answers_are_counted_against_the_answers_and_never_stop_for_pre
     of the cases asked, not of the answers (with `samples: 2`, twice as many)."""
     loose = Precision(ci_width=1.0, min_count=20, max_count=400, step=20)
     assert decide(NOTHING, 0, 20, 20, loose) == ("unscored", 1.0)
+    # a fresh-eyes review: once unparsed answers counted as not correct, 60 of them made an
+    # accuracy of 0 whose interval (0.060 wide) stopped the point for `precision`
+    unread = Precision(ci_width=0.1, min_count=60, max_count=400, step=20)
+    assert decide(binomial(0, 60), 0, 60, 60, unread)[0] == "unscored"
     # 15 of 40 answers scored (20 cases x 2 samples): under half of the answers
     assert decide(binomial(10, 40), 15, 40, 20, PRECISION)[0] == "unscored"
 
