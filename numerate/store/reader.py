@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from numerate.kernel.errors import ConfigError, first_line
-from numerate.kernel.files import link_into_nowhere, looks_like_duckdb
+from numerate.kernel.files import is_duckdb_database, link_into_nowhere, looks_like_duckdb
 from numerate.store import access, lake
 from numerate.store.access import lock_timeout_s
 from numerate.store.duckdb_words import (
@@ -269,6 +269,12 @@ def database_file_problem(path: str, writing: bool = False) -> str | None:
     if log.is_symlink() or (log.exists() and not log.is_file()):
         what = "a link" if log.is_symlink() else "not a regular file"
         return f"{log} is {what}, where DuckDB keeps the database's write-ahead log: move it away"
+    if writing and log.is_file() and is_duckdb_database(log):  # made so by an earlier version
+        return (
+            f"{log} is a results database, where DuckDB keeps this one's write-ahead log: "
+            f"opening {file.name} to write would remove it with every run stored in it; move it "
+            "to a name that does not end in .wal"
+        )
     return not_duckdb(path) if file.is_file() else None
 
 

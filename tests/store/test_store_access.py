@@ -713,6 +713,10 @@ def test_a_results_database_is_never_written_under_another_one_s_write_ahead_log
         Store.open(str(log_name))
     Reader.open(str(log_name)).close()
     assert log_name.is_file()
+    # a fresh-eyes review: opening w.duckdb to write still removed it
+    with pytest.raises(StoreError, match=r"w\.duckdb\.wal is a results database, where DuckDB"):
+        Store.open(str(db))
+    assert log_name.is_file() and not db.exists()
 
 
 def test_a_link_at_the_waiting_folder_s_name_is_never_followed(tmp_path, db_path):
