@@ -236,14 +236,17 @@ _CHANGED = """
 FROM responses b JOIN responses n
   ON n.run_id = ? AND b.model = n.model AND b.case_id = n.case_id
  AND b.sample_index = n.sample_index
-WHERE b.run_id = ? AND b.outcome {base} AND n.outcome {new}
+WHERE b.run_id = ? AND b.sample_index = 0 AND b.outcome {base} AND n.outcome {new}
 """
+"""Two runs' discordant pairs: each case by its first answer, as the comparison's test counts
+them (queries.PAIR_KEYS)."""
 
 
 def changed_cases(
     source: Source, base: str, new: str, lost: bool, offset: int, limit: int
 ) -> tuple[pl.DataFrame, int]:
-    """The answers two runs disagree on (McNemar's discordant pairs): `lost`, right in `base`
+    """The cases two runs disagree on by their first answers (McNemar's discordant pairs, as
+    the comparison counts them): `lost`, right in `base`
     and wrong in `new` (wrong, unparsed or truncated), else gained. `limit` of them from
     `offset` (model, manifold, point_key, case_id, sample_index, base_outcome, new_outcome),
     and how many there are. An `error` is no answer: never a loss or a gain."""

@@ -302,6 +302,23 @@ def test_display_puts_each_estimate_with_its_interval():
     assert "base only" not in row  # shown only where some group has unpaired answers
 
 
+def test_the_lost_and_gained_lists_are_the_cases_the_test_counts():
+    """A fresh-eyes review: the viewer's lists of lost and gained cases (and their counts)
+    joined every sample after the comparison's table paired each case by its first answer:
+    with 5 samples a case they said about 5 times the table's `lost`."""
+    from numerate.store.browse import changed_cases
+
+    sides = [("r1", lambda i: "correct"), ("r2", lambda i: "wrong" if i < 2 else "correct")]
+    rows = [(run, "m", "objects", "p0", f"c{i}", s, outcome(i))
+            for i in range(4) for s in range(5) for run, outcome in sides]  # fmt: skip
+    source = Responses(rows)
+    source.query = lambda sql, params=None: source.con.execute(sql, params or []).fetchall()
+    lost, total = changed_cases(source, "r1", "r2", lost=True, offset=0, limit=50)
+    [row] = compare_stored(source, ("r1", "r2")).to_dicts()
+    assert total == row["lost"] == 2 and lost["sample_index"].to_list() == [0, 0]
+    source.con.close()
+
+
 class Responses:
     """A stand-in source: a DuckDB `responses` table of two runs, read like a Reader."""
 
