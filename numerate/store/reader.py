@@ -18,6 +18,7 @@ import errno
 import fcntl
 import os
 import re
+import shlex
 import struct
 import threading
 import time
@@ -32,7 +33,6 @@ from numerate.store.access import lock_timeout_s
 from numerate.store.duckdb_words import (
     file_fault,
     is_cut_short_at_open,
-    is_damaged,
     is_interrupted,
     sql_literal,
 )
@@ -400,10 +400,11 @@ class Reader:
                 problem = changed_tables(self.con)
                 if problem:
                     return ConfigError(f"results database {self.path}: {problem}")
-        if is_damaged(error):  # the file, not the query: named, as writers name it
-            return DamagedDatabase(
+        if "Corrupt database" in str(error):  # a block of the file, not the query: named,
+            return DamagedDatabase(  # as writers name it (not a full disk, a spill folder)
                 f"results database {self.path} cannot be read: {file_fault(error)} (a damaged "
-                f"or truncated file? `numerate upgrade --db {self.path}` names the table)"
+                f"or truncated file? `numerate upgrade --db {shlex.quote(self.path)}` names "
+                "the table)"
             )
         return DatabaseFault(first_line(error))
 
