@@ -127,7 +127,8 @@ def compare_runs(
 ) -> pl.DataFrame:
     """Paired comparison of two runs' accuracy, per model and manifold (or grid point).
 
-    Answers pair up by (model, case_id, sample_index): the cases both runs answered. An
+    Answers pair up by (model, case_id), each case by its first answer (sample_index 0: a
+    case's samples are not independent pairs): the cases both runs answered. An
     unparsed or truncated answer is wrong (it is a wrong answer); an `error` is no answer
     at all (the endpoint failed, the model said nothing), so a pair with an error on either
     side is dropped and counted in `n_errors`. Answers without a partner are counted in
@@ -274,7 +275,7 @@ def summary_line(comparison: pl.DataFrame) -> str:
     errors = total["n_errors"]
     extra = [
         f"{skipped} group(s) not compared" if skipped else "",
-        f"{unpaired:,} answer(s) without a partner" if unpaired else "",
+        f"{unpaired:,} case(s) without a partner" if unpaired else "",
         f"{errors:,} pair(s) dropped for an error" if errors else "",
     ]
     return "; ".join([line, *filter(None, extra)])

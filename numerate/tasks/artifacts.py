@@ -62,7 +62,9 @@ def _export_view(store: Store, run_id: str, view_dir: str | None) -> str | None:
     try:
         return str(export_run(store, run_id, Path(view_dir).expanduser().resolve()))
     except (OSError, LeadsOutside) as error:  # LeadsOutside: a link planted at the run's folder
-        why = error.strerror if isinstance(error, OSError) and error.strerror else error
+        why: object = error
+        if isinstance(error, OSError) and error.strerror:  # the path too: which one failed
+            why = f"{error.filename}: {error.strerror}" if error.filename else error.strerror
         current_progress().note(f"run {run_id}: its pages were not written under {view_dir}: {why}")
         return None
 

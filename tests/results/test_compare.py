@@ -208,7 +208,7 @@ def test_unshared_cases_are_counted_and_one_sided_groups_are_named():
     assert fresh["p_value"] is None and fresh["p_holm"] is None
     line = summary_line(comparison)
     assert line.startswith("0 regressions, 0 improvements, 1 no change over 8 paired cases")
-    assert "2 group(s) not compared" in line and "12 answer(s) without a partner" in line
+    assert "2 group(s) not compared" in line and "12 case(s) without a partner" in line
 
 
 def test_a_case_is_paired_once_by_its_first_answer():
