@@ -14,13 +14,14 @@ import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, urlencode
 
 import jinja2
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from numerate.kernel.confined import LeadsOutside
@@ -130,6 +131,28 @@ def _numgen_cell(reader: Reader, q: Request, links: pages.Links) -> dict[str, An
     return pages.numgen_cell(reader, links, run_id, target, counted, _number(q, "page"))
 
 
+def _named_runs(reader: Reader, request: Request) -> str | None:
+    """The address of the same page for the full ids of the sweep runs it names as the
+    commands take them (`/run/latest`, `/compare?base=previous&new=latest`, a prefix), or None
+    when it names them by their ids (or names none that exists: the page says so)."""
+    path, query = request.url.path, dict(request.query_params)
+    moved = False
+    run_id = request.path_params.get("run_id")
+    if run_id is not None and path.startswith(f"/run/{run_id}"):
+        full = pages.named_run(reader, run_id)
+        if full is not None:
+            rest = path[len(f"/run/{run_id}") :]
+            path, moved = f"/run/{quote(full, safe='')}{quote(rest)}", True
+    if path == "/compare":
+        for side in ("base", "new"):
+            full = pages.named_run(reader, query[side]) if query.get(side) else None
+            if full is not None:
+                query[side], moved = full, True
+    if not moved:
+        return None
+    return path + ("?" + urlencode(query) if query else "")
+
+
 PAGES: dict[str, tuple[str, Build]] = {
     "/": ("runs.html", _runs),
     "/run/{run_id}": ("run.html", _run),
@@ -157,6 +180,9 @@ def create_app(db: str, hosts: frozenset[str] | None = None) -> Starlette:
                 try:
                     _check_values(request)
                     with Reader.open(db) as reader:
+                        moved = _named_runs(reader, request)
+                        if moved is not None:  # `latest`, a prefix: the page of its run
+                            return moved, 307
                         context = build(reader, request, links)
                     page = environment.get_template(template)
                     return page.render(db=db, links=links, **context), 200
@@ -173,6 +199,8 @@ def create_app(db: str, hosts: frozenset[str] | None = None) -> Starlette:
                     )
 
             body, status = await run_in_threadpool(render)
+            if status == 307:
+                return RedirectResponse(body, status_code=307)
             return HTMLResponse(body, status_code=status)
 
         return endpoint

@@ -26,6 +26,7 @@ from numerate.numgen.metrics import MAX_COUNT
 from numerate.results import live
 from numerate.results.compare import compare_stored, for_display, summary_line
 from numerate.results.numgen import run_agreement
+from numerate.results.runs import resolve_run
 from numerate.results.tokens import budget_curves, budget_table
 from numerate.store import browse, queries
 from numerate.store.queries import POOLED, Source
@@ -285,6 +286,19 @@ def runs(
         "live": any(row["status"] == "running" for row in listed),
         "page_link": lambda page: links.runs(page=page, q=text, sweep=sweep, status=status),
     }  # fmt: skip
+
+
+def named_run(source: Source, text: str) -> str | None:
+    """The full id of the sweep run `text` names as the commands take it (`latest`,
+    `previous`, a unique prefix of an id), when that is not `text` itself; None when `text`
+    is an id, or names no run or several (the page then says there is no such run)."""
+    if queries.run_record(source, text) is not None:
+        return None
+    try:
+        found = resolve_run(source, text)
+    except ConfigError:
+        return None
+    return found if found != text else None
 
 
 def require_run(source: Source, run_id: str) -> queries.RunRecord:

@@ -708,3 +708,20 @@ def test_no_value_of_an_address_comes_back_whole_or_with_a_control_character(cli
         assert long not in answered.text and len(answered.text) < 20_000
     missing = client.get(f"/{long}")
     assert missing.status_code == 404 and len(missing.text) < 20_000
+
+
+def test_a_run_named_as_the_commands_name_it_leads_to_its_page(client, results):
+    """A hostile sweep: `/run/latest` and `compare?base=previous&new=latest` were 404 pages,
+    while every command takes `latest`, `previous` and a unique prefix of an id."""
+    _, (first, second) = results
+    for asked, page in [
+        ("/run/latest", f"/run/{second}"),
+        ("/run/previous/manifold/objects", f"/run/{first}/manifold/objects"),
+        (f"/run/{second[:-3]}/cases/objects?model=m", f"/run/{second}/cases/objects?model=m"),
+        ("/compare?base=previous&new=latest", f"/compare?base={first}&new={second}"),
+    ]:
+        moved = client.get(asked, follow_redirects=False)
+        assert (moved.status_code, unquote(moved.headers["location"])) == (307, page), asked
+    assert client.get(f"/run/{second}", follow_redirects=False).status_code == 200
+    assert client.get("/run/nosuch", follow_redirects=False).status_code == 404
+    assert client.get("/run/latest").status_code == 200  # followed
