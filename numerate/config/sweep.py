@@ -373,6 +373,7 @@ class ManifoldSweep(BaseModel):
         seen: dict[str, str] = {}  # a point's identity -> its key (a dict: 100,000 points)
         for combination in itertools.product(*axes.values()):
             point = dict(zip(axes, combination, strict=True))
+            key = ",".join(f"{k}={_show(v)}" for k, v in point.items()) or "default"
             try:
                 params = spec.params(count=self.planned_count, **point)
             except ValidationError as error:
@@ -380,9 +381,8 @@ class ManifoldSweep(BaseModel):
                 field = field_path(problem["loc"])
                 shown = f" = {shorten(repr(problem['input']))}" if field else ""
                 message = shorten(problem["msg"].removeprefix("Value error, "), 300)
-                where = f"grid.{field}" if field else f"grid point {shorten(repr(point))}"
+                where = f"grid.{field}" if field else f"grid point {shorten(key)}"
                 raise ValueError(f"{where}{shown}: {message}") from None
-            key = ",".join(f"{k}={_show(v)}" for k, v in point.items()) or "default"
             _check_key(key, point)
             identity = point_identity(params)
             if identity in seen:  # its cases would be planned twice and asked once

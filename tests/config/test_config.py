@@ -47,6 +47,15 @@ def test_grid_is_a_cartesian_product_with_fixed_scalars():
     assert config.total_cases() == 8
 
 
+def test_a_grid_point_its_manifold_refuses_is_named_by_its_key():
+    """A hostile sweep: a check of a whole point named it as a Python dict
+    (`grid point {'distractor_count': 99, 'length': 4}`), not as the point's key."""
+    config = base(manifolds=[{"manifold": "objects", "count": 2,
+                              "grid": {"length": [4], "distractor_count": [0, 99]}}])  # fmt: skip
+    with pytest.raises(ConfigError, match=r"grid point distractor_count=99,length=4: "):
+        parse_sweep_config(config)
+
+
 def test_a_control_character_in_a_grid_value_is_written_as_its_escape_in_the_point_key():
     """A point's key goes with its answers into shards, which hold no control character but a
     tab or a newline in it: a CRLF prefix, or an ESC, is in the prompt as given and in the
