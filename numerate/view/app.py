@@ -134,7 +134,8 @@ def _numgen_cell(reader: Reader, q: Request, links: pages.Links) -> dict[str, An
 def _named_runs(reader: Reader, request: Request) -> str | None:
     """The address of the same page for the full ids of the sweep runs it names as the
     commands take them (`/run/latest`, `/compare?base=previous&new=latest`, a prefix), or None
-    when it names them by their ids (or names none that exists: the page says so)."""
+    when it names them by their ids (or names none that exists: the page says so). Asked only
+    of a page that found no such run: a page of ids costs no look-up more."""
     path, query = request.url.path, dict(request.query_params)
     moved = False
     run_id = request.path_params.get("run_id")
@@ -180,10 +181,13 @@ def create_app(db: str, hosts: frozenset[str] | None = None) -> Starlette:
                 try:
                     _check_values(request)
                     with Reader.open(db) as reader:
-                        moved = _named_runs(reader, request)
-                        if moved is not None:  # `latest`, a prefix: the page of its run
+                        try:
+                            context = build(reader, request, links)
+                        except LookupError:  # `latest`, a prefix: the page of its run
+                            moved = _named_runs(reader, request)
+                            if moved is None:
+                                raise
                             return moved, 307
-                        context = build(reader, request, links)
                     page = environment.get_template(template)
                     return page.render(db=db, links=links, **context), 200
                 except LookupError as error:

@@ -292,8 +292,6 @@ def named_run(source: Source, text: str) -> str | None:
     """The full id of the sweep run `text` names as the commands take it (`latest`,
     `previous`, a unique prefix of an id), when that is not `text` itself; None when `text`
     is an id, or names no run or several (the page then says there is no such run)."""
-    if queries.run_record(source, text) is not None:
-        return None
     try:
         found = resolve_run(source, text)
     except ConfigError:
