@@ -48,7 +48,13 @@ def is_damaged(error: BaseException) -> bool:
     checksum does not match), not about the SQL."""
     import duckdb
 
-    return isinstance(error, duckdb.IOException) or "Corrupt database" in str(error)
+    return isinstance(error, duckdb.IOException) or is_corrupt(error)
+
+
+def is_corrupt(error: BaseException) -> bool:
+    """Whether DuckDB found a block of the file damaged (its checksum does not match): the
+    file's fault, never a full disk's or a spill folder's, which `is_damaged` also covers."""
+    return "Corrupt database" in str(error)
 
 
 def out_of_memory(error: BaseException) -> str | None:

@@ -32,6 +32,7 @@ from numerate.store import access, lake
 from numerate.store.access import lock_timeout_s
 from numerate.store.duckdb_words import (
     file_fault,
+    is_corrupt,
     is_cut_short_at_open,
     is_interrupted,
     sql_literal,
@@ -400,7 +401,7 @@ class Reader:
                 problem = changed_tables(self.con)
                 if problem:
                     return ConfigError(f"results database {self.path}: {problem}")
-        if "Corrupt database" in str(error):  # a block of the file, not the query: named,
+        if is_corrupt(error):  # a block of the file, not the query: named,
             return DamagedDatabase(  # as writers name it (not a full disk, a spill folder)
                 f"results database {self.path} cannot be read: {file_fault(error)} (a damaged "
                 f"or truncated file? `numerate upgrade --db {shlex.quote(self.path)}` names "
