@@ -99,11 +99,11 @@ def hits(cm: ConfusionMatrix) -> int:
     return sum(int(cm.counts[i, t]) for i, t in enumerate(cm.targets))
 
 
-def accuracy(cm: ConfusionMatrix) -> float | None:
-    """Share of images with exactly the target count; None without images."""
-    if cm.n == 0:
-        return None
-    return hits(cm) / cm.n
+def accuracy(cm: ConfusionMatrix, refused: int = 0) -> float | None:
+    """Share of images with exactly the target count, of those counted and the `refused` ones
+    (not correct: see `score`); None without images."""
+    asked = cm.n + refused
+    return hits(cm) / asked if asked else None
 
 
 def mean_weighted_error(cm: ConfusionMatrix) -> float | None:
@@ -325,11 +325,10 @@ def score(cm: ConfusionMatrix, refused: int = 0) -> NumGenScores:
     unparsed answer is a model's in a sweep: a generator that refuses its hardest prompts
     must not score higher for it); every other metric needs a count, so is of the counted."""
     n = cm.n
-    asked = n + refused
     return NumGenScores(
         n=n,
-        accuracy=hits(cm) / asked if asked else None,
-        accuracy_ci=wilson_interval(hits(cm), asked),
+        accuracy=accuracy(cm, refused),
+        accuracy_ci=wilson_interval(hits(cm), n + refused),
         mwe=mean_weighted_error(cm),
         knower_level=knower_level(cm),
         human_correlation=human_correlation(cm),
