@@ -124,7 +124,7 @@ class EndpointAnswerer:
                 tries += 1
                 if answer.error is None or tries > self.model.max_retries:
                     return answer
-                # a malformed or empty answer: a proxy's error page, a cut body; ask again
+                # a malformed answer: a proxy's error page, a cut body; ask again
                 current_progress().retried()
                 await self.breaker.pause(backoff_s(tries, self.retry_base_s, self.rng))
                 continue
@@ -245,20 +245,31 @@ def read_completion(
     body: Any, request_id: str, attempts: int, latency_s: float, sample: int
 ) -> Completion:
     """The Completion of a chat completions answer (its JSON body, `chat_body`); a body that
-    is not one (no choices, any other JSON) or that holds no text is an `error` with its cause
-    (never stored as an answer). A credential the answer quotes (a server that echoes the
-    key) is redacted; an answer longer than numerate.kernel.answers.MAX_ANSWER_CHARS is cut
-    (`received_chars`)."""
+    is not one (no choices, a choice without a message, content that is neither text nor
+    content parts: any other JSON) is an `error` with its cause (never stored as an answer).
+    A message that holds no text (`content: null`, "", white space, parts without text) is
+    the model's answer all the same: an empty one, which grading finds no answer in
+    (`unparsed`, or `truncated` when cut at max_tokens), not asked again. A credential the
+    answer quotes (a server that echoes the key) is redacted; an answer longer than
+    numerate.kernel.answers.MAX_ANSWER_CHARS is cut (`received_chars`)."""
     choices = _field(body, "choices")
-    if not isinstance(choices, list) or not choices:
-        cause = "no choices" if isinstance(choices, list) else "not a chat completion"
+    message = _field(choices[0], "message") if isinstance(choices, list) and choices else None
+    content = _field(message, "content")
+    malformed = (
+        ("no choices" if isinstance(choices, list) else "not a chat completion")
+        if not isinstance(choices, list) or not choices
+        else "a choice without a message"
+        if not isinstance(message, dict)
+        else f"content of type {type(content).__name__}, not text"
+        if content is not None and not isinstance(content, (str, list))
+        else None
+    )
+    if malformed is not None:
         return Completion(
-            request_id, None, attempts=attempts, error=f"malformed answer: {cause}", sample=sample
-        )
-    choice = choices[0]
-    message = _field(choice, "message")
-    content, missing = message_text(_field(message, "content"))
-    finish_reason = _field(choice, "finish_reason")
+            request_id, None, attempts=attempts, error=f"malformed answer: {malformed}",
+            sample=sample,
+        )  # fmt: skip
+    finish_reason = _field(choices[0], "finish_reason")
     if not isinstance(finish_reason, str) or not is_a_reason(finish_reason):
         finish_reason = None  # not a reason a grader knows: unknown
     usage = _field(body, "usage")
@@ -269,22 +280,13 @@ def read_completion(
             _field(_field(usage, "completion_tokens_details"), "reasoning_tokens")
         ),
     }
+    text = message_text(content)
     sent = next((field for field in (_field(message, name) for name in REASONING_FIELDS)
                  if isinstance(field, str) and field.strip()), None)  # fmt: skip
-    reasoning = sent if sent is not None else content and reasoning_part(content)
+    reasoning = sent if sent is not None else reasoning_part(text)
     if reasoning is not None:  # bounded and redacted as an answer is
         tokens["reasoning"], tokens["reasoning_chars"] = cut_answer(redact(valid_text(reasoning)))
-    if content is None:
-        if finish_reason == "length":  # all of max_tokens spent before any answer text
-            return Completion(
-                request_id, "", finish_reason=finish_reason, latency_s=latency_s,
-                attempts=attempts, sample=sample, **tokens,
-            )  # fmt: skip
-        return Completion(
-            request_id, None, finish_reason=finish_reason, attempts=attempts, sample=sample,
-            error=f"empty answer: {missing} (finish_reason {finish_reason!r})",
-        )  # fmt: skip
-    text, cut_from = cut_answer(redact(content))  # bounded: numerate.kernel.answers
+    text, cut_from = cut_answer(redact(text))  # bounded: numerate.kernel.answers
     return Completion(
         request_id, text, finish_reason=finish_reason, latency_s=latency_s,
         attempts=attempts, sample=sample, received_chars=cut_from, **tokens,
@@ -296,23 +298,14 @@ REASONING_FIELDS = ("reasoning_content", "reasoning")
 OpenRouter and Ollama)."""
 
 
-def message_text(content: object) -> tuple[str | None, str]:
-    """A message's answer text, or None and what the content was instead. Text is a string
-    with more than white space, or the text parts of a list of content parts (`[{"type":
-    "text", "text": ...}]`, as some servers send), joined."""
+def message_text(content: str | list[Any] | None) -> str:
+    """A message's answer text: the string itself, or the text parts of a list of content
+    parts (`[{"type": "text", "text": ...}]`, as some servers send) joined; "" for none
+    (`content: null`, parts without text). A lone surrogate ("\\ud800") is no character."""
     if isinstance(content, list):
         parts = [part.get("text") if isinstance(part, dict) else None for part in content]
-        texts = [text for text in parts if isinstance(text, str)]
-        if not texts:
-            return None, f"a list of {len(content)} content part(s) without text"
-        content = "".join(texts)
-    if content is None:
-        return None, "no content"
-    if not isinstance(content, str):
-        return None, f"content of type {type(content).__name__}, not text"
-    if not content.strip():
-        return None, "no content" if not content else "only white space"
-    return valid_text(content), ""  # a lone surrogate ("\\ud800") is no character
+        content = "".join(text for text in parts if isinstance(text, str))
+    return valid_text(content or "")
 
 
 def token_count(reported: object) -> int | None:
@@ -329,9 +322,9 @@ counting tokens."""
 
 
 def storable(completion: Completion) -> bool:
-    """Whether an answer may be stored for reuse: only complete ones (text received; never an
-    error, a malformed body or an empty answer)."""
-    return completion.error is None and bool(completion.text)
+    """Whether an answer may be stored for reuse: every answer the model gave (an empty one
+    too), never an error or a malformed body."""
+    return completion.error is None
 
 
 class BaselineAnswerer:

@@ -314,26 +314,18 @@ def test_samples_are_distinct_requests_each_graded(fake_openai, db_path):
 @pytest.mark.parametrize(
     ("reply", "error"),
     [
-        (Reply(content=None), "empty answer"),
-        (Reply(content=""), "empty answer"),
-        (Reply(content="   "), "empty answer: only white space"),
-        (
-            Reply(content=[1, {"type": "image"}]),
-            "empty answer: a list of 2 content part(s) without",
-        ),
-        (Reply(content={"text": "7"}), "empty answer: content of type dict, not text"),
+        (Reply(content={"text": "7"}), "malformed answer: content of type dict, not text"),
         (Reply(content="7", finish_reason=["stop"]), None),
         (Reply(choices=[]), "malformed answer: no choices"),
         (Reply(choices={"0": 1}), "malformed answer: not a chat completion"),
-        (Reply(choices=[7]), "empty answer: no content"),
+        (Reply(choices=[7]), "malformed answer: a choice without a message"),
         (
             Reply(raw_body="<html><body>502 Bad Gateway</body></html>"),
             "malformed answer: not JSON (text/html): '<html><body>502 Bad Gateway</body></html>'",
         ),
     ],
 )
-def test_empty_and_malformed_answers_are_errors_and_never_cached(fake_openai, db_path, reply,
-                                                                 error):  # fmt: skip
+def test_malformed_answers_are_errors_and_never_cached(fake_openai, db_path, reply, error):
     planned = planned_cases(1)
     fake_openai.responder = lambda body: reply
     model = endpoint(fake_openai, cache="reuse", max_retries=0)
@@ -348,6 +340,39 @@ def test_empty_and_malformed_answers_are_errors_and_never_cached(fake_openai, db
     second = run_query(model, planned, db_path, run_id="b")[planned[0].case_id, 0]
     assert second.text == f"Answer: {planned[0].target}"  # asked again, not cached
     assert len(fake_openai.prompts()) == 2
+
+
+@pytest.mark.parametrize(
+    ("reply", "text", "outcome"),
+    [
+        (Reply(content=None), "", "unparsed"),
+        (Reply(content=""), "", "unparsed"),
+        (Reply(content="  \n "), "  \n ", "unparsed"),
+        (Reply(content=[1, {"type": "image"}]), "", "unparsed"),
+        (Reply(content=None, finish_reason="content_filter"), "", "unparsed"),
+        (Reply(content=None, finish_reason="length"), "", "truncated"),
+    ],
+)
+def test_an_empty_answer_is_the_models_graded_stored_and_not_asked_again(
+    fake_openai, db_path, reply, text, outcome
+):
+    """A chat completion whose message holds no text is the model's answer: an empty one.
+    It was an `error`, asked again up to `max_retries` times (at a temperature above 0, a
+    new sample until one held text) and then left out of accuracy: a model that answered
+    its hardest cases with nothing scored higher for it."""
+    planned = planned_cases(1)
+    fake_openai.responder = lambda body: reply
+    model = endpoint(fake_openai, cache="resume", max_retries=3)
+    first = run_query(model, planned, db_path)[planned[0].case_id, 0]
+    assert first.error is None and first.text == text
+    assert len(fake_openai.prompts()) == 1  # not asked again
+    row = grade_response(planned[0], first, "run-1", model)
+    assert (row["outcome"], row["answer"], row["error"]) == (outcome, None, None)
+    stored = Store.open(db_path).query("SELECT text, finish_reason FROM completions")
+    assert stored == [(text, reply.finish_reason)]
+    fake_openai.responder = lambda body: Reply(content=f"Answer: {planned[0].target}")
+    resumed = run_query(model, planned, db_path)[planned[0].case_id, 0]
+    assert resumed.text == text and len(fake_openai.prompts()) == 1  # resumed: not paid again
 
 
 def test_an_answer_in_content_parts_is_read_as_its_text(fake_openai, db_path):
@@ -373,15 +398,6 @@ def test_an_answer_holding_a_lone_surrogate_is_stored_with_a_replacement_charact
     assert answer.error is None and answer.text == f"\ufffd Answer: {planned[0].target}"
     stored = Store.open(db_path).query("SELECT text FROM completions")
     assert stored == [(f"\ufffd Answer: {planned[0].target}",)]
-
-
-def test_an_empty_answer_cut_at_max_tokens_is_truncated_and_not_cached(fake_openai, db_path):
-    planned = planned_cases(1)
-    fake_openai.responder = lambda body: Reply(content=None, finish_reason="length")
-    model = endpoint(fake_openai, cache="reuse")
-    answer = run_query(model, planned, db_path)[planned[0].case_id, 0]
-    assert grade_response(planned[0], answer, "run-1", model)["outcome"] == "truncated"
-    assert Store.open(db_path).query("SELECT count(*) FROM completions")[0][0] == 0
 
 
 def test_identical_requests_are_sent_once(fake_openai, db_path):
@@ -560,7 +576,7 @@ def test_a_key_echoed_by_the_server_is_never_stored(fake_openai, db_path, monkey
 
 def test_a_malformed_answer_is_asked_again_then_answered(fake_openai, db_path):
     planned = planned_cases(1)
-    replies = iter([Reply(raw_body="<html>502 Bad Gateway</html>"), Reply(content=None),
+    replies = iter([Reply(raw_body="<html>502 Bad Gateway</html>"), Reply(choices=[{}]),
                     Reply(content=f"Answer: {planned[0].target}")])  # fmt: skip
     fake_openai.responder = lambda body: next(replies)
     from numerate.kernel.progress import Progress, reporting_to
