@@ -104,9 +104,11 @@ KEYLESS: dict[str, str] = {
 columns NOT NULL)."""
 
 
-def _numgen_views(create: str, ended: str) -> str:
+def _numgen_views(create: str, ended: str, refused: bool = False) -> str:
     """The NumGen leaderboard and calibration views (`create`: CREATE or CREATE OR REPLACE),
-    over the runs whose status is in `ended` (an SQL list)."""
+    over the runs whose status is in `ended` (an SQL list); `refused`: the leaderboard shows
+    the images the generator's service refused (a column since schema 11)."""
+    counted = "n, errors, refused" if refused else "n, errors"
     return f"""
         {create} VIEW numgen_leaderboard AS
         WITH latest AS (
@@ -117,7 +119,7 @@ def _numgen_views(create: str, ended: str) -> str:
             FROM numgen_metrics m JOIN numgen_runs r USING (run_id)
             WHERE r.status IN {ended} AND r.kind = 'benchmark'
         )
-        SELECT generator AS model, detector, run_id, finished_at, n, errors, accuracy,
+        SELECT generator AS model, detector, run_id, finished_at, {counted}, accuracy,
                ci_low, ci_high, mwe, knower_level AS counting_level,
                human_correlation AS webers_law, random_correlation
         FROM latest WHERE recency = 1
@@ -671,5 +673,11 @@ MIGRATIONS: list[tuple[str, str]] = [
         "its metrics stay on the NumGen leaderboard and in the calibrations, as a sweep's "
         "degraded run stays on its leaderboard",
         _numgen_views("CREATE OR REPLACE", "('finished', 'degraded')"),
+    ),
+    (
+        "the NumGen leaderboard shows the images each run's generator service refused, beside "
+        "`n` and `errors`: its accuracy counts them as not correct (NULL for runs before "
+        "schema 11: not recorded)",
+        _numgen_views("CREATE OR REPLACE", "('finished', 'degraded')", refused=True),
     ),
 ]

@@ -688,7 +688,7 @@ def numgen_leaderboard(source: Source) -> pl.DataFrame:
     """Every finished NumGen run's headline figures (the `numgen_leaderboard` view)."""
     return source.frame(
         "SELECT model, detector, accuracy, ci_low, ci_high, mwe, counting_level, "
-        "webers_law, n, errors FROM numgen_leaderboard"
+        "webers_law, n, refused, errors FROM numgen_leaderboard"
     )
 
 

@@ -123,6 +123,9 @@ def test_with_the_fakes_faults_every_image_is_accounted_for(endpoint, tmp_path, 
     rows = query(db_path, "SELECT count(*), count(path), sum(refused::INT), count(DISTINCT width) "
                           "FROM numgen_images WHERE run_id = ?", [result["run_id"]])  # fmt: skip
     assert rows == [(30, 30 - refused, refused, 2)]
+    leaderboard = query(db_path, "SELECT run_id, n, refused, errors, accuracy FROM "
+                                 "numgen_leaderboard ORDER BY run_id")  # fmt: skip
+    assert (result["run_id"], 30 - refused, refused, 0, result["accuracy"]) in leaderboard
     unparsed = query(db_path, "SELECT count(*) FROM numgen_detections WHERE unparsed AND "
                               "count IS NULL AND run_id = ?", [recount["run_id"]])  # fmt: skip
     assert unparsed == [(recount["unparsed"],)]
