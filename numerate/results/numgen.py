@@ -61,7 +61,8 @@ def calibration_note(source: Source, detector: str) -> str:
 
 def one_run(source: Source, text: str, option: str) -> str:
     """The NumGen run with metrics that `text` names (an id, a unique prefix of one, latest or
-    previous); ConfigError naming `option` when it names none or several."""
+    previous of the benchmark runs); ConfigError naming `option` when it names none or
+    several."""
     named = queries.numgen_runs_named(source, text)
     if len(named) > 1:
         raise ConfigError(
@@ -74,12 +75,11 @@ def one_run(source: Source, text: str, option: str) -> str:
 
 
 def run_confusion(source: Source, run_id: str | None) -> tuple[str, str, str, ConfusionMatrix]:
-    """The confusion matrix stored with a NumGen run (`run_id`: an id or a unique prefix of
-    one; None: the latest), with the run's id, generator and detector."""
-    if run_id is not None:
-        run_id = one_run(source, run_id, "--run")
+    """The confusion matrix stored with a NumGen run (`run_id`: as `one_run` takes it; None:
+    the latest benchmark run), with the run's id, generator and detector."""
+    run_id = one_run(source, "latest" if run_id is None else run_id, "--run")
     stored = queries.numgen_confusion(source, run_id)
-    if stored is None:
+    if stored is None:  # its metrics removed since `one_run` found them
         raise ConfigError(f"no NumGen run {run_id!r} with metrics")
     found, generator, detector, confusion = stored
     data = json.loads(confusion)

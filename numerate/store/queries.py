@@ -692,17 +692,12 @@ def numgen_leaderboard(source: Source) -> pl.DataFrame:
     )
 
 
-def numgen_confusion(source: Source, run_id: str | None) -> tuple[str, str, str, str] | None:
-    """(run id, generator, detector, confusion JSON) of NumGen run `run_id`, or of the latest
-    run with metrics (None)."""
-    query = (
-        "SELECT m.run_id, m.generator, m.detector, m.confusion FROM numgen_metrics m "
-        "JOIN numgen_runs r USING (run_id) "
-    )
-    rows = (
-        source.query(query + "WHERE run_id = ?", [run_id])
-        if run_id
-        else source.query(query + "ORDER BY r.started_at DESC LIMIT 1")
+def numgen_confusion(source: Source, run_id: str) -> tuple[str, str, str, str] | None:
+    """(run id, generator, detector, confusion JSON) of NumGen run `run_id` (None: it has no
+    metrics)."""
+    rows = source.query(
+        "SELECT run_id, generator, detector, confusion FROM numgen_metrics WHERE run_id = ?",
+        [run_id],
     )
     return (str(rows[0][0]), str(rows[0][1]), str(rows[0][2]), str(rows[0][3])) if rows else None
 
@@ -723,12 +718,16 @@ def numgen_run_count(source: Source, kind: str = "benchmark", finished: bool = T
 
 def numgen_runs_named(source: Source, text: str) -> list[str]:
     """Ids of the NumGen runs with metrics that `text` names, newest first: `latest` and
-    `previous` one each, else those whose id starts with `text` (an exact id alone)."""
+    `previous` one each, of the benchmark runs (those on the leaderboard: a detector's
+    calibration is named by its id), else those whose id starts with `text` (an exact id
+    alone)."""
     text = text.strip()
     base = "SELECT m.run_id FROM numgen_metrics m JOIN numgen_runs r USING (run_id) "
     if text in ("latest", "previous"):
         offset = 1 if text == "previous" else 0
-        rows = source.query(base + f"ORDER BY r.started_at DESC LIMIT 1 OFFSET {offset}")
+        rows = source.query(
+            base + f"WHERE r.kind = 'benchmark' ORDER BY r.started_at DESC LIMIT 1 OFFSET {offset}"
+        )
     else:
         rows = source.query(
             base + "WHERE starts_with(m.run_id, ?) ORDER BY r.started_at DESC LIMIT 6", [text]

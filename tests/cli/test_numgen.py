@@ -176,6 +176,16 @@ def test_run_then_report(tmp_path, db_path):
     for command in ("report", "runs", "plot"):
         told = runner.invoke(app, [command, "--db", db_path])
         assert told.stderr.strip().endswith(where), told.output
+    # a first-contact review: after a calibration, `latest` (the default) drew the
+    # calibration's heatmap, not the leaderboard's latest run, and `recount latest` recounted it
+    calibrated = runner.invoke(app, ["numgen", "calibrate", "--detector", "blobs", "--count", "1",
+                                     "--db", db_path, "--images-dir", images])  # fmt: skip
+    assert calibrated.exit_code == 0, calibrated.output
+    for named, shown in (([], random_id), (["--run", "latest"], random_id),
+                         (["--run", "previous"], first_id)):  # fmt: skip
+        drawn = runner.invoke(app, ["numgen", "report", "--db", db_path, "--heatmap",
+                                    str(heatmap), *named])  # fmt: skip
+        assert drawn.stderr.strip().splitlines()[-1].startswith(f"heatmap of run {shown}")
 
 
 @pytest.mark.usefixtures("prefect_harness")
