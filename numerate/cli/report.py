@@ -15,7 +15,6 @@ from numerate.cli.common import (
     fail,
     note,
     open_reader,
-    print_report,
     show,
 )
 from numerate.kernel.errors import NumerateError
@@ -42,9 +41,16 @@ def report(
 
     Never writes; reads while sweeps write the database (docs/sharing.md, "Many users, one
     database")."""
-    from numerate.results.report import render, report_state, run_points, tiers_text
+    from numerate.results.report import (
+        Table,
+        render_tables,
+        report_state,
+        run_points,
+        run_summaries,
+        tier_tables,
+    )
     from numerate.results.runs import resolve_run
-    from numerate.results.tokens import tokens_text
+    from numerate.results.tokens import token_tables
 
     models, manifolds = model or [], manifold or []
     try:
@@ -54,13 +60,18 @@ def report(
             state = report_state(reader, run_id, models, manifolds)
             if state:
                 note(state)
-            print_report(reader, run_id, fmt, models, manifolds)
+            summaries = run_summaries(reader, run_id, models, manifolds)
+            tables = [Table("summaries", f"run {run_id}", summaries)]
             if points:
                 frame = run_points(reader, run_id, models, manifolds)
-                show(render(frame, fmt, title="grid points"))
+                tables.append(Table("points", "grid points", frame))
             if tokens:
-                show(tokens_text(reader, run_id, fmt, points))
+                tables += token_tables(reader, run_id, points)
             if tiers:
-                show(tiers_text(reader, run_id, fmt))
+                scored = tier_tables(reader, run_id, fmt)
+                if not scored:
+                    note(f"run {run_id} has no scored answer: no score and no tier")
+                tables += scored
+            show(render_tables(tables, fmt))
     except NumerateError as error:
         fail(error)

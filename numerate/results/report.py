@@ -6,7 +6,7 @@ import io
 import json
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from numerate.kernel.errors import ConfigError, printable
 from numerate.results import live
@@ -244,9 +244,35 @@ def render(frame: Any, fmt: Format, title: str = "") -> str:
     return buffer.getvalue()
 
 
-def tiers_text(source: Source, run_id: str, fmt: Format) -> str:
+class Table(NamedTuple):
+    """One table of a command's output: its key in a JSON object of several tables, its title
+    above it in a terminal or Markdown, and its rows."""
+
+    key: str
+    title: str
+    frame: Any
+
+
+def render_tables(tables: Sequence[Table], fmt: Format) -> str:
+    """Tables one after another for a reader (a terminal, Markdown); for a program one
+    document: one JSON array for one table, one JSON object of arrays keyed by table for
+    several, one CSV table (several are refused: CSV has no way to hold them apart)."""
+    if fmt in ("table", "markdown") or len(tables) == 1:
+        return "".join(render(t.frame, fmt, title=t.title) for t in tables)
+    if fmt == "csv":
+        raise ConfigError(
+            f"--format csv holds one table, and this asks for {len(tables)} "
+            f"({', '.join(t.key for t in tables)}): ask for one, or give --format json (one "
+            "object, a key per table)"
+        )
+    document = {t.key: _finite(t.frame.to_dicts()) for t in tables}
+    return json.dumps(document, indent=2, default=str, allow_nan=False) + "\n"
+
+
+def tier_tables(source: Source, run_id: str, fmt: Format) -> list[Table]:
     """`numerate report --tiers`: each model's score with its interval and overall tier, the
-    tiers per scope, and the paired comparisons they come from."""
+    tiers per scope, and the paired comparisons they come from (none when the run has no
+    scored answer). For csv and json the figures as they are, for programs."""
     import polars as pl
 
     from numerate.results.compare import estimate_text  # scipy: with the tiers only
@@ -254,9 +280,19 @@ def tiers_text(source: Source, run_id: str, fmt: Format) -> str:
 
     found = standing(source, run_id)
     if found.scores.is_empty():
-        return f"run {run_id} has no scored answer: no score and no tier\n"
-    if fmt in ("csv", "json"):  # the figures as they are, for programs
-        return "".join(render(f, fmt) for f in (found.scores, found.tiers, found.pairs))
+        return []
+    scores_title = (
+        "score: chance-adjusted, truncation-penalised, geometric mean over manifolds "
+        "(docs/statistics.md)"
+    )
+    tiers_title = "tiers: no two models of a tier differ (paired exact McNemar, Holm per scope)"
+    pairs_title = "pairs: the same cases answered by both models"
+    if fmt in ("csv", "json"):
+        return [
+            Table("scores", scores_title, found.scores),
+            Table("tiers", tiers_title, found.tiers),
+            Table("pairs", pairs_title, found.pairs),
+        ]
     scores = found.scores.select(
         "model",
         pl.struct("score", "ci_low", "ci_high")
@@ -264,10 +300,7 @@ def tiers_text(source: Source, run_id: str, fmt: Format) -> str:
         .alias("score [95% CI]"),
         pl.exclude("model", "score", "ci_low", "ci_high"),
     )
-    shown = render(scores, fmt, title="score: chance-adjusted, truncation-penalised, "
-                   "geometric mean over manifolds (docs/statistics.md)")  # fmt: skip
-    title = "tiers: no two models of a tier differ (paired exact McNemar, Holm per scope)"
-    shown += render(found.tiers, fmt, title=title)
+    shown = [Table("scores", scores_title, scores), Table("tiers", tiers_title, found.tiers)]
     if found.pairs.height:
         pairs = found.pairs.select(
             "scope", "base_model", "new_model", "n",
@@ -279,5 +312,5 @@ def tiers_text(source: Source, run_id: str, fmt: Format) -> str:
             pl.when("differ").then(pl.lit("differ")).otherwise(pl.lit("no difference"))
             .alias("verdict"),
         )  # fmt: skip
-        shown += render(pairs, fmt, title="pairs: the same cases answered by both models")
+        shown.append(Table("pairs", pairs_title, pairs))
     return shown

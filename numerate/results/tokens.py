@@ -7,7 +7,7 @@ from __future__ import annotations
 import polars as pl
 
 from numerate.kernel.survival import SurvivalCurve, kaplan_meier
-from numerate.results.report import Format, render
+from numerate.results.report import Table
 from numerate.store import queries
 from numerate.store.queries import Source
 
@@ -42,17 +42,20 @@ def budget_table(curves: dict[tuple[str, str], SurvivalCurve]) -> pl.DataFrame:
     })  # fmt: skip
 
 
-def tokens_text(source: Source, run_id: str, fmt: Format, by_point: bool = False) -> str:
+def token_tables(source: Source, run_id: str, by_point: bool = False) -> list[Table]:
     """`numerate report --tokens`: token efficiency per model and manifold (and grid point,
     `by_point`), the token budget, and how much the reasoning repeats itself."""
     efficiency = queries.token_efficiency(source, run_id, by_point)
-    shown = render(efficiency, fmt, title="tokens: what the answers spent (errors left out)")
-    title = "token budget: completion tokens to an answer (truncated answers censored)"
-    shown += render(budget_frame(source, run_id), fmt, title=title)
+    shown = [
+        Table("tokens", "tokens: what the answers spent (errors left out)", efficiency),
+        Table("token_budget",
+              "token budget: completion tokens to an answer (truncated answers censored)",
+              budget_frame(source, run_id)),
+    ]  # fmt: skip
     loops = queries.reasoning_loops(source, run_id)
     if loops.height:  # answers came with a reasoning
         title = "loops: how much the reasoning repeats itself (its compression ratio)"
-        shown += render(loops, fmt, title=title)
+        shown.append(Table("loops", title, loops))
         title = "the reasoning that repeats itself most (`numerate view` shows each case)"
-        shown += render(queries.most_repetitive(source, run_id), fmt, title=title)
+        shown.append(Table("most_repetitive", title, queries.most_repetitive(source, run_id)))
     return shown

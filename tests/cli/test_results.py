@@ -114,8 +114,8 @@ def test_report_filters_models_and_manifolds(two_runs):
          "--format", "json", "--points"],
     )  # fmt: skip
     assert shown.exit_code == 0, shown.output
-    first, _, second = shown.stdout.partition("]\n")
-    summaries, points = json.loads(first + "]"), json.loads(second)
+    shown = json.loads(shown.stdout)  # one document (two, one after the other, before)
+    summaries, points = shown["summaries"], shown["points"]
     assert {r["model"] for r in summaries} == {"oracle"}
     assert {r["manifold"] for r in summaries} == {"*", "objects"}
     assert {(r["model"], r["manifold"]) for r in points} == {("oracle", "objects")}

@@ -6,10 +6,9 @@ from the stored answers."""
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import itertools
+import json
 import math
 import re
 from collections import defaultdict
@@ -111,36 +110,32 @@ def by_hand(answers):
     return scores, tiers
 
 
-def tables(text: str) -> list[list[dict[str, str]]]:
-    """The CSV tables printed one after the other."""
-    found, lines = [], text.splitlines()
-    starts = [i for i, line in enumerate(lines) if line.startswith(("model,", "scope,"))]
-    for start, end in zip(starts, [*starts[1:], len(lines)], strict=True):
-        found.append(list(csv.DictReader(io.StringIO("\n".join(lines[start:end])))))
-    return found
-
-
 def test_report_tiers_shows_the_scores_and_tiers_computed_by_hand(swept):
     db, _, answers = swept
     assert {o for *_, o, _ in answers} >= {"correct", "truncated", "wrong"}
     scores, tiers = by_hand(answers)
-    shown = runner.invoke(app, ["report", "--db", str(db), "--tiers", "--format", "csv"])
+    shown = runner.invoke(app, ["report", "--db", str(db), "--tiers", "--format", "json"])
     assert shown.exit_code == 0, shown.output
-    found = tables(shown.stdout)
-    score_rows = next(t for t in found if t and "score" in t[0] and "manifold" not in t[0])
+    found = json.loads(shown.stdout)  # one document: a first-contact review found four
+    assert list(found) == ["summaries", "scores", "tiers", "pairs"]
+    score_rows, tier_rows, pair_rows = found["scores"], found["tiers"], found["pairs"]
     for row in score_rows:
         assert float(row["score"]) == pytest.approx(scores[row["model"]], abs=1e-9)
         assert float(row["ci_low"]) <= float(row["score"]) <= float(row["ci_high"])
         assert int(row["tier"]) == tiers[row["model"]]
     assert [r["model"] for r in score_rows] == sorted(scores, key=lambda m: (-scores[m], m))
-    tier_rows = next(t for t in found if t and "tier" in t[0] and "scope" in t[0])
     assert {r["model"]: int(r["tier"]) for r in tier_rows if r["scope"] == "*"} == tiers
-    pair_rows = next(t for t in found if t and "base_model" in t[0])
     assert {(r["scope"], r["base_model"], r["new_model"]) for r in pair_rows} >= {
         ("*", "oracle", "random"), ("objects", "oracle", "thinker"),
         ("shuffle", "random", "thinker"),
     }  # fmt: skip
-    assert all(r["detectable_difference"] != "" for r in pair_rows)
+    assert all(r["detectable_difference"] is not None for r in pair_rows)
+    refused = runner.invoke(app, ["report", "--db", str(db), "--tiers", "--format", "csv"])
+    assert refused.exit_code == 2 and refused.stdout == ""
+    assert (
+        "--format csv holds one table, and this asks for 4 (summaries, scores, tiers, pairs)"
+        in refused.stderr
+    )
     table = runner.invoke(app, ["report", "--db", str(db), "--tiers"])
     assert table.exit_code == 0 and "score [95% CI]" in table.stdout
 

@@ -5,6 +5,7 @@ the reasoning tokens of the usage; an answer without them stores NULL, never "" 
 from __future__ import annotations
 
 import hashlib
+import json
 
 import duckdb
 import pytest
@@ -123,11 +124,10 @@ def test_report_tokens_shows_efficiency_and_the_budget_as_computed_by_hand(tmp_p
     correct = sum(1 for _, _, outcome in rows if outcome == "correct")
     wrong = [t for t, _, outcome in rows if outcome != "correct"]  # truncated ones too
     spent = sum(t for t, _, _ in rows)
-    shown = runner.invoke(app, ["report", "--db", str(db), "--tokens", "--format", "csv"])
+    shown = runner.invoke(app, ["report", "--db", str(db), "--tokens", "--format", "json"])
     assert shown.exit_code == 0, shown.output
-    lines = shown.stdout.splitlines()
-    header = lines.index(next(line for line in lines if line.startswith("model,manifold,answers")))
-    efficiency = dict(zip(lines[header].split(","), lines[header + 1].split(","), strict=True))
+    found = json.loads(shown.stdout)
+    [efficiency] = found["tokens"]
     assert int(efficiency["answers"]) == 30
     assert float(efficiency["mean_completion_tokens"]) == pytest.approx(spent / 30)
     assert float(efficiency["mean_reasoning_tokens"]) == pytest.approx(
@@ -142,8 +142,7 @@ def test_report_tokens_shows_efficiency_and_the_budget_as_computed_by_hand(tmp_p
     short, cut = len(by_tokens[2]), len(by_tokens[5])
     survival_at_2 = 1 - short / 30
     median = 2.0 if survival_at_2 <= 0.5 else 6.0  # at 6 every case left has answered
-    budget = lines[next(i for i, line in enumerate(lines) if "median_tokens_to_answer" in line)]
-    values = dict(zip(budget.split(","), lines[lines.index(budget) + 1].split(","), strict=True))
+    [values] = found["token_budget"]
     assert (int(values["answers"]), int(values["truncated"])) == (30, cut)
     assert float(values["median_tokens_to_answer"]) == median
 
@@ -177,17 +176,15 @@ def test_report_tokens_shows_which_reasoning_loops(tmp_path):
         assert ratio == pytest.approx(len(data) / len(zlib.compress(data, 9)))
     looped = {case for case, reasoning, _, _ in stored if reasoning == LOOP * 40}
     assert 0 < len(looped) < len(stored)
-    shown = runner.invoke(app, ["report", "--db", str(db), "--tokens", "--format", "csv"])
+    shown = runner.invoke(app, ["report", "--db", str(db), "--tokens", "--format", "json"])
     assert shown.exit_code == 0, shown.output
-    lines = shown.stdout.splitlines()
-    top = lines.index(next(line for line in lines if line.startswith("model,manifold,case_id")))
-    listed = [line.split(",")[2] for line in lines[top + 1 : top + 1 + len(looped)]]
+    found = json.loads(shown.stdout)
+    listed = [row["case_id"] for row in found["most_repetitive"][: len(looped)]]
     assert set(listed) == looped  # the loops come first
-    by_outcome = lines.index(next(line for line in lines if ",median_ratio," in line))
-    groups = [line.split(",") for line in lines[by_outcome + 1 : top] if line.count(",") == 6]
+    groups = found["loops"]
     expected = {}
     for _, _, ratio, outcome in stored:
         expected.setdefault(outcome, []).append(ratio)
-    assert {g[2]: int(g[3]) for g in groups} == {k: len(v) for k, v in expected.items()}
+    assert {g["outcome"]: g["answers"] for g in groups} == {k: len(v) for k, v in expected.items()}
     for group in groups:
-        assert float(group[6]) == pytest.approx(max(expected[group[2]]))
+        assert group["max_ratio"] == pytest.approx(max(expected[group["outcome"]]))

@@ -67,14 +67,12 @@ def sweep_config(folder):
 
 def figures(location):
     """What `numerate report --points` says of the one run in `location` (its summaries, then
-    its points: two JSON documents), without its id."""
+    its points), without its id."""
     shown = runner.invoke(app, ["report", "--db", location, "--points", "--format", "json"])
     assert shown.exit_code == 0, shown.output
-    rows, text, at, decoder = [], shown.stdout, 0, json.JSONDecoder()
-    while text[at:].strip():
-        at += len(text[at:]) - len(text[at:].lstrip())  # the blank between two documents
-        document, at = decoder.raw_decode(text, at)
-        rows += [{k: v for k, v in row.items() if k != "run_id"} for row in document]
+    tables = json.loads(shown.stdout)
+    rows = [{k: v for k, v in row.items() if k != "run_id"}
+            for key in ("summaries", "points") for row in tables[key]]  # fmt: skip
     assert rows  # summaries and points
     return rows
 
