@@ -122,6 +122,8 @@ def _report(comparison: pl.DataFrame, fmt: Format, title: str, gate: bool, alpha
 
     shown = for_display(comparison) if fmt in ("table", "markdown") else comparison
     show(render(shown, fmt, title=title))
+    if fmt == "markdown":  # a paragraph of its own: a line right under a table is a row of it
+        typer.echo()
     typer.echo(summary_line(comparison), err=fmt in ("csv", "json"))
     typer.echo(detectable_line(comparison, alpha), err=fmt in ("csv", "json"))
     if gate and any_regression(comparison):

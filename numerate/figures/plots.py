@@ -443,11 +443,17 @@ def compose(parts: Sequence[Panel], title: str) -> Figure:
     )
     subfigures = figure.subfigures(len(parts), 1, squeeze=False, height_ratios=heights)
     for subfigure, panel in zip(subfigures.ravel(), parts, strict=True):
-        cast("SubFigure", subfigure).suptitle(for_terminal(panel.title, 500), fontsize=11)
+        cast("SubFigure", subfigure).suptitle(shown_title(panel.title), fontsize=11)
         panel.draw(subfigure)
     # a run id or model a database was made to hold: no glyph is missing (a warning each)
-    figure.suptitle(for_terminal(title, 500), fontsize=14, fontweight="bold")  # two run ids
+    figure.suptitle(shown_title(title), fontsize=14, fontweight="bold")  # two run ids
     return figure
+
+
+def shown_title(title: str) -> str:
+    """A figure's title as drawn: each of its lines bounded and with no character a font has
+    no glyph for (a run id or model a database was made to hold), its line breaks kept."""
+    return "\n".join(for_terminal(line, 500) for line in title.split("\n"))
 
 
 def figure_png(figure: Figure) -> bytes:

@@ -106,6 +106,11 @@ def test_the_reverse_is_an_improvement(results):
     done = compare(db, "previous", "latest", "--fail-on-regression")  # guesser -> oracle
     assert done.exit_code == 0, done.output
     assert "0 regressions, 1 improvement, 1 no change over 50 paired cases" in done.stdout
+    # a first-contact review: in Markdown the summary lines went right under the table, which
+    # makes them rows of it
+    markdown = compare(db, "previous", "latest", "--format", "markdown").stdout
+    table, _, after = markdown.rpartition("|\n")
+    assert table.startswith("### ") and after.startswith("\n0 regressions, 1 improvement")
 
 
 def test_identical_runs_change_nothing(results):

@@ -252,3 +252,14 @@ def test_a_grid_value_is_drawn_as_written_whatever_it_holds(value):
         page = run_html(frame, "r")
     for image in re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page):
         assert_a_real_picture(base64.b64decode(image), 300, 200)
+
+
+def test_a_panel_title_of_two_lines_is_drawn_on_two_lines():
+    """A first-contact review: the token budget's title was drawn with a literal `\\n` (the
+    escaping of what a terminal acts on took the line break too)."""
+    from numerate.figures.plots import Panel, compose
+
+    figure = compose([Panel("Token budget\n(censored)\x1b", 4, 3, lambda target: None)], "r\x1b")
+    [drawn] = [text.get_text() for subfigure in figure.subfigs for text in subfigure.texts]
+    assert drawn == "Token budget\n(censored)\\x1b"
+    assert [text.get_text() for text in figure.texts] == ["r\\x1b"]
