@@ -58,20 +58,13 @@ NATIVE_TYPES = frozenset(
 are; `printable_frame` shows the others as text."""
 
 
-WRITERS_FIRST_S = 2.0
-"""How long a reader about to open the database lets processes that wait to write it go first
-(numerate.store.access.waiting_writers): many readers in turn (a viewer's pages) never keep a
-writer out."""
-
-
-def _connect(path: str, writers_first_s: float = WRITERS_FIRST_S) -> Any:
+def _connect(path: str, writers_first_s: float = access.TURN_S) -> Any:
     """A read-only connection, once the processes waiting to write `path` have had their turn
-    (at most `writers_first_s`); a lake's snapshot, which no writer holds."""
+    (at most `writers_first_s`: numerate.store.access.let_go_first); a lake's snapshot, which
+    no writer holds."""
     if lake.is_lake(path):
         return lake.read_only(path)
-    deadline = time.monotonic() + writers_first_s
-    while access.waiting_writers(path) and time.monotonic() < deadline:
-        time.sleep(0.01)
+    access.let_go_first(path, "write", writers_first_s)
     return access.connect(path, read_only=True, config=READ_ONLY_CONFIG)
 
 

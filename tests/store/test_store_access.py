@@ -652,6 +652,57 @@ def test_readers_in_turn_never_keep_a_writer_out(tmp_path, db_path):
     assert not Path(f"{db_path}.waiting").exists()  # every knock removed
 
 
+WRITE_WITHOUT_A_PAUSE = textwrap.dedent(
+    """
+    import os, sys, time
+    import duckdb
+    from numerate.store.access import attach, detach
+    con = duckdb.connect()
+    sessions = 0
+    while os.path.exists(sys.argv[2]):
+        attach(con, sys.argv[1])
+        if not sessions:
+            print("writing", flush=True)
+        con.execute("INSERT INTO t VALUES (1)")
+        time.sleep(0.25)  # a session's work
+        detach(con)  # and the next session at once, as a fast sweep's follow each other
+        sessions += 1
+    print(sessions, flush=True)
+    """
+)
+
+
+def test_a_writer_whose_sessions_follow_each_other_never_keeps_a_reader_out(tmp_path, db_path):
+    """A first-contact review: beside a fast sweep, whose sessions follow each other within a
+    few milliseconds, `numerate runs` waited 14 s for the file (a reader's pauses seldom fell
+    in a gap). A writer about to begin a session lets a reader that waits go first."""
+    import duckdb
+
+    from numerate.store.reader import Reader
+
+    with duckdb.connect(db_path) as con:
+        con.execute("CREATE TABLE t (x INTEGER)")
+    going = tmp_path / "going"
+    going.touch()
+    writer = subprocess.Popen([sys.executable, "-c", WRITE_WITHOUT_A_PAUSE, db_path, str(going)],
+                              cwd=ROOT, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert writer.stdout.readline() == "writing\n"
+        waits = []
+        for _ in range(5):
+            started = time.monotonic()
+            with Reader.open(db_path, numerate_schema=False) as reader:
+                waits.append(time.monotonic() - started)
+                reader.query("SELECT count(*) FROM t")
+            time.sleep(0.1)
+    finally:
+        going.unlink()
+        sessions = int(writer.communicate(timeout=60)[0])
+    assert writer.returncode == 0
+    assert max(waits) < 1.5, waits
+    assert sessions >= 3  # the writer went on between the reads
+
+
 @pytest.mark.parametrize("kind", ["file", "link"])
 def test_something_else_at_the_journal_folder_s_name_is_one_error(tmp_path, kind):
     """Before: a file at `<db>.journal` ended `run` in a FileExistsError traceback (and other
