@@ -291,11 +291,12 @@ def runs(
 def named_run(source: Source, text: str) -> str | None:
     """The full id of the sweep run `text` names as the commands take it (`latest`,
     `previous`, a unique prefix of an id), when that is not `text` itself; None when `text`
-    is an id, or names no run or several (the page then says there is no such run)."""
+    is an id. LookupError, in the commands' words, when it names no run or several (a prefix
+    that several runs begin with was "no run", as if they were gone)."""
     try:
         found = resolve_run(source, text)
-    except ConfigError:
-        return None
+    except ConfigError as error:
+        raise LookupError(str(error)) from None
     return found if found != text else None
 
 

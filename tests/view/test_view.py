@@ -725,3 +725,9 @@ def test_a_run_named_as_the_commands_name_it_leads_to_its_page(client, results):
     assert client.get(f"/run/{second}", follow_redirects=False).status_code == 200
     assert client.get("/run/nosuch", follow_redirects=False).status_code == 404
     assert client.get("/run/latest").status_code == 200  # followed
+    # a first-contact review: a prefix of both runs' ids was "no run", as if they were gone
+    shared = first[: next(i for i, (a, b) in enumerate(zip(first, second, strict=True)) if a != b)]
+    for asked in (f"/run/{shared}", f"/compare?base={shared}&new=latest"):
+        both = client.get(asked, follow_redirects=False)
+        said = html.unescape(both.text)
+        assert both.status_code == 404 and f"run {shared!r} is ambiguous: it starts" in said
