@@ -54,6 +54,7 @@ def generate(
             params = spec.params(**values)
         except ValidationError as error:
             given = {a.partition("=")[0].strip(): f"--set {shorten(a.strip())}" for a in set_ or []}
+            given["count"] = "--count"
             raise ConfigError(
                 describe_validation_error(error, f"{manifold} parameters", given)
             ) from None

@@ -163,6 +163,9 @@ NUMGEN = RunKind(
 CONFIG_OPTION = path_option("NumGen config (YAML); options win.", "--config", "-c")
 
 
+IMAGES_DIR_HELP = "Folder for images (default: results/numgen, under the current folder)."
+
+
 @app.command()
 def run(
     generator: Annotated[
@@ -187,7 +190,7 @@ def run(
     seed: Annotated[int | None, typer.Option(help="Seed of prompts and images.")] = None,
     config: Annotated[Path | None, CONFIG_OPTION] = None,
     db: Annotated[str | None, DB_OPTION] = None,
-    images_dir: Annotated[str | None, typer.Option(help="Folder for images.")] = None,
+    images_dir: Annotated[str | None, typer.Option(help=IMAGES_DIR_HELP)] = None,
     steps: Annotated[int | None, typer.Option(help="Denoising steps.")] = None,
     guidance: Annotated[float | None, typer.Option(help="Guidance scale.")] = None,
     size: Annotated[int | None, typer.Option(help="Image width and height in pixels.")] = None,
@@ -264,7 +267,7 @@ def calibrate(
     count: Annotated[int, typer.Option(help="Images per number.")] = 10,
     config: Annotated[Path | None, CONFIG_OPTION] = None,
     db: Annotated[str | None, DB_OPTION] = None,
-    images_dir: Annotated[str | None, typer.Option(help="Folder for images.")] = None,
+    images_dir: Annotated[str | None, typer.Option(help=IMAGES_DIR_HELP)] = None,
     device: Annotated[str | None, typer.Option(help="auto, cpu, cuda, cuda:N or mps.")] = None,
     dispatch: Annotated[str, typer.Option(help="auto, local or deployments.")] = "auto",
 ) -> None:

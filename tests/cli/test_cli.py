@@ -89,6 +89,7 @@ def test_set_values_are_typed_and_same_seed_same_output():
         (["generate", "objectz"], "unknown manifold 'objectz'"),
         (["generate", "sequence", "--set", "num_rules=5", "--set", "rule_enable=2"], "num_rules=5"),
         (["generate", "objects", "--set", "count=5"], "--set count=...: give the number of cases"),
+        (["generate", "objects", "--count", "0"], "error: --count 0: Input should be greater"),
         (["generate", "objects", "--set", "length=3", "--set", "length=4"], "given twice"),
         (["generate", "objects", "--set", "length=true"], "--set length=true: Input should be a"),
         (["generate", "objects", "--set", 'length="3"'], '--set length="3": Input should be a'),
@@ -318,3 +319,15 @@ def test_every_commands_help_is_paragraphs_of_one_line_each():
         assert all("\n" not in paragraph for paragraph in info.help.split("\n\n")), name
     shown = CliRunner().invoke(app, ["runs", "--help"], env={"COLUMNS": "100", "TERM": "dumb"})
     assert "is listed stopped: the same command resumes it" in " ".join(shown.stdout.split())
+
+
+def test_manifolds_says_how_many_cases_is_set_where_it_is_set():
+    """A first-contact review: `count default=10` was listed as a parameter of each manifold,
+    while a sweep entry's count (default 20) is not a grid axis, and `--set count=` is
+    refused."""
+    from numerate.config.sweep import DEFAULT_COUNT
+
+    listed = runner.invoke(app, ["manifolds"])
+    assert listed.exit_code == 0, listed.output
+    assert not any(line.split()[:1] == ["count"] for line in listed.stdout.splitlines())
+    assert f"a sweep entry's `count` (default {DEFAULT_COUNT} a grid point)" in listed.stdout
