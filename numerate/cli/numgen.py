@@ -435,7 +435,9 @@ def report(
                                   f"yet{calibrations_only(reader)}")  # fmt: skip
             if heatmap:
                 _draw_run_heatmap(reader, run_id, heatmap)
-            shown = frame.rename(LEADERBOARD_COLUMNS)
+            # the reference's labels for a reader; a program gets the view's columns, as in
+            # every other JSON and CSV numerate writes
+            shown = frame.rename(LEADERBOARD_COLUMNS) if fmt in ("table", "markdown") else frame
             show(render(shown, fmt, title="NumGen leaderboard"))
             if fmt in ("table", "markdown"):
                 for detector in frame["detector"].unique().sort().to_list():

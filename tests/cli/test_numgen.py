@@ -153,6 +153,12 @@ def test_run_then_report(tmp_path, db_path):
     assert "│ synthetic │ blobs    │    1.000 │" in report.stdout  # a table (Markdown before)
     markdown = runner.invoke(app, ["numgen", "report", "--db", db_path, "--format", "markdown"])
     assert "| synthetic | blobs | 1.000 |" in markdown.stdout
+    # a first-contact review: JSON keys were the table's labels ("Counting Level")
+    listed = json.loads(runner.invoke(app, ["numgen", "report", "--db", db_path,
+                                            "--format", "json"]).stdout)  # fmt: skip
+    columns = ["model", "detector", "accuracy", "ci_low", "ci_high", "mwe", "counting_level",
+               "webers_law", "n", "refused", "errors"]  # fmt: skip
+    assert len(listed) == 2 and list(listed[0]) == columns
     assert heatmap.exists()
     # --run as every other --run takes it (before: "no NumGen run 'latest' with metrics")
     random_id = json.loads(baseline.stdout)["run_id"]
