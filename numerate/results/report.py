@@ -6,6 +6,7 @@ import io
 import json
 import math
 from collections.abc import Sequence
+from datetime import date, time
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from numerate.kernel.errors import ConfigError, printable
@@ -216,9 +217,10 @@ def render(frame: Any, fmt: Format, title: str = "") -> str:
     if fmt == "table":
         frame = for_terminal(frame)
     if fmt == "csv":
-        return frame.write_csv()
+        return _times_as_iso(frame).write_csv()
     if fmt == "json":
-        return json.dumps(_finite(frame.to_dicts()), indent=2, default=str, allow_nan=False) + "\n"
+        records = _finite(frame.to_dicts())
+        return json.dumps(records, indent=2, default=_text, allow_nan=False) + "\n"
     columns = frame.columns
     numeric = {c for c, dtype in frame.schema.items() if dtype.is_numeric()}
     rows = [[_cell(c, v) for c, v in zip(columns, row, strict=True)] for row in frame.iter_rows()]
@@ -266,7 +268,26 @@ def render_tables(tables: Sequence[Table], fmt: Format) -> str:
             "object, a key per table)"
         )
     document = {t.key: _finite(t.frame.to_dicts()) for t in tables}
-    return json.dumps(document, indent=2, default=str, allow_nan=False) + "\n"
+    return json.dumps(document, indent=2, default=_text, allow_nan=False) + "\n"
+
+
+def _text(value: Any) -> str:
+    """A value JSON has no type for, as text: a time in ISO 8601 (`2026-12-01T03:54:30+00:00`,
+    as `_times_as_iso` writes it in CSV), anything else as Python writes it."""
+    return value.isoformat() if isinstance(value, date | time) else str(value)
+
+
+def _times_as_iso(frame: pl.DataFrame) -> pl.DataFrame:
+    """`frame` with each time column as ISO 8601 text, as `_text` writes it in JSON (polars'
+    CSV wrote `2026-12-01T03:54:30.000000+0000`, and JSON `2026-12-01 03:54:30+00:00`)."""
+    import polars as pl
+
+    times = {
+        name: "%Y-%m-%dT%H:%M:%S%.f" + ("%:z" if dtype.time_zone else "")
+        for name, dtype in frame.schema.items()
+        if isinstance(dtype, pl.Datetime)
+    }
+    return frame.with_columns(pl.col(name).dt.strftime(f) for name, f in times.items())
 
 
 def tier_tables(source: Source, run_id: str, fmt: Format) -> list[Table]:

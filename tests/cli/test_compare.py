@@ -1,6 +1,9 @@
 """`numerate runs` and `numerate compare` on a real database of baseline runs."""
 
+import csv
+import io
 import json
+from datetime import datetime
 
 import pytest
 import yaml
@@ -83,6 +86,13 @@ def test_runs_lists_the_newest_first(results):
     solo = runner.invoke(app, ["runs", "--db", db, "--sweep", "solo", "--format", "csv"])
     assert solo.stdout.splitlines()[0] == "id,sweep,models,status,started,finished,n"
     assert [line.split(",")[2] for line in solo.stdout.splitlines()[1:]] == ["g", "o"]
+    # a first-contact review: CSV wrote 2026-12-01T03:54:30.000000+0000, JSON
+    # 2026-12-01 03:54:30+00:00; both now write ISO 8601 as Python does
+    both = runner.invoke(app, ["runs", "--db", db, "--format", "csv", "--limit", "2"])
+    started = [row["started"] for row in csv.DictReader(io.StringIO(both.stdout))]
+    assert started == [row["started"] for row in rows]
+    assert datetime.fromisoformat(started[0]).isoformat() == started[0]
+    assert started[0].endswith("+00:00") and "T" in started[0]
     table = runner.invoke(app, ["runs", "--db", db])
     assert table.exit_code == 0 and ids[0] in table.stdout
     none = runner.invoke(app, ["runs", "--db", db, "--sweep", "nope"])  # a typo: exit 0 before
