@@ -45,7 +45,7 @@ def generate(
         values["count"] = count
         unknown = sorted(set(values) - set(spec.params_model.model_fields))
         if unknown:
-            known = ", ".join(spec.params_model.model_fields)
+            known = ", ".join(f for f in spec.params_model.model_fields if f != "count")
             raise ConfigError(
                 f"{manifold} has no parameter {shorten(repr(unknown[0]), MAX_PART)} "
                 f"(parameters: {known})"

@@ -43,6 +43,7 @@ def report(
     database")."""
     from numerate.results.report import (
         Table,
+        one_table,
         render_tables,
         report_state,
         run_points,
@@ -55,6 +56,9 @@ def report(
     models, manifolds = model or [], manifold or []
     try:
         fmt = check_format(output)
+        asked = [name for name, given in (("--points", points), ("--tokens", tokens),
+                                          ("--tiers", tiers)) if given]  # fmt: skip
+        one_table(fmt, asked)
         with open_reader(db) as reader:
             run_id = resolve_run(reader, run_id)
             state = report_state(reader, run_id, models, manifolds)
@@ -72,6 +76,6 @@ def report(
                 if not scored:
                     note(f"run {run_id} has no scored answer: no score and no tier")
                 tables += scored
-            show(render_tables(tables, fmt))
+            show(render_tables(tables, fmt, keyed=bool(asked)))
     except NumerateError as error:
         fail(error)

@@ -281,6 +281,9 @@ def read_completion(
         ),
     }
     text = message_text(content)
+    refusal = _field(message, "refusal")  # OpenAI's: the model declined, in words
+    if not text.strip() and isinstance(refusal, str):
+        text = valid_text(refusal)
     sent = next((field for field in (_field(message, name) for name in REASONING_FIELDS)
                  if isinstance(field, str) and field.strip()), None)  # fmt: skip
     reasoning = sent if sent is not None else reasoning_part(text)

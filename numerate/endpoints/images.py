@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import ipaddress
 import math
 import os
@@ -243,11 +244,21 @@ class VisionCounter(AtEndpoint):
         messages = [{"role": "user", "content": content}]
         completion = await answerer.ask(
             lambda: chat_body(answerer.client, model=self.model.model_id, messages=messages),
-            lambda response, attempts, latency: read_completion(
-                response, self.name, attempts, latency, 0
+            lambda response, attempts, latency: counted_answer(
+                read_completion(response, self.name, attempts, latency, 0)
             ),
             lambda attempts, error: Completion(self.name, None, attempts=attempts, error=error),
         )
         if completion.error is not None or completion.text is None:
             return Counted(error=completion.error or "empty answer")
         return Counted(read_count(completion.text), answer=completion.text)
+
+
+def counted_answer(completion: Completion) -> Completion:
+    """A counter's answer, where one that holds no text is an error, asked again (and one the
+    run's error rate counts): the counter is the instrument, not the model measured, so its
+    silence is a failure to count, not an answer (a sweep grades a model's empty answer)."""
+    if completion.error is None and not (completion.text or "").strip():
+        why = f"empty answer (finish_reason {completion.finish_reason!r})"
+        return dataclasses.replace(completion, text=None, error=why)
+    return completion

@@ -255,20 +255,25 @@ class Table(NamedTuple):
     frame: Any
 
 
-def render_tables(tables: Sequence[Table], fmt: Format) -> str:
+def render_tables(tables: Sequence[Table], fmt: Format, keyed: bool) -> str:
     """Tables one after another for a reader (a terminal, Markdown); for a program one
-    document: one JSON array for one table, one JSON object of arrays keyed by table for
-    several, one CSV table (several are refused: CSV has no way to hold them apart)."""
-    if fmt in ("table", "markdown") or len(tables) == 1:
-        return "".join(render(t.frame, fmt, title=t.title) for t in tables)
-    if fmt == "csv":
+    document: a JSON object of arrays keyed by table when `keyed` (the command was asked for
+    what may be several tables: the same shape however many came), else the one table's
+    JSON array or CSV (`one_table` refuses CSV of several before they are read)."""
+    if fmt == "json" and keyed:
+        document = {t.key: _finite(t.frame.to_dicts()) for t in tables}
+        return json.dumps(document, indent=2, default=_text, allow_nan=False) + "\n"
+    return "".join(render(t.frame, fmt, title=t.title) for t in tables)
+
+
+def one_table(fmt: Format, asked: Sequence[str]) -> None:
+    """ConfigError when `fmt` is CSV and the options `asked` add tables to the first: CSV has
+    no way to hold several apart (four back to back were read as one)."""
+    if fmt == "csv" and asked:
         raise ConfigError(
-            f"--format csv holds one table, and this asks for {len(tables)} "
-            f"({', '.join(t.key for t in tables)}): ask for one, or give --format json (one "
-            "object, a key per table)"
+            f"--format csv holds one table, and {' '.join(asked)} adds more: give --format json "
+            "(one object, a key per table), or leave them out"
         )
-    document = {t.key: _finite(t.frame.to_dicts()) for t in tables}
-    return json.dumps(document, indent=2, default=_text, allow_nan=False) + "\n"
 
 
 def _text(value: Any) -> str:

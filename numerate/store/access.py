@@ -294,8 +294,11 @@ def let_go_first(path: str, kind: str, seconds: float = TURN_S) -> None:
     their turn: return once none waits, or after `seconds`. Readers let waiting writers go
     first, so that many readers in turn never keep a run out; writers let waiting readers go
     first, so that a run whose sessions follow each other within milliseconds never keeps a
-    reader out (a `runs` waited 14 s beside a fast sweep)."""
-    deadline = time.monotonic() + seconds
+    reader out (a `runs` waited 14 s beside a fast sweep). Within the bound of every wait: a
+    command that is stopping (`hurry`) spends no courtesy past it."""
+    deadline = min(time.monotonic() + seconds, lock_timeout_s() + time.monotonic())
+    if _cap is not None:
+        deadline = min(deadline, _cap)
     while _waiting(path, kind) and time.monotonic() < deadline:
         time.sleep(0.01)
 

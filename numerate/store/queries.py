@@ -718,15 +718,16 @@ def numgen_run_count(source: Source, kind: str = "benchmark", finished: bool = T
 
 def numgen_runs_named(source: Source, text: str) -> list[str]:
     """Ids of the NumGen runs with metrics that `text` names, newest first: `latest` and
-    `previous` one each, of the benchmark runs (those on the leaderboard: a detector's
-    calibration is named by its id), else those whose id starts with `text` (an exact id
-    alone)."""
+    `previous` one each, of the benchmark runs that ended with their metrics (finished or
+    degraded: a detector's calibration, or an interrupted run, is named by its id), else those
+    whose id starts with `text` (an exact id alone)."""
     text = text.strip()
     base = "SELECT m.run_id FROM numgen_metrics m JOIN numgen_runs r USING (run_id) "
     if text in ("latest", "previous"):
         offset = 1 if text == "previous" else 0
         rows = source.query(
-            base + f"WHERE r.kind = 'benchmark' ORDER BY r.started_at DESC LIMIT 1 OFFSET {offset}"
+            base + f"WHERE r.kind = 'benchmark' AND r.status IN {NUMGEN_ENDED} "
+            f"ORDER BY r.started_at DESC LIMIT 1 OFFSET {offset}"
         )
     else:
         rows = source.query(

@@ -350,6 +350,11 @@ def test_malformed_answers_are_errors_and_never_cached(fake_openai, db_path, rep
         (Reply(content="  \n "), "  \n ", "unparsed"),
         (Reply(content=[1, {"type": "image"}]), "", "unparsed"),
         (Reply(content=None, finish_reason="content_filter"), "", "unparsed"),
+        (  # OpenAI's refusal field: the model declined, in words kept as its answer
+            Reply(content=None, reasoning="I can't help with that.", reasoning_field="refusal"),
+            "I can't help with that.",
+            "unparsed",
+        ),
         (Reply(content=None, finish_reason="length"), "", "truncated"),
     ],
 )

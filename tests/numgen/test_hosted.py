@@ -361,3 +361,31 @@ def test_an_endpoint_where_every_image_fails_fails_the_run(endpoint, tmp_path, d
     assert query(db_path, "SELECT status FROM numgen_runs") == [("failed",)]
     # once each a try of its batch: the client retries nothing itself (max_retries 0)
     assert len(endpoint.image_requests) == 10 * (BATCH_RETRIES + 1)
+
+
+def test_a_counter_that_answers_nothing_is_asked_again_and_its_silence_is_an_error(
+    endpoint, tmp_path, db_path
+):
+    """A review of the sweep's empty answers (now the model's, graded): a `vlm:` counter that
+    answered nothing was then an unparsed count, never asked again, and a run of such counts
+    finished with no error. The counter is the instrument: its silence is asked again, and
+    an error once retries are spent."""
+    asked: Counter[str] = Counter()
+
+    def silent_once(body):
+        key = str(body["messages"][0]["content"][1]["image_url"]["url"])[-64:]
+        asked[key] += 1
+        return Reply(content=None) if asked[key] == 1 else endpoint.count_drawn(body)
+
+    endpoint.vision = silent_once
+    settings = config(endpoint, tmp_path, detector=VLM, prompts={"per_number": 1})
+    settings["detection"] |= {"max_retries": 1}
+    result = run(settings, db_path)
+    assert (result["accuracy"], result["n"], result["errors"]) == (1.0, 10, 0)
+    assert sorted(asked.values()) == [2] * 10  # each image asked again once
+    endpoint.vision = lambda body: Reply(content="   ")
+    from numerate.grading.verdict import RunFailed
+
+    settings["images_dir"] = str(tmp_path / "again")
+    with pytest.raises(RunFailed, match=r"empty answer \(finish_reason 'stop'\)"):
+        run(settings, db_path)

@@ -146,3 +146,19 @@ def test_a_killed_run_beside_a_live_writer_is_stopped_and_the_live_one_running(d
         assert statuses() == {"killed": STOPPED, "live": "running"}
     finally:
         Store.close_all()
+
+
+def test_a_report_asked_for_several_tables_is_one_object_whatever_came_back():
+    """A review: `report --tiers --format json` of a run with nothing scored (no tier table)
+    printed a bare array, where every other `--tiers` printed an object: a program reading
+    `doc["scores"]` failed. The shape follows what was asked, not how many tables came."""
+    import json
+
+    import polars as pl
+
+    from numerate.results.report import Table, render_tables
+
+    summaries = Table("summaries", "run r", pl.DataFrame({"model": ["m"], "accuracy": [0.5]}))
+    keyed = json.loads(render_tables([summaries], "json", keyed=True))
+    assert keyed == {"summaries": [{"model": "m", "accuracy": 0.5}]}
+    assert json.loads(render_tables([summaries], "json", keyed=False)) == keyed["summaries"]

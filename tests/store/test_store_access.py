@@ -1220,3 +1220,20 @@ def test_a_lock_log_that_cannot_be_written_is_said_once(tmp_path, monkeypatch):
             with access.held(str(tmp_path / "r.duckdb"), "write", 0.0):
                 pass
     assert len(progress.notes) == 1 and str(log) in progress.notes[0]
+
+
+def test_the_turn_a_writer_gives_waiting_readers_ends_with_a_stopping_command(db_path):
+    """A review: a stopping command (`hurry`, a few seconds in all) still gave a waiting
+    reader its whole 2 s turn before each of its last sessions."""
+    from numerate.store import access
+
+    waiting = Path(f"{db_path}.waiting")
+    waiting.mkdir()
+    (waiting / f"{os.getpid()}.read.00000000").write_text("")  # a live reader waits
+    started = time.monotonic()
+    access.let_go_first(db_path, "read", 0.3)
+    assert time.monotonic() - started >= 0.3  # the turn, as long as asked
+    started = time.monotonic()
+    with access.hurried(0.05):
+        access.let_go_first(db_path, "read")
+    assert time.monotonic() - started < 1.0
