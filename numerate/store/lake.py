@@ -184,7 +184,12 @@ class RunClaim:
         self._session = session
 
     def release(self) -> None:
-        self._session.close()  # the session's end releases its lock
+        """Let the run go, at once: a reader asking next finds it free. The session's end
+        releases the lock too, but after the close returns (PostgreSQL's backend ends on its
+        own time: a `runs` at that moment still saw the run held)."""
+        with contextlib.suppress(Exception):  # a session already gone holds nothing
+            self._session.execute("SELECT pg_advisory_unlock_all()")
+        self._session.close()
 
 
 def claim_run(location: str, run_id: str) -> RunClaim | None:
