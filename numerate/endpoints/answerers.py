@@ -262,6 +262,8 @@ def read_completion(
         if not isinstance(message, dict)
         else f"content of type {type(content).__name__}, not text"
         if content is not None and not isinstance(content, (str, list))
+        else "a text part whose text is not text"
+        if isinstance(content, list) and any(_text_part_without_text(p) for p in content)
         else None
     )
     if malformed is not None:
@@ -299,6 +301,12 @@ def read_completion(
 REASONING_FIELDS = ("reasoning_content", "reasoning")
 """Where reasoning models send their reasoning beside the answer (DeepSeek and vLLM, then
 OpenRouter and Ollama)."""
+
+
+def _text_part_without_text(part: object) -> bool:
+    """Whether a content part says it is text and holds none (`{"type": "text", "text": 7}`):
+    a body malformed as `content: 7` is, not a model's empty answer."""
+    return _field(part, "type") == "text" and not isinstance(_field(part, "text"), str)
 
 
 def message_text(content: str | list[Any] | None) -> str:

@@ -69,6 +69,11 @@ def one_run(source: Source, text: str, option: str) -> str:
             f"{option} {text!r} is ambiguous: it starts {', '.join(named[:5])}; give more"
         )
     if not named:
+        if text.strip() in ("latest", "previous"):  # of the benchmark runs only
+            raise ConfigError(
+                f"{option} {text!r}: no NumGen benchmark run ended with its metrics in "
+                f"{source.path}{calibrations_only(source)}"
+            )
         raise ConfigError(f"{option} {text!r}: no NumGen run with metrics in {source.path} "
                           "(`numerate numgen report` lists them)")  # fmt: skip
     return named[0]

@@ -315,6 +315,7 @@ def test_samples_are_distinct_requests_each_graded(fake_openai, db_path):
     ("reply", "error"),
     [
         (Reply(content={"text": "7"}), "malformed answer: content of type dict, not text"),
+        (Reply(content=[{"type": "text", "text": 7}]), "malformed answer: a text part whose"),
         (Reply(content="7", finish_reason=["stop"]), None),
         (Reply(choices=[]), "malformed answer: no choices"),
         (Reply(choices={"0": 1}), "malformed answer: not a chat completion"),

@@ -102,7 +102,9 @@ def test_calibration_runs_feed_the_calibration_view(db_path, tmp_path):
 
     Store.close_all()
     shown = f'`numerate db {db_path} "SELECT * FROM numgen_calibration"` shows them'
-    for command in (["runs"], ["numgen", "report"]):
+    # a review: `recount latest` said "no NumGen run with metrics", with calibrations there
+    recount = ["numgen", "recount", "latest", "--detector", "blobs"]
+    for command in (["runs"], ["numgen", "report"], recount):
         said = CliRunner().invoke(app, [*command, "--db", db_path]).stderr
         assert said.strip().endswith(f"it holds 1 detector calibration(s): {shown}"), said
 
