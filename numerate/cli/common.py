@@ -288,10 +288,9 @@ def print_report(
     manifolds: Sequence[str] = (),
 ) -> None:
     """A run's summaries, per model and manifold, in the format asked for."""
-    from numerate.results.report import render, run_summaries
+    from numerate.results.report import render_tables, summary_table
 
-    frame = run_summaries(source, run_id, models, manifolds)
-    show(render(frame, output, title=f"run {run_id}"))
+    show(render_tables([summary_table(source, run_id, models, manifolds)], output, keyed=False))
 
 
 def quiet_run_logs(level: int = logging.WARNING) -> None:

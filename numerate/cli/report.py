@@ -47,7 +47,7 @@ def report(
         render_tables,
         report_state,
         run_points,
-        run_summaries,
+        summary_table,
         tier_tables,
     )
     from numerate.results.runs import resolve_run
@@ -64,8 +64,7 @@ def report(
             state = report_state(reader, run_id, models, manifolds)
             if state:
                 note(state)
-            summaries = run_summaries(reader, run_id, models, manifolds)
-            tables = [Table("summaries", f"run {run_id}", summaries)]
+            tables = [summary_table(reader, run_id, models, manifolds)]
             if points:
                 frame = run_points(reader, run_id, models, manifolds)
                 tables.append(Table("points", "grid points", frame))

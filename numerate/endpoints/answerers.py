@@ -255,17 +255,7 @@ def read_completion(
     choices = _field(body, "choices")
     message = _field(choices[0], "message") if isinstance(choices, list) and choices else None
     content = _field(message, "content")
-    malformed = (
-        ("no choices" if isinstance(choices, list) else "not a chat completion")
-        if not isinstance(choices, list) or not choices
-        else "a choice without a message"
-        if not isinstance(message, dict)
-        else f"content of type {type(content).__name__}, not text"
-        if content is not None and not isinstance(content, (str, list))
-        else "a text part whose text is not text"
-        if isinstance(content, list) and any(_text_part_without_text(p) for p in content)
-        else None
-    )
+    malformed = _malformed(choices, message, content)
     if malformed is not None:
         return Completion(
             request_id, None, attempts=attempts, error=f"malformed answer: {malformed}",
@@ -303,10 +293,25 @@ REASONING_FIELDS = ("reasoning_content", "reasoning")
 OpenRouter and Ollama)."""
 
 
-def _text_part_without_text(part: object) -> bool:
-    """Whether a content part says it is text and holds none (`{"type": "text", "text": 7}`):
-    a body malformed as `content: 7` is, not a model's empty answer."""
-    return _field(part, "type") == "text" and not isinstance(_field(part, "text"), str)
+def _malformed(choices: object, message: object, content: object) -> str | None:
+    """Why a body is no chat completion (its `choices`, the first one's `message` and that
+    message's `content`), or None when it is one: content that is neither text nor content
+    parts, or a text part whose text is not text (`{"type": "text", "text": 7}`), is as
+    malformed as no choices, not a model's empty answer."""
+    if not isinstance(choices, list):
+        return "not a chat completion"
+    if not choices:
+        return "no choices"
+    if not isinstance(message, dict):
+        return "a choice without a message"
+    if content is not None and not isinstance(content, (str, list)):
+        return f"content of type {type(content).__name__}, not text"
+    if isinstance(content, list) and any(
+        _field(part, "type") == "text" and not isinstance(_field(part, "text"), str)
+        for part in content
+    ):
+        return "a text part whose text is not text"
+    return None
 
 
 def message_text(content: str | list[Any] | None) -> str:
@@ -314,7 +319,7 @@ def message_text(content: str | list[Any] | None) -> str:
     parts (`[{"type": "text", "text": ...}]`, as some servers send) joined; "" for none
     (`content: null`, parts without text). A lone surrogate ("\\ud800") is no character."""
     if isinstance(content, list):
-        parts = [part.get("text") if isinstance(part, dict) else None for part in content]
+        parts = (_field(part, "text") for part in content)
         content = "".join(text for text in parts if isinstance(text, str))
     return valid_text(content or "")
 

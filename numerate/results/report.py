@@ -255,6 +255,14 @@ class Table(NamedTuple):
     frame: Any
 
 
+def summary_table(
+    source: Source, run_id: str, models: Sequence[str] = (), manifolds: Sequence[str] = ()
+) -> Table:
+    """A run's summaries per model and manifold (`run_summaries`), titled with its id: the
+    first table of `numerate report`, and what `numerate run` shows as it ends."""
+    return Table("summaries", f"run {run_id}", run_summaries(source, run_id, models, manifolds))
+
+
 def render_tables(tables: Sequence[Table], fmt: Format, keyed: bool) -> str:
     """Tables one after another for a reader (a terminal, Markdown); for a program one
     document: a JSON object of arrays keyed by table when `keyed` (the command was asked for

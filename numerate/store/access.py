@@ -296,10 +296,12 @@ def let_go_first(path: str, kind: str, seconds: float = TURN_S) -> None:
     first, so that a run whose sessions follow each other within milliseconds never keeps a
     reader out (a `runs` waited 14 s beside a fast sweep). Within the bound of every wait: a
     command that is stopping (`hurry`) spends no courtesy past it."""
-    deadline = min(time.monotonic() + seconds, lock_timeout_s() + time.monotonic())
+    if not _waiting(path, kind):  # almost always: one look at a folder that is not there
+        return
+    deadline = time.monotonic() + min(seconds, lock_timeout_s())
     if _cap is not None:
         deadline = min(deadline, _cap)
-    while _waiting(path, kind) and time.monotonic() < deadline:
+    while time.monotonic() < deadline and _waiting(path, kind):
         time.sleep(0.01)
 
 
