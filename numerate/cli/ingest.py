@@ -37,6 +37,7 @@ def ingest(
     try:
         with shards.as_location(results_dir) as (location, refused):  # a database file: its
             shards.require_complete_runs(location)  # runs' shards; before the database is made
+            of_a_file = location != results_dir
             done = ingest_graded(store := Store.open(db), location)
             done.skipped[:0] = refused
             discarded = not done.loaded and done.skipped and store.discard_if_unused()
@@ -53,8 +54,12 @@ def ingest(
         warn(f"skipped run {run_id}: {reason}")
     if done.skipped:
         nothing = f"; nothing was loaded, and {db} was not made" if discarded else ""
-        fail(f"{len(done.skipped)} run(s) skipped{nothing}; fix or remove their shards and "
-             "ingest again", EXIT_RUN_FAILED)  # fmt: skip
+        then = (
+            f"they stay in {results_dir}, unchanged"
+            if of_a_file
+            else "fix or remove their shards and ingest again"
+        )
+        fail(f"{len(done.skipped)} run(s) skipped{nothing}; {then}", EXIT_RUN_FAILED)
 
 
 def _same_file(source: str, db: str) -> bool:

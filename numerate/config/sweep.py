@@ -423,6 +423,44 @@ def _show(value: Any) -> str:
     return re.sub(f"[{LINE_CONTROLS}]", lambda found: repr(found.group())[1:-1], value)
 
 
+def names_point(key: str, params: dict[str, Any]) -> bool:
+    """Whether `key` is the point key of some grid over the parameters `params` (a case's, as
+    its `cases` row stores them): `default`, or `name=value` for some of them, in the order of
+    their names, joined by commas, each value its parameter's (as `_show` writes the grid's,
+    or JSON that reads as it: `1` for 1.0). Two sweeps that name different axes give one case
+    different keys; a key naming another point's value names none of this case's."""
+    if key == "default":
+        return True
+    names = sorted(params)
+
+    def same(text: str, value: Any) -> bool:
+        if text == _show(value):
+            return True
+        try:
+            return not isinstance(value, str) and bool(json.loads(text) == value)
+        except ValueError:
+            return False
+
+    def rest_fits(start: int, first_name: int) -> bool:  # key[start:], names from there on
+        for i in range(first_name, len(names)):
+            head = f"{names[i]}="
+            if not key.startswith(head, start):
+                continue
+            begin = start + len(head)
+            end = begin
+            while end != -1:  # the value ends at a comma, or at the key's end
+                end = key.find(",", end)
+                value_end = len(key) if end == -1 else end
+                if same(key[begin:value_end], params[names[i]]) and (
+                    end == -1 or rest_fits(end + 1, i + 1)
+                ):
+                    return True
+                end = -1 if end == -1 else end + 1
+        return False
+
+    return rest_fits(0, 0)
+
+
 def _check_key(key: str, point: dict[str, Any]) -> None:
     """A grid point's key is stored with each of its answers and moved with them between
     databases (`numerate ingest`): refused here when a shard could not hold it (longer than

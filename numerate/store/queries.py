@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast
 
 from numerate.numgen.rows import ImageRow
 from numerate.store.journal import stopped_runs
-from numerate.store.schema import IMAGE_COLUMNS, NUMGEN_ENDED, DatabaseFault
+from numerate.store.schema import IMAGE_COLUMNS, NUMGEN_ENDED, RUN_ENDED, DatabaseFault
 
 if TYPE_CHECKING:
     import polars as pl
@@ -178,7 +178,7 @@ def previous_run(source: Source, run_id: str) -> str | None:
     rows = source.query(
         "SELECT p.run_id FROM runs p JOIN runs r ON p.sweep_name = r.sweep_name "
         "WHERE r.run_id = ? AND p.started_at < r.started_at "
-        "AND p.status IN ('finished', 'degraded', 'failed') "
+        f"AND p.status IN {RUN_ENDED} "
         "ORDER BY p.started_at DESC LIMIT 1",
         [run_id],
     )

@@ -92,6 +92,9 @@ SHARD_ROWS: dict[str, str] = {"cases": f'* REPLACE ({SLIM_DATA} AS "data")'}
 tables not named): a case's `data` without the fields its columns hold, as shards published
 before schema 14 did not store it."""
 
+RUN_ENDED = "('finished', 'degraded', 'failed')"
+"""The statuses of the runs that ended (not running, nor interrupted: those resume), as an SQL
+list."""
 NUMGEN_ENDED = "('finished', 'degraded')"
 """The statuses of the NumGen runs that ended with their metrics (those reports show), as an
 SQL list."""

@@ -20,9 +20,11 @@ sent to the terminal):
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from numerate.config.sweep import names_point
 from numerate.kernel.credentials import MARKER, scrub
 from numerate.kernel.errors import shorten
 from numerate.kernel.inputs import (
@@ -342,7 +344,7 @@ def _across_tables(con: Any, shards: dict[str, _Shard]) -> str | None:
     )
     if odd:
         return f"cases.parquet{_row(odd)}: manifold {_shown(odd[1])} is none of {', '.join(known)}"
-    every_case = f"(SELECT case_id, manifold, point_key FROM {cases.plain})"
+    every_case = f"(SELECT case_id, manifold, params FROM {cases.plain})"
     missing = _first(
         con,
         f"SELECT r.file_row_number, r.case_id FROM {responses.rows} r "
@@ -353,18 +355,47 @@ def _across_tables(con: Any, shards: dict[str, _Shard]) -> str | None:
             f"responses.parquet{_row(missing)}: case {_shown(missing[1])} is not in "
             "cases.parquet (a run publishes every case it answered)"
         )
-    for column in ("manifold", "point_key"):
-        other = _first(
-            con,
-            f"SELECT r.file_row_number, r.{column}, c.{column} FROM {responses.rows} r "
-            f"JOIN {every_case} c USING (case_id) WHERE r.{column} <> c.{column}",
-        )
-        if other:
-            return (
-                f"responses.parquet{_row(other)}: {column} {_shown(other[1])}, its case's "
-                f"is {_shown(other[2])}"
-            )
-    return _one_run(con, shards) or _answers_counted(con, shards) or _all_belong(con, shards)
+    other = _first(
+        con,
+        f"SELECT r.file_row_number, r.manifold, c.manifold FROM {responses.rows} r "
+        f"JOIN {every_case} c USING (case_id) WHERE r.manifold <> c.manifold",
+    )
+    if other:
+        shown = f"manifold {_shown(other[1])}, its case's is {_shown(other[2])}"
+        return f"responses.parquet{_row(other)}: {shown}"
+    return (
+        _keys_name_points(con, responses.rows, every_case)
+        or _one_run(con, shards)
+        or _answers_counted(con, shards)
+        or _all_belong(con, shards)
+    )
+
+
+def _keys_name_points(con: Any, responses: str, every_case: str) -> str | None:
+    """Each answer's point key names its case's grid point (config.sweep.names_point): not
+    its case row's key, which is the key of the sweep that stored the case first, and may
+    name other axes of the same point."""
+    found = con.execute(
+        f"SELECT min(r.file_row_number), r.point_key, c.params FROM {responses} r "
+        f"JOIN {every_case} c USING (case_id) GROUP BY ALL ORDER BY ALL"
+    )
+    while pairs := found.fetchmany(1000):
+        for row, key, params in pairs:
+            if not names_point(key, _parameters(params)):
+                return (
+                    f"responses.parquet{_row((row,))}: point_key {_shown(key)} names no grid "
+                    f"point of its case's parameters, {_shown(params)}"
+                )
+    return None
+
+
+def _parameters(params: str) -> dict[str, Any]:
+    """A case row's parameters (JSON text); none for a text that is no JSON object."""
+    try:
+        parsed = json.loads(params)
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
 
 
 def _one_run(con: Any, shards: dict[str, _Shard]) -> str | None:

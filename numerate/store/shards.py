@@ -28,6 +28,7 @@ from numerate.kernel.names import NAMES, name_problem
 from numerate.store.duckdb_words import out_of_memory, sql_literal
 from numerate.store.schema import (
     OPTIONAL_SHARD_TABLES,
+    RUN_ENDED,
     SHARD_ROWS,
     SHARD_TABLES,
     StoreError,
@@ -100,10 +101,12 @@ def _shown_id(run_id: str) -> str:
 @contextlib.contextmanager
 def as_location(source: str) -> Iterator[tuple[str, list[tuple[str, str]]]]:
     """A results location to ingest from, and the runs refused before it (shown, why):
-    `source` itself, or, where it is a results database file, a temporary folder holding its
-    finished runs as shards (moving a file's runs into a lake, or another file: each run
-    once, checked and graded like any worker's shards). A run whose id is no name (`../x`,
-    changed by hand) is refused, its folder never named."""
+    `source` itself, or, where it is a results database file, a temporary folder holding the
+    runs that ended (finished, degraded or failed: a worker publishes those) as shards (moving
+    a file's runs into a lake, or another file: each run once, checked and graded like any
+    worker's shards). A run that has not ended (running, or interrupted: it resumes where it
+    is) and one whose id is no name (`../x`, changed by hand) are refused, the latter's
+    folder never named."""
     if not (Path(source).is_file() and is_duckdb_database(Path(source))):
         yield source, []
         return
@@ -111,19 +114,22 @@ def as_location(source: str) -> Iterator[tuple[str, list[tuple[str, str]]]]:
     with tempfile.TemporaryDirectory(prefix="numerate-moving-") as folder:
         origin = Store.open(source)
         try:
-            finished = origin.query(
-                "SELECT run_id FROM runs WHERE status = 'finished' ORDER BY started_at"
+            runs = origin.query(
+                f"SELECT run_id, status IN {RUN_ENDED}, status FROM runs ORDER BY started_at"
             )
-            for (run_id,) in finished:
+            for run_id, ended, status in runs:
                 if name_problem("run_id", run_id):
                     refused.append((_shown_id(run_id), f"its id is {_NO_RUN_ID}"))
-                    continue
-                publish_run(origin, run_id, folder)
+                elif not ended:
+                    refused.append((run_id, f"it is {status}, not ended: resume it (the same "
+                                            "`numerate run`), then ingest again"))  # fmt: skip
+                else:
+                    publish_run(origin, run_id, folder)
         finally:
             Store.release(source)
-        if len(refused) == len(finished):
-            why = f" (run {refused[0][0]}: its id is {_NO_RUN_ID})" if refused else ""
-            raise ConfigError(f"results database {source} holds no finished run to load{why}")
+        if len(refused) == len(runs):
+            why = f" (run {refused[0][0]}: {refused[0][1]})" if refused else ""
+            raise ConfigError(f"results database {source} holds no run that ended to load{why}")
         yield folder, refused
 
 

@@ -33,6 +33,7 @@ from numerate.store.schema import (
     POINT_STOP_COLUMNS,
     REGRADE_COLUMNS,
     RESPONSE_COLUMNS,
+    RUN_ENDED,
     RUN_PART_COLUMNS,
     TARGET_COLUMNS,
     StoreError,
@@ -306,7 +307,7 @@ class Tables:
         `since`, if any: a signal that came as it ended stopped nothing of it."""
         rows = self.query(
             "SELECT run_id FROM runs WHERE sweep_name = ? AND config_hash = ? AND status IN "
-            "('finished', 'degraded', 'failed') AND finished_at >= ? "
+            f"{RUN_ENDED} AND finished_at >= ? "
             "ORDER BY finished_at DESC LIMIT 1",
             [sweep_name, config_hash, since],
         )

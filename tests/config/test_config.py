@@ -2,14 +2,18 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from numerate.config.sweep import (
     DEFAULT_SWEEP,
     load_sweep_config,
+    names_point,
     one_model_config,
     parse_sweep_config,
 )
 from numerate.kernel.errors import ConfigError
+from numerate.manifolds.common import canonical_params
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -404,3 +408,44 @@ def test_a_prefect_deployment_file_given_as_a_sweep_config_is_one_line_saying_so
         "sweep config: `numerate deploy` (or `prefect deploy`) reads it"
     )
     assert "\n" not in str(error.value)
+
+
+GRID_VALUES = {
+    "length": st.lists(st.integers(1, 9), min_size=1, max_size=2, unique=True),
+    "prob_adjective": st.lists(st.sampled_from([0, 1, 0.5, 0.25, 1.0]), min_size=1,
+                               max_size=2, unique=True),  # an int stands for a float
+    "anchor_prefix": st.lists(st.sampled_from(["\n", ",", "x,length=3", "=", "\r\n", ""]),
+                              min_size=1, max_size=2, unique=True),  # commas and = in values
+    "anchor_suffix": st.lists(st.text(max_size=4), min_size=1, max_size=2, unique=True),
+}  # fmt: skip
+
+
+@given(
+    grid=st.dictionaries(st.sampled_from(sorted(GRID_VALUES)), st.none(), max_size=3).flatmap(
+        lambda axes: st.fixed_dictionaries({axis: GRID_VALUES[axis] for axis in axes})
+    )
+)
+@settings(max_examples=200, deadline=None)
+def test_a_point_key_names_its_own_point_and_no_other(grid):
+    """What `numerate ingest` checks an answer's point key by (a key forged to count answers
+    at another point is refused), whatever axes a sweep names: another sweep of the same
+    case may name others, or values holding commas and `=`."""
+    grid["anchor"] = ["ROMAN", "HEX"]  # markers: a prefix and a suffix shape them
+    config = parse_sweep_config(base(manifolds=[{"manifold": "objects", "count": 1,
+                                                 "grid": grid}]))  # fmt: skip
+    points = [(key, canonical_params(p)) for key, p in config.manifolds[0].points()]
+    for key, params in points:
+        assert names_point(key, params), (key, params)
+        for _, other in points:
+            if other != params:
+                assert not names_point(key, other), (key, other)
+
+
+def test_a_point_key_naming_other_axes_of_the_same_point_names_it():
+    params = {"length": 3, "max_depth": 4, "confounding_count": 0, "anchor": "NONE"}
+    for key in ("default", "length=3", "length=3,max_depth=4",
+                "confounding_count=0,length=3,max_depth=4"):  # fmt: skip
+        assert names_point(key, params), key
+    for key in ("forged", "length=4", "max_depth=4,length=3", "length=3,", "length=3,max_depth",
+                "length=3,max_depth=4,size=1", ""):  # fmt: skip
+        assert not names_point(key, params), key

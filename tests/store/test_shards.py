@@ -103,6 +103,31 @@ def test_ingest_from_the_cli(tmp_path):
         assert wrong.exit_code == 2 and f"results location {link} is {said}" in wrong.stderr
 
 
+def test_a_run_whose_cases_another_sweep_stored_under_other_axes_is_ingested(tmp_path):
+    """A first-contact review: a sweep naming `confounding_count` asks the cases a sweep that
+    left it at its default stored first, under the key `length=3`; `numerate ingest` of the
+    database refused the second run ("point_key 'confounding_count=0,length=3', its case's
+    is 'length=3'"), which every other command reads as it is."""
+    db, central = tmp_path / "a.duckdb", tmp_path / "c.duckdb"
+    grids = ({"length": [3]}, {"length": [3], "confounding_count": [0]})
+    runs = [
+        asyncio.run(sweep({
+            "name": f"axes-{len(grid)}", "models": [{"name": "oracle", "model": "baseline:oracle"}],
+            "manifolds": [{"manifold": "shuffle", "count": 3, "grid": grid}],
+        }, str(db)))
+        for grid in grids
+    ]  # fmt: skip
+    Store.close_all()
+    keys = table(db, "SELECT DISTINCT point_key FROM responses")
+    assert keys == [("confounding_count=0,length=3",), ("length=3",)]
+    assert table(db, "SELECT count(*) FROM cases") == [(3,)]  # stored once, by the first
+    result = CliRunner().invoke(app, ["ingest", str(db), "--db", str(central)])
+    assert result.exit_code == 0, result.output
+    assert table(
+        central, "SELECT run_id, point_key, count(*) FROM responses GROUP BY ALL"
+    ) == sorted([(runs[0], "length=3", 3), (runs[1], "confounding_count=0,length=3", 3)])
+
+
 STOPPED_AFTER_LOADING = """
 import sys
 import numerate.results.regrade as regrade
@@ -264,7 +289,9 @@ def _rewrite(shard, sql):
         ("responses", "UPDATE shard_rows SET manifold = 'shuffle' WHERE manifold = 'objects'",
          "manifold 'shuffle', its case's is 'objects'"),
         ("responses", "UPDATE shard_rows SET point_key = 'forged'",
-         "responses.parquet row 1: point_key 'forged', its case's is "),  # a mutation sweep's
+         "responses.parquet row 1: point_key 'forged' names no grid point of its case's "),
+        ("responses", "UPDATE shard_rows SET point_key = 'length=5' WHERE manifold = 'objects'",
+         "point_key 'length=5' names no grid point of its case's parameters, '{"),
         ("cases", "UPDATE shard_rows SET manifold = 'mystery'",
          "cases.parquet row 1: manifold 'mystery' is none of objects, "),
         ("cases", "UPDATE shard_rows SET data = '{}'", "its answers cannot be graded: "),
@@ -737,6 +764,33 @@ def test_a_run_of_a_moved_database_whose_id_is_a_path_writes_nothing_outside(
     assert "warning: skipped run '../" in result.stderr
     assert "its id is no run id (letters, digits" in result.stderr
     assert "ingested 1 run(s)" in result.stdout
+
+
+def test_a_moved_database_s_runs_that_ended_move_and_those_that_did_not_are_named(
+    two_runs_in_one, tmp_path
+):
+    """A first-contact review: `ingest` of a database file moved its `finished` runs only; a
+    `failed` run (a model whose endpoint was down beside two that answered) was left behind
+    unsaid, and a skipped run was to be fixed in "its shards", which the user never saw."""
+    import shutil
+
+    import duckdb
+
+    db, run_id = two_runs_in_one
+    copy = tmp_path / "moved.duckdb"
+    shutil.copy(db, copy)
+    con = duckdb.connect(str(copy))
+    [(other,)] = con.execute("SELECT run_id FROM runs WHERE run_id <> ?", [run_id]).fetchall()
+    con.execute("UPDATE runs SET status = 'failed' WHERE run_id = ?", [run_id])
+    con.execute("UPDATE runs SET status = 'interrupted' WHERE run_id = ?", [other])
+    con.close()
+    central = tmp_path / "central.duckdb"
+    result = CliRunner().invoke(app, ["ingest", str(copy), "--db", str(central)])
+    assert result.exit_code == 3, result.output
+    assert f"ingested 1 run(s) into {central}\n  {run_id}" in result.stdout
+    assert f"warning: skipped run {other}: it is interrupted, not ended: resume it" in result.stderr
+    assert f"1 run(s) skipped; they stay in {copy}, unchanged" in result.stderr
+    assert table(central, "SELECT run_id, status FROM runs") == [(run_id, "failed")]
 
 
 @pytest.mark.parametrize("hostile", ["..", "."])
