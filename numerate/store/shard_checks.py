@@ -415,26 +415,28 @@ def _one_run(con: Any, shards: dict[str, _Shard]) -> str | None:
 
 
 _BELONGS = (
-    ("cases", "case_id", "case_id", "a case no answer of the run is to"),
-    ("completions", "request_hash", "request_hash", "an answer to no request of the run"),
-    ("run_models", "model", "model", "a model that gave the run no answer"),
-    ("point_stops", "model, manifold, point_key", "model, manifold, point_key",
+    ("cases", "case_id", "case_id", "false", "a case no answer of the run is to"),
+    ("completions", "request_hash", "request_hash", "false", "an answer to no request of the run"),
+    ("run_models", "model", "model", "status = 'failed'",
+     "a model that gave the run no answer, and whose part did not fail"),
+    ("point_stops", "model, manifold, point_key", "model, manifold, point_key", "false",
      "a grid point of no answer of the run"),
 )  # fmt: skip
-"""Rows of a table that must each belong to an answer of the run (responses.parquet): a case
-or completion beside them would be stored for other runs to use (a planted target, a
-poisoned answer cache)."""
+"""Rows of a table that must each belong to an answer of the run (responses.parquet), but
+those the condition beside them lets be (a model whose part failed before it answered: its
+endpoint was down): a case or completion beside them would be stored for other runs to use
+(a planted target, a poisoned answer cache)."""
 
 
 def _all_belong(con: Any, shards: dict[str, _Shard]) -> str | None:
     responses = shards["responses"]
-    for table, columns, of_responses, what in _BELONGS:
+    for table, columns, of_responses, let_be, what in _BELONGS:
         if table not in shards:
             continue
         stray = _first(
             con,
             f"SELECT file_row_number FROM {shards[table].rows} WHERE ({columns}) NOT IN "
-            f"(SELECT ({of_responses}) FROM {responses.plain})",
+            f"(SELECT ({of_responses}) FROM {responses.plain}) AND NOT ({let_be})",
         )
         if stray:
             return f"{table}.parquet{_row(stray)}: {what}"

@@ -793,6 +793,25 @@ def test_a_moved_database_s_runs_that_ended_move_and_those_that_did_not_are_name
     assert table(central, "SELECT run_id, status FROM runs") == [(run_id, "failed")]
 
 
+def test_a_run_whose_model_failed_before_it_answered_moves_with_its_cause(tmp_path):
+    """A first-contact review: a run whose model could not be reached (beside one that
+    answered) was refused by ingest, "a model that gave the run no answer": its part's row
+    is the record of why it gave none."""
+    db, central = tmp_path / "a.duckdb", tmp_path / "c.duckdb"
+    both = config("oracle", tmp_path / "shared")
+    both["models"].append({"name": "down", "model": "m", "base_url": "http://127.0.0.1:9/v1"})
+    cause = "cannot reach model 'down' at http://127.0.0.1:9/v1: ConnectError"
+    with pytest.raises(Exception, match="model 'down' failed"):
+        asyncio.run(sweep(both, str(db), unusable={"down": cause}))
+    Store.close_all()
+    result = CliRunner().invoke(app, ["ingest", str(db), "--db", str(central)])
+    assert result.exit_code == 0, result.output
+    assert table(central, "SELECT model, status, cause FROM run_models") == [
+        ("down", "failed", f"{cause}; nothing was sent"), ("oracle", "ok", None)
+    ]  # fmt: skip
+    assert table(central, "SELECT status FROM runs") == [("failed",)]
+
+
 @pytest.mark.parametrize("hostile", ["..", "."])
 def test_a_run_of_a_moved_database_whose_id_is_a_dot_or_two_writes_nothing(
     two_runs_in_one, tmp_path, monkeypatch, hostile
