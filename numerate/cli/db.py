@@ -73,7 +73,7 @@ def db_command(
             "markdown writes every row (or give the query a LIMIT)"
         )
         frame = frame.head(shown)
-    show(render(frame, fmt))
+    show(render(frame, fmt, as_queried=True))  # the columns the SQL names, as it names them
 
 
 SHOWN_ROWS = 10_000

@@ -212,9 +212,10 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def render(frame: Any, fmt: Format, title: str = "") -> str:
-    """A polars frame as a terminal table, CSV, JSON (records) or Markdown."""
-    if fmt == "table":
+def render(frame: Any, fmt: Format, title: str = "", as_queried: bool = False) -> str:
+    """A polars frame as a terminal table (made readable: `for_terminal`, unless it is shown
+    `as_queried`, its columns as someone's SQL named them), CSV, JSON (records) or Markdown."""
+    if fmt == "table" and not as_queried:
         frame = for_terminal(frame)
     if fmt == "csv":
         return _times_as_iso(frame).write_csv()
