@@ -390,6 +390,7 @@ def score(
 
         image = render_heatmap(cm, f"{responses.name} (n = {cm.n})")
         write_output(heatmap, lambda partial: image.save(partial, format="PNG"))
+        typer.echo(f"heatmap: {heatmap}", err=True)  # as `numgen report --heatmap` says it
     if output == "json":
         typer.echo(json.dumps(scores.as_dict(), indent=2))
         return

@@ -36,6 +36,7 @@ def test_score_prints_every_metric_as_json(tmp_path):
     assert metrics["mwe"] == pytest.approx((1 + 11 / 9) / 22)  # 0 -> error 1; 20+ as 20
     assert metrics["zero_rate"] == pytest.approx(1 / 22)
     assert (tmp_path / "cm.png").stat().st_size > 0
+    assert result.stderr == f"heatmap: {tmp_path / 'cm.png'}\n"  # said, as report says it
 
 
 def test_score_as_a_table(tmp_path):
