@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import io
 import os
 import secrets
 import stat
@@ -154,11 +153,12 @@ class Confined:
             raise ValueError(f"{self.folder / relative}: larger than {limit:,} bytes")
         return data
 
-    def write(self, relative: str, content: bytes) -> None:
-        """Write a file under the folder (its folders made): under a new name beside it, then
-        renamed over it, so that a reader sees the old file or the whole new one and a link
-        at its name is replaced, never written through. LeadsOutside when a folder on its way
-        is a link or a file."""
+    def write(self, relative: str, content: bytes | Callable[[BinaryIO], object]) -> None:
+        """Write a file under the folder (its folders made): `content`, or what it writes to
+        the file it is given (a large file is streamed, never held), under a new name beside
+        it, then renamed over it, so that a reader sees the old file or the whole new one and
+        a link at its name is replaced, never written through. LeadsOutside when a folder on
+        its way is a link or a file."""
         parts = self.parts(relative)
         with self._folder_of(parts, make=True) as folder:
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
@@ -166,7 +166,10 @@ class Confined:
             descriptor = os.open(temporary, flags, 0o666, dir_fd=folder)
             try:
                 with os.fdopen(descriptor, "wb") as handle:
-                    handle.write(content)
+                    if callable(content):
+                        content(handle)
+                    else:
+                        handle.write(content)
                     handle.flush()
                     os.fsync(handle.fileno())
                 if self._is_a_folder(parts[-1], folder):
@@ -228,10 +231,6 @@ def write_below(
     """Write `path` (`content`, or what it writes to a file) through no link in the `levels`
     names at its end (`confined_path`), its folders made (the one above them as well, as it
     is named); returns `path`."""
-    if callable(content):
-        buffer = io.BytesIO()
-        content(buffer)
-        content = buffer.getvalue()
     folder, name = confined_path(path, levels)
     folder.folder.mkdir(parents=True, exist_ok=True)  # the user's: reached through links too
     folder.write(name, content)

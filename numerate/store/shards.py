@@ -23,7 +23,7 @@ from typing import Any, BinaryIO
 from numerate.kernel.answers import MAX_ANSWER_CHARS, cut_sql
 from numerate.kernel.confined import Confined, LeadsOutside
 from numerate.kernel.errors import ConfigError, NumerateError, first_line, shorten
-from numerate.kernel.files import is_duckdb_database, missing_link_target, write_atomically
+from numerate.kernel.files import is_duckdb_database, missing_link_target
 from numerate.kernel.names import NAMES, name_problem
 from numerate.store.duckdb_words import out_of_memory, sql_literal
 from numerate.store.schema import (
@@ -76,18 +76,18 @@ def _filesystem(results_dir: str) -> tuple[Any, str]:
 
 def publish_run(store: Store, run_id: str, results_dir: str) -> str:
     """Export a run's rows to `<results_dir>/<run_id>/`; returns that folder. A run id that
-    is no name (`../x`: a database changed by hand) is a ConfigError, nothing written."""
+    is no name (`../x`: a database changed by hand) is a ConfigError, nothing written. In a
+    local folder, a link planted at the run's folder is LeadsOutside and one at a shard's
+    name is replaced: nothing is written through either (the results location itself may be
+    reached through links: it is the user's to name)."""
     if name_problem("run_id", run_id):
         raise ConfigError(f"run id {_shown_id(run_id)}: {_NO_RUN_ID}")
     fs, root = _filesystem(results_dir)
-    folder = f"{root}/{run_id}"
     with tempfile.TemporaryDirectory(prefix="numerate-shards-") as local:
         files = export_run(store, run_id, local)
-        fs.makedirs(folder, exist_ok=True)
-        for path in files:
-            _publish_file(fs, path, f"{folder}/{Path(path).name}")
-        _publish_file(fs, None, f"{folder}/{SUCCESS}")
-    return folder
+        for path in [*files, None]:  # the marker last: the run is complete once it is there
+            _publish_file(fs, root, f"{run_id}/{Path(path).name if path else SUCCESS}", path)
+    return f"{root}/{run_id}"
 
 
 _NO_RUN_ID = f"no run id ({NAMES['run_id'][1]})"
@@ -133,10 +133,10 @@ def as_location(source: str) -> Iterator[tuple[str, list[tuple[str, str]]]]:
         yield folder, refused
 
 
-def _publish_file(fs: Any, source: str | None, destination: str) -> None:
-    """A local file (or, without `source`, an empty one) copied to `destination` under a
-    temporary name of its own and renamed: on a local folder through write_atomically (never
-    through a link planted there), elsewhere under an unpredictable `.partial` name."""
+def _publish_file(fs: Any, root: str, relative: str, source: str | None) -> None:
+    """A local file (or, without `source`, an empty one) copied to `root`/`relative` under a
+    temporary name of its own and renamed: in a local folder through no link below `root`
+    (numerate.kernel.confined), elsewhere under an unpredictable `.partial` name."""
     from fsspec.implementations.local import LocalFileSystem
 
     if isinstance(fs, LocalFileSystem):
@@ -146,8 +146,11 @@ def _publish_file(fs: Any, source: str | None, destination: str) -> None:
                 with open(source, "rb") as original:
                     shutil.copyfileobj(original, handle)
 
-        write_atomically(Path(destination), copy)
+        Path(root).mkdir(parents=True, exist_ok=True)  # the user's: reached through links too
+        Confined(root).write(relative, copy)
         return
+    destination = f"{root}/{relative}"
+    fs.makedirs(destination.rsplit("/", 1)[0], exist_ok=True)
     if source is None:
         fs.pipe_file(destination, b"")
         return

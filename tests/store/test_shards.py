@@ -1,6 +1,7 @@
 """Runs on two workers publish Parquet shards; one ingest merges them idempotently."""
 
 import asyncio
+import shutil
 from pathlib import Path
 
 import pytest
@@ -831,3 +832,34 @@ def test_a_run_of_a_moved_database_whose_id_is_a_dot_or_two_writes_nothing(
     assert result.exit_code == 3, result.output
     assert f"warning: skipped run '{hostile}': its id is no run id" in result.stderr
     assert not list(tmp_path.glob("*.parquet")) and not list(tmp_path.glob("temporary/*"))
+
+
+def test_a_link_planted_at_a_run_s_folder_or_shard_in_the_location_is_not_written_through(
+    tmp_path,
+):
+    """A hostile pass: a link planted at `<results_dir>/<run id>` (while the run went on, for
+    hours) had the run's shards written into the folder it named, a file there overwritten,
+    exit 0; a link at a shard's name had its target overwritten."""
+    from numerate.kernel.confined import LeadsOutside
+    from numerate.store.shards import publish_run
+
+    db, shared, elsewhere = tmp_path / "a.duckdb", tmp_path / "shared", tmp_path / "elsewhere"
+    run_id = asyncio.run(sweep(config("oracle", shared), str(db)))
+    Store.close_all()
+    elsewhere.mkdir()
+    (elsewhere / "runs.parquet").write_text("theirs")
+    shutil.rmtree(shared / run_id)
+    (shared / run_id).symlink_to(elsewhere)
+    with pytest.raises(LeadsOutside, match=f"{shared / run_id}: a symbolic link; numerate "):
+        publish_run(Store.open(str(db)), run_id, str(shared))
+    assert [p.name for p in elsewhere.iterdir()] == ["runs.parquet"]
+    assert (elsewhere / "runs.parquet").read_text() == "theirs"
+
+    (shared / run_id).unlink()
+    (shared / run_id).mkdir()
+    (shared / run_id / "runs.parquet").symlink_to(elsewhere / "runs.parquet")
+    publish_run(Store.open(str(db)), run_id, str(shared))
+    Store.close_all()
+    assert (elsewhere / "runs.parquet").read_text() == "theirs"
+    assert not (shared / run_id / "runs.parquet").is_symlink()
+    assert (shared / run_id / SUCCESS).exists()
