@@ -164,8 +164,9 @@ async def _count(config: NumGenConfig, parameters: dict[str, Any], dispatch: Dis
 async def _recorded(run_id: str, db_path: str, config: NumGenConfig,
                     body: Callable[[], Awaitable[NumGenResult]]) -> NumGenResult:  # fmt: skip
     """`body()` of a recorded run, its metrics with how it ended (`status`, and `cause` when
-    it is not finished): `finished`, or `degraded` (more images without a count for an error
-    than the config's max_error_rate: stored all the same), or `failed` (RunFailed with the
+    it is not finished): `finished`, or `degraded` (more images in no metric, for an error or
+    a counter's answer without a count, than the config's max_error_rate: stored all the
+    same), or `failed` (RunFailed with the
     cause), or `interrupted` by a signal (raised as it came)."""
     try:
         metrics = await body()
@@ -182,7 +183,8 @@ async def _recorded(run_id: str, db_path: str, config: NumGenConfig,
         )  # a generator's own exception, its exit (SystemExit) included: exit 0 before
         raise RunFailed(f"NumGen run {run_id} failed: {detail}", run_id) from error
     images = sum(cast(int, metrics[key]) for key in ("n", "errors", "refused", "unparsed"))
-    cause = numgen_verdict(images, cast(int, metrics["errors"]), config.max_error_rate)
+    errors, unparsed = cast(int, metrics["errors"]), cast(int, metrics["unparsed"])
+    cause = numgen_verdict(images, errors, config.max_error_rate, unparsed)
     status = "degraded" if cause else "finished"
     await finish_numgen_run(run_id, db_path, status)
     return {**metrics, "status": status, **({"cause": cause} if cause else {})}

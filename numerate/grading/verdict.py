@@ -88,16 +88,21 @@ def part_verdict(
     return PartVerdict(model.name, "ok", None, n, errors)
 
 
-def numgen_verdict(images: int, errors: int, max_error_rate: float) -> str | None:
+def numgen_verdict(
+    images: int, errors: int, max_error_rate: float, unparsed: int = 0
+) -> str | None:
     """Why a NumGen run that ended is degraded, or None when it is not: more than
-    `max_error_rate` of its `images` have no count for an error (not made, or not read or
-    counted; a refused image and an answer without a count are outcomes of their own, as an
-    unparsed answer is in a sweep)."""
-    if not images or errors / images <= max_error_rate:
+    `max_error_rate` of its `images` are in none of its metrics, for an error (not made, or
+    not read or counted) or a counter's answer that held no count (`unparsed`: a counter that
+    never says a number measured nothing). A refused image is an outcome of its own (accuracy
+    counts it not correct), as an unparsed answer is in a sweep."""
+    without = errors + unparsed
+    if not images or without / images <= max_error_rate:
         return None
+    said = f", {unparsed} with no count in the counter's answer" if unparsed else ""
     return (
-        f"{errors} of {images} images have no count for an error ({errors / images:.1%} > "
-        f"max_error_rate {max_error_rate:.1%})"
+        f"{without} of {images} images have no count ({errors} for an error{said}; "
+        f"{without / images:.1%} > max_error_rate {max_error_rate:.1%})"
     )
 
 

@@ -67,8 +67,9 @@ class NumGenConfig(BaseModel):
     annotate: Flag = True
     """Save a copy of every image with the detector's boxes drawn on it."""
     max_error_rate: Real = Field(0.02, ge=0.0, le=1.0)
-    """Share of the run's images that may have no count for an error (not made, or not read
-    or counted) before the run counts as degraded (stored all the same; the command exits 3)."""
+    """Share of the run's images that may be in no metric (no count for an error: not made,
+    or not read or counted; or a counter's answer that held no count) before the run counts
+    as degraded (stored all the same; the command exits 3)."""
 
     @field_validator("generator")
     @classmethod

@@ -222,8 +222,8 @@ def test_a_run_degraded_by_its_failed_images_is_shown_then_exits_3(tmp_path, db_
     assert "fails_at_two / blobs: run numgen-" in result.stdout  # the run's table
     last = result.stderr.strip().splitlines()[-1]
     assert re.fullmatch(
-        r"error: NumGen run numgen-[0-9a-f]+ degraded: 2 of 20 images have no count for an "
-        r"error \(10\.0% > max_error_rate 2\.0%\)",
+        r"error: NumGen run numgen-[0-9a-f]+ degraded: 2 of 20 images have no count \(2 for an "
+        r"error; 10\.0% > max_error_rate 2\.0%\)",
         last,
     ), last
 

@@ -62,8 +62,15 @@ def test_a_stopped_part_says_how_many_of_its_requests_failed_or_that_none_was_se
 def test_a_numgen_run_is_degraded_above_its_share_of_images_without_a_count():
     assert numgen_verdict(100, 2, 0.02) is None  # exactly the share: not above it
     assert numgen_verdict(100, 3, 0.02) == (
-        "3 of 100 images have no count for an error (3.0% > max_error_rate 2.0%)"
+        "3 of 100 images have no count (3 for an error; 3.0% > max_error_rate 2.0%)"
     )
+    # a counter that says no number measures nothing: its run is no success (a first pass
+    # of hostile answers: every image unparsed, `finished`, exit 0, a table of n = 0)
+    assert numgen_verdict(2, 0, 0.02, unparsed=2) == (
+        "2 of 2 images have no count (0 for an error, 2 with no count in the counter's "
+        "answer; 100.0% > max_error_rate 2.0%)"
+    )
+    assert numgen_verdict(100, 1, 0.02, unparsed=1) is None
     assert numgen_verdict(0, 0, 0.0) is None  # a run of no image (a baseline's none failed)
     assert numgen_verdict(10, 1, 0.0) is not None and numgen_verdict(10, 0, 0.0) is None
 

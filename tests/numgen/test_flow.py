@@ -158,8 +158,8 @@ def test_a_run_with_more_images_failed_than_its_rate_is_degraded_and_kept(
             run(config, db_path)
         result = ended.value.result
         assert str(ended.value) == (
-            f"NumGen run {result['run_id']} degraded: 2 of 4 images have no count for an error "
-            "(50.0% > max_error_rate 2.0%)"
+            f"NumGen run {result['run_id']} degraded: 2 of 4 images have no count (2 for an error; "
+            "50.0% > max_error_rate 2.0%)"
         )
         assert ended.value.run_id == result["run_id"] and result["status"] == "degraded"
         status = "degraded"
