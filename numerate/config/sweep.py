@@ -65,17 +65,23 @@ def results_database(given: str | None = None, configured: str | None = None) ->
     parameter), else the one its config names, else $NUMERATE_DB, else
     results/numerate.duckdb; a leading `~` is the home folder. An empty or blank path given
     or configured is a ConfigError
-    (it would silently mean "here"); an empty $NUMERATE_DB counts as unset."""
-    for what, value in (("--db", given), ("db", configured)):
-        if value is not None and not value.strip():
+    (it would silently mean "here"); an empty $NUMERATE_DB counts as unset. The path chosen
+    is refused, named by where it came from, when it holds a control character."""
+    environment = os.environ.get("NUMERATE_DB", "").strip() or None
+    for what, value in (("--db", given), ("db", configured), ("NUMERATE_DB", environment)):
+        if value is None:
+            continue
+        if not value.strip():
             raise ConfigError(
                 f"{what} {value!r}: give the results database's path (or leave it out for "
                 f"$NUMERATE_DB, else {DEFAULT_DB})"
             )
-        if value is not None and has_control_character(value):
+        if has_control_character(value):
             raise ConfigError(f"{what} {value!r}: a path with a control character (a newline?)")
-    chosen = given or configured or os.environ.get("NUMERATE_DB", "").strip() or DEFAULT_DB
-    what = "--db" if given else "db" if configured else "NUMERATE_DB"
+        chosen = value
+        break
+    else:
+        what, chosen = "default", DEFAULT_DB
     # `~/r.duckdb` (quoted, or in a config): the home folder's, as DuckDB reads it; numerate's
     # own checks looked for a folder named `~` and called the file DuckDB made there damaged
     chosen = os.path.expanduser(chosen)

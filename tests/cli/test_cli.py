@@ -276,7 +276,7 @@ def test_an_output_file_on_a_full_disk_is_the_machine_s_failure_not_bad_input(
         (
             ["runs"],
             {"NUMERATE_DB": "\x1b]0;owned\x07"},
-            "no results database at \\x1b]0;owned\\x07",
+            "NUMERATE_DB '\\x1b]0;owned\\x07': a path with a control character",
         ),
         (
             ["ingest", "\x1b]0;owned\x07\u202e"],

@@ -84,6 +84,14 @@ def test_a_readers_path_from_numerate_db_is_said_with_the_variable(tmp_path, mon
         assert said.startswith(f"error: NUMERATE_DB: no results database at {missing}"), reading
     said = one_error(runner.invoke(app, ["runs", "--db", str(missing)]))
     assert said.startswith(f"error: no results database at {missing}")  # the path typed
+    # a hostile pass: a newline in the variable made a second error line of its own, and
+    # `run` began a flow run before it blamed `--db`
+    monkeypatch.setenv("NUMERATE_DB", "a\nb.duckdb")
+    for command in (["runs"], ["run"]):
+        said = one_error(runner.invoke(app, command))
+        expected = "error: NUMERATE_DB 'a\\nb.duckdb': a path with a control character"
+        assert said == f"{expected} (a newline?)\n", command
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize(
