@@ -24,27 +24,27 @@ MAX_THROTTLE_WAIT_S = 2.0
 
 
 def retry_after_s(headers: Any) -> float | None:
-    """Seconds a server asked us to wait (Retry-After / retry-after-ms), if it said."""
+    """Seconds a server asked us to wait (Retry-After / retry-after-ms), if it said a wait:
+    a value that is none (negative, zero, a date gone by, not a number) is left to our own
+    backoff, as the openai client does (`Retry-After: -5` had every retry sent at once, 118
+    in 5 s against an overloaded server)."""
     if headers is None:
         return None
+    asked = None
     millis = headers.get("retry-after-ms")
     if millis:
-        try:
-            return min(MAX_RETRY_AFTER_S, max(0.0, float(millis) / 1000))
-        except ValueError:
-            pass
+        with contextlib.suppress(ValueError):
+            asked = float(millis) / 1000
     value = headers.get("retry-after")
-    if not value:
+    if asked is None and value:
+        try:
+            asked = float(value)
+        except ValueError:
+            with contextlib.suppress(TypeError, ValueError):  # an HTTP date
+                asked = email.utils.parsedate_to_datetime(value).timestamp() - time.time()
+    if asked is None or not asked > 0:  # NaN too
         return None
-    try:
-        return min(MAX_RETRY_AFTER_S, max(0.0, float(value)))
-    except ValueError:
-        pass
-    try:  # an HTTP date
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None  # unreadable: fall back to our own backoff
-    return min(MAX_RETRY_AFTER_S, max(0.0, when.timestamp() - time.time()))
+    return min(MAX_RETRY_AFTER_S, asked)
 
 
 class AnswerTooLarge(Exception):

@@ -60,6 +60,14 @@ def grades(model, planned, completions, run_id="run-1"):
         ({"retry-after-ms": "250"}, 0.25),
         ({"retry-after": "100000"}, 300.0),  # capped
         ({"retry-after": "soon"}, None),
+        # a hostile pass: `Retry-After: -5` was a wait of 0, every retry sent at once (118 in
+        # 5 s against an overloaded server): a wait that is none is our own backoff's
+        ({"retry-after": "-5"}, None),
+        ({"retry-after": "0"}, None),
+        ({"retry-after": "nan"}, None),
+        ({"retry-after-ms": "-1", "retry-after": "3"}, None),
+        ({"retry-after-ms": "x", "retry-after": "3"}, 3.0),
+        ({"retry-after": "Mon, 01 Jan 2001 00:00:00 GMT"}, None),  # gone by
         ({}, None),
         (None, None),
     ],
