@@ -42,6 +42,7 @@ from typing import IO, Any
 
 import orjson
 
+from numerate.kernel.answers import MAX_ANSWER_CHARS
 from numerate.kernel.confined import LINK, Confined, LeadsOutside
 from numerate.kernel.errors import shorten
 from numerate.kernel.files import open_to_append
@@ -328,6 +329,12 @@ def _entry_problem(entry: Any) -> str | None:
     unknown = sorted(set(row) - set(JOURNALED[table]))
     if unknown:
         return f"{shorten(repr(unknown[0]), 60)} is no column of {table}"
+    for column, value in row.items():  # an answer and its reasoning are cut before they are
+        if isinstance(value, str) and len(value) > MAX_ANSWER_CHARS:  # journaled (the most)
+            return (
+                f"{column} holds {len(value):,} characters, more than numerate stores of a "
+                f"value ({MAX_ANSWER_CHARS:,})"
+            )
     for column in TIMESTAMP_COLUMNS & row.keys():
         try:
             if isinstance(row[column], str):

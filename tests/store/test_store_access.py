@@ -512,6 +512,12 @@ def dead_segment(db_path, text: str) -> Path:
         ('["completions", {"colour": 1}]', "line 2: 'colour' is no column of completions"),
         ('["completions", {"created_at": "soon"}]', "line 2: created_at = 'soon' is no time"),
         ("[1, 2, 3]", "line 2: not a [table, row] pair"),
+        # a hostile pass: a planted row of 5,000,000 characters was stored whole (of 30,000,000,
+        # every writer ran out of memory, naming no file)
+        (
+            '["completions", {"text": "' + "x" * 300_000 + '"}]',
+            "line 2: text holds 300,000 characters, more than numerate stores of a value (262,144)",
+        ),
         ("not json", "line 2: not a [table, row] pair"),  # not the last line: no cut
         ('["responses", {}]', "cannot be written (Constraint Error: NOT NULL constraint"),
         ('["responses", {"sample_index": "x"}]', "cannot be written (Conversion Error"),
