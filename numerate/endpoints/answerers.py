@@ -17,6 +17,7 @@ from numerate.endpoints.limits import (
     http_package,
     model_breaker,
     model_limits,
+    read_json,
     shared_client,
 )
 from numerate.endpoints.retries import (
@@ -202,7 +203,7 @@ async def chat_body(client: EndpointClient, **request: Any) -> Any:
     if not response.is_success:
         raise status_error(response)
     try:
-        return json.loads(response.content)
+        return read_json(response.content)
     except ValueError:  # UnicodeDecodeError included
         content_type = response.headers.get("content-type", "").partition(";")[0].strip()
         raise NotJson(content_type, response.content) from None
@@ -216,7 +217,7 @@ def status_error(response: Any) -> Exception:
 
     text = response.text.strip()
     try:
-        body: object = json.loads(text)
+        body: object = read_json(text)
     except (ValueError, RecursionError):
         body, message = text, text or f"Error code: {response.status_code}"
     else:

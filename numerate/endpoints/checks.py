@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
 from numerate.config.sweep import ModelConfig
 from numerate.endpoints.keys import EndpointError, api_key, key_source
-from numerate.endpoints.limits import bound_body, key_hint, refusal_cause, refuses_key
+from numerate.endpoints.limits import (
+    bound_body,
+    key_hint,
+    read_json,
+    refusal_cause,
+    refuses_key,
+)
 from numerate.endpoints.retries import AnswerTooLarge, describe_error
 from numerate.kernel.credentials import redact
 from numerate.kernel.errors import ConfigError, shorten
@@ -154,7 +159,7 @@ async def probe(client: Any, model: ModelConfig, where: str) -> None:
     try:
         request = {"model": model.model_id, "messages": [{"role": "user", "content": "Say OK."}],
                    "max_tokens": 1}  # fmt: skip
-        body = json.loads(await client.post("/chat/completions", body=request, cast_to=bytes))
+        body = read_json(await client.post("/chat/completions", body=request, cast_to=bytes))
     except openai.APIStatusError as error:
         detail = describe_error(error)
         if error.status_code == 429:  # busy, not refusing: the run paces itself (Retry-After)

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import functools
 import importlib
+import json
 import time
 import zlib
 from collections.abc import AsyncIterator
@@ -70,6 +71,22 @@ MAX_BODY_BYTES = 64 * 1024 * 1024
 """The largest answer body read from an endpoint: a body that says it is larger, or grows
 larger while read, is not read on (an error, `answer body larger than 64 MiB`); one below is
 read, and its text stored cut to numerate.kernel.answers.MAX_ANSWER_CHARS."""
+
+
+MAX_INT_DIGITS = 100
+"""Digits of the longest integer of an endpoint's JSON read as an int; a longer one is read as
+a float (infinite past 308 digits): no count numerate reads has so many."""
+
+
+def read_json(data: bytes | str) -> Any:
+    """An endpoint's JSON body. An integer of any length is a number: Python refuses to read
+    one of more than 4,300 digits as an int, and a body whose usage held one was called "not
+    JSON" and its answer thrown away (its token count is then no count: stored NULL)."""
+    return json.loads(data, parse_int=_number)
+
+
+def _number(text: str) -> int | float:
+    return int(text) if len(text) <= MAX_INT_DIGITS else float(text)
 
 
 async def bound_body(response: Any) -> None:

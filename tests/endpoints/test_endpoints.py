@@ -233,6 +233,21 @@ def test_token_counts_that_are_not_counts_are_stored_as_unknown(usage, fake_open
     assert completion.text == "Answer: 3" and completion.prompt_tokens is None
 
 
+def test_a_count_of_more_digits_than_python_reads_as_an_int_is_no_count(fake_openai, db_path):
+    """A hostile pass: a usage of 4,400 digits (Python reads at most 4,300 as an int) made
+    the body "not JSON", its answer thrown away and asked again; it is an answer whose
+    token count is unknown, as a count of 30 digits is."""
+    planned = planned_cases(1)
+    body = ('{"choices": [{"message": {"content": "Answer: %s"}, "finish_reason": "stop"}], '
+            '"usage": {"prompt_tokens": %s, "completion_tokens": -%s}}')  # fmt: skip
+    huge = "9" * 4400
+    fake_openai.responder = lambda _: Reply(raw_body=body % (planned[0].target, huge, huge))
+    answer = run_query(endpoint(fake_openai, max_retries=0), planned, db_path)
+    completion = answer[planned[0].case_id, 0]
+    assert completion.error is None and completion.text == f"Answer: {planned[0].target}"
+    assert (completion.prompt_tokens, completion.completion_tokens) == (None, None)
+
+
 @pytest.mark.parametrize(
     ("reason", "stored"),
     [("stop", "stop"), ("length", "length"), ("content_filter", "content_filter"),
