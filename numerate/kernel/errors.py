@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from datetime import date
 from typing import TYPE_CHECKING
 
 from numerate.kernel.names import NAMES
@@ -50,6 +51,9 @@ YAML_BOOLEAN_WORDS = (
 )
 """What a field of a YAML file that takes text adds when it was given true or false: `cache: off`
 was read as false and refused with "Input should be 'resume', 'reuse' or 'off'"."""
+YAML_DATES = " (YAML reads an unquoted date as a date: put it in quotes)"
+"""What a field of a YAML file that takes text adds when it was given a date: `revision:
+2024-06-01` was refused as `revision = datetime.date(2024, 6, 1)`."""
 
 
 def describe_validation_error(
@@ -93,13 +97,19 @@ def describe_validation_error(
         if named is not None:  # a check of a whole mapping whose message starts with the
             lines.append(named)  # field it is about, which an option gave
             continue
-        shown = "" if isinstance(value, dict | list) else f" = {shorten(repr(value))}"
-        if yaml and isinstance(value, bool) and problem["type"] in TEXT_EXPECTED:
-            message += YAML_BOOLEAN_WORDS
+        shown = "" if isinstance(value, dict | list) else f" = {shorten(_shown(value))}"
+        if yaml and problem["type"] in TEXT_EXPECTED:
+            message += YAML_BOOLEAN_WORDS if isinstance(value, bool) else ""
+            message += YAML_DATES if isinstance(value, date) else ""
         lines.append(f"{where}: {field}{shown}: {message}")
     if len(problems) > MAX_PROBLEMS:
         lines.append(f"{where}: ... and {len(problems) - MAX_PROBLEMS} more problem(s)")
     return "\n".join(lines)
+
+
+def _shown(value: object) -> str:
+    """A value as an error quotes it: Python's repr, but a date (or time) as it was written."""
+    return value.isoformat() if isinstance(value, date) else repr(value)
 
 
 def _name_rule(pattern: object, message: str) -> str:
@@ -189,3 +199,12 @@ def first_line(error: BaseException) -> str:
 def shorten(text: str, limit: int = 120) -> str:
     """`text` cut to `limit` characters, saying so."""
     return text if len(text) <= limit else f"{text[: limit - 1]}…"
+
+
+def some_of(names: Sequence[str], most: int, whole: bool = True) -> str:
+    """The first `most` of `names`, comma-separated, saying how many more there are (that
+    there are more, when `names` is not `whole`: the first of them a bounded query read)."""
+    shown = ", ".join(names[:most])
+    if len(names) <= most:
+        return shown
+    return f"{shown} and {len(names) - most} more" if whole else f"{shown} and more"

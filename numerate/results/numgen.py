@@ -10,7 +10,7 @@ from collections.abc import Mapping
 import numpy as np
 import polars as pl
 
-from numerate.kernel.errors import ConfigError
+from numerate.kernel.errors import ConfigError, some_of
 from numerate.kernel.stats import wilson_interval
 from numerate.numgen.agreement import Agreement, agreement, most_apart
 from numerate.numgen.metrics import ConfusionMatrix
@@ -66,7 +66,7 @@ def one_run(source: Source, text: str, option: str) -> str:
     named = queries.numgen_runs_named(source, text)
     if len(named) > 1:
         raise ConfigError(
-            f"{option} {text!r} is ambiguous: it starts {', '.join(named[:5])}; give more"
+            f"{option} {text!r} is ambiguous: it starts {some_of(named, 5, whole=False)}; give more"
         )
     if not named:
         if text.strip() in ("latest", "previous"):  # of the benchmark runs only

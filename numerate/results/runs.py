@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING
 
-from numerate.kernel.errors import ConfigError
+from numerate.kernel.errors import ConfigError, some_of
 from numerate.store import browse, queries
 from numerate.store.journal import live_owners
 from numerate.store.queries import Source
@@ -30,7 +30,7 @@ def check_known_sweep(source: Source, sweep: str | None) -> None:
         return
     known = queries.sweep_names(source)
     if sweep not in known:
-        shown = f"its sweeps: {', '.join(known[:10])}" if known else "it holds no sweep's run"
+        shown = f"its sweeps: {some_of(known, 10)}" if known else "it holds no sweep's run"
         raise ConfigError(f"--sweep {sweep!r}: no run of that sweep ({shown})")
 
 
@@ -83,7 +83,7 @@ def resolve_run(source: Source, text: str | None, sweep: str | None = None) -> s
     if not ids:
         raise ConfigError(f"run {text!r}: no run in {source.path} has an id that begins so")
     if len(ids) > 1 and text not in ids:
-        shown = ", ".join(ids[:5])
+        shown = some_of(ids, 5, whole=False)  # the first 6 a bounded query read
         raise ConfigError(f"run {text!r} is ambiguous: it starts {shown}; give more of the id")
     return ids[0] if len(ids) == 1 else text
 

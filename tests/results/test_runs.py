@@ -23,6 +23,20 @@ def test_a_run_id_that_begins_another_names_itself_and_a_shorter_prefix_is_ambig
             resolve_run(reader, "ab")
 
 
+def test_names_past_those_an_error_lists_are_counted(db_path):
+    """A hostile pass: `--sweep nope` listed 10 of 26 sweeps and an ambiguous prefix 5 of its
+    runs, as if they were all."""
+    store = Store.open(db_path)
+    for n in range(12):
+        store.start_run(f"run-{n:02d}", f"sweep-{n:02d}", "h", {}, "v")
+    Store.close_all()
+    with Reader.open(db_path) as reader:
+        with pytest.raises(ConfigError, match=r"it starts run-09, .*, run-05 and more; give more"):
+            resolve_run(reader, "run-0")  # newest first, read 6 at most
+        with pytest.raises(ConfigError, match=r"sweep-09 and 2 more\)$"):
+            check_known_sweep(reader, "nope")
+
+
 @pytest.mark.parametrize("blank", ["", "  ", "\t"])
 def test_a_blank_sweep_name_is_refused(blank):
     """A blank --sweep would mean every sweep (a mutation sweep: only '' was checked)."""
