@@ -189,6 +189,22 @@ def test_yaml_errors_say_where(tmp_path):
         load_sweep_config(path)
 
 
+def test_an_unquoted_date_that_yaml_reads_as_a_date_says_to_quote_it(tmp_path):
+    """A hostile pass: a checkpoint's date as its `revision` (or a date as a name) said
+    "revision = datetime.date(2024, 6, 1): Input should be a valid string", Python's words."""
+    path = tmp_path / "s.yaml"
+    model = "{name: a, model: m, base_url: 'http://127.0.0.1:9/v1', revision: 2024-06-01}"
+    path.write_text(f"name: x\nmodels: [{model}]\nmanifolds: [{{manifold: objects, count: 3}}]\n")
+    with pytest.raises(ConfigError) as info:
+        load_sweep_config(path)
+    assert str(info.value).endswith(
+        "models.0.revision = 2024-06-01: Input should be a valid string (YAML reads an "
+        "unquoted date as a date: put it in quotes)"
+    )
+    path.write_text(path.read_text().replace("2024-06-01", "'2024-06-01'"))
+    assert load_sweep_config(path).models[0].revision == "2024-06-01"
+
+
 def test_an_unquoted_off_that_yaml_reads_as_false_says_to_quote_it(tmp_path):
     """`cache: off` said "models.0.cache = False: Input should be 'resume', 'reuse' or 'off'"."""
     path = tmp_path / "s.yaml"
