@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from PIL import Image
+from PIL import Image, UnidentifiedImageError
 from pydantic import BaseModel, Field, field_validator
 
 from numerate.kernel.inputs import Real, Whole
@@ -150,6 +150,8 @@ def checked_png(raw: bytes) -> bytes:
             return buffer.getvalue()
     except ValueError:
         raise
+    except UnidentifiedImageError:  # its words name the buffer (`<_io.BytesIO object at 0x..>`)
+        raise ValueError(f"not an image: no format PIL reads ({len(raw):,} bytes)") from None
     except Exception as error:  # PIL raises many kinds for a corrupt image
         raise ValueError(f"not an image ({type(error).__name__}: {error})"[:300]) from None
 
