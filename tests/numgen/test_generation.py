@@ -177,6 +177,20 @@ def test_an_unknown_generator_id_fails_clearly_offline(tiny_models):
         DiffusersGenerator("no-such/model", tiny_settings()).generate(prompts(n_max=1))
 
 
+def test_a_model_path_that_is_no_folder_is_said_so(tmp_path):
+    """A hostile pass: `--detector /nonexistent` said "no config.json in that folder" of a
+    folder that is not there."""
+    from numerate.numgen.torch_utils import check_available
+
+    (tmp_path / "f").write_text("")
+    (tmp_path / "empty").mkdir()
+    for path, said in ((tmp_path / "gone", "no such folder"),
+                       (tmp_path / "f", "is a file, not a model's folder"),
+                       (tmp_path / "empty", "no config.json in that folder")):  # fmt: skip
+        with pytest.raises(ModelLoadError, match=f"detector '{path}': {said}$"):
+            check_available(str(path), "config.json", "detector")
+
+
 LOADS_WITH_A_SILENT_HUB = """
 import sys
 import huggingface_hub  # imported before, as in a worker that loaded a model earlier: it read
