@@ -14,9 +14,9 @@ from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from numerate.kernel.errors import ConfigError, describe_validation_error
+from numerate.kernel.errors import ConfigError, describe_validation_error, printable
 from numerate.kernel.files import write_atomically
-from numerate.kernel.inputs import Seed, Whole, has_control_character
+from numerate.kernel.inputs import Seed, Whole
 
 TEMPLATE = "An image with {n} {object}"
 
@@ -79,10 +79,10 @@ class PromptSpec(BaseModel):
                 twice = [o for o in self.objects if o.casefold() == name.casefold()]
                 raise ValueError(f"objects: {name!r} is named twice ({twice})")
             for text in (name, self.singulars.get(name, "")):  # stored, shown, in the prompt
-                if has_control_character(text) or text != text.strip():
+                if printable(text) != text or text != text.strip():  # a bidi control too
                     raise ValueError(
-                        f"object {text!r}: a name with a control character (a newline?) or "
-                        "spaces around it"
+                        f"object {text!r}: a name with a control character (a newline?), a "
+                        "bidi control or spaces around it"
                     )
             if name in self.singulars and not self.singulars[name].strip():
                 raise ValueError(f"singulars: the singular of {name!r} is empty")

@@ -41,6 +41,8 @@ def test_custom_objects_need_a_singular():
         PromptSpec(objects=["bananas"])
     spec = PromptSpec(objects=["bananas"], singulars={"bananas": "banana"}, per_number=1)
     assert make_prompts(spec)[0].text == "An image with 1 banana"
+    spec = PromptSpec(objects=["Äpfel"], singulars={"Äpfel": "Apfel"}, per_number=1)
+    assert make_prompts(spec)[0].text == "An image with 1 Apfel"  # any language's words
 
 
 @pytest.mark.parametrize(
@@ -50,7 +52,11 @@ def test_custom_objects_need_a_singular():
      # corpus H: stored and prompted as given
      ({"objects": ["ca\nts"], "singulars": {"ca\nts": "cat"}}, "a name with a control"),
      ({"objects": ["bananas"], "singulars": {"bananas": "ban\tana"}}, "ban.tana'. a name with"),
-     ({"objects": [" cats"], "singulars": {" cats": "cat"}}, "spaces around it")],
+     ({"objects": [" cats"], "singulars": {" cats": "cat"}}, "spaces around it"),
+     # a hostile pass: a bidi override (it turns the table's line around) was taken, which
+     # sweep and model names refuse
+     ({"objects": ["zeb\u202eras"], "singulars": {"zeb\u202eras": "zebra"}}, "a bidi control"),
+     ({"objects": ["zebras"], "singulars": {"zebras": "zeb\u2028ra"}}, "a bidi control")],
 )  # fmt: skip
 def test_bad_specs_name_the_field(values, field):
     with pytest.raises(ValidationError, match=field):
