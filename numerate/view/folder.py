@@ -10,7 +10,7 @@ import shutil
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from numerate.kernel.confined import Confined, LeadsOutside
+from numerate.kernel.confined import LINK, Confined, LeadsOutside
 from numerate.kernel.errors import ConfigError
 from numerate.kernel.files import check_folder
 
@@ -63,17 +63,23 @@ class ExportFolder:
 
     def _earlier_export(self) -> set[str]:
         """The files an earlier export wrote, as its MARKER lists them: only names of regular
-        files inside the folder, reached through no link (a damaged or edited marker, with
+        files inside the folder, reached through no link, and those under a folder that is
+        now a link (`finish` says they are not removed); a damaged or edited marker, with
         bytes that are no UTF-8, a NUL, `..`, a folder's name, a link, is no reason to stop,
-        nor to remove anything else; a marker that is itself a link lists nothing)."""
+        nor to remove anything else; a marker that is itself a link lists nothing."""
         names = _head(self.inside, MARKER, MARKER_BYTES).splitlines()
-        return {name for name in names if "\ufffd" not in name and self._a_file(name)}
+        return {name for name in names if "\ufffd" not in name and self._listed(name)}
 
-    def _a_file(self, name: str) -> bool:
+    def _listed(self, name: str) -> bool:
         try:
-            self.inside.parts(name)
-        except LeadsOutside:
+            parts = self.inside.parts(name)
+        except LeadsOutside:  # no name inside the folder (`..`, absolute)
             return False
+        try:
+            if len(parts) > 1:
+                self.inside.check_folder("/".join(parts[:-1]))
+        except LeadsOutside as refused:  # a link on its way: kept, and said as it stays
+            return refused.what.startswith(LINK)
         return self.inside.is_file(name)
 
     def finish(self, written: Iterable[str], warn: Callable[[str], object]) -> None:
