@@ -74,6 +74,12 @@ def one_run(source: Source, text: str, option: str) -> str:
                 f"{option} {text!r}: no NumGen benchmark run ended with its metrics in "
                 f"{source.path}{calibrations_only(source)}"
             )
+        stored = queries.numgen_run_config(source, text.strip())
+        if stored is not None:  # said as none: a run that failed, or was interrupted
+            raise ConfigError(
+                f"{option} {text!r}: that NumGen run has no metrics (its status: {stored[1]}; "
+                "`numerate numgen report` lists the runs with them)"
+            )
         raise ConfigError(f"{option} {text!r}: no NumGen run with metrics in {source.path} "
                           "(`numerate numgen report` lists them)")  # fmt: skip
     return named[0]

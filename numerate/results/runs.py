@@ -81,7 +81,9 @@ def resolve_run(source: Source, text: str | None, sweep: str | None = None) -> s
         return found
     ids = queries.run_ids_starting(source, text)
     if not ids:
-        raise ConfigError(f"run {text!r}: no run in {source.path} has an id that begins so")
+        numgen = queries.numgen_run_config(source, text) is not None
+        also = "; it is a NumGen run's: `numerate numgen report` shows it" if numgen else ""
+        raise ConfigError(f"run {text!r}: no run in {source.path} has an id that begins so{also}")
     if len(ids) > 1 and text not in ids:
         shown = some_of(ids, 5, whole=False)  # the first 6 a bounded query read
         raise ConfigError(f"run {text!r} is ambiguous: it starts {shown}; give more of the id")

@@ -23,6 +23,24 @@ def test_a_run_id_that_begins_another_names_itself_and_a_shorter_prefix_is_ambig
             resolve_run(reader, "ab")
 
 
+def test_a_numgen_run_named_where_a_sweep_s_or_metrics_are_wanted_is_said_to_be_one(db_path):
+    """A hostile pass: `regrade --run numgen-...` said only that no run begins so, and
+    `numgen recount` of a failed run that no NumGen run with metrics is there."""
+    from numerate.results.numgen import one_run
+
+    store = Store.open(db_path)
+    store.start_numgen_run("numgen-failed", "benchmark", "synthetic", "blobs", {}, "v")
+    store.set_run_status("numgen-failed", "failed", "numgen_runs")
+    Store.close_all()
+    with Reader.open(db_path) as reader:
+        with pytest.raises(ConfigError, match="begins so; it is a NumGen run's: `numerate numg"):
+            resolve_run(reader, "numgen-failed")
+        with pytest.raises(ConfigError, match=r"that NumGen run has no metrics \(its status: fa"):
+            one_run(reader, "numgen-failed", "RUN")
+        with pytest.raises(ConfigError, match="no NumGen run with metrics in"):
+            one_run(reader, "numgen-other", "RUN")
+
+
 def test_names_past_those_an_error_lists_are_counted(db_path):
     """A hostile pass: `--sweep nope` listed 10 of 26 sweeps and an ambiguous prefix 5 of its
     runs, as if they were all."""
