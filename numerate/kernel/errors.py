@@ -84,6 +84,14 @@ def describe_validation_error(
         if problem["type"] in ("model_type", "model_attributes_type", "dict_type"):
             given = "empty" if value is None else f"not {what_it_is(value)}"
             message = f"should be a mapping of settings ({given})"  # not a class
+        if problem["type"] == "invalid_key":  # `1: x` said "1 = 1: Keys should be strings"
+            inside = field_path(problem["loc"][:-1])
+            of = f" of {inside}" if inside else ""
+            key = shorten(_shown(value))
+            lines.append(
+                f"{where}: key {key}{of}: a setting's name is text, not {what_it_is(value)}"
+            )
+            continue
         if not field:  # a check of the whole (a model validator): its message names the fields
             named = _named_option(field, message, options or {})  # one an option gave: by it
             lines.append(named if named is not None else f"{where}: {message}")

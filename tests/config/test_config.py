@@ -205,6 +205,19 @@ def test_an_unquoted_date_that_yaml_reads_as_a_date_says_to_quote_it(tmp_path):
     assert load_sweep_config(path).models[0].revision == "2024-06-01"
 
 
+def test_a_key_that_is_no_name_is_said_to_be_one(tmp_path):
+    """A hostile pass: a top-level `1: x` said "1 = 1: Keys should be strings"."""
+    path = tmp_path / "s.yaml"
+    path.write_text("name: x\n1: x\nmodels: [{name: a, model: 'baseline:oracle', 2: 3}]\n"
+                    "manifolds: [{manifold: objects, count: 3}]\n")  # fmt: skip
+    with pytest.raises(ConfigError) as info:
+        load_sweep_config(path)
+    rule = "a setting's name is text, not a number"
+    assert str(info.value).splitlines() == [
+        f"sweep config {path}: key 2 of models.0: {rule}", f"sweep config {path}: key 1: {rule}"
+    ]  # fmt: skip
+
+
 def test_an_unquoted_off_that_yaml_reads_as_false_says_to_quote_it(tmp_path):
     """`cache: off` said "models.0.cache = False: Input should be 'resume', 'reuse' or 'off'"."""
     path = tmp_path / "s.yaml"
