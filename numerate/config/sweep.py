@@ -442,8 +442,10 @@ def names_point(key: str, params: dict[str, Any]) -> bool:
     def same(text: str, value: Any) -> bool:
         if text == _show(value):
             return True
+        if isinstance(value, str) or len(text) > 40:  # a number written otherwise is short:
+            return False  # a hostile key's every comma costs no parse of all that follows
         try:
-            return not isinstance(value, str) and bool(json.loads(text) == value)
+            return bool(json.loads(text) == value)
         except ValueError:
             return False
 

@@ -344,7 +344,7 @@ def _across_tables(con: Any, shards: dict[str, _Shard]) -> str | None:
     )
     if odd:
         return f"cases.parquet{_row(odd)}: manifold {_shown(odd[1])} is none of {', '.join(known)}"
-    every_case = f"(SELECT case_id, manifold, params FROM {cases.plain})"
+    every_case = f"(SELECT case_id, manifold, params, point_key FROM {cases.plain})"
     missing = _first(
         con,
         f"SELECT r.file_row_number, r.case_id FROM {responses.rows} r "
@@ -372,16 +372,16 @@ def _across_tables(con: Any, shards: dict[str, _Shard]) -> str | None:
 
 
 def _keys_name_points(con: Any, responses: str, every_case: str) -> str | None:
-    """Each answer's point key names its case's grid point (config.sweep.names_point): not
-    its case row's key, which is the key of the sweep that stored the case first, and may
-    name other axes of the same point."""
+    """Each answer's point key is its case row's, or names its case's grid point
+    (config.sweep.names_point): the case row holds the key of the sweep that stored the case
+    first, which may name other axes of the same point."""
     found = con.execute(
-        f"SELECT min(r.file_row_number), r.point_key, c.params FROM {responses} r "
+        f"SELECT min(r.file_row_number), r.point_key, c.params, c.point_key FROM {responses} r "
         f"JOIN {every_case} c USING (case_id) GROUP BY ALL ORDER BY ALL"
     )
     while pairs := found.fetchmany(1000):
-        for row, key, params in pairs:
-            if not names_point(key, _parameters(params)):
+        for row, key, params, case_key in pairs:
+            if key != case_key and not names_point(key, _parameters(params)):
                 return (
                     f"responses.parquet{_row((row,))}: point_key {_shown(key)} names no grid "
                     f"point of its case's parameters, {_shown(params)}"
