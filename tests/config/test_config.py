@@ -189,15 +189,21 @@ def test_yaml_errors_say_where(tmp_path):
         load_sweep_config(path)
 
 
+def yaml_refused(path: Path, text: str) -> str:
+    """What loading the sweep config `text`, written to `path`, is refused with."""
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_sweep_config(path)
+    return str(info.value)
+
+
 def test_an_unquoted_date_that_yaml_reads_as_a_date_says_to_quote_it(tmp_path):
     """A hostile pass: a checkpoint's date as its `revision` (or a date as a name) said
     "revision = datetime.date(2024, 6, 1): Input should be a valid string", Python's words."""
     path = tmp_path / "s.yaml"
     model = "{name: a, model: m, base_url: 'http://127.0.0.1:9/v1', revision: 2024-06-01}"
-    path.write_text(f"name: x\nmodels: [{model}]\nmanifolds: [{{manifold: objects, count: 3}}]\n")
-    with pytest.raises(ConfigError) as info:
-        load_sweep_config(path)
-    assert str(info.value).endswith(
+    said = yaml_refused(path, f"name: x\nmodels: [{model}]\nmanifolds: [{{manifold: objects}}]\n")
+    assert said.endswith(
         "models.0.revision = 2024-06-01: Input should be a valid string (YAML reads an "
         "unquoted date as a date: put it in quotes)"
     )
@@ -208,12 +214,10 @@ def test_an_unquoted_date_that_yaml_reads_as_a_date_says_to_quote_it(tmp_path):
 def test_a_key_that_is_no_name_is_said_to_be_one(tmp_path):
     """A hostile pass: a top-level `1: x` said "1 = 1: Keys should be strings"."""
     path = tmp_path / "s.yaml"
-    path.write_text("name: x\n1: x\nmodels: [{name: a, model: 'baseline:oracle', 2: 3}]\n"
-                    "manifolds: [{manifold: objects, count: 3}]\n")  # fmt: skip
-    with pytest.raises(ConfigError) as info:
-        load_sweep_config(path)
+    said = yaml_refused(path, "name: x\n1: x\nmodels: [{name: a, model: 'baseline:oracle', "
+                              "2: 3}]\nmanifolds: [{manifold: objects}]\n")  # fmt: skip
     rule = "a setting's name is text, not a number"
-    assert str(info.value).splitlines() == [
+    assert said.splitlines() == [
         f"sweep config {path}: key 2 of models.0: {rule}", f"sweep config {path}: key 1: {rule}"
     ]  # fmt: skip
 
@@ -221,11 +225,8 @@ def test_a_key_that_is_no_name_is_said_to_be_one(tmp_path):
 def test_an_unquoted_off_that_yaml_reads_as_false_says_to_quote_it(tmp_path):
     """`cache: off` said "models.0.cache = False: Input should be 'resume', 'reuse' or 'off'"."""
     path = tmp_path / "s.yaml"
-    path.write_text("name: x\nmodels: [{name: a, model: 'baseline:oracle', cache: off}]\n"
-                    "manifolds: [{manifold: objects, count: 3}]\n")  # fmt: skip
-    with pytest.raises(ConfigError) as info:
-        load_sweep_config(path)
-    said = str(info.value)
+    said = yaml_refused(path, "name: x\nmodels: [{name: a, model: 'baseline:oracle', cache: off}]"
+                              "\nmanifolds: [{manifold: objects, count: 3}]\n")  # fmt: skip
     assert "models.0.cache = False: Input should be" in said
     assert said.endswith("or off as true or false: put the word in quotes)")
     path.write_text(path.read_text().replace("cache: off", "cache: 'off'"))
