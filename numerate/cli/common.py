@@ -196,6 +196,10 @@ def parse_assignments(assignments: list[str]) -> dict[str, Any]:
     return values
 
 
+WIDE = 200
+"""Columns of the progress bar where standard error is no terminal (a line of a log)."""
+
+
 def terminal_progress(description: str) -> Any:
     """A rich progress bar on standard error (rich is imported only when a sweep runs)."""
     from rich.console import Console
@@ -203,6 +207,10 @@ def terminal_progress(description: str) -> Any:
     from rich.progress import Progress as RichBar
 
     from numerate.kernel.progress import Progress
+
+    console = Console(stderr=True)
+    if not console.is_terminal:  # a log (a worker's, a pipe): rich's 80 columns cut the bar
+        console = Console(stderr=True, width=WIDE)  # into "…" pieces
 
     class TerminalProgress(Progress):
         def __init__(self) -> None:
@@ -220,7 +228,7 @@ def terminal_progress(description: str) -> Any:
                 TextColumn("{task.fields[open]}"),
                 TextColumn("ETA"),
                 TimeRemainingColumn(),
-                console=Console(stderr=True),
+                console=console,
                 transient=False,
             )
             fields: dict[str, Any] = {"rate": 0.0, "errors": 0, "retries": 0, "cached": 0,
@@ -240,7 +248,7 @@ def terminal_progress(description: str) -> Any:
 
         def note(self, message: str) -> None:
             said = f"note: {for_terminal(message)}"  # rich writes an ESC as it is
-            self.bar.console.print(said, markup=False, highlight=False)
+            self.bar.console.print(said, markup=False, highlight=False, soft_wrap=True)
 
         def close(self) -> None:
             self.render()

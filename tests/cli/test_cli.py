@@ -331,3 +331,20 @@ def test_manifolds_says_how_many_cases_is_set_where_it_is_set():
     assert listed.exit_code == 0, listed.output
     assert not any(line.split()[:1] == ["count"] for line in listed.stdout.splitlines())
     assert f"a sweep entry's `count` (default {DEFAULT_COUNT} a grid point)" in listed.stdout
+
+
+def test_progress_in_a_log_is_one_whole_line_and_notes_are_not_wrapped(capsys):
+    """A first-contact review: with standard error no terminal (a worker's log, a pipe), rich
+    drew the bar in 80 columns, cut into pieces (`0 retri… 0 cached ≤8 in flig…  E…`), and a
+    note longer than that was wrapped over lines."""
+    from numerate.cli.common import terminal_progress
+
+    progress = terminal_progress("oracle")
+    progress.add_total(100)
+    progress.advance(100, errors=3, cached=7)
+    progress.note("a long note " + "x" * 150)
+    progress.close()
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == "note: a long note " + "x" * 150
+    assert "100/100" in lines[-1] and "3 errors 0 retries 7 cached" in lines[-1]
+    assert lines[-1].rstrip().endswith("ETA 0:00:00") and "…" not in lines[-1]
