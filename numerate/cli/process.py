@@ -19,6 +19,7 @@ import errno
 import io
 import logging
 import os
+import queue
 import signal
 import sys
 import threading
@@ -58,7 +59,9 @@ class Process:
         """The exit code `leave` is leaving with (read by the last exit handler)."""
         self._armed = threading.Event()
         self._first_at: list[float] = []
-        self._redelivering = threading.Event()
+        self._redelivering = False
+        """An interrupt lost in a callback is on its way again (set and read in the main
+        thread only, by the signal's handler and the unraisable hook: one store, no lock)."""
 
     # ------------------------------------------------------------------ starting
 
@@ -97,8 +100,8 @@ class Process:
 
     def _on_signal(self, signum: int, seconds: float) -> None:
         code = 143 if signum == signal.SIGTERM else 130
-        if self._redelivering.is_set():  # the first one again: it was lost in a callback
-            self._redelivering.clear()
+        if self._redelivering:  # the first one again: it was lost in a callback
+            self._redelivering = False
             raise KeyboardInterrupt
         if self.signals and time.monotonic() - self._first_at[0] < SAME_SIGNAL_S:
             return  # the first one again (`timeout`): its KeyboardInterrupt is on its way
@@ -157,15 +160,25 @@ class Process:
         `__del__`, a garbage collector callback) is printed as "Exception ignored" and
         dropped: the command went on until the deadline. Such an interrupt is raised again
         from another thread 20 ms later, until it reaches code that can take it; the handler
-        takes it as the first signal once more, not as the user's second."""
+        takes it as the first signal once more, not as the user's second. The thread that
+        raises it is started here: the hook only hands it the interrupt, in one call a signal
+        cannot cut (a hook that started a thread of its own waited for it, and a signal taken
+        then was lost in the hook itself: the command ran to the deadline)."""
         passed_on = sys.unraisablehook
+        lost: queue.SimpleQueue[None] = queue.SimpleQueue()
+
+        def redeliver() -> None:
+            while True:
+                lost.get()
+                time.sleep(0.02)
+                signal.raise_signal(signal.SIGINT)
+
+        threading.Thread(target=redeliver, name="numerate-redeliver", daemon=True).start()
 
         def hook(unraisable: Any) -> None:
             if self.signals and isinstance(unraisable.exc_value, KeyboardInterrupt):
-                self._redelivering.set()
-                again = threading.Timer(0.02, signal.raise_signal, (signal.SIGINT,))
-                again.daemon = True
-                again.start()
+                self._redelivering = True  # before it comes again: one store, no lock
+                lost.put(None)  # one call in C: a signal comes before it or after it
             else:
                 passed_on(unraisable)
 
