@@ -4,8 +4,11 @@ measured again.
 - Summaries: on bench/adaptive.py's profile (points right 100%, 95%, 75%, 50% of the time),
   the adaptive and a fixed 100-per-point design: the mean summary accuracy, how often its 95%
   interval covers the mean over points (0.800), and the same for the old pooled figure.
-- Several samples per case: coverage of the case-clustered interval and of the naive one
-  (samples as independent answers) at 50 cases x 5 samples and 40 x 10.
+- Several samples per case: coverage and width of the case-clustered interval and of the
+  naive one (samples as independent answers) at 50 cases x 5 samples, 40 x 10 and 20 x 10:
+  cases of very unequal difficulty; one case in 20 wrong every time (a third of the runs get
+  every answer right or more); every answer independent (what assuming the worst where
+  every answer is right costs).
 - The nightly gate: 5 models x 3 manifolds, 200 pairs each. How often a night fails for no
   reason (a stochastic model: 30% of pairs differ by chance), and how often a drop of 5 or 10
   points in one group is caught, in that family and alone; at alpha 0.01, 0.05 and 0.10;
@@ -62,17 +65,31 @@ def summaries(design: str, runs: int = 2000, seed: int = 1) -> None:
     )
 
 
-def samples(cases: int, k: int, runs: int = 4000, seed: int = 2) -> None:
+def samples(cases: int, k: int, chances, truth: float, runs: int = 4000, seed: int = 2) -> None:
+    """Coverage and mean width of the case-clustered interval and of the naive one, each
+    case's chance of a right answer drawn by `chances(rng, cases)`."""
     rng = np.random.default_rng(seed)
     clustered = naive = 0
+    widths = [0.0, 0.0]
     for _ in range(runs):
-        right = rng.binomial(k, rng.beta(0.6, 0.4, cases))
+        right = rng.binomial(k, chances(rng, cases))
         estimate = case_clustered([(int(c), k, 1) for c in right])
-        clustered += estimate.low <= 0.6 <= estimate.high
+        clustered += estimate.low <= truth <= estimate.high
         low, high = wilson_interval(int(right.sum()), cases * k)
-        naive += low <= 0.6 <= high
-    print(f"  {cases} cases x {k}: case as the unit {clustered / runs:.3f}, "
-          f"naive {naive / runs:.3f}")  # fmt: skip
+        naive += low <= truth <= high
+        widths[0] += estimate.high - estimate.low
+        widths[1] += high - low
+    print(f"  {cases} cases x {k}: case as the unit {clustered / runs:.3f} "
+          f"(width {widths[0] / runs:.3f}), naive {naive / runs:.3f} "
+          f"(width {widths[1] / runs:.3f})")  # fmt: skip
+
+
+PROFILES = {
+    "population accuracy 0.6, Beta(0.6, 0.4) cases": (lambda r, n: r.beta(0.6, 0.4, n), 0.6),
+    "accuracy 0.95, one case in 20 wrong every time": (
+        lambda r, n: (r.random(n) < 0.95).astype(float), 0.95),
+    "accuracy 0.99, every answer independent": (lambda r, n: np.full(n, 0.99), 0.99),
+}  # fmt: skip
 
 
 def gate(alpha: float, nights: int = 4000, seed: int = 3) -> None:
@@ -105,9 +122,10 @@ if __name__ == "__main__":
     print("Summaries over points (profile 1.0, 0.95, 0.75, 0.5; truth 0.800):")
     for design in ("adaptive", "fixed"):
         summaries(design)
-    print("Several samples per case (population accuracy 0.6, Beta(0.6, 0.4) cases):")
-    samples(50, 5)
-    samples(40, 10)
+    for name, (chances, truth) in PROFILES.items():
+        print(f"Several samples per case ({name}):")
+        for cases, k in ((50, 5), (40, 10), (20, 10)):
+            samples(cases, k, chances, truth)
     print("The nightly gate (15 groups of 200 pairs, 30% of pairs differing by chance):")
     for alpha in (0.01, 0.05, 0.10):
         gate(alpha)

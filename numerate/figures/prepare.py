@@ -21,7 +21,7 @@ from typing import Any
 
 import polars as pl
 
-from numerate.kernel.design import Estimate, binomial, point_mean
+from numerate.kernel.design import Estimate, as_stored, binomial, point_mean
 from numerate.kernel.errors import ConfigError
 
 __all__ = [
@@ -121,7 +121,7 @@ def _point_estimate(row: Mapping[str, Any]) -> Estimate:
     se = row.get("se")
     if se is None or row.get("accuracy") is None:  # a frame from elsewhere: binomial points
         return binomial(int(row["correct"]), int(row["n_scored"]))
-    return Estimate(row["accuracy"], se, 0.0, 1.0, int(row["n_scored"]))
+    return as_stored(row["accuracy"], se, int(row["n_scored"]), row.get("samples"))
 
 
 def pool(points: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:

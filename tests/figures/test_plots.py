@@ -145,6 +145,17 @@ def test_pool_weights_chance_and_leaves_no_scored_case_undefined():
     assert_a_real_picture(run_figure_png(frame, "r"))  # a point without a scored case: grey
 
 
+def test_pooled_points_of_several_samples_all_right_count_their_cases():
+    # as stored: 20 and 30 cases x 10 samples, every answer right; the report's summary of
+    # the two counts their 50 cases (numerate.kernel.design), and so does a plot's pooling
+    frame = pl.DataFrame(
+        [{**point("m", "objects", 10 * n, n_scored=10 * n, length=n), "accuracy": 1.0,
+          "se": 0.0, "samples": 10} for n in (20, 30)]
+    )  # fmt: skip
+    row = pool(frame, ["model"]).row(0, named=True)
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx(wilson_interval(50, 50))
+
+
 def test_a_model_with_a_single_point_is_drawn():
     single = pl.DataFrame([point("one", "objects", 4, length=2, distractor_count=0)])
     frame = pl.concat([run_points(models=("many",)), single])

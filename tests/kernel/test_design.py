@@ -11,7 +11,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from numerate.config.sweep import Precision
-from numerate.kernel.design import binomial, case_clustered, design_interval, point_mean
+from numerate.kernel.design import (
+    as_stored,
+    binomial,
+    case_clustered,
+    effective_size,
+    point_mean,
+)
 from numerate.kernel.stats import wilson_interval
 from numerate.planning.adaptive import decide
 
@@ -89,18 +95,30 @@ def test_one_sample_per_case_is_the_plain_wilson_interval():
     assert estimate.se == pytest.approx(math.sqrt(7 / 12 * 5 / 12 / 12))
 
 
-def multi_sample_coverage(cases: int, k: int, runs: int, seed: int) -> tuple[float, float]:
+def beta_cases(rng: np.random.Generator, cases: int) -> np.ndarray:
+    """Cases of very unequal difficulty, accuracy 0.6 (Beta(0.6, 0.4): half the variance of
+    an answer lies between cases)."""
+    return rng.beta(0.6, 0.4, cases)
+
+
+def hard_every_time(rng: np.random.Generator, cases: int) -> np.ndarray:
+    """Accuracy 0.95: one case in 20 is answered wrong every time, the others right."""
+    return (rng.random(cases) < 0.95).astype(float)
+
+
+def multi_sample_coverage(
+    cases: int, k: int, runs: int, seed: int, draw=beta_cases, truth: float = 0.6
+) -> tuple[float, float]:
     """Coverage of the case-clustered interval and of the naive one (k answers as k
-    independent ones) for the population accuracy 0.6, cases of very unequal difficulty
-    (Beta(0.6, 0.4): half the variance of an answer lies between cases)."""
+    independent ones), each case's chance drawn by `draw`."""
     rng = np.random.default_rng(seed)
     clustered = naive = 0
     for _ in range(runs):
-        right = rng.binomial(k, rng.beta(0.6, 0.4, cases))
+        right = rng.binomial(k, draw(rng, cases))
         estimate = case_clustered([(int(c), k, 1) for c in right])
-        clustered += estimate.low <= 0.6 <= estimate.high
+        clustered += estimate.low <= truth <= estimate.high
         low, high = wilson_interval(int(right.sum()), cases * k)
-        naive += low <= 0.6 <= high
+        naive += low <= truth <= high
     return clustered / runs, naive / runs
 
 
@@ -111,13 +129,60 @@ def test_multi_sample_interval_treats_the_case_as_the_unit(cases, k):
     assert naive < 0.80, naive  # what treating samples as independent answers gave
 
 
-def test_design_interval_edges():
-    assert design_interval(0.5, 0.0, 0) == (0.0, 1.0)
-    assert design_interval(1.0, 0.0, 40) == pytest.approx(wilson_interval(40, 40))
-    assert design_interval(0.0, 0.0, 40) == pytest.approx(wilson_interval(0, 40))
-    # a variance larger than binomial widens; a smaller one never narrows below the cap
-    assert design_interval(0.5, 0.25 / 10, 40) == pytest.approx(wilson_interval(5, 10))
-    assert design_interval(0.5, 0.25 / 400, 40) == pytest.approx(wilson_interval(20, 40))
+@pytest.mark.parametrize(("cases", "k"), [(50, 5), (40, 10)])
+def test_the_interval_covers_where_most_runs_get_every_answer_right(cases, k):
+    # a third of these runs or more get every answer right, where the answers say nothing
+    # of how alike a case's answers are: counting the answers there covered 0.83-0.89
+    clustered, _ = multi_sample_coverage(cases, k, 2000, 23, hard_every_time, truth=0.95)
+    assert clustered >= 0.93, clustered
+
+
+def test_every_answer_right_counts_the_cases_and_one_wrong_answer_moves_it_little():
+    perfect = case_clustered([(10, 10, 20)])
+    assert perfect.effective == 20
+    assert (perfect.low, perfect.high) == pytest.approx(wilson_interval(20, 20))
+    one_wrong = case_clustered([(10, 10, 19), (9, 10, 1)])
+    assert 20 < one_wrong.effective < 200
+    assert one_wrong.low < 0.9  # counting the answers gave 0.972, the cases 0.839
+
+
+def test_answers_of_both_outcomes_bring_the_cluster_robust_figure():
+    # 2,000 cases x 5 independent answers at 0.5: the cluster-robust design effect is about
+    # 1 and the effective size near the answers; one answer of the prior among ~5,000
+    rng = np.random.default_rng(5)
+    right = rng.binomial(5, 0.5, 2000)
+    estimate = case_clustered([(int(c), 5, 1) for c in right])
+    p = right.sum() / 10_000
+    cr0 = sum((c - p * 5) ** 2 for c in right) / 10_000**2
+    assert estimate.effective == pytest.approx(min(10_000, p * (1 - p) / cr0), rel=0.01)
+    # all alike, with both outcomes many times: the cases
+    alike = case_clustered([(5, 5, 600), (0, 5, 400)])
+    assert alike.effective == pytest.approx(1000, rel=0.01)
+
+
+def test_a_mean_of_points_all_right_counts_their_cases():
+    points = [case_clustered([(10, 10, 20)]), case_clustered([(10, 10, 30)])]
+    mean = point_mean(points)
+    assert mean.effective == 50 and mean.scored == 500
+    assert (mean.low, mean.high) == pytest.approx(wilson_interval(50, 50))
+
+
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(1, 40)), min_size=1, max_size=6))
+def test_a_stored_point_gives_the_mean_what_its_estimate_did(raw):
+    kinds = [(c, 6, w) for c, w in raw]
+    estimate = case_clustered(kinds)
+    assert estimate.value is not None and estimate.se is not None
+    stored = as_stored(estimate.value, estimate.se, estimate.scored, 6)
+    assert stored.effective == pytest.approx(estimate.effective)
+
+
+def test_effective_size_edges():
+    # where the variance says nothing (0, or an estimate of 0 or 1) the cap
+    assert effective_size(0.5, 0.0, 40) == 40
+    assert effective_size(1.0, 0.01, 40) == effective_size(0.0, 0.01, 40) == 40
+    # a variance larger than binomial gives fewer answers; a smaller one never more than the cap
+    assert effective_size(0.5, 0.25 / 10, 40) == pytest.approx(10)
+    assert effective_size(0.5, 0.25 / 400, 40) == 40
 
 
 def test_points_without_a_scored_answer_are_left_out():
