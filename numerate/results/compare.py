@@ -23,7 +23,7 @@ from typing import Any, Literal, get_args
 
 import polars as pl
 
-from numerate.kernel.design import binomial, point_mean
+from numerate.kernel.design import binomial, point_mean, toward_mean
 from numerate.kernel.power import minimum_detectable_drop
 from numerate.kernel.stats import holm_over_discordant, mcnemar_exact, paired_difference_bounds
 from numerate.store import queries
@@ -84,11 +84,16 @@ def _combine(points: list[dict[str, Any]]) -> dict[str, Any]:
     lost = sum(p["lost"] / p["n"] for p in paired) / k
     gained = sum(p["gained"] / p["n"] for p in paired) / k
     difference = gained - lost
-    # the variance of the mean of per-point differences, as an effective number of pairs
-    variance = sum(
-        ((p["lost"] + p["gained"]) / p["n"] - ((p["gained"] - p["lost"]) / p["n"]) ** 2) / p["n"]
-        for p in paired
-    ) / (k * k)
+    # the variance of the mean of per-point differences, as an effective number of pairs;
+    # each point's at its shares, or drawn toward the group's where that is larger (a point
+    # of one pair, lost, has a variance of 0 at its own, and beside 400 pairs would weigh
+    # half the difference freely)
+    variance = 0.0
+    for p in paired:
+        own = (p["lost"] / p["n"], p["gained"] / p["n"])
+        drawn = (toward_mean(own[0], p["n"], lost), toward_mean(own[1], p["n"], gained))
+        variance += max(_spread(*own), _spread(*drawn)) / p["n"]
+    variance /= k * k
     spread = lost + gained - difference * difference
     effective = pairs if variance <= 0 or spread <= 0 else min(pairs, spread / variance)
     low, high = paired_difference_bounds(lost * effective, gained * effective, effective)
@@ -100,6 +105,11 @@ def _combine(points: list[dict[str, Any]]) -> dict[str, Any]:
         "effective_lost": round(lost * effective), "effective_gained": round(gained * effective),
         "effective_n": round(effective),
     }  # fmt: skip
+
+
+def _spread(lost: float, gained: float) -> float:
+    """The variance of one pair's change (-1, 0 or +1) at these shares of lost and gained."""
+    return lost + gained - (gained - lost) ** 2
 
 
 def _note(row: dict[str, Any]) -> str:

@@ -421,9 +421,10 @@ def test_stored_and_given_answers_are_counted_as_written_out(base, new):
 
 def test_a_small_point_that_changed_weighs_its_own_size_in_the_test():
     """p0: 200 pairs, none discordant; p1: 20 pairs, 4 lost. The mean of the per-point
-    differences is -0.1 with variance ((4/20 - 0.2**2) / 20) / 2**2 = 0.002 and spread
-    0.1 - 0.1**2 = 0.09: 0.09 / 0.002 = 45 effective pairs, not 220 (a fourth mutation
-    sweep: the 220 passed every test)."""
+    differences is -0.1 with variance ((4/20 - 0.2**2) / 20 + 0.000045) / 2**2 = 0.00201
+    (p0's share of lost drawn toward the group's 0.1, to 1/110: (1/110 - 1/110**2) / 200
+    = 0.000045) and spread 0.1 - 0.1**2 = 0.09: 0.09 / 0.00201 = 44.7 effective pairs, not
+    220 (a fourth mutation sweep: the 220 passed every test)."""
     base = pl.concat([answers([True] * 200), answers([True] * 20, point_key="p1", start=200)])
     new = pl.concat([
         answers([True] * 200),
@@ -432,6 +433,42 @@ def test_a_small_point_that_changed_weighs_its_own_size_in_the_test():
     row = only(compare_runs(base, new), model="m")
     assert row["n"] == 220 and row["difference"] == pytest.approx(-0.1)
     assert row["p_value"] == pytest.approx(mcnemar_exact(round(0.1 * 45), 0))  # 4 lost of 45
+
+
+def test_a_point_of_one_pair_does_not_weigh_half_the_difference_at_no_cost():
+    # p0: 400 pairs, 60 lost and 60 gained; p1: one pair, lost. Its variance at its own
+    # shares is 0, so the group's difference of -0.5 was tested as 231 effective pairs
+    # (p = 1e-39, "regression"): drawn toward the group's shares it is worth about one
+    base = pl.concat([
+        answers([True] * 60 + [False] * 60 + [True] * 280),
+        answers([True], point_key="p1", start=400),
+    ])  # fmt: skip
+    new = pl.concat([
+        answers([False] * 60 + [True] * 60 + [True] * 280),
+        answers([False], point_key="p1", start=400),
+    ])  # fmt: skip
+    row = only(compare_runs(base, new), model="m")
+    assert row["difference"] == pytest.approx(-0.5)
+    assert row["p_value"] > 0.2 and row["verdict"] == "no change"
+
+
+def test_small_points_beside_large_ones_keep_false_verdicts_near_alpha():
+    # no change anywhere, 30% of pairs discordant by chance; three points of 200 pairs and
+    # one of a single pair: 32% of such comparisons said "regression" or "improvement"
+    rng = np.random.default_rng(7)
+    verdicts = 0
+    for _ in range(300):
+        base, new = [], []
+        for point, n in enumerate((200, 200, 200, 1)):
+            changed = rng.random(n) < 0.3
+            lost = changed & (rng.random(n) < 0.5)
+            before = np.where(changed, lost, rng.random(n) < 0.5)
+            after = np.where(changed, ~lost, before)
+            base.append(answers(before.tolist(), point_key=f"p{point}", start=1000 * point))
+            new.append(answers(after.tolist(), point_key=f"p{point}", start=1000 * point))
+        row = only(compare_runs(pl.concat(base), pl.concat(new)), model="m")
+        verdicts += row["verdict"] != "no change"
+    assert verdicts / 300 <= 0.08, verdicts
 
 
 def test_a_group_outside_the_family_would_join_it_to_be_flagged():
