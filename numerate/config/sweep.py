@@ -11,6 +11,7 @@ import json
 import math
 import os
 import re
+from datetime import date
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -30,10 +31,12 @@ from pydantic import (
 from numerate.kernel import names
 from numerate.kernel.credentials import scrub
 from numerate.kernel.errors import (
+    YAML_DATES,
     ConfigError,
     describe_validation_error,
     field_path,
     shorten,
+    shown_value,
     what_it_is,
 )
 from numerate.kernel.files import read_text
@@ -369,6 +372,13 @@ class ManifoldSweep(BaseModel):
         for key, values in axes.items():
             if not values:
                 raise ValueError(f"grid.{key}: an axis needs at least one value")
+            for value in values:
+                if value is not None and not isinstance(value, str | int | float):
+                    hint = YAML_DATES if isinstance(value, date) else ""
+                    raise ValueError(
+                        f"grid.{key} = {shorten(shown_value(value))}: a grid value is text, a "
+                        f"number, true, false or null, not {what_it_is(value)}{hint}"
+                    )
         sizes = [len(values) for values in axes.values()]
         if math.prod(sizes) > MAX_POINTS:
             shown = " x ".join(f"{len(v)} {k}" for k, v in axes.items())
@@ -385,7 +395,7 @@ class ManifoldSweep(BaseModel):
             except ValidationError as error:
                 problem = error.errors()[0]
                 field = field_path(problem["loc"])
-                shown = f" = {shorten(repr(problem['input']))}" if field else ""
+                shown = f" = {shorten(shown_value(problem['input']))}" if field else ""
                 message = shorten(problem["msg"].removeprefix("Value error, "), 300)
                 where = f"grid.{field}" if field else f"grid point {shorten(key)}"
                 raise ValueError(f"{where}{shown}: {message}") from None
@@ -476,7 +486,7 @@ def _check_key(key: str, point: dict[str, Any]) -> None:
     if len(key) > MAX_FIELD_CHARS:
         field, value = max(point.items(), key=lambda item: len(_show(item[1])))
         raise ValueError(
-            f"grid.{field} = {shorten(repr(value))}: the grid point's values take "
+            f"grid.{field} = {shorten(shown_value(value))}: the grid point's values take "
             f"{len(key):,} characters, more than the {MAX_FIELD_CHARS:,} a point's name may "
             "have"
         )

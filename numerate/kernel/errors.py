@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 from datetime import date
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from numerate.kernel.names import NAMES
 
@@ -84,12 +85,14 @@ def describe_validation_error(
         if problem["type"] in ("model_type", "model_attributes_type", "dict_type"):
             given = "empty" if value is None else f"not {what_it_is(value)}"
             message = f"should be a mapping of settings ({given})"  # not a class
-        if problem["type"] == "invalid_key":  # `1: x` said "1 = 1: Keys should be strings"
-            inside = field_path(problem["loc"][:-1])
-            of = f" of {inside}" if inside else ""
-            key = shorten(_shown(value))
+        key_of = _key_of(problem)
+        if key_of is not None:  # `1: x` said "1 = 1: Keys should be strings"
+            of = f" of {key_of}" if key_of else ""
+            what = "null" if value is None else what_it_is(value)
+            hint = YAML_DATES if yaml and isinstance(value, date) else ""
             lines.append(
-                f"{where}: key {key}{of}: a setting's name is text, not {what_it_is(value)}"
+                f"{where}: key {shorten(shown_value(value))}{of}: a setting's name is text, "
+                f"not {what}{hint}"
             )
             continue
         if not field:  # a check of the whole (a model validator): its message names the fields
@@ -105,7 +108,7 @@ def describe_validation_error(
         if named is not None:  # a check of a whole mapping whose message starts with the
             lines.append(named)  # field it is about, which an option gave
             continue
-        shown = "" if isinstance(value, dict | list) else f" = {shorten(_shown(value))}"
+        shown = "" if isinstance(value, dict | list) else f" = {shorten(shown_value(value))}"
         if yaml and problem["type"] in TEXT_EXPECTED:
             message += YAML_BOOLEAN_WORDS if isinstance(value, bool) else ""
             message += YAML_DATES if isinstance(value, date) else ""
@@ -115,9 +118,30 @@ def describe_validation_error(
     return "\n".join(lines)
 
 
-def _shown(value: object) -> str:
-    """A value as an error quotes it: Python's repr, but a date (or time) as it was written."""
-    return value.isoformat() if isinstance(value, date) else repr(value)
+def _key_of(problem: Mapping[str, Any]) -> str | None:
+    """For a problem with a mapping's key (a key that is no text: a number, a date), the
+    mapping's field path ('' at the top); None for any other problem. pydantic names such a
+    key as `invalid_key` at the top and, inside a field, as the key's repr then `[key]`."""
+    loc = problem["loc"]
+    if problem["type"] == "invalid_key":
+        return field_path(loc[:-1])
+    if loc and loc[-1] == "[key]":
+        return field_path(loc[:-2])
+    return None
+
+
+def shown_value(value: object) -> str:
+    """A value read from a file as an error quotes it: text in quotes (Python's repr, which
+    writes a control character escaped), a date (or time) as it was written, and null,
+    true, false, lists and mappings as YAML and JSON write them (not None, True, {'a': 1})."""
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, str | int | float) and not isinstance(value, bool):
+        return repr(value)
+    try:
+        return json.dumps(value, default=shown_value, ensure_ascii=False)
+    except ValueError:  # a list that holds itself (a YAML anchor and alias)
+        return repr(value)
 
 
 def _name_rule(pattern: object, message: str) -> str:

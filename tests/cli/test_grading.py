@@ -131,7 +131,7 @@ def test_grade_shows_where_an_edited_case_differs():
 @pytest.mark.parametrize(
     ("field", "value", "said"),
     [
-        ("index", True, "index = True: Input should be a valid integer"),
+        ("index", True, "index = true: Input should be a valid integer"),
         ("index", 3.0, "index = 3.0: Input should be a valid integer"),
         ("index", "3", "index = '3': Input should be a valid integer"),
         ("index", -5, "index = -5: Input should be greater than or equal to 0"),

@@ -414,7 +414,7 @@ def test_an_output_path_that_is_a_folder_is_one_error_line(tmp_path, arguments):
         (b"prompts: {per_number: 2, colour: red}\n", "prompts.colour = 'red': Extra inputs"),
         (b"generation: {stepz: 4}\n", "generation.stepz = 4: Extra inputs are not"),
         (b"detection: {min_scor: 0.3}\n", "detection.min_scor = 0.3: Extra inputs are not"),
-        (b"prompts: {per_number: true}\n", "prompts.per_number = True: Input should be a valid"),
+        (b"prompts: {per_number: true}\n", "prompts.per_number = true: Input should be a valid"),
         (b"prompts: {seed: '2'}\n", "prompts.seed = '2': Input should be a valid integer"),
         (b"task_batch: 2.0\n", "task_batch = 2.0: Input should be a valid integer"),
         (b"generator: random\ndetector: blobs\n", "the random baseline answers counts itself"),

@@ -122,19 +122,19 @@ def test_a_control_character_in_a_grid_value_is_written_as_its_escape_in_the_poi
          "sampling.temperature: model 'o' is baseline:heuristic, which asks no endpoint"),
         ({"models": [{"name": "o", "model": "baseline:random", "sampling": {"max_tokens": 64}}]},
          "sampling.max_tokens: model 'o' is baseline:random, which asks no endpoint"),
-        ({"batch_size": True}, "batch_size = True: Input should be a valid integer"),
+        ({"batch_size": True}, "batch_size = true: Input should be a valid integer"),
         ({"batch_size": "200"}, "batch_size = '200': Input should be a valid integer"),
         ({"batch_size": 200.0}, "batch_size = 200.0: Input should be a valid integer"),
         ({"seed": 2**63}, "seed = 9223372036854775808: Input should be less than or equal"),
         ({"view_dir": " "}, "view_dir = ' ': give a folder"),
         ({"results_dir": ""}, "results_dir = '': give a folder"),
         ({"models": [{"name": "a", "model": "m", "base_url": "http://h", "timeout_s": True}]},
-         "timeout_s = True: Input should be a valid number"),
+         "timeout_s = true: Input should be a valid number"),
         ({"models": [{"name": "a", "model": "m", "base_url": "http://h",
                       "sampling": {"max_tokens": "64"}}]},
          "sampling.max_tokens = '64': Input should be a valid integer"),
         ({"manifolds": [{"manifold": "objects", "grid": {"length": [True, 2]}}]},
-         "length = True: Input should be a valid integer"),
+         "length = true: Input should be a valid integer"),
         ({"manifolds": [{"manifold": "objects", "grid": {"prob_adjective": ["0.5"]}}]},
          "prob_adjective = '0.5': Input should be a valid number"),
         # a query was kept in front of every request path (`/v1?token=X/models`)
@@ -222,18 +222,48 @@ def test_a_key_that_is_no_name_is_said_to_be_one(tmp_path):
     ]  # fmt: skip
 
 
+@pytest.mark.parametrize(
+    ("grid", "said"),
+    [
+        ("{anchor: 2020-01-01}", "grid.anchor = 2020-01-01: a grid value is text, a number, true, "
+         "false or null, not a date (YAML reads an unquoted date as a date: put it in quotes)"),
+        ("{length: [4, 2020-01-01]}", "grid.length = 2020-01-01: a grid value is text"),
+        ("{length: {a: 1}}", 'grid.length = {"a": 1}: a grid value is text, a number, true, '
+         "false or null, not a mapping"),
+        ("{length: [[4]]}", "grid.length = [4]: a grid value is text, a number, true, false or "
+         "null, not a list"),
+        ("{length: null}", "grid.length = null: Input should be a valid integer"),
+        ("{2020-01-01: 3}", "key 2020-01-01 of manifolds.0.grid: a setting's name is text, not a "
+         "date (YAML reads an unquoted date as a date: put it in quotes)"),
+    ],
+)  # fmt: skip
+def test_a_grid_value_that_is_no_value_is_named_as_yaml_writes_it(tmp_path, grid, said):
+    """A hostile pass: a date in a grid ended `run` in a traceback (its point key is JSON);
+    null and a mapping were shown as Python writes them (None, {'a': 1}), and a date key as
+    `manifolds.0.grid.datetime.date(2020, 1, 1).[key]`."""
+    path = tmp_path / "s.yaml"
+    models = "[{name: a, model: 'baseline:oracle'}]"
+    text = f"name: x\nmodels: {models}\nmanifolds: [{{manifold: objects, grid: {grid}}}]\n"
+    assert said in yaml_refused(path, text)
+
+
+def test_a_key_of_null_is_not_said_to_be_an_empty_document(tmp_path):
+    said = yaml_refused(tmp_path / "s.yaml", "null: 2\nname: x\n")
+    assert "key null: a setting's name is text, not null" in said
+
+
 def test_an_unquoted_off_that_yaml_reads_as_false_says_to_quote_it(tmp_path):
     """`cache: off` said "models.0.cache = False: Input should be 'resume', 'reuse' or 'off'"."""
     path = tmp_path / "s.yaml"
     said = yaml_refused(path, "name: x\nmodels: [{name: a, model: 'baseline:oracle', cache: off}]"
                               "\nmanifolds: [{manifold: objects, count: 3}]\n")  # fmt: skip
-    assert "models.0.cache = False: Input should be" in said
+    assert "models.0.cache = false: Input should be" in said
     assert said.endswith("or off as true or false: put the word in quotes)")
     path.write_text(path.read_text().replace("cache: off", "cache: 'off'"))
     assert load_sweep_config(path).models[0].cache == "off"
     with pytest.raises(ConfigError) as info:  # JSON (a deployment's parameters): no YAML there
         parse_sweep_config(base(models=[{"name": "a", "model": "m", "cache": False}]))
-    assert "cache = False: Input should be" in str(info.value)
+    assert "cache = false: Input should be" in str(info.value)
     assert "YAML" not in str(info.value)
 
 
