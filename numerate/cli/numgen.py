@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast
@@ -473,7 +474,7 @@ def prompts(
     ] = None,
 ) -> None:
     """Export the prompts ("An image with 7 apples") as JSON, JSON Lines or text."""
-    from numerate.numgen.prompts import ExportFormat, format_prompts, make_prompts
+    from numerate.numgen.prompts import ExportFormat, iter_prompts, prompt_chunks, prompt_count
     from numerate.numgen.prompts import spec_of_options as spec_of
 
     options = {f.removeprefix("prompts."): o for f, o in OPTION_OF.items() if "prompts." in f}
@@ -484,10 +485,9 @@ def prompts(
     except NumerateError as error:
         fail(error)
         return
-    made = make_prompts(spec)
-    text = format_prompts(made, cast(ExportFormat, output))
+    chunks = prompt_chunks(iter_prompts(spec), cast(ExportFormat, output))  # a prompt at a time
     if out:
-        write_output(out, text)
-        typer.echo(f"wrote {len(made)} prompts to {out}", err=True)
+        write_output(out, lambda file: file.writelines(c.encode() for c in chunks))
+        typer.echo(f"wrote {prompt_count(spec)} prompts to {out}", err=True)
     else:
-        typer.echo(text, nl=False)
+        sys.stdout.writelines(chunks)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -123,9 +123,15 @@ def prompt_text(n: int, plural: str, singular: str) -> str:
 
 
 def make_prompts(spec: PromptSpec) -> list[Prompt]:
+    """Every prompt of `spec`, in a list (`iter_prompts`)."""
+    return list(iter_prompts(spec))
+
+
+def iter_prompts(spec: PromptSpec) -> Iterator[Prompt]:
     """Every number n_min..n_max `per_number` times; objects are dealt round-robin from a seeded
     shuffle so that each number sees every object as evenly as the counts allow. The result is
     interleaved (1, 2, ..., 10, 1, 2, ...) so that a partial run still covers every number.
+    One at a time: an export of a million prompts holds none but the one it writes.
 
     Args:
         spec: the prompt specification.
@@ -140,7 +146,7 @@ def make_prompts(spec: PromptSpec) -> list[Prompt]:
             rng.shuffle(round_)
             deck.extend(round_)
         dealt[n] = deck[: spec.per_number]
-    prompts: list[Prompt] = []
+    index = 0
     for repeat in range(spec.per_number):
         for n in numbers:
             plural = dealt[n][repeat]
@@ -148,28 +154,42 @@ def make_prompts(spec: PromptSpec) -> list[Prompt]:
             digest = hashlib.blake2b(
                 f"{text}\x00{repeat}\x00{spec.seed}".encode(), digest_size=8
             ).digest()
-            prompts.append(
-                Prompt(
-                    prompt_id=digest.hex(),
-                    index=len(prompts),
-                    target=n,
-                    object=plural,
-                    text=text,
-                    image_seed=int.from_bytes(digest[:4], "big"),
-                )
+            yield Prompt(
+                prompt_id=digest.hex(),
+                index=index,
+                target=n,
+                object=plural,
+                text=text,
+                image_seed=int.from_bytes(digest[:4], "big"),
             )
-    return prompts
+            index += 1
 
 
-def format_prompts(prompts: Sequence[Prompt], fmt: ExportFormat) -> str:
+def prompt_count(spec: PromptSpec) -> int:
+    """How many prompts `spec` makes."""
+    return spec.per_number * (spec.n_max - spec.n_min + 1)
+
+
+def format_prompts(prompts: Iterable[Prompt], fmt: ExportFormat) -> str:
     """Prompts as a JSON array, JSON Lines (one object a line) or plain text (one prompt a line)."""
+    return "".join(prompt_chunks(prompts, fmt))
+
+
+def prompt_chunks(prompts: Iterable[Prompt], fmt: ExportFormat) -> Iterator[str]:
+    """`format_prompts`' text a prompt at a time (the JSON array as `json.dumps(..., indent=2)`
+    writes it)."""
+    if fmt not in ("json", "jsonl", "txt"):
+        raise ValueError(f"format must be json, jsonl or txt, got {fmt!r}")
     if fmt == "json":
-        return json.dumps([p.model_dump() for p in prompts], indent=2) + "\n"
-    if fmt == "jsonl":
-        return "".join(p.model_dump_json() + "\n" for p in prompts)
-    if fmt == "txt":
-        return "".join(p.text + "\n" for p in prompts)
-    raise ValueError(f"format must be json, jsonl or txt, got {fmt!r}")
+        yield "["
+        i = -1
+        for i, p in enumerate(prompts):
+            item = json.dumps(p.model_dump(), indent=2).replace("\n", "\n  ")
+            yield f"{',' if i else ''}\n  {item}"
+        yield "]\n" if i < 0 else "\n]\n"
+        return
+    for p in prompts:
+        yield (p.model_dump_json() if fmt == "jsonl" else p.text) + "\n"
 
 
 def write_prompts(
