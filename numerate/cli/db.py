@@ -95,9 +95,13 @@ def _database_and_sql(
     path: str | None, sql: str | None, db: str | None
 ) -> tuple[str | None, str | None]:
     """The database and the SQL: `numerate db --db X "SELECT ..."` reads its one argument as
-    the SQL (`--db` was "No such option", though every other command takes it)."""
+    the SQL (`--db` was "No such option", though every other command takes it), and so does
+    `numerate db "SELECT ..."` when no file has that name: on the database every command
+    takes without `--db` (NUMERATE_DB, or the default), as `numerate db` alone lists it."""
     if db is None:
-        if sql is None and path is not None and _reads_as_sql(path) and not Path(path).exists():
+        if path is not None and _reads_as_sql(path) and not Path(path).exists():
+            if sql is None:
+                return None, path
             raise ConfigError(
                 f"PATH {shorten(repr(path), 100)}: no such database; it reads as SQL, which "
                 "comes after the database: numerate db DATABASE SQL (or --db DATABASE SQL)"

@@ -137,18 +137,20 @@ def test_report_and_db_on_a_missing_database(tmp_path):
     assert "no results database" in one_error_line(runner.invoke(app, ["db", missing]))
 
 
-def test_db_says_sql_given_where_the_database_goes(tmp_path, monkeypatch):
+def test_db_runs_sql_given_alone_on_the_database_every_command_takes(tmp_path, monkeypatch):
     """A hostile pass: with NUMERATE_DB set, `numerate db "select 1"` said "no results
-    database at select 1"."""
+    database at select 1", and later that the database comes first, although `numerate db`
+    alone lists NUMERATE_DB's tables."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("NUMERATE_DB", str(tmp_path / "x.duckdb"))
-    line = one_error_line(runner.invoke(app, ["db", "select 1"]))
+    assert "no results database at" in one_error_line(runner.invoke(app, ["db", "select 1"]))
+    duckdb.connect(str(tmp_path / "x.duckdb")).close()
+    result = runner.invoke(app, ["db", "select 41 + 1 AS answer", "--format", "csv"])
+    assert result.exit_code == 0 and result.stdout.splitlines() == ["answer", "42"]
+    line = one_error_line(runner.invoke(app, ["db", "select 1", "x.duckdb"]))  # turned round
     assert line == (
         "error: PATH 'select 1': no such database; it reads as SQL, which comes after the "
         "database: numerate db DATABASE SQL (or --db DATABASE SQL)"
-    )
-    assert "no results database at x.duckdb" in one_error_line(
-        runner.invoke(app, ["db", "x.duckdb"])
     )
 
 
