@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import io
 import json
 import math
@@ -124,9 +125,11 @@ def report_state(
 
 def _markdown(cell: str) -> str:
     """A Markdown table cell: a `|` or a line break in a value would end the cell or the row;
-    a character a terminal acts on is written as its escape, as in the table (Markdown is read
-    by people, often on the terminal it is printed to: a model's escape sequence set its title)."""
-    lines = cell.replace("\r\n", "\n").split("\n")
+    `&`, `<` and `>` are written as HTML's entities (a renderer that allows HTML in Markdown,
+    MkDocs or pandoc, ran `<script>` in a grid value or an answer); a character a terminal
+    acts on is written as its escape, as in the table (Markdown is read by people, often on
+    the terminal it is printed to: a model's escape sequence set its title)."""
+    lines = html.escape(cell, quote=False).replace("\r\n", "\n").split("\n")
     return "<br>".join(
         printable(line.replace("\\", "\\\\").replace("|", "\\|"), keep="\t") for line in lines
     )

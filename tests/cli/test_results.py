@@ -322,6 +322,11 @@ def test_db_output_keeps_the_data_and_markdown_cells_stay_cells(tmp_path):
     odd = "SELECT 'a\\|' || chr(13) || 'b' || chr(13) || chr(10) || 'c' || chr(8238) AS x"
     markdown = runner.invoke(app, ["db", str(path), odd, "--format", "markdown"])
     assert markdown.stdout.splitlines()[2] == "| a\\\\\\|\\rb<br>c\\u202e |", markdown.stdout
+    # a hostile pass: HTML in a value reached the Markdown as it was (a renderer that allows
+    # HTML, MkDocs or pandoc, ran it); it is written as entities, which render as the text
+    html = "SELECT '<script>alert(1)</script> & co' AS x"
+    markdown = runner.invoke(app, ["db", str(path), html, "--format", "markdown"])
+    assert markdown.stdout.splitlines()[2] == "| &lt;script&gt;alert(1)&lt;/script&gt; &amp; co |"
     # corpus H: the table, for a terminal, played an answer's escape sequences (a title set,
     # the screen cleared) and read `[b]` as rich markup: both are shown as written
     answer = "SELECT chr(27) || ']0;PWNED' || chr(7) || chr(27) || '[2J [b]x[/b]' AS answer"
