@@ -6,6 +6,7 @@ end leaves what was there before."""
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -48,6 +49,9 @@ class ExportFolder:
         earlier = inside.is_file(MARKER) or _an_old_export(_head(inside, "index.html", 4096))
         if path.is_dir() and any(path.iterdir()) and not earlier:
             raise ConfigError(f"--export {given}: a folder with other files in it (give a new one)")
+        linked = _linked_folder(path) if earlier else None
+        if linked is not None:  # before a page is written: refused half way, it left half an export
+            raise LeadsOutside(path, linked, LINK)
         made = [folder for folder in (path, *path.parents) if not folder.exists()]
         try:
             path.mkdir(parents=True, exist_ok=True)
@@ -144,3 +148,13 @@ def _head(inside: Confined, name: str, limit: int) -> str:
         return inside.read_bytes(name, limit, head=True).decode("utf-8", errors="replace")
     except (OSError, ValueError, LeadsOutside):
         return ""
+
+
+def _linked_folder(path: Path) -> str | None:
+    """The first name under `path` (walked without following a link) that is a symbolic link
+    to a folder: an export writes pages into its folders and follows no link out."""
+    for root, folders, _ in os.walk(path, followlinks=False):
+        for name in folders:  # a link to a folder is listed here, and not walked into
+            if (Path(root) / name).is_symlink():
+                return str((Path(root) / name).relative_to(path))
+    return None

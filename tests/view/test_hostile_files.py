@@ -179,10 +179,27 @@ def test_a_reexport_removes_nothing_through_a_folder_planted_as_a_link(exported,
     made = runner.invoke(app, ["run", "--model", "baseline:oracle", "--db", str(empty)])
     assert made.exit_code == 0, made.output
     again = runner.invoke(app, ["view", "--db", str(empty), "--export", str(out)])
-    assert again.exit_code == 0, again.output
+    assert again.exit_code == 2, again.output
     assert outside(elsewhere) == before
-    # as the docs say: with a warning (a hostile pass: the pages stayed without a word)
-    assert f"not removed: {run_folder}: a symbolic link; numerate follows no link" in again.stderr
+    assert again.stderr.startswith(f"error: {run_folder}: a symbolic link; numerate follows no")
+
+
+def test_a_reexport_into_a_folder_with_a_linked_folder_writes_nothing(exported):
+    """A hostile pass: with e2/index.html a link and e2/numgen a link to a folder, the export
+    replaced index.html, then refused the linked folder: half an export. It now refuses
+    before it writes anything."""
+    db, out, elsewhere, secret = exported
+    (out / "index.html").unlink()
+    os.symlink(secret, out / "index.html")
+    os.rename(out / "numgen", out / "kept-aside")
+    os.symlink(elsewhere, out / "numgen")
+    again = runner.invoke(app, ["view", "--db", str(db), "--export", str(out)])
+    assert again.exit_code == 2, again.output
+    assert (
+        again.stderr
+        == f"error: {out / 'numgen'}: a symbolic link; numerate follows no link out of {out}\n"
+    )
+    assert (out / "index.html").is_symlink() and secret.read_text() == SECRET
 
 
 def test_a_failed_export_into_a_new_folder_leaves_no_folder(exported, tmp_path, monkeypatch):
