@@ -13,7 +13,8 @@ sampled them: a point's cases are drawn again with replacement, keeping how many
 the interval follows the sampling design (a point's weight never depends on its count). A
 case's answers go together (with `samples: k` they are not independent). Cases that answered
 alike are one category, so a resample is one multinomial draw per point: exact, and as fast
-for a million cases as for a hundred.
+for a million cases as for a hundred. A point of one category (every case answered alike)
+draws cases of the other outcome as `_alike` says, and the interval always holds the score.
 """
 
 from __future__ import annotations
@@ -98,12 +99,47 @@ CHUNK_CELLS = 4_000_000
 """The most draws (resamples x points x categories) held at once: points go in chunks."""
 
 
+def _alike(
+    arrays: tuple[np.ndarray, ...], chance: float, resamples: int, rng: np.random.Generator
+) -> np.ndarray:
+    """The resampled scores of a point whose cases were all answered alike (all right, all
+    wrong: one category). Drawn again as they are, every resample is the point itself and
+    the interval has no width: "1.000 [1.000, 1.000]" for 3 points of 20 cases all right,
+    covering a true 0.99 in 43% of simulated runs. So each resample draws how many of its n
+    cases answer otherwise from the binomial of a chance drawn from Jeffreys' Beta(1/2,
+    n + 1/2): what n answers alike leave possible, mostly nothing."""
+    c, t, s, k = (float(a[0]) for a in arrays)
+    cases = round(k)
+    other = rng.binomial(cases, rng.beta(0.5, cases + 0.5, resamples))
+    opposite = s if 2 * c < s else 0.0  # a case of the other outcome: all right, or none
+    same = cases - other
+    each = np.ones(resamples)
+    return point_score(same * c + other * opposite, same * t, each * cases * s, each * chance)
+
+
 def _resampled(
     arrays: list[tuple[np.ndarray, ...]], chance: np.ndarray, resamples: int,
     rng: np.random.Generator,
 ) -> np.ndarray:  # fmt: skip
     """Each point's score in each resample (resamples x points): every point's cases drawn
-    again, as many as it had (a multinomial draw over its categories), points in chunks."""
+    again, as many as it had (a multinomial draw over its categories), points in chunks; a
+    point with one category as `_alike` draws it."""
+    out = np.empty((resamples, len(arrays)))
+    several = [i for i, a in enumerate(arrays) if len(a[3]) > 1]
+    for i in sorted(set(range(len(arrays))) - set(several)):
+        out[:, i] = _alike(arrays[i], float(chance[i]), resamples, rng)
+    if several:
+        out[:, several] = _multinomial(
+            [arrays[i] for i in several], chance[several], resamples, rng
+        )
+    return out
+
+
+def _multinomial(
+    arrays: list[tuple[np.ndarray, ...]], chance: np.ndarray, resamples: int,
+    rng: np.random.Generator,
+) -> np.ndarray:  # fmt: skip
+    """`_resampled` for points of several categories."""
     out = np.empty((resamples, len(arrays)))
     width = max(len(a[0]) for a in arrays)
     step = max(1, CHUNK_CELLS // (resamples * width))
@@ -162,10 +198,11 @@ def composite(
     means = {name: float(value) for name, value in _manifold_means(points, observed).items()}
     boot = np.column_stack(list(_manifold_means(points, resampled).values()))
     low, high = np.quantile(_geometric(boot), [0.025, 0.975])
+    score = combine(list(means.values()))
     return Composite(
-        score=combine(list(means.values())),
-        low=float(low),
-        high=float(high),
+        score=score,
+        low=min(float(low), score),  # points answered alike are resampled no better than
+        high=max(float(high), score),  # they are (`_alike`): the score may be a bound
         manifolds=means,
         points=len(points),
     )

@@ -154,3 +154,25 @@ def test_the_interval_covers_the_true_score_in_at_least_93_percent_of_runs():
     assert covered / runs >= 0.93
     docs = " ".join((ROOT / "docs" / "statistics.md").read_text().split())
     assert f"covers the true score in {100 * covered / runs:.1f}% of {runs} simulated" in docs
+
+
+def test_points_answered_alike_leave_the_interval_a_width_that_holds_the_score():
+    """A hostile review: 3 points of 20 cases all right scored 1.000 [1.000, 1.000], and
+    at a true 0.99 such intervals covered the true score in 43% of runs."""
+    alike = [one_sample("a", 0.2, 20, 0, 20)] * 3
+    result = composite(alike)
+    assert result.score == 1.0 and result.high == 1.0 and 0.8 < result.low < 0.95
+    # beside a manifold all wrong (at the floor, where every resample of it stays), the
+    # other's cases all right still move the score
+    wrong = composite([one_sample("a", 0.2, 0, 0, 20), one_sample("b", 0.2, 20, 0, 20)])
+    assert wrong.low < wrong.score == wrong.high
+    rng = np.random.default_rng(11)
+    truth = (0.99 - 0.2) / 0.8
+    covered = sum(
+        composite(
+            [one_sample("a", 0.2, int(rng.binomial(20, 0.99)), 0, 20) for _ in range(3)],
+            resamples=500, seed=run,
+        ).low <= truth
+        for run in range(200)
+    )  # fmt: skip
+    assert covered / 200 >= 0.9, covered
