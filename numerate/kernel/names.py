@@ -28,9 +28,9 @@ characters, none of them a space, a control character (a terminal's escape seque
 with one) or one of < > " ' ` \\ (HTML, quoting)."""
 
 NAMES: dict[str, tuple[str, str]] = {
-    "sweep_name": (SWEEP_NAME, "letters, digits and _ . -, at most 100"),
-    "run_id": (RUN_ID, "letters, digits and _ . -, at most 200, not . or .."),
-    "model": (MODEL_NAME, "letters, digits and _ . : / @ + -, at most 200"),
+    "sweep_name": (SWEEP_NAME, "ASCII letters, digits and _ . -, at most 100"),
+    "run_id": (RUN_ID, "ASCII letters, digits and _ . -, at most 200, not . or .."),
+    "model": (MODEL_NAME, "ASCII letters, digits and _ . : / @ + -, at most 200"),
     "model_id": (MODEL_ID, "no space, control character or < > \" ' ` \\, at most 200"),
 }
 """Each stored column of names: its rule and the rule in words."""

@@ -630,8 +630,9 @@ def test_a_run_folder_whose_name_holds_an_escape_is_skipped_and_shown_escaped(pu
     result = CliRunner().invoke(app, ["ingest", str(shared), "--db", str(tmp_path / "c.duckdb")])
     assert result.exit_code == 3, result.output
     assert "\x1b" not in result.output
-    assert "warning: skipped run '\\x1b]0;owned\\x07': its folder's name is no run id (letters" in (
-        result.stderr
+    assert (
+        "warning: skipped run '\\x1b]0;owned\\x07': its folder's name is no run id (ASCII letters"
+        in (result.stderr)
     )
 
 
@@ -763,7 +764,7 @@ def test_a_run_of_a_moved_database_whose_id_is_a_path_writes_nothing_outside(
     assert not os.path.lexists(tmp_path / "elsewhere\x1b]0;x") and not elsewhere.exists()
     assert "\x1b" not in result.output
     assert "warning: skipped run '../" in result.stderr
-    assert "its id is no run id (letters, digits" in result.stderr
+    assert "its id is no run id (ASCII letters, digits" in result.stderr
     assert "ingested 1 run(s)" in result.stdout
 
 
