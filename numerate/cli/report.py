@@ -74,6 +74,9 @@ def report(
                 scored = tier_tables(reader, run_id, fmt)
                 if not scored:
                     note(f"run {run_id} has no scored answer: no score and no tier")
+                elif models or manifolds:  # a tier depends on every model beside it
+                    note("scores and tiers rank every model and manifold of the run: --model "
+                         "and --manifold narrow the other tables")  # fmt: skip
                 tables += scored
             show(render_tables(tables, fmt, keyed=bool(asked)))
     except NumerateError as error:

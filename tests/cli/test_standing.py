@@ -137,6 +137,13 @@ def test_report_tiers_shows_the_scores_and_tiers_computed_by_hand(swept):
     )
     table = runner.invoke(app, ["report", "--db", str(db), "--tiers"])
     assert table.exit_code == 0 and "score [95% CI]" in table.stdout
+    # a hostile pass: --model narrowed the summaries, and the tiers still listed every model
+    # without a word; they rank every model (a tier depends on those beside it), and say so
+    narrowed = runner.invoke(app, ["report", "--db", str(db), "--tiers", "--model", "oracle",
+                                   "--format", "json"])  # fmt: skip
+    assert narrowed.exit_code == 0, narrowed.output
+    assert {r["model"] for r in json.loads(narrowed.stdout)["scores"]} == set(scores)
+    assert "scores and tiers rank every model and manifold of the run" in narrowed.stderr
 
 
 def test_an_answer_stored_without_its_case_is_said_in_a_line_by_tiers_and_regrade(swept, tmp_path):
