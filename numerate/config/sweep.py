@@ -81,6 +81,14 @@ def results_database(given: str | None = None, configured: str | None = None) ->
             )
         if has_control_character(value):
             raise ConfigError(f"{what} {value!r}: a path with a control character (a newline?)")
+        try:
+            value.encode()
+        except UnicodeEncodeError:  # bytes that are no UTF-8 (shown as \udcff before)
+            shown = os.fsencode(value).decode("utf-8", "backslashreplace")
+            raise ConfigError(
+                f"{what} {shown}: not valid text (undecodable bytes; numerate reads paths as "
+                "UTF-8)"
+            ) from None
         chosen = value
         break
     else:

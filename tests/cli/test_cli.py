@@ -1,5 +1,6 @@
 import ast
 import json
+import os
 import re
 import subprocess
 import sys
@@ -284,6 +285,12 @@ def test_an_output_file_on_a_full_disk_is_the_machine_s_failure_not_bad_input(
             "no results location at \\x1b]0;owned\\x07\\u202e",
         ),
         (["runs", "--db", "k" * 90_000], {}, "…"),
+        # a hostile pass: bytes that are no UTF-8 were shown as Python's surrogate, \udcff
+        (
+            ["runs"],
+            {"NUMERATE_DB": os.fsdecode(b"r\xff.duckdb")},
+            "NUMERATE_DB r\\xff.duckdb: not valid text (undecodable bytes",
+        ),
         # a review: splitlines() made each \u2028 of a value an error line of its own
         (["runs"], {"NUMERATE_DB": "x\u2028" * 5000 + "y\x85z"}, "x\\u2028x\\u2028"),
     ],
