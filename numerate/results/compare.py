@@ -11,7 +11,8 @@ points (a model x manifold) is their mean with equal point weights, as in every 
 (numerate.kernel.design): each run's accuracy with its 95% interval; the paired difference
 with the Bonett–Price adjusted Wald interval and the exact McNemar test, both on the group's
 effective counts (its per-point shares times its effective number of pairs: with equal counts
-per point, exactly its pooled counts); Holm's adjustment across the groups with a discordant
+per point, its pooled counts, or fewer where a point drawn toward the group's shares has more
+variance than its own); Holm's adjustment across the groups with a discordant
 pair; and the smallest drop the group would flag with 80% probability (numerate.kernel.power).
 """
 
