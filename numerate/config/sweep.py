@@ -86,8 +86,7 @@ def results_database(given: str | None = None, configured: str | None = None) ->
         except UnicodeEncodeError:  # bytes that are no UTF-8 (shown as \udcff before)
             shown = os.fsencode(value).decode("utf-8", "backslashreplace")
             raise ConfigError(
-                f"{what} {shown}: not valid text (undecodable bytes; numerate reads paths as "
-                "UTF-8)"
+                f"{what} {shown}: not valid text (undecodable bytes; numerate reads paths as UTF-8)"
             ) from None
         chosen = value
         break

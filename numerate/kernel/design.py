@@ -62,9 +62,9 @@ PRIOR_ANSWERS = 1.0
 """How many answers of the rarer outcome the assumption that a case's answers are all alike
 weighs (`case_clustered`). At 1, 20 cases x 10 samples all right give the 20 cases' interval
 [0.839, 1], and with one wrong answer [0.896, 0.9999] (cases counted in neither: [0.981, 1]
-and [0.972, 0.9999]); coverage of the truth at least 0.92 in every profile
-bench/sampling_design.py simulates, at most half again the width where answers are in fact
-independent and almost all alike."""
+and [0.972, 0.9999]); coverage of the truth at least 0.92 in every profile simulated
+(docs/statistics.md, "Several samples per case"), at up to three times the width where the
+answers are in fact independent and almost all right (20 x 10 at 0.99: 0.033 -> 0.100)."""
 
 
 def effective_size(estimate: float, variance: float, cap: float) -> float:
