@@ -627,8 +627,10 @@ WRITE_TEN_TIMES = textwrap.dedent(
 
 def test_readers_in_turn_never_keep_a_writer_out(tmp_path, db_path):
     """Four threads that open the database, read and close it, without a pause between (a
-    viewer's pages, pollers): a writer in another process still gets the file within a
-    second, each of ten times (it knocks, and readers about to open let it go first)."""
+    viewer's pages, pollers): a writer in another process still gets the file each of ten
+    times (it knocks, and readers about to open let it go first). Without the knock it
+    waited 8.1 s; with it, under 1 s on a quiet machine and 2.0 s once with both cores
+    busy beside the suite (a fresh clone's CI run), so the bound is 4 s, not 1."""
     import threading
 
     from numerate.store.reader import Reader
@@ -654,7 +656,7 @@ def test_readers_in_turn_never_keep_a_writer_out(tmp_path, db_path):
         for thread in readers:
             thread.join()
     assert done.returncode == 0, done.stderr
-    assert float(done.stdout) < 1.0
+    assert float(done.stdout) < 4.0
     assert not Path(f"{db_path}.waiting").exists()  # every knock removed
 
 
