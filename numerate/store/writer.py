@@ -267,10 +267,7 @@ class Store(Tables):
 
         if self.kept or Path(self.path) not in self._made:
             return
-        if self._instance is not None:  # lets go of the file whatever the session left held
-            with contextlib.suppress(Exception):
-                self._instance.close()
-            self._instance = None
+        self._drop_instance()  # lets go of the file whatever the session left held
         try:  # another process's now (it made the file first, this one waited): it is held
             con = duckdb.connect(self.path, read_only=True)
         except (duckdb.Error, OSError):
@@ -397,13 +394,28 @@ class Store(Tables):
             self._disconnect()
             raise
 
+    def _drop_instance(self) -> None:
+        """Close this process's in-memory DuckDB, and with it every file it holds; the next
+        session makes a new one."""
+        if self._instance is not None:
+            with contextlib.suppress(Exception):
+                self._instance.close()
+            self._instance = None
+
     def _disconnect(self) -> None:
         con, self._con = self._con, None
         try:
             if self.kept:
                 con.close()
             else:
-                access.detach(con)  # checkpoints the file and lets its lock go
+                try:
+                    access.detach(con)  # checkpoints the file and lets its lock go
+                except BaseException:
+                    # a checkpoint that failed (DuckDB's bound: answers of hundreds of KB)
+                    # leaves the file attached, "invalidated", and its lock held: every later
+                    # session said "Unique file handle conflict" until the process ended
+                    self._drop_instance()
+                    raise
         finally:
             hold, self._hold = self._hold, None
             if hold is not None:

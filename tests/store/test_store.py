@@ -646,3 +646,30 @@ def test_a_failed_command_keeps_a_database_it_made_once_it_holds_an_answer(tmp_p
     Store.close_all(failed=True)
     assert not empty.exists() and kept.exists()
     assert Store.open(str(kept)).query("SELECT text FROM completions") == [("an answer",)]
+
+
+def test_a_session_whose_checkpoint_failed_leaves_the_next_one_a_fresh_duckdb(db_path, monkeypatch):
+    """A hostile pass: answers of hundreds of KB made DuckDB's checkpoint at the end of a
+    session run out of the 128 MB bound; the file stayed attached ("invalidated") to the
+    process's DuckDB with its lock, and every later session said "Unique file handle
+    conflict" until the process ended. Here the detach fails as that one did, leaving the
+    file attached: the next session opens it in a new DuckDB."""
+    from numerate.store import access
+
+    store = Store.open(db_path)
+    with store.session() as con:
+        con.execute("SELECT 1")
+
+    def fails(con):
+        raise duckdb.IOException("Detached database, but CHECKPOINT during DETACH failed")
+
+    monkeypatch.setattr(access, "detach", fails)
+    with (
+        pytest.raises(StoreError, match="CHECKPOINT during DETACH failed"),
+        store.session() as con,
+    ):
+        con.execute("SELECT 1")
+    monkeypatch.undo()
+    with store.session() as con:
+        assert con.execute("SELECT count(*) FROM runs").fetchone() == (0,)
+    Store.close_all()
