@@ -24,7 +24,8 @@ app.add_typer(cache_app, name="cache")
 def cache_clear(
     db: Annotated[str | None, DB_OPTION] = None,
     model: Annotated[
-        str | None, typer.Option(help="Only answers of this endpoint model id.")
+        list[str] | None,
+        typer.Option(help="Only answers of this endpoint model id (repeatable)."),
     ] = None,
     before: Annotated[
         str | None,
@@ -42,7 +43,7 @@ def cache_clear(
 
     db = results_db(db)
     try:
-        if model is not None and not model.strip():
+        if any(not m.strip() for m in model or []):
             raise ConfigError("--model '': give an endpoint model id, or leave it out for all")
         when = None
         if before is not None:
@@ -54,7 +55,7 @@ def cache_clear(
                 ) from None
             when = when if when.tzinfo else when.replace(tzinfo=UTC)
         existing_database(db)
-        removed = Store.open(db).clear_completions(model, when)
+        removed = Store.open(db).clear_completions(model or (), when)
     except NumerateError as error:
         fail(error)
         return

@@ -356,25 +356,28 @@ class Tables:
         ]
         return {row["request_hash"]: row for row in found}
 
-    def clear_completions(self, model_id: str | None = None, before: datetime | None = None) -> int:
-        """Remove stored answers (all, one endpoint model id's, or those stored before a
-        time); returns how many. Graded responses keep their text: no result is lost.
-        StoreError when `model_id` is no model id any run asked (a typo removed 0)."""
-        if model_id is not None:
+    def clear_completions(
+        self, model_ids: Sequence[str] = (), before: datetime | None = None
+    ) -> int:
+        """Remove stored answers (all, those of some endpoint model ids, or those stored
+        before a time); returns how many. Graded responses keep their text: no result is
+        lost. StoreError when a model id is none any run asked (a typo removed 0)."""
+        if model_ids:
             known = [r[0] for r in self.query(
                 "SELECT model_id FROM responses UNION SELECT model_id FROM completions ORDER BY 1"
             )]  # fmt: skip
-            if model_id not in known:
-                shown = ", ".join(map(str, known[:10])) or "none"
-                raise StoreError(
-                    f"--model {model_id!r}: no run in {self.path} asked that model id (its "
-                    f"model ids: {shown})"
-                )
+            for model_id in model_ids:
+                if model_id not in known:
+                    shown = ", ".join(map(str, known[:10])) or "none"
+                    raise StoreError(
+                        f"--model {model_id!r}: no run in {self.path} asked that model id (its "
+                        f"model ids: {shown})"
+                    )
         where: list[str] = ["TRUE"]
         params: list[Any] = []
-        if model_id is not None:
-            where.append("model_id = ?")
-            params.append(model_id)
+        if model_ids:
+            where.append(f"model_id IN ({', '.join('?' for _ in model_ids)})")
+            params.extend(model_ids)
         if before is not None:
             where.append("created_at < ?")
             params.append(before)

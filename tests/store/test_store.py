@@ -122,11 +122,29 @@ def test_cache_clear_by_model_and_date(db_path):
     later = completion("b", "y", model_id="m2", created_at=old["created_at"] + timedelta(2))
     store.put_completions([old, later])
     with pytest.raises(StoreError, match=r"--model 'nope': no run in .* asked that model id"):
-        store.clear_completions(model_id="nope")  # a typo: "removed 0" before
+        store.clear_completions(model_ids=["nope"])  # a typo: "removed 0" before
     assert store.clear_completions(before=old["created_at"] + timedelta(1)) == 1
     assert set(store.get_completions(["a", "b"])) == {"b"}
-    assert store.clear_completions(model_id="m2") == 1
+    assert store.clear_completions(model_ids=["m2"]) == 1
     assert store.query("SELECT count(*) FROM completions")[0][0] == 0
+
+
+def test_cache_clear_of_several_models_clears_each(db_path):
+    """A hostile pass: `cache clear --model A --model B` cleared only B's answers, exit 0."""
+    from typer.testing import CliRunner
+
+    from numerate.cli import app
+
+    store = Store.open(db_path)
+    store.put_completions([completion(h, h, model_id=m) for h, m in (("a", "m1"), ("b", "m2"),
+                                                                       ("c", "m3"))])  # fmt: skip
+    Store.close_all()
+    asked = ["cache", "clear", "--db", db_path, "--model", "m1", "--model", "m2"]
+    cleared = CliRunner().invoke(app, asked)
+    assert cleared.exit_code == 0, cleared.output
+    assert "removed 2 stored answer(s)" in cleared.stdout
+    store = Store.open(db_path)
+    assert store.query("SELECT model_id FROM completions") == [("m3",)]
 
 
 def test_a_database_held_by_another_writer_past_the_wait_gives_a_clear_error(tmp_path, monkeypatch):
