@@ -140,7 +140,7 @@ def to_image(value: Any, what: str = "image") -> Image.Image:
             with Image.open(io.BytesIO(value) if isinstance(value, bytes) else value) as image:
                 image.load()
                 return image.convert("RGB")
-        except (OSError, ValueError) as error:
+        except (OSError, ValueError, Image.DecompressionBombError) as error:
             shown = f"{len(value):,} bytes" if isinstance(value, bytes) else repr(str(value))
             raise ImageError(f"{what}: cannot read {shown}: {error}") from None
     if type(value).__module__.startswith("torch"):
@@ -411,7 +411,12 @@ IMAGE_LEVELS = 3
 
 def read_png_metadata(source: Path | bytes) -> tuple[dict[str, str], tuple[int, int]]:
     """The text chunks `save_png` wrote, and the image's (width, height), of a PNG file or its
-    first bytes (the chunks lie before its image data)."""
-    with Image.open(io.BytesIO(source) if isinstance(source, bytes) else source) as image:
-        meta = {key: str(image.info[key]) for key in METADATA_KEYS if key in image.info}
-        return meta, image.size
+    first bytes (the chunks lie before its image data). ValueError for an image PIL refuses
+    to open as a decompression bomb (30,000 x 30,000 pixels planted in the images folder
+    failed the whole run, naming no file)."""
+    try:
+        with Image.open(io.BytesIO(source) if isinstance(source, bytes) else source) as image:
+            meta = {key: str(image.info[key]) for key in METADATA_KEYS if key in image.info}
+            return meta, image.size
+    except Image.DecompressionBombError as error:
+        raise ValueError(str(error)) from None

@@ -71,6 +71,22 @@ def test_images_are_saved_with_their_prompt_and_found_again(tmp_path):
     assert not list(tmp_path.glob("*.partial"))
 
 
+def test_an_image_pil_takes_for_a_decompression_bomb_is_made_again(tmp_path, monkeypatch):
+    """A hostile pass: one 30,000 x 30,000 PNG planted in the images folder failed the whole
+    NumGen run with PIL's DecompressionBombError, naming no file. PIL's own bound is lowered
+    here (its MAX_IMAGE_PIXELS setting) so that a 600 x 600 image is such a bomb."""
+    batch = prompts()
+    generate_batch(SyntheticGenerator(), batch, tmp_path)
+    planted = tmp_path / f"{batch[1].prompt_id}.png"
+    Image.new("1", (600, 600), 1).save(planted)
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 100_000)  # 256 x 256 is fine, 600 x 600 not
+    with pytest.raises(ImageError, match=r"cannot read .*decompression bomb"):
+        to_image(planted)
+    again = generate_batch(SyntheticGenerator(), batch, tmp_path)
+    assert [r["cached"] for r in again] == [True, False, True]
+    assert read_png_metadata(planted)[1] == (256, 256)
+
+
 def test_a_failing_image_is_recorded_and_the_rest_go_on(tmp_path):
     def api(text, seed):
         if "2 " in text:
