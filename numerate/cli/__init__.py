@@ -8,13 +8,13 @@ The only part of numerate/ that may import flows/. Imports stay inside the comma
 from __future__ import annotations
 
 import importlib
-import os
 import sys
 from typing import Any, NoReturn
 
 import typer
 
 from numerate.config.env import configure as _configure
+from numerate.kernel.errors import undecodable
 
 _configure()  # before anything imports prefect (a command's early server start included)
 
@@ -104,10 +104,8 @@ def _refuse_undecodable(arguments: list[str]) -> None:
     sweep name gave tracebacks, or errors naming no option), naming the option it was given
     to."""
     for index, argument in enumerate(arguments):
-        try:
-            argument.encode("utf-8")
-        except UnicodeEncodeError:
-            shown = os.fsencode(argument).decode("utf-8", "backslashreplace")  # \xff, as given
+        shown = undecodable(argument)  # \xff, as given
+        if shown is not None:
             before = arguments[index - 1] if index else ""
             given = f"{before} {shown}" if before.startswith("-") and "=" not in before else shown
             print(

@@ -37,6 +37,7 @@ from numerate.kernel.errors import (
     field_path,
     shorten,
     shown_value,
+    undecodable,
     what_it_is,
 )
 from numerate.kernel.files import read_text
@@ -81,13 +82,11 @@ def results_database(given: str | None = None, configured: str | None = None) ->
             )
         if has_control_character(value):
             raise ConfigError(f"{what} {value!r}: a path with a control character (a newline?)")
-        try:
-            value.encode()
-        except UnicodeEncodeError:  # bytes that are no UTF-8 (shown as \udcff before)
-            shown = os.fsencode(value).decode("utf-8", "backslashreplace")
+        shown = undecodable(value)
+        if shown is not None:  # shown as \udcff before
             raise ConfigError(
                 f"{what} {shown}: not valid text (undecodable bytes; numerate reads paths as UTF-8)"
-            ) from None
+            )
         chosen = value
         break
     else:

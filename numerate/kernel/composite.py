@@ -126,7 +126,7 @@ def _resampled(
     point with one category as `_alike` draws it."""
     out = np.empty((resamples, len(arrays)))
     several = [i for i, a in enumerate(arrays) if len(a[3]) > 1]
-    for i in sorted(set(range(len(arrays))) - set(several)):
+    for i in (i for i, a in enumerate(arrays) if len(a[3]) == 1):
         out[:, i] = _alike(arrays[i], float(chance[i]), resamples, rng)
     if several:
         out[:, several] = _multinomial(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import unicodedata
 from datetime import date
@@ -127,6 +128,17 @@ def _key_of(problem: Mapping[str, Any]) -> str | None:
         return field_path(loc[:-1])
     if loc and loc[-1] == "[key]":
         return field_path(loc[:-2])
+    return None
+
+
+def undecodable(text: str) -> str | None:
+    """`text` as given, each byte that is no UTF-8 written `\\xff`, when it holds such bytes
+    (Python keeps them as surrogates, which DuckDB, pydantic and JSON refuse, and which print
+    as `\\udcff`); None when it is valid text."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return os.fsencode(text).decode("utf-8", "backslashreplace")
     return None
 
 
