@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from numerate.numgen.metrics import MAX_COUNT
 from numerate.store import queries
 from numerate.store.queries import STOPPED, Source
+from numerate.store.texts import whole_texts
 
 if TYPE_CHECKING:
     import polars as pl
@@ -184,26 +185,39 @@ def point_cases(
     if text:
         conditions.append(
             "(contains(lower(c.input), ?) OR contains(lower(c.target), ?) "
-            "OR contains(lower(coalesce(r.raw_text, '')), ?))"
-        )
-        params += [text.lower()] * 3
+            "OR contains(lower(coalesce(r.raw_text, '')), ?) OR EXISTS (SELECT 1 FROM texts t "
+            "WHERE t.sha = r.raw_sha AND contains(lower(t.piece), ?)))"
+        )  # a long answer's pieces each (a word across two pieces is not found)
+        params += [text.lower()] * 4
     where = " AND ".join(conditions)
     joined = "responses r JOIN cases c USING (case_id)"
     total = int(source.query(f"SELECT count(*) FROM {joined} WHERE {where}", params)[0][0])
+    order = "ORDER BY c.case_index, r.case_id, r.sample_index"
+    page = f"SELECT r.* FROM {joined} WHERE {where} {order} LIMIT ? OFFSET ?"
     frame = source.frame(
-        f"SELECT {_case_columns(LIST_FOLD)} FROM {joined} WHERE {where} "
-        "ORDER BY c.case_index, r.case_id, r.sample_index LIMIT ? OFFSET ?",
+        f"SELECT {_case_columns(LIST_FOLD)} FROM {_whole(page)} r JOIN cases c USING (case_id) "
+        f"{order}",
         [*params, limit, offset],
     )
     return frame, total
 
 
+def _whole(rows: str) -> str:
+    """`rows` (SQL of responses rows: a page) with the whole text of each long answer in
+    `raw_text`, joined from its pieces (numerate.store.texts) for those rows only."""
+    return (
+        f"(WITH p AS ({rows}) SELECT p.* REPLACE (coalesce(w.text, p.raw_text) AS raw_text) "
+        "FROM p LEFT JOIN (SELECT sha, string_agg(piece, '' ORDER BY part) AS text FROM texts "
+        "WHERE sha IN (SELECT raw_sha FROM p) GROUP BY sha) w ON w.sha = p.raw_sha)"
+    )
+
+
 def case_answers(source: Source, run_id: str, model: str, case_id: str) -> pl.DataFrame:
     """Every answer (sample) of a model to one case of a run, with the case."""
+    answers = "SELECT * FROM responses WHERE run_id = ? AND model = ? AND case_id = ?"
     return source.frame(
         f"SELECT {_case_columns(CASE_FOLD)}, r.manifold, c.chance "
-        "FROM responses r JOIN cases c USING (case_id) "
-        "WHERE r.run_id = ? AND r.model = ? AND r.case_id = ? ORDER BY r.sample_index",
+        f"FROM {_whole(answers)} r JOIN cases c USING (case_id) ORDER BY r.sample_index",
         [run_id, model, case_id],
     )
 
@@ -212,11 +226,14 @@ def answer_text(source: Source, run_id: str, model: str, case_id: str, sample: i
     """The whole stored text of one answer (None when there is no such answer or it has no
     text: an error)."""
     found = source.query(
-        "SELECT raw_text FROM responses WHERE run_id = ? AND model = ? AND case_id = ? "
-        "AND sample_index = ?",
+        "SELECT raw_text, raw_sha FROM responses WHERE run_id = ? AND model = ? AND "
+        "case_id = ? AND sample_index = ?",
         [run_id, model, case_id, sample],
     )
-    return found[0][0] if found else None
+    if not found:
+        return None
+    text, sha = found[0]
+    return whole_texts(source.query, [sha]).get(sha, text)
 
 
 def folded_answers(source: Source, run_id: str) -> list[tuple[str, str, int]]:
@@ -225,8 +242,9 @@ def folded_answers(source: Source, run_id: str) -> list[tuple[str, str, int]]:
     return [
         (model, case_id, sample)
         for model, case_id, sample in source.query(
-            "SELECT model, case_id, sample_index FROM responses WHERE run_id = ? "
-            f"AND length(raw_text) > {head + tail} ORDER BY ALL",
+            "SELECT model, case_id, sample_index FROM responses WHERE run_id = ? AND "
+            f"(length(raw_text) > {head + tail} OR raw_sha IN (SELECT sha FROM texts GROUP BY "
+            f"sha HAVING sum(length(piece)) > {head + tail})) ORDER BY ALL",
             [run_id],
         )
     ]

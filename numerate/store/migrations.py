@@ -680,4 +680,18 @@ MIGRATIONS: list[tuple[str, str]] = [
         "schema 11: not recorded)",
         _numgen_views("CREATE OR REPLACE", "('finished', 'degraded')", refused=True),
     ),
+    (
+        "long texts in pieces: an answer or a reasoning of more than 4,000 bytes is stored in "
+        "`texts` (pieces of 1,000 characters, by its SHA-256), its row keeps a preview and the "
+        "SHA-256; rows stored before keep their texts whole (their SHA-256 NULL)",
+        """
+        CREATE TABLE IF NOT EXISTS texts (
+            sha VARCHAR NOT NULL, part INTEGER NOT NULL, piece VARCHAR NOT NULL
+        );
+        ALTER TABLE completions ADD COLUMN IF NOT EXISTS text_sha VARCHAR;
+        ALTER TABLE completions ADD COLUMN IF NOT EXISTS reasoning_sha VARCHAR;
+        ALTER TABLE responses ADD COLUMN IF NOT EXISTS raw_sha VARCHAR;
+        ALTER TABLE responses ADD COLUMN IF NOT EXISTS reasoning_sha VARCHAR;
+        """,
+    ),
 ]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast
 from numerate.numgen.rows import ImageRow
 from numerate.store.journal import stopped_runs
 from numerate.store.schema import IMAGE_COLUMNS, NUMGEN_ENDED, RUN_ENDED, DatabaseFault
+from numerate.store.texts import whole_texts
 
 if TYPE_CHECKING:
     import polars as pl
@@ -365,15 +366,16 @@ def stored_answers(source: Source, run_id: str) -> Iterator[list[StoredAnswer]]:
     for page in _pages(source, run_id):
         rows = source.query(
             "WITH r AS (SELECT model, case_id, sample_index, manifold, raw_text, finish_reason, "
-            f"error, outcome, answer FROM responses WHERE run_id = ? AND {page}) "
+            f"error, outcome, answer, raw_sha FROM responses WHERE run_id = ? AND {page}) "
             f"SELECT r.*, {CASE_TEXT} FROM r JOIN cases c USING (case_id) "
             "WHERE c.case_id IN (SELECT case_id FROM r)",
             [run_id],
         )
+        wholes = whole_texts(source.query, (row[9] for row in rows))  # a long answer's whole
         yield [
-            StoredAnswer(model, case_id, sample, manifold, text, finish, error, outcome, answer,
-                         CaseText(*case))
-            for model, case_id, sample, manifold, text, finish, error, outcome, answer, *case
+            StoredAnswer(model, case_id, sample, manifold, wholes.get(sha, text), finish, error,
+                         outcome, answer, CaseText(*case))
+            for model, case_id, sample, manifold, text, finish, error, outcome, answer, sha, *case
             in rows
         ]  # fmt: skip
 

@@ -38,6 +38,7 @@ KEYS: dict[str, tuple[tuple[str, ...], str]] = {
     "numgen_detections": (("run_id", "prompt_id"), "last"),
     "numgen_metrics": (("run_id",), "last"),
     "ingested_shards": (("run_id",), "last"),
+    "texts": (("sha", "part"), "first"),
 }
 """What identifies a row of each table numerate writes again (a resumed run, a replayed
 journal, an ingested shard), and which copy stays: "first" (cases and stored answers are
@@ -82,6 +83,8 @@ def shard_tables(bucket: str = ID_BUCKET) -> dict[str, str]:
         "points": "SELECT * FROM points WHERE run_id = $run",
         "point_stops": "SELECT * FROM point_stops WHERE run_id = $run",
         "summaries": "SELECT * FROM summaries WHERE run_id = $run",
+        "texts": "SELECT * FROM texts WHERE sha IN (SELECT raw_sha FROM responses WHERE "
+        "run_id = $run UNION SELECT reasoning_sha FROM responses WHERE run_id = $run)",
     }
 
 
@@ -101,7 +104,7 @@ SQL list."""
 RUN_STATUSES = ("running", "finished", "degraded", "failed", "interrupted")
 """The statuses a run can have (docs/schema.md, `runs.status`)."""
 
-OPTIONAL_SHARD_TABLES = frozenset({"run_models", "point_stops"})
+OPTIONAL_SHARD_TABLES = frozenset({"run_models", "point_stops", "texts"})
 """Shard tables that runs published by earlier versions lack."""
 
 COMPLETION_COLUMNS = columns(CompletionRow)

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from numerate.config.sweep import names_point
+from numerate.kernel.answers import MAX_ANSWER_CHARS
 from numerate.kernel.credentials import MARKER, scrub
 from numerate.kernel.errors import shorten
 from numerate.kernel.inputs import (
@@ -38,6 +39,7 @@ from numerate.manifolds import registry
 from numerate.manifolds.grading import Outcome
 from numerate.store.duckdb_words import sql_literal
 from numerate.store.schema import KEYS, RUN_STATUSES, SHARD_ROWS, migrate
+from numerate.store.texts import LONG_TEXTS, PIECE_CHARS, rows_split
 from numerate.store.writer import writer_settings
 
 __all__ = ["database_problem", "run_problem"]
@@ -90,6 +92,12 @@ _A_TIME = (
 _RANGES.update(dict.fromkeys(_TIMES, _A_TIME))
 _USER_INFO = "'^[^/?#]*//[^/?#]*@'"  # an address's user information: a password, a token
 _REDACTED = "'^[^/?#]*//\\*\\*\\*@'"  # what numerate.kernel.credentials leaves of it
+_A_SHA = ("regexp_full_match({c}, '[0-9a-f]{{64}}')", "a SHA-256 is 64 hexadecimal digits")
+_RANGES.update(dict.fromkeys(("sha", "text_sha", "raw_sha", "reasoning_sha"), _A_SHA))
+_RANGES["part"] = (
+    f"{{c}} BETWEEN 0 AND {MAX_ANSWER_CHARS // PIECE_CHARS}",
+    f"a piece of a text is one of its first {MAX_ANSWER_CHARS // PIECE_CHARS + 1:,}",
+)
 _RANGES["base_url"] = (
     f"NOT regexp_matches({{c}}, {_USER_INFO}) OR regexp_matches({{c}}, {_REDACTED})",
     f"a password or token in an address (numerate stores it as {MARKER}@)",
@@ -100,6 +108,7 @@ _CUT_TEXTS = frozenset({"raw_text", "text", "reasoning"})
 refused."""
 
 _BIG_TEXTS = {
+    "piece": PIECE_CHARS,
     "config": 1_000_000,
     "data": MAX_CASE_DATA_CHARS,
     "input": MAX_PROMPT_CHARS,
@@ -158,10 +167,12 @@ def database_problem(con: Any, files: dict[str, str]) -> str | None:
         if not shared:
             continue
         said = f"hash({', '.join(f'{chr(34)}{c}{chr(34)}::VARCHAR' for c in shared)}) AS said"
+        rows = f"(SELECT {SHARD_ROWS.get(table, '*')} FROM {shard.rows})"
+        if table in LONG_TEXTS:  # as stored: a long text (in a shard of before schema 17) as
+            rows = f"({rows_split(table, rows, [*given, 'file_row_number'])})"  # its preview
         held = _first(  # rows compared by a hash of what they say, the shard's made first
             con,  # (each side's rows whole did not fit the writer's bound at a million cases)
-            f"WITH s AS MATERIALIZED (SELECT file_row_number, {keyed}, {said} FROM "
-            f"(SELECT {SHARD_ROWS.get(table, '*')} FROM {shard.rows})) "
+            f"WITH s AS MATERIALIZED (SELECT file_row_number, {keyed}, {said} FROM {rows}) "
             f"SELECT s.file_row_number, {', '.join(f's.{c}' for c in key)} FROM s "
             f"JOIN (SELECT {keyed}, {said} FROM {table}) t USING ({keyed}) "
             "WHERE s.said <> t.said",

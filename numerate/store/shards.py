@@ -36,6 +36,7 @@ from numerate.store.schema import (
 )
 from numerate.store.shard_checks import database_problem, distinct_rows, run_problem
 from numerate.store.tables import insert_rows, insert_table
+from numerate.store.texts import LONG_TEXTS, split_in_place
 from numerate.store.writer import WRITER_MEMORY, Store
 
 SUCCESS = "_SUCCESS"
@@ -240,6 +241,8 @@ def _grade_apart(
                 except duckdb.Error as error:  # said by the table, not the local copy's path
                     raise ShardError(f"{table}.parquet: {_unreadable(error)}") from None
             _cut_long_answers(con)
+            for table in LONG_TEXTS:  # a shard of before schema 17 holds long texts whole
+                split_in_place(con, table)
 
         scratch.write(copied)
         grade(scratch, run_id)

@@ -39,6 +39,16 @@ from numerate.store.schema import (
     StoreError,
     now,
 )
+from numerate.store.texts import (
+    LONG_TEXTS,
+    ROW_BYTES,
+    merge_pieces,
+    pieces_of,
+    rows_split,
+    split_names,
+    unreferenced_pieces,
+    whole_texts,
+)
 
 if TYPE_CHECKING:
     import polars as pl
@@ -83,38 +93,65 @@ def insert_arrow(con: Any, table: str, rows: Any) -> None:
     """Write an Arrow table's rows (its columns by name) into `table` in one statement. A
     table in KEYS is merged on its key: a row whose key is stored already is left as it is
     ("first") or replaces it ("last"), and of several rows with one key the first (or the
-    last) is written; no primary key is needed (the largest tables have none)."""
+    last) is written; no primary key is needed (the largest tables have none). The long texts
+    of completions and responses go to `texts` in pieces, their rows keep a preview
+    (numerate.store.texts)."""
     import pyarrow as pa
 
     names = [str(name) for name in rows.column_names]
-    listed = ", ".join(f'"{c}"' for c in names)
     incoming = "incoming_rows"
-    if table not in KEYS:
-        statement = f"INSERT INTO {table} ({listed}) SELECT {listed} FROM {incoming}"
-    else:
-        key, keep = KEYS[table]
+    source = incoming
+    if table in KEYS:
         rows = rows.append_column(ORDINAL, pa.array(range(rows.num_rows), pa.int64()))
-        order = "DESC" if keep == "last" else ""
-        match = " AND ".join(f'{table}."{c}" = incoming."{c}"' for c in key)
-        values = ", ".join(f'incoming."{c}"' for c in names)
-        statement = (
-            f"MERGE INTO {table} USING (SELECT * FROM {incoming} QUALIFY row_number() OVER "
-            f"(PARTITION BY {', '.join(key)} ORDER BY {ORDINAL} {order}) = 1) AS incoming "
-            f"ON {match} "
-            f"WHEN NOT MATCHED THEN INSERT ({listed}) VALUES ({values})"
-        )
-        updated = [c for c in names if c not in key]
-        if keep == "last" and updated:
-            assigned = ", ".join(f'"{c}" = incoming."{c}"' for c in updated)
-            statement += f" WHEN MATCHED THEN UPDATE SET {assigned}"
     con.register(incoming, rows)
     try:
-        con.execute(statement)
+        if table in LONG_TEXTS:
+            if _any_long(table, rows):  # most batches have none: no statement for them
+                merge_pieces(con, pieces_of(table, incoming, names))
+            source = f"({rows_split(table, incoming, [*rows.column_names])})"
+            names = [*split_names(table, names)]
+        con.execute(_merged(table, source, names))
     except BaseException:
         with contextlib.suppress(Exception):  # in an aborted transaction this fails too, and
             con.unregister(incoming)  # its error would hide the insert's
         raise
     con.unregister(incoming)
+
+
+def _any_long(table: str, rows: Any) -> bool:
+    """Whether an Arrow table of `table`'s rows holds a text longer than ROW_BYTES."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    texts = [rows[c] for c, _ in LONG_TEXTS[table] if c in rows.column_names]
+    return any(
+        (pc.max(pc.binary_length(text)).as_py() or 0) > ROW_BYTES
+        for text in texts
+        if pa.types.is_string(text.type) or pa.types.is_large_string(text.type)
+    )  # a column of no text (every row's None) is null-typed
+
+
+def _merged(table: str, source: str, names: Sequence[str]) -> str:
+    """The statement that writes `source`'s rows (columns `names`, and ORDINAL for a table in
+    KEYS) into `table`, as `insert_arrow` says."""
+    listed = ", ".join(f'"{c}"' for c in names)
+    if table not in KEYS:
+        return f"INSERT INTO {table} ({listed}) SELECT {listed} FROM {source}"
+    key, keep = KEYS[table]
+    order = "DESC" if keep == "last" else ""
+    match = " AND ".join(f'{table}."{c}" = incoming."{c}"' for c in key)
+    values = ", ".join(f'incoming."{c}"' for c in names)
+    statement = (
+        f"MERGE INTO {table} USING (SELECT * FROM {source} QUALIFY row_number() OVER "
+        f"(PARTITION BY {', '.join(key)} ORDER BY {ORDINAL} {order}) = 1) AS incoming "
+        f"ON {match} "
+        f"WHEN NOT MATCHED THEN INSERT ({listed}) VALUES ({values})"
+    )
+    updated = [c for c in names if c not in key]
+    if keep == "last" and updated:
+        assigned = ", ".join(f'"{c}" = incoming."{c}"' for c in updated)
+        statement += f" WHEN MATCHED THEN UPDATE SET {assigned}"
+    return statement
 
 
 TABLE_PAGE_ROWS = 20_000
@@ -346,15 +383,19 @@ class Tables:
         names = ", ".join(COMPLETION_COLUMNS)
         only_run = "AND run_id = ?" if run_id is not None else ""
         rows = self.query(
-            f"SELECT {names} FROM completions WHERE request_hash IN (SELECT {LISTED}) {only_run} "
-            "QUALIFY row_number() OVER (PARTITION BY request_hash "
-            "ORDER BY created_at DESC, run_id) = 1",
+            f"SELECT {names}, text_sha, reasoning_sha FROM completions WHERE request_hash IN "
+            f"(SELECT {LISTED}) {only_run} QUALIFY row_number() OVER (PARTITION BY "
+            "request_hash ORDER BY created_at DESC, run_id) = 1",
             [listed(hashes)] if run_id is None else [listed(hashes), run_id],
         )
-        found = [
-            cast(CompletionRow, dict(zip(COMPLETION_COLUMNS, row, strict=True))) for row in rows
-        ]
-        return {row["request_hash"]: row for row in found}
+        wholes = whole_texts(self.query, (sha for row in rows for sha in row[-2:]))
+        found: dict[str, CompletionRow] = {}
+        for *values, text_sha, reasoning_sha in rows:
+            row = cast(CompletionRow, dict(zip(COMPLETION_COLUMNS, values, strict=True)))
+            row["text"] = wholes.get(text_sha, row["text"])  # a long one's whole, not its preview
+            row["reasoning"] = wholes.get(reasoning_sha, row["reasoning"])
+            found[row["request_hash"]] = row
+        return found
 
     def clear_completions(
         self, model_ids: Sequence[str] = (), before: datetime | None = None
@@ -388,6 +429,7 @@ class Tables:
                 f"SELECT count(*) FROM completions WHERE {condition}", params
             ).fetchall()
             con.execute(f"DELETE FROM completions WHERE {condition}", params)
+            con.execute(unreferenced_pieces())  # their long texts, where no response has them
             return int(count)
 
         return self.write(cleared)

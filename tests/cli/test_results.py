@@ -224,6 +224,11 @@ def test_a_database_of_an_older_schema_is_refused_by_readers_until_upgraded(two_
     con = duckdb.connect(str(old))
     # back to version 6: before se, samples and the multi-sample figures
     con.execute("DROP VIEW leaderboard")
+    con.execute("DROP TABLE texts")  # before version 17
+    for table, columns in (("completions", ("text_sha", "reasoning_sha")),
+                           ("responses", ("raw_sha", "reasoning_sha"))):  # fmt: skip
+        for column in columns:
+            con.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
     for column in ("se", "samples", "pass_at_k", "maj_at_k", "consistency"):
         con.execute(f"ALTER TABLE points DROP COLUMN {column}")
     for column in ("se", "points", "samples", "pass_at_k", "maj_at_k", "consistency"):

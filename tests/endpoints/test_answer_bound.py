@@ -82,6 +82,11 @@ def test_a_cut_answer_is_said_in_the_run_s_log_a_few_times_per_model():
     assert notes.notes[-1].startswith("model big: further cut answers are not said here")
 
 
+WHOLE = (
+    "coalesce((SELECT string_agg(piece, '' ORDER BY part) FROM texts WHERE sha = {sha}), {text})"
+)
+"""SQL: the whole of a stored text (its pieces, for a long one), as docs/schema.md gives it."""
+
 LONG = "<think>" + "w" * 200_000 + " " + "x" * 800_000 + "</think>\nAnswer: 7"
 """An answer of a million characters: one 200,000-character word, then the last line."""
 
@@ -129,11 +134,12 @@ def test_an_endpoint_s_answer_beyond_the_bound_is_stored_cut_and_graded_on_what_
     db, _ = long_answers
     con = duckdb.connect(str(db), read_only=True)
     stored = con.execute(
-        "SELECT r.raw_text, r.raw_cut, r.raw_chars, r.outcome, r.manifold, "
-        f"{CASE_TEXT} FROM responses r JOIN cases c USING (case_id)"
+        f"SELECT {WHOLE.format(text='r.raw_text', sha='r.raw_sha')}, r.raw_cut, r.raw_chars, "
+        f"r.outcome, r.manifold, {CASE_TEXT} FROM responses r JOIN cases c USING (case_id)"
     ).fetchall()
     completions = con.execute(
-        "SELECT length(text), text_cut, text_chars FROM completions"
+        f"SELECT length({WHOLE.format(text='text', sha='text_sha')}), text_cut, text_chars "
+        "FROM completions"
     ).fetchall()
     con.close()
     assert len(stored) == 2 and completions == [(MAX_ANSWER_CHARS, True, len(LONG))] * 2

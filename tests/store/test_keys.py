@@ -5,6 +5,7 @@ their rows."""
 
 from datetime import UTC, datetime
 
+import pyarrow as pa
 import pytest
 
 from numerate.store import Store
@@ -122,10 +123,14 @@ def test_a_version_8_database_keeps_its_rows_and_its_keys_hold_after_the_upgrade
     path = str(tmp_path / "v8.duckdb")
     con = database_at_version(path, 8)
     before = {}
-    for table in KEYS:
+    present = {name for (name,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    for table in sorted(present & set(KEYS)):  # `texts` came with schema 17
         columns = columns_of(con, table)
         names = [name for name, _ in columns]
-        insert_rows(con, table, names, [row(columns, table, k, f"old {k}") for k in "ab"])
+        old = pa.Table.from_pylist([row(columns, table, k, f"old {k}") for k in "ab"])
+        con.register("old", old)
+        con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM old")  # as version 8 wrote
+        con.unregister("old")
         listed = ", ".join(f'"{name}"' for name in sorted(names))  # by name: the order may move
         before[table] = (
             listed,

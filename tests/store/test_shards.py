@@ -641,6 +641,7 @@ def test_an_ingested_answer_beyond_the_bound_is_stored_cut_and_graded_on_what_is
 ):
     """F2: a 60 MB answer in a shard was stored whole (its page still loading after 90 s)."""
     from numerate.kernel.answers import MAX_ANSWER_CHARS, cut_answer
+    from tests.endpoints.test_answer_bound import WHOLE
 
     run_id, shared = a_copy_of(published, tmp_path)
     long = "<think>" + "w" * 300_000 + "</think>\n"
@@ -651,14 +652,21 @@ def test_an_ingested_answer_beyond_the_bound_is_stored_cut_and_graded_on_what_is
     central = tmp_path / "central.duckdb"
     result = CliRunner().invoke(app, ["ingest", str(shared), "--db", str(central)])
     assert result.exit_code == 0, result.output
-    rows = table(central, "SELECT raw_text, raw_cut, raw_chars, outcome FROM responses")
+    rows = table(
+        central,
+        f"SELECT {WHOLE.format(text='raw_text', sha='raw_sha')}, raw_cut, raw_chars, outcome "
+        "FROM responses",
+    )
     assert len(rows) == 10
     for text, cut, chars, outcome in rows:
         assert cut and len(text) == MAX_ANSWER_CHARS and chars > MAX_ANSWER_CHARS
         assert text.startswith("<think>w") and text.endswith("</think>\n" + text.split("\n")[-1])
         assert outcome == "correct"  # the oracle's answer, at the end, is kept
     assert text == cut_answer(long + text.split("\n")[-1])[0]
-    completions = table(central, "SELECT length(text), text_cut FROM completions")
+    completions = table(
+        central,
+        f"SELECT length({WHOLE.format(text='text', sha='text_sha')}), text_cut FROM completions",
+    )
     assert completions and set(completions) == {(MAX_ANSWER_CHARS, True)}
 
 
