@@ -10,7 +10,6 @@ import random
 import string
 
 import duckdb
-import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -141,7 +140,6 @@ def test_an_arrow_column_of_no_text_is_no_long_text():
     con = duckdb.connect()
     migrate(con)
     row = {**completion("a"), "reasoning": None}
-    con.register("rows", pa.Table.from_pylist([row]))
     insert_rows(con, "completions", list(row), [row], strict=False)
     assert con.execute("SELECT count(*) FROM completions").fetchall() == [(1,)]
 
