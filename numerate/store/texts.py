@@ -150,8 +150,10 @@ def whole_texts(
     if not wanted:
         return {}
     pieces: dict[str, dict[int, str]] = {}
-    rows = query(
-        f"SELECT sha, part, piece FROM texts WHERE sha IN (SELECT {LISTED})", [listed(wanted)]
+    rows = query(  # found by row id: DuckDB then reads the pieces of those rows' row groups
+        "SELECT sha, part, piece FROM texts WHERE rowid IN (SELECT rowid FROM texts WHERE sha "
+        f"IN (SELECT {LISTED}))",  # only, not every piece (a text of 100: 385 ms, now 20)
+        [listed(wanted)],
     )
     for sha, part, piece in rows:
         pieces.setdefault(sha, {})[part] = piece

@@ -580,3 +580,16 @@ def test_a_lakes_run_whose_claim_is_gone_is_said_to_have_stopped(lake):
     resumed = Store(lake)
     assert resumed.claim_run("run-1")  # reading the claim took no lock
     resumed.close()
+
+
+def test_a_long_answer_in_a_lake_is_stored_in_pieces_and_read_back_whole(lake):
+    """numerate.store.texts finds a text's pieces by DuckDB's row ids: a lake's tables have
+    them too."""
+    from tests.store.test_store_access import completion
+
+    long = "".join(f"{i:05d} " for i in range(2_000))  # 12,000 bytes
+    store = Store.open(lake)
+    store.put_completions([{**completion("a"), "text": long}, completion("b")])
+    assert store.query("SELECT count(*) FROM texts") == [(12,)]
+    stored = store.get_completions(["a", "b"])
+    assert (stored["a"]["text"], stored["b"]["text"]) == (long, "Answer: 1")
