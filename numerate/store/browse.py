@@ -208,7 +208,8 @@ def _whole(rows: str) -> str:
     return (
         f"(WITH p AS ({rows}) SELECT p.* REPLACE (coalesce(w.text, p.raw_text) AS raw_text) "
         "FROM p LEFT JOIN (SELECT sha, string_agg(piece, '' ORDER BY part) AS text FROM texts "
-        "WHERE sha IN (SELECT raw_sha FROM p) GROUP BY sha) w ON w.sha = p.raw_sha)"
+        "WHERE rowid IN (SELECT rowid FROM texts WHERE sha IN (SELECT raw_sha FROM p)) "
+        "GROUP BY sha) w ON w.sha = p.raw_sha)"  # by row id: numerate.store.texts.whole_texts
     )
 
 
