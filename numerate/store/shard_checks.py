@@ -169,7 +169,7 @@ def database_problem(con: Any, files: dict[str, str]) -> str | None:
         said = f"hash({', '.join(f'{chr(34)}{c}{chr(34)}::VARCHAR' for c in shared)}) AS said"
         rows = f"(SELECT {SHARD_ROWS.get(table, '*')} FROM {shard.rows})"
         if table in LONG_TEXTS:  # as stored: a long text (in a shard of before schema 17) as
-            rows = f"({rows_split(table, rows, [*given, 'file_row_number'])})"  # its preview
+            rows = f"({rows_split(table, rows, [*given, 'file_row_number'])[0]})"  # its preview
         held = _first(  # rows compared by a hash of what they say, the shard's made first
             con,  # (each side's rows whole did not fit the writer's bound at a million cases)
             f"WITH s AS MATERIALIZED (SELECT file_row_number, {keyed}, {said} FROM {rows}) "

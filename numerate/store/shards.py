@@ -35,8 +35,8 @@ from numerate.store.schema import (
     now,
 )
 from numerate.store.shard_checks import database_problem, distinct_rows, run_problem
-from numerate.store.tables import insert_rows, insert_table
-from numerate.store.texts import LONG_TEXTS, split_in_place
+from numerate.store.tables import insert_rows, insert_table, split_in_place
+from numerate.store.texts import LONG_TEXTS
 from numerate.store.writer import WRITER_MEMORY, Store
 
 SUCCESS = "_SUCCESS"

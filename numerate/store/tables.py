@@ -41,11 +41,11 @@ from numerate.store.schema import (
 )
 from numerate.store.texts import (
     LONG_TEXTS,
+    PIECE_COLUMNS,
     ROW_BYTES,
-    merge_pieces,
     pieces_of,
+    previews_made,
     rows_split,
-    split_names,
     unreferenced_pieces,
     whole_texts,
 )
@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 
-__all__ = ["Tables", "insert_arrow", "insert_rows", "insert_table"]
+__all__ = ["Tables", "insert_arrow", "insert_rows", "insert_table", "split_in_place"]
 
 T = TypeVar("T")
 
@@ -107,9 +107,9 @@ def insert_arrow(con: Any, table: str, rows: Any) -> None:
     try:
         if table in LONG_TEXTS:
             if _any_long(table, rows):  # most batches have none: no statement for them
-                merge_pieces(con, pieces_of(table, incoming, names))
-            source = f"({rows_split(table, incoming, [*rows.column_names])})"
-            names = [*split_names(table, names)]
+                _merge_pieces(con, pieces_of(table, incoming, names))
+            split, columns = rows_split(table, incoming, [*names, ORDINAL])
+            source, names = f"({split})", [c for c in columns if c != ORDINAL]
         con.execute(_merged(table, source, names))
     except BaseException:
         with contextlib.suppress(Exception):  # in an aborted transaction this fails too, and
@@ -131,9 +131,10 @@ def _any_long(table: str, rows: Any) -> bool:
     )  # a column of no text (every row's None) is null-typed
 
 
-def _merged(table: str, source: str, names: Sequence[str]) -> str:
+def _merged(table: str, source: str, names: Sequence[str], ordered: bool = True) -> str:
     """The statement that writes `source`'s rows (columns `names`, and ORDINAL for a table in
-    KEYS) into `table`, as `insert_arrow` says."""
+    KEYS, unless `ordered` is False: rows of one key once) into `table`, as `insert_arrow`
+    says."""
     listed = ", ".join(f'"{c}"' for c in names)
     if table not in KEYS:
         return f"INSERT INTO {table} ({listed}) SELECT {listed} FROM {source}"
@@ -141,10 +142,14 @@ def _merged(table: str, source: str, names: Sequence[str]) -> str:
     order = "DESC" if keep == "last" else ""
     match = " AND ".join(f'{table}."{c}" = incoming."{c}"' for c in key)
     values = ", ".join(f'incoming."{c}"' for c in names)
+    once = (
+        f"(SELECT * FROM {source} QUALIFY row_number() OVER (PARTITION BY {', '.join(key)} "
+        f"ORDER BY {ORDINAL} {order}) = 1)"
+        if ordered
+        else source
+    )
     statement = (
-        f"MERGE INTO {table} USING (SELECT * FROM {source} QUALIFY row_number() OVER "
-        f"(PARTITION BY {', '.join(key)} ORDER BY {ORDINAL} {order}) = 1) AS incoming "
-        f"ON {match} "
+        f"MERGE INTO {table} USING {once} AS incoming ON {match} "
         f"WHEN NOT MATCHED THEN INSERT ({listed}) VALUES ({values})"
     )
     updated = [c for c in names if c not in key]
@@ -152,6 +157,20 @@ def _merged(table: str, source: str, names: Sequence[str]) -> str:
         assigned = ", ".join(f'"{c}" = incoming."{c}"' for c in updated)
         statement += f" WHEN MATCHED THEN UPDATE SET {assigned}"
     return statement
+
+
+def _merge_pieces(con: Any, pieces: str) -> None:
+    """Store the pieces `pieces` (SQL: numerate.store.texts.pieces_of, a text's pieces once)
+    that `texts` lacks (KEYS: a text's pieces are the same whoever stores them)."""
+    con.execute(_merged("texts", f"({pieces})", PIECE_COLUMNS, ordered=False))
+
+
+def split_in_place(con: Any, table: str) -> None:
+    """Split the long texts `table`'s rows hold whole (a shard published before schema 17,
+    loaded as it was): their pieces into `texts`, their rows to previews."""
+    _merge_pieces(con, pieces_of(table, table))
+    for statement in previews_made(table):
+        con.execute(statement)
 
 
 TABLE_PAGE_ROWS = 20_000

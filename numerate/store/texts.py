@@ -29,12 +29,11 @@ from numerate.store.duckdb_words import LISTED, listed
 __all__ = [
     "LONG_TEXTS",
     "PIECE_CHARS",
+    "PIECE_COLUMNS",
     "ROW_BYTES",
-    "merge_pieces",
     "pieces_of",
+    "previews_made",
     "rows_split",
-    "split_in_place",
-    "split_names",
     "unreferenced_pieces",
     "whole_texts",
 ]
@@ -54,6 +53,9 @@ PREVIEW_HEAD = 250
 PREVIEW_TAIL = 700
 """Characters of a long text's end its row keeps (with PREVIEW_HEAD and SEAM: at most 3,838
 bytes)."""
+
+PIECE_COLUMNS = ("sha", "part", "piece")
+"""The columns of `texts`, as `pieces_of` gives them."""
 
 LONG_TEXTS: dict[str, tuple[tuple[str, str], ...]] = {
     "completions": (("text", "text_sha"), ("reasoning", "reasoning_sha")),
@@ -90,55 +92,36 @@ def pieces_of(table: str, source: str, names: Sequence[str] | None = None) -> st
     )
 
 
-def rows_split(table: str, source: str, names: Sequence[str]) -> str:
+def rows_split(table: str, source: str, names: Sequence[str]) -> tuple[str, list[str]]:
     """SQL: `source`'s rows (columns `names`) as `table` stores them: a long text as its
-    preview, with its SHA-256 (a row that holds a preview already keeps the SHA-256 it has)."""
-    out = []
-    for name in names:
-        sha = {column: sha for column, sha in LONG_TEXTS[table]}.get(name)
-        if sha is not None:
-            out.append(
-                f'CASE WHEN {_long(name)} THEN {_preview(name)} ELSE "{name}" END AS "{name}"'
-            )
-        elif name in {sha for _, sha in LONG_TEXTS[table]}:
-            continue
-        else:
-            out.append(f'"{name}"')
-    for column, sha in LONG_TEXTS[table]:
-        if column not in names:
-            continue
+    preview, with its SHA-256 (a row that holds a preview already keeps the SHA-256 it has);
+    and the columns it gives: `names`, then the SHA-256s of their text columns."""
+    texts = [(column, sha) for column, sha in LONG_TEXTS[table] if column in names]
+    shas = {sha for _, sha in LONG_TEXTS[table]}
+    previewed = dict(texts)
+    out = [
+        f'CASE WHEN {_long(name)} THEN {_preview(name)} ELSE "{name}" END AS "{name}"'
+        if name in previewed
+        else f'"{name}"'
+        for name in names
+        if name not in shas
+    ]
+    for column, sha in texts:
         kept = f'"{sha}"' if sha in names else "CAST(NULL AS VARCHAR)"
         out.append(f'CASE WHEN {_long(column)} THEN sha256("{column}") ELSE {kept} END AS "{sha}"')
-    return f"SELECT {', '.join(out)} FROM {source}"
+    columns = [*(name for name in names if name not in shas), *(sha for _, sha in texts)]
+    return f"SELECT {', '.join(out)} FROM {source}", columns
 
 
-def split_names(table: str, names: Sequence[str]) -> list[str]:
-    """The columns of `rows_split` of rows with columns `names`: those, then the SHA-256s of
-    their text columns."""
-    shas = [sha for _, sha in LONG_TEXTS[table]]
-    given = [sha for column, sha in LONG_TEXTS[table] if column in names]
-    return [*(name for name in names if name not in shas), *given]
-
-
-def split_in_place(con: Any, table: str) -> None:
-    """Split the long texts `table`'s rows hold whole (a shard published before schema 17,
-    loaded as it was): their pieces into `texts`, their rows to previews."""
-    merge_pieces(con, pieces_of(table, table))
-    for column, sha in LONG_TEXTS[table]:
-        con.execute(
-            f'UPDATE {table} SET "{sha}" = sha256("{column}"), "{column}" = {_preview(column)} '
-            f"WHERE {_long(column)}"
-        )
-
-
-def merge_pieces(con: Any, pieces: str) -> None:
-    """Store the pieces of `pieces` (SQL, as `pieces_of` gives them) that `texts` lacks: a
-    text's pieces are the same whoever stores them (KEYS: the first copy stays)."""
-    con.execute(
-        f"MERGE INTO texts USING ({pieces}) AS incoming ON texts.sha = incoming.sha AND "
-        "texts.part = incoming.part WHEN NOT MATCHED THEN INSERT (sha, part, piece) VALUES "
-        "(incoming.sha, incoming.part, incoming.piece)"
-    )
+def previews_made(table: str) -> list[str]:
+    """SQL: the statements that turn the long texts `table`'s rows hold whole (a shard
+    published before schema 17, loaded as it was) into previews with their SHA-256 (their
+    pieces stored first: `pieces_of(table, table)`)."""
+    return [
+        f'UPDATE {table} SET "{sha}" = sha256("{column}"), "{column}" = {_preview(column)} '
+        f"WHERE {_long(column)}"
+        for column, sha in LONG_TEXTS[table]
+    ]
 
 
 def whole_texts(
