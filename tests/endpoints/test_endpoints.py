@@ -977,6 +977,41 @@ def test_requests_waiting_for_a_slot_when_the_breaker_trips_send_nothing():
     ] * 4
 
 
+def test_requests_waiting_for_a_slot_when_a_stop_signal_comes_send_nothing(monkeypatch):
+    """A SIGTERM as an answer arrived: the slot it freed sent one more request before the
+    stop reached the flow (22 sent, 19 stored with concurrency 2, in
+    tests/cli/test_run.py's stop test on a fresh clone). Once a stop signal came, requests
+    waiting for a slot send nothing ("not sent": the resumed run sends them)."""
+    import httpx2 as httpx
+
+    from numerate.endpoints.answerers import EndpointAnswerer
+    from numerate.kernel import stopping
+
+    monkeypatch.setattr(stopping, "_asked", threading.Event())  # this test's own stop
+    model = ModelConfig(name="stopped-in-a-queue", model="m", base_url="http://x/v1",
+                        concurrency=1)  # fmt: skip
+    sent = []
+
+    async def send():
+        sent.append(1)
+        stopping.ask()  # the signal comes while the first request is in flight
+        await asyncio.sleep(0.01)
+        body = {"choices": [{"message": {"content": "3"}, "finish_reason": "stop"}]}
+        return httpx.Response(200, json=body)
+
+    async def main():
+        answerer = EndpointAnswerer(model, failing_client(send), retry_base_s=0.01)
+        return await asyncio.gather(*(
+            answerer.answer(case, [{"role": "user", "content": "q"}], f"r{i}")
+            for i, case in enumerate(planned_cases(5))
+        ))  # fmt: skip
+
+    completions = asyncio.run(main())
+    assert len(sent) == 1
+    assert (completions[0].error, completions[0].text) == (None, "3")  # the one in flight
+    assert [c.error for c in completions[1:]] == ["not sent: the run was stopped"] * 4
+
+
 def failing_client(send):
     """An endpoint client whose HTTP client's `send` is `send` (one that raises)."""
     import httpx2 as httpx
