@@ -15,6 +15,9 @@ PREFECT_DEFAULTS = {
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     # Progress lines of the `numerate` logger go to Prefect's run logs on workers.
     "PREFECT_LOGGING_EXTRA_LOGGERS": "numerate",
+    # Outside a flow (the journal's thread after a failed run, the command line) a line of
+    # ours is shown without Prefect's warning that it cannot send it to the API.
+    "PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW": "ignore",
 }
 
 
