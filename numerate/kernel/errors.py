@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import unicodedata
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
@@ -225,14 +224,16 @@ def printable(text: str, keep: str = "") -> str:
     Every other character stays as it is: a wide space, a no-break space, an emoji's joiner."""
     if text.isprintable():
         return text
-    return "".join(c if c in keep or not _acted_on(c) else repr(c)[1:-1] for c in text)
+    return _ACTED_ON.sub(lambda m: m[0] if m[0] in keep else repr(m[0])[1:-1], text)
 
 
-_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
-
-
-def _acted_on(character: str) -> bool:
-    return character in _BIDI or unicodedata.category(character) in ("Cc", "Zl", "Zp", "Cs")
+_ACTED_ON = re.compile(
+    "[\x00-\x1f\x7f-\x9f"  # Unicode's control characters (Cc), whole
+    "\u2028\u2029"  # the line and paragraph separators (Zl, Zp)
+    "\ud800-\udfff"  # surrogates (Cs): alone in a str, never a character
+    "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"  # bidi controls
+)
+"""The characters `printable` escapes (a pattern: a long multi-line answer is read in C)."""
 
 
 def first_line(error: BaseException) -> str:

@@ -25,7 +25,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from numerate.kernel.confined import LeadsOutside
-from numerate.kernel.errors import ConfigError, field_path, first_line, shorten
+from numerate.kernel.errors import ConfigError, field_path, first_line, printable, shorten
 from numerate.kernel.files import slug
 from numerate.kernel.inputs import has_control_character
 from numerate.store import browse
@@ -40,11 +40,14 @@ HERE = Path(__file__).parent
 
 def templates() -> jinja2.Environment:
     """The page templates, every value escaped unless marked safe (an answer is untrusted
-    text)."""
+    text), and shown: a control character of a value, a bidi control (a U+202E turned a
+    cell's text round) or a line separator is written as its escape (`\\x1b`, `\\u202e`), as
+    a terminal shows it; line breaks and tabs stay."""
     environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(HERE / "templates"),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
+        finalize=_shown,
     )
     environment.filters["fmt"] = _fmt
     environment.filters["percent"] = _percent
@@ -54,6 +57,13 @@ def templates() -> jinja2.Environment:
         slug=pages.slug,
     )
     return environment
+
+
+def _shown(value: Any) -> Any:
+    """A value as a page shows it (`templates`); markup the page made itself as it is."""
+    if isinstance(value, str) and not hasattr(value, "__html__"):  # markup: its own
+        return printable(value, keep="\n\r\t")
+    return value
 
 
 def _fmt(value: Any, digits: int = 3) -> str:

@@ -1,6 +1,7 @@
 """The viewer's charts as inline SVG, drawn from what numerate.figures.prepare prepares (the
 same curves `numerate plot` draws with matplotlib): no JavaScript library, nothing fetched.
-Pure: frames in, markup out. Every text is escaped; every point links to its cases.
+Pure: frames in, markup out. Every text is escaped, a control character as the pages write it
+(numerate.view.app); every point links to its cases.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Callable, Sequence
 import polars as pl
 
 from numerate.figures.prepare import level_label, level_order, level_positions
+from numerate.kernel.errors import printable
 from numerate.kernel.survival import SurvivalCurve
 
 __all__ = ["PALETTE", "budget_svg", "curve_svg", "heat_color"]
@@ -21,6 +23,12 @@ PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
 
 WIDTH, HEIGHT = 640, 260
 LEFT, RIGHT, TOP, BOTTOM = 48, 16, 12, 44
+
+
+def _text(value: str) -> str:
+    """`value` escaped for markup, with a control character (a bidi control of a model's name)
+    written as its escape."""
+    return html.escape(printable(value))
 
 
 def heat_color(accuracy: float | None) -> str:
@@ -63,7 +71,7 @@ def curve_svg(
     body = "".join(parts)
     return (
         f'<svg class="curve" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
-        f'aria-label="accuracy by {html.escape(parameter)}">{body}</svg>'
+        f'aria-label="accuracy by {_text(parameter)}">{body}</svg>'
     )
 
 
@@ -96,11 +104,11 @@ def _axes(
     for level in shown:
         out.append(
             f'<text class="tick" x="{sx(level):.1f}" y="{HEIGHT - BOTTOM + 16}" '
-            f'text-anchor="middle">{html.escape(level_label(level))}</text>'
+            f'text-anchor="middle">{_text(level_label(level))}</text>'
         )
     out.append(
         f'<text class="label" x="{(LEFT + WIDTH - RIGHT) / 2:.1f}" y="{HEIGHT - 6}" '
-        f'text-anchor="middle">{html.escape(parameter)}</text>'
+        f'text-anchor="middle">{_text(parameter)}</text>'
     )
     return "".join(out)
 
@@ -141,11 +149,11 @@ def _series(
             f"{row['n_scored']} scored"
         )
         out.append(
-            f'<a href="{html.escape(link(model, level))}" class="point">'
+            f'<a href="{_text(link(model, level))}" class="point">'
             f'<line stroke="{color}" x1="{x:.1f}" x2="{x:.1f}" y1="{sy(lo):.1f}" '
             f'y2="{sy(hi):.1f}"/>'
             f'<circle fill="{color}" cx="{x:.1f}" cy="{sy(acc):.1f}" r="4.5">'
-            f"<title>{html.escape(tip)}</title></circle></a>"
+            f"<title>{_text(tip)}</title></circle></a>"
         )
     return "".join(out)
 
@@ -189,9 +197,9 @@ def budget_svg(curves: dict[str, SurvivalCurve], colors: dict[str, str], title: 
         tip = f"{model}: {curve.n:,} answers, {curve.censored:,} truncated, median {median}"
         out.append(
             f'<polyline class="series" stroke="{colors.get(model, PALETTE[0])}" '
-            f'points="{" ".join(steps)}"><title>{html.escape(tip)}</title></polyline>'
+            f'points="{" ".join(steps)}"><title>{_text(tip)}</title></polyline>'
         )
     return (
         f'<svg class="budget" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
-        f'aria-label="{html.escape(title)}">{"".join(out)}</svg>'
+        f'aria-label="{_text(title)}">{"".join(out)}</svg>'
     )

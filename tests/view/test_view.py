@@ -143,6 +143,32 @@ def test_a_case_shows_its_prompt_target_and_every_answer(client, results):
     assert prompt in text and target in text and raw in text
 
 
+def test_an_answers_control_characters_are_shown_escaped_not_acted_on(results, tmp_path):
+    """A model's answer holding a U+202E (it turns the rest of the cell round), a terminal's
+    escape sequence and markup: the page shows each as text (`\\u202e`, `\\x1b`, `<b>`), its
+    line breaks kept, and holds none of those characters."""
+    import shutil
+
+    db, (_first, second) = results
+    copy = shutil.copy(db, tmp_path / "r.duckdb")
+    case_id = sql(copy, "SELECT case_id FROM responses WHERE run_id = ? AND model = 'm' "
+                  "ORDER BY case_id LIMIT 1", second)[0][0]  # fmt: skip
+    hostile = "<b>7</b>\u202eevil\x1b[2J\nsecond line\u2066"
+    con = duckdb.connect(str(copy))
+    con.execute("UPDATE responses SET raw_text = ? WHERE run_id = ? AND case_id = ?",
+                [hostile, second, case_id])  # fmt: skip
+    con.close()
+    page = TestClient(create_app(str(copy))).get(
+        f"/run/{second}/case", params={"model": "m", "id": case_id}
+    )
+    assert page.status_code == 200
+    assert not any(c in page.text for c in "\u202e\x1b\u2066"), (
+        "a control character reached the page"
+    )
+    shown = html.unescape(page.text)
+    assert "<b>7</b>\\u202eevil\\x1b[2J\nsecond line\\u2066" in shown
+
+
 def test_a_comparison_lists_the_cases_lost_with_links_to_both_answers(client, results):
     db, (first, second) = results
     page = client.get("/compare", params={"base": first, "new": second}).text
