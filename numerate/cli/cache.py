@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Annotated
 
@@ -49,10 +50,11 @@ def cache_clear(
         if before is not None:
             try:
                 when = datetime.fromisoformat(before)
-            except ValueError:
-                raise ConfigError(
-                    f"--before {before!r}: expected a date, YYYY-MM-DD, or a time, YYYY-MM-DDTHH:MM"
-                ) from None
+            except ValueError as error:  # a date of its shape that is none: the calendar's word
+                why = str(error) if re.match(r"\d{4}-\d\d-\d\d", before) else (
+                    "expected a date, YYYY-MM-DD, or a time, YYYY-MM-DDTHH:MM"
+                )  # fmt: skip
+                raise ConfigError(f"--before {before!r}: {why}") from None
             when = when if when.tzinfo else when.replace(tzinfo=UTC)
         existing_database(db)
         removed = Store.open(db).clear_completions(model or (), when)

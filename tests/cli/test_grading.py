@@ -300,6 +300,9 @@ def test_cache_clear(tmp_path):
     assert result.exit_code == 0 and result.stdout.startswith("removed 600 stored answer(s)")
     bad = runner.invoke(app, ["cache", "clear", "--db", db, "--before", "yesterday"])
     assert bad.exit_code == 2 and "--before 'yesterday'" in bad.stderr
+    no_day = runner.invoke(app, ["cache", "clear", "--db", db, "--before", "2026-02-30"])
+    assert no_day.exit_code == 2  # a date of its shape: "expected a date" said nothing
+    assert no_day.stderr.strip() == "error: --before '2026-02-30': day is out of range for month"
     typo = runner.invoke(app, ["cache", "clear", "--db", db, "--model", "baseline:orcale"])
     assert typo.exit_code == 2  # "removed 0" before
     assert (
