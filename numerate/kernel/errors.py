@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from datetime import date
@@ -239,6 +240,15 @@ _ACTED_ON = re.compile(
 def first_line(error: BaseException) -> str:
     """An error's first line, for a one-line message (its type's name when it has no text)."""
     return str(error).splitlines()[0] if str(error) else type(error).__name__
+
+
+def fixed(value: float, digits: int) -> str:
+    """`value` with `digits` decimals, as a table shows it; one of 10^15 or more in scientific
+    notation (`1.00e+300`), so that a value a hostile shard brought is a short cell, not 300
+    digits."""
+    if abs(value) < 1e15 or not math.isfinite(value):
+        return f"{value:.{digits}f}"
+    return f"{value:.{digits}e}"
 
 
 def shorten(text: str, limit: int = 120) -> str:

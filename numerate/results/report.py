@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from datetime import date, time
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
-from numerate.kernel.errors import ConfigError, printable
+from numerate.kernel.errors import ConfigError, fixed, printable
 from numerate.results import live
 from numerate.store import queries
 from numerate.store.queries import Source
@@ -147,7 +147,7 @@ def _cell(column: str, value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
-        return f"{value:.1f}" if column == "mean_completion_tokens" else f"{value:.3f}"
+        return fixed(value, 1 if column == "mean_completion_tokens" else 3)
     return str(value)
 
 
@@ -166,7 +166,7 @@ def for_terminal(frame: Any) -> Any:
     scored = {"score", "score_low", "score_high"}.issubset(columns)
 
     def num(value: float | None, digits: int = 3) -> str:
-        return "-" if value is None else f"{value:.{digits}f}"
+        return "-" if value is None else fixed(value, digits)
 
     def pct(value: float | None) -> str:
         return "-" if value is None else f"{100 * value:.1f}%"

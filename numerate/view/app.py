@@ -25,7 +25,14 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from numerate.kernel.confined import LeadsOutside
-from numerate.kernel.errors import ConfigError, field_path, first_line, printable, shorten
+from numerate.kernel.errors import (
+    ConfigError,
+    field_path,
+    first_line,
+    fixed,
+    printable,
+    shorten,
+)
 from numerate.kernel.files import slug
 from numerate.kernel.inputs import has_control_character
 from numerate.store import browse
@@ -70,7 +77,7 @@ def _fmt(value: Any, digits: int = 3) -> str:
     if value is None:
         return "–"
     if isinstance(value, float):
-        return f"{value:.{digits}f}"
+        return fixed(value, digits)
     return str(value)
 
 

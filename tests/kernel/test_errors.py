@@ -5,7 +5,7 @@ import unicodedata
 from hypothesis import given
 from hypothesis import strategies as st
 
-from numerate.kernel.errors import for_terminal, printable
+from numerate.kernel.errors import fixed, for_terminal, printable
 
 ACTED_ON = "\x1b\x07\x00\x7f\x9b\u2028\u2029\u202e\u2066\u200f"
 
@@ -62,3 +62,15 @@ def test_a_note_while_work_goes_on_is_escaped_as_an_error_is(caplog):
     with caplog.at_level("WARNING"):
         Progress().note("the endpoint said \x1b]0;owned\x07")
     assert "\x1b" not in caplog.text and "said \\x1b]0;owned\\x07" in caplog.text
+
+
+@given(st.floats(), st.integers(min_value=0, max_value=6))
+def test_a_figure_is_short_whatever_its_size(value, digits):
+    """A latency of 1e300 s from a shard was shown with 300 digits; a figure under 10^15 is
+    shown with its decimals as before, and none is longer than its decimals and 22 more."""
+    shown = fixed(value, digits)
+    assert len(shown) <= digits + 22
+    if not abs(value) >= 1e15:  # NaN too
+        assert shown == f"{value:.{digits}f}"
+    else:  # infinity: "inf" either way
+        assert shown == f"{value:.{digits}e}"

@@ -146,7 +146,8 @@ def test_a_case_shows_its_prompt_target_and_every_answer(client, results):
 def test_an_answers_control_characters_are_shown_escaped_not_acted_on(results, tmp_path):
     """A model's answer holding a U+202E (it turns the rest of the cell round), a terminal's
     escape sequence and markup: the page shows each as text (`\\u202e`, `\\x1b`, `<b>`), its
-    line breaks kept, and holds none of those characters."""
+    line breaks kept, and holds none of those characters. A latency of 1e300 s (a shard may
+    bring one) is a short figure, not 300 digits."""
     import shutil
 
     db, (_first, second) = results
@@ -155,8 +156,8 @@ def test_an_answers_control_characters_are_shown_escaped_not_acted_on(results, t
                   "ORDER BY case_id LIMIT 1", second)[0][0]  # fmt: skip
     hostile = "<b>7</b>\u202eevil\x1b[2J\nsecond line\u2066"
     con = duckdb.connect(str(copy))
-    con.execute("UPDATE responses SET raw_text = ? WHERE run_id = ? AND case_id = ?",
-                [hostile, second, case_id])  # fmt: skip
+    con.execute("UPDATE responses SET raw_text = ?, latency_s = 1e300 WHERE run_id = ? "
+                "AND case_id = ?", [hostile, second, case_id])  # fmt: skip
     con.close()
     page = TestClient(create_app(str(copy))).get(
         f"/run/{second}/case", params={"model": "m", "id": case_id}
@@ -167,6 +168,7 @@ def test_an_answers_control_characters_are_shown_escaped_not_acted_on(results, t
     )
     shown = html.unescape(page.text)
     assert "<b>7</b>\\u202eevil\\x1b[2J\nsecond line\\u2066" in shown
+    assert "1.00e+300 s" in shown and "0" * 20 not in shown
 
 
 def test_a_comparison_lists_the_cases_lost_with_links_to_both_answers(client, results):
