@@ -189,13 +189,27 @@ class Confined:
 
     def is_file(self, relative: str) -> bool:
         """Whether a regular file (not a link) lies at `relative`, reached through no link."""
+        return self.file_problem(relative) is None
+
+    def file_problem(self, relative: str) -> str | None:
+        """Why no regular file reached through no link lies at `relative`, in words ("not
+        there", "a symbolic link; numerate follows no link out of ...", "not a regular
+        file", the system's reason); None when one does."""
         try:
             parts = self.parts(relative)
             with self._folder_of(parts) as folder:
                 found = os.stat(parts[-1], dir_fd=folder, follow_symlinks=False)
-        except (OSError, LeadsOutside):
-            return False
-        return stat.S_ISREG(found.st_mode)
+        except LeadsOutside as refused:
+            return f"{refused.relative}: {refused.what}" if refused.relative != relative else (
+                refused.what
+            )  # fmt: skip
+        except FileNotFoundError:
+            return "not there"
+        except OSError as error:
+            return error.strerror or type(error).__name__
+        if stat.S_ISLNK(found.st_mode):
+            return LeadsOutside(self.folder, relative, LINK).what
+        return None if stat.S_ISREG(found.st_mode) else "not a regular file"
 
     def remove(self, relative: str) -> None:
         """Remove a file (or a link: the link itself) under the folder, then the folders it

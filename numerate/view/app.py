@@ -4,7 +4,7 @@ Jinja2), server-rendered pages, no JavaScript framework, nothing fetched from th
 Read-only in every sense: each request opens the results database like every other reader
 (numerate.store.reader: read-only, no file outside it reachable) and closes it before
 answering, so sweeps keep writing while pages are read; the only files served besides the
-pages are NumGen images the database records (pages.servable_image); only GET and HEAD are
+pages are NumGen images the database records (pages.image_problem); only GET and HEAD are
 routed (any other method is 405); there is no form that changes anything.
 """
 

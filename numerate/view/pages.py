@@ -181,11 +181,17 @@ def image_name(folder: Confined | None, recorded: str | None) -> str | None:
     return name if name is not None and name.startswith("images/") else None
 
 
-def servable_image(folder: Confined | None, recorded: str | None) -> bool:
-    """Whether a recorded image is there to show: a regular file under the run's images
-    folder, reached through no symbolic link (`image_bytes` reads it)."""
+def image_problem(folder: Confined | None, recorded: str | None) -> str | None:
+    """Why a recorded image cannot be shown, in words (None: it can: a regular file under the
+    run's images folder, reached through no symbolic link, which `image_bytes` reads). An
+    images folder that is a link to another disk is named as one, not called missing."""
     name = image_name(folder, recorded)
-    return name is not None and folder is not None and folder.is_file(name)
+    if name is None or folder is None:
+        return "no image file is recorded under the run's images folder"
+    problem = folder.file_problem(name)
+    if problem == "not there":
+        return "the file is missing (the database records it; it was moved or removed)"
+    return problem
 
 
 def image_bytes(folder: Confined | None, recorded: str | None) -> bytes | None:
@@ -600,7 +606,7 @@ def _agreement(source: Source, links: Links, run_id: str) -> dict[str, Any] | No
     folder = images_folder(source, run_id)
     images = rows(apart)
     for row in images:  # the image's page, never its path on disk
-        shown = servable_image(folder, row.pop("path"))
+        shown = image_problem(folder, row.pop("path")) is None
         row["image"] = links.image(run_id, row["prompt_id"], False) if shown else None
     return {
         **figures.as_dict(), "source": twice.source_run_id, "apart": images,
@@ -622,9 +628,9 @@ def numgen_cell(
     folder = images_folder(source, run_id)
     for row in listed:
         image, annotated = row.pop("path"), row.pop("annotated_path")
-        shown = servable_image(folder, image)
-        row["image"] = links.image(run_id, row["prompt_id"], False) if shown else None
-        shown = servable_image(folder, annotated)
+        row["why"] = image_problem(folder, image)
+        row["image"] = links.image(run_id, row["prompt_id"], False) if not row["why"] else None
+        shown = image_problem(folder, annotated) is None
         row["annotated"] = links.image(run_id, row["prompt_id"], True) if shown else None
     return {
         "run_id": run_id, "target": target, "count": count, "images": listed, "pager": at,

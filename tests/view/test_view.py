@@ -3,6 +3,7 @@ interface, and exported. What a page shows is checked against the database read 
 
 import contextlib
 import html
+import os
 import re
 import subprocess
 import sys
@@ -513,8 +514,10 @@ def test_a_model_with_nothing_scored_and_images_gone_still_have_their_pages(resu
     images = con.execute(
         "SELECT prompt_id, path FROM numgen_images ORDER BY prompt_index"
     ).fetchall()
-    (gone_id, gone), (secret_id, _) = images[0], images[1]
+    (gone_id, gone), (secret_id, _), (linked_id, linked) = images[0], images[1], images[2]
     shutil.move(gone, tmp_path / "moved.png")
+    shutil.move(linked, tmp_path / "elsewhere.png")  # kept on another disk, linked back:
+    os.symlink(tmp_path / "elsewhere.png", linked)  # not followed, and said to be a link
     con.execute("UPDATE numgen_images SET path = '/etc/passwd' WHERE prompt_id = ?", [secret_id])
     con.close()
     try:
@@ -528,17 +531,29 @@ def test_a_model_with_nothing_scored_and_images_gone_still_have_their_pages(resu
         )
         ((run_id, target, count),) = cells
         cell = client.get(f"/numgen/{run_id}/cell", params={"target": target, "count": count})
-        assert cell.status_code == 200 and "image file missing" in cell.text
+        assert cell.status_code == 200 and "image not shown: the file is missing" in cell.text
+        ((run_id, target, count),) = sql(
+            copy,
+            "SELECT i.run_id, i.target, d.count FROM numgen_images i JOIN "
+            "numgen_detections d USING (run_id, prompt_id) WHERE prompt_id = ?",
+            linked_id,
+        )
+        cell = client.get(f"/numgen/{run_id}/cell", params={"target": target, "count": count})
+        assert cell.status_code == 200  # it was "image file missing" (it is there, a link)
+        assert "image not shown: a symbolic link; numerate follows no link out of" in cell.text
+        assert client.get(f"/numgen/{run_id}/image/{linked_id}").status_code == 403
         assert client.get(f"/numgen/{run_id}/image/{secret_id}").status_code == 404
         out = tmp_path / "out"
         done = runner.invoke(app, ["view", "--db", str(copy), "--export", str(out)])
         assert done.exit_code == 0 and "could not be shown" not in done.output, done.output
         copied = list(out.glob("numgen/*/images/*.png"))
-        assert len(copied) == len(images) - 2 and all(
+        assert len(copied) == len(images) - 3 and all(
             b"root:" not in p.read_bytes() for p in copied
         )
     finally:
         shutil.move(tmp_path / "moved.png", gone)
+        os.unlink(linked)
+        shutil.move(tmp_path / "elsewhere.png", linked)
 
 
 def test_an_export_again_replaces_what_it_wrote_and_nothing_else(results, tmp_path):
