@@ -128,8 +128,10 @@ def as_location(source: str) -> Iterator[tuple[str, list[tuple[str, str]]]]:
                     publish_run(origin, run_id, folder)
         finally:
             Store.release(source)
-        if len(refused) == len(runs):
-            why = f" (run {refused[0][0]}: {refused[0][1]})" if refused else ""
+        if len(refused) == len(runs):  # each named (it said the first of two running runs)
+            said = [f"run {run_id}: {why}" for run_id, why in refused[:3]]
+            more = f"; and {len(refused) - 3} more" if len(refused) > 3 else ""
+            why = f" ({'; '.join(said)}{more})" if refused else ""
             raise ConfigError(f"results database {source} holds no run that ended to load{why}")
         yield folder, refused
 
@@ -305,8 +307,11 @@ def _complete_runs(results_dir: str) -> list[str]:
             raise ConfigError(f"results location {results_dir} is {missing}")
         raise ConfigError(f"no results location at {results_dir}")
     if not fs.isdir(root):
-        kind = "a file" if fs.isfile(root) else "something else"
-        raise ConfigError(f"results location {results_dir} is {kind}, not a folder of run shards")
+        kind = "a file" if fs.isfile(root) else "something else"  # a DuckDB file: as_location
+        raise ConfigError(
+            f"results location {results_dir} is {kind}, neither a results database (a DuckDB "
+            "file) nor a folder of run shards"
+        )
     # a local marker that is a link counts (never followed): ingest refuses its run, named
     return sorted(
         PurePosixPath(entry).name

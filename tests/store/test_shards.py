@@ -457,7 +457,10 @@ def test_ingest_of_a_file_is_an_error(tmp_path):
     a_file = tmp_path / "shard.parquet"
     a_file.write_bytes(b"x")
     result = CliRunner().invoke(app, ["ingest", str(a_file), "--db", str(tmp_path / "c.duckdb")])
-    assert result.exit_code == 2 and "is a file, not a folder of run shards" in result.stderr
+    assert result.exit_code == 2 and result.stderr.strip() == (
+        f"error: results location {a_file} is a file, neither a results database (a DuckDB "
+        "file) nor a folder of run shards"
+    )  # a damaged database file was said to be "a file, not a folder of run shards"
 
 
 def test_a_results_dir_that_is_a_file_says_so(tmp_path):
@@ -801,6 +804,29 @@ def test_a_moved_database_s_runs_that_ended_move_and_those_that_did_not_are_name
     assert f"warning: skipped run {other}: it is interrupted, not ended: resume it" in result.stderr
     assert f"1 run(s) skipped; they stay in {copy}, unchanged" in result.stderr
     assert table(central, "SELECT run_id, status FROM runs") == [(run_id, "failed")]
+
+
+def test_a_moved_database_whose_runs_all_go_on_names_each(two_runs_in_one, tmp_path):
+    """A review: of a database whose two runs were both still to resume, `ingest` named the
+    first only; each is named, with why."""
+    import shutil
+
+    import duckdb
+
+    db, _ = two_runs_in_one
+    copy = tmp_path / "moved.duckdb"
+    shutil.copy(db, copy)
+    con = duckdb.connect(str(copy))
+    con.execute("UPDATE runs SET status = 'interrupted'")
+    runs = [r for (r,) in con.execute("SELECT run_id FROM runs ORDER BY started_at").fetchall()]
+    con.close()
+    result = CliRunner().invoke(app, ["ingest", str(copy), "--db", str(tmp_path / "c.duckdb")])
+    assert result.exit_code == 2, result.output
+    said = "run {}: it is interrupted, not ended: resume it (the same `numerate run`)"
+    assert result.stderr.strip() == (
+        f"error: results database {copy} holds no run that ended to load "
+        f"({said.format(runs[0])}, then ingest again; {said.format(runs[1])}, then ingest again)"
+    )
 
 
 def test_a_run_whose_model_failed_before_it_answered_moves_with_its_cause(tmp_path):
