@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 import typer
 
 from numerate.config.env import configure as _configure
-from numerate.kernel.errors import undecodable
+from numerate.kernel.errors import for_terminal, undecodable
 
 _configure()  # before anything imports prefect (a command's early server start included)
 
@@ -44,8 +44,10 @@ def main() -> None:  # pragma: no cover - entry point
         print(f"error: --version takes nothing after it (got {sys.argv[2]!r})", file=sys.stderr)
         sys.exit(2)
     _refuse_undecodable(sys.argv[1:])
+    command = typer.main.get_command(app)  # what app() builds and runs (it is built once)
+    _refuse_repeated(command, sys.argv[1:])
     try:
-        code = app(standalone_mode=False)
+        code = command(standalone_mode=False)
         code = code if isinstance(code, int) else 0
         _close_stores(failed=code != 0)
         if PROCESS.signals and code in (130, 143):
@@ -114,6 +116,47 @@ def _refuse_undecodable(arguments: list[str]) -> None:
                 file=sys.stderr,
             )
             sys.exit(2)
+
+
+def _refuse_repeated(command: Any, arguments: list[str]) -> None:
+    """Leave with one line (exit 2) when an option that takes one value is given twice:
+    click keeps the last one unsaid (`report --db a --db b` read b alone, `cache clear --db
+    a --db b` cleared b), where a key of `--set` given twice is refused. Read from the
+    command's own options (click documents `commands`, `params` and their `opts`)."""
+    index = 0
+    while index < len(arguments) and isinstance(getattr(command, "commands", None), dict):
+        token = arguments[index]
+        index += 1
+        if token in command.commands:
+            command = command.commands[token]
+        elif not token.startswith("-"):
+            return  # no such command: click says so
+    takes_one = {
+        opt: param
+        for param in getattr(command, "params", [])
+        if param.param_type_name == "option" and not (param.is_flag or param.multiple)
+        and not param.count
+        for opt in param.opts
+    }  # fmt: skip
+    given: dict[str, list[tuple[str, str]]] = {}
+    while index < len(arguments) and arguments[index] != "--":
+        token = arguments[index]
+        index += 1
+        opt, equals, value = token.partition("=")
+        if not (equals and opt.startswith("--") and opt in takes_one):
+            if token not in takes_one:
+                continue
+            opt, value = token, arguments[index] if index < len(arguments) else ""
+            index += 1  # its value, whatever it looks like (`--q --db` looks for "--db")
+        given.setdefault(takes_one[opt].name, []).append((opt, value))
+    for (opt, first), (again, second) in (both[:2] for both in given.values() if len(both) > 1):
+        named = opt if opt == again else f"{opt} (as {again})"
+        print(
+            f"error: {named} given twice ({for_terminal(repr(first), 200)}, then "
+            f"{for_terminal(repr(second), 200)}): give it once",
+            file=sys.stderr,
+        )
+        sys.exit(2)
 
 
 def _close_stores(failed: bool) -> None:

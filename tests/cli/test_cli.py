@@ -186,6 +186,30 @@ def test_a_group_of_commands_alone_shows_its_help_and_one_error_line(group):
     assert done.stderr == f"error: {path}: give it a command (its help is above)\n"
 
 
+@pytest.mark.parametrize(
+    ("arguments", "said"),
+    [
+        (["report", "--db", "a.duckdb", "--db", "b.duckdb"],
+         "--db given twice ('a.duckdb', then 'b.duckdb')"),
+        (["cache", "clear", "--db=a.duckdb", "--before", "2020-01-01", "--db", "a.duckdb"],
+         "--db given twice ('a.duckdb', then 'a.duckdb')"),
+        (["numgen", "report", "--run", "x", "--run", "y\x1b"],
+         "--run given twice ('x', then 'y\\x1b')"),
+    ],
+)  # fmt: skip
+def test_an_option_of_one_value_given_twice_is_refused(tmp_path, arguments, said):
+    """A review: click keeps the last value of an option given twice, unsaid: `report --db a
+    --db b` read b alone, `cache clear --db a --db b` cleared b. Refused in one line, before
+    anything is read; an option's value that looks like an option is its value."""
+    done = subprocess.run([sys.executable, "-m", "numerate.cli", *arguments], cwd=tmp_path,
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 2 and done.stderr == f"error: {said}: give it once\n"
+    assert not list(tmp_path.iterdir())
+    command = [sys.executable, "-m", "numerate.cli", "db", "--db", "x.duckdb", "--format", "--db"]
+    sql = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True)
+    assert "given twice" not in sql.stderr  # `--db` is --format's value here
+
+
 def test_an_error_that_comes_once_a_stop_signal_came_is_the_stop(monkeypatch):
     """A SIGINT 1.1 s into `numgen run` ended in `error: Error calling function
     `_ser_model`: KeyboardInterrupt`, exit 2: pydantic wrapped the interrupt in an error of
