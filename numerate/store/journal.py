@@ -44,8 +44,9 @@ import orjson
 
 from numerate.kernel.answers import MAX_ANSWER_CHARS
 from numerate.kernel.confined import LINK, Confined, LeadsOutside
-from numerate.kernel.errors import shorten
+from numerate.kernel.errors import ConfigError, shorten
 from numerate.kernel.files import open_to_append
+from numerate.kernel.names import name_problem
 from numerate.store.lake import is_lake, runs_held
 from numerate.store.schema import JOURNALED, StoreError
 
@@ -463,7 +464,13 @@ class RunClaim:
 def claim_run(db: str, run_id: str, owner: str = "") -> RunClaim | None:
     """Hold run `run_id` of `db` for this process, whose journal is `owner` (its stem, written
     in the claim: a reader tells whether the run is held by that journal's lock, without
-    trying the claim's); None when another live process holds it."""
+    trying the claim's); None when another live process holds it. ConfigError for a run id
+    that is no name numerate makes (one changed by hand: `x/../../notes` truncated and then
+    removed a file outside the journal's folder as a claim)."""
+    problem = name_problem("run_id", run_id)
+    if problem is not None:
+        raise ConfigError(f"{problem}; a run whose id is no such name cannot be held, resumed "
+                          "or graded again (its claim is a file named after it)")  # fmt: skip
     folder = journal_dir(db)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"run-{run_id}.claim"

@@ -998,6 +998,25 @@ def test_a_run_claim_is_never_made_through_a_link_at_its_name(db_path, tmp_path)
     Store.close_all()
 
 
+def test_a_run_id_changed_by_hand_to_a_path_is_never_a_claim_outside_the_journal(db_path, tmp_path):
+    """A hostile sweep: a run id edited to `x/../../../victim/notes` (with a folder `run-x`
+    in the journal's folder) made `regrade` truncate `victim/notes.claim` as its claim and
+    remove it as it let go. A run id that is no name numerate makes is refused, said."""
+    from numerate.kernel.errors import ConfigError
+
+    store = Store.open(db_path)
+    folder = journal_dir(db_path)
+    (folder / "run-x").mkdir(parents=True)
+    victim = Path(folder, "run-x", *[".."] * 3, "victim", "notes.claim").resolve()
+    victim.parent.mkdir(parents=True, exist_ok=True)
+    victim.write_text("precious")
+    hostile = f"x/{os.path.relpath(victim.with_suffix(''), folder / 'run-x')}"
+    with pytest.raises(ConfigError, match=r"run_id 'x/\.\./.*cannot be held, resumed or"):
+        store.claim_run(hostile)
+    Store.close_all()
+    assert victim.read_text() == "precious"
+
+
 # ---------------------------------------------------------------- letting go (a third mutation
 # sweep: each test below passed with the code it checks removed)
 
