@@ -14,6 +14,7 @@ import html
 import io
 import itertools
 import math
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ from numerate.figures.prepare import (
     level_positions,
     pool,
 )
-from numerate.kernel.errors import ConfigError, for_terminal, shorten
+from numerate.kernel.errors import ConfigError, for_terminal, printable, shorten
 from numerate.kernel.files import check_suffix
 from numerate.kernel.survival import SurvivalCurve
 
@@ -137,7 +138,8 @@ def _draw_curve(
         )
     _draw_chance(ax, rows, position)
     if not numeric or len(levels) <= 12:
-        shown = [shorten(level_label(level), MAX_LABEL_CHARS) for level in levels]
+        shown = [shorten(printable(level_label(level), keep="\n"), MAX_LABEL_CHARS)
+                 for level in levels]  # fmt: skip
         ax.set_xticks([position[level] for level in levels], labels=shown)
     if not numeric or len(levels) == 1:
         ax.set_xlim(min(ordered) - 0.5 * spacing, max(ordered) + 0.5 * spacing)
@@ -457,11 +459,16 @@ def shown_title(title: str) -> str:
 
 
 def figure_png(figure: Figure) -> bytes:
-    """The figure as PNG bytes, drawn on the Agg canvas."""
+    """The figure as PNG bytes, drawn on the Agg canvas. A character its font has no glyph
+    for (a grid value in Chinese, an emoji, a model name a database was made to hold) is
+    drawn as the font's box, without matplotlib's warning of each (two lines on standard
+    error with numerate's source line, a control character of the text among them)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     buffer = io.BytesIO()
-    FigureCanvasAgg(figure).print_png(buffer)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", r"Glyph \d+ .* missing from", UserWarning)
+        FigureCanvasAgg(figure).print_png(buffer)
     return buffer.getvalue()
 
 

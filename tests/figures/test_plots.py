@@ -247,11 +247,17 @@ def test_a_run_id_a_database_was_made_to_hold_draws_without_a_missing_glyph():
         assert_a_real_picture(run_figure_png(run_points(), "r\x1b]0;x\x07", kind="curves"))
 
 
-@pytest.mark.parametrize("value", ["$\\frac{a$", "p" * 5_000], ids=["formula", "long"])
+@pytest.mark.parametrize(
+    "value",
+    ["$\\frac{a$", "p" * 5_000, "\n漢字", "\n🙂", "\n\x1b]0;PWN\x07"],
+    ids=["formula", "long", "chinese", "emoji", "escape"],
+)
 def test_a_grid_value_is_drawn_as_written_whatever_it_holds(value):
     """A hostile pass: matplotlib read `$\\frac{a$` (an anchor prefix) as a formula it could
     not parse, and `numerate plot` ended in a traceback; a value of 5,000 characters (a
-    point's name may hold 10,000) squeezed the figure's axes to nothing, with a warning."""
+    point's name may hold 10,000) squeezed the figure's axes to nothing, with a warning; a
+    value its font has no glyph for (Chinese, an emoji, an escape sequence) was warned of, a
+    glyph at a time, on standard error, with the escape sequence's own characters."""
     import warnings
 
     frame = pl.DataFrame(
