@@ -44,17 +44,19 @@ def cache_clear(
 
     db = results_db(db)
     try:
-        if any(not m.strip() for m in model or []):
-            raise ConfigError("--model '': give an endpoint model id, or leave it out for all")
+        blank = next((m for m in model or [] if not m.strip()), None)
+        if blank is not None:
+            raise ConfigError(f"--model {blank!r}: give an endpoint model id, or leave it out "
+                              "for all")  # fmt: skip
         when = None
         if before is not None:
+            if not re.fullmatch(_A_TIME, before):  # fromisoformat reads 2026-W01, 20260101
+                raise ConfigError(f"--before {before!r}: expected a date, YYYY-MM-DD, or a time, "
+                                  "YYYY-MM-DDTHH:MM")  # fmt: skip
             try:
                 when = datetime.fromisoformat(before)
-            except ValueError as error:  # a date of its shape that is none: the calendar's word
-                why = str(error) if re.match(r"\d{4}-\d\d-\d\d", before) else (
-                    "expected a date, YYYY-MM-DD, or a time, YYYY-MM-DDTHH:MM"
-                )  # fmt: skip
-                raise ConfigError(f"--before {before!r}: {why}") from None
+            except ValueError as error:  # of its shape, and none: the calendar's word
+                raise ConfigError(f"--before {before!r}: {error}") from None
             when = when if when.tzinfo else when.replace(tzinfo=UTC)
         existing_database(db)
         removed = Store.open(db).clear_completions(model or (), when)
@@ -62,3 +64,9 @@ def cache_clear(
         fail(error)
         return
     typer.echo(f"removed {removed} stored answer(s) from {db}")
+
+
+_A_TIME = r"\d{4}-\d\d-\d\d(T\d\d:\d\d(:\d\d(\.\d{1,6})?)?(Z|[+-]\d\d:\d\d)?)?"
+"""What `--before` takes: a date, or a time to the minute (seconds allowed), with its zone
+or none (UTC); `datetime.fromisoformat` alone took week dates and compact forms, on a
+command that removes answers."""

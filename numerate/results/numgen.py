@@ -62,7 +62,10 @@ def calibration_note(source: Source, detector: str) -> str:
 def one_run(source: Source, text: str, option: str) -> str:
     """The NumGen run with metrics that `text` names (an id, a unique prefix of one, latest or
     previous of the benchmark runs); ConfigError naming `option` when it names none or
-    several."""
+    several, or nothing (`numgen recount ""` took an empty prefix for every run's)."""
+    if not text.strip():
+        raise ConfigError(f"{option} {text!r}: give an id, a unique prefix of one, latest or "
+                          "previous")  # fmt: skip
     named = queries.numgen_runs_named(source, text)
     if len(named) > 1:
         raise ConfigError(

@@ -95,6 +95,8 @@ def test_run_recount_and_report_against_the_fakes(tmp_path, endpoint):
     # a recount of a run that is not there, or of a counter it cannot use: one line, exit 2
     for options, said in (
         (["nope", "--detector", "blobs"], "'nope': no NumGen run with metrics"),
+        (["", "--detector", "blobs"], "RUN '': give an id, a unique prefix"),  # not every run
+        ([" ", "--detector", "blobs"], "RUN ' ': give an id, a unique prefix"),
         (["latest", "--detector", "vlm:x"], "detection.base_url: vlm:x is asked at an endpoint"),
     ):
         bad = runner.invoke(app, ["numgen", "recount", *options, "--db", db])
