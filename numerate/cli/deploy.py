@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import subprocess
@@ -14,7 +15,7 @@ import typer
 
 from numerate.cli.app import app
 from numerate.cli.common import fail
-from numerate.kernel.errors import ConfigError, NumerateError
+from numerate.kernel.errors import ConfigError, NumerateError, first_line
 
 
 @app.command()
@@ -112,14 +113,27 @@ STEP_TIMEOUT_S = 300
 
 
 def _check_schedule(cron: str, timezone: str) -> None:
-
+    """ConfigError for a schedule that cannot be the nightly sweep's: an unknown time zone, a
+    cron expression Prefect refuses, one of more than five fields (Prefect reads a sixth as
+    seconds: `0 2 * * * *` is 60 sweeps at 02:00), or one no date matches (`0 0 30 2 *`:
+    the sweep would never run). Asked of Prefect's server schedule, which makes the runs."""
     try:
         ZoneInfo(timezone)
     except (ZoneInfoNotFoundError, ValueError):
         raise ConfigError(f"--timezone {timezone!r} is not a known time zone") from None
-    from prefect.client.schemas.schedules import CronSchedule
+    from prefect.server.schemas.schedules import CronSchedule
 
     try:
-        CronSchedule(cron=cron, timezone=timezone)
+        schedule = CronSchedule(cron=cron, timezone=timezone)
     except ValueError:
         raise ConfigError(f"--cron {cron!r} is not a valid cron expression") from None
+    if not cron.strip().startswith("@") and len(cron.split()) != 5:
+        raise ConfigError(f"--cron {cron!r}: give five fields, minute hour day month weekday "
+                          "(a sixth is read as seconds)")  # fmt: skip
+    try:
+        fires, why = asyncio.run(schedule.get_dates(n=1)), ""
+    except Exception as error:  # croniter's CroniterBadDateError: "failed to find next date"
+        fires, why = [], f" ({first_line(error)})"
+    if not fires:
+        raise ConfigError(f"--cron {cron!r}: no date matches it{why}, so the sweep would never "
+                          "run")  # fmt: skip

@@ -737,6 +737,13 @@ def test_a_database_under_a_file_and_a_bad_cron_say_what_they_are(tmp_path, monk
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
     cron = runner.invoke(app, ["deploy", "--cron", "not a cron"])
     assert "--cron 'not a cron' is not a valid cron expression" in one_error(cron)
+    # a hostile sweep: Prefect takes both, and the nightly sweep never ran, or ran 60 times
+    never = runner.invoke(app, ["deploy", "--cron", "0 0 30 2 *"])
+    assert "--cron '0 0 30 2 *': no date matches it (" in one_error(never)
+    seconds = runner.invoke(app, ["deploy", "--cron", "0 2 * * * *"])
+    assert "--cron '0 2 * * * *': give five fields, minute hour day" in one_error(seconds)
+    nightly = runner.invoke(app, ["deploy", "--cron", "0 2 * * *"])
+    assert "PREFECT_API_URL is not set" in one_error(nightly)  # the schedule is taken
 
 
 def run_against(handler, db):
