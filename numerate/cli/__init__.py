@@ -96,6 +96,9 @@ def _refused(error: Exception) -> NoReturn:
         _needs_more(ctx)
     hint = f" (see: {ctx.command_path} --help)" if ctx is not None else ""
     message = error.format_message()  # type: ignore[attr-defined]
+    given = _value_refused(error)
+    if given is not None:  # "Invalid value for '--limit': Input should be a valid integer"
+        message = f"{message} (got {for_terminal(repr(given), 200)})"
     print(f"error: {message}{hint}", file=sys.stderr)
     sys.exit(2)
 
@@ -116,6 +119,17 @@ def _refuse_undecodable(arguments: list[str]) -> None:
                 file=sys.stderr,
             )
             sys.exit(2)
+
+
+def _value_refused(error: Exception) -> object | None:
+    """The value an option's type refused, where Typer's check of it (a pydantic validation:
+    `--limit nan`, `--port -5`) said why and not what; None where it is not known."""
+    from pydantic import ValidationError
+
+    cause = error.__cause__
+    if isinstance(cause, ValidationError) and cause.errors():
+        return cause.errors()[0].get("input")
+    return None
 
 
 def _refuse_repeated(command: Any, arguments: list[str]) -> None:

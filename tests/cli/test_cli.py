@@ -210,6 +210,22 @@ def test_an_option_of_one_value_given_twice_is_refused(tmp_path, arguments, said
     assert "given twice" not in sql.stderr  # `--db` is --format's value here
 
 
+@pytest.mark.parametrize(
+    ("arguments", "said"),
+    [
+        (["runs", "--limit", "nan"], "Invalid value for '--limit': Input should be a valid "
+         "integer, unable to parse string as an integer (got 'nan')"),
+        (["view", "--port", "70000"], "Invalid value for '--port': Input should be less than "
+         "or equal to 65535 (got '70000')"),
+    ],
+)  # fmt: skip
+def test_a_value_an_options_type_refuses_is_quoted(arguments, said):
+    """A hostile sweep: `--limit nan`, `--port 70000` said why and not what was given."""
+    done = subprocess.run([sys.executable, "-m", "numerate.cli", *arguments], cwd=ROOT,
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 2 and done.stderr.startswith(f"error: {said} (see: "), done.stderr
+
+
 def test_an_error_that_comes_once_a_stop_signal_came_is_the_stop(monkeypatch):
     """A SIGINT 1.1 s into `numgen run` ended in `error: Error calling function
     `_ser_model`: KeyboardInterrupt`, exit 2: pydantic wrapped the interrupt in an error of
