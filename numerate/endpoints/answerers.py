@@ -106,9 +106,14 @@ class EndpointAnswerer:
         throttled_since: float | None = None
         while True:
             async with self.limit:
-                stopped = self._stopped(attempts)  # while this one waited for a slot
-                if stopped is not None:
-                    return failed(attempts, stopped)
+                # After a stop signal nothing more is sent (a slot freed as the signal came
+                # sent one more request before the stop reached the flow): this request
+                # records nothing, as an unsent one never did, and waits to be cut short
+                # with the run (the resumed run sends it).
+                if stopping.asked():
+                    await asyncio.get_running_loop().create_future()
+                if self.breaker.tripped:  # while this one waited for a slot: sent no more
+                    return failed(attempts, self._stopped(attempts))
                 attempts += 1  # (those waiting went on sending for 45 s after a trip)
                 sent_at = time.monotonic()
                 try:  # the whole answer within timeout_s: a body that trickles in too
@@ -154,22 +159,13 @@ class EndpointAnswerer:
                 return failed(attempts, detail)
             current_progress().retried()
             await self.breaker.pause(self.retry_delay_s(error, tries))
-            stopped = self._stopped(attempts)
-            if stopped is not None:
-                return failed(attempts, stopped)
+            if self.breaker.tripped:
+                return failed(attempts, self._stopped(attempts))
 
-    def _stopped(self, attempts: int) -> str | None:
-        """Why a request sends no further attempt (None: it may): the model's tripped
-        breaker, or a stop signal to this process (a slot freed as the signal came sent one
-        more request before the stop reached the flow). "not sent" when no attempt of it was
-        (a re-run sends it), else "stopped"."""
-        if self.breaker.tripped:
-            cause = self.breaker.cause
-        elif stopping.asked():
-            cause = "the run was stopped"
-        else:
-            return None
-        return f"{'stopped' if attempts else 'not sent'}: {cause}"
+    def _stopped(self, attempts: int) -> str:
+        """Why the tripped breaker stopped a request: "not sent" when no attempt of it was (a
+        re-run sends it), else "stopped"."""
+        return f"{'stopped' if attempts else 'not sent'}: {self.breaker.cause}"
 
     def retry_delay_s(self, error: Exception, tries: int) -> float:
         """Wait before a retry: what the server asked for (with jitter), else backoff."""
