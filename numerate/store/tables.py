@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from numerate.kernel.credentials import redact
 from numerate.kernel.inputs import valid_text
+from numerate.kernel.names import RUN_ID
 from numerate.numgen.rows import DetectionRow, ImageRow, MetricsRow, TargetRow
 from numerate.store.duckdb_words import LISTED, listed
 from numerate.store.rows import (
@@ -297,11 +298,15 @@ class Tables:
         ))  # fmt: skip
 
     def unfinished_run(self, sweep_name: str, config_hash: str) -> str | None:
-        """The latest run of this exact sweep that did not finish (to resume), if any."""
+        """The latest run of this exact sweep that did not finish (to resume), if any; never
+        one whose id was changed by hand into no run id (its claim would be a file outside
+        the journal's folder: numerate.store.journal.claim_run), which would block every run
+        of the sweep."""
         rows = self.query(
             "SELECT run_id FROM runs WHERE sweep_name = ? AND config_hash = ? "
-            "AND status <> 'finished' ORDER BY started_at DESC LIMIT 1",
-            [sweep_name, config_hash],
+            "AND status <> 'finished' AND regexp_full_match(run_id, ?) "
+            "ORDER BY started_at DESC LIMIT 1",
+            [sweep_name, config_hash, RUN_ID],
         )
         return rows[0][0] if rows else None
 

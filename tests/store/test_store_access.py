@@ -1013,6 +1013,12 @@ def test_a_run_id_changed_by_hand_to_a_path_is_never_a_claim_outside_the_journal
     hostile = f"x/{os.path.relpath(victim.with_suffix(''), folder / 'run-x')}"
     with pytest.raises(ConfigError, match=r"run_id 'x/\.\./.*cannot be held, resumed or"):
         store.claim_run(hostile)
+    # nor is it the run a sweep resumes: every later run of the sweep would fail (a review)
+    store.start_run("s-1", "s", "h", {}, "v")
+    store.start_run("s-2", "s", "h", {}, "v")  # the latest, its id then changed by hand
+    store.write(lambda con: con.execute("UPDATE runs SET run_id = ? WHERE run_id = 's-2'",
+                                        [hostile]))  # fmt: skip
+    assert store.unfinished_run("s", "h") == "s-1"
     Store.close_all()
     assert victim.read_text() == "precious"
 
