@@ -82,21 +82,22 @@ def report(
                          "and --manifold narrow the other tables")  # fmt: skip
                 tables += scored
             if fmt == "table":  # csv, json, markdown: every row
-                tables = [_first_rows(table) for table in tables]
+                tables = [_first_rows(table, len(tables) > 1) for table in tables]
             show(render_tables(tables, fmt, keyed=bool(asked)))
     except NumerateError as error:
         fail(error)
 
 
-def _first_rows(table: Table) -> Table:
-    """`table` with its first SHOWN_ROWS rows, saying so when
-    it has more (`--points` of 200,000 grid points took 458 s and 2.4 GB to lay out)."""
+def _first_rows(table: Table, several: bool) -> Table:
+    """`table` with its first SHOWN_ROWS rows, saying so when it has more (`--points` of
+    200,000 grid points took 458 s and 2.4 GB to lay out), and which format writes them all
+    (CSV holds one table: not with `several`)."""
     from numerate.cli.db import SHOWN_ROWS
 
     if table.frame.height <= SHOWN_ROWS:
         return table
     note(
         f"{table.title}: the first {SHOWN_ROWS:,} of {table.frame.height:,} rows are shown: "
-        "--format csv, json or markdown writes every row"
+        f"--format {'json' if several else 'csv, json'} or markdown writes every row"
     )
     return table._replace(frame=table.frame.head(SHOWN_ROWS))
