@@ -134,16 +134,15 @@ def _draw_curve(
             capsize=3,
             linewidth=1.2,
             color=colors[model],
-            label=model,
+            label=_drawn(model),
         )
     _draw_chance(ax, rows, position)
     if not numeric or len(levels) <= 12:
-        shown = [shorten(printable(level_label(level), keep="\n"), MAX_LABEL_CHARS)
-                 for level in levels]  # fmt: skip
+        shown = [shorten(_drawn(level_label(level)), MAX_LABEL_CHARS) for level in levels]
         ax.set_xticks([position[level] for level in levels], labels=shown)
     if not numeric or len(levels) == 1:
         ax.set_xlim(min(ordered) - 0.5 * spacing, max(ordered) + 0.5 * spacing)
-    ax.set_xlabel(x_name or "(no grid: all points)")
+    ax.set_xlabel(_drawn(x_name) if x_name else "(no grid: all points)")
     ax.set_ylabel("accuracy")
     ax.set_ylim(-0.03, 1.03)
     ax.grid(alpha=0.3)
@@ -171,7 +170,7 @@ def _manifold_axes(target: FigureBase, manifolds: Sequence[str]) -> list[Axes]:
     for ax in grid[len(manifolds) :]:
         ax.set_visible(False)
     for ax, manifold in zip(grid, manifolds, strict=False):
-        ax.set_title(manifold)
+        ax.set_title(_drawn(manifold))
     return list(grid[: len(manifolds)])
 
 
@@ -197,7 +196,7 @@ def draw_budgets(target: FigureBase, budgets: Budgets, colors: Mapping[str, str]
                 continue
             color = colors.get(model, "#1f77b4")
             times = [0.0, *curve.times]
-            ax.step(times, [1.0, *curve.survival], where="post", color=color, label=model)
+            ax.step(times, [1.0, *curve.survival], where="post", color=color, label=_drawn(model))
             ax.fill_between(times, [1.0, *curve.low], [1.0, *curve.high], step="post",
                             color=color, alpha=0.15, linewidth=0)  # fmt: skip
             if curve.median is not None:
@@ -233,9 +232,9 @@ def _draw_heatmap(ax: Axes, rows: pl.DataFrame, grid: list[str]) -> Any:
     matrix, keys = _heatmap_matrix(rows, models, grid)
     cmap = matplotlib.colormaps["viridis"].with_extremes(bad="lightgrey")
     image = ax.imshow(matrix, vmin=0, vmax=1, cmap=cmap, aspect="auto", interpolation="nearest")
-    ax.set_yticks(range(len(models)), labels=models)
+    ax.set_yticks(range(len(models)), labels=[_drawn(model) for model in models])
     if len(keys) <= MAX_LABELLED_COLUMNS:
-        shown = [shorten(key, MAX_LABEL_CHARS) for key in keys]
+        shown = [shorten(_drawn(key), MAX_LABEL_CHARS) for key in keys]
         ax.set_xticks(range(len(keys)), labels=shown, rotation=45, ha="right", fontsize=8)
     else:
         ax.set_xticks([])
@@ -264,7 +263,7 @@ def draw_heatmaps(target: FigureBase, points: pl.DataFrame) -> None:
     images = []
     for ax, (manifold, grid) in zip(axes[:, 0], grids.items(), strict=True):
         images.append(_draw_heatmap(ax, points.filter(pl.col("manifold") == manifold), grid))
-        ax.set_title(manifold)
+        ax.set_title(_drawn(manifold))
     target.colorbar(images[0], ax=list(axes[:, 0]), label="accuracy", shrink=0.8)
 
 
@@ -311,13 +310,13 @@ def draw_comparison(target: FigureBase, rows: pl.DataFrame, labels: tuple[str, s
         _draw_pair(ax, y, row)
     pairs = rows.select("manifold", "model").iter_rows()
     names = [f"{model} · {manifold}" for manifold, model in pairs]
-    ax.set_yticks(ys, labels=names)
+    ax.set_yticks(ys, labels=[_drawn(name) for name in names])
     ax.set_xlim(-0.03, 1.03)
     ax.set_ylim(-0.7, rows.height - 0.3)
     ax.set_xlabel("accuracy (95% interval)")
     ax.grid(axis="x", alpha=0.3)
-    ax.plot([], [], "o", color="C0", markerfacecolor="white", label=f"base: {labels[0]}")
-    ax.plot([], [], "o", color="C0", label=f"new: {labels[1]}")
+    ax.plot([], [], "o", color="C0", markerfacecolor="white", label=_drawn(f"base: {labels[0]}"))
+    ax.plot([], [], "o", color="C0", label=_drawn(f"new: {labels[1]}"))
     target.legend(loc="outside lower center", ncols=2)
 
 
@@ -450,6 +449,13 @@ def compose(parts: Sequence[Panel], title: str) -> Figure:
     # a run id or model a database was made to hold: no glyph is missing (a warning each)
     figure.suptitle(shown_title(title), fontsize=14, fontweight="bold")  # two run ids
     return figure
+
+
+def _drawn(text: str) -> str:
+    """A name or value as a figure draws it: a control character (an escape sequence of a
+    grid value or a model name a database was made to hold) as its escape, `\\x1b`; its line
+    breaks kept."""
+    return printable(text, keep="\n")
 
 
 def shown_title(title: str) -> str:

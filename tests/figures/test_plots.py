@@ -11,6 +11,7 @@ import pytest
 from PIL import Image, ImageStat
 
 from numerate.figures.plots import (
+    figure_png,
     output_format,
     panels,
     render_run,
@@ -269,6 +270,35 @@ def test_a_grid_value_is_drawn_as_written_whatever_it_holds(value):
         page = run_html(frame, "r")
     for image in re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page):
         assert_a_real_picture(base64.b64decode(image), 300, 200)
+
+
+@pytest.mark.parametrize("kind", ["curves", "heatmap"])
+def test_no_text_a_figure_draws_holds_a_control_character(kind, monkeypatch):
+    """A review: the curves drew a grid value's escape sequence as `\\x1b`, the heatmap's
+    labels and a model's name in the legend drew it raw (a box, once its glyph warning was
+    quiet). Every text drawn is checked once the figure is drawn."""
+    import unicodedata
+
+    import matplotlib.text
+
+    from numerate.figures import plots
+
+    drawn = []
+
+    def keep(figure):
+        png = figure_png(figure)
+        drawn.extend(t.get_text() for t in figure.findobj(matplotlib.text.Text))
+        return png
+
+    monkeypatch.setattr(plots, "figure_png", keep)
+    frame = pl.DataFrame(
+        [point(m, "shuffle", c, anchor_prefix=a) for m in ("m\x1b[2J", "plain")
+         for c, a in ((2, "\x1b]0;PWN\x07"), (7, "plain"))]
+    )  # fmt: skip
+    run_figure_png(frame, "r", kind=kind)
+    assert any("PWN" in text for text in drawn) and any("[2J" in text for text in drawn)
+    controls = [t for t in drawn if any(unicodedata.category(c) == "Cc" and c != "\n" for c in t)]
+    assert not controls
 
 
 def test_a_panel_title_of_two_lines_is_drawn_on_two_lines():
