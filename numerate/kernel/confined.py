@@ -37,6 +37,8 @@ class LeadsOutside(NumerateError):
         why = f"; numerate follows no link out of {folder}" if what == LINK else ""
         super().__init__(f"{folder / relative}: {what}{why}")
         self.relative = relative
+        self.kind = what
+        """What it is, in a word (`a symbolic link`, `not a folder`)."""
         self.what = f"{what}{why}"
         """What it is, without its path (`a symbolic link; numerate follows no link ...`)."""
 
@@ -192,23 +194,21 @@ class Confined:
         return self.file_problem(relative) is None
 
     def file_problem(self, relative: str) -> str | None:
-        """Why no regular file reached through no link lies at `relative`, in words ("not
-        there", "a symbolic link; numerate follows no link out of ...", "not a regular
+        """Why no regular file reached through no link lies at `relative`, in words that name
+        nothing outside the folder ("not there", "images: a symbolic link", "not a regular
         file", the system's reason); None when one does."""
         try:
             parts = self.parts(relative)
             with self._folder_of(parts) as folder:
                 found = os.stat(parts[-1], dir_fd=folder, follow_symlinks=False)
         except LeadsOutside as refused:
-            return f"{refused.relative}: {refused.what}" if refused.relative != relative else (
-                refused.what
-            )  # fmt: skip
+            return f"{refused.relative}: {refused.kind}"
         except FileNotFoundError:
             return "not there"
         except OSError as error:
             return error.strerror or type(error).__name__
         if stat.S_ISLNK(found.st_mode):
-            return LeadsOutside(self.folder, relative, LINK).what
+            return f"{relative}: {LINK}"
         return None if stat.S_ISREG(found.st_mode) else "not a regular file"
 
     def remove(self, relative: str) -> None:

@@ -49,7 +49,8 @@ def templates() -> jinja2.Environment:
     """The page templates, every value escaped unless marked safe (an answer is untrusted
     text), and shown: a control character of a value, a bidi control (a U+202E turned a
     cell's text round) or a line separator is written as its escape (`\\x1b`, `\\u202e`), as
-    a terminal shows it; line breaks and tabs stay."""
+    a terminal shows it; line breaks and tabs stay. A form's value, sent back as it is, is
+    only escaped (`| forceescape`: the filter it keeps is the one asked for)."""
     environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(HERE / "templates"),
         autoescape=True,

@@ -19,7 +19,7 @@ from urllib.parse import quote, urlencode
 import polars as pl
 
 from numerate.figures.prepare import curve_points, grid_parameters, heatmap, level_label
-from numerate.kernel.confined import Confined
+from numerate.kernel.confined import LINK, Confined
 from numerate.kernel.errors import ConfigError
 from numerate.kernel.files import slug
 from numerate.numgen.metrics import MAX_COUNT
@@ -191,7 +191,9 @@ def image_problem(folder: Confined | None, recorded: str | None) -> str | None:
     problem = folder.file_problem(name)
     if problem == "not there":
         return "the file is missing (the database records it; it was moved or removed)"
-    return problem
+    if problem is not None and problem.endswith(LINK):  # its name below the run's folder
+        return f"{problem}, which numerate view does not follow"  # only: an export may be
+    return problem  # shared
 
 
 def image_bytes(folder: Confined | None, recorded: str | None) -> bytes | None:

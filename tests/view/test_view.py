@@ -172,6 +172,18 @@ def test_an_answers_control_characters_are_shown_escaped_not_acted_on(results, t
     assert "1.00e+300 s" in shown and "0" * 20 not in shown
 
 
+def test_a_search_is_kept_in_its_form_as_it_was_asked(client, results):
+    """A review: the pages write a value's bidi control as its escape, and a form's value
+    was written so too: sent again, the search was for other text. A form keeps it."""
+    _db, (_first, second) = results
+    asked = "7\u202e3"
+    page = client.get(f"/run/{second}/cases/objects", params={"model": "m", "q": asked})
+    assert page.status_code == 200
+    assert f'name="q" value="{asked}"' in page.text
+    runs = client.get("/", params={"q": asked, "sweep": asked}).text
+    assert f'name="q" value="{asked}"' in runs and f'name="sweep" value="{asked}"' in runs
+
+
 def test_a_comparison_lists_the_cases_lost_with_links_to_both_answers(client, results):
     db, (first, second) = results
     page = client.get("/compare", params={"base": first, "new": second}).text
@@ -540,7 +552,10 @@ def test_a_model_with_nothing_scored_and_images_gone_still_have_their_pages(resu
         )
         cell = client.get(f"/numgen/{run_id}/cell", params={"target": target, "count": count})
         assert cell.status_code == 200  # it was "image file missing" (it is there, a link)
-        assert "image not shown: a symbolic link; numerate follows no link out of" in cell.text
+        name = Path(linked).relative_to(Path(linked).parents[2]).as_posix()  # images/.../x.png
+        said = f"image not shown: {name}: a symbolic link, which numerate view does not follow"
+        shown = html.unescape(cell.text)
+        assert said in shown and "follows no link out of" not in shown  # no path of here
         assert client.get(f"/numgen/{run_id}/image/{linked_id}").status_code == 403
         assert client.get(f"/numgen/{run_id}/image/{secret_id}").status_code == 404
         out = tmp_path / "out"
