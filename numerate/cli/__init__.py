@@ -145,24 +145,26 @@ def _refuse_repeated(command: Any, arguments: list[str]) -> None:
             command = command.commands[token]
         elif not token.startswith("-"):
             return  # no such command: click says so
-    takes_one = {
+    if "--help" in arguments:
+        return  # the help, whatever else is given
+    takes = {  # the options that take a value (those that may repeat too: values skipped)
         opt: param
         for param in getattr(command, "params", [])
-        if param.param_type_name == "option" and not (param.is_flag or param.multiple)
-        and not param.count
+        if param.param_type_name == "option" and not (param.is_flag or param.count)
         for opt in param.opts
-    }  # fmt: skip
+    }
     given: dict[str, list[tuple[str, str]]] = {}
     while index < len(arguments) and arguments[index] != "--":
         token = arguments[index]
         index += 1
         opt, equals, value = token.partition("=")
-        if not (equals and opt.startswith("--") and opt in takes_one):
-            if token not in takes_one:
+        if not (equals and opt.startswith("--") and opt in takes):
+            if token not in takes:
                 continue
             opt, value = token, arguments[index] if index < len(arguments) else ""
             index += 1  # its value, whatever it looks like (`--q --db` looks for "--db")
-        given.setdefault(takes_one[opt].name, []).append((opt, value))
+        if not takes[opt].multiple:
+            given.setdefault(takes[opt].name, []).append((opt, value))
     for (opt, first), (again, second) in (both[:2] for both in given.values() if len(both) > 1):
         named = opt if opt == again else f"{opt} (as {again})"
         print(

@@ -66,7 +66,7 @@ def cache_clear(
     typer.echo(f"removed {removed} stored answer(s) from {db}")
 
 
-_A_TIME = r"\d{4}-\d\d-\d\d(T\d\d:\d\d(:\d\d(\.\d{1,6})?)?(Z|[+-]\d\d:\d\d)?)?"
+_A_TIME = r"[0-9]{4}-[0-9]{2}-[0-9]{2}(T[0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,6})?)?(Z|[+-][0-9]{2}:[0-9]{2})?)?"  # noqa: E501
 """What `--before` takes: a date, or a time to the minute (seconds allowed), with its zone
 or none (UTC); `datetime.fromisoformat` alone took week dates and compact forms, on a
 command that removes answers."""

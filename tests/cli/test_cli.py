@@ -208,6 +208,11 @@ def test_an_option_of_one_value_given_twice_is_refused(tmp_path, arguments, said
     command = [sys.executable, "-m", "numerate.cli", "db", "--db", "x.duckdb", "--format", "--db"]
     sql = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True)
     assert "given twice" not in sql.stderr  # `--db` is --format's value here
+    for more in (["report", "--model", "--db=a", "--db", "b"],  # a repeatable option's value
+                 ["report", "--db", "a", "--db", "b", "--help"]):  # the help first  # fmt: skip
+        done = subprocess.run([sys.executable, "-m", "numerate.cli", *more], cwd=tmp_path,
+                              capture_output=True, text=True)  # fmt: skip
+        assert "given twice" not in done.stderr, more
 
 
 @pytest.mark.parametrize(
