@@ -256,10 +256,11 @@ def shorten(text: str, limit: int = 120) -> str:
     return text if len(text) <= limit else f"{text[: limit - 1]}…"
 
 
-def some_of(names: Sequence[str], most: int, whole: bool = True) -> str:
-    """The first `most` of `names`, comma-separated, saying how many more there are (that
-    there are more, when `names` is not `whole`: the first of them a bounded query read)."""
-    shown = ", ".join(names[:most])
+def some_of(names: Sequence[str], most: int, whole: bool = True, between: str = ", ") -> str:
+    """The first `most` of `names`, `between` each (a comma; a semicolon between phrases that
+    hold commas), saying how many more there are (that there are more, when `names` is not
+    `whole`: the first of them a bounded query read)."""
+    shown = between.join(names[:most])
     if len(names) <= most:
         return shown
     return f"{shown} and {len(names) - most} more" if whole else f"{shown} and more"

@@ -22,7 +22,7 @@ from typing import Any, BinaryIO
 
 from numerate.kernel.answers import MAX_ANSWER_CHARS, cut_sql
 from numerate.kernel.confined import Confined, LeadsOutside
-from numerate.kernel.errors import ConfigError, NumerateError, first_line, shorten
+from numerate.kernel.errors import ConfigError, NumerateError, first_line, shorten, some_of
 from numerate.kernel.files import is_duckdb_database, missing_link_target
 from numerate.kernel.names import NAMES, name_problem
 from numerate.store.duckdb_words import out_of_memory, sql_literal
@@ -129,9 +129,8 @@ def as_location(source: str) -> Iterator[tuple[str, list[tuple[str, str]]]]:
         finally:
             Store.release(source)
         if len(refused) == len(runs):  # each named (it said the first of two running runs)
-            said = [f"run {run_id}: {why}" for run_id, why in refused[:3]]
-            more = f"; and {len(refused) - 3} more" if len(refused) > 3 else ""
-            why = f" ({'; '.join(said)}{more})" if refused else ""
+            said = [f"run {run_id}: {why}" for run_id, why in refused]
+            why = f" ({some_of(said, 3, between='; ')})" if refused else ""
             raise ConfigError(f"results database {source} holds no run that ended to load{why}")
         yield folder, refused
 
