@@ -420,7 +420,8 @@ def _check_url(url: str) -> None:
     fragment: request paths are added at its end."""
     problem = url_problem(url)
     if problem:
-        raise ValueError(f"base_url = {shown_url(url)!r} is not a valid URL: {problem}")
+        shown = shorten(repr(shown_url(url)), 200)  # the reason, not a URL's 8,000 characters
+        raise ValueError(f"base_url = {shown} is not a valid URL: {problem}")
     parts = urlsplit(url)
     if parts.query or parts.fragment or url.endswith(("?", "#")):  # paths are added after it
         raise ValueError(

@@ -40,9 +40,17 @@ def shown_url(url: str) -> str:
     return re.sub(r"^([^:/]*://)?.*@", lambda m: f"{m.group(1) or ''}***@", url, flags=re.S)
 
 
+MAX_URL_CHARS = 8_192
+"""The longest URL numerate sends to (a base URL, a server's): request paths are added at its
+end, and HTTP servers refuse request lines much longer (httpx refuses 65,536 characters)."""
+
+
 def url_problem(url: str) -> str | None:
-    """Why `url` is no URL an HTTP client can use (a host, a port that is a number), in words
-    that quote no part of a password; None when it is one."""
+    """Why `url` is no URL an HTTP client can use (a host, a port that is a number, a host
+    name IDNA reads, at most MAX_URL_CHARS), in words that quote no part of a password; None
+    when it is one."""
+    if len(url) > MAX_URL_CHARS:
+        return f"it is {len(url):,} characters long; at most {MAX_URL_CHARS:,}"
     if any(not " " < c <= "~" for c in url):
         return "it holds a space, a control or a non-ASCII character (write it percent-encoded)"
     try:
@@ -71,6 +79,21 @@ def url_problem(url: str) -> str | None:
             "its user name holds a colon (%3A), which basic authentication cannot carry (the "
             "server would read another user and password)"
         )
+    if any(label.startswith("xn--") for label in parts.hostname.split(".")):
+        return _punycode_problem(parts.hostname)
+    return None
+
+
+def _punycode_problem(host: str) -> str | None:
+    """Why a host name with punycode labels (`xn--`) is none the HTTP client reads (httpx
+    decodes it with the `idna` package, and a malformed label raised from inside a request),
+    or None."""
+    import idna
+
+    try:
+        idna.decode(host)
+    except idna.IDNAError as error:  # quotes the host, never user information
+        return f"its host {host!r} is no internationalised domain name ({error})"
     return None
 
 

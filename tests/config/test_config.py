@@ -156,6 +156,16 @@ def test_a_control_character_in_a_grid_value_is_written_as_its_escape_in_the_poi
         ({"models": [{"name": "a", "model": "m", "base_url": "http://u:p/w@h:1/v1"}]},
          "is not a valid URL: a '/', '?' or '#' before its '@': in a user name or password, "
          "write them percent-encoded"),
+        # a host httpx's IDNA decoding refuses: a traceback from inside the endpoint check
+        ({"models": [{"name": "a", "model": "m", "base_url": "http://xn--zz.example/v1"}]},
+         "base_url = 'http://xn--zz.example/v1' is not a valid URL: its host 'xn--zz.example' "
+         "is no internationalised domain name (Invalid A-label)"),
+        ({"models": [{"name": "a", "model": "m", "base_url": "http://u:pw@api.xn--ls8h.la/v1"}]},
+         "base_url = 'http://***@api.xn--ls8h.la/v1' is not a valid URL: its host "
+         "'api.xn--ls8h.la' is no internationalised domain name (Codepoint U+1F4A9"),
+        # httpx raised "URL too long" from inside the endpoint check; the URL is cut, not why
+        ({"models": [{"name": "a", "model": "m", "base_url": "http://h/" + "a" * 70_000}]},
+         "a… is not a valid URL: it is 70,009 characters long; at most 8,192"),
         ({"models": [{"name": "a", "model": "m", "base_url": "http://h", "system_prompt": ""}]},
          "system_prompt = '': String should have at least 1 character"),
         ({"models": [{"name": "a", "model": "m", "base_url": ""}]}, "base_url = '' is empty"),
@@ -509,3 +519,11 @@ def test_a_point_key_naming_other_axes_of_the_same_point_names_it():
     for key in ("forged", "length=4", "max_depth=4,length=3", "length=3,", "length=3,max_depth",
                 "length=3,max_depth=4,size=1", ""):  # fmt: skip
         assert not names_point(key, params), key
+
+
+def test_a_valid_punycode_host_and_a_url_at_the_bound_pass():
+    """The checks refuse what the HTTP client cannot send, not an internationalised name."""
+    at_bound = "http://h/" + "a" * (8_192 - len("http://h/"))
+    for url in ("http://xn--mller-kva.de/v1", "https://u:p@xn--fiqs8s.icom.museum/v1", at_bound):
+        config = parse_sweep_config(base(models=[{"name": "a", "model": "m", "base_url": url}]))
+        assert config.models[0].base_url.endswith(url[-20:])
