@@ -11,6 +11,8 @@ import urllib.request
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+import idna
+
 
 class Unanswered(Exception):
     """No whole HTTP answer: `timed_out` (none within the time), else `reason` (no connection,
@@ -88,8 +90,6 @@ def _punycode_problem(host: str) -> str | None:
     """Why a host name with punycode labels (`xn--`) is none the HTTP client reads (httpx
     decodes it with the `idna` package, and a malformed label raised from inside a request),
     or None."""
-    import idna
-
     try:
         idna.decode(host)
     except idna.IDNAError as error:  # quotes the host, never user information
