@@ -26,7 +26,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from numerate.kernel.errors import ConfigError, first_line
+from numerate.kernel.errors import ConfigError, first_line, shorten
 from numerate.kernel.files import is_duckdb_database, link_into_nowhere, looks_like_duckdb
 from numerate.store import access, lake
 from numerate.store.access import lock_timeout_s
@@ -232,12 +232,25 @@ def _existing_database(path: str) -> None:
         )
 
 
+_DUCKDB_PREFIX = re.compile(r"[A-Za-z0-9_]+:")
+"""The start of a name DuckDB does not read as a file's path: `http:`, `s3:`, `md:`, or any
+word before a colon, which it takes for an extension's name (and would install to read)."""
+
+
 def database_file_problem(path: str, writing: bool = False) -> str | None:
-    """Why what is at `path` cannot be a results database (a folder, a device, a pipe or a
-    socket, a file that is no DuckDB database: see not_duckdb), or None (nothing there
+    """Why what is at `path` cannot be a results database (a name DuckDB reads as no file's,
+    a folder, a device, a pipe or a socket, a file that is no DuckDB database: see
+    not_duckdb), or None (nothing there
     included): the reader's check and the writer's, in the same words. `writing`: also a name
     DuckDB keeps for another database's write-ahead log (`X.wal`): opening X to write would
     take the file for its log and remove it, and the runs stored in it with it."""
+    prefix = _DUCKDB_PREFIX.match(path)
+    if prefix and not lake.is_lake(path):
+        return (
+            f"DuckDB reads a name that starts with {prefix.group()!r} as a remote database or "
+            "an extension's (http://, s3://, md:), not a file on this machine; give a file's "
+            f"path (./{shorten(path, 100)} for a file named so here)"
+        )
     file = Path(path)
     if writing and file.name.endswith(".wal") and len(file.name) > len(".wal"):
         other = file.with_name(file.name.removesuffix(".wal"))

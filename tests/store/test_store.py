@@ -70,6 +70,28 @@ def test_a_store_without_a_file_claims_runs_without_touching_dev_null():
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
 
 
+@pytest.mark.parametrize("name", ["http://127.0.0.1:1/x.duckdb", "s3://bucket/x.duckdb",
+                                  "md:mine", "results:2026.duckdb"])  # fmt: skip
+def test_a_name_duckdb_reads_as_remote_or_an_extension_s_is_refused_and_makes_nothing(
+    tmp_path, monkeypatch, name
+):
+    """Before: `--db http://host/x.duckdb` made the folders `http:/host` here, and DuckDB
+    tried to install httpfs (or motherduck, for `md:`) from the network, a line that ended in
+    a colon. Refused now, for the writer and the reader, naming the prefix; `./name` is a file."""
+    from numerate.store.reader import Reader
+
+    monkeypatch.chdir(tmp_path)
+    prefix = name.split(":")[0] + ":"
+    with pytest.raises(StoreError, match=f"starts with '{prefix}' as a remote database"):
+        Store.open(name)
+    with pytest.raises(ConfigError, match=f"starts with '{prefix}' as a remote database"):
+        Reader.open(name)
+    assert list(tmp_path.iterdir()) == []
+    local = name if "//" not in name else "x:y.duckdb"  # a file whose name holds a colon
+    Store.open(f"./{local}").close()
+    assert (tmp_path / local).is_file()
+
+
 def test_runs_resume_only_when_unfinished(db_path):
     store = Store.open(db_path)
     store.start_run("r1", "s", "h", {"a": 1}, "v")
