@@ -198,7 +198,7 @@ def create_app(db: str, hosts: frozenset[str] | None = None) -> Starlette:
             def render() -> tuple[str, int]:
                 try:
                     _check_values(request)
-                    with Reader.open(db) as reader:
+                    with _opened(db) as reader:
                         try:
                             context = build(reader, request, links)
                         except LookupError:  # `latest`, a prefix: the page of its run
@@ -240,6 +240,17 @@ def create_app(db: str, hosts: frozenset[str] | None = None) -> Starlette:
     return Starlette(routes=routes, middleware=middleware, exception_handlers={404: no_such_page})
 
 
+def _opened(db: str) -> Reader:
+    """The results database, opened for one request. What keeps it from opening (a file
+    damaged, cut short, replaced by a folder, gone) is the database's fault, not the
+    request's: DatabaseFault (a page's 500, a file's 503), not Reader.open's ConfigError (a
+    command's exit 2, which the viewer answered with 400)."""
+    try:
+        return Reader.open(db)
+    except ConfigError as error:
+        raise DatabaseFault(str(error)) from None
+
+
 File = tuple[bytes | str, str, dict[str, str]] | None
 """A file the viewer serves besides its pages: its content, type and headers (None: none)."""
 
@@ -254,7 +265,7 @@ def _file_route(
     async def endpoint(request: Request) -> Response:
         def look() -> File:
             _check_values(request)
-            with Reader.open(db) as reader:
+            with _opened(db) as reader:
                 return find(reader, request)
 
         try:

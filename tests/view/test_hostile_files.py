@@ -267,6 +267,31 @@ def test_a_database_fault_is_a_500_page_that_says_so(numgen_run):
     assert client.get("/").status_code == 200  # the pages that do not read it are unharmed
 
 
+@pytest.mark.parametrize("replaced", ["cut short", "garbage", "gone", "a folder"])
+def test_a_database_that_cannot_be_opened_any_more_is_the_database_s_fault(numgen_run, replaced):
+    """Before: a results database cut short, overwritten, removed or replaced by a folder while
+    the viewer served it answered every page and file with 400 (a bad request), as Reader.open
+    says it to a command (exit 2). It is the database's fault: a page's 500, a file's 503,
+    each saying why in a line."""
+    db, run_id, _, _, _ = numgen_run
+    client = TestClient(create_app(str(db)))
+    assert client.get("/").status_code == 200
+    if replaced == "cut short":
+        os.truncate(db, db.stat().st_size // 2)
+    elif replaced == "garbage":
+        db.write_bytes(os.urandom(db.stat().st_size))
+    else:
+        db.unlink()
+        if replaced == "a folder":
+            db.mkdir()
+    page = client.get("/")
+    assert page.status_code == 500, page.text
+    assert "the results database could not answer this page" in page.text
+    answer = client.get(f"/run/{run_id}/answer", params={"case": "x", "model": "m"})
+    assert answer.status_code == 503 and answer.text.startswith("cannot show this answer: ")
+    assert "\n" not in answer.text
+
+
 @pytest.mark.parametrize(
     ("header", "name"),
     [
