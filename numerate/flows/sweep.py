@@ -3,7 +3,8 @@
 
 import asyncio
 import contextlib
-from collections.abc import Coroutine, Iterator
+import time
+from collections.abc import Callable, Coroutine, Iterator
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -16,6 +17,7 @@ from pydantic import Field
 from numerate.config.env import startup_objects_frozen
 from numerate.config.provenance import generator_label
 from numerate.config.sweep import (
+    ManifoldSweep,
     ModelConfig,
     Precision,
     SweepConfig,
@@ -119,6 +121,29 @@ def import_what_it_uses() -> None:
     import pyarrow  # noqa: F401
 
 
+def planning_said(entry: ManifoldSweep, number: int, entries: int) -> Callable[[int, int], None]:
+    """What the progress line says while an entry's grid points are planned (a point's
+    trivial strategy is measured on its cases: about 0.1 s a point, minutes for a large
+    grid): the points planned of the entry's, and once it takes a while the time left, at
+    most twice a second."""
+    progress, started = current_progress(), time.monotonic()
+    last = [started]
+    head = f"planning {entry.manifold} grid points ({number}/{entries})"
+
+    def said(done: int, points: int) -> None:
+        now = time.monotonic()
+        if now - last[0] < 0.5 and done < points:
+            return
+        last[0], taken = now, now - started
+        rest = taken / done * (points - done) if done else 0.0
+        left = f"{rest / 60:,.0f} min" if rest >= 90 else f"{rest:.0f} s"
+        late = taken > 2 and done < points
+        progress.doing(f"{head}: {done:,} of {points:,}" + (f", about {left} left" if late else ""))
+
+    progress.doing(f"{head}: 0 of {len(entry.points()):,}")
+    return said
+
+
 def run_tags(config: SweepConfig) -> list[str]:
     """Tags of a sweep's flow run: `sweep:<name>` and `model:<name>` for each model."""
     return [f"sweep:{config.name}", *(f"model:{m.name}" for m in config.models)]
@@ -189,9 +214,8 @@ async def sweep(
         floors = await stored_floors(unwalked(firsts), db_path)  # of points stored before
         plans: list[Plan] = []  # grid points: their cases are made a batch at a time, as asked
         for i, entry in enumerate(config.manifolds, 1):  # each new point's trivial strategy
-            n = len(config.manifolds)  # is measured first: a grid of many points takes a while
-            current_progress().doing(f"planning {entry.manifold} grid points ({i}/{n})")
-            point_plan = plan_points(entry, config.seed, labels[i - 1], floors)
+            said = planning_said(entry, i, len(config.manifolds))  # is measured first
+            point_plan = plan_points(entry, config.seed, labels[i - 1], floors, said)
             plans.append((entry.precision, point_plan))
         current_progress().doing("")
         batch = config.batch_size

@@ -216,9 +216,11 @@ def plan_points(
     base_seed: int,
     generator_version: str | None = None,
     stored: Mapping[str, PointFloor] | None = None,
+    planned: Callable[[int, int], None] = lambda done, points: None,
 ) -> list[PlannedPoint]:
     """Every grid point of one manifold entry, in a stable order, with what its cases must
-    beat (the trivial strategy's level is measured once per point).
+    beat (the trivial strategy's level is measured once per point: a large grid takes a
+    while, and `planned(done, points)` is told after each point).
 
     Args:
         sweep: the manifold entry of a sweep config.
@@ -234,7 +236,8 @@ def plan_points(
         generator_version = generator_label(sweep.manifold)
     spec = registry.get(sweep.manifold)
     points = []
-    for key, params in sweep.points():
+    grid = sweep.points()
+    for key, params in grid:
         seed = point_seed(spec.name, params, base_seed)
         floor = (stored or {}).get(case_id(spec.name, generator_version, seed, 0))
         found = floor is not None
@@ -243,6 +246,7 @@ def plan_points(
         points.append(PlannedPoint(
             spec.name, key, params, seed, sweep.planned_count, floor, generator_version, found
         ))  # fmt: skip
+        planned(len(points), len(grid))
     return points
 
 

@@ -5,6 +5,7 @@ import dataclasses
 import gc
 import json
 import pickle
+import types
 
 import pytest
 from hypothesis import given
@@ -301,6 +302,39 @@ def test_a_point_whose_floors_are_stored_takes_them_and_the_others_are_measured(
     points = plan_points(entry, 5, "v1", {first: stored, "objects-other-0": PointFloor(1, 1)})
     assert [point.floor for point in points] == [stored, measured[1].floor]
     assert calls == [measured[1].seed]  # the stored point was not measured
+
+
+def test_planning_tells_its_caller_after_each_point_and_the_flow_says_it_with_the_time_left(
+    monkeypatch,
+):
+    """A grid of 1,620 points planned for minutes under a bar that said "0/0" and nothing of
+    the points (a hostile sweep): each point planned is now told, and the progress line says
+    how many of the entry's are planned and, past 2 s, about how long the rest will take."""
+    from numerate.flows import sweep as flow
+    from numerate.kernel.progress import Progress, reporting_to
+
+    config = parse_sweep_config(
+        {
+            "name": "t",
+            "models": [{"name": "b", "model": "baseline:oracle"}],
+            "manifolds": [{"manifold": "objects", "count": 1, "grid": {"length": [2, 3, 4]}}],
+        }
+    )
+    told: list[tuple[int, int]] = []
+    plan_points(config.manifolds[0], 5, "v1", planned=lambda *point: told.append(point))
+    assert told == [(1, 3), (2, 3), (3, 3)]
+
+    clock = iter([0.0, 0.1, 3.0, 3.1])  # started; then as each point is planned
+    monkeypatch.setattr(flow, "time", types.SimpleNamespace(monotonic=lambda: next(clock)))
+    steps: list[str] = []
+    monkeypatch.setattr(Progress, "doing", lambda self, step: steps.append(step))
+    with reporting_to(Progress()):
+        said = flow.planning_said(config.manifolds[0], 1, 2)
+        for done in (1, 2, 3):
+            said(done, 3)
+    head = "planning objects grid points (1/2)"
+    # the first point came within half a second of the start: not said
+    assert steps == [f"{head}: 0 of 3", f"{head}: 2 of 3, about 2 s left", f"{head}: 3 of 3"]
 
 
 @pytest.mark.parametrize("manifold", sorted(MANIFOLD_GRIDS))
