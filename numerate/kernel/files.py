@@ -15,7 +15,9 @@ import os
 import re
 import secrets
 import stat
-from collections.abc import Callable, Iterable, Sequence
+import sys
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, BinaryIO
 
@@ -39,7 +41,7 @@ def read_text(path: Path, what: str = "", limit: int | None = None) -> str:
     read, is not UTF-8, or (given `limit`) holds more than `limit` bytes."""
     name = f"{what} {path}".strip()
     try:
-        with path.open("rb") as handle:
+        with _said_while_waiting(path, name), path.open("rb") as handle:
             data = handle.read() if limit is None else handle.read(limit + 1)
     except OSError as error:
         raise ConfigError(f"cannot read {name}: {error.strerror}") from None
@@ -49,6 +51,37 @@ def read_text(path: Path, what: str = "", limit: int | None = None) -> str:
         return data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError:
         raise ConfigError(f"{name} is not UTF-8 text") from None
+
+
+WAIT_SAID_AFTER_S = 2.0
+"""How long reading a pipe (or a terminal) waits before it says what it waits for."""
+
+
+@contextlib.contextmanager
+def _said_while_waiting(path: Path, name: str) -> Iterator[None]:
+    """For a path that is no regular file (a named pipe, `<(command)`, a terminal), which is
+    read as `cat` reads it, waiting for its writer: a line on standard error once the wait
+    passes WAIT_SAID_AFTER_S, so that a command reading a pipe nobody writes is not silent."""
+    try:
+        regular = stat.S_ISREG(path.stat().st_mode)
+    except OSError:
+        regular = True  # opening it says why
+    if regular:
+        yield
+        return
+
+    def say() -> None:
+        sys.stderr.write(f"waiting for {name} to be written (not a regular file: a pipe is read "
+                         "as its writer writes it; Ctrl-C stops)\n")  # fmt: skip
+        sys.stderr.flush()
+
+    timer = threading.Timer(WAIT_SAID_AFTER_S, say)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
 
 
 def output_target(path: Path) -> Path:

@@ -206,3 +206,41 @@ def test_a_home_folder_of_no_user_is_refused_naming_the_setting():
         "PREFECT_HOME '~no-such-user-of-numerate/x': ~no-such-user-of-numerate: no user of "
         "this machine has that name"
     )
+
+
+def test_reading_a_pipe_nobody_writes_yet_says_what_it_waits_for_then_reads_it(
+    tmp_path, monkeypatch
+):
+    """A hostile sweep: `run --config` on a named pipe with no writer waited with nothing on
+    the screen. The wait is said once it passes WAIT_SAID_AFTER_S; the text written then is
+    read whole. A regular file says nothing."""
+    import io
+    import threading
+
+    pipe = tmp_path / "config.yaml"
+    os.mkfifo(pipe)
+    said = threading.Event()
+
+    class Heard(io.StringIO):
+        def write(self, text: str) -> int:
+            said.set()
+            return super().write(text)
+
+    heard = Heard()
+    monkeypatch.setattr(files.sys, "stderr", heard)
+    monkeypatch.setattr(files, "WAIT_SAID_AFTER_S", 0.05)
+
+    def writer() -> None:
+        said.wait(timeout=10)  # only once the wait was said
+        pipe.write_text("name: x\n")
+
+    threading.Thread(target=writer, daemon=True).start()
+    assert files.read_text(pipe, "sweep config") == "name: x\n"
+    assert heard.getvalue() == (
+        f"waiting for sweep config {pipe} to be written (not a regular file: a pipe is read as "
+        "its writer writes it; Ctrl-C stops)\n"
+    )
+    regular = tmp_path / "regular.yaml"
+    regular.write_text("name: y\n")
+    heard.truncate(0)
+    assert files.read_text(regular, "sweep config") == "name: y\n" and heard.getvalue() == ""
