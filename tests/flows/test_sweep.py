@@ -412,7 +412,9 @@ def test_the_bar_says_grid_points_are_being_planned_while_it_has_nothing_to_coun
     with reporting_to(Shown()) as progress:
         run(config([{"name": "o", "model": "baseline:oracle"}], manifolds), db_path)
     steps = [step for step, _, _ in progress.shown]
-    assert steps[:2] == ["planning objects grid points (1/2)", "planning shuffle grid points (2/2)"]
+    objects, shuffle = "planning objects grid points (1/2)", "planning shuffle grid points (2/2)"
+    assert steps[:4] == [f"{objects}: 0 of 1", f"{objects}: 1 of 1", f"{shuffle}: 0 of 1",
+                         f"{shuffle}: 1 of 1"]  # fmt: skip
     counted = [(total, done) for step, total, done in progress.shown if total]
     assert counted and all(step == "" for step, total, _ in progress.shown if total)
 
