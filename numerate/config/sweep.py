@@ -57,8 +57,10 @@ from numerate.manifolds import registry
 from numerate.manifolds.common import canonical_params
 
 MAX_POINTS = 100_000
-"""Most grid points one manifold entry may have (a typo such as a 1,000 x 1,000 grid is
-refused at once instead of being planned)."""
+"""Most grid points one manifold entry, and a whole sweep, may have (a typo such as a 1,000 x
+1,000 grid is refused at once instead of being planned: each new point's trivial strategy
+is measured as it is planned, about 0.1 s a point, and every point is held while the sweep
+runs)."""
 
 DEFAULT_DB = "results/numerate.duckdb"
 """Where results go when nothing says otherwise."""
@@ -526,6 +528,33 @@ class SweepConfig(BaseModel):
     """The models to evaluate."""
     manifolds: list[ManifoldSweep] = Field(min_length=1)
     """The manifolds and their grids."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _points_in_all(cls, data: Any) -> Any:
+        """At most MAX_POINTS grid points in all the entries, counted from their grids before
+        any entry's points are made: ten entries of 90,000 points each took 2.2 GB while the
+        first was planned (a hostile sweep)."""
+        entries = data.get("manifolds") if isinstance(data, dict) else None
+        if not isinstance(entries, list):
+            return data  # a field's own check says what is wrong
+
+        def points(entry: Any) -> int:
+            if isinstance(entry, ManifoldSweep):
+                return len(entry.points())
+            grid = entry.get("grid") if isinstance(entry, dict) else None
+            if not isinstance(grid, dict):
+                return 1
+            return math.prod(len(v) if isinstance(v, list) else 1 for v in grid.values())
+
+        counts = [points(entry) for entry in entries]
+        total = sum(counts)
+        if total > MAX_POINTS and max(counts) <= MAX_POINTS:  # one entry's: said with its axes
+            raise ValueError(
+                f"manifolds: {total:,} grid points in all, more than {MAX_POINTS:,} (each new "
+                "point is measured as it is planned, about 0.1 s a point: split the sweep)"
+            )
+        return data
 
     @field_validator("results_dir", "view_dir")
     @classmethod

@@ -527,3 +527,21 @@ def test_a_valid_punycode_host_and_a_url_at_the_bound_pass():
     for url in ("http://xn--mller-kva.de/v1", "https://u:p@xn--fiqs8s.icom.museum/v1", at_bound):
         config = parse_sweep_config(base(models=[{"name": "a", "model": "m", "base_url": url}]))
         assert config.models[0].base_url.endswith(url[-20:])
+
+
+def test_a_sweep_holds_at_most_max_points_grid_points_in_all_refused_before_any_is_made():
+    """A hostile sweep: ten entries of 89,910 points each (each under the entry's bound) took
+    2.2 GB while the first was still being planned. The points of all entries are counted
+    from their grids, before any is made; one entry over the bound is said with its axes."""
+    grid = {"length": list(range(2, 9)), "distractor_count": list(range(10)),
+            "prob_adjective": [i / 1000 for i in range(1000)]}  # fmt: skip
+    entries = [{"manifold": "objects", "count": 1, "grid": grid}] * 10  # its repeats unseen:
+    with pytest.raises(ConfigError) as info:  # refused for its size before any point is made
+        parse_sweep_config(base(manifolds=entries), "sweep config x.yaml")
+    assert str(info.value) == (
+        "sweep config x.yaml: manifolds: 700,000 grid points in all, more than 100,000 (each "
+        "new point is measured as it is planned, about 0.1 s a point: split the sweep)"
+    )
+    small = {"manifold": "objects", "count": 1, "grid": {"length": [2, 3]}}
+    shuffle = {"manifold": "shuffle", "count": 1, "grid": {"length": [3, 4]}}
+    assert len(parse_sweep_config(base(manifolds=[small, shuffle])).manifolds) == 2
