@@ -421,13 +421,13 @@ def _check_url(url: str) -> None:
     """A URL that an HTTP client can use (kernel.http.url_problem), with no query or
     fragment: request paths are added at its end."""
     problem = url_problem(url)
+    shown = shorten(repr(shown_url(url)), 200)  # the reason, not a URL's 8,000 characters
     if problem:
-        shown = shorten(repr(shown_url(url)), 200)  # the reason, not a URL's 8,000 characters
         raise ValueError(f"base_url = {shown} is not a valid URL: {problem}")
     parts = urlsplit(url)
     if parts.query or parts.fragment or url.endswith(("?", "#")):  # paths are added after it
         raise ValueError(
-            f"base_url = {shown_url(url)!r} holds a query or fragment ('?' or '#'): request "
+            f"base_url = {shown} holds a query or fragment ('?' or '#'): request "
             "paths such as /chat/completions are added at its end (give the endpoint's root, "
             "and a key with api_key_env)"
         )
@@ -536,7 +536,7 @@ class SweepConfig(BaseModel):
         any entry's points are made: ten entries of 90,000 points each took 2.2 GB while the
         first was planned (a hostile sweep)."""
         entries = data.get("manifolds") if isinstance(data, dict) else None
-        if not isinstance(entries, list):
+        if not isinstance(entries, list | tuple):
             return data  # a field's own check says what is wrong
 
         def points(entry: Any) -> int:

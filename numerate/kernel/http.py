@@ -49,8 +49,8 @@ end, and HTTP servers refuse request lines much longer (httpx refuses 65,536 cha
 
 def url_problem(url: str) -> str | None:
     """Why `url` is no URL an HTTP client can use (a host, a port that is a number, a host
-    name IDNA reads, at most MAX_URL_CHARS), in words that quote no part of a password; None
-    when it is one."""
+    that httpx's IDNA decoding reads, at most MAX_URL_CHARS), in words that quote no part of a
+    password; None when it is one."""
     if len(url) > MAX_URL_CHARS:
         return f"it is {len(url):,} characters long; at most {MAX_URL_CHARS:,}"
     if any(not " " < c <= "~" for c in url):
@@ -81,19 +81,11 @@ def url_problem(url: str) -> str | None:
             "its user name holds a colon (%3A), which basic authentication cannot carry (the "
             "server would read another user and password)"
         )
-    if any(label.startswith("xn--") for label in parts.hostname.split(".")):
-        return _punycode_problem(parts.hostname)
-    return None
-
-
-def _punycode_problem(host: str) -> str | None:
-    """Why a host name with punycode labels (`xn--`) is none the HTTP client reads (httpx
-    decodes it with the `idna` package, and a malformed label raised from inside a request),
-    or None."""
-    try:
-        idna.decode(host)
-    except idna.IDNAError as error:  # quotes the host, never user information
-        return f"its host {host!r} is no internationalised domain name ({error})"
+    if parts.hostname.startswith("xn--"):  # httpx decodes such a host (URL.host), and a
+        try:  # malformed label raised from inside a request: read it as httpx does
+            idna.decode(parts.hostname)
+        except idna.IDNAError as error:  # quotes a label of the host, never user information
+            return f"a malformed punycode label in its host ({error})"
     return None
 
 
