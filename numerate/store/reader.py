@@ -26,7 +26,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from numerate.kernel.errors import ConfigError, first_line, shorten
+from numerate.kernel.errors import ConfigError, first_line
 from numerate.kernel.files import is_duckdb_database, link_into_nowhere, looks_like_duckdb
 from numerate.store import access, lake
 from numerate.store.access import lock_timeout_s
@@ -232,9 +232,10 @@ def _existing_database(path: str) -> None:
         )
 
 
-_DUCKDB_PREFIX = re.compile(r"[A-Za-z0-9_]+:")
+_DUCKDB_PREFIX = re.compile(r"[A-Za-z0-9_]{2,}:")
 """The start of a name DuckDB does not read as a file's path: `http:`, `s3:`, `md:`, or any
-word before a colon, which it takes for an extension's name (and would install to read)."""
+word of two characters or more before a colon, which it takes for an extension's name (and
+would install to read); `a:b.duckdb` (a drive letter's form) is a file."""
 
 
 def database_file_problem(path: str, writing: bool = False) -> str | None:
@@ -249,7 +250,7 @@ def database_file_problem(path: str, writing: bool = False) -> str | None:
         return (
             f"DuckDB reads a name that starts with {prefix.group()!r} as a remote database or "
             "an extension's (http://, s3://, md:), not a file on this machine; give a file's "
-            f"path (./{shorten(path, 100)} for a file named so here)"
+            "path (for a file whose name starts so, begin it with ./)"
         )
     file = Path(path)
     if writing and file.name.endswith(".wal") and len(file.name) > len(".wal"):

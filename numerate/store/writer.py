@@ -93,11 +93,9 @@ def writer_settings() -> dict[str, str | bool | int | float | list[str]]:
     folder of its own in the system's temporary folder (DuckDB's default, `.tmp` in the
     working folder, would be shared, and its files' names are unique neither between
     processes nor between the DuckDBs of one: an ingest holds three); DuckDB makes it when it
-    first spills and removes it as it closes. It installs no extension it lacks."""
+    first spills and removes it as it closes."""
     spill = Path(tempfile.gettempdir()) / f"numerate-duckdb-{os.getpid()}-{next(_instances)}"
-    # nothing is fetched from the network (a lake's extensions are loaded from their wheels)
-    return {"memory_limit": WRITER_MEMORY, "temp_directory": str(spill),
-            "autoinstall_known_extensions": False}  # fmt: skip
+    return {"memory_limit": WRITER_MEMORY, "temp_directory": str(spill)}
 
 
 @contextlib.contextmanager
