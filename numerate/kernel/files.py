@@ -57,23 +57,33 @@ WAIT_SAID_AFTER_S = 2.0
 """How long reading a pipe (or a terminal) waits before it says what it waits for."""
 
 
+def waits_for_a_writer(path: Path) -> bool:
+    """Whether reading `path` may wait for a writer: it is no regular file (a named pipe,
+    `<(command)`, a terminal). One that cannot be looked at does not (opening it says why)."""
+    try:
+        return not stat.S_ISREG(path.stat().st_mode)
+    except OSError:
+        return False
+
+
 @contextlib.contextmanager
 def _said_while_waiting(path: Path, name: str) -> Iterator[None]:
-    """For a path that is no regular file (a named pipe, `<(command)`, a terminal), which is
-    read as `cat` reads it, waiting for its writer: a line on standard error once the wait
-    passes WAIT_SAID_AFTER_S, so that a command reading a pipe nobody writes is not silent."""
-    try:
-        regular = stat.S_ISREG(path.stat().st_mode)
-    except OSError:
-        regular = True  # opening it says why
-    if regular:
+    """For a path read as `cat` reads it, waiting for its writer (`waits_for_a_writer`): a
+    line on standard error once the wait passes WAIT_SAID_AFTER_S, so that a command reading
+    a pipe nobody writes is not silent; never once the block has ended."""
+    if not waits_for_a_writer(path):
         yield
         return
+    lock, ended = threading.Lock(), [False]
+
+    line = (f"waiting for {name} to be written (not a regular file: a pipe is read as its "
+            "writer writes it; Ctrl-C stops)\n")  # fmt: skip
 
     def say() -> None:
-        sys.stderr.write(f"waiting for {name} to be written (not a regular file: a pipe is read "
-                         "as its writer writes it; Ctrl-C stops)\n")  # fmt: skip
-        sys.stderr.flush()
+        with lock:
+            if not ended[0]:
+                sys.stderr.write(line)
+                sys.stderr.flush()
 
     timer = threading.Timer(WAIT_SAID_AFTER_S, say)
     timer.daemon = True
@@ -81,6 +91,8 @@ def _said_while_waiting(path: Path, name: str) -> Iterator[None]:
     try:
         yield
     finally:
+        with lock:
+            ended[0] = True
         timer.cancel()
 
 
