@@ -15,6 +15,7 @@ from numerate.kernel.stats import wilson_interval
 from numerate.numgen.agreement import Agreement, agreement, most_apart
 from numerate.numgen.metrics import ConfusionMatrix
 from numerate.results.report import Format, render
+from numerate.results.runs import refuse_blank
 from numerate.store import queries
 from numerate.store.queries import NUMGEN_METRIC_COLUMNS, Source
 
@@ -63,9 +64,7 @@ def one_run(source: Source, text: str, option: str) -> str:
     """The NumGen run with metrics that `text` names (an id, a unique prefix of one, latest or
     previous of the benchmark runs); ConfigError naming `option` when it names none or
     several, or nothing (`numgen recount ""` took an empty prefix for every run's)."""
-    if not text.strip():
-        raise ConfigError(f"{option} {text!r}: give an id, a unique prefix of one, latest or "
-                          "previous")  # fmt: skip
+    refuse_blank(text, option)
     named = queries.numgen_runs_named(source, text)
     if len(named) > 1:
         raise ConfigError(

@@ -54,17 +54,22 @@ def numgen_runs_elsewhere(source: Source) -> str:
     return f"; it holds {unfinished} NumGen run(s), none finished" if unfinished else ""
 
 
+def refuse_blank(text: str, label: str) -> None:
+    """ConfigError naming `label` when `text`, which should name a run, is empty or blank (a
+    prefix of every run's id)."""
+    if not text.strip():
+        raise ConfigError(f"{label} {text!r}: give an id, a unique prefix of one, latest or "
+                          "previous")  # fmt: skip
+
+
 def resolve_run(source: Source, text: str | None, sweep: str | None = None) -> str:
     """The full run id that `text` names: `latest` (also when None) and `previous` by start time
     (within `sweep` when given), else the one run whose id starts with `text`. ConfigError names
     the text when no run or several runs match."""
     check_sweep_name(sweep)
     if text is not None:  # ` latest`, a pasted id with a newline: as meant
-        given, text = text, text.strip()
-        if not text:
-            raise ConfigError(
-                f"run id {given!r}: give an id, a unique prefix of one, latest or previous"
-            )
+        refuse_blank(text, "run id")
+        text = text.strip()
     if text is None or text in ("latest", "previous"):
         offset = 1 if text == "previous" else 0
         found = queries.latest_run_ids(source, sweep, offset)
