@@ -11,7 +11,7 @@ import typer
 
 from numerate.cli.app import app
 from numerate.cli.common import DB_OPTION, fail, results_db, warn
-from numerate.kernel.errors import NumerateError
+from numerate.kernel.errors import NumerateError, some_of
 
 SOURCE = "Results location (folder or fsspec URL), or a results database file to move in."
 
@@ -35,11 +35,11 @@ def ingest(
              "file or the folder of shards the runs come from")  # fmt: skip
     started = datetime.now(UTC)
     try:
-        with shards.as_location(results_dir) as (location, refused):  # a database file: its
-            shards.require_complete_runs(location)  # runs' shards; before the database is made
-            of_a_file = location != results_dir
-            done = ingest_graded(store := Store.open(db), location)
-            done.skipped[:0] = refused
+        with shards.as_location(results_dir) as location:  # a database file: its runs'
+            shards.require_complete_runs(location.folder)  # shards; before the database is made
+            of_a_file = location.folder != results_dir
+            done = ingest_graded(store := Store.open(db), location.folder)
+            done.skipped[:0] = location.refused
             discarded = not done.loaded and done.skipped and store.discard_if_unused()
     except NumerateError as error:
         fail(error)
@@ -49,7 +49,16 @@ def ingest(
     if not discarded:
         typer.echo(f"ingested {len(loaded)} run(s) into {db}" + "".join(f"\n  {r}" for r in loaded))
     if done.present:
-        typer.echo(f"{len(done.present)} run(s) made in {db} already: {', '.join(done.present)}")
+        typer.echo(f"{len(done.present)} run(s) made in {db} already: {some_of(done.present, 10)}")
+    if done.before:
+        typer.echo(f"{len(done.before)} run(s) loaded by an earlier ingest: "
+                   f"{some_of(done.before, 10)}")  # fmt: skip
+    if location.numgen:
+        typer.echo(shards.numgen_not_moved(location.numgen))
+    if done.unfinished:
+        warn(f"{len(done.unfinished)} folder(s) of {results_dir} left for a later ingest, "
+             f"without the {shards.SUCCESS} marker a published run ends with (still being "
+             f"published?): {some_of(done.unfinished, 10)}")  # fmt: skip
     for run_id, reason in done.skipped:
         warn(f"skipped run {run_id}: {reason}")
     if done.skipped:

@@ -99,17 +99,28 @@ def _shown_id(run_id: str) -> str:
     return shorten(repr(run_id), 80)
 
 
+@dataclass(frozen=True)
+class Location:
+    """Where an ingest reads from (`as_location`): the folder of shards, the runs refused
+    before it (shown, why) and, from a database file, its NumGen runs (not moved)."""
+
+    folder: str
+    refused: list[tuple[str, str]] = field(default_factory=list)
+    numgen: list[str] = field(default_factory=list)
+
+
 @contextlib.contextmanager
-def as_location(source: str) -> Iterator[tuple[str, list[tuple[str, str]]]]:
-    """A results location to ingest from, and the runs refused before it (shown, why):
-    `source` itself, or, where it is a results database file, a temporary folder holding the
-    runs that ended (finished, degraded or failed: a worker publishes those) as shards (moving
-    a file's runs into a lake, or another file: each run once, checked and graded like any
-    worker's shards). A run that has not ended (running, or interrupted: it resumes where it
-    is) and one whose id is no name (`../x`, changed by hand) are refused, the latter's
-    folder never named."""
+def as_location(source: str) -> Iterator[Location]:
+    """A results location to ingest from: `source` itself, or, where it is a results database
+    file, a temporary folder holding the runs that ended (finished, degraded or failed: a
+    worker publishes those) as shards (moving a file's runs into a lake, or another file: each
+    run once, checked and graded like any worker's shards). A run that has not ended
+    (running, or interrupted: it resumes where it is) and one whose id is no name (`../x`,
+    changed by hand) are refused, the latter's folder never named. NumGen runs are not moved
+    (shards hold reasoning runs): their ids are listed, so that none is passed over in
+    silence."""
     if not (Path(source).is_file() and is_duckdb_database(Path(source))):
-        yield source, []
+        yield Location(source)
         return
     refused: list[tuple[str, str]] = []
     with tempfile.TemporaryDirectory(prefix="numerate-moving-") as folder:
@@ -118,6 +129,10 @@ def as_location(source: str) -> Iterator[tuple[str, list[tuple[str, str]]]]:
             runs = origin.query(
                 f"SELECT run_id, status IN {RUN_ENDED}, status FROM runs ORDER BY started_at"
             )
+            numgen = [
+                _shown_id(run_id) if name_problem("run_id", run_id) else run_id
+                for (run_id,) in origin.query("SELECT run_id FROM numgen_runs ORDER BY run_id")
+            ]
             for run_id, ended, status in runs:
                 if name_problem("run_id", run_id):
                     refused.append((_shown_id(run_id), f"its id is {_NO_RUN_ID}"))
@@ -130,9 +145,19 @@ def as_location(source: str) -> Iterator[tuple[str, list[tuple[str, str]]]]:
             Store.release(source)
         if len(refused) == len(runs):  # each named (it said the first of two running runs)
             said = [f"run {run_id}: {why}" for run_id, why in refused]
-            why = f" ({some_of(said, 3, between='; ')})" if refused else ""
+            parts = [some_of(said, 3, between="; ")] if said else []
+            parts += [numgen_not_moved(numgen)] if numgen else []
+            why = f" ({'; '.join(parts)})" if parts else ""
             raise ConfigError(f"results database {source} holds no run that ended to load{why}")
-        yield folder, refused
+        yield Location(folder, refused, numgen)
+
+
+def numgen_not_moved(runs: list[str]) -> str:
+    """What an ingest says of a database file's NumGen runs, which it does not move."""
+    return (
+        f"{len(runs)} NumGen run(s) not moved, as ingest moves reasoning runs only: "
+        f"{some_of(runs, 10)}"
+    )
 
 
 def _publish_file(fs: Any, root: str, relative: str, source: str | None) -> None:
@@ -292,10 +317,14 @@ def complete_runs(results_dir: str) -> list[str]:
     """Run ids whose shards are complete in the results location, sorted."""
     try:
         return _complete_runs(results_dir)
-    except OSError as error:  # a share that went away, a listing refused
-        raise ConfigError(
-            f"results location {results_dir} cannot be read: {error.strerror or error}"
-        ) from None
+    except OSError as error:
+        raise _unlisted(results_dir, error) from None
+
+
+def _unlisted(results_dir: str, error: OSError) -> ConfigError:
+    """A results location whose folders cannot be listed (a share that went away, a listing
+    refused), said in one line."""
+    return ConfigError(f"results location {results_dir} cannot be read: {error.strerror or error}")
 
 
 def _complete_runs(results_dir: str) -> list[str]:
@@ -333,18 +362,30 @@ def require_complete_runs(results_dir: str) -> list[str]:
             f"results location {results_dir} is one run's folder (it holds {SUCCESS}): give "
             f"the folder of run folders, {parent}"
         )
-    folders = [entry for entry in fs.ls(root, detail=True) if entry.get("type") == "directory"]
+    folders = unfinished_folders(results_dir)
     if not folders:
         raise ConfigError(
             f"results location {results_dir} holds no run folder (runs publish to "
             "<results_dir>/<run id>/)"
         )
-    names = ", ".join(sorted(PurePosixPath(entry["name"]).name for entry in folders)[:3])
     raise ConfigError(
         f"results location {results_dir} holds no complete run: none of its {len(folders)} "
-        f"folder(s) ({names}{', ...' if len(folders) > 3 else ''}) has the {SUCCESS} marker a "
+        f"folder(s) ({some_of(folders, 3)}) has the {SUCCESS} marker a "
         "published run ends with (still being published, or not run folders?)"
     )
+
+
+def unfinished_folders(results_dir: str) -> list[str]:
+    """The names of the results location's folders without the marker a published run ends
+    with (a run still being published, or no run's folder), sorted."""
+    fs, root = _filesystem(results_dir)
+    try:
+        folders = [entry["name"] for entry in fs.ls(root, detail=True)
+                   if entry.get("type") == "directory"]  # fmt: skip
+        names = [PurePosixPath(f).name for f in folders if not fs.lexists(f"{f}/{SUCCESS}")]
+    except OSError as error:
+        raise _unlisted(results_dir, error) from None
+    return sorted(_shown_id(name) if name_problem("run_id", name) else name for name in names)
 
 
 @dataclass
@@ -355,6 +396,11 @@ class Ingested:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     present: list[str] = field(default_factory=list)
     """Runs the database holds already, made in it (not ingested)."""
+    before: list[str] = field(default_factory=list)
+    """Runs an earlier ingest loaded (each is loaded once)."""
+    unfinished: list[str] = field(default_factory=list)
+    """Folders of the location without the marker a published run ends with: left for a
+    later ingest (`unfinished_folders`)."""
 
 
 def ingest(store: Store, results_dir: str, grade: Callable[[Store, str], object]) -> Ingested:
@@ -367,12 +413,13 @@ def ingest(store: Store, results_dir: str, grade: Callable[[Store, str], object]
 
     fs, root = _filesystem(results_dir)
     local_files = _confined(fs, root)
-    done = Ingested()
+    done = Ingested(unfinished=unfinished_folders(results_dir))
     for run_id in complete_runs(results_dir):
         if name_problem("run_id", run_id):  # a folder no run of numerate's is named
             done.skipped.append((_shown_id(run_id), f"its folder's name is {_NO_RUN_ID}"))
             continue
         if ingested(store, run_id):
+            done.before.append(run_id)
             continue
         if store.query("SELECT 1 FROM runs WHERE run_id = ?", [run_id]):
             done.present.append(run_id)  # made in this database: nothing to load

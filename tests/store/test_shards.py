@@ -421,6 +421,45 @@ def test_a_run_made_in_the_database_is_said_to_be_there_not_ingested(tmp_path):
     assert f"ingested 0 run(s) into {db}\n1 run(s) made in {db} already: {run_id}" in result.stdout
 
 
+def test_an_ingest_names_every_run_and_folder_it_passes_over(tmp_path):
+    """A hostile sweep: an ingest said nothing of the runs an earlier ingest had loaded, of a
+    folder still being published beside complete runs, nor of a file's NumGen runs (which it
+    does not move): "ingested 0 run(s)" read as if the location held nothing."""
+    shared, db = tmp_path / "shared", tmp_path / "worker.duckdb"
+    run_id = asyncio.run(sweep(config("oracle", shared), str(db)))
+    Store.close_all()
+    (shared / "publishing").mkdir()  # a run's shards on their way: no marker yet
+    (shared / "publishing" / "runs.parquet").write_bytes(b"")
+    central = str(tmp_path / "central.duckdb")
+    first = CliRunner().invoke(app, ["ingest", str(shared), "--db", central])
+    assert first.exit_code == 0, first.output
+    assert f"ingested 1 run(s) into {central}\n  {run_id}" in first.stdout
+    assert f"1 folder(s) of {shared} left for a later ingest" in first.stderr
+    assert "(still being published?): publishing" in first.stderr
+    again = CliRunner().invoke(app, ["ingest", str(shared), "--db", central])
+    assert again.exit_code == 0, again.output
+    assert f"1 run(s) loaded by an earlier ingest: {run_id}" in again.stdout
+
+    images = str(tmp_path / "images")
+    numgen = ["numgen", "run", "--generator", "synthetic", "--detector", "blobs", "--count", "2",
+              "--db", str(db), "--images-dir", images]  # fmt: skip
+    assert CliRunner().invoke(app, numgen).exit_code == 0
+    [(numgen_run,)] = table(db, "SELECT run_id FROM numgen_runs")
+    moved = CliRunner().invoke(app, ["ingest", str(db), "--db", str(tmp_path / "other.duckdb")])
+    assert moved.exit_code == 0, moved.output
+    assert f"ingested 1 run(s) into {tmp_path / 'other.duckdb'}\n  {run_id}" in moved.stdout
+    said = f"1 NumGen run(s) not moved, as ingest moves reasoning runs only: {numgen_run}"
+    assert said in moved.stdout
+    only = tmp_path / "numgen-only.duckdb"
+    numgen[numgen.index(str(db))] = str(only)
+    assert CliRunner().invoke(app, numgen).exit_code == 0
+    [(alone,)] = table(only, "SELECT run_id FROM numgen_runs")
+    refused = CliRunner().invoke(app, ["ingest", str(only), "--db", str(tmp_path / "x.duckdb")])
+    assert refused.exit_code == 2, refused.output
+    assert "holds no run that ended to load (1 NumGen run(s) not moved" in refused.stderr
+    assert alone in refused.stderr
+
+
 def test_a_database_is_not_ingested_into_itself(tmp_path):
     """A hostile sweep: `ingest t.duckdb --db t.duckdb` said "ingested 0 run(s)", exit 0."""
     db = tmp_path / "a.duckdb"
