@@ -56,9 +56,7 @@ def ingest(
     if location.numgen:
         typer.echo(shards.numgen_not_moved(location.numgen))
     if done.unfinished:
-        warn(f"{len(done.unfinished)} folder(s) of {results_dir} left for a later ingest, "
-             f"without the {shards.SUCCESS} marker a published run ends with (still being "
-             f"published?): {some_of(done.unfinished, 10)}")  # fmt: skip
+        warn(shards.unfinished_note(results_dir, done.unfinished))
     for run_id, reason in done.skipped:
         warn(f"skipped run {run_id}: {reason}")
     if done.skipped:

@@ -388,6 +388,15 @@ def unfinished_folders(results_dir: str) -> list[str]:
     return sorted(_shown_id(name) if name_problem("run_id", name) else name for name in names)
 
 
+def unfinished_note(results_dir: str, folders: list[str]) -> str:
+    """What an ingest says of `unfinished_folders` (a warning: a later ingest loads them)."""
+    return (
+        f"{len(folders)} folder(s) of {results_dir} left for a later ingest, without the "
+        f"{SUCCESS} marker a published run ends with (still being published?): "
+        f"{some_of(folders, 10)}"
+    )
+
+
 @dataclass
 class Ingested:
     """What an ingest did: the runs it loaded, those it skipped with why, those it had."""

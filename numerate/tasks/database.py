@@ -16,7 +16,7 @@ from numerate.planning.plan import PointFloor, stored_floor
 from numerate.results.regrade import ingest_graded
 from numerate.store import Store, now, queries
 from numerate.store.rows import PointStop
-from numerate.store.shards import publish_run
+from numerate.store.shards import publish_run, unfinished_note
 
 
 @task(cache_policy=NO_CACHE)
@@ -89,6 +89,8 @@ async def ingest_shards(results_dir: str, db: str) -> list[str]:
     """Load every complete run in the results location that the database lacks; a run whose
     shards cannot be read is skipped with a warning, and the task fails once the rest is in."""
     done = await asyncio.to_thread(ingest_graded, Store.open(db), results_dir)
+    if done.unfinished:
+        get_run_logger().warning(unfinished_note(results_dir, done.unfinished))
     for run_id, reason in done.skipped:
         get_run_logger().warning("skipped run %s: %s", run_id, reason)
     if done.skipped:

@@ -1,6 +1,7 @@
 """Runs on two workers publish Parquet shards; one ingest merges them idempotently."""
 
 import asyncio
+import logging
 import shutil
 from pathlib import Path
 
@@ -34,7 +35,7 @@ def table(db, sql):
         Store.close_all()
 
 
-def test_two_workers_share_one_sweep_through_shards(tmp_path):
+def test_two_workers_share_one_sweep_through_shards(tmp_path, caplog):
     shared = tmp_path / "shared"
     # two "workers", each with its own database, one model each
     oracle_run = asyncio.run(sweep(config("oracle", shared), str(tmp_path / "worker-a.duckdb")))
@@ -46,8 +47,11 @@ def test_two_workers_share_one_sweep_through_shards(tmp_path):
     (shared / "half-written" / "runs.parquet.partial").write_bytes(b"")
 
     central = tmp_path / "central.duckdb"
-    loaded = asyncio.run(ingest(str(shared), str(central)))
+    with caplog.at_level(logging.WARNING):
+        loaded = asyncio.run(ingest(str(shared), str(central)))
     assert sorted(loaded) == sorted([oracle_run, random_run])
+    assert f"1 folder(s) of {shared} left for a later ingest" in caplog.text  # a deployment's
+    assert "(still being published?): half-written" in caplog.text  # log says it too
     query = "SELECT run_id, model, count(*) FROM responses GROUP BY ALL"
     assert table(central, query) == sorted([(oracle_run, "oracle", 10), (random_run, "random", 10)])
     # the same cases served both runs: stored once
