@@ -366,3 +366,12 @@ def slug(text: str) -> str:
     if plain == text and not text.startswith("."):
         return text
     return f"{plain.lstrip('.')}-{hashlib.sha256(text.encode()).hexdigest()[:10]}"
+
+
+def not_as_recorded(content: bytes, sha256: str | None) -> str | None:
+    """How a file's content differs from the SHA-256 recorded of it, in words (None: it is
+    the same, or none was recorded)."""
+    found = hashlib.sha256(content).hexdigest()
+    if not sha256 or found == sha256:
+        return None
+    return f"its SHA-256 was {sha256[:12]}…, the file's is {found[:12]}…"

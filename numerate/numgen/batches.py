@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from numerate.kernel.confined import Confined, LeadsOutside, write_below
 from numerate.kernel.credentials import redact
 from numerate.kernel.errors import ConfigError, NumerateError
+from numerate.kernel.files import not_as_recorded
 from numerate.numgen.detection import Detection, Detector, annotate, caption_for
 from numerate.numgen.generation import (
     IMAGE_LEVELS,
@@ -372,12 +373,9 @@ def _stored(image: ImageRow, read: Callable[[bytes], T]) -> T:
         data = stored_image(str(image["path"]))
     except (OSError, ValueError, LeadsOutside) as error:
         raise ImageError(f"image {image['path']}: cannot read it: {error}") from None
-    recorded, found = image.get("sha256"), hashlib.sha256(data).hexdigest()
-    if recorded and found != recorded:  # replaced since it was made: its count would be
-        raise ImageError(  # stored as the count of the image recorded
-            f"image {image['path']}: not the image the run made (its SHA-256 was "
-            f"{recorded[:12]}…, the file's is {found[:12]}…)"
-        )
+    changed = not_as_recorded(data, image.get("sha256"))
+    if changed:  # replaced since it was made: its count would be stored as the count of the
+        raise ImageError(f"image {image['path']}: not the image the run made ({changed})")
     try:
         return read(data)
     except (OSError, ValueError) as error:

@@ -308,7 +308,7 @@ def numgen_cell(
 ) -> tuple[pl.DataFrame, int]:
     """The images of a NumGen run asked for `target` objects in which the detector counted
     `count` (None: nothing counted; MAX_COUNT or more: the matrix's last column), a page of
-    them (prompt_id, prompt, object, image_seed, count, raw_count, error, path,
+    them (prompt_id, prompt, object, image_seed, count, raw_count, error, path, sha256,
     annotated_path), and how many."""
     if count is None:
         condition, params = "d.count IS NULL", [run_id, target]
@@ -320,7 +320,7 @@ def numgen_cell(
     total = int(source.query(f"SELECT count(*) {body}", params)[0][0])
     frame = source.frame(
         "SELECT i.prompt_id, i.prompt, i.object, i.image_seed, d.count, d.raw_count, "
-        "coalesce(d.error, i.error) AS error, i.path, d.annotated_path "
+        "coalesce(d.error, i.error) AS error, i.path, i.sha256, d.annotated_path "
         f"{body} ORDER BY i.prompt_index LIMIT ? OFFSET ?",
         [*params, limit, offset],
     )
@@ -328,27 +328,38 @@ def numgen_cell(
 
 
 IMAGE_FILES = (
-    "SELECT i.prompt_id, i.path, d.annotated_path FROM numgen_images i "
+    "SELECT i.prompt_id, i.path, d.annotated_path, i.sha256 FROM numgen_images i "
     "LEFT JOIN numgen_detections d USING (run_id, prompt_id) WHERE i.run_id = ?"
 )
 """A NumGen run's images: each prompt id, the file of its image and of the copy with the
-detector's boxes drawn."""
+detector's boxes drawn, and the image's SHA-256 as it was made."""
+
+ImageFile = tuple[str, str | None]
+"""A file a NumGen run recorded for an image, and the SHA-256 recorded of it (None: none; an
+annotated copy has none)."""
 
 
-def numgen_image(source: Source, run_id: str, prompt_id: str, annotated: bool) -> str | None:
+def numgen_image(source: Source, run_id: str, prompt_id: str, annotated: bool) -> ImageFile | None:
     """The file a NumGen run recorded for an image (the image itself, or the copy with the
     detector's boxes drawn), or None."""
     rows = source.query(f"{IMAGE_FILES} AND i.prompt_id = ?", [run_id, prompt_id])
-    found = rows[0][2 if annotated else 1] if rows else None
-    return str(found) if found else None
+    if not rows or not rows[0][2 if annotated else 1]:
+        return None
+    _, image, copy, sha256 = rows[0]
+    return (str(copy), None) if annotated else (str(image), sha256)
 
 
-def numgen_image_files(source: Source, run_id: str) -> list[tuple[str, str | None, str | None]]:
+def numgen_image_files(
+    source: Source, run_id: str
+) -> list[tuple[str, ImageFile | None, ImageFile | None]]:
     """Every image a NumGen run recorded, in one query, in its prompts' order: the prompt id,
-    the file of the image and that of the copy with the detector's boxes drawn (None where
-    none was recorded). A query an image cost an export of a run on a lake 0.1-0.2 s each."""
+    the image's file and that of the copy with the detector's boxes drawn (None where none
+    was recorded). A query an image cost an export of a run on a lake 0.1-0.2 s each."""
     rows = source.query(f"{IMAGE_FILES} ORDER BY i.prompt_index, i.prompt_id", [run_id])
-    return [(str(p), str(i) if i else None, str(a) if a else None) for p, i, a in rows]
+    return [
+        (str(p), (str(i), sha256) if i else None, (str(a), None) if a else None)
+        for p, i, a, sha256 in rows
+    ]
 
 
 def numgen_images_folder(source: Source, run_id: str) -> str | None:

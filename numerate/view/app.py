@@ -259,7 +259,8 @@ def _file_route(
     db: str, find: Callable[[Reader, Request], File], what: str
 ) -> Callable[[Request], Awaitable[Response]]:
     """An endpoint serving the file `find` reads from the database: 404 when there is none,
-    403 when it lies behind a link planted in its folder (not followed), 400 for a bad
+    403 when it lies behind a link planted in its folder (not followed), 409 for an image
+    whose file is no longer the one the run made (pages.ReplacedImage), 400 for a bad
     address, 503 when the database cannot be read; each said in a line."""
 
     async def endpoint(request: Request) -> Response:
@@ -272,6 +273,8 @@ def _file_route(
             found = await run_in_threadpool(look)
         except LeadsOutside as refused:  # a link planted among the images: not followed
             return Response(f"not served: {refused}", status_code=403, media_type="text/plain")
+        except pages.ReplacedImage as replaced:  # another image than the one counted
+            return Response(f"not served: {replaced}", status_code=409, media_type="text/plain")
         except ConfigError as error:
             return Response(str(error), status_code=400, media_type="text/plain")
         except Exception as error:  # the database gone, replaced or busy: said in a line
@@ -291,10 +294,12 @@ def _image(reader: Reader, request: Request) -> File:
     run_id, prompt_id = request.path_params["run_id"], request.path_params["prompt_id"]
     annotated = request.query_params.get("annotated") == "1"
     recorded = browse.numgen_image(reader, run_id, prompt_id, annotated)
-    content = pages.image_bytes(pages.images_folder(reader, run_id), recorded)
-    if recorded is None or content is None:
+    if recorded is None:
         return None
-    return content, pages.IMAGE_TYPES[Path(recorded).suffix.lower()], {}
+    content = pages.image_bytes(pages.images_folder(reader, run_id), *recorded)
+    if content is None:
+        return None
+    return content, pages.IMAGE_TYPES[Path(recorded[0]).suffix.lower()], {}
 
 
 def _answer(reader: Reader, request: Request) -> File:

@@ -148,15 +148,16 @@ def copy_images(
     """The images of every NumGen run (and their annotated copies) into the export, where its
     pages link to them (the files written, relative to the folder); an image whose file is
     gone, or that is no image (numerate.view.pages.image_bytes), is left out, and one that is
-    a symbolic link is left out with a warning (`warn`): its target was copied."""
+    a symbolic link, or no longer the image the run made (another image copied over it), is
+    left out with a warning (`warn`)."""
     copied: list[str] = []
     for run_id in browse.numgen_runs(source)["run_id"].to_list():
         images = pages.images_folder(source, run_id)
         for prompt_id, *found_files in browse.numgen_image_files(source, run_id):
             for annotated, found in zip((False, True), found_files, strict=True):
                 try:
-                    content = pages.image_bytes(images, found)
-                except LeadsOutside as refused:
+                    content = pages.image_bytes(images, *found) if found else None
+                except (LeadsOutside, pages.ReplacedImage) as refused:
                     warn(f"image not copied: {refused}")
                     continue
                 if content is None:

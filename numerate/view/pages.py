@@ -19,9 +19,9 @@ from urllib.parse import quote, urlencode
 import polars as pl
 
 from numerate.figures.prepare import curve_points, grid_parameters, heatmap, level_label
-from numerate.kernel.confined import LINK, Confined
+from numerate.kernel.confined import LINK, Confined, LeadsOutside
 from numerate.kernel.errors import ConfigError
-from numerate.kernel.files import slug
+from numerate.kernel.files import not_as_recorded, slug
 from numerate.numgen.metrics import MAX_COUNT
 from numerate.results import live
 from numerate.results.compare import compare_stored, for_display, summary_line
@@ -181,10 +181,13 @@ def image_name(folder: Confined | None, recorded: str | None) -> str | None:
     return name if name is not None and name.startswith("images/") else None
 
 
-def image_problem(folder: Confined | None, recorded: str | None) -> str | None:
+def image_problem(
+    folder: Confined | None, recorded: str | None, sha256: str | None = None
+) -> str | None:
     """Why a recorded image cannot be shown, in words (None: it can: a regular file under the
-    run's images folder, reached through no symbolic link, which `image_bytes` reads). An
-    images folder that is a link to another disk is named as one, not called missing."""
+    run's images folder, reached through no symbolic link, which `image_bytes` reads, and
+    the image the run made where its SHA-256 is given). An images folder that is a link to
+    another disk is named as one, not called missing."""
     name = image_name(folder, recorded)
     if name is None or folder is None:
         return "no image file is recorded under the run's images folder"
@@ -193,15 +196,28 @@ def image_problem(folder: Confined | None, recorded: str | None) -> str | None:
         return "the file is missing (the database records it; it was moved or removed)"
     if problem is not None and problem.endswith(LINK):  # its name below the run's folder
         return f"{problem}, which numerate view does not follow"  # only: an export may be
-    return problem  # shared
+    if problem is None and sha256:  # shared
+        try:
+            image_bytes(folder, recorded, sha256)
+        except (ReplacedImage, LeadsOutside) as refused:
+            return f"{refused}, which numerate view does not show"
+    return problem
 
 
-def image_bytes(folder: Confined | None, recorded: str | None) -> bytes | None:
+class ReplacedImage(ValueError):
+    """A recorded image whose file is no longer the image the run made (by its SHA-256): the
+    viewer would show another image than the one the detector counted."""
+
+
+def image_bytes(
+    folder: Confined | None, recorded: str | None, sha256: str | None = None
+) -> bytes | None:
     """A recorded image's content, when it is one the viewer may show: under the run's
     images folder, read without following a link, no larger than MAX_IMAGE_BYTES and
     beginning as its kind of image does; None when it is not there or is no image.
     LeadsOutside when it, or a folder on its way, is a symbolic link (an image replaced by a
-    link to /etc/passwd was served as one). No other file is ever read."""
+    link to /etc/passwd was served as one); ReplacedImage when its content is not what
+    `sha256` (recorded as the run made it) says. No other file is ever read."""
     name = image_name(folder, recorded)
     if name is None or folder is None:
         return None
@@ -209,7 +225,12 @@ def image_bytes(folder: Confined | None, recorded: str | None) -> bytes | None:
         content = folder.read_bytes(name, MAX_IMAGE_BYTES)
     except (OSError, ValueError):
         return None
-    return content if content.startswith(IMAGE_MAGIC[Path(name).suffix.lower()]) else None
+    if not content.startswith(IMAGE_MAGIC[Path(name).suffix.lower()]):
+        return None
+    changed = not_as_recorded(content, sha256)
+    if changed:
+        raise ReplacedImage(f"{name}: not the image the run made ({changed})")
+    return content
 
 
 def image_file(run_id: str, prompt_id: str, annotated: bool) -> str:
@@ -630,7 +651,7 @@ def numgen_cell(
     folder = images_folder(source, run_id)
     for row in listed:
         image, annotated = row.pop("path"), row.pop("annotated_path")
-        row["why"] = image_problem(folder, image)
+        row["why"] = image_problem(folder, image, row.pop("sha256"))
         row["image"] = links.image(run_id, row["prompt_id"], False) if not row["why"] else None
         shown = image_problem(folder, annotated) is None
         row["annotated"] = links.image(run_id, row["prompt_id"], True) if shown else None

@@ -4,6 +4,7 @@ export's files never goes through a link planted in it (numerate.kernel.confined
 
 from __future__ import annotations
 
+import html
 import os
 from pathlib import Path
 
@@ -118,6 +119,45 @@ def test_an_export_copies_no_image_that_is_a_link(numgen_run, tmp_path):
     assert done.exit_code == 0, done.output
     assert f"warning: image not copied: {image}: a symbolic link" in done.stderr
     assert not any(SECRET in p.read_text(errors="replace") for p in out.rglob("*") if p.is_file())
+    assert len(list(out.glob("numgen/*/images/*.png"))) == 9  # the 9 others
+
+
+def test_an_image_another_was_copied_over_is_neither_shown_served_nor_exported(
+    numgen_run, tmp_path
+):
+    """A hostile sweep: an image file overwritten with another image's bytes was served, shown
+    on its cell's page and exported as the image the detector counted, though the run records
+    its SHA-256 (which a recount already checks)."""
+    db, run_id, prompt_id, image, _ = numgen_run
+    con = duckdb.connect(str(db), read_only=True)
+    [(target, count)] = con.execute(
+        "SELECT i.target, d.count FROM numgen_images i JOIN numgen_detections d "
+        "USING (run_id, prompt_id) WHERE prompt_id = ?", [prompt_id]
+    ).fetchall()  # fmt: skip
+    [(other,)] = con.execute(
+        "SELECT path FROM numgen_images WHERE prompt_id <> ? AND target <> ? LIMIT 1",
+        [prompt_id, target],
+    ).fetchall()
+    con.close()
+    client = TestClient(create_app(str(db)))
+    address = f"/numgen/{run_id}/image/{prompt_id}"
+    cell = f"/numgen/{run_id}/cell?target={target}&count={count}"
+    assert client.get(address).status_code == 200
+    before = client.get(cell).text
+    assert "image not shown" not in before and f'href="{address}"' in before
+    image.write_bytes(Path(other).read_bytes())  # a PNG still, of another image
+    name = image.relative_to(image.parents[2]).as_posix()  # images/<generator>/<id>.png
+    refused = client.get(address)
+    assert refused.status_code == 409, refused.text
+    assert refused.text.startswith(f"not served: {name}: not the image the run made (its SHA-256")
+    shown = client.get(cell)
+    assert shown.status_code == 200
+    assert f"image not shown: {name}: not the image the run made" in html.unescape(shown.text)
+    assert f'href="{address}"' not in shown.text  # no link to it
+    out = tmp_path / "export"
+    done = runner.invoke(app, ["view", "--db", str(db), "--export", str(out)])
+    assert done.exit_code == 0, done.output
+    assert f"warning: image not copied: {name}: not the image the run made" in done.stderr
     assert len(list(out.glob("numgen/*/images/*.png"))) == 9  # the 9 others
 
 
