@@ -15,11 +15,15 @@ sent to the terminal):
 - one row per key: two identical rows are one, two different ones are refused, as is a case
   or completion that differs from the one the database holds under the same key;
 - each answer's case is in the shard or the database, of the answer's manifold and grid
-  point, and of a manifold this numerate knows; answers exist where aggregates count some.
+  point, and of a manifold this numerate knows; answers exist where aggregates count some;
+- each piece of a long text is of an answer of the run, and a text's pieces are the text its
+  SHA-256 names.
 """
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import json
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -160,7 +164,7 @@ def database_problem(con: Any, files: dict[str, str]) -> str | None:
     under the same key, and not the same."""
     for table in sorted(_KEPT & set(files)):
         shard = _Shard(files[table])
-        given = [row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {shard.plain}").fetchall()]
+        given = _columns(con, shard)
         key = KEYS[table][0]
         keyed = ", ".join(f'"{c}"' for c in key)
         shared = [c for c in given if c not in key and c != "created_at"]
@@ -379,6 +383,7 @@ def _across_tables(con: Any, shards: dict[str, _Shard]) -> str | None:
         or _one_run(con, shards)
         or _answers_counted(con, shards)
         or _all_belong(con, shards)
+        or _texts_are_answers(con, shards)
     )
 
 
@@ -464,6 +469,59 @@ def _all_belong(con: Any, shards: dict[str, _Shard]) -> str | None:
             "(completions.parquet)"
         )
     return None
+
+
+def _texts_are_answers(con: Any, shards: dict[str, _Shard]) -> str | None:
+    """Each piece of texts.parquet is of a long text an answer of the run names by its
+    SHA-256 (completions.parquet, responses.parquet), and a text's pieces, joined in order,
+    are the text that SHA-256 names. A text is kept by the first run that stores it
+    (numerate.store.texts): a piece planted under another text's SHA-256, or a damaged one,
+    would stand for that text in the answers of every later run."""
+    if "texts" not in shards:
+        return None
+    texts = shards["texts"]
+    named = " UNION ALL ".join(
+        f'SELECT "{sha}" AS sha FROM {shards[table].plain}'
+        for table, columns in LONG_TEXTS.items()
+        if table in shards
+        for _, sha in columns
+        if sha in _columns(con, shards[table])
+    )
+    stray = _first(
+        con,
+        f"SELECT t.file_row_number, t.sha FROM {texts.rows} t "
+        f"ANTI JOIN ({named or 'SELECT NULL::VARCHAR AS sha'}) n USING (sha)",
+    )
+    if stray:
+        return f"texts.parquet{_row(stray)}: a piece of text {_shown(stray[1])}, no answer's"
+    found = con.execute(
+        f"SELECT sha, file_row_number, piece FROM {texts.rows} ORDER BY sha, part"
+    )  # a piece at a time: never a text, nor the run's texts, whole
+
+    def pieces() -> Iterator[tuple[str, int, str]]:
+        while batch := found.fetchmany(TEXT_PIECES_READ):
+            yield from batch
+
+    for sha, of_text in itertools.groupby(pieces(), key=lambda piece: piece[0]):
+        digest, rows = hashlib.sha256(), []
+        for _, row, piece in of_text:
+            digest.update(piece.encode())
+            rows.append(row)
+        if digest.hexdigest() != sha:
+            return (
+                f"texts.parquet row {rows[0] + 1}: the pieces of text {_shown(sha)} are not "
+                "the text its SHA-256 names (damaged, or another text's)"
+            )
+    return None
+
+
+TEXT_PIECES_READ = 1_000
+"""Pieces of texts.parquet read at a time (each at most 4,000 bytes) to check them."""
+
+
+def _columns(con: Any, shard: _Shard) -> list[str]:
+    """The columns of a shard."""
+    return [row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {shard.plain}").fetchall()]
 
 
 def _answers_counted(con: Any, shards: dict[str, _Shard]) -> str | None:

@@ -219,3 +219,50 @@ def test_the_viewer_finds_a_word_of_a_long_answer_and_offers_it_whole(published_
     assert found.status_code == 200 and case_id in found.text
     answer = client.get(f"/run/{run_id}/answer", params={"model": "long", "id": case_id})
     assert answer.status_code == 200 and answer.text == whole
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (
+            "UPDATE shard_rows SET piece = replace(piece, 'e', 'E') WHERE part = 3",
+            "the pieces of text '{sha}' are not the text its SHA-256 names",
+        ),
+        (
+            "DELETE FROM shard_rows WHERE part = 2",
+            "the pieces of text '{sha}' are not the text its SHA-256 names",
+        ),
+        (
+            "INSERT INTO shard_rows SELECT sha256('planted'), 0, 'planted'",
+            "a piece of text '{planted}', no answer's",
+        ),
+    ],
+    ids=["a piece changed", "a piece missing", "a text of no answer"],
+)
+def test_an_ingest_refuses_pieces_that_are_not_the_text_their_sha_256_names(
+    published_long, tmp_path, change, said
+):
+    """A hostile sweep: the pieces of texts.parquet were loaded unchecked. A text is kept by
+    the first run that stores it, so pieces planted under another text's SHA-256 (or damaged)
+    would have stood for that text in every later run's answers."""
+    import hashlib
+    import shutil
+
+    _, shared, _ = published_long
+    copy = tmp_path / "shared"
+    shutil.copytree(shared, copy)
+    [run_folder] = copy.iterdir()
+    shard = run_folder / "texts.parquet"
+    con = duckdb.connect()
+    con.execute(f"CREATE TABLE shard_rows AS SELECT * FROM read_parquet('{shard}')")
+    [(sha,)] = con.execute("SELECT min(sha) FROM shard_rows WHERE part = 3").fetchall()
+    con.execute(change.replace("WHERE part", f"WHERE sha = '{sha}' AND part"))
+    con.execute(f"COPY shard_rows TO '{shard}' (FORMAT parquet)")
+    con.close()
+    central = tmp_path / "central.db"
+    done = runner.invoke(app, ["ingest", str(copy), "--db", str(central)])
+    assert done.exit_code == 3, done.output
+    planted = hashlib.sha256(b"planted").hexdigest()
+    assert f"skipped run {run_folder.name}: texts.parquet row " in done.stderr
+    assert said.format(sha=sha, planted=planted) in done.stderr
+    assert not central.exists()  # nothing of it written (the database it made: removed)
