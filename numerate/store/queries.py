@@ -353,10 +353,27 @@ def answers_in(source: Source, run_id: str) -> int:
     return int(source.query("SELECT count(*) FROM responses WHERE run_id = ?", [run_id])[0][0])
 
 
+TEXT_BYTES_A_PAGE = 32_000_000
+"""About how many bytes of text (long answers whole, their cases' prompts and data) a page of
+`stored_answers` and `run_cases` holds: a page of 10,000 answers of 262,144 characters
+(numerate.kernel.answers.MAX_ANSWER_CHARS) would have held 2.6 GB, as would 10,000 cases of
+a Shuffle Tracking story of that length. A run of short texts is paged by ANSWERS_A_PAGE
+(about 8 MB of text a page, 300,000 oracle answers)."""
+
+
 def _pages(source: Source, run_id: str) -> Iterator[str]:
-    """A run's answers in pages of about ANSWERS_A_PAGE: each page's condition on `case_id`
-    (a hash of the case id, so that a case's answers share a page)."""
-    pages = max(1, -(-answers_in(source, run_id) // ANSWERS_A_PAGE))
+    """A run's answers in pages of about ANSWERS_A_PAGE, and of about TEXT_BYTES_A_PAGE of
+    text: each page's condition on `case_id` (a hash of the case id, so that a case's
+    answers share a page)."""
+    [(answers, text)] = source.query(
+        "SELECT (SELECT count(*) FROM responses WHERE run_id = $1), "
+        "coalesce((SELECT sum(strlen(piece)) FROM texts WHERE sha IN "
+        "(SELECT raw_sha FROM responses WHERE run_id = $1)), 0) + "
+        "coalesce((SELECT sum(strlen(input) + coalesce(strlen(CAST(data AS VARCHAR)), 0)) "
+        "FROM cases WHERE case_id IN (SELECT case_id FROM responses WHERE run_id = $1)), 0)",
+        [run_id],
+    )
+    pages = max(1, -(-answers // ANSWERS_A_PAGE), -(-int(text) // TEXT_BYTES_A_PAGE))
     for page in range(pages):
         yield f"hash(case_id) % {pages} = {page}"
 

@@ -266,3 +266,23 @@ def test_an_ingest_refuses_pieces_that_are_not_the_text_their_sha_256_names(
     assert f"skipped run {run_folder.name}: texts.parquet row " in done.stderr
     assert said.format(sha=sha, planted=planted) in done.stderr
     assert not central.exists()  # nothing of it written (the database it made: removed)
+
+
+def test_a_page_of_stored_answers_follows_their_text_not_only_their_count(
+    published_long, monkeypatch
+):
+    """A page of `stored_answers` (regrade, an ingest's grading) was 10,000 answers whatever
+    their length: 10,000 answers of 262,144 characters would have been 2.6 GB in one page."""
+    from numerate.store import queries
+
+    db, _, sent = published_long
+    assert all(len(text.encode()) > 30_000 for text in sent)  # 3 answers, 90 KB and more
+    monkeypatch.setattr(queries, "TEXT_BYTES_A_PAGE", 30_000)
+    store = Store.open(str(db))
+    try:
+        [(run_id,)] = store.query("SELECT run_id FROM runs")
+        pages = list(queries.stored_answers(store, run_id))
+    finally:
+        Store.close_all()
+    assert len(pages) >= 3
+    assert sorted(a.raw_text for page in pages for a in page) == sorted(sent)
