@@ -627,6 +627,8 @@ class CountedTwice:
     prompt_ids: list[str]
     targets: list[int]
     paths: list[str | None]
+    shas: list[str | None]
+    """Each image's SHA-256 as it was made (None: not recorded)."""
     source_counts: list[int | None]
     counts: list[int | None]
 
@@ -642,17 +644,17 @@ def numgen_counted_twice(source: Source, run_id: str) -> CountedTwice | None:
     if not link:
         return None
     rows = source.query(
-        "SELECT i.prompt_id, i.target, i.path, a.count, b.count FROM numgen_images i "
+        "SELECT i.prompt_id, i.target, i.path, i.sha256, a.count, b.count FROM numgen_images i "
         "LEFT JOIN numgen_detections b ON b.run_id = i.run_id AND b.prompt_id = i.prompt_id "
         "LEFT JOIN numgen_detections a ON a.run_id = ? AND a.prompt_id = i.prompt_id "
         "WHERE i.run_id = ? ORDER BY i.prompt_index",
         [link[0][0], run_id],
     )
-    columns = list(zip(*rows, strict=True)) if rows else [()] * 5
+    columns = list(zip(*rows, strict=True)) if rows else [()] * 6
     return CountedTwice(
         str(link[0][0]), str(link[0][1]), str(link[0][2]),
         [str(p) for p in columns[0]], [int(t) for t in columns[1]], list(columns[2]),
-        list(columns[3]), list(columns[4]),
+        list(columns[3]), list(columns[4]), list(columns[5]),
     )  # fmt: skip
 
 

@@ -628,8 +628,9 @@ def _agreement(source: Source, links: Links, run_id: str) -> dict[str, Any] | No
     twice, figures, apart = found
     folder = images_folder(source, run_id)
     images = rows(apart)
+    made = dict(zip(twice.prompt_ids, twice.shas, strict=True))  # each image's SHA-256
     for row in images:  # the image's page, never its path on disk
-        shown = image_problem(folder, row.pop("path")) is None
+        shown = image_problem(folder, row.pop("path"), made[row["prompt_id"]]) is None
         row["image"] = links.image(run_id, row["prompt_id"], False) if shown else None
     return {
         **figures.as_dict(), "source": twice.source_run_id, "apart": images,

@@ -122,6 +122,17 @@ def test_an_export_copies_no_image_that_is_a_link(numgen_run, tmp_path):
     assert len(list(out.glob("numgen/*/images/*.png"))) == 9  # the 9 others
 
 
+def another_image(db: Path, run_id: str, prompt_id: str) -> bytes:
+    """The content of another image of the run, asked for another number of objects."""
+    con = duckdb.connect(str(db), read_only=True)
+    [(other,)] = con.execute(
+        "SELECT path FROM numgen_images WHERE run_id = ? AND target <> (SELECT target FROM "
+        "numgen_images WHERE run_id = ? AND prompt_id = ?) LIMIT 1", [run_id, run_id, prompt_id]
+    ).fetchall()  # fmt: skip
+    con.close()
+    return Path(other).read_bytes()
+
+
 def test_an_image_another_was_copied_over_is_neither_shown_served_nor_exported(
     numgen_run, tmp_path
 ):
@@ -134,10 +145,6 @@ def test_an_image_another_was_copied_over_is_neither_shown_served_nor_exported(
         "SELECT i.target, d.count FROM numgen_images i JOIN numgen_detections d "
         "USING (run_id, prompt_id) WHERE prompt_id = ?", [prompt_id]
     ).fetchall()  # fmt: skip
-    [(other,)] = con.execute(
-        "SELECT path FROM numgen_images WHERE prompt_id <> ? AND target <> ? LIMIT 1",
-        [prompt_id, target],
-    ).fetchall()
     con.close()
     client = TestClient(create_app(str(db)))
     address = f"/numgen/{run_id}/image/{prompt_id}"
@@ -145,7 +152,7 @@ def test_an_image_another_was_copied_over_is_neither_shown_served_nor_exported(
     assert client.get(address).status_code == 200
     before = client.get(cell).text
     assert "image not shown" not in before and f'href="{address}"' in before
-    image.write_bytes(Path(other).read_bytes())  # a PNG still, of another image
+    image.write_bytes(another_image(db, run_id, prompt_id))  # a PNG still, of another image
     name = image.relative_to(image.parents[2]).as_posix()  # images/<generator>/<id>.png
     refused = client.get(address)
     assert refused.status_code == 409, refused.text
@@ -159,6 +166,31 @@ def test_an_image_another_was_copied_over_is_neither_shown_served_nor_exported(
     assert done.exit_code == 0, done.output
     assert f"warning: image not copied: {name}: not the image the run made" in done.stderr
     assert len(list(out.glob("numgen/*/images/*.png"))) == 9  # the 9 others
+
+
+def test_an_image_counted_apart_that_was_replaced_is_not_shown_on_the_agreement(numgen_run):
+    """The agreement of a recount lists the images its counters counted most apart, each
+    shown: one copied over since is named, not shown as the image both counted."""
+    db, run_id, prompt_id, image, _ = numgen_run
+    again = runner.invoke(app, ["numgen", "recount", run_id, "--detector", "blobs",
+                                "--db", str(db)])  # fmt: skip
+    assert again.exit_code == 0, again.output
+    con = duckdb.connect(str(db))
+    [(recount,)] = con.execute(
+        "SELECT run_id FROM numgen_runs WHERE source_run_id = ?", [run_id]
+    ).fetchall()
+    con.execute(  # the second counter saw one more object in that image
+        "UPDATE numgen_detections SET count = count + 1 WHERE run_id = ? AND prompt_id = ?",
+        [recount, prompt_id],
+    )
+    con.close()
+    client = TestClient(create_app(str(db)))
+    link = f'<img class="thumb" src="/numgen/{recount}/image/{prompt_id}"'
+    assert link in client.get(f"/numgen/{recount}").text
+    image.write_bytes(another_image(db, run_id, prompt_id))
+    page = client.get(f"/numgen/{recount}")
+    assert page.status_code == 200 and link not in page.text
+    assert f"<tr><td>{prompt_id}</td>" in page.text  # named, not shown
 
 
 @pytest.fixture
