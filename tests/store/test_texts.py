@@ -20,7 +20,7 @@ from numerate.kernel.answers import SEAM
 from numerate.store import Store
 from numerate.store.schema import migrate
 from numerate.store.tables import insert_rows
-from numerate.store.texts import PIECE_CHARS, ROW_BYTES, whole_texts
+from numerate.store.texts import PIECE_CHARS, PIECE_COLUMNS, ROW_BYTES, whole_texts
 from tests.store.test_store_access import completion
 
 runner = CliRunner()
@@ -286,3 +286,59 @@ def test_a_page_of_stored_answers_follows_their_text_not_only_their_count(
         Store.close_all()
     assert len(pages) >= 3
     assert sorted(a.raw_text for page in pages for a in page) == sorted(sent)
+
+
+def texts_shard(folder, texts: list[str], part_type: str = "INTEGER", twice: int = 0):
+    """texts.parquet and responses.parquet of answers `texts` (in pieces, as a run publishes
+    them; the first `twice` pieces written twice), as shard_checks reads them."""
+    import hashlib
+
+    import pyarrow as pa
+
+    from numerate.store import shard_checks
+    from numerate.store.shards import SHARD_ROW_GROUP
+
+    shas = [hashlib.sha256(text.encode()).hexdigest() for text in texts]
+    rows = [(sha, i // PIECE_CHARS, text[i : i + PIECE_CHARS])
+            for sha, text in zip(shas, texts, strict=True)
+            for i in range(0, len(text), PIECE_CHARS)]  # fmt: skip
+    rows += rows[:twice]
+    given = pa.table({name: [row[i] for row in rows] for i, name in enumerate(PIECE_COLUMNS)})
+    con = duckdb.connect()
+    con.register("given", given)
+    con.execute(
+        f"COPY (SELECT sha, part::{part_type} AS part, piece FROM given) TO "
+        f"'{folder / 'texts.parquet'}' (FORMAT parquet, ROW_GROUP_SIZE {SHARD_ROW_GROUP})"
+    )  # as a run publishes them
+    con.execute("CREATE TABLE r AS SELECT unnest(?) AS raw_sha", [shas])
+    con.execute(f"COPY r TO '{folder / 'responses.parquet'}' (FORMAT parquet)")
+    con.close()
+    return {t: shard_checks._Shard(str(folder / f"{t}.parquet")) for t in ("texts", "responses")}
+
+
+def test_the_texts_of_a_shard_are_checked_within_the_writer_s_bound(tmp_path, monkeypatch):
+    """A review: the check sorted every piece of texts.parquet at once, which DuckDB could not
+    do within its bound: a run of 700 answers of 100,000 characters with reasonings as long
+    (140 MB of texts, 128 MB) was refused as "a value too large to read". The same at a
+    quarter of the scale: 40 MB of texts checked by a DuckDB of 32 MB."""
+    from numerate.store import shard_checks
+
+    rng = random.Random(5)
+    texts = [prose(rng, 100_000) + str(k) for k in range(400)]
+    shards = texts_shard(tmp_path, texts)
+    monkeypatch.setattr(shard_checks, "TEXT_BYTES_CHECKED", 4_000_000, raising=False)  # 16 of 128
+    con = duckdb.connect(config={"memory_limit": "32MB", "threads": 2})
+    assert shard_checks._texts_are_answers(con, shards) is None
+
+
+def test_identical_pieces_twice_and_parts_as_text_are_the_text_they_name(tmp_path):
+    """A review: a piece written twice (two identical rows are one, as everywhere in a shard)
+    and `part` written as text ("10" sorted before "2") were refused as another text."""
+    from numerate.store import shard_checks
+
+    texts = [prose(random.Random(6), 30_500)]  # 31 pieces
+    con = duckdb.connect()
+    for number, (part_type, twice) in enumerate([("INTEGER", 3), ("VARCHAR", 0)]):
+        (folder := tmp_path / str(number)).mkdir()
+        shards = texts_shard(folder, texts, part_type, twice)
+        assert shard_checks._texts_are_answers(con, shards) is None
