@@ -315,19 +315,23 @@ def check_writable(results_dir: str) -> None:
 
 def complete_runs(results_dir: str) -> list[str]:
     """Run ids whose shards are complete in the results location, sorted."""
+    return run_folders(results_dir)[0]
+
+
+def run_folders(results_dir: str) -> tuple[list[str], list[str]]:
+    """The results location's folders, from one listing: the run ids whose shards are
+    complete, and the names of the folders without the marker a published run ends with (a
+    run still being published, or no run's folder; a link to a folder among them), each
+    sorted."""
     try:
-        return _complete_runs(results_dir)
-    except OSError as error:
-        raise _unlisted(results_dir, error) from None
+        return _run_folders(results_dir)
+    except OSError as error:  # a share that went away, a listing refused
+        raise ConfigError(
+            f"results location {results_dir} cannot be read: {error.strerror or error}"
+        ) from None
 
 
-def _unlisted(results_dir: str, error: OSError) -> ConfigError:
-    """A results location whose folders cannot be listed (a share that went away, a listing
-    refused), said in one line."""
-    return ConfigError(f"results location {results_dir} cannot be read: {error.strerror or error}")
-
-
-def _complete_runs(results_dir: str) -> list[str]:
+def _run_folders(results_dir: str) -> tuple[list[str], list[str]]:
     fs, root = _filesystem(results_dir)
     if not fs.exists(root):
         missing = None if "://" in results_dir else missing_link_target(Path(results_dir))
@@ -340,19 +344,22 @@ def _complete_runs(results_dir: str) -> list[str]:
             f"results location {results_dir} is {kind}, neither a results database (a DuckDB "
             "file) nor a folder of run shards"
         )
-    # a local marker that is a link counts (never followed): ingest refuses its run, named
-    return sorted(
-        PurePosixPath(entry).name
-        for entry in fs.ls(root, detail=False)
-        if fs.lexists(f"{entry}/{SUCCESS}")
-    )
+    complete, unfinished = [], []
+    for entry in fs.ls(root, detail=True):
+        name = PurePosixPath(entry["name"]).name
+        # a local marker that is a link counts (never followed): ingest refuses its run, named
+        if fs.lexists(f"{entry['name']}/{SUCCESS}"):
+            complete.append(name)
+        elif entry.get("type") != "file":  # a folder, or a link (to one)
+            unfinished.append(_shown_id(name) if name_problem("run_id", name) else name)
+    return sorted(complete), sorted(unfinished)
 
 
 def require_complete_runs(results_dir: str) -> list[str]:
     """`complete_runs`, or a ConfigError saying why the location holds none: a location with
     nothing to load is a wrong path far more often than an ingest with nothing to do (a run's
     own folder, the folder above the location, runs still being published)."""
-    runs = complete_runs(results_dir)
+    runs, folders = run_folders(results_dir)
     if runs:
         return runs
     fs, root = _filesystem(results_dir)
@@ -362,7 +369,6 @@ def require_complete_runs(results_dir: str) -> list[str]:
             f"results location {results_dir} is one run's folder (it holds {SUCCESS}): give "
             f"the folder of run folders, {parent}"
         )
-    folders = unfinished_folders(results_dir)
     if not folders:
         raise ConfigError(
             f"results location {results_dir} holds no run folder (runs publish to "
@@ -375,24 +381,12 @@ def require_complete_runs(results_dir: str) -> list[str]:
     )
 
 
-def unfinished_folders(results_dir: str) -> list[str]:
-    """The names of the results location's folders without the marker a published run ends
-    with (a run still being published, or no run's folder), sorted."""
-    fs, root = _filesystem(results_dir)
-    try:
-        folders = [entry["name"] for entry in fs.ls(root, detail=True)
-                   if entry.get("type") == "directory"]  # fmt: skip
-        names = [PurePosixPath(f).name for f in folders if not fs.lexists(f"{f}/{SUCCESS}")]
-    except OSError as error:
-        raise _unlisted(results_dir, error) from None
-    return sorted(_shown_id(name) if name_problem("run_id", name) else name for name in names)
-
-
 def unfinished_note(results_dir: str, folders: list[str]) -> str:
-    """What an ingest says of `unfinished_folders` (a warning: a later ingest loads them)."""
+    """What an ingest says of the folders without a marker (`run_folders`; a warning: a
+    later ingest loads those that are runs still being published)."""
     return (
-        f"{len(folders)} folder(s) of {results_dir} left for a later ingest, without the "
-        f"{SUCCESS} marker a published run ends with (still being published?): "
+        f"{len(folders)} folder(s) of {results_dir} not loaded, without the {SUCCESS} marker "
+        f"a published run ends with (still being published, or not a run's folder): "
         f"{some_of(folders, 10)}"
     )
 
@@ -408,8 +402,8 @@ class Ingested:
     before: list[str] = field(default_factory=list)
     """Runs an earlier ingest loaded (each is loaded once)."""
     unfinished: list[str] = field(default_factory=list)
-    """Folders of the location without the marker a published run ends with: left for a
-    later ingest (`unfinished_folders`)."""
+    """Folders of the location without the marker a published run ends with (`run_folders`):
+    not loaded."""
 
 
 def ingest(store: Store, results_dir: str, grade: Callable[[Store, str], object]) -> Ingested:
@@ -422,8 +416,9 @@ def ingest(store: Store, results_dir: str, grade: Callable[[Store, str], object]
 
     fs, root = _filesystem(results_dir)
     local_files = _confined(fs, root)
-    done = Ingested(unfinished=unfinished_folders(results_dir))
-    for run_id in complete_runs(results_dir):
+    runs, unfinished = run_folders(results_dir)
+    done = Ingested(unfinished=unfinished)
+    for run_id in runs:
         if name_problem("run_id", run_id):  # a folder no run of numerate's is named
             done.skipped.append((_shown_id(run_id), f"its folder's name is {_NO_RUN_ID}"))
             continue

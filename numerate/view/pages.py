@@ -196,12 +196,19 @@ def image_problem(
         return "the file is missing (the database records it; it was moved or removed)"
     if problem is not None and problem.endswith(LINK):  # its name below the run's folder
         return f"{problem}, which numerate view does not follow"  # only: an export may be
-    if problem is None and sha256:  # shared
-        try:
-            image_bytes(folder, recorded, sha256)
-        except (ReplacedImage, LeadsOutside) as refused:
-            return f"{refused}, which numerate view does not show"
-    return problem
+    if problem is not None:  # shared
+        return problem
+    try:  # read whole where its SHA-256 is known, else its first bytes
+        shown = image_bytes(folder, recorded, sha256, head=not sha256)
+    except (ReplacedImage, LeadsOutside) as refused:
+        return f"{refused}, which numerate view does not show"
+    if shown is None:
+        kind = Path(name).suffix.lower().lstrip(".").upper()
+        return (
+            f"{name}: no {kind} image (replaced since it was made?), which numerate view does "
+            "not show"
+        )
+    return None
 
 
 class ReplacedImage(ValueError):
@@ -210,19 +217,20 @@ class ReplacedImage(ValueError):
 
 
 def image_bytes(
-    folder: Confined | None, recorded: str | None, sha256: str | None = None
+    folder: Confined | None, recorded: str | None, sha256: str | None = None, head: bool = False
 ) -> bytes | None:
     """A recorded image's content, when it is one the viewer may show: under the run's
     images folder, read without following a link, no larger than MAX_IMAGE_BYTES and
     beginning as its kind of image does; None when it is not there or is no image.
     LeadsOutside when it, or a folder on its way, is a symbolic link (an image replaced by a
     link to /etc/passwd was served as one); ReplacedImage when its content is not what
-    `sha256` (recorded as the run made it) says. No other file is ever read."""
+    `sha256` (recorded as the run made it) says. With `head`, its first bytes only (what
+    says its kind). No other file is ever read."""
     name = image_name(folder, recorded)
     if name is None or folder is None:
         return None
     try:
-        content = folder.read_bytes(name, MAX_IMAGE_BYTES)
+        content = folder.read_bytes(name, 16 if head else MAX_IMAGE_BYTES, head=head)
     except (OSError, ValueError):
         return None
     if not content.startswith(IMAGE_MAGIC[Path(name).suffix.lower()]):

@@ -11,6 +11,8 @@ from typer.testing import CliRunner
 from numerate.cli import app
 from numerate.flows.ingest import ingest
 from numerate.flows.sweep import sweep
+from numerate.kernel.errors import ConfigError
+from numerate.results.regrade import ingest_graded
 from numerate.store import Store
 from numerate.store.schema import ID_BUCKET
 from numerate.store.shards import SUCCESS, complete_runs
@@ -50,8 +52,8 @@ def test_two_workers_share_one_sweep_through_shards(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="prefect.task_runs"):  # an earlier run in
         loaded = asyncio.run(ingest(str(shared), str(central)))  # this process quieted it
     assert sorted(loaded) == sorted([oracle_run, random_run])
-    assert f"1 folder(s) of {shared} left for a later ingest" in caplog.text  # a deployment's
-    assert "(still being published?): half-written" in caplog.text  # log says it too
+    assert f"1 folder(s) of {shared} not loaded" in caplog.text  # a deployment's log says
+    assert "(still being published, or not a run's folder): half-written" in caplog.text  # it
     query = "SELECT run_id, model, count(*) FROM responses GROUP BY ALL"
     assert table(central, query) == sorted([(oracle_run, "oracle", 10), (random_run, "random", 10)])
     # the same cases served both runs: stored once
@@ -434,15 +436,20 @@ def test_an_ingest_names_every_run_and_folder_it_passes_over(tmp_path):
     Store.close_all()
     (shared / "publishing").mkdir()  # a run's shards on their way: no marker yet
     (shared / "publishing" / "runs.parquet").write_bytes(b"")
+    (tmp_path / "elsewhere").mkdir()
+    (shared / "linked").symlink_to(tmp_path / "elsewhere")  # a link to a folder: named too
     central = str(tmp_path / "central.duckdb")
     first = CliRunner().invoke(app, ["ingest", str(shared), "--db", central])
     assert first.exit_code == 0, first.output
     assert f"ingested 1 run(s) into {central}\n  {run_id}" in first.stdout
-    assert f"1 folder(s) of {shared} left for a later ingest" in first.stderr
-    assert "(still being published?): publishing" in first.stderr
+    assert f"2 folder(s) of {shared} not loaded, without the _SUCCESS marker" in first.stderr
+    assert "(still being published, or not a run's folder): linked, publishing" in first.stderr
     again = CliRunner().invoke(app, ["ingest", str(shared), "--db", central])
     assert again.exit_code == 0, again.output
     assert f"1 run(s) loaded by an earlier ingest: {run_id}" in again.stdout
+    with pytest.raises(ConfigError, match=r"^no results location at .*nowhere$"):
+        ingest_graded(Store.open(central), str(tmp_path / "nowhere"))  # as a deployment's
+    Store.close_all()  # ingest asks: said as the command says it, before anything is listed
 
     images = str(tmp_path / "images")
     numgen = ["numgen", "run", "--generator", "synthetic", "--detector", "blobs", "--count", "2",

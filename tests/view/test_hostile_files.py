@@ -166,6 +166,9 @@ def test_an_image_another_was_copied_over_is_neither_shown_served_nor_exported(
     assert done.exit_code == 0, done.output
     assert f"warning: image not copied: {name}: not the image the run made" in done.stderr
     assert len(list(out.glob("numgen/*/images/*.png"))) == 9  # the 9 others
+    image.write_bytes(b"GIF89a" + bytes(100))  # no PNG at all: said so, not linked
+    shown = html.unescape(client.get(cell).text)
+    assert f"image not shown: {name}: no PNG image (replaced since it was made?)" in shown
 
 
 def test_an_image_counted_apart_that_was_replaced_is_not_shown_on_the_agreement(numgen_run):
