@@ -395,13 +395,12 @@ def _keys_name_points(con: Any, responses: str, every_case: str) -> str | None:
         f"SELECT min(r.file_row_number), r.point_key, c.params, c.point_key FROM {responses} r "
         f"JOIN {every_case} c USING (case_id) GROUP BY ALL ORDER BY ALL"
     )
-    while pairs := found.fetchmany(1000):
-        for row, key, params, case_key in pairs:
-            if key != case_key and not names_point(key, _parameters(params)):
-                return (
-                    f"responses.parquet{_row((row,))}: point_key {_shown(key)} names no grid "
-                    f"point of its case's parameters, {_shown(params)}"
-                )
+    for row, key, params, case_key in _fetched(found):
+        if key != case_key and not names_point(key, _parameters(params)):
+            return (
+                f"responses.parquet{_row((row,))}: point_key {_shown(key)} names no grid "
+                f"point of its case's parameters, {_shown(params)}"
+            )
     return None
 
 
@@ -480,12 +479,12 @@ def _texts_are_answers(con: Any, shards: dict[str, _Shard]) -> str | None:
     if "texts" not in shards:
         return None
     texts = shards["texts"]
+    given = {table: _columns(con, shards[table]) for table in LONG_TEXTS if table in shards}
     named = " UNION ALL ".join(
         f'SELECT "{sha}" AS sha FROM {shards[table].plain}'
-        for table, columns in LONG_TEXTS.items()
-        if table in shards
-        for _, sha in columns
-        if sha in _columns(con, shards[table])
+        for table, columns in given.items()
+        for _, sha in LONG_TEXTS[table]
+        if sha in columns
     )
     stray = _first(
         con,
@@ -516,7 +515,8 @@ def _texts_are_answers(con: Any, shards: dict[str, _Shard]) -> str | None:
 
 
 TEXT_PIECES_READ = 1_000
-"""Pieces of texts.parquet read at a time (each at most 4,000 bytes) to check them."""
+"""Rows a check reads from DuckDB at a time (`_fetched`; pieces of texts.parquet: each at
+most 4,000 bytes)."""
 
 TEXT_BYTES_CHECKED = 16_000_000
 """About how many bytes of texts.parquet's pieces one sort holds as they are checked."""
