@@ -157,11 +157,15 @@ def _refuse_repeated(command: Any, arguments: list[str]) -> None:
     while index < len(arguments) and arguments[index] != "--":
         token = arguments[index]
         index += 1
-        opt, equals, value = token.partition("=")
-        if not (equals and opt.startswith("--") and opt in takes):
-            if token not in takes:
-                continue
-            opt, value = token, arguments[index] if index < len(arguments) else ""
+        if token.startswith("--"):  # `--db a` or `--db=a`
+            opt, equals, value = token.partition("=")
+        else:  # `-c a` or `-ca` (click reads `-c=a` as the value "=a")
+            opt, value = token[:2], token[2:]
+            equals = "=" if value else ""
+        if opt not in takes:
+            continue
+        if not equals:
+            value = arguments[index] if index < len(arguments) else ""
             index += 1  # its value, whatever it looks like (`--q --db` looks for "--db")
         if not takes[opt].multiple:
             given.setdefault(takes[opt].name, []).append((opt, value))

@@ -195,11 +195,15 @@ def test_a_group_of_commands_alone_shows_its_help_and_one_error_line(group):
          "--db given twice ('a.duckdb', then 'a.duckdb')"),
         (["numgen", "report", "--run", "x", "--run", "y\x1b"],
          "--run given twice ('x', then 'y\\x1b')"),
+        (["run", "-ca.yaml", "-c", "b.yaml"], "-c given twice ('a.yaml', then 'b.yaml')"),
+        (["run", "--config=a.yaml", "-c=b.yaml"],
+         "--config (as -c) given twice ('a.yaml', then '=b.yaml')"),
     ],
 )  # fmt: skip
 def test_an_option_of_one_value_given_twice_is_refused(tmp_path, arguments, said):
     """A review: click keeps the last value of an option given twice, unsaid: `report --db a
-    --db b` read b alone, `cache clear --db a --db b` cleared b. Refused in one line, before
+    --db b` read b alone, `cache clear --db a --db b` cleared b; short forms too (`-ca.yaml
+    -c b.yaml`: click reads `-c=b.yaml` as the value "=b.yaml"). Refused in one line, before
     anything is read; an option's value that looks like an option is its value."""
     done = subprocess.run([sys.executable, "-m", "numerate.cli", *arguments], cwd=tmp_path,
                           capture_output=True, text=True)  # fmt: skip
