@@ -12,7 +12,6 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, cast
 
@@ -178,11 +177,6 @@ def parse_assignments(assignments: list[str]) -> dict[str, Any]:
 
     values: dict[str, Any] = {}
     for assignment in assignments:
-        try:
-            assignment.encode("utf-8")
-        except UnicodeEncodeError:
-            shown = assignment.encode("utf-8", "backslashreplace").decode()
-            raise ConfigError(f"--set {shown}: not valid text (undecodable bytes)") from None
         key, sep, raw = assignment.partition("=")
         if not sep or not key.strip():
             raise ConfigError(f"--set expects key=value, got {shorten(repr(assignment))}")
@@ -288,17 +282,11 @@ def show(text: str) -> None:
     sys.stdout.flush()
 
 
-def print_report(
-    source: Source,
-    run_id: str,
-    output: Format,
-    models: Sequence[str] = (),
-    manifolds: Sequence[str] = (),
-) -> None:
+def print_report(source: Source, run_id: str, output: Format) -> None:
     """A run's summaries, per model and manifold, in the format asked for."""
     from numerate.results.report import render_tables, summary_table
 
-    show(render_tables([summary_table(source, run_id, models, manifolds)], output, keyed=False))
+    show(render_tables([summary_table(source, run_id)], output, keyed=False))
 
 
 def quiet_run_logs(level: int = logging.WARNING) -> None:

@@ -12,32 +12,21 @@
 - `answering`: a batch's answers, graded as they arrive and journaled at once.
 """
 
-from numerate.endpoints.answerers import Answerer, BaselineAnswerer, EndpointAnswerer, storable
-from numerate.endpoints.answering import Answered, answer_cases, completion_row, plan_requests
+from numerate.endpoints.answering import answer_cases
 from numerate.endpoints.checks import check_concurrency_limit, check_endpoint, check_endpoints
-from numerate.endpoints.keys import EndpointError, api_key
+from numerate.endpoints.keys import EndpointError
 from numerate.endpoints.limits import Breaker, endpoints_in_use, stopped_cause
 from numerate.endpoints.retries import backoff_s, retry_after_s
-from numerate.kernel.credentials import redact
 
 __all__ = [
-    "Answered",
-    "Answerer",
-    "BaselineAnswerer",
     "Breaker",
-    "EndpointAnswerer",
     "EndpointError",
     "answer_cases",
-    "api_key",
     "backoff_s",
     "check_concurrency_limit",
     "check_endpoint",
     "check_endpoints",
-    "completion_row",
     "endpoints_in_use",
-    "plan_requests",
-    "redact",
     "retry_after_s",
     "stopped_cause",
-    "storable",
 ]

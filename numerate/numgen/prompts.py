@@ -1,6 +1,6 @@
 """NumGen prompts: "An image with {n} {object}", every number equally represented.
 
-Pure: no I/O except the explicit `write_prompts`.
+Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -8,14 +8,12 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from pathlib import Path
-from typing import Any, Literal, cast
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from numerate.kernel.errors import ConfigError, describe_validation_error, printable
-from numerate.kernel.files import write_atomically
 from numerate.kernel.inputs import Seed, Whole
 
 TEMPLATE = "An image with {n} {object}"
@@ -170,14 +168,9 @@ def prompt_count(spec: PromptSpec) -> int:
     return spec.per_number * (spec.n_max - spec.n_min + 1)
 
 
-def format_prompts(prompts: Iterable[Prompt], fmt: ExportFormat) -> str:
-    """Prompts as a JSON array, JSON Lines (one object a line) or plain text (one prompt a line)."""
-    return "".join(prompt_chunks(prompts, fmt))
-
-
 def prompt_chunks(prompts: Iterable[Prompt], fmt: ExportFormat) -> Iterator[str]:
-    """`format_prompts`' text a prompt at a time (the JSON array as `json.dumps(..., indent=2)`
-    writes it)."""
+    """Prompts as a JSON array (as `json.dumps(..., indent=2)` writes it), JSON Lines (one
+    object a line) or plain text (one prompt a line), a prompt at a time."""
     if fmt not in ("json", "jsonl", "txt"):
         raise ValueError(f"format must be json, jsonl or txt, got {fmt!r}")
     if fmt == "json":
@@ -190,16 +183,6 @@ def prompt_chunks(prompts: Iterable[Prompt], fmt: ExportFormat) -> Iterator[str]
         return
     for p in prompts:
         yield (p.model_dump_json() if fmt == "jsonl" else p.text) + "\n"
-
-
-def write_prompts(
-    prompts: Sequence[Prompt], path: str | Path, fmt: ExportFormat | None = None
-) -> Path:
-    """Write prompts to `path`; the format defaults to the file's suffix."""
-    path = Path(path)
-    text = format_prompts(prompts, fmt or cast(ExportFormat, path.suffix.lstrip(".")))
-
-    return write_atomically(path, text)
 
 
 def spec_of_options(values: dict[str, Any], options: Mapping[str, str]) -> PromptSpec:

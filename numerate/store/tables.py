@@ -20,7 +20,6 @@ from numerate.store.rows import (
     PointStop,
     PointStopRow,
     Regrade,
-    ResponseRow,
     RunPartRow,
 )
 from numerate.store.schema import (
@@ -33,7 +32,6 @@ from numerate.store.schema import (
     NUMGEN_ENDED,
     POINT_STOP_COLUMNS,
     REGRADE_COLUMNS,
-    RESPONSE_COLUMNS,
     RUN_ENDED,
     RUN_PART_COLUMNS,
     TARGET_COLUMNS,
@@ -457,14 +455,6 @@ class Tables:
             return int(count)
 
         return self.write(cleared)
-
-    def put_responses(self, rows: Sequence[ResponseRow]) -> None:
-        """Graded responses of a run, written now; grading a case again replaces its row."""
-        graded_at = now()
-        stamped: list[ResponseRow] = [
-            {**row, "graded_at": row.get("graded_at") or graded_at} for row in rows
-        ]
-        self.put("responses", RESPONSE_COLUMNS, stamped)
 
     def update_grades(self, run_id: str, rows: Sequence[Regrade]) -> None:
         """New outcomes and answers for some of a run's responses (model, case_id,

@@ -472,7 +472,8 @@ def test_a_failed_run_exits_3_when_prefect_s_api_answers_its_end_as_a_repeat(tmp
         (["generate", "objects", "--seed", "-1"], "--seed -1"),
         (["generate", "objects", "--set", "length=true"], "--set length=true: Input should be"),
         (["generate", "objects", "--set", "length=1e400"], "--set length=1e400: Input should"),
-        (["generate", "objects", "--set", "anchor=\udcff"], "undecodable"),
+        (Console(["generate", "objects", "--set", "anchor=\udcff"]),
+         "error: --set anchor=\\xff: not valid text (undecodable"),
         # corpus L: a traceback (regrade, db), DuckDB's or pydantic's words, or two lines
         (Console(["regrade", "--run", "\udcff"]),
          "error: --run \\xff: not valid text (undecodable"),

@@ -7,11 +7,9 @@ from pydantic import ValidationError
 from numerate.numgen.prompts import (
     OBJECTS,
     PromptSpec,
-    format_prompts,
     iter_prompts,
     make_prompts,
     prompt_chunks,
-    write_prompts,
 )
 
 
@@ -71,15 +69,18 @@ def test_bad_specs_name_the_field(values, field):
         PromptSpec(**values)
 
 
-def test_exports(tmp_path):
+def format_prompts(prompts, fmt):
+    return "".join(prompt_chunks(prompts, fmt))
+
+
+def test_exports():
     prompts = make_prompts(PromptSpec(per_number=2))
     assert json.loads(format_prompts(prompts, "json"))[0]["text"] == prompts[0].text
     lines = format_prompts(prompts, "jsonl").splitlines()
     assert [json.loads(line)["prompt_id"] for line in lines] == [p.prompt_id for p in prompts]
-    path = write_prompts(prompts, tmp_path / "prompts.txt")
-    assert path.read_text().splitlines() == [p.text for p in prompts]
+    assert format_prompts(prompts, "txt").splitlines() == [p.text for p in prompts]
     with pytest.raises(ValueError, match="'pkl'"):
-        format_prompts(prompts, "pkl")  # type: ignore[arg-type]
+        format_prompts(prompts, "pkl")
 
 
 def test_the_json_export_is_the_array_json_writes():
