@@ -26,7 +26,7 @@ NUMERATE = [sys.executable, "-m", "numerate.cli"]
 def environment(prefect_home: Path, api_url: str | None, lock_log: Path) -> dict[str, str]:
     env = dict(os.environ)
     env.update({"PREFECT_HOME": str(prefect_home), "PYTHONUNBUFFERED": "1",
-                "NUMERATE_LOCK_LOG": str(lock_log), "NUMERATE_REUSE_SERVER": "0"})  # fmt: skip
+                "NUMERATE_LOCK_LOG": str(lock_log), "NUMERATE_SERVER": "temporary"})  # fmt: skip
     env.pop("PREFECT_API_URL", None)
     if api_url:
         env["PREFECT_API_URL"] = api_url

@@ -215,8 +215,6 @@ def mode() -> str:
     if os.environ.get("PREFECT_API_URL"):
         return "external"
     chosen = os.environ.get("NUMERATE_SERVER", "background").strip().lower() or "background"
-    if os.environ.get("NUMERATE_REUSE_SERVER") == "0":  # the earlier spelling
-        chosen = "temporary"
     if chosen not in ("background", "temporary"):
         raise ConfigError(
             f"NUMERATE_SERVER={os.environ['NUMERATE_SERVER']!r}: choose background or temporary"
