@@ -76,8 +76,21 @@ def existing_database(path: str) -> None:
     if lake.is_lake(path):
         lake.connection_string(path)
         return
+    lock_timeout_s()  # a bad NUMERATE_LOCK_TIMEOUT is refused at once, not when a wait comes
     try:
-        _existing_database(path)
+        problem = database_file_problem(path)
+        if problem:
+            raise ConfigError(f"{path}: {problem}")
+        if not Path(path).exists():
+            if live_owners(path):
+                raise ConfigError(
+                    f"no results in {path} yet: a run is starting to write it (try again in a "
+                    "few seconds)"
+                )
+            raise ConfigError(  # numgen report said to run `numerate run`
+                f"no results database at {path} (a run makes it: `numerate run` or "
+                "`numerate numgen run`)"
+            )
     except OSError as error:  # a name longer than the file system allows
         raise ConfigError(f"results database {path}: {error.strerror or error}") from None
 
@@ -181,6 +194,7 @@ _whole: dict[str, tuple[int, int]] = {}
 """The files found whole, with the size and time they had then."""
 
 HEADERS_SIZE = 3 * 4096
+"""A DuckDB file's main header and its two database headers, before its first block."""
 
 
 def shorter_than_its_header_says(path: str) -> bool:
@@ -206,30 +220,8 @@ def shorter_than_its_header_says(path: str) -> bool:
     return size < HEADERS_SIZE + blocks * block_size
 
 
-"""A DuckDB file's main header and its two database headers, before its first block."""
-
-
 def _name(identifier: str) -> str:
     return '"' + identifier.replace('"', '""') + '"'
-
-
-def _existing_database(path: str) -> None:
-
-    lock_timeout_s()  # a bad NUMERATE_LOCK_TIMEOUT is refused at once, not when a wait comes
-
-    problem = database_file_problem(path)
-    if problem:
-        raise ConfigError(f"{path}: {problem}")
-    if not Path(path).exists():
-        if live_owners(path):
-            raise ConfigError(
-                f"no results in {path} yet: a run is starting to write it (try again in a "
-                "few seconds)"
-            )
-        raise ConfigError(  # numgen report said to run `numerate run`
-            f"no results database at {path} (a run makes it: `numerate run` or "
-            "`numerate numgen run`)"
-        )
 
 
 _DUCKDB_PREFIX = re.compile(r"[A-Za-z0-9_]{2,}:")
@@ -295,7 +287,6 @@ class Reader:
     """A read-only connection to a results database."""
 
     def __init__(self, path: str, con: Any, waited_s: float = 0.0) -> None:
-
         self.path = path
         self.con = con
         self.abandoned = False
