@@ -155,10 +155,8 @@ def counting_deployments(config: NumGenConfig) -> list[str]:
 
 async def _count(config: NumGenConfig, parameters: dict[str, Any], dispatch: Dispatch) -> None:
     """The counting step: a `vlm:` counter here, any other as the numgen-detect step."""
-    if config.detector_label.startswith(COUNTER_API):
-        await numgen_detect(**parameters)
-    else:
-        await run_step(DETECT_DEPLOYMENT, numgen_detect, parameters, dispatch)
+    here = config.detector_label.startswith(COUNTER_API)
+    await run_step(DETECT_DEPLOYMENT, numgen_detect, parameters, "local" if here else dispatch)
 
 
 async def _recorded(run_id: str, db_path: str, config: NumGenConfig,
@@ -238,10 +236,9 @@ async def numgen(
             folder = str(run_folder(settings, run_id))
             parameters: dict[str, Any] = {"config": own, "run_dir": folder}
             current_progress().doing(f"step 1 of {steps}, images")  # why the total is larger
-            if settings.generator.startswith(GENERATOR_API):
-                await numgen_generate(**parameters)  # asked from here: the cpu pool
-            else:
-                await run_step(GENERATE_DEPLOYMENT, numgen_generate, parameters, dispatch)
+            here = settings.generator.startswith(GENERATOR_API)  # asked from here: cpu pool
+            await run_step(GENERATE_DEPLOYMENT, numgen_generate, parameters,
+                           "local" if here else dispatch)  # fmt: skip
             current_progress().doing(f"step 2 of {steps}, counts")
             await _count(own, parameters, dispatch)
             current_progress().doing("")
