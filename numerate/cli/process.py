@@ -65,18 +65,18 @@ class Process:
 
     # ------------------------------------------------------------------ starting
 
-    def start(self, seconds: float = STOP_SECONDS) -> None:
+    def start(self) -> None:
         """At a command's start, in the main thread: streams that exist and are guarded, the
         stop signals handled, and the exit handler that ends the process once the others ran
         (registered first, it runs last)."""
         guard_streams()
         atexit.register(self._end_at_exit)
-        self.stop_within(seconds)
+        self.stop_within()
         logging.raiseExceptions = False  # a log line that cannot be written (a closed pipe) is
         # dropped, not a `--- Logging error ---` traceback quoting what was being handled
 
-    def stop_within(self, seconds: float = STOP_SECONDS) -> None:
-        """Make SIGINT and SIGTERM stop this command within `seconds`, whatever it waits on.
+    def stop_within(self) -> None:
+        """Make SIGINT and SIGTERM stop this command within STOP_SECONDS, whatever it waits on.
 
         The first raises KeyboardInterrupt in the main thread and arms the deadline. A second
         signal handled in Python ends the process at once, unless it comes within
@@ -85,20 +85,20 @@ class Process:
         also watched from a thread (`signal.set_wakeup_fd`): Python runs the handler only when
         the main thread is back in Python code, and one long call in C kept it away for 15 s."""
         for signum in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(signum, lambda signum, frame: self._on_signal(signum, seconds))
+            signal.signal(signum, lambda signum, frame: self._on_signal(signum))
         self._redeliver_lost_interrupts()
         wakeups, written = os.pipe()
         os.set_blocking(written, False)
         signal.set_wakeup_fd(written, warn_on_full_buffer=False)
-        threading.Thread(target=self._watch_signals, args=(wakeups, seconds), daemon=True,
+        threading.Thread(target=self._watch_signals, args=(wakeups,), daemon=True,
                          name="numerate-signals").start()  # fmt: skip
 
-    def _arm(self, seconds: float, code: int) -> None:
+    def _arm(self, code: int) -> None:
         if not self._armed.is_set():
             self._armed.set()
-            threading.Thread(target=self._deadline, args=(seconds, code), daemon=True).start()
+            threading.Thread(target=self._deadline, args=(code,), daemon=True).start()
 
-    def _on_signal(self, signum: int, seconds: float) -> None:
+    def _on_signal(self, signum: int) -> None:
         code = 143 if signum == signal.SIGTERM else 130
         if self._redelivering:  # the first one again: it was lost in a callback
             self._redelivering = False
@@ -114,10 +114,10 @@ class Process:
         stopping.ask()
         self.signals.append(signum)
         self._first_at.append(time.monotonic())
-        self._arm(seconds, code)
+        self._arm(code)
         raise KeyboardInterrupt
 
-    def _watch_signals(self, wakeups: int, seconds: float) -> None:
+    def _watch_signals(self, wakeups: int) -> None:
         """Arm the deadline the moment a signal arrives. A second signal is not judged here:
         during a flow, Prefect's own SIGTERM handler sends the signal again to the handler it
         replaced (ours), and counting that as the user's second one ended a run at once,
@@ -127,19 +127,19 @@ class Process:
                 if signum in (signal.SIGINT, signal.SIGTERM):
                     stopping.ask()  # what a run records, below the command line
                     self.seen.append(signum)  # also one a handler of Prefect's took
-                    self._arm(seconds, 143 if signum == signal.SIGTERM else 130)
+                    self._arm(143 if signum == signal.SIGTERM else 130)
                     warnings.filterwarnings(  # a connection attempt the stop cut short is
                         "ignore", "coroutine .* was never awaited", RuntimeWarning
                     )  # no news for the user (it was printed before `interrupted`)
 
-    def _deadline(self, seconds: float, code: int) -> None:
-        """End the process `seconds` after the signal at the latest: the cleanups first (a
+    def _deadline(self, code: int) -> None:
+        """End the process STOP_SECONDS after the signal at the latest: the cleanups first (a
         run recorded as stopped), each in a thread of its own, all at once within
         CLEANUP_SECONDS (the main thread may hold what they need), then one line unless a
         cleanup said how the command stopped."""
-        busy = max(seconds - CLEANUP_SECONDS, 0.0)
+        busy = max(STOP_SECONDS - CLEANUP_SECONDS, 0.0)
         time.sleep(busy)
-        until = time.monotonic() + min(CLEANUP_SECONDS, seconds)
+        until = time.monotonic() + CLEANUP_SECONDS
         workers = [
             threading.Thread(target=_quietly, args=(cleanup,), daemon=True)
             for cleanup in self.on_hard_stop
