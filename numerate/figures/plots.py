@@ -14,6 +14,7 @@ import html
 import io
 import itertools
 import math
+import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -464,15 +465,21 @@ def shown_title(title: str) -> str:
     return "\n".join(for_terminal(line, 500) for line in title.split("\n"))
 
 
+_DRAWING = threading.Lock()
+"""Held while a figure is drawn (`figure_png`)."""
+
+
 def figure_png(figure: Figure) -> bytes:
     """The figure as PNG bytes, drawn on the Agg canvas. A character its font has no glyph
     for (a grid value in Chinese, an emoji, a model name a database was made to hold) is
     drawn as the font's box, without matplotlib's warning of each (two lines on standard
-    error with numerate's source line, a control character of the text among them)."""
+    error with numerate's source line, a control character of the text among them). One
+    figure at a time: `catch_warnings` swaps the process's filters, and two threads (the
+    viewer's pages) entering and leaving it out of turn could restore each other's away."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     buffer = io.BytesIO()
-    with warnings.catch_warnings():
+    with _DRAWING, warnings.catch_warnings():
         warnings.filterwarnings("ignore", r"Glyph \d+ .* missing from", UserWarning)
         FigureCanvasAgg(figure).print_png(buffer)
     return buffer.getvalue()

@@ -248,6 +248,34 @@ def test_a_run_id_a_database_was_made_to_hold_draws_without_a_missing_glyph():
         assert_a_real_picture(run_figure_png(run_points(), "r\x1b]0;x\x07", kind="curves"))
 
 
+def test_figures_drawn_by_several_threads_at_once_warn_of_no_glyph_and_leave_the_filters():
+    """A review: figure_png quiets matplotlib's missing-glyph warning with `catch_warnings`,
+    which swaps the process's filters; the viewer draws its pages' figures in threads at
+    once, and one thread leaving restored the filters away under another still drawing (its
+    warnings shown), or left a filter of its own behind for good."""
+    import threading
+    import warnings
+
+    from matplotlib.figure import Figure
+
+    def draw() -> None:
+        for _ in range(6):
+            figure = Figure(figsize=(2, 1))
+            figure.text(0.1, 0.5, "漢字 🙂 " * 8)
+            figure_png(figure)
+
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        before = list(warnings.filters)
+        threads = [threading.Thread(target=draw) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert warnings.filters == before
+    assert [str(w.message) for w in shown if "Glyph" in str(w.message)] == []
+
+
 @pytest.mark.parametrize(
     "value",
     ["$\\frac{a$", "p" * 5_000, "\n漢字", "\n🙂", "\n\x1b]0;PWN\x07"],
