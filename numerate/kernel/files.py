@@ -132,6 +132,12 @@ def _output_target(path: Path) -> Path:
     """
     if not path.name or path.name in (".", ".."):
         raise OutputPathError(path, "not a file name")
+    if _a_process_file(path):
+        raise OutputPathError(
+            path, "an open file of a process (standard output or input, a descriptor), not a "
+            "file's name: the file behind it would be replaced, not written to; name that "
+            "file, or leave the option out where the command writes to standard output"
+        )  # fmt: skip
     target = Path(os.path.realpath(path))
     if target.is_symlink():
         raise OutputPathError(path, "a symbolic link that leads nowhere (a loop)")
@@ -152,6 +158,21 @@ def _output_target(path: Path) -> Path:
         raise OutputPathError(path, dangling)
     _nearest_folder(path, target, target.parents)
     return target
+
+
+def _a_process_file(path: Path) -> bool:
+    """Whether `path`, or a link it leads through, names a process's file in /proc
+    (`/dev/stdout` is a link to `/proc/self/fd/1`, `/dev/fd` to `/proc/self/fd`): its link
+    resolves to the file a descriptor has open, which writing a file's way (a new file renamed
+    over it) replaces, and `>>` or a pipe behind it loses what was there."""
+    current = os.path.abspath(path)
+    for _ in range(40):  # the kernel's own bound on links followed
+        if os.path.realpath(os.path.dirname(current)).startswith("/proc/"):
+            return True
+        if not os.path.islink(current):
+            return False
+        current = os.path.normpath(os.path.join(os.path.dirname(current), os.readlink(current)))
+    return False  # a loop: said as one by the caller
 
 
 def _database_of(target: Path) -> Path | None:

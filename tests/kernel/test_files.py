@@ -111,6 +111,23 @@ def test_a_path_that_cannot_be_a_file_is_refused_and_nothing_is_made(tmp_path, n
     assert (tmp_path / "file.txt").read_text() == "x"
 
 
+def test_an_open_file_of_a_process_is_refused_and_the_file_behind_it_kept(tmp_path):
+    """A hostile pass: `generate --out /dev/stdout >> log.txt` wrote a new file and renamed
+    it over log.txt (what the link resolves to), its earlier lines lost; `--out /dev/stdin`
+    replaced the file fed in. Standard output, a descriptor or a link to one is refused."""
+    log = tmp_path / "log.txt"
+    log.write_text("earlier lines\n")
+    (tmp_path / "mine").symlink_to("/dev/stdout")
+    with log.open("a") as held:
+        names = [f"/dev/fd/{held.fileno()}", f"/proc/self/fd/{held.fileno()}"]
+        os.symlink(names[1], tmp_path / "fd")
+        for name in [*names, str(tmp_path / "fd"), str(tmp_path / "mine"), "/dev/stdout"]:
+            with pytest.raises(OutputPathError, match="an open file of a process"):
+                write_atomically(Path(name), "content")
+    assert log.read_text() == "earlier lines\n"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["fd", "log.txt", "mine"]
+
+
 def test_an_existing_file_keeps_its_permissions(tmp_path):
     target = tmp_path / "private.txt"
     target.write_text("old")
