@@ -395,6 +395,7 @@ class ManifoldSweep(BaseModel):
             )
         points: list[tuple[str, BaseModel]] = []
         seen: dict[str, str] = {}  # a point's identity -> its key (a dict: 100,000 points)
+        named: set[str] = set()
         for combination in itertools.product(*axes.values()):
             point = dict(zip(axes, combination, strict=True))
             key = ",".join(f"{k}={_show(v)}" for k, v in point.items()) or "default"
@@ -411,7 +412,10 @@ class ManifoldSweep(BaseModel):
             identity = point_identity(params)
             if identity in seen:  # its cases would be planned twice and asked once
                 raise ValueError(f"grid: the points {seen[identity]} and {key} are the same point")
+            if key in named:  # its results would be stored as one point's
+                raise ValueError(_named_twice(key))
             seen[identity] = key
+            named.add(key)
             points.append((key, params))
         self._identities = list(seen)
         return points
@@ -486,6 +490,14 @@ def names_point(key: str, params: dict[str, Any]) -> bool:
         return False
 
     return rest_fits(0, 0)
+
+
+def _named_twice(key: str) -> str:
+    return (
+        f"grid: two different points are both named {shorten(key)} (a text value holding ',' "
+        "or '=' spells another point's name, and their answers would be counted as one "
+        "point's): change that value"
+    )
 
 
 def _check_key(key: str, point: dict[str, Any]) -> None:
@@ -566,6 +578,7 @@ class SweepConfig(BaseModel):
     @model_validator(mode="after")
     def _distinct_points(self) -> SweepConfig:
         seen: dict[tuple[str, str], int] = {}
+        named: dict[tuple[str, str], str] = {}  # (manifold, key) -> the point's identity
         for number, entry in enumerate(self.manifolds):
             for (key, _params), point in zip(entry.points(), entry._identities, strict=True):
                 earlier = seen.setdefault((entry.manifold, point), number)
@@ -574,6 +587,8 @@ class SweepConfig(BaseModel):
                         f"manifolds: entries {earlier} and {number} both hold the {entry.manifold}"
                         f" point {key} (its cases would be counted twice; one entry, one count)"
                     )
+                if named.setdefault((entry.manifold, key), point) != point:
+                    raise ValueError(f"manifolds: {entry.manifold} {_named_twice(key)}")
         return self
 
     @model_validator(mode="after")

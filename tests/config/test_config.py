@@ -103,6 +103,19 @@ def test_a_control_character_in_a_grid_value_is_written_as_its_escape_in_the_poi
          "the grid point's values take 10,029 characters, more than the 10,000"),
         ({"manifolds": [{"manifold": "objects", "count": 2}, {"manifold": "objects", "count": 3}]},
          "entries 0 and 1 both hold the objects point default"),
+        # a hostile pass: two points' answers were stored, summarized and compared as one's
+        ({"manifolds": [{"manifold": "objects", "grid": {
+            "anchor": ["ALPHA"], "anchor_prefix": ["a", "a,anchor_suffix=b"],
+            "anchor_suffix": ["b,anchor_suffix=c", "c"]}}]},
+         "grid: two different points are both named anchor=ALPHA,anchor_prefix=a,anchor_suffix="
+         "b,anchor_suffix=c (a text value holding ',' or '=' spells another point's name"),
+        ({"manifolds": [
+            {"manifold": "objects", "grid": {"anchor": ["ALPHA"],
+                                             "anchor_prefix": ["a,anchor_suffix=b"]}},
+            {"manifold": "objects", "grid": {"anchor": ["ALPHA"], "anchor_prefix": ["a"],
+                                             "anchor_suffix": ["b"]}}]},
+         "manifolds: objects grid: two different points are both named anchor=ALPHA,"
+         "anchor_prefix=a,anchor_suffix=b ("),
         ({"models": [{"name": "a", "model": "m", "base_url": "http://h/v1",
                       "system_prompt": "y" * 600_000}]}, "the sweep config is 600,"),
         ({"models": [{"name": "o", "model": "baseline:oracle", "timeout_s": 5}]},
