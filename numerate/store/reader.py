@@ -38,7 +38,13 @@ from numerate.store.duckdb_words import (
     sql_literal,
 )
 from numerate.store.journal import live_owners
-from numerate.store.schema import SCHEMA_VERSION, DatabaseFault, changed_tables, missing_views
+from numerate.store.schema import (
+    SCHEMA_VERSION,
+    DatabaseFault,
+    changed_tables,
+    missing_views,
+    no_version,
+)
 
 if TYPE_CHECKING:
     import polars as pl
@@ -335,6 +341,8 @@ class Reader:
             raise
         except DatabaseFault:
             raise ConfigError(f"{self.path} is not a numerate results database") from None
+        if found < 0:
+            raise ConfigError(f"{self.path}: {no_version(found)}")
         if found != SCHEMA_VERSION:
             upgrade = (
                 "upgrade numerate"

@@ -198,6 +198,8 @@ def migrate(con: Any) -> int:
             f"the database has schema version {found}, newer than this numerate "
             f"({SCHEMA_VERSION}): upgrade numerate"
         )
+    if found < 0:
+        raise StoreError(no_version(found))
     _refuse_views_for_tables(con)
     replay(con, found)
     _refuse_changed_tables(con)
@@ -215,6 +217,15 @@ def _make(con: Any) -> None:
             con.execute(
                 "INSERT INTO schema_migrations VALUES (?, ?, ?)", [version, description, now()]
             )
+
+
+def no_version(found: int) -> str:
+    """What a database whose schema_migrations records a version below 0 is: changed by hand
+    (migration -3 would be the list's third from its end, run before the first)."""
+    return (
+        f"its schema_migrations table records schema version {found}, which no numerate "
+        "writes: it was changed by hand; restore the file from a copy"
+    )
 
 
 def replay(con: Any, found: int) -> None:

@@ -334,6 +334,36 @@ def test_a_table_or_column_removed_by_hand_is_said_not_met_midway(tmp_path, chan
     assert read.stderr.endswith("changed by hand; restore the file from a copy\n")
 
 
+@pytest.mark.parametrize("version", [-83, -3])
+def test_a_schema_version_below_0_is_said_changed_by_hand_nothing_migrated(tmp_path, version):
+    """A hostile pass: with every version in schema_migrations set to -83, `upgrade` and `run`
+    ended in an IndexError's traceback, and `runs` said `upgrade` would bring it up to date;
+    with -3, `upgrade` ran migrations 15 to 17 (the list read from its end) before the first
+    failed, and the file then said schema version 0."""
+    from typer.testing import CliRunner
+
+    from numerate.cli import app
+
+    db = str(tmp_path / "x.duckdb")
+    Store.open(db)
+    Store.close_all()
+    con = duckdb.connect(db)
+    con.execute("UPDATE schema_migrations SET version = ?", [version])
+    before = con.execute("SELECT * FROM schema_migrations ORDER BY ALL").fetchall()
+    con.close()
+    said = f"records schema version {version}, which no numerate writes: it was changed by hand"
+    with pytest.raises(StoreError, match=said):
+        Store.open(db)
+    Store.close_all()
+    for command in (["upgrade", "--db", db], ["runs", "--db", db]):
+        done = CliRunner().invoke(app, command)
+        assert done.exit_code == 2 and said in done.stderr, done.output
+        assert "Traceback" not in done.output
+    con = duckdb.connect(db)
+    assert con.execute("SELECT * FROM schema_migrations ORDER BY ALL").fetchall() == before
+    con.close()
+
+
 def test_the_views_are_numerate_s_and_one_dropped_by_hand_is_asked_for_then_made_again(tmp_path):
     """A hostile pass: with `numgen_leaderboard` dropped, `numgen report` said DuckDB's
     "Catalog Error: Table with name numgen_leaderboard does not exist!", and `upgrade` that the
