@@ -25,6 +25,7 @@ from numerate.cli.common import (
     path_option,
     results_db,
     show,
+    warn,
     write_output,
 )
 from numerate.cli.process import PROCESS
@@ -90,7 +91,8 @@ def _before_the_run(config: Any, db: str, dispatch: str, recount: bool) -> None:
             raise ConfigError(f"cannot open results database {db}: {problem}")
         server.wait()  # a missing deployment: said before the database is made
         needed = (counting_deployments if recount else deployments_needed)(config)
-        asyncio.run(require_deployed(needed, cast(Dispatch, dispatch)))
+        for note in asyncio.run(require_deployed(needed, cast(Dispatch, dispatch))):
+            warn(note)
         with reporting_to(notes_to_stderr()):  # a wait for the file says so in one line
             Store.open(db)  # one of another program, or newer: refused before any image
     except BaseException:

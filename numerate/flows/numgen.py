@@ -219,7 +219,8 @@ async def numgen(
             stimuli counted by the blob counter.
         db: DuckDB results file (default: $NUMERATE_DB, else results/numerate.duckdb).
         dispatch: `deployments` sends generation and detection to their deployments on pool
-            `gpu`; `local` runs them here; `auto` sends them when they are deployed.
+            `gpu`; `local` runs them here; `auto` sends them when they are deployed and a
+            worker polls the pool.
     """
     settings = config or NumGenConfig()
     db_path = results_database(db)

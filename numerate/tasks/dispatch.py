@@ -11,27 +11,33 @@ from numerate.kernel.errors import NumerateError
 
 Dispatch = Literal["auto", "local", "deployments"]
 """`deployments`: always send the step to its deployment; `local`: run it here; `auto`: send
-it when it is deployed on the Prefect server this process talks to."""
+it when it is deployed on the Prefect server this process talks to and a worker polls its
+work pool."""
 
 
 class DispatchError(NumerateError):
     """A GPU step's deployment did not complete."""
 
 
-async def deployed(name: str) -> bool:
-    """Whether deployment `name` exists on a real Prefect server this process talks to."""
+async def _pool_of(name: str) -> tuple[str, bool] | None:
+    """Deployment `name`'s work pool, and whether a worker polls it (the pool is ready), or
+    None when it is not deployed on a real Prefect server this process talks to."""
     from prefect.client.orchestration import get_client
+    from prefect.client.schemas.objects import WorkPoolStatus
     from prefect.exceptions import ObjectNotFound
     from prefect.settings import PREFECT_API_URL
 
     if not PREFECT_API_URL.value():
-        return False
+        return None
     async with get_client() as client:
         try:
-            await client.read_deployment_by_name(name)
+            deployment = await client.read_deployment_by_name(name)
+            pool = deployment.work_pool_name or ""
+            return pool, bool(pool) and (
+                (await client.read_work_pool(pool)).status == WorkPoolStatus.READY
+            )
         except ObjectNotFound:
-            return False
-    return True
+            return None
 
 
 def api_url() -> str:
@@ -41,17 +47,48 @@ def api_url() -> str:
     return redact(str(PREFECT_API_URL.value() or "(none set)"))
 
 
-async def require_deployed(deployments: Sequence[str], dispatch: Dispatch) -> None:
-    """DispatchError naming the first of `deployments` that is not on the Prefect server, when
-    `dispatch` is `deployments` (before the run is recorded: nothing is written)."""
-    if dispatch != "deployments":
-        return
-    for deployment in deployments:
-        if not await deployed(deployment):
+async def require_deployed(deployments: Sequence[str], dispatch: Dispatch) -> list[str]:
+    """What a step of each of `deployments` would meet under `dispatch`, said before the run
+    is recorded (nothing is written): DispatchError naming the first that is not on the
+    Prefect server when `dispatch` is `deployments`; a note for each whose work pool no
+    worker polls (`_where`)."""
+    notes = []
+    for deployment in deployments if dispatch != "local" else ():
+        _, note = await _where(deployment, dispatch)
+        if note:
+            notes.append(note)
+    return notes
+
+
+async def _where(deployment: str, dispatch: Dispatch) -> tuple[bool, str | None]:
+    """Whether a step of `deployment` goes to its work pool under `dispatch` (`auto` or
+    `deployments`), and what to say when no worker polls that pool: a run sent there waits,
+    without a word, until one does (`auto` runs the step here instead).
+
+    Raises:
+        DispatchError: `dispatch` is `deployments` and it is not on the Prefect server.
+    """
+    found = await _pool_of(deployment)
+    if found is None:
+        if dispatch == "deployments":
             raise DispatchError(
                 f"deployment {deployment!r} is not on the Prefect server at {api_url()}: "
                 "deploy it with `numerate deploy`, or use --dispatch local"
             )
+        return False, None
+    pool, polled = found
+    if polled:
+        return True, None
+    start = f"start one with `prefect worker start --pool {pool}`"
+    if dispatch == "auto":
+        return False, (
+            f"{deployment} is deployed, but no worker polls its work pool {pool!r}: running "
+            f"it here ({start}, or use --dispatch deployments to wait for one)"
+        )
+    return (
+        True,
+        f"no worker polls work pool {pool!r}: {deployment} waits there until one does ({start})",
+    )
 
 
 async def run_step(
@@ -62,8 +99,9 @@ async def run_step(
 ) -> None:
     """Run a GPU step as its deployment (work pool `gpu`) or in this process. Its
     `parameters` go to a deployment as JSON (its flow validates them into their types)."""
-    await require_deployed([deployment], dispatch)
-    remote = dispatch == "deployments" or (dispatch == "auto" and await deployed(deployment))
+    remote, note = (False, None) if dispatch == "local" else await _where(deployment, dispatch)
+    if note:
+        get_run_logger().warning("%s", note)
     if not remote:
         await local(**parameters)
         return

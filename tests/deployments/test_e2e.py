@@ -11,6 +11,7 @@ import duckdb
 import pytest
 
 from tests.prefect_server import migrated_database, start_prefect_server, stop
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -94,7 +95,13 @@ def deployed(prefect_server):
         )
         for pool in ("cpu", "gpu")
     ]
-    try:
+
+    async def ready(client):
+        pools = [await client.read_work_pool(pool) for pool in ("cpu", "gpu")]
+        return all(pool.status.value == "READY" for pool in pools)
+
+    try:  # a step dispatched `auto` to a pool no worker polls yet runs in the caller instead
+        wait_until(lambda: asyncio.run(read(url, ready)), 120, "a worker polling each pool")
         yield url
     finally:
         for worker in workers:

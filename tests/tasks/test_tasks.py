@@ -12,7 +12,7 @@ from numerate.kernel.progress import Progress, reporting_to
 from numerate.planning.plan import CaseRange, PlannedPoint, plan_points
 from numerate.store import Store, StoreError
 from numerate.tasks.answer import answer_batch, retry_transient
-from numerate.tasks.dispatch import deployed, run_step
+from numerate.tasks.dispatch import require_deployed, run_step
 
 
 def objects_point(count: int) -> PlannedPoint:
@@ -68,10 +68,54 @@ def test_without_a_server_a_gpu_step_runs_in_this_process(monkeypatch):
         calls.append(parameters)
 
     with temporary_settings(updates={PREFECT_API_URL: None}):
-        assert asyncio.run(deployed("numgen-generate/numgen-generate")) is False
+        assert asyncio.run(require_deployed(["numgen-generate/numgen-generate"], "auto")) == []
         asyncio.run(run_step("numgen-generate/numgen-generate", local, {"a": 1}, "auto"))
         asyncio.run(run_step("numgen-generate/numgen-generate", local, {"a": 2}, "local"))
     assert calls == [{"a": 1}, {"a": 2}]
+
+
+def test_a_step_deployed_to_a_pool_no_worker_polls_runs_here_and_says_so(caplog, monkeypatch):
+    """A hostile pass: with the steps deployed (`numerate deploy`) and no worker on pool
+    `gpu`, `numgen run` (dispatch auto) sent its images there and waited at 0/20, without a
+    word, for as long as it was let. `auto` now runs such a step here, and says why; with
+    `deployments` it is sent, and the wait is said."""
+    import logging
+    import uuid
+
+    from prefect import get_client
+    from prefect.client.schemas.actions import WorkPoolCreate
+
+    from numerate.tasks import dispatch
+
+    pool, name = f"idle-{uuid.uuid4().hex[:8]}", "numgen-generate"
+
+    async def deploy() -> None:
+        async with get_client() as client:
+            await client.create_work_pool(WorkPoolCreate(name=pool, type="process"))
+            flow_id = await client.create_flow_from_name(name)
+            await client.create_deployment(flow_id=flow_id, name=pool, work_pool_name=pool)
+
+    asyncio.run(deploy())
+    deployment = f"{name}/{pool}"
+    calls = []
+
+    async def local(**parameters):
+        calls.append(parameters)
+
+    notes = asyncio.run(require_deployed([deployment], "auto"))
+    assert notes == [
+        f"{deployment} is deployed, but no worker polls its work pool {pool!r}: running it "
+        f"here (start one with `prefect worker start --pool {pool}`, or use --dispatch "
+        "deployments to wait for one)"
+    ]
+    waits = asyncio.run(require_deployed([deployment], "deployments"))
+    assert waits == [f"no worker polls work pool {pool!r}: {deployment} waits there until one "
+                     f"does (start one with `prefect worker start --pool {pool}`)"]  # fmt: skip
+    monkeypatch.setattr(dispatch, "get_run_logger", lambda: logging.getLogger("a-flow-run"))
+    with caplog.at_level(logging.WARNING, logger="a-flow-run"):  # as a flow run's log says it
+        asyncio.run(run_step(deployment, local, {"a": 1}, "auto"))
+    assert calls == [{"a": 1}]
+    assert notes[0] in caplog.text
 
 
 def test_a_batch_is_answered_and_graded_every_sample_of_every_case(db_path):
