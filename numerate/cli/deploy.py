@@ -15,7 +15,7 @@ import typer
 
 from numerate.cli.app import app
 from numerate.cli.common import fail
-from numerate.kernel.errors import ConfigError, NumerateError, first_line
+from numerate.kernel.errors import ConfigError, NumerateError, first_line, shorten
 
 
 @app.command()
@@ -29,11 +29,13 @@ def deploy(
     evaluate, ingest, distributed-sweep, numgen and numgen-recount on `cpu`, numgen-generate
     and numgen-detect on `gpu`.
     """
-    from numerate.server.lifecycle import api_answers
+    from numerate.server.lifecycle import api_answers, valid_api_url
 
     root = Path(__file__).resolve().parents[2]
     prefect_file = root / "deployments" / "prefect.yaml"
     try:
+        if os.environ.get("PREFECT_API_URL"):  # before the schedule's check imports Prefect
+            valid_api_url(os.environ["PREFECT_API_URL"])
         _check_schedule(cron, timezone)  # the command line first, then the environment
         if not os.environ.get("PREFECT_API_URL"):
             raise ConfigError(
@@ -112,17 +114,35 @@ STEP_TIMEOUT_S = 300
 """The longest one step of `deploy` (a work pool, the deployments) may take."""
 
 
+MAX_CRON_CHARS = 200
+"""The longest cron expression `deploy` takes (a list of every minute of an hour is 170)."""
+
+
 def _check_schedule(cron: str, timezone: str) -> None:
     """ConfigError for a schedule that cannot be the nightly sweep's: an unknown time zone, a
     cron expression Prefect refuses, one of more than five fields (Prefect reads a sixth as
     seconds: `0 2 * * * *` is 60 sweeps at 02:00), or one no date matches (`0 0 30 2 *`:
     the sweep would never run). Asked of Prefect's server schedule, which makes the runs."""
+    if len(cron) > MAX_CRON_CHARS:
+        raise ConfigError(f"--cron {shorten(repr(cron))}: {len(cron):,} characters, more than "
+                          f"the {MAX_CRON_CHARS} a schedule may have")  # fmt: skip
     try:
         ZoneInfo(timezone)
     except (ZoneInfoNotFoundError, ValueError):
-        raise ConfigError(f"--timezone {timezone!r} is not a known time zone") from None
+        raise ConfigError(
+            f"--timezone {shorten(repr(timezone))} is not a known time zone"
+        ) from None
     from prefect.server.schemas.schedules import CronSchedule
 
+    try:  # a zone Python knows and Prefect refuses (`right/UTC`), or where no minute is
+        every_minute = CronSchedule(cron="* * * * *", timezone=timezone)  # (`Factory`)
+        known = bool(asyncio.run(every_minute.get_dates(n=1)))
+    except Exception:  # croniter's own errors: said as the zone's
+        known = False
+    if not known:
+        raise ConfigError(
+            f"--timezone {shorten(repr(timezone))} is not a time zone Prefect's schedules take"
+        )
     try:
         schedule = CronSchedule(cron=cron, timezone=timezone)
     except ValueError:

@@ -89,13 +89,19 @@ def health_url(url: str) -> str:
     return urlunsplit(parts._replace(path=f"{parts.path.rstrip('/')}/health"))
 
 
+def valid_api_url(url: str) -> None:
+    """ConfigError unless PREFECT_API_URL `url` is a URL at all: Prefect's import reads it, and
+    printed pydantic's words of one that is not ("Failed to initialize plugins: ...")."""
+    problem = url_problem(url)
+    if problem:
+        raise ConfigError(f"PREFECT_API_URL {shown_url(url)} is not a valid URL: {problem}")
+
+
 def api_answers(url: str) -> None:
     """ConfigError unless Prefect's health check at PREFECT_API_URL `url` answers, whole,
     within ANSWER_TIMEOUT_S (a 401 or 403 counts: a server that wants a key); Prefect's own
     client would wait 60 s a try, then end in a traceback."""
-    problem = url_problem(url)  # one that is none was probed, said to answer nothing in 5 s
-    if problem:
-        raise ConfigError(f"PREFECT_API_URL {shown_url(url)} is not a valid URL: {problem}")
+    valid_api_url(url)  # one that is none was probed, said to answer nothing in 5 s
     health = health_url(url)
     try:
         status, said = answer(health, ANSWER_TIMEOUT_S, limit=1024)

@@ -404,3 +404,14 @@ def test_progress_in_a_log_is_one_whole_line_and_notes_are_not_wrapped(capsys):
     assert lines[0] == "note: a long note " + "x" * 150
     assert "100/100" in lines[-1] and "3 errors 0 retries 7 cached" in lines[-1]
     assert lines[-1].rstrip().endswith("ETA 0:00:00") and "…" not in lines[-1]
+
+
+def test_deploy_with_a_prefect_api_url_that_is_no_url_says_one_line():
+    """A hostile pass: `deploy` imported Prefect (to check its schedule) before it checked
+    PREFECT_API_URL, and Prefect's import printed pydantic's three lines of it first."""
+    env = {**os.environ, "PREFECT_API_URL": "http://[::1"}
+    done = subprocess.run([sys.executable, "-m", "numerate.cli", "deploy"], env=env, cwd=ROOT,
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 2
+    said = "error: PREFECT_API_URL http://[::1 is not a valid URL: Invalid IPv6 URL\n"
+    assert done.stderr == said

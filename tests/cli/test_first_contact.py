@@ -744,6 +744,16 @@ def test_a_database_under_a_file_and_a_bad_cron_say_what_they_are(tmp_path, monk
     assert "--cron '0 2 * * * *': give five fields, minute hour day" in one_error(seconds)
     nightly = runner.invoke(app, ["deploy", "--cron", "0 2 * * *"])
     assert "PREFECT_API_URL is not set" in one_error(nightly)  # the schedule is taken
+    # a hostile pass: zones Python knows and Prefect's schedules do not were said as the
+    # cron's fault; a cron of 100 KB was taken, stored and echoed whole
+    for zone in ("right/UTC", "Factory"):
+        refused = runner.invoke(app, ["deploy", "--timezone", zone])
+        assert f"--timezone '{zone}' is not a time zone Prefect's schedules take" in one_error(
+            refused
+        )
+    long = runner.invoke(app, ["deploy", "--cron", ",".join(["1"] * 600) + " * * * *"])
+    assert "1,207 characters, more than the 200 a schedule may have" in one_error(long)
+    assert len(long.stderr) < 400
 
 
 def run_against(handler, db):
