@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, NoReturn
 
 import typer
@@ -341,6 +341,10 @@ class Guarded:
             if self.forgives:
                 return len(text)
             raise
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
 
     def flush(self) -> None:
         try:

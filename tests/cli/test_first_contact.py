@@ -907,12 +907,15 @@ def test_a_reader_that_stops_reading_or_an_unwritable_error_keep_the_exit_code(t
     import subprocess
     import sys
 
-    command = [sys.executable, "-m", "numerate.cli", "generate", "objects", "--count", "20000"]
-    generate = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                cwd=tmp_path)  # fmt: skip
-    assert len(generate.stdout.read(10)) == 10
-    generate.stdout.close()  # as `head -c 10` does
-    assert generate.wait(timeout=120) == 0 and generate.stderr.read() == b""
+    for command in (["generate", "objects", "--count", "20000"],
+                    ["numgen", "prompts", "--count", "2000", "--format", "txt"]):  # fmt: skip
+        # a hostile pass: `numgen prompts | head -1` exited 1 (its lines written at once)
+        generate = subprocess.Popen([sys.executable, "-m", "numerate.cli", *command],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    cwd=tmp_path)  # fmt: skip
+        assert len(generate.stdout.read(10)) == 10
+        generate.stdout.close()  # as `head -c 10` does
+        assert generate.wait(timeout=120) == 0 and generate.stderr.read() == b"", command
     if Path("/dev/full").exists():
         report = [sys.executable, "-m", "numerate.cli", "report", "--db", "none.duckdb"]
         with open("/dev/full", "w") as full:
