@@ -102,7 +102,9 @@ def describe_validation_error(
             continue
         option = _option_of(field, options or {})
         if option is not None:  # `--set key=text` shows the value as it was given (1e400, not
-            shown = "" if "=" in option else f" {shorten(repr(value))}"  # the inf it was read as)
+            several = isinstance(value, list | dict)  # the inf it was read as); a repeated
+            shown = "" if "=" in option or several else f" {shorten(repr(value))}"  # option's
+            # values: its message names the one at fault
             lines.append(f"{option}{shown}: {message}")
             continue
         named = _named_option(field, message, options or {})

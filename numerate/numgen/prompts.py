@@ -70,11 +70,12 @@ class PromptSpec(BaseModel):
         if not self.objects:
             raise ValueError("objects is empty: name at least one object")
         folded = [name.casefold() for name in self.objects]
-        for name in self.objects:
+        for index, name in enumerate(self.objects):
             if not name.strip():
-                raise ValueError(f"objects: an empty name among {self.objects!r}")
+                many = len(self.objects)
+                raise ValueError(f"objects: object {index + 1} of {many} is an empty name")
             if folded.count(name.casefold()) > 1:  # its prompts would be dealt twice
-                twice = [o for o in self.objects if o.casefold() == name.casefold()]
+                twice = ", ".join(repr(o) for o in self.objects if o.casefold() == name.casefold())
                 raise ValueError(f"objects: {name!r} is named twice ({twice})")
             for text in (name, self.singulars.get(name, "")):  # stored, shown, in the prompt
                 if printable(text) != text or text != text.strip():  # a bidi control too
