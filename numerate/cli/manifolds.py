@@ -26,7 +26,7 @@ def manifolds() -> None:
                 if getattr(m, k, None) is not None
             )
             default = info.default.value if hasattr(info.default, "value") else info.default
-            doc = (info.description or "").strip()
+            doc = " ".join((info.description or "").split())  # one line, as written over two
             typer.echo(f"  {field:<18} default={default!r:<8} {bounds:<14} {doc}")
     typer.echo(
         f"every manifold: how many cases is no parameter of a case (nor a grid axis): a sweep "

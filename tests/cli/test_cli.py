@@ -387,6 +387,8 @@ def test_manifolds_says_how_many_cases_is_set_where_it_is_set():
     assert listed.exit_code == 0, listed.output
     assert not any(line.split()[:1] == ["count"] for line in listed.stdout.splitlines())
     assert f"a sweep entry's `count` (default {DEFAULT_COUNT} a grid point)" in listed.stdout
+    # a hostile pass: a description written over two lines began a line of its own
+    assert all(line.startswith(" ") or ": " in line for line in listed.stdout.splitlines())
 
 
 def test_progress_in_a_log_is_one_whole_line_and_notes_are_not_wrapped(capsys):
