@@ -106,7 +106,7 @@ class NumGenConfig(BaseModel):
         # by value, not by fields set: a config comes back from Prefect with every field set
         if not self.needs_images and self.detector != DEFAULT_DETECTOR:
             raise ValueError(
-                f"detector {self.detector!r}: the {self.generator} baseline answers counts "
+                f"detector = {self.detector!r}: the {self.generator} baseline answers counts "
                 "itself and uses no detector (leave detector out)"
             )
         hosted = self.generator.startswith(GENERATOR_API)

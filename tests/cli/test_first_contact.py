@@ -680,6 +680,8 @@ def test_empty_values_that_meant_everything_are_refused(tmp_path):
         (["--detector", "blobs", "--detector", "blobs"],
          "error: --detector: 'blobs' is named twice (each counter"),
         (["--images-dir", "/dev/null"], "error: --images-dir '/dev/null': "),
+        (["--generator", "random", "--detector", "blobs"],
+         "error: --detector 'blobs': the random baseline answers counts itself"),
     ],
 )  # fmt: skip
 def test_a_numgen_option_checked_with_the_whole_config_is_named_as_given(tmp_path, options, said):
