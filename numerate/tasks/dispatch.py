@@ -1,13 +1,18 @@
 """Running a flow where it belongs: as its deployment on a work pool, or in this process."""
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+from uuid import UUID
 
 from prefect import get_run_logger
 from pydantic import BaseModel
 
 from numerate.kernel.credentials import redact
 from numerate.kernel.errors import NumerateError
+
+if TYPE_CHECKING:
+    from prefect.client.schemas.objects import FlowRun
 
 Dispatch = Literal["auto", "local", "deployments"]
 """`deployments`: always send the step to its deployment; `local`: run it here; `auto`: send
@@ -112,7 +117,50 @@ async def run_step(
         name: value.model_dump(mode="json") if isinstance(value, BaseModel) else value
         for name, value in parameters.items()
     }
-    run = await arun_deployment(name=deployment, parameters=as_json, timeout=None)
+    run = await arun_deployment(name=deployment, parameters=as_json, timeout=0)  # made, not run
+    try:
+        run = await _finished(run.id)
+    except BaseException:  # a stop, or the server gone: the run is not left to a later worker
+        await _cancel(run.id)
+        raise
     if run.state is None or not run.state.is_completed():
         state = run.state.name if run.state else "unknown"
         raise DispatchError(f"{deployment} run {run.name} ended {state}: see its logs")
+
+
+POLL_S = 5.0
+"""How often a dispatched step's state is read while it runs (as Prefect's run_deployment)."""
+
+
+async def _finished(run_id: UUID) -> "FlowRun":
+    """Flow run `run_id` once its state is final."""
+    from prefect.client.orchestration import get_client
+
+    async with get_client() as client:
+        while True:
+            run = await client.read_flow_run(run_id)
+            if run.state is not None and run.state.is_final():
+                return run
+            await asyncio.sleep(POLL_S)
+
+
+async def _cancel(run_id: UUID) -> None:
+    """Ask the server to cancel flow run `run_id`, as `prefect flow-run cancel` does (a run no
+    worker has taken yet ends Cancelled at once; a worker stops one it runs), whatever
+    cancelled the caller; a failure to reach the server is logged, not raised over why the
+    caller stopped."""
+    import anyio
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.objects import State, StateType
+
+    with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_WITHIN_S):
+        try:
+            async with get_client() as client:
+                await client.set_flow_run_state(run_id, State(type=StateType.CANCELLING))
+        except Exception as error:  # the server gone: said, the stop goes on
+            get_run_logger().warning("could not cancel flow run %s: %s", run_id, error)
+
+
+CANCEL_WITHIN_S = 2.0
+"""How long a stopped step waits for the server to take its run's cancellation (a stopped
+command ends within 5 s: numerate.cli.process.STOP_SECONDS)."""

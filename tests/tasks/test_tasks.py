@@ -74,29 +74,31 @@ def test_without_a_server_a_gpu_step_runs_in_this_process(monkeypatch):
     assert calls == [{"a": 1}, {"a": 2}]
 
 
+async def deployed_where_no_worker_polls() -> tuple[str, str]:
+    """A work pool of its own that no worker polls, and a deployment of a GPU step to it."""
+    import uuid
+
+    from prefect import get_client
+    from prefect.client.schemas.actions import WorkPoolCreate
+
+    pool, name = f"idle-{uuid.uuid4().hex[:8]}", "numgen-generate"
+    async with get_client() as client:
+        await client.create_work_pool(WorkPoolCreate(name=pool, type="process"))
+        flow_id = await client.create_flow_from_name(name)
+        await client.create_deployment(flow_id=flow_id, name=pool, work_pool_name=pool)
+    return pool, f"{name}/{pool}"
+
+
 def test_a_step_deployed_to_a_pool_no_worker_polls_runs_here_and_says_so(caplog, monkeypatch):
     """A hostile pass: with the steps deployed (`numerate deploy`) and no worker on pool
     `gpu`, `numgen run` (dispatch auto) sent its images there and waited at 0/20, without a
     word, for as long as it was let. `auto` now runs such a step here, and says why; with
     `deployments` it is sent, and the wait is said."""
     import logging
-    import uuid
-
-    from prefect import get_client
-    from prefect.client.schemas.actions import WorkPoolCreate
 
     from numerate.tasks import dispatch
 
-    pool, name = f"idle-{uuid.uuid4().hex[:8]}", "numgen-generate"
-
-    async def deploy() -> None:
-        async with get_client() as client:
-            await client.create_work_pool(WorkPoolCreate(name=pool, type="process"))
-            flow_id = await client.create_flow_from_name(name)
-            await client.create_deployment(flow_id=flow_id, name=pool, work_pool_name=pool)
-
-    asyncio.run(deploy())
-    deployment = f"{name}/{pool}"
+    pool, deployment = asyncio.run(deployed_where_no_worker_polls())
     calls = []
 
     async def local(**parameters):
@@ -116,6 +118,41 @@ def test_a_step_deployed_to_a_pool_no_worker_polls_runs_here_and_says_so(caplog,
         asyncio.run(run_step(deployment, local, {"a": 1}, "auto"))
     assert calls == [{"a": 1}]
     assert notes[0] in caplog.text
+
+
+def test_a_step_sent_to_its_pool_and_stopped_while_it_waits_is_cancelled_there(monkeypatch):
+    """A hostile pass: a `numgen run` stopped while its steps waited on pool `gpu` left their
+    runs Scheduled on the server, for a worker started later to run. The stop now cancels the
+    run it was waiting for."""
+    import logging
+
+    from prefect import get_client
+    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterName
+
+    from numerate.tasks import dispatch
+
+    monkeypatch.setattr(dispatch, "get_run_logger", lambda: logging.getLogger("a-flow-run"))
+    pool, deployment = asyncio.run(deployed_where_no_worker_polls())
+
+    async def runs(client):
+        named = DeploymentFilter(name=DeploymentFilterName(any_=[pool]))
+        return await client.read_flow_runs(deployment_filter=named)
+
+    async def stopped_while_waiting():
+        step = asyncio.create_task(
+            run_step(deployment, lambda **_: None, {"a": "1"}, "deployments")
+        )
+        async with get_client() as client:
+            for _ in range(500):  # the run is made at once: at most 10 s on a loaded machine
+                if await runs(client):
+                    break
+                await asyncio.sleep(0.02)
+            step.cancel()  # as a stop cancels the flow's task
+            with pytest.raises(asyncio.CancelledError):
+                await step
+            return [run.state.type.value for run in await runs(client)]
+
+    assert asyncio.run(stopped_while_waiting()) in (["CANCELLED"], ["CANCELLING"])
 
 
 def test_a_batch_is_answered_and_graded_every_sample_of_every_case(db_path):
