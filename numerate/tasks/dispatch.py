@@ -5,6 +5,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Literal
 from uuid import UUID
 
+import anyio
 from prefect import get_run_logger
 from pydantic import BaseModel
 
@@ -149,7 +150,6 @@ async def _cancel(run_id: UUID) -> None:
     worker has taken yet ends Cancelled at once; a worker stops one it runs), whatever
     cancelled the caller; a failure to reach the server is logged, not raised over why the
     caller stopped."""
-    import anyio
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.objects import State, StateType
 
