@@ -101,10 +101,11 @@ def describe_validation_error(
             lines.append(named if named is not None else f"{where}: {message}")
             continue
         option = _option_of(field, options or {})
-        if option is not None:  # `--set key=text` shows the value as it was given (1e400, not
-            several = isinstance(value, list | dict)  # the inf it was read as); a repeated
-            shown = "" if "=" in option or several else f" {shorten(repr(value))}"  # option's
-            # values: its message names the one at fault
+        if option is not None:
+            # `--set key=text` shows the value as it was given (1e400, not the inf it was read
+            # as); a repeated option's values are not shown: its message names the one at fault
+            several = isinstance(value, list | dict)
+            shown = "" if "=" in option or several else f" {shorten(repr(value))}"
             lines.append(f"{option}{shown}: {message}")
             continue
         named = _named_option(field, message, options or {})
