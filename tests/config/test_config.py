@@ -94,6 +94,8 @@ def test_a_control_character_in_a_grid_value_is_written_as_its_escape_in_the_poi
         ({"batch_size": 0}, "batch_size = 0"),
         ({"manifolds": [{"manifold": "objects", "grid": {"length": [3, 3]}}]},
          "grid: the points length=3 and length=3 are the same point"),
+        ({"manifolds": [{"manifold": "objects", "grid": {"prob_adjective": [0.0, -0.0]}}]},
+         "grid: the points prob_adjective=0.0 and prob_adjective=-0.0 are the same point"),
         # a point's key goes with its answers into shards, which hold no longer nor control text
         ({"manifolds": [{"manifold": "shuffle", "grid": {"anchor": ["NUMERIC"],
                                                          "anchor_prefix": ["p" * 10_000]}}]},
