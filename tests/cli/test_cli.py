@@ -383,12 +383,27 @@ def test_manifolds_says_how_many_cases_is_set_where_it_is_set():
     refused."""
     from numerate.config.sweep import DEFAULT_COUNT
 
-    listed = runner.invoke(app, ["manifolds"])
+    listed = runner.invoke(app, ["manifolds"], env={"COLUMNS": ""})  # a line each
     assert listed.exit_code == 0, listed.output
     assert not any(line.split()[:1] == ["count"] for line in listed.stdout.splitlines())
     assert f"a sweep entry's `count` (default {DEFAULT_COUNT} a grid point)" in listed.stdout
     # a hostile pass: a description written over two lines began a line of its own
     assert all(line.startswith(" ") or ": " in line for line in listed.stdout.splitlines())
+
+
+def test_manifolds_fits_the_columns_it_is_given_and_keeps_a_line_each_in_a_pipe():
+    """A hostile pass: `COLUMNS=80 numerate manifolds` printed lines of 150 characters. Piped
+    (no terminal, no COLUMNS), a parameter stays on one line, for grep."""
+    narrow = runner.invoke(app, ["manifolds"], env={"COLUMNS": "80"})
+    assert narrow.exit_code == 0, narrow.output
+    lines = narrow.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert any(line.startswith("  length ") for line in lines)
+    words = " ".join(narrow.stdout.split())
+    assert "Number of target items (from the target categories) in each case." in words
+    piped = runner.invoke(app, ["manifolds"], env={"COLUMNS": ""})
+    line = next(line for line in piped.stdout.splitlines() if line.startswith("  length "))
+    assert line.endswith("Number of target items (from the target categories) in each case.")
 
 
 def test_progress_in_a_log_is_one_whole_line_and_notes_are_not_wrapped(capsys):
