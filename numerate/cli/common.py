@@ -194,8 +194,10 @@ WIDE = 200
 """Columns of the progress bar where standard error is no terminal (a line of a log)."""
 
 
-def terminal_progress(description: str) -> Any:
-    """A rich progress bar on standard error (rich is imported only when a sweep runs)."""
+def terminal_progress(description: str, asks: bool = True) -> Any:
+    """A rich progress bar on standard error (rich is imported only when a sweep runs).
+    `asks`: the work sends requests, so its errors, retries, stored answers found and
+    requests in flight are shown (not for `regrade`, which sends none)."""
     from rich.console import Console
     from rich.progress import BarColumn, TextColumn, TimeRemainingColumn
     from rich.progress import Progress as RichBar
@@ -206,6 +208,13 @@ def terminal_progress(description: str) -> Any:
     if not console.is_terminal:  # a log (a worker's, a pipe): rich's 80 columns cut the bar
         console = Console(stderr=True, width=WIDE)  # into "…" pieces
 
+    asking = (
+        TextColumn("{task.fields[errors]:,} errors"),
+        TextColumn("{task.fields[retries]:,} retries"),
+        TextColumn("{task.fields[cached]:,} cached"),
+        TextColumn("{task.fields[limit]}"),
+    )
+
     class TerminalProgress(Progress):
         def __init__(self) -> None:
             super().__init__()
@@ -215,10 +224,7 @@ def terminal_progress(description: str) -> Any:
                 BarColumn(),
                 TextColumn("{task.completed:,}/{task.total:,}"),
                 TextColumn("{task.fields[rate]:,.1f}/s"),
-                TextColumn("{task.fields[errors]:,} errors"),
-                TextColumn("{task.fields[retries]:,} retries"),
-                TextColumn("{task.fields[cached]:,} cached"),
-                TextColumn("{task.fields[limit]}"),
+                *(asking if asks else ()),
                 TextColumn("{task.fields[open]}"),
                 TextColumn("ETA"),
                 TimeRemainingColumn(),

@@ -43,7 +43,7 @@ def regrade(
                 f"run {run_id} is still running (another process writes it): regrade it once "
                 "it has ended"
             )  # fmt: skip  (its progress went past its total, 47,648/42,000)
-        with reporting_to(terminal_progress("regrade")):
+        with reporting_to(terminal_progress("regrade", asks=False)):
             changes = regrade_run(store, run_id)
     except NumerateError as error:
         fail(error)

@@ -220,6 +220,9 @@ def test_regrade_restores_outcomes_from_the_stored_answers(tmp_path):
     result = runner.invoke(app, ["regrade", "--run", run_id, "--db", db])
     assert result.exit_code == 0, result.output
     assert "7 outcome(s) changed (wrong -> correct: 7)" in result.stdout
+    # its bar counts answers graded again: no request is sent, retried or found stored
+    bar = [line for line in result.stderr.splitlines() if line.startswith("regrade")]
+    assert bar and not any(word in bar[-1] for word in ("errors", "retries", "cached", "flight"))
     store = Store.open(db)
     assert store.query("SELECT min(accuracy) FROM summaries")[0][0] == 1.0
     assert store.query("SELECT list(raw_text ORDER BY case_id) FROM responses")[0][0] == texts
