@@ -320,8 +320,9 @@ def detectable_line(comparison: pl.DataFrame, alpha: float = 0.05) -> str:
             for row in blind.iter_rows(named=True)
         )
         parts.append(f"too few pairs to catch any drop in {names}")
+    # alpha as given, not rounded (`:g` said 0.9999999999999999 as 1)
     return "; ".join(parts) + (
-        f" (80% probability, alpha {alpha:g}, {compared.height} group"
+        f" (80% probability, alpha {float(alpha)!r}, {compared.height} group"
         f"{'' if compared.height == 1 else 's'})"
     )
 

@@ -143,6 +143,8 @@ def test_each_group_says_the_smallest_drop_it_would_catch():
     line = detectable_line(comparison)
     assert line.startswith(f"a drop of {round(100 * worst + 0.5)} points or more in any model")
     assert "(80% probability, alpha 0.05, 3 groups)" in line
+    # the alpha as given, not rounded (a hostile pass: 0.9999999999999999 was said as 1)
+    assert "alpha 0.9999999999999999, 3 groups" in detectable_line(comparison, 1 - 2**-53)
 
 
 def test_a_drop_of_one_point_is_one_point():
