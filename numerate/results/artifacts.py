@@ -109,6 +109,7 @@ def comparison_lines(source: Source, base: str, new: str, alpha: float = 0.05) -
     at family-wise `alpha`: the nightly gate's) as Markdown lines: its summary line, what it
     could have seen and the table."""
     from numerate.results.compare import (  # scipy: a comparison only
+        alpha_text,
         compare_stored,
         detectable_line,
         for_display,
@@ -119,7 +120,8 @@ def comparison_lines(source: Source, base: str, new: str, alpha: float = 0.05) -
     if comparison.is_empty() or int(comparison["n"].sum()) == 0:
         return [f"Run `{base}` shares no answered case with this run."]
     table = render(for_display(comparison), "markdown").rstrip("\n").splitlines()
-    command = f"numerate compare {base} {new}" + ("" if alpha == 0.05 else f" --alpha {alpha:g}")
+    given = "" if alpha == 0.05 else f" --alpha {alpha_text(alpha)}"
+    command = f"numerate compare {base} {new}{given}"
     return [
         f"Against `{base}` (`{command}`): {summary_line(comparison)}.",
         "",

@@ -33,6 +33,7 @@ from numerate.store.queries import PAIR_KEYS, Source
 __all__ = [
     "EXIT_REGRESSION",
     "Grouping",
+    "alpha_text",
     "any_regression",
     "compare_counts",
     "compare_groups",
@@ -298,6 +299,12 @@ def _drop(drop: float | None, compared: bool) -> str:
     return "none" if drop is None else f"{drop:.3f}"
 
 
+def alpha_text(alpha: float) -> str:
+    """An alpha as given, not rounded: `:g` wrote 0.9999999999999999 as 1 (and `--alpha 1`
+    is refused)."""
+    return repr(float(alpha))
+
+
 def detectable_line(comparison: pl.DataFrame, alpha: float = 0.05) -> str:
     """What the comparison could see, in one line: "a drop of 9 points or more in any model x
     manifold would have been caught (80% probability, alpha 0.05, 15 groups)", naming the
@@ -320,9 +327,8 @@ def detectable_line(comparison: pl.DataFrame, alpha: float = 0.05) -> str:
             for row in blind.iter_rows(named=True)
         )
         parts.append(f"too few pairs to catch any drop in {names}")
-    # alpha as given, not rounded (`:g` said 0.9999999999999999 as 1)
     return "; ".join(parts) + (
-        f" (80% probability, alpha {float(alpha)!r}, {compared.height} group"
+        f" (80% probability, alpha {alpha_text(alpha)}, {compared.height} group"
         f"{'' if compared.height == 1 else 's'})"
     )
 

@@ -351,6 +351,15 @@ def two_nights():
     source.con.close()
 
 
+def test_the_summary_s_compare_command_gives_the_alpha_as_given(two_nights):
+    """A review: the artifact's `numerate compare ... --alpha` wrote 0.9999999999999999 as
+    1, a command that `--alpha` refuses."""
+    from numerate.results.artifacts import comparison_lines
+
+    [said, *_] = comparison_lines(two_nights, "r1", "r2", 1 - 2**-53)
+    assert "(`numerate compare r1 r2 --alpha 0.9999999999999999`)" in said
+
+
 def test_two_stored_runs_are_compared_with_their_filters(two_nights):
     row = only(compare_stored(two_nights, ("r1", "r2")), model="m")
     assert (row["n"], row["lost"], row["new_correct"], row["verdict"]) == (
