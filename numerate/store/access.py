@@ -13,8 +13,10 @@ whether it waits to read or to write), removed when its wait ends: a process tha
 long (an export of thousands of pages) checks `waiting_writers` between pieces of work and lets
 the file go for their turn (numerate.store.reader.Reader.let_writers_in), so writers never wait
 for the whole of it. A process about to open the file lets those of the other kind that knocked
-go first (`let_go_first`): readers in turn never keep a writer out, nor a writer's sessions in
-a row a reader. A folder where no such file can be made only loses that courtesy.
+before it go first (`let_go_first`): a reader waits until the writers that waited when it came
+are in (readers share the file, so readers that each hold it for long, one after another, kept
+a writer out for good), and a writer's sessions in a row let a waiting reader in within
+TURN_S. A folder where no such file can be made only loses that courtesy.
 
 With NUMERATE_LOCK_LOG set to a file, every session appends one JSON line (pid, database, read or
 write, seconds waited, seconds held): `bench/contention.py` reads them.
@@ -125,8 +127,12 @@ def holder(error: BaseException | str) -> str | None:
     found = _PID.search(str(error))
     if not found:
         return None
-    pid = int(found.group(1))
-    return f"PID {pid}" + (f": {command}" if (command := _command_line(pid)) else "")
+    return _described(found.group(1))
+
+
+def _described(pid: str) -> str:
+    """A process by its pid, described for a person as `holder` describes one."""
+    return f"PID {pid}" + (f": {command}" if (command := _command_line(int(pid))) else "")
 
 
 def _command_line(pid: int) -> str | None:
@@ -286,39 +292,54 @@ def _knock(path: str, kind: str) -> Iterator[None]:
 
 def waiting_writers(path: str) -> int:
     """How many live processes wait to write `path` (knocks of dead ones are removed)."""
-    return _waiting(path, "write")
+    return len(_waiting(path, "write"))
 
 
 def let_go_first(path: str, kind: str, seconds: float = TURN_S) -> None:
-    """Before opening `path`, let the processes that wait to `kind` it (read or write) have
-    their turn: return once none waits, or after `seconds`. Readers let waiting writers go
-    first, so that many readers in turn never keep a run out; writers let waiting readers go
-    first, so that a run whose sessions follow each other within milliseconds never keeps a
-    reader out (a `runs` waited 14 s beside a fast sweep). Within the bound of every wait: a
-    command that is stopping (`hurry`) spends no courtesy past it."""
-    if not _waiting(path, kind):  # almost always: one look at a folder that is not there
+    """Before opening `path`, let the processes that knocked to `kind` it (read or write)
+    before this call have their turn: return once each of them is in (its knock gone: it
+    opened the file, or stopped waiting), or after `seconds`. Those that knock later wait
+    their own turn, so that two writers in turn never keep a reader out, nor readers in turn
+    a writer. A reader lets waiting writers go first for as long as it would wait for the
+    file (`seconds`: the lock's timeout; readers share the file, so the writer needs them all
+    out, and readers that each held it a few seconds, one after another, kept a writer out
+    until it gave up); a writer lets waiting readers go first for TURN_S (its sessions follow
+    each other within milliseconds: a `numerate runs` beside a fast sweep waited 14 s). Said
+    past TURN_S, as any wait, and within the bound of every wait: a command that is stopping
+    (`hurry`) spends no courtesy past it. A thread must not hold the file while it calls this
+    (it would wait for a writer that waits for it)."""
+    ahead = _waiting(path, kind)
+    if not ahead:  # almost always: one look at a folder that is not there
         return
-    deadline = time.monotonic() + min(seconds, lock_timeout_s())
+    started = time.monotonic()
+    deadline = started + min(seconds, lock_timeout_s())
     if _cap is not None:
         deadline = min(deadline, _cap)
-    while time.monotonic() < deadline and _waiting(path, kind):
+    said_at: float | None = None
+    while time.monotonic() < deadline and (ahead := ahead & _waiting(path, kind)):
+        waited = time.monotonic() - started
+        if waited >= (TURN_S if said_at is None else said_at + ANNOUNCE_EVERY_S):
+            said_at = waited
+            first = ", ".join(sorted({_described(name.partition(".")[0]) for name in ahead}))
+            _announce(f"waiting for results database {path} while {first} (waiting to {kind} "
+                      f"it) goes first ({waited:.0f} s so far; up to {seconds:.0f} s)")  # fmt: skip
         time.sleep(0.01)
 
 
-def _waiting(path: str, wanted: str) -> int:
-    """How many live processes wait to `wanted` (read or write) `path` (knocks of dead ones
-    are removed)."""
+def _waiting(path: str, wanted: str) -> set[str]:
+    """The knocks of the live processes that wait to `wanted` (read or write) `path` (knocks
+    of dead ones are removed)."""
     folder = _open_waiting(path)
     if folder is None:
-        return 0
-    live = 0
+        return set()
+    live = set()
     try:
         for knock in os.listdir(folder):
             pid, _, kind = knock.partition(".")
             if not kind.startswith(f"{wanted}."):
                 continue
             if pid.isdigit() and _alive(int(pid)):
-                live += 1
+                live.add(knock)
             else:
                 with contextlib.suppress(OSError):
                     os.unlink(knock, dir_fd=folder)

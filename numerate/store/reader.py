@@ -64,13 +64,13 @@ NATIVE_TYPES = frozenset(
 are; `printable_frame` shows the others as text."""
 
 
-def _connect(path: str, writers_first_s: float = access.TURN_S) -> Any:
-    """A read-only connection, once the processes waiting to write `path` have had their turn
-    (at most `writers_first_s`: numerate.store.access.let_go_first); a lake's snapshot, which
-    no writer holds."""
+def _connect(path: str) -> Any:
+    """A read-only connection, once the processes that waited to write `path` have had their
+    turn (numerate.store.access.let_go_first, within NUMERATE_LOCK_TIMEOUT); a lake's
+    snapshot, which no writer holds."""
     if lake.is_lake(path):
         return lake.read_only(path)
-    access.let_go_first(path, "write", writers_first_s)
+    access.let_go_first(path, "write", lock_timeout_s())
     return access.connect(path, read_only=True, config=READ_ONLY_CONFIG)
 
 
@@ -473,15 +473,14 @@ class Reader:
                 raise KeyboardInterrupt from None
             raise
 
-    def let_writers_in(self, wait_s: float = 1.0) -> bool:
+    def let_writers_in(self) -> bool:
         """For a reader that reads for long (an export): when a process waits to write the
-        database (numerate.store.access.waiting_writers), let the file go until it has its
-        turn (at most `wait_s`), then open it again (waiting like any reader). True when it
-        did."""
+        database (numerate.store.access.waiting_writers), let the file go until it has had
+        its turn, then open it again (as any reader opens it). True when it did."""
         if self.abandoned or lake.is_lake(self.path) or not access.waiting_writers(self.path):
             return False
         self.con.close()
-        self.con = _connect(self.path, wait_s)
+        self.con = _connect(self.path)
         return True
 
     def close(self) -> None:

@@ -1270,3 +1270,51 @@ def test_the_turn_a_writer_gives_waiting_readers_ends_with_a_stopping_command(db
     with access.hurried(0.05):
         access.let_go_first(db_path, "read")
     assert time.monotonic() - started < 1.0
+
+
+def test_a_reader_lets_the_writers_that_waited_before_it_in_however_long_that_takes(db_path):
+    """Readers share the file, so a writer needs them all out: readers that each held it 3 s,
+    one after another, each letting a waiting writer go first for 2 s only, kept it out
+    until it gave up (25 s). A reader now waits until the writers that waited when it came
+    are in, or its own wait's bound; those that knock later wait their turn (two writers in
+    turn never keep a reader out)."""
+    import threading
+
+    from numerate.store import access
+
+    waiting = Path(f"{db_path}.waiting")
+    waiting.mkdir()
+    first = waiting / f"{os.getpid()}.write.00000001"  # a live writer waits
+    first.write_text("")
+    later = waiting / f"{os.getpid()}.write.00000002"
+    threading.Timer(0.5, later.write_text, [""]).start()  # another, after the reader came
+    threading.Timer(access.TURN_S + 1.0, first.unlink).start()  # the first is in
+    started = time.monotonic()
+    access.let_go_first(db_path, "write", 30.0)
+    waited = time.monotonic() - started
+    assert access.TURN_S + 1.0 <= waited < 10.0, waited  # past a turn; not the later one's
+    assert later.exists() and access.waiting_writers(db_path) == 1
+
+
+def test_a_reader_waits_for_a_writer_that_waited_before_it_and_says_so(db_path):
+    """`Reader.open` gives a waiting writer more than a turn of 2 s: until it is in, said
+    past the turn with the process it waits for."""
+    import threading
+
+    from numerate.kernel.progress import reporting_to
+    from numerate.store import access
+    from numerate.store.reader import Reader
+    from tests.notes import Notes
+
+    Store.open(db_path).close()
+    waiting = Path(f"{db_path}.waiting")
+    waiting.mkdir()
+    knock = waiting / f"{os.getpid()}.write.00000001"  # this process, alive, waits to write
+    knock.write_text("")
+    threading.Timer(access.TURN_S + 1.0, knock.unlink).start()
+    started = time.monotonic()
+    with reporting_to(Notes()) as progress, Reader.open(db_path):
+        waited = time.monotonic() - started
+    assert waited >= access.TURN_S + 1.0, waited
+    [said] = progress.notes
+    assert f"PID {os.getpid()}" in said and "(waiting to write it) goes first" in said, said
