@@ -53,6 +53,10 @@ def cache_clear(
             if not re.fullmatch(_A_TIME, before):  # fromisoformat reads 2026-W01, 20260101
                 raise ConfigError(f"--before {before!r}: expected a date, YYYY-MM-DD, or a time, "
                                   "YYYY-MM-DDTHH:MM")  # fmt: skip
+            zone = re.search(r"[+-]([0-9]{2}):([0-9]{2})$", before)
+            if zone and (int(zone[1]) > 23 or int(zone[2]) > 59):  # Python said it as a timedelta
+                raise ConfigError(f"--before {before!r}: the zone's offset {zone[0]} is out of "
+                                  "range (from -23:59 to +23:59)")  # fmt: skip
             try:
                 when = datetime.fromisoformat(before)
             except ValueError as error:  # of its shape, and none: the calendar's word

@@ -306,6 +306,14 @@ def test_cache_clear(tmp_path):
     no_day = runner.invoke(app, ["cache", "clear", "--db", db, "--before", "2026-02-30"])
     assert no_day.exit_code == 2  # a date of its shape: "expected a date" said nothing
     assert no_day.stderr.strip() == "error: --before '2026-02-30': day is out of range for month"
+    for zone in ("+99:00", "-24:00", "+05:75"):  # Python's words named a timedelta
+        far = runner.invoke(
+            app, ["cache", "clear", "--db", db, "--before", f"2026-01-01T10:00{zone}"]
+        )
+        assert far.exit_code == 2 and far.stderr.strip() == (
+            f"error: --before '2026-01-01T10:00{zone}': the zone's offset {zone} is out of range "
+            "(from -23:59 to +23:59)"
+        )
     for other in ("2026-W01", "20260101", "2026-12-01T15", "2026-12-01T15:51:40,5", "٢٠٢٦-٠١-٠١"):
         read = runner.invoke(app, ["cache", "clear", "--db", db, "--before", other])
         assert read.exit_code == 2  # Python reads them (a week, a compact date): not said to
