@@ -24,8 +24,9 @@ def ingest(
     """Load runs made elsewhere: workers' Parquet shards (complete, new), or a database file's."""
     from numerate.cli.process import PROCESS
 
-    PROCESS.if_stopped_say("no run was loaded; run the same command again to load them")
+    PROCESS.if_stopped_say(_what_was_loaded("", []))
     from numerate.grading.verdict import EXIT_RUN_FAILED
+    from numerate.kernel import stopping
     from numerate.results.regrade import ingest_graded
     from numerate.store import Store, shards
 
@@ -41,11 +42,16 @@ def ingest(
             done = ingest_graded(store := Store.open(db), location.folder)
             done.skipped[:0] = location.refused
             discarded = not done.loaded and done.skipped and store.discard_if_unused()
-    except NumerateError as error:
-        fail(error)
     except KeyboardInterrupt:  # a bare `terminated` beside a database holding loaded runs
         _stopped(db, started)
+    except Exception as error:
+        if stopping.asked():  # the stop, said as another error: DuckDB's bindings raise
+            _stopped(db, started)  # `RuntimeError: Query interrupted` (then said "no run
+        if not isinstance(error, NumerateError):  # was loaded" beside one it had loaded)
+            raise
+        fail(error)
     loaded = done.loaded
+    PROCESS.if_stopped_say(_what_was_loaded(db, loaded))  # stopped as it says so
     if not discarded:
         typer.echo(f"ingested {len(loaded)} run(s) into {db}" + "".join(f"\n  {r}" for r in loaded))
     if done.present:
@@ -87,12 +93,15 @@ def _stopped(db: str, started: datetime) -> NoReturn:
     loaded: list[str] = []
     with contextlib.suppress(StoreError):
         loaded = Store.open(db).ingested_since(started)
-    if loaded:
-        shown = ", ".join(loaded[:5]) + (", ..." if len(loaded) > 5 else "")
-        said = (
-            f"{len(loaded)} run(s) were loaded into {db} ({shown}); run the same command "
-            "again to load the rest"
-        )
-    else:
-        said = "no run was loaded; run the same command again to load them"
-    PROCESS.stopped_saying(said)
+    PROCESS.stopped_saying(_what_was_loaded(db, loaded))
+
+
+def _what_was_loaded(db: str, loaded: list[str]) -> str:
+    """What a stopped ingest says of the runs it had loaded."""
+    if not loaded:
+        return "no run was loaded; run the same command again to load them"
+    shown = ", ".join(loaded[:5]) + (", ..." if len(loaded) > 5 else "")
+    return (
+        f"{len(loaded)} run(s) were loaded into {db} ({shown}); run the same command again to "
+        "load the rest"
+    )
