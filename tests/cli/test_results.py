@@ -376,6 +376,32 @@ def test_db_shows_a_table_of_its_first_rows_and_writes_every_row_as_csv(tmp_path
     assert every.stdout.splitlines() == ["n", *map(str, range(50))] and not every.stderr
 
 
+def test_db_shows_the_first_characters_of_a_long_text_and_writes_it_whole_as_csv(
+    tmp_path, monkeypatch
+):
+    """A hostile pass: a table of 10,000 answers of 100,000 characters took 111 s and
+    3.1 GB to show. A table shows the first SHOWN_CHARS characters of a text (cut in the
+    query: the rest is never read into memory), of any type DuckDB says as text, and says
+    so; CSV and JSON write them whole."""
+    import numerate.cli.db as db
+
+    monkeypatch.setattr(db, "SHOWN_CHARS", 12)
+    path = tmp_path / "x.duckdb"
+    duckdb.connect(str(path)).close()
+    query = ("SELECT repeat('é', 13) AS long, repeat('a', 12) AS fits, [1, 2, 3, 4, 5] AS list, "
+             "repeat('b', 13) AS n")  # fmt: skip
+    shown = runner.invoke(app, ["db", str(path), query])
+    assert shown.exit_code == 0, shown.output
+    assert "é" * 12 + "..." in shown.stdout and "é" * 13 not in shown.stdout  # characters
+    assert " " + "a" * 12 + " " in shown.stdout and "[1, 2, 3, 4,..." in shown.stdout
+    assert "texts longer than 12 characters are cut (...): --format csv or json" in shown.stderr
+    fitting = runner.invoke(app, ["db", str(path), "SELECT repeat('a', 12) AS fits"])
+    assert " " + "a" * 12 + " " in fitting.stdout and not fitting.stderr
+    whole = runner.invoke(app, ["db", str(path), query, "--format", "csv"])
+    assert whole.stdout.splitlines()[1] == f'{"é" * 13},{"a" * 12},"[1, 2, 3, 4, 5]",{"b" * 13}'
+    assert not whole.stderr
+
+
 def test_report_shows_a_table_of_its_first_points_and_writes_every_one_as_json(
     two_runs, monkeypatch
 ):
