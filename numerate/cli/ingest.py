@@ -90,14 +90,17 @@ def _stopped(db: str, started: datetime) -> NoReturn:
     from numerate.store import Store, StoreError, access
 
     access.hurry(2)  # within the 5 s every command stops in
-    loaded: list[str] = []
+    loaded: list[str] | None = None
     with contextlib.suppress(StoreError):
         loaded = Store.open(db).ingested_since(started)
     PROCESS.stopped_saying(_what_was_loaded(db, loaded))
 
 
-def _what_was_loaded(db: str, loaded: list[str]) -> str:
-    """What a stopped ingest says of the runs it had loaded."""
+def _what_was_loaded(db: str, loaded: list[str] | None) -> str:
+    """What a stopped ingest says of the runs it had loaded (None: it could not look)."""
+    if loaded is None:
+        return (f"the runs loaded before the stop stay in {db}, each whole; run the same "
+                "command again to load the rest")  # fmt: skip
     if not loaded:
         return "no run was loaded; run the same command again to load them"
     shown = ", ".join(loaded[:5]) + (", ..." if len(loaded) > 5 else "")

@@ -143,7 +143,12 @@ graded = []
 grade = regrade.regrade_run
 def stopped(store, run_id):
     if graded:  # Ctrl-C as the second run is graded, its rows written but not committed
-        if said_as == "KeyboardInterrupt":
+        if said_as == "unreadable":  # the database cannot be read as the stop is said
+            from numerate.store import Store, StoreError
+            def busy(*args, **kwargs):
+                raise StoreError("busy")
+            Store.open = busy
+        if said_as != "a query interrupted":
             raise KeyboardInterrupt
         try:
             signal.raise_signal(signal.SIGINT)  # numerate's handler takes it
@@ -159,7 +164,7 @@ main()
 """
 
 
-@pytest.mark.parametrize("said_as", ["KeyboardInterrupt", "a query interrupted"])
+@pytest.mark.parametrize("said_as", ["KeyboardInterrupt", "a query interrupted", "unreadable"])
 def test_an_ingest_a_signal_stops_names_the_runs_it_had_loaded(tmp_path, said_as):
     """Corpus L: a bare `terminated` beside a database that held the run it had loaded. The
     run being graded when the signal came is not loaded at all (issue 40: it was stored
@@ -179,8 +184,11 @@ def test_an_ingest_a_signal_stops_names_the_runs_it_had_loaded(tmp_path, said_as
                            said_as], capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 130, done.stderr
     assert done.stderr.strip().splitlines()[-1] == (
-        f"interrupted: 1 run(s) were loaded into {db} ({run_id}); run the same command again "
-        "to load the rest"
+        f"interrupted: the runs loaded before the stop stay in {db}, each whole; run the same "
+        "command again to load the rest"  # not "no run was loaded": it could not look
+        if said_as == "unreadable"
+        else f"interrupted: 1 run(s) were loaded into {db} ({run_id}); run the same command "
+        "again to load the rest"
     )
     assert table(db, "SELECT DISTINCT run_id FROM responses") == [(run_id,)]
     assert table(db, "SELECT run_id FROM ingested_shards") == [(run_id,)]
