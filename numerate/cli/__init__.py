@@ -96,6 +96,10 @@ def _refused(error: Exception) -> NoReturn:
         _needs_more(ctx)
     hint = f" (see: {ctx.command_path} --help)" if ctx is not None else ""
     message = error.format_message()  # type: ignore[attr-defined]
+    name = getattr(error, "option_name", None)  # click's NoSuchOption
+    if isinstance(name, str) and len(name.split()) > 1:  # SQL after its `-- comment`: no option
+        message = (f"{for_terminal(repr(name), 60)} begins with '-', so it was read as an "
+                   "option: put -- before it (-- ends the options)")  # fmt: skip
     given = _value_refused(error)
     if given is not None:  # "Invalid value for '--limit': Input should be a valid integer"
         message = f"{message} (got {for_terminal(repr(given), 200)})"

@@ -226,6 +226,8 @@ def test_an_option_of_one_value_given_twice_is_refused(tmp_path, arguments, said
          "integer, unable to parse string as an integer (got 'nan')"),
         (["view", "--port", "70000"], "Invalid value for '--port': Input should be less than "
          "or equal to 65535 (got '70000')"),
+        (["db", "x.duckdb", "-- the runs\nselect 1"], "'-- the runs\\nselect 1' begins with "
+         "'-', so it was read as an option: put -- before it (-- ends the options)"),
     ],
 )  # fmt: skip
 def test_a_value_an_options_type_refuses_is_quoted(arguments, said):
