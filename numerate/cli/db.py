@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
@@ -19,9 +19,6 @@ from numerate.cli.common import (
     show,
 )
 from numerate.kernel.errors import ConfigError, NumerateError, shorten
-
-if TYPE_CHECKING:
-    import polars as pl
 
 
 @app.command("db")
@@ -45,6 +42,7 @@ def db_command(
     write it; a long query makes them wait (docs/sharing.md, "Many users, one database")."""
     from numerate.results.report import render
     from numerate.store import queries
+    from numerate.store.reader import any_cut
 
     try:
         fmt = check_format(output)
@@ -76,7 +74,7 @@ def db_command(
             "markdown writes every row (or give the query a LIMIT)"
         )
         frame = frame.head(shown)
-    if shown is not None and sql and _any_cut(frame):
+    if shown is not None and sql and any_cut(frame, SHOWN_CHARS):
         note(f"texts longer than {SHOWN_CHARS:,} characters are cut (...): --format csv or json "
              "writes them whole")  # fmt: skip
     show(render(frame, fmt, as_queried=True))  # the columns the SQL names, as it names them
@@ -90,22 +88,6 @@ to lay out; CSV, JSON and Markdown (written to files) write every row."""
 SHOWN_CHARS = 1_000
 """Characters of a text a table shows at most (five lines of a 200-column table): a table of
 10,000 answers of 100,000 characters took 111 s and 3.1 GB to show, cut 4.7 s and 209 MB."""
-
-
-def _any_cut(frame: pl.DataFrame) -> bool:
-    """Whether a text of the table was cut (`Reader.printable_frame`)."""
-    import polars as pl
-
-    from numerate.store.reader import CUT_MARK
-
-    texts = [c for c, kind in frame.schema.items() if kind == pl.String]
-    longest = SHOWN_CHARS + len(CUT_MARK)
-    return frame.select(
-        pl.any_horizontal(
-            [(pl.col(c).str.len_chars() == longest) & pl.col(c).str.ends_with(CUT_MARK)
-             for c in texts] or [pl.lit(False)]
-        ).any()
-    ).item()  # fmt: skip
 
 
 SQL_WORDS = frozenset({"select", "with", "from", "show", "describe", "summarize", "pragma",

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     import polars as pl
     import pyarrow as pa
 
-__all__ = ["Reader"]
+__all__ = ["Reader", "any_cut"]
 
 # Settings of every reader connection: nothing outside the database file can be reached.
 READ_ONLY_CONFIG = {"enable_external_access": False, "lock_configuration": True}
@@ -60,6 +60,23 @@ CUT_MARK = "..."
 """What ends a text `Reader.printable_frame` cut: ASCII, since a table (rich) measures a text
 with any other character a character at a time (`…` made a table of 10,000 cut texts take
 34 s instead of 4.7)."""
+
+
+def any_cut(frame: pl.DataFrame, cut: int) -> bool:
+    """Whether a text of `frame` (from `Reader.printable_frame` with `cut`) was cut."""
+    import polars as pl
+
+    texts = [c for c, kind in frame.schema.items() if kind == pl.String]
+    longest = cut + len(CUT_MARK)
+    return bool(
+        frame.select(
+            pl.any_horizontal(
+                [(pl.col(c).str.len_chars() == longest) & pl.col(c).str.ends_with(CUT_MARK)
+                 for c in texts] or [pl.lit(False)]
+            ).any()
+        ).item()
+    )  # fmt: skip
+
 
 NATIVE_TYPES = frozenset(
     ("boolean", "tinyint", "smallint", "integer", "bigint", "utinyint", "usmallint", "uinteger",
