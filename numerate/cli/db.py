@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Annotated
 
@@ -39,8 +40,9 @@ def db_command(
 
     Nothing can be written, and no file other than the database can be read (COPY, EXPORT,
     ATTACH and file functions are refused). Any DuckDB file can be opened, also while runs
-    write it; a long query makes them wait (docs/sharing.md, "Many users, one database")."""
-    from numerate.results.report import render
+    write it; a long query, or a long CSV, JSON or Markdown output, makes them wait
+    (docs/sharing.md, "Many users, one database")."""
+    from numerate.results.report import render, rendered_in_parts
     from numerate.store import queries
     from numerate.store.reader import any_cut
 
@@ -51,14 +53,16 @@ def db_command(
             a_path(path)  # blank or with a control character: refused
         if sql is not None and not sql.strip():
             raise ConfigError(f"SQL {sql!r}: give a query, or leave it out to list the tables")
-        shown = SHOWN_ROWS if fmt == "table" else None  # csv, json, markdown: every row
         with open_reader(path, numerate_schema=False) as reader:
-            # the user's SQL, or the list of tables and views
-            frame = (
-                reader.printable_frame(sql, shown and shown + 1, shown and SHOWN_CHARS)
-                if sql
-                else queries.tables(reader)
-            )
+            if sql is None:  # the list of tables and views
+                frame = queries.tables(reader)
+            elif fmt == "table":  # its first rows, its texts cut: for a person
+                frame = reader.printable_frame(sql, SHOWN_ROWS + 1, SHOWN_CHARS)
+            else:  # every row, a batch at a time: for a file or a program
+                with contextlib.closing(reader.printable_batches(sql)) as batches:
+                    for part in rendered_in_parts(batches, fmt):
+                        show(part)
+                return
     except typer.BadParameter as error:
         fail(f"{'PATH' if db is None else '--db'} {error.message}")
     except NumerateError as error:
@@ -68,13 +72,13 @@ def db_command(
 
         # at once: the query still runs in DuckDB's threads, and an orderly exit would wait
         PROCESS.stopped(close=lambda: None)  # for it (read-only: nothing is lost)
-    if shown is not None and frame.height > shown:
+    if fmt == "table" and frame.height > SHOWN_ROWS:
         note(
-            f"the first {shown:,} rows are shown, and more follow: --format csv, json or "
+            f"the first {SHOWN_ROWS:,} rows are shown, and more follow: --format csv, json or "
             "markdown writes every row (or give the query a LIMIT)"
         )
-        frame = frame.head(shown)
-    if shown is not None and sql and any_cut(frame, SHOWN_CHARS):
+        frame = frame.head(SHOWN_ROWS)
+    if sql and fmt == "table" and any_cut(frame, SHOWN_CHARS):
         note(f"texts longer than {SHOWN_CHARS:,} characters are cut (...): --format csv or json "
              "writes them whole")  # fmt: skip
     show(render(frame, fmt, as_queried=True))  # the columns the SQL names, as it names them

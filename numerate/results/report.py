@@ -6,7 +6,7 @@ import html
 import io
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import date, time
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
@@ -218,23 +218,13 @@ def _finite(value: Any) -> Any:
 def render(frame: Any, fmt: Format, title: str = "", as_queried: bool = False) -> str:
     """A polars frame as a terminal table (made readable: `for_terminal`, unless it is shown
     `as_queried`, its columns as someone's SQL named them), CSV, JSON (records) or Markdown."""
-    if fmt == "table" and not as_queried:
+    if fmt != "table":
+        return "".join(rendered_in_parts([frame], fmt, title))
+    if not as_queried:
         frame = for_terminal(frame)
-    if fmt == "csv":
-        return _times_as_iso(frame).write_csv()
-    if fmt == "json":
-        records = _finite(frame.to_dicts())
-        return json.dumps(records, indent=2, default=_text, allow_nan=False) + "\n"
     columns = frame.columns
     numeric = {c for c, dtype in frame.schema.items() if dtype.is_numeric()}
     rows = [[_cell(c, v) for c, v in zip(columns, row, strict=True)] for row in frame.iter_rows()]
-    if fmt == "markdown":
-        lines = [
-            "| " + " | ".join(map(_markdown, columns)) + " |",
-            "|" + "|".join("---" for _ in columns) + "|",
-            *("| " + " | ".join(map(_markdown, r)) + " |" for r in rows),
-        ]
-        return (f"### {printable(title)}\n\n" if title else "") + "\n".join(lines) + "\n"
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
@@ -248,6 +238,35 @@ def render(frame: Any, fmt: Format, title: str = "", as_queried: bool = False) -
     buffer = io.StringIO()
     Console(file=buffer, width=200, force_terminal=False).print(table)
     return buffer.getvalue()
+
+
+def rendered_in_parts(frames: Iterable[Any], fmt: Format, title: str = "") -> Iterator[str]:
+    """Polars frames of one table's rows, one after another, as CSV, JSON (records) or
+    Markdown, a frame at a time: the text `render` writes of them all, in parts, so that what
+    is in memory is a frame's rows, not the table's (`numerate db` writes a result larger
+    than memory so). The first frame gives the columns, also when it has no row."""
+    opened = headed = False  # JSON's [ written; the columns given
+    for frame in frames:
+        if fmt == "csv":
+            yield _times_as_iso(frame).write_csv(include_header=not headed)
+        elif fmt == "json" and frame.height:
+            records = _finite(frame.to_dicts())
+            text = json.dumps(records, indent=2, default=_text, allow_nan=False)
+            yield (",\n" if opened else "[\n") + text[2:-2]  # its records, without [ and ]
+            opened = True
+        elif fmt == "markdown":
+            columns = frame.columns
+            if not headed:
+                heading = f"### {printable(title)}\n\n" if title else ""
+                names = " | ".join(map(_markdown, columns))
+                yield f"{heading}| {names} |\n|{'|'.join('---' for _ in columns)}|\n"
+            yield "".join(
+                "| " + " | ".join(_markdown(_cell(c, v)) for c, v in zip(columns, row, strict=True))
+                + " |\n" for row in frame.iter_rows()
+            )  # fmt: skip
+        headed = True
+    if fmt == "json":
+        yield "\n]\n" if opened else "[]\n"
 
 
 class Table(NamedTuple):

@@ -17,14 +17,15 @@ import contextlib
 import errno
 import fcntl
 import os
+import queue
 import re
 import shlex
 import struct
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from numerate.kernel.errors import ConfigError, first_line
 from numerate.kernel.files import is_duckdb_database, link_into_nowhere, looks_like_duckdb
@@ -56,6 +57,15 @@ __all__ = ["Reader", "any_cut"]
 READ_ONLY_CONFIG = {"enable_external_access": False, "lock_configuration": True}
 
 
+PRINTED_ROWS = 2_000
+"""Rows of a batch of the user's query that `numerate db` writes whole (CSV, JSON, Markdown:
+`Reader.printable_batches`): 2,000 answers of 100,000 characters are 200 MB. Batches of
+1,000 to 50,000 rows wrote a million rows in about the same time."""
+
+_END = object()
+"""What follows a query's last batch (`Reader.printable_batches`)."""
+
+
 CUT_MARK = "..."
 """What ends a text `Reader.printable_frame` cut: ASCII, since a table (rich) measures a text
 with any other character a character at a time (`…` made a table of 10,000 cut texts take
@@ -84,6 +94,19 @@ NATIVE_TYPES = frozenset(
 )  # fmt: skip
 """DuckDB types (DuckDBPyType.id) that polars converts and every output format shows as they
 are; `printable_frame` shows the others as text."""
+
+
+def _streamed(batches: Any) -> Iterator[pa.RecordBatch]:
+    """The batches of a query's Arrow reader. An error DuckDB meets past the first batches
+    (`error()` at a row, a value it cannot cast) reaches Python through Arrow's stream as an
+    OSError holding DuckDB's message: it is DuckDB's error, said as `Reader._user_query`
+    says those."""
+    import duckdb
+
+    try:
+        yield from batches
+    except OSError as error:
+        raise duckdb.Error(str(error)) from None
 
 
 def _connect(path: str) -> Any:
@@ -452,56 +475,111 @@ class Reader:
         The query runs in a thread while this one waits, so that Ctrl-C always reaches Python
         (DuckDB's bindings miss some): KeyboardInterrupt then leaves the query running and
         this reader unusable; the caller ends the process (os._exit), which stops it."""
-        done: dict[str, Any] = {}
+        import polars as pl
+
+        frames = list(self._printable_batches(sql, limit, cut, rows=limit or PRINTED_ROWS))
+        return pl.concat(frames) if len(frames) > 1 else frames[0]
+
+    def printable_batches(self, sql: str, rows: int = 0) -> Generator[pl.DataFrame]:
+        """Every row of `printable_frame(sql)`, `rows` at a time (default PRINTED_ROWS): what
+        is in memory is a batch or two, not the result, which may be larger than this
+        machine's memory (a table's every answer as JSON). At least one frame comes, with the
+        result's columns, even when it has no row. The query is read in a thread, a batch
+        ahead, as `printable_frame` reads it; when the caller stops early (its output was
+        closed), the query stops."""
+        return self._printable_batches(sql, None, None, rows or PRINTED_ROWS)
+
+    def _printable_batches(
+        self, sql: str, limit: int | None, cut: int | None, rows: int
+    ) -> Generator[pl.DataFrame]:
+        import polars as pl
+
+        ahead: queue.Queue[Any] = queue.Queue(maxsize=1)
+        left = threading.Event()  # the caller stopped taking batches
+
+        def give(item: object) -> None:
+            while not left.is_set():
+                with contextlib.suppress(queue.Full):
+                    ahead.put(item, timeout=0.1)
+                    return
 
         def run() -> None:
             try:
-                done["frame"] = self._printable_frame(sql, limit, cut)
+                with self._user_query():
+                    relation = self._printable(sql, limit, cut)
+                    if relation is None:  # a statement without rows
+                        give(pl.DataFrame())
+                    else:
+                        batches = relation.to_arrow_reader(rows)
+                        given = 0
+                        for batch in _streamed(batches):
+                            if left.is_set():
+                                break
+                            given += 1
+                            give(pl.from_arrow(batch))
+                        if not given:
+                            give(pl.from_arrow(batches.schema.empty_table()))
+                give(_END)
             except BaseException as error:  # given to the waiting thread
-                done["error"] = error
+                give(error)
 
         worker = threading.Thread(target=run, daemon=True, name="numerate-db-query")
         worker.start()
         try:
-            while worker.is_alive():
-                worker.join(0.1)
+            while True:
+                try:
+                    item = ahead.get(timeout=0.1)
+                except queue.Empty:
+                    continue
+                if item is _END:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
         except KeyboardInterrupt:
             self.abandoned = True  # the connection is busy: close() leaves it to the exit
             raise
-        if "error" in done:
-            raise done["error"]
-        return cast("pl.DataFrame", done["frame"])
+        finally:  # the caller left early (its output closed): the query stops after the
+            left.set()  # batch it reads, and the connection is free again
+            if not self.abandoned:
+                worker.join()
 
-    def _printable_frame(self, sql: str, limit: int | None, cut: int | None) -> pl.DataFrame:
+    def _printable(self, sql: str, limit: int | None, cut: int | None) -> Any:
+        """The relation `printable_frame` reads (None for a statement without rows)."""
+        statements = len(self.con.extract_statements(sql))
+        if statements != 1:  # DuckDB would run each and show the last, or say nothing
+            said = f"{statements} statements" if statements else "no statement (only comments?)"
+            raise ConfigError(f"the SQL holds {said}: give one query")
+        relation = self.con.sql(sql)
+        if relation is None:
+            return None
+        columns = [
+            f"#{i}" if kind.id in NATIVE_TYPES else f"CAST(#{i} AS VARCHAR)"
+            for i, kind in enumerate(relation.dtypes, start=1)
+        ]
+        if cut is not None:
+            columns = [
+                c if kind.id in NATIVE_TYPES and kind.id != "varchar" else
+                f"CASE WHEN length(left({c}, {cut + 1:d})) > {cut:d} "
+                f"THEN left({c}, {cut:d}) || {sql_literal(CUT_MARK)} ELSE {c} END"
+                for c, kind in zip(columns, relation.dtypes, strict=True)
+            ]  # fmt: skip
+        names = ['"' + name.replace('"', '""') + '"' for name in relation.columns]
+        pairs = zip(columns, names, strict=True)
+        printable = relation.project(", ".join(f"{c} AS {n}" for c, n in pairs))
+        return printable if limit is None else printable.limit(limit)
+
+    @contextlib.contextmanager
+    def _user_query(self) -> Iterator[None]:
+        """The user's SQL failing: ConfigError with DuckDB's first line; a Ctrl-C DuckDB saw
+        (duckdb 2's bindings report it so): KeyboardInterrupt."""
         import duckdb
-        import polars as pl
 
         try:
-            statements = len(self.con.extract_statements(sql))
-            if statements != 1:  # DuckDB would run each and show the last, or say nothing
-                said = f"{statements} statements" if statements else "no statement (only comments?)"
-                raise ConfigError(f"the SQL holds {said}: give one query")
-            relation = self.con.sql(sql)
-            if relation is None:  # a statement without rows
-                return pl.DataFrame()
-            columns = [
-                f"#{i}" if kind.id in NATIVE_TYPES else f"CAST(#{i} AS VARCHAR)"
-                for i, kind in enumerate(relation.dtypes, start=1)
-            ]
-            if cut is not None:
-                columns = [
-                    c if kind.id in NATIVE_TYPES and kind.id != "varchar" else
-                    f"CASE WHEN length(left({c}, {cut + 1:d})) > {cut:d} "
-                    f"THEN left({c}, {cut:d}) || {sql_literal(CUT_MARK)} ELSE {c} END"
-                    for c, kind in zip(columns, relation.dtypes, strict=True)
-                ]  # fmt: skip
-            names = ['"' + name.replace('"', '""') + '"' for name in relation.columns]
-            pairs = zip(columns, names, strict=True)
-            printable = relation.project(", ".join(f"{c} AS {n}" for c, n in pairs))
-            return (printable if limit is None else printable.limit(limit)).pl()
+            yield
         except duckdb.Error as error:
             raise ConfigError(first_line(error)) from None
-        except RuntimeError as error:  # duckdb 2's bindings report a Ctrl-C they saw so
+        except RuntimeError as error:
             if is_interrupted(error):
                 raise KeyboardInterrupt from None
             raise

@@ -1,5 +1,6 @@
 import json
 import os
+import threading
 
 import duckdb
 import pytest
@@ -747,3 +748,38 @@ def test_a_session_whose_checkpoint_failed_leaves_the_next_one_a_fresh_duckdb(db
     with store.session() as con:
         assert con.execute("SELECT count(*) FROM runs").fetchone() == (0,)
     Store.close_all()
+
+
+def test_a_user_s_query_comes_a_batch_at_a_time_and_stops_when_its_reader_leaves(tmp_path):
+    """`numerate db --format csv` of a million rows held them all (1.2 GB; JSON 2.8 GB), and
+    a result of over 2 GiB of text failed in Arrow. Its rows now come a batch at a time; a
+    caller that stops taking them (its output closed) stops the query."""
+    from numerate.store.reader import Reader
+
+    path = str(tmp_path / "x.duckdb")
+    duckdb.connect(path).close()
+    with Reader.open(path, numerate_schema=False) as reader:
+        batches = list(
+            reader.printable_batches("SELECT range AS n, [range] AS l FROM range(10)", 3)
+        )
+        assert len(batches) > 1 and all(b.height <= 3 for b in batches)
+        assert [n for b in batches for n in b["n"]] == list(range(10))
+        assert batches[0]["l"][0] == "[0]"  # a list as DuckDB writes it, as printable_frame
+        empty = list(reader.printable_batches("SELECT 1 AS a, 'x' AS b WHERE false"))
+        assert [(b.height, b.columns) for b in empty] == [(0, ["a", "b"])]
+        with pytest.raises(ConfigError, match="nope"):
+            next(reader.printable_batches("SELECT * FROM nope"))
+        midway = reader.printable_batches(
+            "SELECT CASE WHEN range = 500000 THEN error('boom') ELSE range END FROM range(1000000)",
+            1000,
+        )  # DuckDB's error past the first batches came through Arrow, as an OSError (exit 3)
+        with pytest.raises(ConfigError, match=r"^Invalid Input Error: boom$"):
+            assert next(midway).height == 1000  # then the rest
+            list(midway)
+        endless = reader.printable_batches("SELECT range AS n FROM range(10_000_000_000)", 2)
+        assert next(endless)["n"].to_list() == [0, 1]
+        closing = threading.Thread(target=endless.close, daemon=True)
+        closing.start()  # it would read ten billion rows to the end
+        closing.join(10)
+        assert not closing.is_alive()
+        assert reader.printable_frame("SELECT 42 AS a")["a"].to_list() == [42]  # usable still
