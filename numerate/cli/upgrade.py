@@ -28,11 +28,13 @@ def upgrade(db: Annotated[str | None, DB_OPTION] = None) -> None:
         maintained = store.maintain()
     except NumerateError as error:
         fail(error)
-    found = store.found_version
+    found, views = store.found_version, store.views_made
     Store.close_all()
     if found == SCHEMA_VERSION:
         typer.echo(f"{db} already has schema version {SCHEMA_VERSION}")
     else:
         typer.echo(f"{db}: schema version {found} -> {SCHEMA_VERSION}, every row kept")
+    if views:
+        typer.echo(f"made again numerate's view(s) dropped by hand: {', '.join(views)}")
     if maintained:
         typer.echo("maintained: " + ", ".join(f"{what}: {n}" for what, n in maintained.items()))

@@ -203,7 +203,6 @@ def migrate(con: Any) -> int:
     _refuse_views_for_tables(con)
     replay(con, found)
     _refuse_changed_tables(con)
-    _restore_views(con)
     return found
 
 
@@ -297,14 +296,15 @@ def missing_views(con: Any) -> list[str]:
     return sorted(VIEWS - {name for (name,) in held})
 
 
-def _restore_views(con: Any) -> None:
-    """Make again the views of numerate's that were dropped (by hand: they hold no row); on a
-    lake, another process that made them first is as good."""
+def restore_views(con: Any) -> list[str]:
+    """Make again the views of numerate's that were dropped (by hand: they hold no row), once
+    `migrate` brought the schema up to date; returns their names. On a lake, another process
+    that made them first is as good."""
     import duckdb
 
     missing = missing_views(con)
     if not missing:
-        return
+        return []
     try:
         with transaction(con):
             for statement in current_schema():
@@ -313,6 +313,7 @@ def _restore_views(con: Any) -> None:
     except duckdb.Error:
         if missing_views(con):
             raise
+    return missing
 
 
 def _view_name(statement: str) -> str:

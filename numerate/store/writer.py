@@ -41,6 +41,7 @@ from numerate.store.schema import (
     StoreFailedForNow,
     migrate,
     now,
+    restore_views,
     transaction,
 )
 from numerate.store.tables import Tables, check_columns, insert_rows
@@ -228,6 +229,9 @@ class Store(Tables):
         self._migrated = False
         self.found_version = 0
         """The schema version the file had when this process first opened it (0: new)."""
+        self.views_made: list[str] = []
+        """numerate's views this store made again as it first opened the file (dropped by
+        hand)."""
         self._journal: journal.Journal | None = None
         self._claims: dict[str, journal.RunClaim | lake.RunClaim] = {}
         self._stop = threading.Event()
@@ -384,6 +388,7 @@ class Store(Tables):
                     raise StoreError(f"cannot use results database {self.path}: {problem}")
                 try:
                     self.found_version = migrate(con)
+                    self.views_made = restore_views(con)
                 except StoreError as error:
                     raise StoreError(f"cannot use results database {self.path}: {error}") from None
                 self._migrated = True

@@ -369,6 +369,9 @@ def test_the_views_are_numerate_s_and_one_dropped_by_hand_is_asked_for_then_made
     """A hostile pass: with `numgen_leaderboard` dropped, `numgen report` said DuckDB's
     "Catalog Error: Table with name numgen_leaderboard does not exist!", and `upgrade` that the
     file was up to date. Readers now name the view and the command that makes it again."""
+    from typer.testing import CliRunner
+
+    from numerate.cli import app
     from numerate.store.reader import Reader
     from numerate.store.schema import VIEWS, current_schema
 
@@ -377,7 +380,13 @@ def test_the_views_are_numerate_s_and_one_dropped_by_hand_is_asked_for_then_made
     db = changed_by_hand(tmp_path, "DROP VIEW numgen_leaderboard", "DROP VIEW leaderboard")
     with pytest.raises(ConfigError, match=r"lacks numerate's view leaderboard \(dropped by hand"):
         Reader.open(db)
-    Store.open(db)  # a writer (`numerate upgrade`) makes them again
+    upgraded = CliRunner().invoke(app, ["upgrade", "--db", db])  # a writer makes them again
+    assert upgraded.exit_code == 0, upgraded.output  # and says so (it said only "already has")
+    assert upgraded.stdout.splitlines() == [
+        f"{db} already has schema version {SCHEMA_VERSION}",
+        "made again numerate's view(s) dropped by hand: leaderboard, numgen_leaderboard",
+    ]
+    assert Store.open(db).views_made == []  # made: nothing to say the next time
     Store.close_all()
     with Reader.open(db) as reader:
         assert reader.query("SELECT count(*) FROM numgen_leaderboard") == [(0,)]
