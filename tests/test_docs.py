@@ -119,3 +119,28 @@ def test_every_config_field_is_documented():
                 missing.append(f"docs/{page}: {path}")
     assert len(fields(SweepConfig)) > 20
     assert not missing, "not documented:\n" + "\n".join(missing)
+
+
+def cells(row: str) -> int:
+    """The cells of a Markdown table row: its `|`s but the escaped ones (`\\|`) and those in
+    code spans, less one."""
+    plain = re.sub(r"(`+).*?\1", "", row.strip())
+    return len(re.findall(r"(?<!\\)\|", plain)) - 1
+
+
+def test_every_table_row_is_one_line_with_its_header_s_cells():
+    """A row broken by a line break (a long row edited by hand) renders as a row cut short
+    and a paragraph of the rest; mkdocs builds it without a word."""
+    for page in [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]:
+        text = re.sub(r"^```.*?^```", lambda m: "\n" * m[0].count("\n"), page.read_text(),
+                      flags=re.S | re.M)  # fmt: skip
+        header = None
+        for number, line in enumerate(text.splitlines(), start=1):
+            where = f"{page.relative_to(ROOT)} line {number}"
+            if not line.startswith("|"):
+                header = None
+                continue
+            assert line.rstrip().endswith("|"), f"{where}: a table row that does not end in |"
+            if header is None:
+                header = cells(line)
+            assert cells(line) == header, f"{where}: {cells(line)} cells, the header {header}"
