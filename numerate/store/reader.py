@@ -23,7 +23,7 @@ import shlex
 import struct
 import threading
 import time
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -58,9 +58,17 @@ READ_ONLY_CONFIG = {"enable_external_access": False, "lock_configuration": True}
 
 
 PRINTED_ROWS = 2_000
-"""Rows of a batch of the user's query that `numerate db` writes whole (CSV, JSON, Markdown:
-`Reader.printable_batches`): 2,000 answers of 100,000 characters are 200 MB. Batches of
-1,000 to 50,000 rows wrote a million rows in about the same time."""
+"""Rows of a frame of the user's query that `numerate db` writes whole (CSV, JSON, Markdown:
+`Reader.printable_batches`), at most; batches of 1,000 to 50,000 rows wrote a million short
+rows in about the same time."""
+
+PRINTED_BYTES = 16 * 2**20
+"""Bytes of Arrow data of such a frame, about: 2,000 answers of 262,144 characters are
+1.5 GB, and 13.5 GB once written as JSON, as Python holds its text."""
+
+READ_ROWS = 256
+"""Rows DuckDB hands over at a time, joined or cut into frames (`_frames`): 64 took twice as
+long as 2,000 over a million short rows, 256 as long."""
 
 _END = object()
 """What follows a query's last batch (`Reader.printable_batches`)."""
@@ -107,6 +115,51 @@ def _streamed(batches: Any) -> Iterator[pa.RecordBatch]:
         yield from batches
     except OSError as error:
         raise duckdb.Error(str(error)) from None
+
+
+def _frames(relation: Any, rows: int, budget: int) -> Iterator[pl.DataFrame]:
+    """A relation's rows as polars frames of at most `rows` rows and about `budget` bytes of
+    Arrow data (more only for a single row larger than that): read READ_ROWS at a time, a
+    batch larger than the budget cut, small ones joined. At least one frame, with the
+    columns; a statement without rows (None) gives one frame without any."""
+    import polars as pl
+    import pyarrow as pa
+
+    if relation is None:
+        yield pl.DataFrame()
+        return
+    batches = relation.to_arrow_reader(min(rows, READ_ROWS))
+    held: list[pa.RecordBatch] = []
+    count = size = 0
+    given = False
+    for batch in _streamed(batches):
+        per_row = max(1, batch.nbytes // max(1, batch.num_rows))
+        start = 0
+        while start < batch.num_rows:
+            taken = max(1, min(batch.num_rows - start, rows - count, (budget - size) // per_row))
+            held.append(batch.slice(start, taken))
+            start, count, size = start + taken, count + taken, size + taken * per_row
+            if count >= rows or size >= budget:
+                yield pl.DataFrame(pa.Table.from_batches(held, schema=batches.schema))
+                held, count, size, given = [], 0, 0, True
+    if held or not given:
+        yield pl.DataFrame(pa.Table.from_batches(held, schema=batches.schema))
+
+
+def _unique(names: Sequence[str]) -> list[str]:
+    """A result's column names, each repeat of one before it suffixed `_1`, `_2`, ... (the
+    `select *` of a join holds `run_id` twice; a frame cannot, and a CSV's reader would
+    take the last for both)."""
+    taken: set[str] = set()
+    unique = []
+    for name in names:
+        named, n = name, 0
+        while named in taken:
+            n += 1
+            named = f"{name}_{n}"
+        taken.add(named)
+        unique.append(named)
+    return unique
 
 
 def _connect(path: str) -> Any:
@@ -480,22 +533,28 @@ class Reader:
         frames = list(self._printable_batches(sql, limit, cut, rows=limit or PRINTED_ROWS))
         return pl.concat(frames) if len(frames) > 1 else frames[0]
 
-    def printable_batches(self, sql: str, rows: int = 0) -> Generator[pl.DataFrame]:
-        """Every row of `printable_frame(sql)`, `rows` at a time (default PRINTED_ROWS): what
-        is in memory is a batch or two, not the result, which may be larger than this
-        machine's memory (a table's every answer as JSON). At least one frame comes, with the
-        result's columns, even when it has no row. The query is read in a thread, a batch
-        ahead, as `printable_frame` reads it; when the caller stops early (its output was
-        closed), the query stops."""
-        return self._printable_batches(sql, None, None, rows or PRINTED_ROWS)
+    def printable_batches(
+        self, sql: str, rows: int = 0, wanted: Callable[[], bool] = lambda: True
+    ) -> Generator[pl.DataFrame]:
+        """Every row of `printable_frame(sql)`, in frames of at most `rows` rows (default
+        PRINTED_ROWS) and about PRINTED_BYTES: what is in memory is a frame or two, not the
+        result, which may be larger than this machine's memory (every answer as JSON). At
+        least one frame comes, with the result's columns, even when it has no row. The query
+        is read in a thread, a frame ahead, as `printable_frame` reads it. When the caller
+        stops taking frames, or `wanted()` (asked while the next frame is read) says False
+        (the output was closed: `| head`), the query is stopped at once."""
+        return self._printable_batches(sql, None, None, rows or PRINTED_ROWS, wanted)
 
     def _printable_batches(
-        self, sql: str, limit: int | None, cut: int | None, rows: int
+        self,
+        sql: str,
+        limit: int | None,
+        cut: int | None,
+        rows: int,
+        wanted: Callable[[], bool] = lambda: True,
     ) -> Generator[pl.DataFrame]:
-        import polars as pl
-
         ahead: queue.Queue[Any] = queue.Queue(maxsize=1)
-        left = threading.Event()  # the caller stopped taking batches
+        left = threading.Event()  # the caller stopped taking frames
 
         def give(item: object) -> None:
             while not left.is_set():
@@ -507,18 +566,10 @@ class Reader:
             try:
                 with self._user_query():
                     relation = self._printable(sql, limit, cut)
-                    if relation is None:  # a statement without rows
-                        give(pl.DataFrame())
-                    else:
-                        batches = relation.to_arrow_reader(rows)
-                        given = 0
-                        for batch in _streamed(batches):
-                            if left.is_set():
-                                break
-                            given += 1
-                            give(pl.from_arrow(batch))
-                        if not given:
-                            give(pl.from_arrow(batches.schema.empty_table()))
+                    for frame in _frames(relation, rows, PRINTED_BYTES):
+                        if left.is_set():
+                            break
+                        give(frame)
                 give(_END)
             except BaseException as error:  # given to the waiting thread
                 give(error)
@@ -530,7 +581,9 @@ class Reader:
                 try:
                     item = ahead.get(timeout=0.1)
                 except queue.Empty:
-                    continue
+                    if wanted():
+                        continue
+                    return
                 if item is _END:
                     return
                 if isinstance(item, BaseException):
@@ -539,10 +592,11 @@ class Reader:
         except KeyboardInterrupt:
             self.abandoned = True  # the connection is busy: close() leaves it to the exit
             raise
-        finally:  # the caller left early (its output closed): the query stops after the
-            left.set()  # batch it reads, and the connection is free again
-            if not self.abandoned:
-                worker.join()
+        finally:
+            left.set()
+            if worker.is_alive() and not self.abandoned:  # the caller left early: the
+                self.con.interrupt()  # query stops now, not when its next frame is read,
+                worker.join()  # and the connection is free again
 
     def _printable(self, sql: str, limit: int | None, cut: int | None) -> Any:
         """The relation `printable_frame` reads (None for a statement without rows)."""
@@ -564,7 +618,7 @@ class Reader:
                 f"THEN left({c}, {cut:d}) || {sql_literal(CUT_MARK)} ELSE {c} END"
                 for c, kind in zip(columns, relation.dtypes, strict=True)
             ]  # fmt: skip
-        names = ['"' + name.replace('"', '""') + '"' for name in relation.columns]
+        names = ['"' + name.replace('"', '""') + '"' for name in _unique(relation.columns)]
         pairs = zip(columns, names, strict=True)
         printable = relation.project(", ".join(f"{c} AS {n}" for c, n in pairs))
         return printable if limit is None else printable.limit(limit)

@@ -452,3 +452,19 @@ def test_a_table_title_is_shown_escaped_and_as_written(tmp_path):
     shown = render(pl.DataFrame({"a": [1]}), "table", title="run \x1b]0;x\x07 [b]y[/b]")
     assert "\x1b" not in shown  # the title is wrapped to the table's width:
     assert "run\\x1b]0;x\\x07[b]y[/b]" in "".join(shown.split())
+
+
+def test_an_output_whose_reader_left_is_said_closed(monkeypatch, tmp_path):
+    """`numerate db ... | head -1` of a query whose next rows come late held the database
+    until they came (20 s): a closed pipe is found while they are read (`output_open`)."""
+    from numerate.cli.process import output_open
+
+    read, write = os.pipe()
+    with os.fdopen(write, "w") as pipe:
+        monkeypatch.setattr(sys, "stdout", pipe)
+        assert output_open()
+        os.close(read)  # `head` has what it wanted
+        assert not output_open()
+    with (tmp_path / "out.csv").open("w") as file:
+        monkeypatch.setattr(sys, "stdout", file)
+        assert output_open()

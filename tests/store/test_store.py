@@ -759,10 +759,14 @@ def test_a_session_whose_checkpoint_failed_leaves_the_next_one_a_fresh_duckdb(db
     Store.close_all()
 
 
-def test_a_user_s_query_comes_a_batch_at_a_time_and_stops_when_its_reader_leaves(tmp_path):
+def test_a_user_s_query_comes_a_batch_at_a_time_and_stops_when_its_reader_leaves(
+    tmp_path, monkeypatch
+):
     """`numerate db --format csv` of a million rows held them all (1.2 GB; JSON 2.8 GB), and
-    a result of over 2 GiB of text failed in Arrow. Its rows now come a batch at a time; a
-    caller that stops taking them (its output closed) stops the query."""
+    a result of over 2 GiB of text failed in Arrow. Its rows now come in frames of a bounded
+    number of rows and bytes; a caller that stops taking them, or whose output was closed
+    (`wanted`), stops the query at once."""
+    import numerate.store.reader as reader_module
     from numerate.store.reader import Reader
 
     path = str(tmp_path / "x.duckdb")
@@ -776,6 +780,16 @@ def test_a_user_s_query_comes_a_batch_at_a_time_and_stops_when_its_reader_leaves
         assert batches[0]["l"][0] == "[0]"  # a list as DuckDB writes it, as printable_frame
         empty = list(reader.printable_batches("SELECT 1 AS a, 'x' AS b WHERE false"))
         assert [(b.height, b.columns) for b in empty] == [(0, ["a", "b"])]
+        # a hostile pass: 2,000 answers of 262,144 characters as JSON took 13.5 GB
+        monkeypatch.setattr(reader_module, "PRINTED_BYTES", 20_000)
+        long = list(
+            reader.printable_batches("SELECT repeat('é', 1000) || range AS t FROM range(90)")
+        )
+        assert 1 < max(b.height for b in long) < 20 and sum(b.height for b in long) == 90
+        assert [t[1000:] for b in long for t in b["t"]] == [str(n) for n in range(90)]
+        # a hostile pass: the `select *` of a join (two `x`) was polars' DuplicateError
+        twice = next(reader.printable_batches("SELECT 1 AS x, 2 AS x, 3 AS x_1, 4 AS X"))
+        assert twice.columns == ["x", "x_1", "x_1_1", "X"] and twice.row(0) == (1, 2, 3, 4)
         with pytest.raises(ConfigError, match="nope"):
             next(reader.printable_batches("SELECT * FROM nope"))
         midway = reader.printable_batches(
@@ -791,4 +805,12 @@ def test_a_user_s_query_comes_a_batch_at_a_time_and_stops_when_its_reader_leaves
         closing.start()  # it would read ten billion rows to the end
         closing.join(10)
         assert not closing.is_alive()
+        # a hostile pass: `| head` left a query that finds its next row late running to its end
+        late = "SELECT range AS n FROM range(10_000_000_000) WHERE range = 9_999_999_999"
+        leaving = threading.Thread(
+            target=lambda: list(reader.printable_batches(late, wanted=lambda: False)), daemon=True
+        )
+        leaving.start()
+        leaving.join(10)
+        assert not leaving.is_alive()
         assert reader.printable_frame("SELECT 42 AS a")["a"].to_list() == [42]  # usable still
