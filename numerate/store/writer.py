@@ -341,6 +341,8 @@ class Store(Tables):
                         f'SELECT bit_xor(hash(numerate_row)) FROM "{table}" AS numerate_row'
                     ).fetchall()
                 except duckdb.Error as error:  # IO, a checksum: the file, not this SQL
+                    if out_of_memory(error):  # a healthy file of long texts: said as the
+                        raise  # memory bound (_file_errors), not as a damaged file
                     raise StoreError(
                         f"results database {self.path}: table {table} cannot be read whole: "
                         f"{first_line(error)} (a damaged or truncated file)"

@@ -814,3 +814,25 @@ def test_a_user_s_query_comes_a_batch_at_a_time_and_stops_when_its_reader_leaves
         leaving.join(10)
         assert not leaving.is_alive()
         assert reader.printable_frame("SELECT 42 AS a")["a"].to_list() == [42]  # usable still
+
+
+def test_a_table_too_long_to_read_within_the_bound_is_said_so_not_damaged(tmp_path, monkeypatch):
+    """A hostile pass: `upgrade` of a sound file whose cases hold 8,000,000-character prompts
+    (the longest a case may have) said "table cases cannot be read whole: Out of Memory Error
+    ... (a damaged or truncated file)": it is the memory bound, said as every run says it."""
+    import numerate.store.writer as writer
+
+    db = str(tmp_path / "long.duckdb")
+    Store.open(db)
+    Store.close_all()
+    with duckdb.connect(db) as con:  # rows no table of numerate's holds so long, but might
+        con.execute(
+            "INSERT INTO ingested_shards SELECT 'r' || range, repeat('x', 3_000_000), now() "
+            "FROM range(12)"
+        )
+    monkeypatch.setattr(writer, "WRITER_MEMORY", "16MB")
+    store = Store.open(db)
+    with pytest.raises(StoreError, match=r"DuckDB needed more than the 16MB") as raised:
+        store.check_readable()
+    assert "damaged" not in str(raised.value)
+    Store.close_all()
