@@ -41,6 +41,9 @@ os.environ.update(
         # a test that clears PREFECT_API_URL gets Prefect's temporary server, never the
         # background server (tests/cli/test_server.py asks for that one by name)
         "NUMERATE_SERVER": "temporary",
+        # a command that fails as numerate did not foresee prints its traceback, as Python
+        # would, rather than one line and a file (numerate.cli._crashed)
+        "NUMERATE_TRACEBACK": "1",
     }
 )
 for _variable in ("PREFECT_API_URL", "PREFECT_API_KEY", "PREFECT_PROFILES_PATH"):

@@ -7,8 +7,12 @@ The only part of numerate/ that may import flows/. Imports stay inside the comma
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import os
 import sys
+import tempfile
+import traceback
 from typing import Any, NoReturn
 
 import typer
@@ -70,13 +74,37 @@ def main() -> None:  # pragma: no cover - entry point
         if PROCESS.signals:  # an interruption some library wrapped in its own error
             PROCESS.stopped(close=lambda: _close_stores(failed=True))  # (pydantic, ...)
         if not isinstance(error, OSError):
-            raise
+            _crashed(error)
         # this machine's, where no command said it better (a full disk, a folder that
         # cannot be written): one line, as every error (a run it held is marked interrupted)
         print(f"error: {first_line(error)}", file=sys.stderr)
         sys.exit(EXIT_FAILED_FOR_NOW)
+    except BaseException as error:  # a Rust library's panic (polars') is no Exception
+        if isinstance(error, SystemExit | GeneratorExit):
+            raise
+        _crashed(error)
     finally:
         _close_stores(failed=True)  # after an exception; nothing left to close otherwise
+
+
+def _crashed(error: BaseException) -> NoReturn:
+    """Leave on an error numerate did not foresee (a bug, or a database changed by hand in a
+    way no check knows) with one line that names it and the file holding its traceback, not
+    the traceback (exit 1); NUMERATE_TRACEBACK=1 (as the tests set) prints the traceback."""
+    from numerate.kernel.errors import first_line
+
+    if os.environ.get("NUMERATE_TRACEBACK") == "1":
+        raise error
+    where = ""
+    with contextlib.suppress(OSError):
+        fd, path = tempfile.mkstemp(prefix="numerate-error-", suffix=".txt")
+        with os.fdopen(fd, "w") as file:
+            file.write("".join(traceback.format_exception(error)))
+        where = f"; what it met is written in {path}"
+    said = for_terminal(first_line(error), 300)
+    print(f"error: {type(error).__name__}: {said} (numerate did not foresee this: a bug, or a "
+          f"results database changed by hand{where})", file=sys.stderr)  # fmt: skip
+    sys.exit(1)
 
 
 def _is_a_refused_command_line(error: Exception) -> bool:

@@ -434,3 +434,35 @@ def test_deploy_with_a_prefect_api_url_that_is_no_url_says_one_line():
     assert done.returncode == 2
     said = "error: PREFECT_API_URL http://[::1 is not a valid URL: Invalid IPv6 URL\n"
     assert done.stderr == said
+
+
+def test_a_failure_numerate_did_not_foresee_is_one_line_and_a_file(tmp_path):
+    """A hostile pass: a results database changed by hand in ways no check knows (a negative
+    token count, an infinite start time: polars' panic is no Exception) gave Python's
+    traceback. It is one line, naming the error and the file its traceback is in, exit 1;
+    NUMERATE_TRACEBACK=1 prints the traceback instead."""
+    import duckdb
+
+    db = tmp_path / "x.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE t AS SELECT 1 AS a")
+    failing = (  # an error no code of numerate's raises: any command may meet its like
+        "import sys, numerate.store.reader as r\n"
+        "def broken(*args, **kwargs): raise ZeroDivisionError('unforeseen')\n"
+        "r.Reader.printable_frame = broken\n"
+        "from numerate.cli import main\n"
+        f"sys.argv = ['numerate', 'db', {str(db)!r}, 'select 1']\n"
+        "main()\n"
+    )
+    env = dict(os.environ, NUMERATE_TRACEBACK="", TMPDIR=str(tmp_path))
+    done = subprocess.run([sys.executable, "-c", failing], env=env, capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 1 and len(done.stderr.splitlines()) == 1, done.stderr
+    said = done.stderr.strip()
+    assert said.startswith("error: ZeroDivisionError: unforeseen (numerate did not foresee this")
+    written = Path(said.rsplit(" in ", 1)[1].rstrip(")"))
+    assert written.parent == tmp_path and "Traceback" in written.read_text()
+    env["NUMERATE_TRACEBACK"] = "1"
+    shown = subprocess.run([sys.executable, "-c", failing], env=env, capture_output=True,
+                           text=True, timeout=60)  # fmt: skip
+    assert shown.returncode == 1 and "Traceback" in shown.stderr
