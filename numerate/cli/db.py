@@ -62,7 +62,7 @@ def db_command(
             else:  # every row, a batch at a time: for a file or a program
                 frames = reader.printable_batches(sql, wanted=output_open)
                 with contextlib.closing(frames) as batches:
-                    for part in rendered_in_parts(batches, fmt):
+                    for part in rendered_in_parts(batches, fmt, as_queried=True):
                         show(part)
                 return
     except typer.BadParameter as error:

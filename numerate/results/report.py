@@ -144,10 +144,22 @@ def _visible(text: str) -> str:
 
 
 def _cell(column: str, value: Any) -> str:
+    """A value of a report's table: a number to the digits it is read to, nothing as `-`."""
     if value is None:
         return "-"
     if isinstance(value, float):
         return fixed(value, 1 if column == "mean_completion_tokens" else 3)
+    return str(value)
+
+
+def _queried(column: str, value: Any) -> str:
+    """A value of a table someone's SQL made (`numerate db`): as it is, as CSV writes it (a
+    float whole, not to 3 decimals: `1e-10` is not `0.000`; `true`; NULL said, where `-`
+    could be a text)."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return str(value).lower()
     return str(value)
 
 
@@ -219,12 +231,13 @@ def render(frame: Any, fmt: Format, title: str = "", as_queried: bool = False) -
     """A polars frame as a terminal table (made readable: `for_terminal`, unless it is shown
     `as_queried`, its columns as someone's SQL named them), CSV, JSON (records) or Markdown."""
     if fmt != "table":
-        return "".join(rendered_in_parts([frame], fmt, title))
+        return "".join(rendered_in_parts([frame], fmt, title, as_queried))
     if not as_queried:
         frame = for_terminal(frame)
     columns = frame.columns
     numeric = {c for c, dtype in frame.schema.items() if dtype.is_numeric()}
-    rows = [[_cell(c, v) for c, v in zip(columns, row, strict=True)] for row in frame.iter_rows()]
+    cell = _queried if as_queried else _cell
+    rows = [[cell(c, v) for c, v in zip(columns, row, strict=True)] for row in frame.iter_rows()]
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
@@ -240,11 +253,16 @@ def render(frame: Any, fmt: Format, title: str = "", as_queried: bool = False) -
     return buffer.getvalue()
 
 
-def rendered_in_parts(frames: Iterable[Any], fmt: Format, title: str = "") -> Iterator[str]:
+def rendered_in_parts(
+    frames: Iterable[Any], fmt: Format, title: str = "", as_queried: bool = False
+) -> Iterator[str]:
     """Polars frames of one table's rows, one after another, as CSV, JSON (records) or
     Markdown, a frame at a time: the text `render` writes of them all, in parts, so that what
     is in memory is a frame's rows, not the table's (`numerate db` writes a result larger
-    than memory so). The first frame gives the columns, also when it has no row."""
+    than memory so). The first frame gives the columns, also when it has no row. A table
+    someone's SQL made (`as_queried`) has its Markdown values as they are, not as a report
+    rounds them."""
+    cell = _queried if as_queried else _cell
     opened = headed = False  # JSON's [ written; the columns given
     for frame in frames:
         if fmt == "csv":
@@ -261,7 +279,7 @@ def rendered_in_parts(frames: Iterable[Any], fmt: Format, title: str = "") -> It
                 names = " | ".join(map(_markdown, columns))
                 yield f"{heading}| {names} |\n|{'|'.join('---' for _ in columns)}|\n"
             yield "".join(
-                "| " + " | ".join(_markdown(_cell(c, v)) for c, v in zip(columns, row, strict=True))
+                "| " + " | ".join(_markdown(cell(c, v)) for c, v in zip(columns, row, strict=True))
                 + " |\n" for row in frame.iter_rows()
             )  # fmt: skip
         headed = True

@@ -468,3 +468,17 @@ def test_an_output_whose_reader_left_is_said_closed(monkeypatch, tmp_path):
     with (tmp_path / "out.csv").open("w") as file:
         monkeypatch.setattr(sys, "stdout", file)
         assert output_open()
+
+
+def test_db_shows_values_as_they_are_not_as_a_report_rounds_them(tmp_path):
+    """A hostile pass: `db --format markdown` (documented as writing every row whole) wrote
+    1e-10 as 0.000 and 0.123456789 as 0.123, true as True, and NULL as `-`, as the text `-`."""
+    path = tmp_path / "x.duckdb"
+    duckdb.connect(str(path)).close()
+    query = "SELECT 1e-10::DOUBLE AS b, 0.123456789::DOUBLE AS a, true AS t, NULL AS n, '-' AS s"
+    markdown = runner.invoke(app, ["db", str(path), query, "--format", "markdown"])
+    assert markdown.stdout.splitlines()[2] == "| 1e-10 | 0.123456789 | true | NULL | - |"
+    table = runner.invoke(app, ["db", str(path), query])
+    assert re.search(r"1e-10 .* 0\.123456789 .* true .* NULL .* - ", table.stdout), table.stdout
+    csv = runner.invoke(app, ["db", str(path), query, "--format", "csv"])
+    assert csv.stdout.splitlines()[1] == "1e-10,0.123456789,true,,-"  # as before

@@ -33,7 +33,7 @@ def test_a_table_written_in_parts_is_the_table_written_whole(rows, cuts, fmt):
     whole = frame_of(rows)
     bounds = [0, *sorted(min(c, len(rows)) for c in cuts), len(rows)]
     parts = [whole.slice(a, b - a) for a, b in itertools.pairwise(bounds)]
-    written = "".join(rendered_in_parts(parts, fmt))
+    written = "".join(rendered_in_parts(parts, fmt, as_queried=True))
     assert written == render(whole, fmt, as_queried=True)
     if fmt == "json":  # and it is the rows, NaN and infinities as their names
         names = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
