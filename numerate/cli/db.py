@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Generator, Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -19,7 +20,7 @@ from numerate.cli.common import (
     open_reader,
     show,
 )
-from numerate.kernel.errors import ConfigError, NumerateError, shorten
+from numerate.kernel.errors import ConfigError, NumerateError, first_line, shorten
 
 
 @app.command("db")
@@ -47,6 +48,7 @@ def db_command(
     from numerate.store import queries
     from numerate.store.reader import any_cut
 
+    written: list[int] = []  # rows given to the output, once some were
     try:
         fmt = check_format(output)
         path, sql = _database_and_sql(path, sql, db)
@@ -60,7 +62,7 @@ def db_command(
             elif fmt == "table":  # its first rows, its texts cut: for a person
                 frame = reader.printable_frame(sql, SHOWN_ROWS + 1, SHOWN_CHARS)
             else:  # every row, a batch at a time: for a file or a program
-                frames = reader.printable_batches(sql, wanted=output_open)
+                frames = _counted(reader.printable_batches(sql, wanted=output_open), written)
                 with contextlib.closing(frames) as batches:
                     for part in rendered_in_parts(batches, fmt, as_queried=True):
                         show(part)
@@ -68,6 +70,9 @@ def db_command(
     except typer.BadParameter as error:
         fail(f"{'PATH' if db is None else '--db'} {error.message}")
     except NumerateError as error:
+        if written:  # met midway: what was written is not the whole result
+            fail(f"{first_line(error)} (met after {written[0]:,} rows were written: the output "
+                 "is incomplete)", error.exit_code)  # fmt: skip
         fail(error)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the query stops with the process
         from numerate.cli.process import PROCESS
@@ -84,6 +89,14 @@ def db_command(
         note(f"texts longer than {SHOWN_CHARS:,} characters are cut (...): --format csv or json "
              "writes them whole")  # fmt: skip
     show(render(frame, fmt, as_queried=True))  # the columns the SQL names, as it names them
+
+
+def _counted(frames: Iterator[Any], written: list[int]) -> Generator[Any]:
+    """`frames`, with the rows given so far in `written[0]` (once a frame with rows came)."""
+    for frame in frames:
+        if frame.height:
+            written[:] = [(written[0] if written else 0) + frame.height]
+        yield frame
 
 
 SHOWN_ROWS = 10_000

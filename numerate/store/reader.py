@@ -625,13 +625,16 @@ class Reader:
 
     @contextlib.contextmanager
     def _user_query(self) -> Iterator[None]:
-        """The user's SQL failing: ConfigError with DuckDB's first line; a Ctrl-C DuckDB saw
-        (duckdb 2's bindings report it so): KeyboardInterrupt."""
+        """The user's SQL failing: ConfigError with DuckDB's first line (DamagedDatabase where
+        it met a damaged block of the file); a Ctrl-C DuckDB saw (duckdb 2's bindings report
+        it so): KeyboardInterrupt."""
         import duckdb
 
         try:
             yield
         except duckdb.Error as error:
+            if is_corrupt(error):  # a block of the file, not the SQL: named, as for numerate's
+                raise self._fault(error) from None
             raise ConfigError(first_line(error)) from None
         except RuntimeError as error:
             if is_interrupted(error):

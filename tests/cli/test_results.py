@@ -482,3 +482,22 @@ def test_db_shows_values_as_they_are_not_as_a_report_rounds_them(tmp_path):
     assert re.search(r"1e-10 .* 0\.123456789 .* true .* NULL .* - ", table.stdout), table.stdout
     csv = runner.invoke(app, ["db", str(path), query, "--format", "csv"])
     assert csv.stdout.splitlines()[1] == "1e-10,0.123456789,true,,-"  # as before
+
+
+def test_db_says_an_error_met_midway_leaves_what_it_wrote_incomplete(tmp_path):
+    """A hostile pass: an error met after rows were written said only DuckDB's line, as if
+    nothing had been. A statement without a table wrote an empty CSV line and a Markdown
+    table of no column (`|  |`, `||`)."""
+    path = tmp_path / "x.duckdb"
+    duckdb.connect(str(path)).close()
+    query = "SELECT CASE WHEN range = 500000 THEN error('boom') ELSE range END FROM range(1000000)"
+    done = runner.invoke(app, ["db", str(path), query, "--format", "csv"])
+    rows = len(done.stdout.splitlines()) - 1
+    assert done.exit_code == 2 and 0 < rows < 500_000, done.stderr
+    assert done.stderr == (
+        f"error: Invalid Input Error: boom (met after {rows:,} rows were written: the output is "
+        "incomplete)\n"
+    )
+    for fmt, written in (("csv", ""), ("markdown", ""), ("json", "[]\n")):
+        nothing = runner.invoke(app, ["db", str(path), "SET VARIABLE x = 1", "--format", fmt])
+        assert nothing.exit_code == 0 and nothing.stdout == written, (fmt, nothing.stdout)

@@ -836,3 +836,24 @@ def test_a_table_too_long_to_read_within_the_bound_is_said_so_not_damaged(tmp_pa
         store.check_readable()
     assert "damaged" not in str(raised.value)
     Store.close_all()
+
+
+def test_a_damaged_block_a_user_s_query_meets_names_the_file(tmp_path):
+    """A hostile pass: `numerate db` meeting a damaged block (after 32 MB of CSV) said
+    DuckDB's `IO Error: Corrupt database file ...` alone, as the SQL's fault, where numerate's
+    own queries name the file and the command that names its table."""
+    from numerate.store.reader import DamagedDatabase, Reader
+
+    path = tmp_path / "x.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute(
+            "CREATE TABLE t AS SELECT range AS i, md5(range::VARCHAR) AS h FROM range(3e5::INT)"
+        )
+    size = path.stat().st_size
+    with path.open("r+b") as file:  # a block in the table's middle
+        file.seek(size // 2)
+        file.write(b"\xff" * 4096)
+    damaged = pytest.raises(DamagedDatabase, match=r"x\.duckdb cannot be read: .*Corrupt")
+    with Reader.open(str(path), numerate_schema=False) as reader, damaged as met:
+        list(reader.printable_batches("SELECT * FROM t"))
+    assert "numerate upgrade --db" in str(met.value)
