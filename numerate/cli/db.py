@@ -60,7 +60,7 @@ def db_command(
             if sql is None:  # the list of tables and views
                 frame = queries.tables(reader)
             elif fmt == "table":  # its first rows, its texts cut: for a person
-                frame = reader.printable_frame(sql, SHOWN_ROWS + 1, SHOWN_CHARS)
+                frame = reader.printable_frame(sql, SHOWN_ROWS + 1, SHOWN_CHARS, SHOWN_COLUMNS + 1)
             else:  # every row, a batch at a time: for a file or a program
                 frames = _counted(reader.printable_batches(sql, wanted=output_open), written)
                 with contextlib.closing(frames) as batches:
@@ -85,6 +85,12 @@ def db_command(
             "markdown writes every row (or give the query a LIMIT)"
         )
         frame = frame.head(SHOWN_ROWS)
+    if fmt == "table" and frame.width > SHOWN_COLUMNS:
+        note(
+            f"the first {SHOWN_COLUMNS} columns are shown, and more follow: --format csv, json "
+            "or markdown writes every one (or name the columns the query gives)"
+        )
+        frame = frame.select(frame.columns[:SHOWN_COLUMNS])
     if sql and fmt == "table" and any_cut(frame, SHOWN_CHARS):
         note(f"texts longer than {SHOWN_CHARS:,} characters are cut (...): --format csv or json "
              "writes them whole")  # fmt: skip
@@ -102,6 +108,11 @@ def _counted(frames: Iterator[Any], written: list[int]) -> Generator[Any]:
 SHOWN_ROWS = 10_000
 """Rows a table shows at most: a terminal table of a million rows took minutes and gigabytes
 to lay out; CSV, JSON and Markdown (written to files) write every row."""
+
+
+SHOWN_COLUMNS = 50
+"""Columns a table shows at most: a table of 5,000 columns and 3,000 rows took 220 s and 11 GB
+to lay out (a terminal shows a few dozen, each cut to a few characters)."""
 
 
 SHOWN_CHARS = 1_000

@@ -514,7 +514,7 @@ class Reader:
         return DatabaseFault(first_line(error))
 
     def printable_frame(
-        self, sql: str, limit: int | None = None, cut: int | None = None
+        self, sql: str, limit: int | None = None, cut: int | None = None, width: int | None = None
     ) -> pl.DataFrame:
         """A query's result as a polars DataFrame that every output format can show (the
         user's SQL in `numerate db`): columns of any type but booleans, numbers and text come
@@ -523,14 +523,15 @@ class Reader:
         not convert or CSV could not hold. ConfigError with DuckDB's first line when the SQL
         fails. With `limit`, its first `limit` rows only (read no further); with `cut`, each
         text longer than `cut` characters cut to them and CUT_MARK (in the query: memory
-        follows what is shown, not the texts).
+        follows what is shown, not the texts); with `width`, its first `width` columns only.
 
         The query runs in a thread while this one waits, so that Ctrl-C always reaches Python
         (DuckDB's bindings miss some): KeyboardInterrupt then leaves the query running and
         this reader unusable; the caller ends the process (os._exit), which stops it."""
         import polars as pl
 
-        frames = list(self._printable_batches(sql, limit, cut, rows=limit or PRINTED_ROWS))
+        rows = limit or PRINTED_ROWS
+        frames = list(self._printable_batches(sql, limit, cut, rows, width=width))
         return pl.concat(frames) if len(frames) > 1 else frames[0]
 
     def printable_batches(
@@ -552,6 +553,7 @@ class Reader:
         cut: int | None,
         rows: int,
         wanted: Callable[[], bool] = lambda: True,
+        width: int | None = None,
     ) -> Generator[pl.DataFrame]:
         ahead: queue.Queue[Any] = queue.Queue(maxsize=1)
         left = threading.Event()  # the caller stopped taking frames
@@ -565,7 +567,7 @@ class Reader:
         def run() -> None:
             try:
                 with self._user_query():
-                    relation = self._printable(sql, limit, cut)
+                    relation = self._printable(sql, limit, cut, width)
                     for frame in _frames(relation, rows, PRINTED_BYTES):
                         if left.is_set():
                             break
@@ -598,7 +600,9 @@ class Reader:
                 self.con.interrupt()  # query stops now, not when its next frame is read,
                 worker.join()  # and the connection is free again
 
-    def _printable(self, sql: str, limit: int | None, cut: int | None) -> Any:
+    def _printable(
+        self, sql: str, limit: int | None, cut: int | None, width: int | None = None
+    ) -> Any:
         """The relation `printable_frame` reads (None for a statement without rows)."""
         statements = len(self.con.extract_statements(sql))
         if statements != 1:  # DuckDB would run each and show the last, or say nothing
@@ -619,7 +623,7 @@ class Reader:
                 for c, kind in zip(columns, relation.dtypes, strict=True)
             ]  # fmt: skip
         names = ['"' + name.replace('"', '""') + '"' for name in _unique(relation.columns)]
-        pairs = zip(columns, names, strict=True)
+        pairs = list(zip(columns, names, strict=True))[:width]
         printable = relation.project(", ".join(f"{c} AS {n}" for c, n in pairs))
         return printable if limit is None else printable.limit(limit)
 

@@ -381,6 +381,14 @@ def test_db_shows_a_table_of_its_first_rows_and_writes_every_row_as_csv(tmp_path
     assert every.stdout.splitlines() == ["n", *map(str, range(50))] and not every.stderr
     records = runner.invoke(app, ["db", str(path), query, "--format", "json"])
     assert json.loads(records.stdout) == [{"n": n} for n in range(50)] and not records.stderr
+    # a hostile pass: a table of 5,000 columns and 3,000 rows took 220 s and 11 GB
+    monkeypatch.setattr(db, "SHOWN_COLUMNS", 3)
+    wide = "SELECT 10 AS c0, 11 AS c1, 12 AS c2, 13 AS c3, 14 AS c4"
+    shown = runner.invoke(app, ["db", str(path), wide])
+    assert " c2 " in shown.stdout and "c3" not in shown.stdout and " 12 " in shown.stdout
+    assert "note: the first 3 columns are shown, and more follow: --format csv" in shown.stderr
+    every = runner.invoke(app, ["db", str(path), wide, "--format", "csv"])
+    assert every.stdout.splitlines() == ["c0,c1,c2,c3,c4", "10,11,12,13,14"]
 
 
 def test_db_shows_the_first_characters_of_a_long_text_and_writes_it_whole_as_csv(
