@@ -239,6 +239,15 @@ class Journal:
                 self.folder.rmdir()
 
 
+PART_BYTES = 8_000_000
+"""About the most text (UTF-8 bytes) a transaction writes of rows that may be long (a row at
+least): journaled rows (numerate.store.writer), and what `Tables.put` writes. DuckDB holds a
+MERGE's rows in memory until it commits, about four times their text: 32 MB of answers in one
+transaction ran out of WRITER_MEMORY, and a backlog that never fits would never be written.
+An answer is at most 2 x 262,144 characters (text and reasoning:
+numerate.kernel.answers.MAX_ANSWER_CHARS), so a part stays well within the bound."""
+
+
 def parts(rows: Rows, most_bytes: int) -> Iterator[Rows]:
     """`rows` in order, in parts of at most `most_bytes` bytes of text (their values' UTF-8;
     a row at least): what one transaction writes."""

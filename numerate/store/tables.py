@@ -4,6 +4,7 @@ holds the file for it); the schema is numerate.store.schema."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
@@ -13,6 +14,7 @@ from numerate.kernel.credentials import redact
 from numerate.kernel.inputs import valid_text
 from numerate.kernel.names import RUN_ID
 from numerate.numgen.rows import DetectionRow, ImageRow, MetricsRow, TargetRow
+from numerate.store import journal
 from numerate.store.duckdb_words import LISTED, listed
 from numerate.store.rows import (
     CaseRow,
@@ -229,9 +231,14 @@ class Tables:
         raise NotImplementedError
 
     def put(self, table: str, columns: Sequence[str], rows: Sequence[Mapping[str, object]]) -> None:
-        """Rows into `table`, keyed as KEYS says (insert_rows), in one write."""
-        if rows:
-            self.write(lambda con: insert_rows(con, table, columns, rows))
+        """Rows into `table`, keyed as KEYS says (insert_rows), in writes of at most
+        journal.PART_BYTES of text each (a row at least), as a journal's rows are written:
+        DuckDB holds a MERGE's rows in memory until it commits, and 20 cases of 3,600,000-
+        character prompts in one write ran out of its bound. A part written stays written if
+        a later one fails, and writing it again changes nothing (KEYS)."""
+        for part in journal.parts([(table, row) for row in rows], journal.PART_BYTES):
+            self.write(functools.partial(insert_rows, table=table, columns=columns,
+                                         rows=[row for _, row in part]))  # fmt: skip
 
     def claim_run(self, run_id: str) -> bool:
         """Hold a run for this process (numerate.store.writer.Store.claim_run)."""

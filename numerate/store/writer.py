@@ -79,13 +79,6 @@ stream past (`string_agg` of a million ids was one 64 MB string). docs/benchmark
 "Scale"."""
 
 
-JOURNAL_PART_BYTES = 8_000_000
-"""About the most text (UTF-8 bytes) a transaction of journaled rows writes (a row at least).
-DuckDB holds a MERGE's rows in memory until it commits, about four times their text: 32 MB of
-answers in one transaction ran out of WRITER_MEMORY, and a backlog that never fits would
-never be written. An answer is at most 2 x 262,144 characters (text and reasoning:
-numerate.kernel.answers.MAX_ANSWER_CHARS), so a part stays well within the bound."""
-
 _instances = itertools.count()
 
 
@@ -449,7 +442,7 @@ class Store(Tables):
             self._journal.written(segment)
 
     def _write_parts(self, con: Any, rows: journal.Rows, source: Path | None = None) -> None:
-        """`rows` a part at a time (JOURNAL_PART_BYTES), each in a transaction of its own,
+        """`rows` a part at a time (journal.PART_BYTES), each in a transaction of its own,
         tried again on a lake when another writer's commit came first (`committed`). A part
         that fails leaves those before it written: the journal keeps them all, and writing
         them again changes nothing (KEYS). `source`: the journal file of a dead process they
@@ -458,7 +451,7 @@ class Store(Tables):
         import duckdb
         import pyarrow as pa
 
-        for part in journal.parts(rows, JOURNAL_PART_BYTES):
+        for part in journal.parts(rows, journal.PART_BYTES):
 
             def attempt(part: journal.Rows = part) -> None:
                 with transaction(con):

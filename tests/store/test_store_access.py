@@ -878,13 +878,13 @@ def test_a_backlog_larger_than_duckdb_s_bound_is_written_a_part_at_a_time(
     db_path, monkeypatch, tmp_path
 ):
     """A journal whose rows DuckDB cannot hold in one transaction (its MERGE keeps them in
-    memory until it commits) is written in parts of JOURNAL_PART_BYTES: before, every flush
+    memory until it commits) is written in parts of journal.PART_BYTES: before, every flush
     tried the whole backlog again, and it never fitted. Here 32 MB of answers at a 48 MB
     bound, in parts of 1 MB; this process's journal and a dead one's."""
-    from numerate.store import writer
+    from numerate.store import journal
 
     bounded(monkeypatch, str(tmp_path / "spill"), "48MB")  # as the store spills
-    monkeypatch.setattr(writer, "JOURNAL_PART_BYTES", 1_000_000)
+    monkeypatch.setattr(journal, "PART_BYTES", 1_000_000)
     store = Store.open(db_path)
     store.receive("completions", large_answers())
     store.flush()
@@ -894,6 +894,23 @@ def test_a_backlog_larger_than_duckdb_s_bound_is_written_a_part_at_a_time(
     lines = [journal_line(r | {"request_hash": "d" + r["request_hash"]}) for r in large_answers()]
     dead = dead_segment(db_path, "\n".join(lines) + "\n")
     assert Store.open(db_path).query(counted, ["dh%"]) == [(LARGE,)] and not dead.exists()
+
+
+def test_rows_put_past_duckdb_s_bound_are_written_a_part_at_a_time(db_path, monkeypatch, tmp_path):
+    """A hostile pass: a sweep of 20 cases with 3,600,000-character prompts (the built-in
+    shuffle manifold's longest is about 4,100,000) failed every time at its first batch, the
+    batch's cases in one write past the 128 MB bound. Rows put (cases, stored answers) are
+    written in parts of journal.PART_BYTES, as a journal's rows are. Here 32 MB of answers at
+    a 48 MB bound, in parts of 1 MB."""
+    from numerate.store import journal
+
+    bounded(monkeypatch, str(tmp_path / "spill"), "48MB")
+    monkeypatch.setattr(journal, "PART_BYTES", 1_000_000)
+    store = Store.open(db_path)
+    store.put_completions(large_answers())
+    counted = "SELECT count(DISTINCT request_hash) FROM completions WHERE request_hash LIKE ?"
+    assert store.query(counted, ["h%"]) == [(LARGE,)]
+    Store.close_all()
 
 
 @given(
