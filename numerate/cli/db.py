@@ -43,7 +43,6 @@ def db_command(
     ATTACH and file functions are refused). Any DuckDB file can be opened, also while runs
     write it; a long query, or a long CSV, JSON or Markdown output, makes them wait
     (docs/sharing.md, "Many users, one database")."""
-    from numerate.cli.process import output_open
     from numerate.results.report import render, rendered_in_parts
     from numerate.store import queries
     from numerate.store.reader import any_cut
@@ -62,7 +61,7 @@ def db_command(
             elif fmt == "table":  # its first rows, its texts cut: for a person
                 frame = reader.printable_frame(sql, SHOWN_ROWS + 1, SHOWN_CHARS, SHOWN_COLUMNS + 1)
             else:  # every row, a batch at a time: for a file or a program
-                frames = _counted(reader.printable_batches(sql, wanted=output_open), written)
+                frames = _counted(reader.printable_batches(sql), written)
                 with contextlib.closing(frames) as batches:
                     for part in rendered_in_parts(batches, fmt, as_queried=True):
                         show(part)

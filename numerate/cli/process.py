@@ -20,7 +20,6 @@ import io
 import logging
 import os
 import queue
-import select
 import signal
 import sys
 import threading
@@ -357,19 +356,6 @@ class Guarded:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.stream, name)
-
-
-def output_open() -> bool:
-    """Whether the standard output may still be read: False once the reader of its pipe has
-    left (`| head`), which a write would find only when it is made (Linux says POLLERR on the
-    pipe's writing end). A file or a terminal is always open."""
-    try:
-        number = sys.stdout.fileno()
-        poller = select.poll()  # none on Windows
-    except (AttributeError, OSError, ValueError):  # no file behind it (a test's buffer)
-        return True
-    poller.register(number, select.POLLOUT)
-    return not any(events & select.POLLERR for _, events in poller.poll(0))
 
 
 def output_lost() -> OSError | None:

@@ -23,7 +23,7 @@ import shlex
 import struct
 import threading
 import time
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -534,26 +534,19 @@ class Reader:
         frames = list(self._printable_batches(sql, limit, cut, rows, width=width))
         return pl.concat(frames) if len(frames) > 1 else frames[0]
 
-    def printable_batches(
-        self, sql: str, rows: int = 0, wanted: Callable[[], bool] = lambda: True
-    ) -> Generator[pl.DataFrame]:
+    def printable_batches(self, sql: str, rows: int = 0) -> Generator[pl.DataFrame]:
         """Every row of `printable_frame(sql)`, in frames of at most `rows` rows (default
         PRINTED_ROWS) and about PRINTED_BYTES: what is in memory is a frame or two, not the
         result, which may be larger than this machine's memory (every answer as JSON). At
         least one frame comes, with the result's columns, even when it has no row. The query
-        is read in a thread, a frame ahead, as `printable_frame` reads it. When the caller
-        stops taking frames, or `wanted()` (asked while the next frame is read) says False
-        (the output was closed: `| head`), the query is stopped at once."""
-        return self._printable_batches(sql, None, None, rows or PRINTED_ROWS, wanted)
+        is read in a thread, a frame ahead, as `printable_frame` reads it; when the caller
+        stops taking frames, it stops after the frame it reads (DuckDB's interrupt, tried for
+        a stop at once, is racy: one sent as a query ended reached a later query, and one
+        sent as a query began was lost)."""
+        return self._printable_batches(sql, None, None, rows or PRINTED_ROWS)
 
     def _printable_batches(
-        self,
-        sql: str,
-        limit: int | None,
-        cut: int | None,
-        rows: int,
-        wanted: Callable[[], bool] = lambda: True,
-        width: int | None = None,
+        self, sql: str, limit: int | None, cut: int | None, rows: int, width: int | None = None
     ) -> Generator[pl.DataFrame]:
         ahead: queue.Queue[Any] = queue.Queue(maxsize=1)
         left = threading.Event()  # the caller stopped taking frames
@@ -583,9 +576,7 @@ class Reader:
                 try:
                     item = ahead.get(timeout=0.1)
                 except queue.Empty:
-                    if wanted():
-                        continue
-                    return
+                    continue
                 if item is _END:
                     return
                 if isinstance(item, BaseException):
@@ -594,11 +585,10 @@ class Reader:
         except KeyboardInterrupt:
             self.abandoned = True  # the connection is busy: close() leaves it to the exit
             raise
-        finally:
-            left.set()
-            if worker.is_alive() and not self.abandoned:  # the caller left early: the
-                self.con.interrupt()  # query stops now, not when its next frame is read,
-                worker.join()  # and the connection is free again
+        finally:  # the caller left early (its output closed): the query stops after the
+            left.set()  # frame it reads, and the connection is free again
+            if not self.abandoned:
+                worker.join()
 
     def _printable(
         self, sql: str, limit: int | None, cut: int | None, width: int | None = None

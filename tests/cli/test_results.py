@@ -462,22 +462,6 @@ def test_a_table_title_is_shown_escaped_and_as_written(tmp_path):
     assert "run\\x1b]0;x\\x07[b]y[/b]" in "".join(shown.split())
 
 
-def test_an_output_whose_reader_left_is_said_closed(monkeypatch, tmp_path):
-    """`numerate db ... | head -1` of a query whose next rows come late held the database
-    until they came (20 s): a closed pipe is found while they are read (`output_open`)."""
-    from numerate.cli.process import output_open
-
-    read, write = os.pipe()
-    with os.fdopen(write, "w") as pipe:
-        monkeypatch.setattr(sys, "stdout", pipe)
-        assert output_open()
-        os.close(read)  # `head` has what it wanted
-        assert not output_open()
-    with (tmp_path / "out.csv").open("w") as file:
-        monkeypatch.setattr(sys, "stdout", file)
-        assert output_open()
-
-
 def test_db_shows_values_as_they_are_not_as_a_report_rounds_them(tmp_path):
     """A hostile pass: `db --format markdown` (documented as writing every row whole) wrote
     1e-10 as 0.000 and 0.123456789 as 0.123, true as True, and NULL as `-`, as the text `-`."""
@@ -502,10 +486,11 @@ def test_db_says_an_error_met_midway_leaves_what_it_wrote_incomplete(tmp_path):
     done = runner.invoke(app, ["db", str(path), query, "--format", "csv"])
     rows = len(done.stdout.splitlines()) - 1
     assert done.exit_code == 2 and 0 < rows < 500_000, done.stderr
-    assert done.stderr == (
-        f"error: Invalid Input Error: boom (met after {rows:,} rows were written: the output is "
-        "incomplete)\n"
-    )
+    said = "(Invalid Input Error: boom|INTERRUPT Error: Interrupted!)"  # DuckDB says either
+    assert re.fullmatch(  # (its query's other threads are stopped: a race of its own)
+        f"error: {said} \\(met after {rows:,} rows were written: the output is incomplete\\)\n",
+        done.stderr,
+    ), done.stderr
     for fmt, written in (("csv", ""), ("markdown", ""), ("json", "[]\n")):
         nothing = runner.invoke(app, ["db", str(path), "SET VARIABLE x = 1", "--format", fmt])
         assert nothing.exit_code == 0 and nothing.stdout == written, (fmt, nothing.stdout)

