@@ -47,7 +47,7 @@ def db_command(
     from numerate.store import queries
     from numerate.store.reader import any_cut
 
-    written: list[int] = []  # rows given to the output, once some were
+    written = [0]  # rows given to the output
     try:
         fmt = check_format(output)
         path, sql = _database_and_sql(path, sql, db)
@@ -69,7 +69,7 @@ def db_command(
     except typer.BadParameter as error:
         fail(f"{'PATH' if db is None else '--db'} {error.message}")
     except NumerateError as error:
-        if written:  # met midway: what was written is not the whole result
+        if written[0]:  # met midway: what was written is not the whole result
             fail(f"{first_line(error)} (met after {written[0]:,} rows were written: the output "
                  "is incomplete)", error.exit_code)  # fmt: skip
         fail(error)
@@ -97,10 +97,9 @@ def db_command(
 
 
 def _counted(frames: Iterator[Any], written: list[int]) -> Generator[Any]:
-    """`frames`, with the rows given so far in `written[0]` (once a frame with rows came)."""
+    """`frames`, with the rows given so far in `written[0]`."""
     for frame in frames:
-        if frame.height:
-            written[:] = [(written[0] if written else 0) + frame.height]
+        written[0] += frame.height
         yield frame
 
 

@@ -488,8 +488,8 @@ class Reader:
         import duckdb
 
         try:
-            yield from self.con.sql(sql, params=list(params or [])).to_arrow_reader(rows)
-        except duckdb.Error as error:
+            yield from _streamed(self.con.sql(sql, params=list(params or [])).to_arrow_reader(rows))
+        except duckdb.Error as error:  # met midway too (`_streamed`)
             raise self._fault(error) from None
 
     def _fault(self, error: Exception) -> Exception:
