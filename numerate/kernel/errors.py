@@ -6,6 +6,7 @@ import json
 import math
 import os
 import re
+from asyncio import CancelledError
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
@@ -238,6 +239,14 @@ _ACTED_ON = re.compile(
     "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"  # bidi controls
 )
 """The characters `printable` escapes (a pattern: a long multi-line answer is read in C)."""
+
+
+def is_a_stop(error: BaseException) -> bool:
+    """Whether `error` ends the process or its task (Ctrl-C, an exit, a generator or task
+    closed) rather than failing what it did. Every other BaseException is a failure: a Rust
+    library's panic (polars' on a timestamp it cannot hold) derives from BaseException, not
+    Exception, and a page or command that meets one says so as it says any failure."""
+    return isinstance(error, KeyboardInterrupt | SystemExit | GeneratorExit | CancelledError)
 
 
 def first_line(error: BaseException) -> str:

@@ -30,6 +30,7 @@ from numerate.kernel.errors import (
     field_path,
     first_line,
     fixed,
+    is_a_stop,
     printable,
     shorten,
 )
@@ -215,7 +216,9 @@ def create_app(db: str, hosts: frozenset[str] | None = None) -> Starlette:
                 except DatabaseFault as error:  # the database's fault, not the request's
                     said = f"the results database could not answer this page: {error}"
                     return _problem(environment, said, 500)
-                except Exception as error:  # a page that cannot be shown says why, in a line
+                except BaseException as error:  # a page that cannot be shown says why, in a
+                    if is_a_stop(error):  # line (a polars panic too)
+                        raise
                     return _problem(
                         environment, f"could not show this page: {first_line(error)}", 500
                     )

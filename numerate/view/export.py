@@ -16,7 +16,7 @@ import jinja2
 
 from numerate.kernel import stopping
 from numerate.kernel.confined import Confined, LeadsOutside
-from numerate.kernel.errors import NumerateError, first_line
+from numerate.kernel.errors import NumerateError, first_line, is_a_stop
 from numerate.numgen.metrics import MAX_COUNT
 from numerate.store import browse, queries
 from numerate.store.queries import Source
@@ -84,7 +84,9 @@ def export(
             unshown.append(path)
         except NumerateError:  # the database itself (gone, busy past the bound)
             raise
-        except Exception as error:
+        except BaseException as error:  # a polars panic too
+            if is_a_stop(error):
+                raise
             if stopping.asked():  # the stop interrupted its query ("Query interrupted"): the
                 raise KeyboardInterrupt from error  # export is stopped, not a page unshown
             message = f"could not show this page: {first_line(error)}"

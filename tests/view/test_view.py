@@ -508,6 +508,27 @@ def test_an_export_of_a_run_not_summed_up_yet_says_so_on_that_page(results, tmp_
     assert len(said) == 1 and "Traceback" not in "".join(pages.values())
 
 
+def test_a_page_a_library_panics_on_says_so_in_a_line_served_and_exported(results, tmp_path):
+    """polars panics on a start time of infinity (a database changed by hand), and its panic
+    is no Exception: the runs page says it could not be shown, as for any other failure,
+    served (it was Starlette's bare 500 and a traceback in the log) and in an export."""
+    import shutil
+
+    db, _ = results
+    copy = tmp_path / "copy.duckdb"
+    shutil.copy(db, copy)
+    con = duckdb.connect(str(copy))
+    con.execute("UPDATE runs SET started_at = 'infinity'")
+    con.close()
+    page = TestClient(create_app(str(copy)), raise_server_exceptions=False).get("/")
+    assert page.status_code == 500 and "could not show this page: " in page.text
+    assert "overflow" in page.text
+    done = runner.invoke(app, ["view", "--db", str(copy), "--export", str(tmp_path / "out")])
+    assert done.exit_code == 0, done.output
+    runs = (tmp_path / "out" / "index.html").read_text()
+    assert "could not show this page: " in runs and "overflow" in runs
+
+
 def test_a_model_with_nothing_scored_and_images_gone_still_have_their_pages(results, tmp_path):
     """A model whose every answer was an error has no rates (NULL), an image file may be
     moved or removed, and a path the database was made to hold may be no image: the pages
