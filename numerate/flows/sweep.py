@@ -144,9 +144,18 @@ def planning_said(entry: ManifoldSweep, number: int, entries: int) -> Callable[[
     return said
 
 
+MODEL_TAGS = 50
+"""The most models a sweep's flow run is tagged with. Prefect's server refuses to make a flow
+run whose events relate it to more than 100 resources (each tag is one; its setting
+`PREFECT_SERVER_EVENTS_MAXIMUM_RELATED_RESOURCES`), so a sweep of more models is tagged with
+its sweep alone."""
+
+
 def run_tags(config: SweepConfig) -> list[str]:
-    """Tags of a sweep's flow run: `sweep:<name>` and `model:<name>` for each model."""
-    return [f"sweep:{config.name}", *(f"model:{m.name}" for m in config.models)]
+    """Tags of a sweep's flow run: `sweep:<name>`, and `model:<name>` for each model when it
+    has at most MODEL_TAGS."""
+    models = [f"model:{m.name}" for m in config.models] if len(config.models) <= MODEL_TAGS else []
+    return [f"sweep:{config.name}", *models]
 
 
 @contextlib.contextmanager

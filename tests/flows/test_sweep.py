@@ -332,6 +332,29 @@ def test_each_grid_is_built_once_where_the_config_is_validated(db_path, monkeypa
     assert sorted(built) == ["objects", "sequence", "shuffle"]  # none built again
 
 
+def test_a_sweep_of_more_models_than_a_flow_run_can_be_tagged_with_is_made_all_the_same():
+    """A hostile pass: a sweep of 99 models or more failed as its flow run was made (Prefect's
+    server refuses an event related to over 100 resources, one a tag: `numerate run` exit 1,
+    the API's 500). Past MODEL_TAGS models its flow run is tagged with its sweep alone."""
+    from prefect import flow, tags
+    from prefect.runtime import flow_run
+
+    from numerate.config.sweep import parse_sweep_config
+    from numerate.flows.sweep import MODEL_TAGS, run_tags
+
+    @flow
+    def tagged() -> list[str]:
+        return sorted(flow_run.tags)
+
+    models = [{"name": f"m{i}", "model": "baseline:oracle"} for i in range(120)]
+    many = parse_sweep_config(config(models, name="many"))
+    with tags(*run_tags(many)):
+        assert tagged() == ["sweep:many"]
+    few = parse_sweep_config(config(models[:MODEL_TAGS], name="few"))
+    with tags(*run_tags(few)):
+        assert tagged() == sorted(["sweep:few", *(f"model:m{i}" for i in range(MODEL_TAGS))])
+
+
 def test_a_rerun_reads_each_points_floors_and_cases_from_the_store(db_path, monkeypatch):
     """Each grid point's trivial strategy is measured once, by the run that first stores its
     cases (2 x HEURISTIC_SAMPLE cases generated and graded a point), and its cases are
