@@ -167,11 +167,11 @@ class ModelConfig(BaseModel):
     """Which stored answers may stand in for a request: `resume` only those of the run being
     resumed (every new run asks again), `reuse` those of any run (same endpoint, model id,
     revision, messages, sampling and sample), `off` none."""
-    api_key_env: str | None = Field(None, min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    api_key_env: str | None = Field(None, min_length=1, pattern=names.ENV_NAME)
     """Environment variable holding the API key; the key itself is never stored."""
     api_key_secret: str | None = None
     """Name of a Prefect Secret block holding the API key (instead of api_key_env)."""
-    concurrency_limit: str | None = Field(None, pattern=r"^[^/%&<>]+$")
+    concurrency_limit: str | None = Field(None, pattern=names.LIMIT_NAME)
     """Prefect global concurrency limit shared by every run against this endpoint; the model
     holds `concurrency` of its slots while it is evaluated (none: no limit across runs)."""
     concurrency: Whole = Field(16, ge=1, le=4096)
@@ -199,6 +199,16 @@ class ModelConfig(BaseModel):
     @property
     def is_baseline(self) -> bool:
         return self.model_id.startswith("baseline:")
+
+    @field_validator("base_url")
+    @classmethod
+    def _scheme_in_lower_case(cls, url: str | None) -> str | None:
+        """A URL's scheme is case-insensitive (`HTTP://` is `http://`): written in lower case,
+        as every other base URL is, so both ask (and key) one endpoint alike."""
+        scheme, sep, rest = (url or "").partition("://")
+        if sep and scheme.lower() in ("http", "https"):
+            return f"{scheme.lower()}://{rest}"
+        return url
 
     @field_serializer("base_url", when_used="json")
     def _no_credentials(self, url: str | None, info: SerializationInfo) -> str | None:

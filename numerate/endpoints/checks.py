@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import shlex
 from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -195,7 +196,7 @@ async def check_concurrency_limit(model: ModelConfig) -> None:
             raise ConfigError(
                 f"model {model.name!r}: no global concurrency limit named "
                 f"{model.concurrency_limit!r} (create it: prefect gcl create "
-                f"{model.concurrency_limit} --limit {model.concurrency})"
+                f"{shlex.quote(model.concurrency_limit)} --limit {model.concurrency})"
             ) from None
     if limit.limit < model.concurrency:
         raise ConfigError(

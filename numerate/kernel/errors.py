@@ -10,7 +10,7 @@ from asyncio import CancelledError
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
-from numerate.kernel.names import NAMES
+from numerate.kernel.names import RULES
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -163,9 +163,8 @@ def shown_value(value: object) -> str:
 def _name_rule(pattern: object, message: str) -> str:
     """A name's rule (numerate.kernel.names) in words, or pydantic's `message` quoting the
     regular expression."""
-    for rule, words in NAMES.values():
-        if rule == pattern:
-            return f"not a name numerate takes ({words})"
+    if isinstance(pattern, str) and pattern in RULES:
+        return f"not a name numerate takes ({RULES[pattern]})"
     return message
 
 

@@ -8,7 +8,17 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["MODEL_ID", "MODEL_NAME", "NAMES", "RUN_ID", "SWEEP_NAME", "name_problem"]
+__all__ = [
+    "ENV_NAME",
+    "LIMIT_NAME",
+    "MODEL_ID",
+    "MODEL_NAME",
+    "NAMES",
+    "RULES",
+    "RUN_ID",
+    "SWEEP_NAME",
+    "name_problem",
+]
 
 SWEEP_NAME = r"^[A-Za-z0-9_.-]{1,100}$"
 """A sweep's name: letters, digits and _ . - (stored with every run; a run's id adds `-` and
@@ -34,6 +44,20 @@ NAMES: dict[str, tuple[str, str]] = {
     "model_id": (MODEL_ID, "no space, control character or < > \" ' ` \\, at most 200"),
 }
 """Each stored column of names: its rule and the rule in words."""
+
+LIMIT_NAME = r"^[^/%&<>\x00-\x1f\x7f-\x9f]{1,200}$"
+"""A Prefect global concurrency limit's name: Prefect refuses / % & < >, and its client puts
+the name in a URL, which holds no control character."""
+
+ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+"""An environment variable's name."""
+
+RULES: dict[str, str] = {rule: words for rule, words in NAMES.values()} | {
+    LIMIT_NAME: "no control character or / % & < >, at most 200",
+    ENV_NAME: "ASCII letters, digits and _, not beginning with a digit",
+}
+"""Every rule of names a config checks, in words (an error names the rule so, not as a
+regular expression)."""
 
 
 def name_problem(column: str, value: object) -> str | None:

@@ -16,6 +16,7 @@ from PIL import Image, UnidentifiedImageError
 from pydantic import BaseModel, Field, field_validator
 
 from numerate.kernel.inputs import Real, Whole
+from numerate.kernel.names import ENV_NAME
 from numerate.numgen.prompts import Prompt
 
 GENERATOR_API = "api:"
@@ -46,7 +47,7 @@ class EndpointSettings(BaseModel):
 
     base_url: str | None = None
     """The endpoint's root, e.g. http://127.0.0.1:8000/v1."""
-    api_key_env: str | None = Field(None, min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    api_key_env: str | None = Field(None, min_length=1, pattern=ENV_NAME)
     """Environment variable holding the API key; the key itself is never stored."""
     api_key_secret: str | None = None
     """Name of a Prefect Secret block holding the API key (instead of api_key_env)."""

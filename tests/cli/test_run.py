@@ -664,19 +664,24 @@ def test_a_model_that_cannot_be_loaded_offline_is_refused_before_the_run(tmp_pat
     ("limit", "said"),
     [
         (2, "model 'o': concurrency 4 exceeds the 2 slots of limit '{name}'"),
-        (None, "model 'o': no global concurrency limit named '{name}' (create it: prefect gcl"),
+        (
+            None,
+            "model 'o': no global concurrency limit named '{name}' (create it: prefect gcl "
+            "create '{name}' --limit 4)",
+        ),
     ],
 )
 def test_a_cli_run_checks_the_concurrency_limit_before_it_starts(tmp_path, limit, said):
     """The CLI and the flow share one preflight: a limit too small to hold the model's
-    `concurrency` would make the run wait forever; it is one line and exit 2 instead."""
+    `concurrency` would make the run wait forever; it is one line and exit 2 instead. The
+    command that creates a missing one is quoted for the shell (a name may hold a space)."""
     import asyncio
     import uuid
 
     from prefect import get_client
     from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate
 
-    name = f"cli-{uuid.uuid4().hex[:8]}"
+    name = f"cli {uuid.uuid4().hex[:8]}"
 
     async def create() -> None:
         async with get_client() as client:

@@ -85,6 +85,12 @@ def test_a_control_character_in_a_grid_value_is_written_as_its_escape_in_the_poi
         ({"models": []}, "models"),
         ({"models": [{"name": "a", "model": "baseline:smart"}]}, "not a baseline"),
         ({"models": [{"name": "a", "model": "m", "base_url": "ftp://x"}]}, "must start with http"),
+        # a hostile pass: Prefect's client could not make the limit's URL of these (exit 1)
+        ({"models": [{"name": "a", "model": "m", "base_url": "http://h/v1",
+                      "concurrency_limit": "a\x1bb"}]},
+         "concurrency_limit = 'a\\x1bb': not a name numerate takes (no control character"),
+        ({"models": [{"name": "a", "model": "m", "base_url": "http://h/v1",
+                      "concurrency_limit": "a" * 100_000}]}, "concurrency_limit = 'aaa"),
         ({"models": [{"name": "a", "model": "baseline:random"}] * 2}, "used twice"),
         ({"models": [{"name": "a", "model": "baseline:random", "colour": 1}]}, "colour"),
         ({"manifolds": [{"manifold": "objects", "grid": {"count": [1, 2]}}]}, "grid.count"),
@@ -547,6 +553,14 @@ def test_a_valid_punycode_host_and_a_url_at_the_bound_pass():
     for url in (*hosts, at_bound):
         config = parse_sweep_config(base(models=[{"name": "a", "model": "m", "base_url": url}]))
         assert config.models[0].base_url.endswith(url[-20:])
+
+
+def test_a_base_url_s_scheme_is_read_in_any_case_and_kept_in_lower_case():
+    """A URL's scheme is case-insensitive (a hostile pass: `HTTP://` was refused); written in
+    lower case, it asks and keys the same endpoint as `http://`."""
+    for url, kept in (("HTTP://h:8000/v1", "http://h:8000/v1"), ("HttpS://H/v1", "https://H/v1")):
+        config = parse_sweep_config(base(models=[{"name": "a", "model": "m", "base_url": url}]))
+        assert config.models[0].base_url == kept
 
 
 def test_a_sweep_holds_at_most_max_points_grid_points_in_all_refused_before_any_is_made():
