@@ -320,35 +320,56 @@ def detection_row(
     return row
 
 
+PIXELS_AT_ONCE = 64 * 1024 * 1024
+"""The most pixels a detector is given in one call, about: 64 images of 1024 x 1024. A task
+batch's images are read and counted a part at a time, each part closed once its images reach
+this, so a batch of the largest images an endpoint may return (8192 x 8192: 200 MB each once
+decoded) is counted image by image, not held whole (64 of them took about 17 GB)."""
+
+
 def detect_batch(
     detector: Detector, images: Sequence[ImageRow], annotate_folder: Path | None
 ) -> list[DetectionRow]:
     """Count the objects of each image row (from `generate_batch`). An image that was not made,
-    or cannot be read, gets a row with its error; zero detections are a count of 0."""
+    or cannot be read, gets a row with its error; zero detections are a count of 0. Images
+    are decoded a part of at most about PIXELS_AT_ONCE at a time."""
     rows, countable = _countable(images, detector.name)
-    readable: list[tuple[ImageRow, Any]] = []
+    part: list[tuple[ImageRow, Any]] = []
+    pixels = 0
     for image in countable:
         try:
-            readable.append((image, _pixels(image)))
+            pil = _pixels(image)
         except ImageError as error:
             rows[image["prompt_id"]] = detection_row(image, detector.name, None, error=str(error))
-    if readable:
-        detections = detector.detect(
-            [pil for _, pil in readable], [i["object"] for i, _ in readable]
-        )
-        for (image, pil), detection in zip(readable, detections, strict=True):
-            annotated = None
-            if annotate_folder is not None:
-                annotated = str(annotate_folder / f"{image['prompt_id']}.png")
-                drawn = annotate(pil, detection, image["object"])
-                # images/<generator>/annotated/<counter>/<file>, through no link
-                write_below(
-                    annotated, IMAGE_LEVELS + 2, functools.partial(drawn.save, format="PNG")
-                )
-            rows[image["prompt_id"]] = detection_row(
-                image, detector.name, detection, annotated_path=annotated
-            )
+            continue
+        part.append((image, pil))
+        pixels += pil.width * pil.height
+        if pixels >= PIXELS_AT_ONCE:
+            rows.update(_counted(detector, part, annotate_folder))
+            part, pixels = [], 0
+    if part:
+        rows.update(_counted(detector, part, annotate_folder))
     return [rows[i["prompt_id"]] for i in images]
+
+
+def _counted(
+    detector: Detector, readable: list[tuple[ImageRow, Any]], annotate_folder: Path | None
+) -> dict[str, DetectionRow]:
+    """The detection rows of images read (each with its picture), counted in one call, with
+    their annotated copies written."""
+    detections = detector.detect([pil for _, pil in readable], [i["object"] for i, _ in readable])
+    rows = {}
+    for (image, pil), detection in zip(readable, detections, strict=True):
+        annotated = None
+        if annotate_folder is not None:
+            annotated = str(annotate_folder / f"{image['prompt_id']}.png")
+            drawn = annotate(pil, detection, image["object"])
+            # images/<generator>/annotated/<counter>/<file>, through no link
+            write_below(annotated, IMAGE_LEVELS + 2, functools.partial(drawn.save, format="PNG"))
+        rows[image["prompt_id"]] = detection_row(
+            image, detector.name, detection, annotated_path=annotated
+        )
+    return rows
 
 
 def _countable(

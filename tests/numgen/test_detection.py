@@ -86,6 +86,40 @@ def test_a_corrupt_or_missing_image_is_an_error_row_not_a_crash(tmp_path):
     assert (tmp_path / "annotated" / "a.png").exists()
 
 
+def test_a_batch_of_images_is_counted_a_bounded_part_at_a_time(tmp_path, monkeypatch):
+    """A hostile pass: a task batch of 8192 x 8192 images (the largest an endpoint may return)
+    was decoded whole before the detector was called, 270 MB an image. Each call is given
+    images until they reach PIXELS_AT_ONCE, and the counts are those of one call."""
+    from numerate.numgen import batches
+
+    sizes = [256, 128, 256, 64, 256, 256, 128]
+    rows = []
+    for index, size in enumerate(sizes):
+        path = tmp_path / f"{index}.png"
+        draw_stimulus(index % 4 + 1, index, size=size).save(path)
+        rows.append({"prompt_id": str(index), "object": "dots", "path": str(path), "error": None})
+    rows.insert(3, {"prompt_id": "x", "object": "dots", "path": None, "error": "API down"})
+    whole = detect_batch(BlobDetector(), rows, None)
+    calls: list[list[int]] = []
+
+    class Recording(BlobDetector):
+        def detect(self, images, objects):
+            calls.append([image.width * image.height for image in images])
+            return super().detect(images, objects)
+
+    bound = 256 * 256 + 128 * 128
+    monkeypatch.setattr(batches, "PIXELS_AT_ONCE", bound)
+    parted = detect_batch(Recording(), rows, None)
+
+    def said(found):
+        return [{k: v for k, v in row.items() if k != "created_at"} for row in found]
+
+    assert said(parted) == said(whole)
+    assert [r["count"] for r in parted] == [1, 2, 3, None, 4, 1, 2, 3]
+    assert sorted(p for call in calls for p in call) == sorted(s * s for s in sizes)
+    assert len(calls) == 3 and all(sum(call[:-1]) < bound for call in calls)
+
+
 def test_grounding_dino_loads_by_model_id_offline_and_counts(tiny_models):
     detector = GroundingDinoDetector(
         tiny_models["detector"], DetectionSettings(min_score=0.0, batch_size=2), device="cpu"
