@@ -26,6 +26,7 @@ KINDS = ("api:", "callable:", "vlm:")
 
 ENDPOINT_FIELDS = (
     "base_url", "api_key_env", "api_key_secret", "concurrency", "timeout_s", "max_retries",
+    "throttle_budget_s", "down_after_s",
 )  # fmt: skip
 """Settings only a model behind an endpoint uses."""
 
@@ -58,6 +59,11 @@ class EndpointSettings(BaseModel):
     max_retries: Whole = Field(6, ge=0, le=100)
     """Retries of a request after a timeout, connection error, 5xx or malformed answer (rate
     limits are waited out as the server asks and do not spend them)."""
+    throttle_budget_s: Real = Field(600.0, gt=0.0, le=86_400.0)
+    """Seconds one request may keep being refused by a rate limit (429, 503) before it ends
+    as an error."""
+    down_after_s: Real = Field(30.0, gt=0.0, le=86_400.0)
+    """Seconds the server may stay unreachable (no answer at all) before the run stops."""
 
 
 def check_size(model_id: str, size: str) -> str:

@@ -368,6 +368,23 @@ def test_an_endpoint_where_every_image_fails_fails_the_run(endpoint, tmp_path, d
     assert len(endpoint.image_requests) == 10 * (BATCH_RETRIES + 1)
 
 
+def test_a_service_that_rate_limits_for_ever_is_waited_out_within_its_throttle_budget(
+    endpoint, tmp_path, db_path
+):
+    """A hostile pass: docs/numgen.md says a 429 is waited out within `throttle_budget_s`,
+    but a NumGen config refused the setting, so an Images API that answered 429 for ever
+    was asked for ten minutes a request. It is a generation (and detection) setting now."""
+    from numerate.grading.verdict import RunFailed
+
+    endpoint.image_responder = lambda body: ImageReply(429, headers={"Retry-After": "0.2"})
+    settings = config(endpoint, tmp_path, detector="blobs", prompts={"per_number": 1})
+    del settings["detection"]
+    settings["generation"] |= {"throttle_budget_s": 1, "max_retries": 0}
+    with pytest.raises(RunFailed, match=r"HTTP 429.*still refused after \d s\)"):
+        run(settings, db_path)
+    assert query(db_path, "SELECT status FROM numgen_runs") == [("failed",)]
+
+
 def test_a_counter_that_answers_nothing_is_asked_again_and_its_silence_is_an_error(
     endpoint, tmp_path, db_path
 ):
