@@ -77,7 +77,7 @@ def main() -> None:  # pragma: no cover - entry point
             _crashed(error)
         # this machine's, where no command said it better (a full disk, a folder that
         # cannot be written): one line, as every error (a run it held is marked interrupted)
-        print(f"error: {first_line(error)}", file=sys.stderr)
+        print(f"error: {for_terminal(first_line(error))}", file=sys.stderr)
         sys.exit(EXIT_FAILED_FOR_NOW)
     except BaseException as error:  # a Rust library's panic (polars') is no Exception
         if isinstance(error, SystemExit | GeneratorExit):

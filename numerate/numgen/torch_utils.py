@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from numerate.kernel.errors import NumerateError
+from numerate.kernel.errors import NumerateError, shorten
 from numerate.kernel.http import Unanswered, answer
 
 INSTALL_HINT = "pip install -c constraints.txt -e '.[numgen]'"
@@ -39,7 +39,11 @@ def check_available(model_id: str, marker: str, what: str) -> None:
     it never waits on the network. Checked before a run starts: a missing model writes
     nothing, and no command sits in the hub client's retries."""
     path = Path(model_id).expanduser()
-    if path.exists() or model_id.startswith((".", "/", "~")):
+    try:
+        exists = path.exists()
+    except OSError as error:  # no path this machine takes (a name too long: ENAMETOOLONG)
+        raise ModelLoadError(f"{what} {shorten(model_id)!r}: {error.strerror}") from None
+    if exists or model_id.startswith((".", "/", "~")):
         if not path.is_dir():  # a path, not a hub id: "no config.json in that folder" of none
             found = "is a file, not a model's folder" if path.exists() else "no such folder"
             raise ModelLoadError(f"{what} {model_id!r}: {found}")

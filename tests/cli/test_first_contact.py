@@ -186,6 +186,22 @@ def oracle_sweep(folder, **fields):
     return config
 
 
+def test_a_database_no_file_can_be_at_is_refused_as_the_input_s_fault(tmp_path):
+    """A hostile pass: `numgen run` and `numgen calibrate` said a `--db` whose name is too
+    long for the file system as OSError's `[Errno 36]` line, exit 3 (the machine's fault),
+    where the other commands said it as the input's, exit 2."""
+    long = str(tmp_path / ("d" * 300))
+    under_a_file = str(tmp_path / "f" / "x.duckdb")
+    (tmp_path / "f").write_text("")
+    for db, said in ((long, "File name too long"), (under_a_file, "Not a directory")):
+        for command in (["numgen", "run", "--count", "1", "--images-dir", str(tmp_path / "i")],
+                        ["numgen", "calibrate", "--detector", "blobs", "--count", "1"],
+                        ["report"]):  # fmt: skip
+            line = one_error(runner.invoke(app, [*command, "--db", db]))
+            assert line.endswith(f": {said}\n") and "Errno" not in line, line
+    assert not (tmp_path / "i").exists()
+
+
 def test_a_database_that_is_a_looping_link_or_truncated_is_one_line(tmp_path):
     """`--db` a symbolic link to itself, or a DuckDB file cut short: one error line naming
     the file, no traceback (RuntimeError and DuckDB's IOException before). A file cut short

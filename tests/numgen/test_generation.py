@@ -205,6 +205,9 @@ def test_a_model_path_that_is_no_folder_is_said_so(tmp_path):
                        (tmp_path / "empty", "no config.json in that folder")):  # fmt: skip
         with pytest.raises(ModelLoadError, match=f"detector '{path}': {said}$"):
             check_available(str(path), "config.json", "detector")
+    # a hostile pass: a name too long to be a path here was OSError's line (exit 3), in full
+    with pytest.raises(ModelLoadError, match=r"generator 'a+…': File name too long$"):
+        check_available("a" * 100_000, "model_index.json", "generator")
 
 
 LOADS_WITH_A_SILENT_HUB = """
