@@ -586,6 +586,8 @@ class SweepConfig(BaseModel):
     def _a_place(cls, value: str | None) -> str | None:
         if value is not None and not value.strip():
             raise ValueError("give a folder, or leave the field out (empty would mean here)")
+        if value is not None and has_control_character(value):
+            raise ValueError("a path with a control character (a newline?)")
         return value
 
     @model_validator(mode="after")

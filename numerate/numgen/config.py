@@ -17,7 +17,7 @@ from pydantic import (
 )
 
 from numerate.kernel.errors import ConfigError, describe_validation_error
-from numerate.kernel.inputs import Flag, Real, Whole, check_parameters_size
+from numerate.kernel.inputs import Flag, Real, Whole, check_parameters_size, has_control_character
 from numerate.kernel.names import MODEL_ID
 from numerate.numgen.baselines import BASELINES
 from numerate.numgen.detection import DEFAULT_DETECTOR, DetectionSettings
@@ -94,6 +94,8 @@ class NumGenConfig(BaseModel):
     def _a_folder(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("give the folder for the images (an empty path would mean here)")
+        if has_control_character(value):  # printed in the run's last line
+            raise ValueError("a path with a control character (a newline?)")
         return value
 
     @model_validator(mode="after")

@@ -451,6 +451,8 @@ def test_a_bad_numgen_config_is_one_error_line(tmp_path, content, message):
         (["--images-dir", "{file}"], "--images-dir '{file}': a file, not a folder"),
         (["--images-dir", "{file}/sub"], "--images-dir '{file}/sub': {file} is a file, not a"),
         (["--images-dir", ""], "--images-dir '': give the folder for the images"),
+        # a hostile pass: accepted, then printed raw in the run's last line
+        (["--images-dir", "{file}-i\x1b[2J\nx"], "{file}-i\\x1b[2J\\nx': a path with a control"),
         # a NumGen run began, then failed (exit 3) on FileNotFoundError
         (
             ["--images-dir", "/proc/numerate-images"],

@@ -149,6 +149,7 @@ def test_a_control_character_in_a_grid_value_is_written_as_its_escape_in_the_poi
         ({"seed": 2**63}, "seed = 9223372036854775808: Input should be less than or equal"),
         ({"view_dir": " "}, "view_dir = ' ': give a folder"),
         ({"results_dir": ""}, "results_dir = '': give a folder"),
+        ({"view_dir": "v\x1b]0;t\x07"}, "view_dir = 'v\\x1b]0;t\\x07': a path with a control"),
         ({"models": [{"name": "a", "model": "m", "base_url": "http://h", "timeout_s": True}]},
          "timeout_s = true: Input should be a valid number"),
         ({"models": [{"name": "a", "model": "m", "base_url": "http://h",
