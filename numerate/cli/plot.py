@@ -101,7 +101,8 @@ def plot(
                 "(--kind curves or all draws them)"
             )
         with open_reader(db) as reader:
-            read = points_to_plot(reader, run, against, model or [], manifold or [], note)
+            read = points_to_plot(reader, run, against, model or [], manifold or [], note,
+                                  budgets=chosen in ("budget", "all"))  # fmt: skip
         _note_left_out(read["points"], x, chosen)
         content = render_run(fmt=fmt, kind=chosen, x=x, **read)
     except NumerateError as error:

@@ -19,10 +19,10 @@ from numerate.store.queries import Source, check_counts, run_record
 
 def points_to_plot(
     source: Source, run: str, against: str | None, models: Sequence[str],
-    manifolds: Sequence[str], note: Callable[[str], object],
+    manifolds: Sequence[str], note: Callable[[str], object], budgets: bool = True,
 ) -> dict[str, Any]:  # fmt: skip
-    """The run's points (and its token budgets) and, with `against`, the base run's: the
-    arguments of render_run."""
+    """The run's points (and its token budgets, when `budgets`: a plot that draws them) and,
+    with `against`, the base run's: the arguments of render_run."""
     run_id = resolve_run(source, run)
     read: dict[str, Any] = {
         "run_id": run_id,
@@ -31,7 +31,9 @@ def points_to_plot(
             (model, manifold): curve
             for (model, manifold), curve in budget_curves(source, run_id).items()
             if (not models or model in models) and (not manifolds or manifold in manifolds)
-        },
+        }
+        if budgets
+        else None,
     }
     if against is not None:
         read["against_id"], read["against"] = _base_points(

@@ -482,6 +482,11 @@ def token_budgets(source: Source, run_id: str) -> Iterator[tuple[str, str, list[
         [run_id],
     )
     for model, manifold, tokens, ended in rows:
+        if tokens and tokens[0] < 0:  # sorted: the least first
+            raise DatabaseFault(
+                f"run {run_id}: model {model}, {manifold} holds an answer of {tokens[0]} "
+                "completion tokens, a count no answer can have (the database was changed?)"
+            )
         yield str(model), str(manifold), list(tokens), list(ended)
 
 

@@ -145,6 +145,15 @@ def test_report_tokens_shows_efficiency_and_the_budget_as_computed_by_hand(tmp_p
     [values] = found["token_budget"]
     assert (int(values["answers"]), int(values["truncated"])) == (30, cut)
     assert float(values["median_tokens_to_answer"]) == median
+    # a hostile pass: a count no answer can have (a database changed by hand) was a ValueError
+    # (exit 1) in `report --tokens` and in every plot, a heatmap's too
+    with duckdb.connect(str(db)) as con:
+        con.execute("UPDATE responses SET completion_tokens = -7 WHERE completion_tokens = 2")
+    refused = runner.invoke(app, ["report", "--db", str(db), "--tokens"])
+    assert refused.exit_code == 2 and "ValueError" not in refused.stderr, refused.output
+    assert "holds an answer of -7 completion tokens, a count no answer can have" in refused.stderr
+    heatmap = ["plot", "--db", str(db), "--kind", "heatmap", "--out", str(tmp_path / "h.png")]
+    assert runner.invoke(app, heatmap).exit_code == 0
 
 
 LOOP = "Wait, let me recount the items one more time from the start. "
