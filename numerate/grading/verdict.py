@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Literal
 
 from numerate.config.sweep import ModelConfig
-from numerate.kernel.errors import EXIT_FAILED_FOR_NOW, NumerateError
+from numerate.kernel.errors import EXIT_FAILED_FOR_NOW, NumerateError, printable
 from numerate.store.rows import RunPartRow
 
 PartStatus = Literal["ok", "degraded", "failed"]
@@ -69,7 +69,11 @@ def part_verdict(
         n: answers recorded; errors: how many of them are errors.
         stopped: why the model was stopped (breaker, endpoint check), if it was.
         common_error: the most frequent error text, to name the cause.
+
+    The cause is one line: a line break in what a server said is written `\\n`.
     """
+    stopped = printable(stopped) if stopped else stopped
+    common_error = printable(common_error) if common_error else common_error
     if stopped:
         counts = f"{errors} of {n} requests failed" if n else "nothing was sent"
         return PartVerdict(model.name, "failed", f"{stopped}; {counts}", n, errors)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from numerate.kernel.confined import Confined, LeadsOutside, write_below
 from numerate.kernel.credentials import redact
-from numerate.kernel.errors import ConfigError, NumerateError
+from numerate.kernel.errors import ConfigError, NumerateError, printable
 from numerate.kernel.files import not_as_recorded
 from numerate.numgen.detection import Detection, Detector, annotate, caption_for
 from numerate.numgen.generation import (
@@ -265,7 +265,9 @@ def broken_if_all_failed(rows: Sequence[ImageRow] | Sequence[DetectionRow], mode
     as generate_batch says of a local generator, and the run must not end as a success."""
     failed = [row["error"] for row in rows if row["error"] and not row.get("refused")]
     if rows and len(failed) == len(rows):
-        raise NumerateError(f"{model}: all {len(rows)} images of a batch failed: {failed[0]}")
+        raise NumerateError(
+            f"{model}: all {len(rows)} images of a batch failed: {printable(failed[0])}"
+        )
 
 
 async def together(steps: Iterable[Coroutine[Any, Any, Any]]) -> None:

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from numerate.kernel.errors import NumerateError, shorten
+from numerate.kernel.errors import NumerateError, printable, shorten
 from numerate.kernel.http import Unanswered, answer
 
 INSTALL_HINT = "pip install -c constraints.txt -e '.[numgen]'"
@@ -61,7 +61,7 @@ def check_available(model_id: str, marker: str, what: str) -> None:
     try:
         found = hub.try_to_load_from_cache(model_id, marker)
     except ValueError as error:  # not a valid repo id
-        raise ModelLoadError(f"{what} {model_id!r}: {error}") from None
+        raise ModelLoadError(f"{what} {model_id!r}: {printable(str(error))}") from None
     if isinstance(found, str) or not (offline or unreachable):
         return  # cached, or the hub can be asked for it
     why = "HF_HUB_OFFLINE=1 forbids downloading it" if offline else unreachable

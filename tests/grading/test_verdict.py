@@ -21,6 +21,14 @@ def test_a_model_whose_every_request_failed_has_failed_even_before_the_breaker_s
     assert run_verdict([verdict])[0] == "failed"
 
 
+def test_a_cause_is_one_line_whatever_the_server_said():
+    """A hostile pass: a server's error with a line break split the run's one error line."""
+    said = "HTTP 400: bad\nsecond line"
+    for verdict in (part_verdict(MODEL, 2, 2, None, said), part_verdict(MODEL, 2, 2, said, None),
+                    part_verdict(MODEL, 10, 5, None, said)):  # fmt: skip
+        assert "\n" not in verdict.line() and "bad\\nsecond line" in verdict.line()
+
+
 def test_some_errors_over_the_rate_are_degraded_and_under_it_ok():
     assert part_verdict(MODEL, 10, 2, None, "HTTP 500").status == "degraded"
     assert part_verdict(MODEL, 20, 3, None, "HTTP 500").status == "degraded"  # 15% > 10%

@@ -208,6 +208,9 @@ def test_a_model_path_that_is_no_folder_is_said_so(tmp_path):
     # a hostile pass: a name too long to be a path here was OSError's line (exit 3), in full
     with pytest.raises(ModelLoadError, match=r"generator 'a+…': File name too long$"):
         check_available("a" * 100_000, "model_index.json", "generator")
+    # the hub's refusal of an id quotes it: a line break in it is written escaped (one line)
+    with pytest.raises(ModelLoadError, match=r"^generator 'syn\\nthetic': Repo id [^\n]*$"):
+        check_available("syn\nthetic", "model_index.json", "generator")
 
 
 LOADS_WITH_A_SILENT_HUB = """

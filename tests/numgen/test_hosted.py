@@ -356,11 +356,12 @@ def test_an_endpoint_where_every_image_fails_fails_the_run(endpoint, tmp_path, d
     from numerate.grading.verdict import RunFailed
     from numerate.tasks.numgen import BATCH_RETRIES
 
-    endpoint.image_responder = lambda body: ImageReply(500)
+    endpoint.image_responder = lambda body: ImageReply(500, error_message="down\nfor good")
     settings = config(endpoint, tmp_path, detector="blobs")
     del settings["detection"]
     settings["generation"] |= {"max_retries": 0}
-    said = "api:fake-image: all 10 images of a batch failed: HTTP 500"
+    # the server's line break written escaped: the run's error is one line (a hostile pass)
+    said = r"api:fake-image: all 10 images of a batch failed: HTTP 500: down\\nfor good"
     with pytest.raises(RunFailed, match=said):
         run({**settings, "prompts": {"per_number": 1}}, db_path)
     assert query(db_path, "SELECT status FROM numgen_runs") == [("failed",)]
