@@ -362,8 +362,8 @@ def database_file_problem(path: str, writing: bool = False) -> str | None:
     except OSError as error:
         if error.errno == errno.ELOOP:  # readers said "no results database at ..."
             return "a symbolic link that loops"
-        if error.errno != errno.ENOENT:  # no file can be there: a name too long, a folder in
-            return error.strerror or str(error)  # the path that is a file, no permission
+        if error.errno == errno.ENAMETOOLONG:  # no file can be there (exit 3 before)
+            return error.strerror or str(error)
         dangling = link_into_nowhere(file)  # DuckDB named the link
         if dangling:
             return dangling

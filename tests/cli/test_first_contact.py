@@ -191,14 +191,11 @@ def test_a_database_no_file_can_be_at_is_refused_as_the_input_s_fault(tmp_path):
     long for the file system as OSError's `[Errno 36]` line, exit 3 (the machine's fault),
     where the other commands said it as the input's, exit 2."""
     long = str(tmp_path / ("d" * 300))
-    under_a_file = str(tmp_path / "f" / "x.duckdb")
-    (tmp_path / "f").write_text("")
-    for db, said in ((long, "File name too long"), (under_a_file, "Not a directory")):
-        for command in (["numgen", "run", "--count", "1", "--images-dir", str(tmp_path / "i")],
-                        ["numgen", "calibrate", "--detector", "blobs", "--count", "1"],
-                        ["report"]):  # fmt: skip
-            line = one_error(runner.invoke(app, [*command, "--db", db]))
-            assert line.endswith(f": {said}\n") and "Errno" not in line, line
+    for command in (["numgen", "run", "--count", "1", "--images-dir", str(tmp_path / "i")],
+                    ["numgen", "calibrate", "--detector", "blobs", "--count", "1"],
+                    ["run"], ["report"]):  # fmt: skip
+        line = one_error(runner.invoke(app, [*command, "--db", long]))
+        assert "Errno" not in line and "File name too long" in line, line
     assert not (tmp_path / "i").exists()
 
 
