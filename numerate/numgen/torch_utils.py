@@ -45,7 +45,7 @@ def check_available(model_id: str, marker: str, what: str) -> None:
         raise ModelLoadError(f"{what} {shorten(model_id)!r}: {error.strerror}") from None
     if exists or model_id.startswith((".", "/", "~")):
         if not path.is_dir():  # a path, not a hub id: "no config.json in that folder" of none
-            found = "is a file, not a model's folder" if path.exists() else "no such folder"
+            found = "is a file, not a model's folder" if exists else "no such folder"
             raise ModelLoadError(f"{what} {model_id!r}: {found}")
         if not (path / marker).is_file():
             raise ModelLoadError(f"{what} {model_id!r}: no {marker} in that folder")
