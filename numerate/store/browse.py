@@ -10,6 +10,7 @@ from collections import Counter
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
+from numerate.kernel.confined import Confined
 from numerate.numgen.metrics import MAX_COUNT
 from numerate.store import queries
 from numerate.store.queries import STOPPED, Source
@@ -23,6 +24,7 @@ __all__ = [
     "STOPPED",
     "case_answers",
     "changed_cases",
+    "image_below",
     "numgen_cell",
     "numgen_image",
     "numgen_image_files",
@@ -379,6 +381,18 @@ def numgen_images_folder(source: Source, run_id: str) -> str | None:
         if (root := _images_root(str(path)))
     )
     return roots.most_common(1)[0][0] if roots else None
+
+
+def image_below(folder: str | None, recorded: str | None) -> str | None:
+    """The name (`images/...`) of a recorded image below a NumGen run's images folder
+    (`numgen_images_folder`), or None when it does not lie in the folder's `images/` (a path
+    edited into the database). Compared by name: a link on the way is refused where the
+    file is read (numerate.kernel.confined). The viewer shows, and a recount counts, no
+    other file."""
+    if folder is None or not recorded:
+        return None
+    name = Confined(folder).relative(recorded)
+    return name if name is not None and name.startswith("images/") else None
 
 
 def _images_root(recorded: str) -> str | None:

@@ -18,7 +18,7 @@ from numerate.config.sweep import ModelConfig
 from numerate.endpoints.images import ImagesApiGenerator, VisionCounter
 from numerate.endpoints.limits import stopped_cause
 from numerate.kernel.confined import write_below
-from numerate.kernel.errors import NumerateError
+from numerate.kernel.errors import NumerateError, for_terminal
 from numerate.kernel.progress import current as current_progress
 from numerate.numgen.baselines import baseline_counts
 from numerate.numgen.batches import (
@@ -45,7 +45,7 @@ from numerate.numgen.hosted import COUNTER_API, GENERATOR_API
 from numerate.numgen.metrics import confusion_matrix, per_target_accuracy, score
 from numerate.numgen.prompts import Prompt, make_prompts
 from numerate.numgen.rows import MetricsRow, NumGenResult, TargetRow
-from numerate.store import Store, queries
+from numerate.store import Store, browse, queries
 
 Row = TypeVar("Row", ImageRow, DetectionRow)
 
@@ -183,11 +183,27 @@ async def recount_config(
 async def copy_images(source_run_id: str, folder: str, db: str) -> int:
     """The images of run `source_run_id` as a manifest of a run that counts them again (none is
     made: each row is `cached`); returns how many."""
-    rows = await asyncio.to_thread(queries.numgen_image_rows, Store.open(db), source_run_id)
-    copied: list[ImageRow] = [{**row, "cached": True} for row in rows]
+    store = Store.open(db)
+    rows = await asyncio.to_thread(queries.numgen_image_rows, store, source_run_id)
+    folder_of_images = await asyncio.to_thread(browse.numgen_images_folder, store, source_run_id)
+    copied = [recounted(row, folder_of_images) for row in rows]
     write_manifest(copied, Path(folder) / IMAGES_MANIFEST)
     current_progress().doing(f"counting the {len(rows)} images of {source_run_id}")
     return len(rows)
+
+
+def recounted(row: ImageRow, folder: str | None) -> ImageRow:
+    """A stored image row as a recount's (`cached`: none is made). One whose recorded path
+    does not lie in `images/` of its run's images folder (`folder`, as the viewer finds it)
+    loses its path: a path edited into the database (`/home/me/.ssh/id_rsa`) is never read,
+    nor sent to a counter, and the image is counted as not made, naming why."""
+    path = row.get("path")
+    if path is None or browse.image_below(folder, path) is not None:
+        return {**row, "cached": True}
+    where = f"{folder}/images" if folder else "no images folder"
+    return {**row, "cached": True, "path": None,
+            "error": f"its recorded path {for_terminal(path, 300)} is not below the run's "
+                     f"images ({for_terminal(where, 300)}): not read"}  # fmt: skip
 
 
 @task(cache_policy=NO_CACHE)

@@ -177,8 +177,7 @@ def image_name(folder: Confined | None, recorded: str | None) -> str | None:
     path the database was made to hold)."""
     if folder is None or not recorded or Path(recorded).suffix.lower() not in IMAGE_TYPES:
         return None
-    name = folder.relative(recorded)
-    return name if name is not None and name.startswith("images/") else None
+    return browse.image_below(str(folder.folder), recorded)
 
 
 def image_problem(

@@ -3,6 +3,7 @@ blob counter and by the fake vision model, with the fakes' faults, and recounts.
 
 import asyncio
 from collections import Counter
+from pathlib import Path
 
 import duckdb
 import pytest
@@ -186,6 +187,45 @@ def test_a_recount_of_an_image_replaced_since_it_was_made_is_that_image_s_error(
                              "run_id = ? AND prompt_id = ?", [again["run_id"], one])  # fmt: skip
     assert count is None and f"image {path}: not the image the run made" in error
     assert (again["errors"], again["n"], again["accuracy"]) == (1, 19, 1.0), (target, again)
+
+
+def test_a_recount_reads_no_image_outside_its_run_s_images_folder(endpoint, tmp_path, db_path):
+    """A hostile pass: a path edited into the database (with the file's SHA-256) to a file
+    outside the run's images folder was read and sent to the vision model. It is not read;
+    that image has no count, and says why."""
+    import shutil
+
+    settings = config(endpoint, tmp_path, detector="blobs")
+    del settings["detection"]
+    first = run(settings, db_path)
+    [(one, path)] = query(db_path, "SELECT prompt_id, path FROM numgen_images WHERE run_id = ? "
+                          "ORDER BY target LIMIT 1", [first["run_id"]])  # fmt: skip
+    outside = tmp_path / "elsewhere" / "secret.png"  # absolute, outside images_dir
+    outside.parent.mkdir()
+    shutil.copyfile(path, outside)
+    with duckdb.connect(db_path) as db:
+        db.execute("UPDATE numgen_images SET path = ? WHERE run_id = ? AND prompt_id = ?",
+                   [str(outside), first["run_id"], one])  # fmt: skip
+    seen = []
+    endpoint.vision = lambda body: seen.append(body) or endpoint.count_drawn(body)
+    from numerate.grading.verdict import RunFailed
+    from numerate.numgen.detection import DetectionSettings
+
+    with pytest.raises(RunFailed) as ended:  # 1 of 20 images is more than 2%: degraded
+        asyncio.run(numgen_recount(
+            first["run_id"], VLM, DetectionSettings(base_url=endpoint.base_url), db_path, "local"
+        ))  # fmt: skip
+    [again] = ended.value.result
+    assert len(seen) == 19  # the other images, each once
+    [(count, error)] = query(db_path, "SELECT count, error FROM numgen_detections WHERE "
+                             "run_id = ? AND prompt_id = ?", [again["run_id"], one])  # fmt: skip
+    images = Path(path).parents[2] / "images"  # <images_dir>/images/<generator>/<file>
+    assert count is None and error == (
+        f"no image: its recorded path {outside} is not below the run's images ({images}): not read"
+    )
+    stored = query(db_path, "SELECT count(path) FROM numgen_images WHERE run_id = ?",
+                   [again["run_id"]])  # fmt: skip
+    assert stored == [(19,)]  # the recount keeps no path outside its images folder
 
 
 def test_the_viewer_and_the_report_show_where_two_counters_disagree(endpoint, tmp_path, db_path):
