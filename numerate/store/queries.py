@@ -222,11 +222,13 @@ def summaries(
     (manifold POOLED) first, then per manifold; only the given models and manifolds when any
     are given. A run stores them as it ends (numerate.results.live reads the others)."""
     where, params = _only(models, manifolds, pooled=True)
-    return source.frame(
+    frame = source.frame(
         f"SELECT {', '.join(SUMMARY_COLUMNS)} FROM summaries WHERE run_id = ?{where} "
         f"ORDER BY model, (manifold = '{POOLED}') DESC, manifold",
         [run_id, *params],
     )
+    check_figures(frame, run_id)
+    return frame
 
 
 def points(
@@ -234,11 +236,13 @@ def points(
 ) -> pl.DataFrame:
     """The run's stored grid points (POINT_COLUMNS), filtered like `summaries`."""
     where, params = _only(models, manifolds, pooled=False)
-    return source.frame(
+    frame = source.frame(
         f"SELECT {', '.join(POINT_COLUMNS)} FROM points WHERE run_id = ?{where} "
         "ORDER BY model, manifold, point_key",
         [run_id, *params],
     )
+    check_figures(frame, run_id)
+    return frame
 
 
 def plotted_points(source: Source, run_id: str) -> pl.DataFrame:
@@ -247,29 +251,76 @@ def plotted_points(source: Source, run_id: str) -> pl.DataFrame:
     columns = ", ".join(
         "CAST(params AS VARCHAR) AS params" if c == "params" else c for c in PLOTTED_POINT_COLUMNS
     )
-    return source.frame(
+    frame = source.frame(
         f"SELECT {columns} FROM points WHERE run_id = ? ORDER BY manifold, model, point_key",
         [run_id],
     )
+    check_figures(frame, run_id)
+    return frame
 
 
-def check_counts(points: pl.DataFrame, run_id: str) -> None:
-    """DatabaseFault naming the first stored point whose counts no run can have (a negative
-    count, more correct than scored, more scored than asked): a database changed by hand."""
+COUNTED = ("n", "n_scored", "correct", "points", "refused", "errors")
+"""Counts a stored row of figures holds: none is below 0."""
+SHARES = ("accuracy", "ci_low", "ci_high", "chance", "unparsed_rate", "truncation_rate",
+          "error_rate")  # fmt: skip
+"""Shares a stored row of figures holds (an accuracy, its interval, a rate): each is between
+0 and 1 (or null: nothing scored)."""
+NOT_BELOW_ZERO = ("mean_completion_tokens", "mwe", "counting_level")
+"""Other figures no run stores below 0 (a mean of token counts, NumGen's mean weighted error
+and knower level)."""
+_ROUNDING = 1e-9
+
+
+def check_figures(frame: pl.DataFrame, run_id: str | None = None) -> None:
+    """DatabaseFault naming the first stored row (a run's grid point or summary, a NumGen
+    run's figures) whose figures no run can have: a count below 0, more correct answers than
+    scored, more scored than asked, a share that is not a number or outside 0-1, a mean error
+    or a knower level below 0. Such a database was changed by hand; its figures are said to
+    be impossible in one line, not shown (`report` showed n -10 and accuracy nan)."""
     import polars as pl
 
-    odd = points.filter(
-        (pl.col("correct") < 0) | (pl.col("n_scored") < pl.col("correct"))
-        | (pl.col("n") < pl.col("n_scored"))
-    )  # fmt: skip
-    if odd.height:
-        row = odd.row(0, named=True)
-        raise DatabaseFault(
-            f"run {run_id}: model {row['model']}, {row['manifold']} point {row['point_key']} "
-            f"holds {row['correct']} correct of {row['n_scored']} scored and {row['n']} asked, "
-            "counts no run can have (the database was changed?); "
-            f"`numerate regrade --run {run_id}` counts them again from the answers"
-        )
+    columns = set(frame.columns)
+
+    def number(column: str) -> pl.Expr:  # a column made text by hand reads as nothing
+        return pl.col(column).cast(pl.Float64, strict=False)
+
+    rules = [(number(c) < 0, c, "") for c in (*COUNTED, *NOT_BELOW_ZERO) if c in columns]
+    for above, below, asked in (("n_scored", "n", "asked"), ("correct", "n_scored", "scored")):
+        if {above, below} <= columns:
+            rules.append((number(above) > number(below), above, f" of {{{below}}} {asked}"))
+    rules += [
+        (number(c).is_nan() | (number(c) < -_ROUNDING) | (number(c) > 1 + _ROUNDING), c,
+         " (a share: between 0 and 1)")
+        for c in SHARES if c in columns
+    ]  # fmt: skip
+    for odd, column, more in rules:
+        found = frame.filter(odd.fill_null(False))
+        if found.height:
+            row = found.row(0, named=True)
+            said = f"{column} {row[column]}{more.format(**row)}"
+            hint = _recounted(row, run_id, column)
+            raise DatabaseFault(f"{_figures_of(row, run_id)} holds {said}, figures no run can "
+                                f"have (the database was changed?){hint}")  # fmt: skip
+
+
+def _figures_of(row: dict[str, Any], run_id: str | None) -> str:
+    """Whose figures a stored row holds, in words."""
+    if "detector" in row:
+        return f"the NumGen run of {row.get('model')} counted by {row['detector']}"
+    where = [f"model {row['model']}"] if "model" in row else []
+    if "manifold" in row:
+        point = row.get("point_key")
+        manifold = "every manifold" if row["manifold"] == POOLED else row["manifold"]
+        where.append(f"{manifold} point {point}" if point is not None else manifold)
+    return f"run {run_id}: {', '.join(where)}" if where else f"run {run_id}"
+
+
+def _recounted(row: dict[str, Any], run_id: str | None, column: str) -> str:
+    """How a run's figures are counted again from its answers' outcomes (none for NumGen's,
+    nor for a token count, which the answers hold)."""
+    if "detector" in row or run_id is None or column == "mean_completion_tokens":
+        return ""
+    return f"; `numerate regrade --run {run_id}` counts them again from the answers"
 
 
 def summarised(source: Source, run_id: str, column: str) -> list[str]:
@@ -712,10 +763,12 @@ def numgen_targets(source: Source, run_id: str) -> pl.DataFrame:
 
 def numgen_leaderboard(source: Source) -> pl.DataFrame:
     """Every finished NumGen run's headline figures (the `numgen_leaderboard` view)."""
-    return source.frame(
+    frame = source.frame(
         "SELECT model, detector, accuracy, ci_low, ci_high, mwe, counting_level, "
         "webers_law, n, refused, errors FROM numgen_leaderboard"
     )
+    check_figures(frame)
+    return frame
 
 
 def numgen_confusion(source: Source, run_id: str) -> tuple[str, str, str, str] | None:

@@ -193,6 +193,14 @@ def test_run_then_report(tmp_path, db_path):
         drawn = runner.invoke(app, ["numgen", "report", "--db", db_path, "--heatmap",
                                     str(heatmap), *named])  # fmt: skip
         assert drawn.stderr.strip().splitlines()[-1].startswith(f"heatmap of run {shown}")
+    # a hostile pass: figures no run can have (a database changed by hand) were shown
+    with duckdb.connect(db_path) as con:
+        con.execute("UPDATE numgen_metrics SET knower_level = -7 WHERE run_id = ?", [random_id])
+    refused = runner.invoke(app, ["numgen", "report", "--db", db_path])
+    assert refused.exit_code == 2 and refused.stderr == (
+        "error: the NumGen run of random counted by none holds counting_level -7, figures no "
+        "run can have (the database was changed?)\n"
+    ), refused.output
 
 
 @pytest.mark.usefixtures("prefect_harness")

@@ -187,7 +187,8 @@ def test_a_missing_database_and_an_empty_run(results, tmp_path):
 
 def test_a_point_with_counts_no_run_can_have_is_one_line_naming_it(results, tmp_path):
     """Issue 41, found from outside: a stored point with a negative `correct` (a database
-    changed by hand) ended `plot` in a ValueError traceback (exit 1)."""
+    changed by hand) ended `plot` in a ValueError traceback (exit 1). A hostile pass: `report`
+    showed such figures (n -10, accuracy nan [-5.000, inf]) without a word."""
     import shutil
 
     db, [newest, _] = results
@@ -200,7 +201,14 @@ def test_a_point_with_counts_no_run_can_have_is_one_line_naming_it(results, tmp_
     done = plot(changed, newest, "--out", str(out))
     assert done.exit_code == 2, done.output
     assert done.stderr.startswith(f"error: run {newest}: model oracle, ") and (
-        "holds -3 correct of" in done.stderr
+        "holds correct -3, figures no run can have" in done.stderr
     )
     assert f"`numerate regrade --run {newest}` counts them again" in done.stderr
     assert not out.exists()
+    con = duckdb.connect(str(changed))
+    con.execute("UPDATE summaries SET n = -10 WHERE run_id = ? AND model = 'oracle'", [newest])
+    con.close()
+    for report in (["--run", newest], ["--run", newest, "--points"]):
+        done = runner.invoke(app, ["report", *report, "--db", str(changed)])
+        assert done.exit_code == 2, done.output
+        assert done.stderr.startswith(f"error: run {newest}: model oracle, "), done.stderr

@@ -677,24 +677,72 @@ def test_a_point_s_cases_answered_are_cases_not_samples(db_path):
 
 
 @pytest.mark.parametrize(
-    ("correct", "n_scored", "n", "odd"),
-    [(3, 5, 5, False), (-1, 5, 5, True), (6, 5, 6, True), (3, 6, 5, True)],
+    ("values", "said"),
+    [
+        ({"correct": 3, "n_scored": 5, "n": 5, "accuracy": 0.6}, None),
+        ({"correct": 0, "n_scored": 0, "n": 2, "accuracy": None, "ci_low": 0.0}, None),
+        ({"correct": 5, "n_scored": 5, "n": 5, "ci_high": 1.0 + 1e-12}, None),  # rounding
+        ({"correct": -1, "n_scored": 5, "n": 5}, "correct -1"),
+        ({"correct": 6, "n_scored": 5, "n": 6}, "correct 6 of 5 scored"),
+        ({"correct": 3, "n_scored": 6, "n": 5}, "n_scored 6 of 5 asked"),
+        ({"correct": 3, "n_scored": 5, "n": -10}, "n -10"),
+        ({"n": 5, "accuracy": float("nan")}, "accuracy nan (a share: between 0 and 1)"),
+        ({"n": 5, "ci_low": -5.0}, "ci_low -5.0 (a share: between 0 and 1)"),
+        ({"n": 5, "chance": float("-inf")}, "chance -inf (a share: between 0 and 1)"),
+        ({"n": 5, "error_rate": 1.5}, "error_rate 1.5 (a share: between 0 and 1)"),
+    ],
 )
-def test_points_with_counts_no_run_can_have_are_refused(correct, n_scored, n, odd):
-    """A mutation sweep: no test had a point with more scored answers than asked."""
+def test_figures_no_run_can_have_are_refused(values, said):
+    """A mutation sweep: no test had a point with more scored answers than asked; a hostile
+    pass: `report` showed n -10, accuracy nan and an interval [-5, inf] of a database changed
+    by hand, while `plot` refused it."""
     import polars as pl
 
-    from numerate.store.queries import check_counts
+    from numerate.store.queries import check_figures
     from numerate.store.schema import DatabaseFault
 
-    points = pl.DataFrame({"model": ["m"], "manifold": ["objects"], "point_key": ["p"],
-                           "correct": [correct], "n_scored": [n_scored], "n": [n]})  # fmt: skip
-    if not odd:
-        check_counts(points, "r")
+    point = pl.DataFrame([{"model": "m", "manifold": "objects", "point_key": "p", **values}])
+    if said is None:
+        check_figures(point, "r")
         return
-    with pytest.raises(DatabaseFault, match=f"holds {correct} correct of {n_scored} scored and "
-                       f"{n} asked, counts no run can have"):  # fmt: skip
-        check_counts(points, "r")
+    with pytest.raises(DatabaseFault) as refused:
+        check_figures(point, "r")
+    assert str(refused.value) == (
+        f"run r: model m, objects point p holds {said}, figures no run can have (the database "
+        "was changed?); `numerate regrade --run r` counts them again from the answers"
+    )
+
+
+def test_a_numgen_run_s_impossible_figures_name_its_model_and_counter():
+    import polars as pl
+
+    from numerate.store.queries import check_figures
+    from numerate.store.schema import DatabaseFault
+
+    row = {"model": "synthetic", "detector": "blobs", "n": 20, "mwe": 0.1, "counting_level": -7}
+    with pytest.raises(DatabaseFault) as refused:
+        check_figures(pl.DataFrame([row]))
+    assert str(refused.value) == (
+        "the NumGen run of synthetic counted by blobs holds counting_level -7, figures no run "
+        "can have (the database was changed?)"
+    )
+    check_figures(pl.DataFrame([{**row, "counting_level": 0}]))
+
+
+def test_a_mean_of_token_counts_below_zero_is_not_sent_to_regrade():
+    """Regrading counts outcomes again, not the tokens the answers hold."""
+    import polars as pl
+
+    from numerate.store.queries import check_figures
+    from numerate.store.schema import DatabaseFault
+
+    summary = {"model": "m", "manifold": "*", "n": 5, "mean_completion_tokens": -2.0}
+    with pytest.raises(DatabaseFault) as refused:
+        check_figures(pl.DataFrame([summary]), "r")
+    assert str(refused.value) == (
+        "run r: model m, every manifold holds mean_completion_tokens -2.0, figures no run can "
+        "have (the database was changed?)"
+    )
 
 
 def test_a_resumed_run_keeps_its_answers_but_errors_of_the_models_that_reuse_them(db_path):
