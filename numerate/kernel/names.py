@@ -38,10 +38,10 @@ characters, none of them a space, a control character (a terminal's escape seque
 with one) or one of < > " ' ` \\ (HTML, quoting)."""
 
 NAMES: dict[str, tuple[str, str]] = {
-    "sweep_name": (SWEEP_NAME, "ASCII letters, digits and _ . -, at most 100"),
-    "run_id": (RUN_ID, "ASCII letters, digits and _ . -, at most 200, not . or .."),
-    "model": (MODEL_NAME, "ASCII letters, digits and _ . : / @ + -, at most 200"),
-    "model_id": (MODEL_ID, "no space, control character or < > \" ' ` \\, at most 200"),
+    "sweep_name": (SWEEP_NAME, "1 to 100 of ASCII letters, digits and _ . -"),
+    "run_id": (RUN_ID, "1 to 200 of ASCII letters, digits and _ . -, not . or .."),
+    "model": (MODEL_NAME, "1 to 200 of ASCII letters, digits and _ . : / @ + -"),
+    "model_id": (MODEL_ID, "1 to 200 characters, no space, control character or < > \" ' ` \\"),
 }
 """Each stored column of names: its rule and the rule in words."""
 
@@ -53,7 +53,7 @@ ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 """An environment variable's name."""
 
 RULES: dict[str, str] = {rule: words for rule, words in NAMES.values()} | {
-    LIMIT_NAME: "no control character or / % & < >, at most 200",
+    LIMIT_NAME: "1 to 200 characters, no control character or / % & < >",
     ENV_NAME: "ASCII letters, digits and _, not beginning with a digit",
 }
 """Every rule of names a config checks, in words (an error names the rule so, not as a

@@ -494,9 +494,11 @@ def test_a_failed_run_exits_3_when_prefect_s_api_answers_its_end_as_a_repeat(tmp
         (["run", "--model", "baseline:oracle", "--base-url", "http://h/v1"], "asks no endpoint"),
         # corpus K: each said `--model/--base-url: models.0...`, naming the wrong option
         (["run", "--model", "baseline:oracle", "--name", "bad name"],
-         "error: --name 'bad name': not a name numerate takes (ASCII letters, digits and _ . : /"),
+         "error: --name 'bad name': not a name numerate takes (1 to 200 of ASCII letters, digits "
+         "and _ . : /"),
         (["run", "--model", "a\x1b]8;;x\x07b", "--base-url", "http://127.0.0.1:9/v1"],
-         "error: --model 'a\\x1b]8;;x\\x07b': not a name numerate takes (no space, control"),
+         "error: --model 'a\\x1b]8;;x\\x07b': not a name numerate takes (1 to 200 characters, "
+         "no space, control"),
         (["run", "--model", "baseline:oracle", "--api-key-env", "KEY"],
          "error: --api-key-env: model 'baseline:oracle' is baseline:oracle, which asks no"),
         (["run", "--model", "m", "--base-url", "ftp://x"],

@@ -88,7 +88,11 @@ def test_a_control_character_in_a_grid_value_is_written_as_its_escape_in_the_poi
         # a hostile pass: Prefect's client could not make the limit's URL of these (exit 1)
         ({"models": [{"name": "a", "model": "m", "base_url": "http://h/v1",
                       "concurrency_limit": "a\x1bb"}]},
-         "concurrency_limit = 'a\\x1bb': not a name numerate takes (no control character"),
+         "concurrency_limit = 'a\\x1bb': not a name numerate takes (1 to 200 characters, no "
+         "control character"),
+        ({"models": [{"name": "a", "model": "m", "base_url": "http://h/v1",
+                      "concurrency_limit": ""}]},
+         "concurrency_limit = '': not a name numerate takes (1 to 200 characters"),
         ({"models": [{"name": "a", "model": "m", "base_url": "http://h/v1",
                       "concurrency_limit": "a" * 100_000}]}, "concurrency_limit = 'aaa"),
         ({"models": [{"name": "a", "model": "baseline:random"}] * 2}, "used twice"),

@@ -702,8 +702,8 @@ def test_a_run_folder_whose_name_holds_an_escape_is_skipped_and_shown_escaped(pu
     assert result.exit_code == 3, result.output
     assert "\x1b" not in result.output
     assert (
-        "warning: skipped run '\\x1b]0;owned\\x07': its folder's name is no run id (ASCII letters"
-        in (result.stderr)
+        "warning: skipped run '\\x1b]0;owned\\x07': its folder's name is no run id (1 to 200 "
+        "of ASCII letters" in (result.stderr)
     )
 
 
@@ -843,7 +843,7 @@ def test_a_run_of_a_moved_database_whose_id_is_a_path_writes_nothing_outside(
     assert not os.path.lexists(tmp_path / "elsewhere\x1b]0;x") and not elsewhere.exists()
     assert "\x1b" not in result.output
     assert "warning: skipped run '../" in result.stderr
-    assert "its id is no run id (ASCII letters, digits" in result.stderr
+    assert "its id is no run id (1 to 200 of ASCII letters, digits" in result.stderr
     assert "ingested 1 run(s)" in result.stdout
 
 
