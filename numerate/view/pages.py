@@ -30,7 +30,7 @@ from numerate.results.runs import resolve_run
 from numerate.results.tokens import budget_curves, budget_table
 from numerate.store import browse, queries
 from numerate.store.queries import POOLED, Source
-from numerate.store.schema import RUN_STATUSES
+from numerate.store.schema import RUN_STATUSES, DatabaseFault
 from numerate.view.svg import PALETTE, budget_svg, curve_svg, heat_color
 
 __all__ = [
@@ -517,7 +517,10 @@ def case_pages(source: Source, run_id: str, name: str, model: str) -> list[dict[
     found = [{"model": model}]
     answered = queries.cases_answered_per_point(source, run_id, model)
     found += [{"model": model, "point": key} for m, key in sorted(answered) if m == name]
-    points = live.plotted_points(source, run_id)
+    try:
+        points = live.plotted_points(source, run_id)
+    except DatabaseFault:  # figures no run can have: the manifold's page says so, and the
+        return found  # pages of its answers stay
     points = points.filter((pl.col("manifold") == name) & (pl.col("model") == model))
     if points.is_empty():
         return found

@@ -529,6 +529,32 @@ def test_a_page_a_library_panics_on_says_so_in_a_line_served_and_exported(result
     assert "could not show this page: " in runs and "overflow" in runs
 
 
+def test_figures_no_run_can_have_are_said_on_their_pages_served_and_exported(results, tmp_path):
+    """A point changed by hand (n -10) is said on the pages that show it, served and
+    exported, naming it; the export writes every other page (its listing of the case pages
+    read those figures outside any page, and stopped the whole export)."""
+    import shutil
+
+    db, (first, _) = results
+    copy = tmp_path / "copy.duckdb"
+    shutil.copy(db, copy)
+    con = duckdb.connect(str(copy))
+    con.execute("UPDATE points SET n = -10 WHERE run_id = ? AND manifold = 'objects'", [first])
+    con.close()
+    said = f"run {first}: model h, objects point "
+    page = TestClient(create_app(str(copy)), raise_server_exceptions=False).get(
+        f"/run/{first}/manifold/objects"
+    )
+    assert page.status_code == 500 and said in html.unescape(page.text)
+    assert "holds n -10, figures no run can have" in html.unescape(page.text)
+    done = runner.invoke(app, ["view", "--db", str(copy), "--export", str(tmp_path / "out")])
+    assert done.exit_code == 0, done.output
+    out = tmp_path / "out"
+    shown = {str(p.relative_to(out)): html.unescape(p.read_text()) for p in out.rglob("*.html")}
+    assert [name for name, text in shown.items() if said in text], sorted(shown)
+    assert "index.html" in shown and any("cases" in name for name in shown), sorted(shown)
+
+
 def test_a_model_with_nothing_scored_and_images_gone_still_have_their_pages(results, tmp_path):
     """A model whose every answer was an error has no rates (NULL), an image file may be
     moved or removed, and a path the database was made to hold may be no image: the pages
