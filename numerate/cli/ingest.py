@@ -64,7 +64,7 @@ def ingest(
     if done.unfinished:
         warn(shards.unfinished_note(results_dir, done.unfinished))
     for run_id, reason in done.skipped:
-        warn(f"skipped run {run_id}: {reason}")
+        warn(f"skipped run {run_id}: {shards.in_its_tables(reason) if of_a_file else reason}")
     if done.skipped:
         nothing = f"; nothing was loaded, and {db} was not made" if discarded else ""
         then = (

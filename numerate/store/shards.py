@@ -12,6 +12,7 @@ last, and every file is written under a temporary name and then renamed.
 from __future__ import annotations
 
 import contextlib
+import re
 import secrets
 import shutil
 import tempfile
@@ -107,6 +108,16 @@ class Location:
     folder: str
     refused: list[tuple[str, str]] = field(default_factory=list)
     numgen: list[str] = field(default_factory=list)
+
+
+def in_its_tables(reason: str) -> str:
+    """Why a run of a database file was skipped, in the file's words: its runs travel as
+    temporary shards (`as_location`), whose files and row numbers its user never saw
+    (`responses.parquet row 1: ...` is `table responses: ...`)."""
+    return _SHARD_ROW.sub(lambda found: f"table {found[1]}", reason)
+
+
+_SHARD_ROW = re.compile(rf"\b({'|'.join(SHARD_TABLES)})\.parquet(?: row \d+)?")
 
 
 @contextlib.contextmanager

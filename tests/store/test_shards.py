@@ -847,6 +847,31 @@ def test_a_run_of_a_moved_database_whose_id_is_a_path_writes_nothing_outside(
     assert "ingested 1 run(s)" in result.stdout
 
 
+def test_a_moved_database_s_skipped_run_is_named_by_its_table_not_a_shard_it_never_saw(
+    two_runs_in_one, tmp_path
+):
+    """A hostile pass: a run of a database file skipped for a model name changed by hand was
+    said as `responses.parquet row 1: ...`, a file of the temporary shards its runs travel
+    as, which the user never saw."""
+    import shutil
+
+    import duckdb
+
+    db, run_id = two_runs_in_one
+    copy = tmp_path / "moved.duckdb"
+    shutil.copy(db, copy)
+    con = duckdb.connect(str(copy))
+    con.execute("UPDATE responses SET model = 'red\x1b[31m' WHERE run_id = ?", [run_id])
+    con.close()
+    result = CliRunner().invoke(app, ["ingest", str(copy), "--db", str(tmp_path / "c.duckdb")])
+    assert result.exit_code == 3, result.output
+    assert (
+        f"warning: skipped run {run_id}: table responses: model 'red\\x1b[31m' is not a name "
+        "numerate takes"
+    ) in result.stderr, result.stderr
+    assert ".parquet" not in result.stderr
+
+
 def test_a_moved_database_s_runs_that_ended_move_and_those_that_did_not_are_named(
     two_runs_in_one, tmp_path
 ):
