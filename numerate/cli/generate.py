@@ -30,6 +30,7 @@ def generate(
     """Generate test cases as JSON Lines, one case a line."""
     from pydantic import ValidationError
 
+    from numerate.config.sweep import too_long_for_a_point
     from numerate.kernel.errors import MAX_PART, describe_validation_error, shorten
     from numerate.kernel.inputs import MAX_SEED
     from numerate.manifolds import registry
@@ -43,6 +44,9 @@ def generate(
         if "count" in values:
             raise ConfigError("--set count=...: give the number of cases with --count")
         values["count"] = count
+        too_long = too_long_for_a_point(values, "--set ")
+        if too_long:  # a case of it would be beyond what a run may ask
+            raise ConfigError(too_long)
         unknown = sorted(set(values) - set(spec.params_model.model_fields))
         if unknown:
             known = ", ".join(f for f in spec.params_model.model_fields if f != "count")

@@ -35,18 +35,23 @@ def grade(
     from numerate.kernel.files import read_text
     from numerate.kernel.inputs import MAX_DATA_BYTES
 
+    written: list[str] = []
+    counts: Counter[str] = Counter()
     try:
         check_output("--out", out)
-        graded = grade_lines(read_text(path, limit=MAX_DATA_BYTES).splitlines(), str(path))
+        # a JSON line ends at a line feed only: a text in it may hold U+2028 or U+0085, which
+        # `splitlines` took for line ends (numerate's own output could not be graded again)
+        lines = read_text(path, limit=MAX_DATA_BYTES).split("\n")
+        for record in grade_lines(lines, str(path)):
+            written.append(json.dumps(record, ensure_ascii=False) + "\n")
+            counts[record["outcome"]] += 1
     except NumerateError as error:
         fail(error)
         return
-    lines = "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in graded)
     if out is None:
-        sys.stdout.write(lines)
+        sys.stdout.writelines(written)
         return
-    write_output(out, lines)
-    counts = Counter(r["outcome"] for r in graded)
+    write_output(out, lambda handle: handle.writelines(line.encode() for line in written))
     summary = ", ".join(f"{n} {o}" for o, n in sorted(counts.items()))
-    answers = f"{len(graded)} answer{'' if len(graded) == 1 else 's'}"
+    answers = f"{len(written)} answer{'' if len(written) == 1 else 's'}"
     typer.echo(f"graded {answers} ({summary or 'none'}) -> {out}", err=True)

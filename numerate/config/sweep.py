@@ -11,6 +11,7 @@ import json
 import math
 import os
 import re
+from collections.abc import Mapping
 from datetime import date
 from pathlib import Path
 from typing import Any, Literal
@@ -517,13 +518,27 @@ def _check_key(key: str, point: dict[str, Any]) -> None:
     """A grid point's key is stored with each of its answers and moved with them between
     databases (`numerate ingest`): refused here when a shard could not hold it (longer than
     MAX_FIELD_CHARS), naming the longest value."""
-    if len(key) > MAX_FIELD_CHARS:
-        field, value = max(point.items(), key=lambda item: len(_show(item[1])))
-        raise ValueError(
-            f"grid.{field} = {shorten(shown_value(value))}: the grid point's values take "
-            f"{len(key):,} characters, more than the {MAX_FIELD_CHARS:,} a point's name may "
-            "have"
-        )
+    problem = too_long_for_a_point(point, "grid.", len(key))
+    if problem:
+        raise ValueError(problem)
+
+
+def too_long_for_a_point(values: Mapping[str, Any], where: str, size: int | None = None) -> str:
+    """Why `values` (a grid point's, or a case's parameters but `count`) are too long for a
+    grid point (its name, `name=value,...`, `size` characters, at most MAX_FIELD_CHARS),
+    naming the longest (`where` before its name); "" when they are not. The bound keeps the
+    largest prompt a manifold makes within MAX_PROMPT_CHARS (a case of Shuffle Tracking
+    repeats its anchors 401 times), so `generate` and `grade` hold to it as a sweep does."""
+    if size is None:
+        size = len(",".join(f"{k}={_show(v)}" for k, v in values.items() if k != "count"))
+    if size <= MAX_FIELD_CHARS:
+        return ""
+    field, value = max(values.items(), key=lambda item: len(_show(item[0])) + len(_show(item[1])))
+    return (
+        f"{where}{field_path([field])} = {shorten(shown_value(value))}: the values take "
+        f"{size:,} characters, "
+        f"more than the {MAX_FIELD_CHARS:,} a grid point's name may have"
+    )
 
 
 class SweepConfig(BaseModel):

@@ -5,10 +5,12 @@ against what its manifold generates, so a hand-edited line is never graded as nu
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from pydantic import ValidationError
 
+from numerate.config.sweep import too_long_for_a_point
 from numerate.grading.judging import judge
 from numerate.kernel.errors import ConfigError, describe_validation_error, field_path, what_it_is
 from numerate.kernel.inputs import json_value
@@ -58,6 +60,9 @@ def _the_case(spec: registry.Manifold[Any, Any, Any], record: dict[str, Any], wh
                 f"(missing {', '.join(missing)})"
             ) from None
         raise ConfigError(describe_validation_error(error, where)) from None
+    too_long = too_long_for_a_point(case.params, f"{where}: params.")
+    if too_long:  # its case would be made first: a 1 MB anchor made a 400 MB prompt
+        raise ConfigError(too_long)
     try:
         params = spec.params(**case.params)  # the parameters a case of this manifold can have
     except ValidationError as error:
@@ -98,9 +103,11 @@ def around_difference(given: str, expected: str, width: int = 60) -> tuple[str, 
     return cut(given), cut(expected)
 
 
-def grade_lines(lines: list[str], source: str) -> list[dict[str, Any]]:
-    """Every non-empty JSON line of `source`, graded (see grade_record)."""
-    graded = []
+def grade_lines(lines: Iterable[str], source: str) -> Iterator[dict[str, Any]]:
+    """Every non-empty JSON line of `source`, graded (see grade_record), one at a time (a
+    caller keeps what it writes of each, not the records: they took 7.5 times the file);
+    ConfigError after the last when there was none."""
+    graded = 0
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -111,7 +118,7 @@ def grade_lines(lines: list[str], source: str) -> list[dict[str, Any]]:
             raise ConfigError(  # its msg alone said "Unterminated string starting at"
                 f"{where}, column {error.colno}: not valid JSON: {error.msg}"
             ) from None
-        graded.append(grade_record(record, where))
+        yield grade_record(record, where)
+        graded += 1
     if not graded:
         raise ConfigError(f"{source} holds no answers to grade")
-    return graded

@@ -82,6 +82,42 @@ def test_grade_names_a_field_of_any_size_or_with_escapes_in_a_short_escaped_line
     assert len(result.stderr) < 1_000 and "\x1b" not in result.stderr
 
 
+def test_grade_refuses_params_too_long_for_a_point_before_making_their_case(tmp_path):
+    """A hostile pass: a 1 MB `anchor_prefix` in one line took 1.2 GB (Shuffle Tracking
+    repeats it in each of its statements as the case is made to be checked; a 16 MiB line
+    would have taken about 19 GB). Its parameters are held to a grid point's bound first."""
+    made = runner.invoke(app, ["generate", "shuffle", "--count", "1", "--set", "anchor=NUMERIC"])
+    line = {**json.loads(made.stdout), "response": "x"}
+    line["params"] = {**line["params"], "anchor_prefix": "p" * 1_000_000}
+    source = tmp_path / "bomb.jsonl"
+    source.write_text(json.dumps(line) + "\n")
+    result = runner.invoke(app, ["grade", str(source)])
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"error: {source} line 1: params.anchor_prefix = 'ppp")
+    assert "more than the 10,000 a grid point's name may have" in result.stderr
+    generated = runner.invoke(app, ["generate", "shuffle", "--set", "anchor=ROMAN",
+                                    "--set", f"anchor_prefix={'p' * 20_000}"])  # fmt: skip
+    assert generated.exit_code == 2 and not generated.stdout
+    assert generated.stderr.startswith("error: --set anchor_prefix = 'ppp")
+
+
+def test_grade_reads_a_line_whose_text_holds_a_line_separator(tmp_path):
+    """A hostile pass: a line whose response holds U+2028 or U+0085 (JSON writes them as they
+    are: numerate's own output does) was split there, and refused as broken JSON."""
+    case = cases_file(tmp_path, count=1)[0]
+    source = tmp_path / "answers.jsonl"
+    answers = [f"\u2028Answer: {case['target']}", f"Answer: {case['target']}\u0085", "\u2029"]
+    source.write_text("".join(json.dumps({**case, "response": answer}, ensure_ascii=False)
+                              + "\r\n" for answer in answers))  # fmt: skip
+    out = tmp_path / "graded.jsonl"
+    result = runner.invoke(app, ["grade", str(source), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    graded = [json.loads(line) for line in out.read_text().split("\n") if line]
+    assert [g["outcome"] for g in graded] == ["correct", "correct", "unparsed"]
+    again = runner.invoke(app, ["grade", str(out)])  # its own output, graded again
+    assert again.exit_code == 0 and again.stdout == out.read_text()
+
+
 def test_grade_refuses_a_line_without_response_and_a_non_utf8_file(tmp_path):
     case = cases_file(tmp_path, count=1)[0]
     source = tmp_path / "x.jsonl"

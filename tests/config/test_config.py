@@ -112,7 +112,7 @@ def test_a_control_character_in_a_grid_value_is_written_as_its_escape_in_the_poi
          "grid.anchor_prefix = 'ppp"),
         ({"manifolds": [{"manifold": "shuffle", "grid": {"anchor": ["NUMERIC"],
                                                          "anchor_prefix": ["p" * 10_000]}}]},
-         "the grid point's values take 10,029 characters, more than the 10,000"),
+         "the values take 10,029 characters, more than the 10,000 a grid point's name"),
         ({"manifolds": [{"manifold": "objects", "count": 2}, {"manifold": "objects", "count": 3}]},
          "entries 0 and 1 both hold the objects point default"),
         # a hostile pass: two points' answers were stored, summarized and compared as one's
