@@ -378,12 +378,11 @@ def score(
         check_output("--heatmap", heatmap, (".png",))
         from numerate.numgen.responses import read_responses
 
-        targets, generated = read_responses(responses)
-        from numerate.numgen.metrics import confusion_matrix
+        pairs = read_responses(responses)
+        from numerate.numgen.metrics import counted_matrix
         from numerate.numgen.metrics import score as score_matrix
 
-        design = range(1, max(10, *targets) + 1)
-        cm = confusion_matrix(targets, generated, design)
+        cm = counted_matrix(pairs)  # rows 1..10, or to the largest target
     except NumerateError as error:
         fail(error)
         return

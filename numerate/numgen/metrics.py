@@ -10,6 +10,7 @@ Conventions (docs/numgen.md, "NumGen metrics", defines each metric in full):
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -74,16 +75,26 @@ def confusion_matrix(
         raise ValueError(
             f"targets and generated differ in length: {len(targets)} != {len(generated)}"
         )
+    return counted_matrix(Counter(zip(targets, generated, strict=True)), design)
+
+
+def counted_matrix(
+    pairs: Mapping[tuple[int, int], int], design: Iterable[int] | None = None
+) -> ConfusionMatrix:
+    """The confusion matrix of (target, generated) pairs, each with how many times it was
+    seen (a file of millions of responses is held as its few distinct pairs); `design` as
+    for `confusion_matrix`."""
+    targets = {t for t, _ in pairs}
     rows = tuple(design) if design is not None else tuple(range(1, max([10, *targets]) + 1))
     for t in rows:
         if not 1 <= t < MAX_COUNT:
             raise ValueError(f"target must be in 1..{MAX_COUNT - 1}, got {t}")
     counts = np.zeros((len(rows), len(COLUMNS)), dtype=np.int64)
     index = {t: i for i, t in enumerate(rows)}
-    for t, g in zip(targets, generated, strict=True):
+    for (t, g), seen in pairs.items():
         if t not in index:
             raise ValueError(f"target must be one of {rows[0]}..{rows[-1]}, got {t}")
-        counts[index[t], cap(g)] += 1
+        counts[index[t], cap(g)] += seen
     return ConfusionMatrix(rows, counts)
 
 

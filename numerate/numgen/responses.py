@@ -6,18 +6,20 @@ from __future__ import annotations
 
 import csv
 import io
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from numerate.kernel.errors import ConfigError
+from numerate.kernel.errors import ConfigError, shorten
 from numerate.kernel.files import read_text
 from numerate.kernel.inputs import MAX_DATA_BYTES, whole_number
 
 
-def read_responses(path: Path) -> tuple[list[int], list[int]]:
-    """`target,generated` rows; generated may be written 20+. ConfigError naming the file
-    when it is not CSV (a NUL byte, a field of more than 128 KiB) or beyond kernel.inputs's
-    bounds."""
+def read_responses(path: Path) -> Counter[tuple[int, int]]:
+    """`target,generated` rows, as how many times each (target, generated) pair appears (what
+    a confusion matrix counts: two lists of 15 million numbers took 600 MB); generated may be
+    written 20+. ConfigError naming the file when it is not CSV (a NUL byte, a field of more
+    than 128 KiB) or beyond kernel.inputs's bounds."""
     try:
         return _parse_responses(path)
     except csv.Error as error:
@@ -32,9 +34,9 @@ def _fields(row: dict[str, Any], columns: list[str]) -> int:
     return len(columns) + len(row.get(_EXTRA, [])) - list(row.values()).count(_MISSING)
 
 
-def _parse_responses(path: Path) -> tuple[list[int], list[int]]:
+def _parse_responses(path: Path) -> Counter[tuple[int, int]]:
     text = read_text(path, limit=MAX_DATA_BYTES)
-    targets, generated = [], []
+    pairs: Counter[tuple[int, int]] = Counter()
     with io.StringIO(text, newline="") as handle:
         reader = csv.DictReader(handle, restkey=_EXTRA, restval=_MISSING)
         columns = list(reader.fieldnames or [])
@@ -59,21 +61,22 @@ def _parse_responses(path: Path) -> tuple[list[int], list[int]]:
                 target = whole_number(str(row["target"]).strip(), f"{path} line {line}: target")
             except ValueError:
                 raise ConfigError(
-                    f"{path} line {line}: target = {row['target']!r} is not a whole number"
+                    f"{path} line {line}: target = {shorten(repr(row['target']))} is not a whole "
+                    "number"
                 ) from None
             raw = str(row["generated"]).strip()
             try:
                 value = 20 if raw == "20+" else whole_number(raw, f"{path} line {line}: generated")
             except ValueError:
                 raise ConfigError(
-                    f"{path} line {line}: generated = {raw!r} is not a count (0, 1, ..., 20+)"
+                    f"{path} line {line}: generated = {shorten(repr(raw))} is not a count (0, 1, "
+                    "..., 20+)"
                 ) from None
             if value < 0:
                 raise ConfigError(f"{path} line {line}: generated = {value} is negative")
             if not 1 <= target <= 19:
                 raise ConfigError(f"{path} line {line}: target = {target} is outside 1..19")
-            targets.append(target)
-            generated.append(value)
-    if not targets:
+            pairs[target, value] += 1
+    if not pairs:
         raise ConfigError(f"{path} holds no responses")
-    return targets, generated
+    return pairs

@@ -76,6 +76,15 @@ def test_score_names_the_bad_line_and_value(tmp_path, content, message):
     assert message in result.stderr and result.stderr.startswith("error: ")
 
 
+def test_score_quotes_a_bad_value_of_any_size_in_a_short_line(tmp_path):
+    """A hostile pass: a 100,000-character value was quoted in 2,000 characters."""
+    path = tmp_path / "bad.csv"
+    path.write_text("target,generated\n1," + "a" * 100_000 + "\n")
+    result = runner.invoke(app, ["numgen", "score", "--responses", str(path)])
+    assert result.exit_code == 2 and "line 2: generated = 'aaa" in result.stderr
+    assert len(result.stderr) < 400
+
+
 def test_score_reads_a_spreadsheet_s_byte_order_mark(tmp_path):
     """A CSV saved by a spreadsheet starts with a BOM: it said the target column was missing."""
     path = tmp_path / "bom.csv"

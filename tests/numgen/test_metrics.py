@@ -45,6 +45,21 @@ def test_the_matrix_counts_pairs_caps_at_20_and_keeps_zero():
     assert cm.n == 5
 
 
+@given(st.lists(st.tuples(st.integers(1, 19), st.integers(0, 40)), max_size=60))
+def test_the_matrix_of_counted_pairs_is_the_matrix_of_the_pairs_one_by_one(pairs):
+    """`numgen score` holds a file's responses as its distinct pairs and their counts."""
+    from collections import Counter
+
+    from numerate.numgen.metrics import counted_matrix
+
+    cm = counted_matrix(Counter(pairs))
+    assert cm.targets == tuple(range(1, max([10, *(t for t, _ in pairs)]) + 1))
+    for row, target in enumerate(cm.targets):
+        for column in range(21):
+            seen = sum(1 for t, g in pairs if t == target and min(g, 20) == column)
+            assert cm.counts[row, column] == seen
+
+
 def test_the_matrix_rejects_targets_outside_the_design_and_bad_counts():
     with pytest.raises(ValueError, match="got 11"):
         confusion_matrix([11], [3], range(1, 11))
