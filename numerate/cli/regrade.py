@@ -51,7 +51,7 @@ def regrade(
     total = sum(changes.values())
     moved = {k: n for k, n in changes.items() if k[0] != k[1]}
     detail = ", ".join(f"{a} -> {b}: {n}" for (a, b), n in sorted(moved.items()))
-    typer.echo(
-        f"regraded {total} responses of {for_terminal(run_id, 200)}: {sum(moved.values())} "
-        "outcome(s) changed" + (f" ({detail})" if detail else "")
-    )
+    typer.echo(for_terminal(  # an outcome changed by hand may hold anything
+        f"regraded {total} responses of {run_id}: {sum(moved.values())} outcome(s) changed"
+        + (f" ({detail})" if detail else "")
+    ))  # fmt: skip

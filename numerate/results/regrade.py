@@ -4,9 +4,13 @@ aggregates. The answers never change; their outcomes may."""
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
+
+from pydantic import ValidationError
 
 from numerate.config.provenance import generator_version
 from numerate.grading.judging import judge
+from numerate.kernel.errors import first_line, shorten
 from numerate.kernel.progress import current
 from numerate.manifolds import registry
 from numerate.planning.plan import case_id as id_of
@@ -14,6 +18,7 @@ from numerate.planning.plan import case_json, version_of
 from numerate.results.aggregate import scored_run
 from numerate.store import Store, queries
 from numerate.store.rows import Regrade
+from numerate.store.schema import DatabaseFault
 from numerate.store.shards import Ingested, ShardError, ingest
 
 
@@ -35,7 +40,7 @@ def regrade_run(store: Store, run_id: str) -> Counter[tuple[str, str]]:
         updates: list[Regrade] = []
         for stored in page:
             manifold = stored.manifold
-            case = registry.get(manifold).case_model.model_validate_json(case_json(*stored.case))
+            case = _stored_case(stored, run_id)
             outcome, answer = judge(
                 manifold, case, stored.raw_text, stored.finish_reason, stored.error
             )
@@ -52,6 +57,20 @@ def regrade_run(store: Store, run_id: str) -> Counter[tuple[str, str]]:
     aggregate_stored_run(store, run_id)
     progress.doing("")
     return changes
+
+
+def _stored_case(stored: queries.StoredAnswer, run_id: str) -> Any:
+    """The case an answer was to, as stored; DatabaseFault naming it when no manifold makes
+    such a case (its manifold, `params` or `data` changed by hand: a traceback, exit 1)."""
+    try:
+        spec = registry.get(stored.manifold)
+        return spec.case_model.model_validate_json(case_json(*stored.case))
+    except (registry.UnknownManifoldError, ValidationError, ValueError, TypeError) as error:
+        said = shorten(first_line(error).splitlines()[0], 200)
+        raise DatabaseFault(
+            f"run {run_id}: case {stored.case_id} ({stored.manifold}) is stored as no case "
+            f"numerate makes: {said} (the database was changed?)"
+        ) from None
 
 
 def ingest_graded(store: Store, results_dir: str) -> Ingested:

@@ -263,6 +263,13 @@ def test_regrade_restores_outcomes_from_the_stored_answers(tmp_path):
     assert store.query("SELECT min(accuracy) FROM summaries")[0][0] == 1.0
     assert store.query("SELECT list(raw_text ORDER BY case_id) FROM responses")[0][0] == texts
     Store.close_all()
+    # a hostile pass: an outcome changed by hand reached the terminal raw (its title set)
+    store = Store.open(db)
+    store.query("UPDATE responses SET outcome = ? WHERE run_id = ?", ["\x1b]0;x\x07", run_id])
+    Store.close_all()
+    escaped = runner.invoke(app, ["regrade", "--run", run_id, "--db", db])
+    assert escaped.exit_code == 0 and "\x1b" not in escaped.stdout, escaped.output
+    assert "(\\x1b]0;x\\x07 -> correct: " in escaped.stdout
     missing = runner.invoke(app, ["regrade", "--run", "nope", "--db", db])
     assert missing.exit_code == 2 and "run 'nope': no run in" in missing.stderr
     blank = runner.invoke(app, ["regrade", "--run", " \n", "--db", db])
@@ -271,6 +278,14 @@ def test_regrade_restores_outcomes_from_the_stored_answers(tmp_path):
     for named in ("latest", run_id[:-4], " latest", f"{run_id}\n"):
         again = runner.invoke(app, ["regrade", "--run", named, "--db", db])
         assert again.exit_code == 0 and f"of {run_id}: 0 outcome(s) changed" in again.stdout
+    store = Store.open(db)  # a hostile pass: a case changed by hand was a traceback, exit 1
+    store.query("UPDATE cases SET data = '{}' WHERE manifold = 'objects'")
+    Store.close_all()
+    broken = runner.invoke(app, ["regrade", "--run", run_id, "--db", db])
+    said = broken.stderr.splitlines()[-1]  # after the bar
+    assert broken.exit_code == 2 and said.startswith(f"error: run {run_id}: case "), said
+    assert "(objects) is stored as no case numerate makes: " in said
+    assert said.endswith("(the database was changed?)")
     store = Store.open(db)  # a run stopped before any answer: "regraded 0 responses", exit 0
     store.query("DELETE FROM responses WHERE run_id = ?", [run_id])
     Store.close_all()
