@@ -450,11 +450,9 @@ def _check_url(url: str) -> None:
 
 def point_identity(params: BaseModel) -> str:
     """What makes two grid points the same point: their parameters but `count` (a smaller count
-    is a prefix of a larger one), as sorted JSON, a zero written `-0.0` as `0.0` (equal
-    numbers: the two points' cases would differ by their seeds alone)."""
-    values = canonical_params(params)
-    return json.dumps({k: 0.0 if v == 0.0 and isinstance(v, float) else v
-                       for k, v in values.items()}, sort_keys=True)  # fmt: skip
+    is a prefix of a larger one), as sorted JSON (a zero written `-0.0` is 0.0 there:
+    numerate.manifolds.registry.Manifold.params)."""
+    return json.dumps(canonical_params(params), sort_keys=True)
 
 
 def _show(value: Any) -> str:

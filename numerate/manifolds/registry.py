@@ -102,8 +102,13 @@ class Manifold(Generic[P, C, Prior]):
         )
 
     def params(self, **values: Any) -> P:
-        """Validated parameters; raises pydantic.ValidationError naming the bad field."""
-        return self.params_model(**values)
+        """Validated parameters; raises pydantic.ValidationError naming the bad field. A zero
+        written `-0.0` is 0.0: the same value, so the same grid point and cases (its seed,
+        a hash of the parameters as JSON, told them apart)."""
+        return self.params_model(**{
+            name: 0.0 if isinstance(value, float) and value == 0.0 else value
+            for name, value in values.items()
+        })  # fmt: skip
 
     def cases(self, params: P, base_seed: int) -> Iterator[C]:
         """The `params.count` cases of a grid point, in index order."""

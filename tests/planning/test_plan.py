@@ -393,3 +393,17 @@ def test_stored_cases_are_read_back_as_the_cases_their_generator_makes(manifold,
     assert again == generated[2]
     unstored = dataclasses.replace(point, stored=False)
     assert stored_ids([CaseRange(unstored, 0, 6)]) == []
+
+
+def test_a_zero_written_minus_zero_is_the_point_of_zero():
+    """A hostile pass: `prob_adjective: [-0.0]` made other cases than `[0.0]` (the point's
+    seed hashed `-0.0`), although the docs call them one value."""
+
+    def planned(zero):
+        entry = {"manifold": "objects", "count": 2, "grid": {"prob_adjective": [zero]}}
+        models = [{"name": "o", "model": "baseline:oracle"}]
+        sweep = parse_sweep_config({"name": "z", "models": models, "manifolds": [entry]})
+        [entry] = sweep.manifolds
+        return first_case_ids(entry, sweep.seed, "v")
+
+    assert planned(-0.0) == planned(0.0)
