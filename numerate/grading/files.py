@@ -12,7 +12,13 @@ from pydantic import ValidationError
 
 from numerate.config.sweep import too_long_for_a_point
 from numerate.grading.judging import judge
-from numerate.kernel.errors import ConfigError, describe_validation_error, field_path, what_it_is
+from numerate.kernel.errors import (
+    ConfigError,
+    describe_validation_error,
+    field_path,
+    shown_value,
+    what_it_is,
+)
 from numerate.kernel.inputs import json_value
 from numerate.manifolds import registry
 
@@ -26,9 +32,12 @@ def grade_record(record: Any, where: str) -> dict[str, Any]:
     """
     if not isinstance(record, dict):
         raise ConfigError(f"{where}: expected a JSON object, got {what_it_is(record)}")
-    manifold = record.get("manifold")
+    if "manifold" not in record:
+        raise ConfigError(f"{where}: no `manifold` field (the case's manifold: "
+                          f"{', '.join(registry.names())})")  # fmt: skip
+    manifold = record["manifold"]
     if not isinstance(manifold, str):
-        raise ConfigError(f"{where}: manifold = {manifold!r}: expected a manifold name")
+        raise ConfigError(f"{where}: manifold = {shown_value(manifold)}: expected a manifold name")
     try:
         spec = registry.get(manifold)
     except registry.UnknownManifoldError as error:

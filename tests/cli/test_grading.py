@@ -51,7 +51,8 @@ def test_grade_writes_outcome_and_answer_for_every_line(tmp_path):
         ("[1, 2]\n", "line 1: expected a JSON object"),
         ('{"manifold": "nope", "response": "x"}\n', "unknown manifold 'nope'"),
         ('{"manifold": "objects", "response": "x"}\n', "line 1"),
-        ("{}\n", "manifold = None"),
+        ("{}\n", "line 1: no `manifold` field (the case's manifold: objects, sequence, shuffle)"),
+        ('{"manifold": null, "response": "x"}\n', "manifold = null: expected a manifold name"),
         ("\n\n", "holds no answers to grade"),
     ],
 )
