@@ -397,10 +397,10 @@ def image_below(folder: str | None, recorded: str | None) -> str | None:
 
 def _images_root(recorded: str) -> str | None:
     """The images folder (`<images_dir>`) of a recorded image's path as numerate writes it,
-    or None."""
-    if not os.path.isabs(recorded):
-        return None
+    or None. A run made before paths were recorded absolute recorded them as given, relative
+    to where it ran: such a folder is taken as it is (found from that folder), unless it
+    climbs out of it (`..`)."""
     path = PurePosixPath(os.path.normpath(recorded))  # <images_dir>/images/<generator>/<file>
-    if len(path.parts) < 4 or path.parents[1].name != "images":
+    if ".." in path.parts or len(path.parts) < 3 or path.parents[1].name != "images":
         return None
     return str(path.parents[2])

@@ -228,6 +228,27 @@ def test_a_recount_reads_no_image_outside_its_run_s_images_folder(endpoint, tmp_
     assert stored == [(19,)]  # the recount keeps no path outside its images folder
 
 
+def test_a_recount_of_a_run_that_recorded_relative_paths_reads_them_where_it_ran(
+    endpoint, tmp_path, db_path, monkeypatch
+):
+    """A review: a run made before image paths were recorded absolute (relative to where it
+    ran) lost every image in a recount once recounts were confined to the images folder."""
+    settings = config(endpoint, tmp_path, detector="blobs")
+    del settings["detection"]
+    first = run(settings, db_path)
+    with duckdb.connect(db_path) as db:  # `images/<generator>/<file>`, as such a run wrote it
+        db.execute("UPDATE numgen_images SET path = substr(path, ?) WHERE run_id = ?",
+                   [len(str(tmp_path)) + 2, first["run_id"]])  # fmt: skip
+    assert query(db_path, "SELECT min(path) FROM numgen_images")[0][0].startswith("images/")
+    monkeypatch.chdir(tmp_path)
+    from numerate.numgen.detection import DetectionSettings
+
+    [again] = asyncio.run(numgen_recount(
+        first["run_id"], VLM, DetectionSettings(base_url=endpoint.base_url), db_path, "local"
+    ))  # fmt: skip
+    assert (again["errors"], again["n"], again["accuracy"]) == (0, 20, 1.0)
+
+
 def test_the_viewer_and_the_report_show_where_two_counters_disagree(endpoint, tmp_path, db_path):
     from fastapi.testclient import TestClient
 
