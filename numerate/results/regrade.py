@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from numerate.config.provenance import generator_version
 from numerate.grading.judging import judge
-from numerate.kernel.errors import first_line, shorten
+from numerate.kernel.errors import describe_validation_error, shorten
 from numerate.kernel.progress import current
 from numerate.manifolds import registry
 from numerate.planning.plan import case_id as id_of
@@ -60,17 +60,17 @@ def regrade_run(store: Store, run_id: str) -> Counter[tuple[str, str]]:
 
 
 def _stored_case(stored: queries.StoredAnswer, run_id: str) -> Any:
-    """The case an answer was to, as stored; DatabaseFault naming it when no manifold makes
-    such a case (its manifold, `params` or `data` changed by hand: a traceback, exit 1)."""
+    """The case an answer was to, as stored; DatabaseFault naming it and its first field no
+    manifold makes so (its manifold or fields changed by hand: a traceback, exit 1)."""
+    where = f"run {run_id}: case {shorten(stored.case_id)} ({shorten(stored.manifold)})"
     try:
         spec = registry.get(stored.manifold)
         return spec.case_model.model_validate_json(case_json(*stored.case))
-    except (registry.UnknownManifoldError, ValidationError, ValueError, TypeError) as error:
-        said = shorten(first_line(error).splitlines()[0], 200)
-        raise DatabaseFault(
-            f"run {run_id}: case {stored.case_id} ({stored.manifold}) is stored as no case "
-            f"numerate makes: {said} (the database was changed?)"
-        ) from None
+    except registry.UnknownManifoldError as error:
+        said = f"{where}: {error}"
+    except ValidationError as error:
+        said = describe_validation_error(error, where).split("\n")[0]
+    raise DatabaseFault(f"{said}: no case numerate makes (the database was changed?)")
 
 
 def ingest_graded(store: Store, results_dir: str) -> Ingested:
