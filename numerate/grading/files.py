@@ -69,7 +69,12 @@ def _the_case(spec: registry.Manifold[Any, Any, Any], record: dict[str, Any], wh
                 f"(missing {', '.join(missing)})"
             ) from None
         raise ConfigError(describe_validation_error(error, where)) from None
-    too_long = too_long_for_a_point(case.params, f"{where}: params.")
+    fields = spec.params_model.model_fields  # as a sweep's point and `generate` count them:
+    given = {  # the values set, not the defaults
+        name: value for name, value in case.params.items()
+        if name not in fields or value != fields[name].get_default(call_default_factory=True)
+    }  # fmt: skip
+    too_long = too_long_for_a_point(given, f"{where}: params.")
     if too_long:  # its case would be made first: a 1 MB anchor made a 400 MB prompt
         raise ConfigError(too_long)
     try:

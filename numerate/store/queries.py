@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast
 
+from numerate.kernel.errors import printable, shorten
 from numerate.numgen.rows import ImageRow
 from numerate.store.journal import stopped_runs
 from numerate.store.schema import IMAGE_COLUMNS, NUMGEN_ENDED, RUN_ENDED, DatabaseFault
@@ -309,9 +310,10 @@ def _figures_of(row: dict[str, Any], run_id: str | None) -> str:
         return f"the NumGen run of {row.get('model')} counted by {row['detector']}"
     where = [f"model {row['model']}"] if "model" in row else []
     if "manifold" in row:
-        point = row.get("point_key")
+        point = row.get("point_key")  # a grid value may hold a line break, and 10,000 characters
         manifold = "every manifold" if row["manifold"] == POOLED else row["manifold"]
-        where.append(f"{manifold} point {point}" if point is not None else manifold)
+        where.append(f"{manifold} point {shorten(printable(point), 200)}" if point is not None
+                     else manifold)  # fmt: skip
     return f"run {run_id}: {', '.join(where)}" if where else f"run {run_id}"
 
 

@@ -117,7 +117,11 @@ def in_its_tables(reason: str) -> str:
     return _SHARD_ROW.sub(lambda found: f"table {found[1]}", reason)
 
 
-_SHARD_ROW = re.compile(rf"\b({'|'.join(SHARD_TABLES)})\.parquet(?: row \d+)?")
+_SHARD_ROW = re.compile(
+    rf"(?:^|(?<=[\s(]))({'|'.join(SHARD_TABLES)})\.parquet(?: row \d+)?(?=[\s:),]|$)"
+)
+"""A shard's name (and row) as the checks write it, not inside a quoted value ('cases.parquet'
+is a model's name numerate takes)."""
 
 
 @contextlib.contextmanager

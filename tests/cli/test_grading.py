@@ -100,6 +100,12 @@ def test_grade_refuses_params_too_long_for_a_point_before_making_their_case(tmp_
                                     "--set", f"anchor_prefix={'p' * 20_000}"])  # fmt: skip
     assert generated.exit_code == 2 and not generated.stdout
     assert generated.stderr.startswith("error: --set anchor_prefix = 'ppp")
+    # a review: grade counted the defaults too, and refused what generate wrote
+    near = runner.invoke(app, ["generate", "shuffle", "--count", "1", "--set", "anchor=ROMAN",
+                               "--set", f"anchor_prefix={'p' * 9_970}"])  # fmt: skip
+    assert near.exit_code == 0, near.output
+    source.write_text(json.dumps({**json.loads(near.stdout), "response": "x"}) + "\n")
+    assert runner.invoke(app, ["grade", str(source)]).exit_code == 0
 
 
 def test_grade_reads_a_line_whose_text_holds_a_line_separator(tmp_path):

@@ -872,6 +872,24 @@ def test_a_moved_database_s_skipped_run_is_named_by_its_table_not_a_shard_it_nev
     assert ".parquet" not in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("reason", "said"),
+    [
+        ("responses.parquet row 1: model 'cases.parquet' is not a name",
+         "table responses: model 'cases.parquet' is not a name"),
+        ("responses.parquet row 3: case 'x' is not in cases.parquet (a run publishes)",
+         "table responses: case 'x' is not in table cases (a run publishes)"),
+        ("its answer is not its request's (completions.parquet)",
+         "its answer is not its request's (table completions)"),
+        ("model 'a.runs.parquet' is not", "model 'a.runs.parquet' is not"),
+    ],
+)  # fmt: skip
+def test_a_moved_database_s_problems_name_tables_and_leave_values_be(reason, said):
+    from numerate.store.shards import in_its_tables
+
+    assert in_its_tables(reason) == said
+
+
 def test_a_moved_database_s_runs_that_ended_move_and_those_that_did_not_are_named(
     two_runs_in_one, tmp_path
 ):

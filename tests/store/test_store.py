@@ -729,6 +729,22 @@ def test_a_numgen_run_s_impossible_figures_name_its_model_and_counter():
     check_figures(pl.DataFrame([{**row, "counting_level": 0}]))
 
 
+def test_figures_no_run_can_have_name_their_point_in_one_short_line():
+    """A review: a grid value may hold a line break (and 10,000 characters); the error split
+    in two `error:` lines."""
+    import polars as pl
+
+    from numerate.store.queries import check_figures
+    from numerate.store.schema import DatabaseFault
+
+    point = {"model": "m", "manifold": "shuffle", "point_key": "anchor_prefix=a\nb" + "c" * 9_000}
+    with pytest.raises(DatabaseFault) as refused:
+        check_figures(pl.DataFrame([{**point, "n": -1}]), "r")
+    said = str(refused.value)
+    assert "\n" not in said and len(said) < 500
+    assert said.startswith("run r: model m, shuffle point anchor_prefix=a\\nbccc")
+
+
 def test_a_mean_of_token_counts_below_zero_is_not_sent_to_regrade():
     """Regrading counts outcomes again, not the tokens the answers hold."""
     import polars as pl
