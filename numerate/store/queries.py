@@ -263,16 +263,16 @@ def plotted_points(source: Source, run_id: str) -> pl.DataFrame:
 COUNTED = ("n", "n_scored", "correct", "points", "refused", "errors")
 """Counts a stored row of figures holds: none is below 0."""
 SHARES = ("accuracy", "ci_low", "ci_high", "chance", "unparsed_rate", "truncation_rate",
-          "error_rate")  # fmt: skip
+          "error_rate", "zero_rate", "overflow_rate")  # fmt: skip
 """Shares a stored row of figures holds (an accuracy, its interval, a rate): each is between
 0 and 1 (or null: nothing scored)."""
-NOT_BELOW_ZERO = ("mean_completion_tokens", "mwe", "counting_level")
+NOT_BELOW_ZERO = ("mean_completion_tokens", "mwe", "knower_level", "counting_level")
 """Other figures no run stores below 0 (a mean of token counts, NumGen's mean weighted error
 and knower level)."""
 _ROUNDING = 1e-9
 
 
-def check_figures(frame: pl.DataFrame, run_id: str | None = None) -> None:
+def check_figures(frame: pl.DataFrame, run_id: str | None = None, numgen: bool = False) -> None:
     """DatabaseFault naming the first stored row (a run's grid point or summary, a NumGen
     run's figures) whose figures no run can have: a count below 0, more correct answers than
     scored, more scored than asked, a share that is not a number or outside 0-1, a mean error
@@ -299,15 +299,15 @@ def check_figures(frame: pl.DataFrame, run_id: str | None = None) -> None:
         if found.height:
             row = found.row(0, named=True)
             said = f"{column} {row[column]}{more.format(**row)}"
-            hint = _recounted(row, run_id, column)
-            raise DatabaseFault(f"{_figures_of(row, run_id)} holds {said}, figures no run can "
-                                f"have (the database was changed?){hint}")  # fmt: skip
+            run = row.get("run_id", run_id)
+            whose = f"NumGen run {run}" if numgen else _figures_of(row, run)
+            hint = "" if numgen else _recounted(run, column)
+            raise DatabaseFault(f"{whose} holds {said}, figures no run can have (the database "
+                                f"was changed?){hint}")  # fmt: skip
 
 
 def _figures_of(row: dict[str, Any], run_id: str | None) -> str:
     """Whose figures a stored row holds, in words."""
-    if "detector" in row:
-        return f"the NumGen run of {row.get('model')} counted by {row['detector']}"
     where = [f"model {row['model']}"] if "model" in row else []
     if "manifold" in row:
         point = row.get("point_key")  # a grid value may hold a line break, and 10,000 characters
@@ -317,10 +317,10 @@ def _figures_of(row: dict[str, Any], run_id: str | None) -> str:
     return f"run {run_id}: {', '.join(where)}" if where else f"run {run_id}"
 
 
-def _recounted(row: dict[str, Any], run_id: str | None, column: str) -> str:
-    """How a run's figures are counted again from its answers' outcomes (none for NumGen's,
-    nor for a token count, which the answers hold)."""
-    if "detector" in row or run_id is None or column == "mean_completion_tokens":
+def _recounted(run_id: str | None, column: str) -> str:
+    """How a run's figures are counted again from its answers' outcomes (none for a token
+    count, which the answers hold)."""
+    if run_id is None or column == "mean_completion_tokens":
         return ""
     return f"; `numerate regrade --run {run_id}` counts them again from the answers"
 
@@ -747,11 +747,17 @@ def numgen_image_rows(source: Source, run_id: str) -> list[ImageRow]:
 
 def numgen_metrics(source: Source, run_id: str) -> dict[str, object] | None:
     """A NumGen run's stored metrics (NUMGEN_METRIC_COLUMNS)."""
+    import polars as pl
+
     rows = source.query(
         f"SELECT {', '.join(NUMGEN_METRIC_COLUMNS)} FROM numgen_metrics WHERE run_id = ?",
         [run_id],
     )
-    return dict(zip(NUMGEN_METRIC_COLUMNS, rows[0], strict=True)) if rows else None
+    if not rows:
+        return None
+    metrics = dict(zip(NUMGEN_METRIC_COLUMNS, rows[0], strict=True))
+    check_figures(pl.DataFrame([metrics]), run_id, numgen=True)
+    return metrics
 
 
 def numgen_targets(source: Source, run_id: str) -> pl.DataFrame:
@@ -767,10 +773,10 @@ def numgen_leaderboard(source: Source) -> pl.DataFrame:
     """Every finished NumGen run's headline figures (the `numgen_leaderboard` view)."""
     frame = source.frame(
         "SELECT model, detector, accuracy, ci_low, ci_high, mwe, counting_level, "
-        "webers_law, n, refused, errors FROM numgen_leaderboard"
+        "webers_law, n, refused, errors, run_id FROM numgen_leaderboard"
     )
-    check_figures(frame)
-    return frame
+    check_figures(frame, numgen=True)
+    return frame.drop("run_id")
 
 
 def numgen_confusion(source: Source, run_id: str) -> tuple[str, str, str, str] | None:

@@ -207,8 +207,8 @@ def test_run_then_report(tmp_path, db_path):
         con.execute("UPDATE numgen_metrics SET knower_level = -7 WHERE run_id = ?", [random_id])
     refused = runner.invoke(app, ["numgen", "report", "--db", db_path])
     assert refused.exit_code == 2 and refused.stderr == (
-        "error: the NumGen run of random counted by none holds counting_level -7, figures no "
-        "run can have (the database was changed?)\n"
+        f"error: NumGen run {random_id} holds counting_level -7, figures no run can have (the "
+        "database was changed?)\n"
     ), refused.output
 
 

@@ -719,14 +719,15 @@ def test_a_numgen_run_s_impossible_figures_name_its_model_and_counter():
     from numerate.store.queries import check_figures
     from numerate.store.schema import DatabaseFault
 
-    row = {"model": "synthetic", "detector": "blobs", "n": 20, "mwe": 0.1, "counting_level": -7}
+    row = {"model": "synthetic", "detector": "blobs", "n": 20, "mwe": 0.1, "counting_level": -7,
+           "webers_law": float("nan"), "run_id": "numgen-1"}  # fmt: skip
     with pytest.raises(DatabaseFault) as refused:
-        check_figures(pl.DataFrame([row]))
+        check_figures(pl.DataFrame([row]), numgen=True)
     assert str(refused.value) == (
-        "the NumGen run of synthetic counted by blobs holds counting_level -7, figures no run "
-        "can have (the database was changed?)"
+        "NumGen run numgen-1 holds counting_level -7, figures no run can have (the database "
+        "was changed?)"
     )
-    check_figures(pl.DataFrame([{**row, "counting_level": 0}]))
+    check_figures(pl.DataFrame([{**row, "counting_level": 0}]), numgen=True)  # NaN: no fit
 
 
 def test_figures_no_run_can_have_name_their_point_in_one_short_line():

@@ -553,6 +553,15 @@ def test_figures_no_run_can_have_are_said_on_their_pages_served_and_exported(res
     shown = {str(p.relative_to(out)): html.unescape(p.read_text()) for p in out.rglob("*.html")}
     assert [name for name, text in shown.items() if said in text], sorted(shown)
     assert "index.html" in shown and any("cases" in name for name in shown), sorted(shown)
+    # a NumGen run's figures too (its page showed a knower level of -7 without a word)
+    con = duckdb.connect(str(copy))
+    [(numgen,)] = con.execute("SELECT run_id FROM numgen_metrics").fetchall()
+    con.execute("UPDATE numgen_metrics SET knower_level = -7")
+    con.close()
+    page = TestClient(create_app(str(copy)), raise_server_exceptions=False).get(f"/numgen/{numgen}")
+    assert page.status_code == 500 and (
+        f"NumGen run {numgen} holds knower_level -7, figures no run can have" in page.text
+    )
 
 
 def test_a_model_with_nothing_scored_and_images_gone_still_have_their_pages(results, tmp_path):
