@@ -31,7 +31,8 @@ def grade_record(record: Any, where: str) -> dict[str, Any]:
     Raises ConfigError naming `where` and the field when the record is not such a case.
     """
     if not isinstance(record, dict):
-        raise ConfigError(f"{where}: expected a JSON object, got {what_it_is(record)}")
+        got = "null" if record is None else what_it_is(record)  # a JSON line, not a document
+        raise ConfigError(f"{where}: expected a JSON object, got {got}")
     if "manifold" not in record:
         raise ConfigError(f"{where}: no `manifold` field (the case's manifold: "
                           f"{', '.join(registry.names())})")  # fmt: skip

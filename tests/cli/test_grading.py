@@ -49,6 +49,7 @@ def test_grade_writes_outcome_and_answer_for_every_line(tmp_path):
         ("{not json\n", "line 1, column 2: not valid JSON"),
         ('{"a": "x\n', "line 1, column 7: not valid JSON: Unterminated string starting at"),
         ("[1, 2]\n", "line 1: expected a JSON object"),
+        ("null\n", "line 1: expected a JSON object, got null"),
         ('{"manifold": "nope", "response": "x"}\n', "unknown manifold 'nope'"),
         ('{"manifold": "objects", "response": "x"}\n', "line 1"),
         ("{}\n", "line 1: no `manifold` field (the case's manifold: objects, sequence, shuffle)"),
