@@ -32,7 +32,7 @@ def grade(
     `finish_reason`); each is written back with `outcome` and `answer`.
     """
     from numerate.grading.files import grade_lines
-    from numerate.kernel.files import read_text
+    from numerate.kernel.files import text_lines
     from numerate.kernel.inputs import MAX_DATA_BYTES
 
     written: list[str] = []
@@ -41,8 +41,7 @@ def grade(
         check_output("--out", out)
         # a JSON line ends at a line feed only: a text in it may hold U+2028 or U+0085, which
         # `splitlines` took for line ends (numerate's own output could not be graded again)
-        lines = read_text(path, limit=MAX_DATA_BYTES).split("\n")
-        for record in grade_lines(lines, str(path)):
+        for record in grade_lines(text_lines(path, MAX_DATA_BYTES), str(path)):
             written.append(json.dumps(record, ensure_ascii=False) + "\n")
             counts[record["outcome"]] += 1
     except NumerateError as error:

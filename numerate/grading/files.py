@@ -123,7 +123,8 @@ def grade_lines(lines: Iterable[str], source: str) -> Iterator[dict[str, Any]]:
     caller keeps what it writes of each, not the records: they took 7.5 times the file);
     ConfigError after the last when there was none."""
     graded = 0
-    for number, line in enumerate(lines, start=1):
+    for number, ended in enumerate(lines, start=1):
+        line = ended.removesuffix("\n")  # as read: a line keeps its line feed
         if not line.strip():
             continue
         where = f"{source} line {number}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import itertools
 import os
 import re
 import secrets
@@ -51,6 +52,37 @@ def read_text(path: Path, what: str = "", limit: int | None = None) -> str:
         return data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError:
         raise ConfigError(f"{name} is not UTF-8 text") from None
+
+
+def text_lines(path: Path, limit: int, what: str = "") -> Iterator[str]:
+    """The lines of a UTF-8 text file (each with its line feed: a line ends at a line feed
+    only, so a text holding U+2028 or U+0085 stays one line), read as they are asked for:
+    memory follows a line, not the file (`grade` and `numgen score` held files of 512 MiB
+    whole). ConfigError as `read_text` says it: the file cannot be read, holds more than
+    `limit` bytes (said once reading passes them), or a line is not UTF-8 (named)."""
+    name = f"{what} {path}".strip()
+    read = 0
+    try:
+        with _said_while_waiting(path, name):  # a pipe: till its writer's first line
+            handle = path.open("rb")
+            raw = handle.readline(limit + 1)
+        with handle:
+            for number in itertools.count(1):
+                if not raw:
+                    return
+                read += len(raw)
+                if read > limit:
+                    raise ConfigError(
+                        f"{name} is larger than {limit:,} bytes, the most numerate reads"
+                    )
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise ConfigError(f"{name} is not UTF-8 text (line {number})") from None
+                yield line.removeprefix("\ufeff") if number == 1 else line
+                raw = handle.readline(limit - read + 1)
+    except OSError as error:
+        raise ConfigError(f"cannot read {name}: {error.strerror}") from None
 
 
 WAIT_SAID_AFTER_S = 2.0

@@ -202,6 +202,32 @@ def test_a_file_one_byte_over_the_limit_is_refused(tmp_path):
         files.read_text(path, "config", limit=10)
 
 
+def test_a_file_read_a_line_at_a_time_is_the_file_read_whole(tmp_path):
+    """`grade` and `numgen score` read their files a line at a time (they held 512 MiB whole):
+    the same lines, a line ending at a line feed only, a byte order mark dropped, the same
+    bounds and errors, the bad line named."""
+    from numerate.kernel.errors import ConfigError
+
+    path = tmp_path / "a.jsonl"
+    text = '\ufeff{"a": "x\u2028y\u0085"}\r\n\n{"b": "\ufeff"}'
+    path.write_text(text, encoding="utf-8")
+    read = list(files.text_lines(path, 1_000))
+    assert read == ['{"a": "x\u2028y\u0085"}\r\n', "\n", '{"b": "\ufeff"}']
+    assert "".join(read) == files.read_text(path, limit=1_000)
+    size = len(text.encode())
+    assert len(list(files.text_lines(path, size))) == 3
+    with pytest.raises(ConfigError, match=f"a.jsonl is larger than {size - 1:,} bytes"):
+        list(files.text_lines(path, size - 1))
+    path.write_bytes(b"ok\n\xff\n")
+    with pytest.raises(ConfigError, match=r"a.jsonl is not UTF-8 text \(line 2\)"):
+        list(files.text_lines(path, 1_000))
+    with pytest.raises(ConfigError, match="cannot read"):
+        list(files.text_lines(tmp_path / "missing.jsonl", 1_000))
+    endless = files.text_lines(Path("/dev/zero"), 4096)  # no line feed ever: bounded all the same
+    with pytest.raises(ConfigError, match="larger than 4,096 bytes"):
+        list(endless)
+
+
 @pytest.mark.parametrize("name", ["..", ".", ".hidden", "../x", "a/.."])
 def test_a_slug_is_never_a_path_nor_a_hidden_name(name):
     """A mutation sweep: without the leading-dot rule, `slug("..")` was `..` (a run id `..`
