@@ -47,7 +47,12 @@ EXTENSIONS = {"ducklake": "duckdb_extension_ducklake",
               "postgres_scanner": "duckdb_extension_postgres_scanner"}  # fmt: skip
 """Each extension a lake needs, and the Python package (PyPI wheel) that holds its file."""
 
-_PASSWORD = re.compile(r"(^|\s)password\s*=", re.IGNORECASE)
+_PASSWORD = re.compile(
+    r"(^|\s)password\s*=|^postgres(?:ql)?://[^/?#@]*:[^/?#@]*@|[?&]password=", re.IGNORECASE
+)
+"""A password in a libpq connection string: `password=...`, or a URI's `user:password@` or
+`?password=...` (printed, and stored with the runs, as every other form would be)."""
+_URI = re.compile(r"^postgres(?:ql)?://", re.IGNORECASE)
 
 
 def is_lake(location: str) -> bool:
@@ -78,7 +83,11 @@ def connection_string(location: str) -> str:
     if "\x00" in conninfo:
         raise StoreError(f"results database {shown}: a NUL character in the connection string")
     if "connect_timeout" not in conninfo:  # libpq waits for an unanswering host for ever
-        conninfo += f" connect_timeout={CONNECT_TIMEOUT_S}"
+        if _URI.match(conninfo):  # a URI's parameters follow `?` (a word after it was taken
+            joined = "&" if "?" in conninfo else "?"  # for its database's name)
+            conninfo += f"{joined}connect_timeout={CONNECT_TIMEOUT_S}"
+        else:
+            conninfo += f" connect_timeout={CONNECT_TIMEOUT_S}"
     return conninfo
 
 

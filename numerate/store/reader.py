@@ -596,10 +596,18 @@ class Reader:
         self, sql: str, limit: int | None, cut: int | None, width: int | None = None
     ) -> Any:
         """The relation `printable_frame` reads (None for a statement without rows)."""
-        statements = len(self.con.extract_statements(sql))
+        import duckdb
+
+        found = self.con.extract_statements(sql)
+        statements = len(found)
         if statements != 1:  # DuckDB would run each and show the last, or say nothing
             said = f"{statements} statements" if statements else "no statement (only comments?)"
             raise ConfigError(f"the SQL holds {said}: give one query")
+        if found[0].type in (duckdb.StatementType.COPY, duckdb.StatementType.EXPORT):
+            raise ConfigError(  # a lake's reader may read its data folder, so it could write
+                "COPY and EXPORT write files, and numerate db only reads: give the query, and "
+                "--format csv or json with a shell's > for its rows"  # there: a file replaced
+            )
         relation = self.con.sql(sql)
         if relation is None:
             return None

@@ -5,6 +5,7 @@ tests that need PostgreSQL start their own (tests/postgres.py) or are skipped, s
 import json
 import os
 import re
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -33,6 +34,33 @@ def test_a_lake_name_that_cannot_serve_is_refused_in_words(location, said):
     with pytest.raises(StoreError, match=said) as refused:
         lake.connection_string(location)
     assert "hunter2" not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "location",
+    [
+        "ducklake:postgres:postgresql://u:hunter2@h:5432/l",
+        "ducklake:postgres:postgres://u:hunter2@[::1]/l",
+        "ducklake:postgres:postgresql://h/l?user=u&password=hunter2",
+        "ducklake:postgres:postgresql://h/l?Password=hunter2",
+    ],
+)
+def test_a_password_in_a_uri_is_refused_as_in_a_key_value_string(location):
+    """A hostile pass: a URI's password was taken, printed in the run's first line and stored
+    with its flow run's parameters; only `password=...` was refused."""
+    with pytest.raises(StoreError, match="the connection string holds a password") as refused:
+        lake.connection_string(location)
+    assert "hunter2" not in str(refused.value)
+
+
+def test_a_uri_takes_its_connect_timeout_as_a_parameter():
+    """A hostile pass: ` connect_timeout=10` after a URI was read as its database's name."""
+    assert lake.connection_string("ducklake:postgres:postgresql://u@h:5/l") == (
+        "postgresql://u@h:5/l?connect_timeout=10"
+    )
+    assert lake.connection_string("ducklake:postgres:postgresql://u@[::1]:5/l?sslmode=require") == (
+        "postgresql://u@[::1]:5/l?sslmode=require&connect_timeout=10"
+    )
 
 
 def test_a_name_is_a_lake_only_with_its_prefix():
@@ -174,6 +202,22 @@ def test_a_lake_reader_reads_no_file_outside_the_lake(lake, tmp_path):
     read = runner.invoke(app, ["db", lake, f"SELECT * FROM read_csv('{secret}')"])
     assert read.exit_code == 2 and "Permission Error" in read.stderr, read.output
     assert "Traceback" not in read.output
+    # a hostile pass: inside the lake's own folder, COPY replaced a data file (the run's
+    # answers lost) and planted others; EXPORT would write there too
+    data = Path(os.environ["NUMERATE_LAKE_DATA"])
+    [kept] = [p for p in data.rglob("*.parquet") if "responses" in str(p)][:1]
+    before = kept.read_bytes()
+    written = (
+        f"COPY (SELECT 42 AS x) TO '{kept}' (FORMAT parquet)",
+        f"COPY (SELECT 1) TO '{data}/planted.csv'",
+        f"EXPORT DATABASE '{data}/out'",
+    )
+    for sql in written:
+        refused = runner.invoke(app, ["db", lake, sql])
+        assert refused.exit_code == 2, refused.output
+        assert refused.stderr.startswith("error: COPY and EXPORT write files"), refused.stderr
+    assert kept.read_bytes() == before
+    assert not (data / "planted.csv").exists() and not (data / "out").exists()
 
 
 def test_a_new_lake_without_a_folder_for_its_files_says_so(lake, tmp_path, monkeypatch):
