@@ -615,11 +615,12 @@ class Reader:
             f"#{i}" if kind.id in NATIVE_TYPES else f"CAST(#{i} AS VARCHAR)"
             for i, kind in enumerate(relation.dtypes, start=1)
         ]
-        if cut is not None:
-            columns = [
+        if cut is not None:  # as text: a JSON column's cut text is no JSON (`runs.config`
+            columns = [  # failed: "Malformed JSON at byte 1003")
                 c if kind.id in NATIVE_TYPES and kind.id != "varchar" else
-                f"CASE WHEN length(left({c}, {cut + 1:d})) > {cut:d} "
-                f"THEN left({c}, {cut:d}) || {sql_literal(CUT_MARK)} ELSE {c} END"
+                f"CASE WHEN length(left({c}::VARCHAR, {cut + 1:d})) > {cut:d} "
+                f"THEN left({c}::VARCHAR, {cut:d}) || {sql_literal(CUT_MARK)} "
+                f"ELSE {c}::VARCHAR END"
                 for c, kind in zip(columns, relation.dtypes, strict=True)
             ]  # fmt: skip
         names = ['"' + name.replace('"', '""') + '"' for name in _unique(relation.columns)]

@@ -69,6 +69,16 @@ def test_db_is_read_only_and_reaches_no_other_file(two_runs, tmp_path, sql):
     assert not out.exists()
 
 
+def test_db_cuts_a_long_json_value_as_text_in_its_table(two_runs):
+    """A hostile pass: `numerate db "SELECT * FROM runs"` failed in the table ("Conversion
+    Error: Malformed JSON at byte 1003"): a config of over 1,000 characters, cut, was cast
+    back to JSON."""
+    shown = runner.invoke(app, ["db", two_runs, "SELECT config FROM runs"])
+    assert shown.exit_code == 0, shown.output
+    assert '{"name": ' in shown.stdout and "..." in shown.stdout
+    assert "texts longer than 1,000 characters are cut" in shown.stderr
+
+
 def test_db_keeps_every_column_of_a_result_as_the_sql_names_it(two_runs):
     """A first-contact review: the table merged `ci_low` and `ci_high` into `accuracy [95%
     CI]` and renamed `chance_adjusted` and `error_rate`, the columns of the user's own SQL."""
