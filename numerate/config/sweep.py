@@ -709,7 +709,7 @@ def load_yaml(path: Path, what: str) -> Any:
     """A YAML file's data, read with the safe loader, no aliases and the bounds of
     kernel.inputs (size, depth, digits); ConfigError naming `what`, the path and the line
     when it cannot be read or parsed."""
-    return yaml_value(read_text(path, what, MAX_CONFIG_BYTES), f"{what} {path}")
+    return yaml_value(read_text(path, what, limit=MAX_CONFIG_BYTES), f"{what} {path}")
 
 
 def load_sweep_config(path: str | Path) -> SweepConfig:

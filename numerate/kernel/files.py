@@ -37,36 +37,25 @@ class OutputPathError(ConfigError):
         self.reason = reason
 
 
-def read_text(path: Path, what: str = "", limit: int | None = None) -> str:
-    """A UTF-8 text file's content; ConfigError naming `what` and the path when it cannot be
-    read, is not UTF-8, or (given `limit`) holds more than `limit` bytes."""
-    name = f"{what} {path}".strip()
-    try:
-        with _said_while_waiting(path, name), path.open("rb") as handle:
-            data = handle.read() if limit is None else handle.read(limit + 1)
-    except OSError as error:
-        raise ConfigError(f"cannot read {name}: {error.strerror}") from None
-    if limit is not None and len(data) > limit:
-        raise ConfigError(f"{name} is larger than {limit:,} bytes, the most numerate reads")
-    try:  # a byte order mark (a spreadsheet's, an editor's) is no part of the text
-        return data.decode("utf-8").removeprefix("\ufeff")
-    except UnicodeDecodeError:
-        raise ConfigError(f"{name} is not UTF-8 text") from None
+def read_text(path: Path, what: str = "", *, limit: int) -> str:
+    """A UTF-8 text file's content (`text_lines`, joined); ConfigError naming `what` and the
+    path when it cannot be read, is not UTF-8, or holds more than `limit` bytes."""
+    return "".join(text_lines(path, limit, what))
 
 
 def text_lines(path: Path, limit: int, what: str = "") -> Iterator[str]:
     """The lines of a UTF-8 text file (each with its line feed: a line ends at a line feed
     only, so a text holding U+2028 or U+0085 stays one line), read as they are asked for:
     memory follows a line, not the file (`grade` and `numgen score` held files of 512 MiB
-    whole). ConfigError as `read_text` says it: the file cannot be read, holds more than
-    `limit` bytes (said once reading passes them), or a line is not UTF-8 (named)."""
+    whole). ConfigError naming `what` and the path when the file cannot be read, holds more
+    than `limit` bytes (said once reading passes them), or a line is not UTF-8 (named)."""
     name = f"{what} {path}".strip()
     read = 0
     try:
-        with _said_while_waiting(path, name):  # a pipe: till its writer's first line
-            handle = path.open("rb")
-            raw = handle.readline(limit + 1)
-        with handle:
+        with contextlib.ExitStack() as opened:
+            with _said_while_waiting(path, name):  # a pipe: till its writer's first line
+                handle = opened.enter_context(path.open("rb"))
+                raw = handle.readline(limit + 1)
             for number in itertools.count(1):
                 if not raw:
                     return
@@ -79,6 +68,7 @@ def text_lines(path: Path, limit: int, what: str = "") -> Iterator[str]:
                     line = raw.decode("utf-8")
                 except UnicodeDecodeError:
                     raise ConfigError(f"{name} is not UTF-8 text (line {number})") from None
+                # a byte order mark (a spreadsheet's, an editor's) is no part of the text
                 yield line.removeprefix("\ufeff") if number == 1 else line
                 raw = handle.readline(limit - read + 1)
     except OSError as error:

@@ -278,7 +278,7 @@ def test_reading_a_pipe_nobody_writes_yet_says_what_it_waits_for_then_reads_it(
         pipe.write_text("name: x\n")
 
     threading.Thread(target=writer, daemon=True).start()
-    assert files.read_text(pipe, "sweep config") == "name: x\n"
+    assert files.read_text(pipe, "sweep config", limit=1_000) == "name: x\n"
     assert heard.getvalue() == (
         f"waiting for sweep config {pipe} to be written (not a regular file: a pipe is read as "
         "its writer writes it; Ctrl-C stops)\n"
