@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -35,22 +36,28 @@ def grade(
     from numerate.kernel.files import text_lines
     from numerate.kernel.inputs import MAX_DATA_BYTES
 
-    written: list[str] = []
     counts: Counter[str] = Counter()
-    try:
-        check_output("--out", out)
+
+    def graded() -> Iterator[str]:
         # a JSON line ends at a line feed only: a text in it may hold U+2028 or U+0085, which
         # `splitlines` took for line ends (numerate's own output could not be graded again)
         for record in grade_lines(text_lines(path, MAX_DATA_BYTES), str(path)):
-            written.append(json.dumps(record, ensure_ascii=False) + "\n")
             counts[record["outcome"]] += 1
+            yield json.dumps(record, ensure_ascii=False) + "\n"
+
+    try:
+        check_output("--out", out)
+        # standard output gets the lines once all are graded (none when one is refused); a
+        # file is written as they are, under a temporary name removed when one is refused
+        written = list(graded()) if out is None else []
     except NumerateError as error:
         fail(error)
         return
     if out is None:
         sys.stdout.writelines(written)
         return
-    write_output(out, lambda handle: handle.writelines(line.encode() for line in written))
+    write_output(out, lambda handle: handle.writelines(line.encode() for line in graded()))
+    total = sum(counts.values())
     summary = ", ".join(f"{n} {o}" for o, n in sorted(counts.items()))
-    answers = f"{len(written)} answer{'' if len(written) == 1 else 's'}"
+    answers = f"{total} answer{'' if total == 1 else 's'}"
     typer.echo(f"graded {answers} ({summary or 'none'}) -> {out}", err=True)
