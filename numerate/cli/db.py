@@ -39,10 +39,11 @@ def db_command(
 ) -> None:
     """Query the results with SQL, read-only; without SQL, list the tables and views.
 
-    Nothing can be written, and no file other than the database can be read (COPY, EXPORT,
-    ATTACH and file functions are refused). Any DuckDB file can be opened, also while runs
-    write it; a long query, or a long CSV, JSON or Markdown output, makes them wait
-    (docs/sharing.md, "Many users, one database")."""
+    Nothing can be written, and no file other than the database can be read: a query only
+    (SELECT, FROM, WITH, VALUES, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN); COPY, EXPORT, ATTACH,
+    CHECKPOINT, file functions and functions that write are refused. Any DuckDB file can be
+    opened, also while runs write it; a long query, or a long CSV, JSON or Markdown output,
+    makes them wait (docs/sharing.md, "Many users, one database")."""
     from numerate.results.report import render, rendered_in_parts
     from numerate.store import queries
     from numerate.store.reader import any_cut

@@ -265,7 +265,7 @@ def rendered_in_parts(
     cell = _queried if as_queried else _cell
     opened = headed = False  # JSON's [ written; the columns given
     for frame in frames:
-        if not frame.width and fmt != "json":  # a statement without a table (SET, VACUUM):
+        if not frame.width and fmt != "json":  # a frame without a column (a query of none):
             continue  # no CSV line, no Markdown table of no column
         if fmt == "csv":
             yield _times_as_iso(frame).write_csv(include_header=not headed)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import itertools
 import os
 import queue
 import re
@@ -55,6 +56,42 @@ __all__ = ["Reader", "any_cut"]
 
 # Settings of every reader connection: nothing outside the database file can be reached.
 READ_ONLY_CONFIG = {"enable_external_access": False, "lock_configuration": True}
+
+
+QUERIES = frozenset({"SELECT", "EXPLAIN"})
+"""The statements (DuckDB's types) a reader runs of the user's SQL (`printable_frame`):
+SELECT is also FROM, WITH, VALUES, TABLE, DESCRIBE, SHOW, SUMMARIZE and the PRAGMAs that
+read (`table_info`); others are refused (COPY, EXPORT, CHECKPOINT, CALL, SET, CREATE, ...:
+a lake's reader may read its data folder, and a COPY there replaced a data file, a
+CHECKPOINT wrote files no snapshot records)."""
+
+RUNS_OR_WRITES = frozenset({"query", "json_execute_serialized_sql", "checkpoint",
+                            "force_checkpoint"})  # fmt: skip
+"""DuckDB's own functions the user's SQL may not call (`called`): two run SQL given as text,
+which no check of the query's own words reaches; two write the database (on a lake, DuckLake's
+maintenance: files in its data folder that its read-only catalog never records). A lake's
+reader also refuses its extensions' functions that do more than read
+(numerate.store.lake.beyond_reading)."""
+
+
+def called(sql: str) -> Iterator[str]:
+    """The names of the functions `sql` calls, in lower case (DuckDB's names are): each name,
+    quoted or not, that DuckDB's tokenizer finds just before an opening parenthesis (the last
+    part of a qualified name: `main.query(...)`). A name inside a string or a comment is
+    none."""
+    import duckdb
+
+    text = sql.encode()  # the tokenizer's positions count bytes of UTF-8
+    names = (duckdb.token_type.identifier, duckdb.token_type.keyword)
+    for (start, kind), (after, _) in itertools.pairwise(duckdb.tokenize(sql)):
+        if kind in names and text[after : after + 1] == b"(":
+            name = _NAME.match(text[start:after].decode())  # comments may follow it
+            if name:
+                yield (name[2] or name[1].replace('""', '"')).lower()
+
+
+_NAME = re.compile(r'"((?:[^"]|"")*)"|([\w$]+)')
+"""A name as the tokenizer's token begins: quoted (its quotes doubled inside) or not."""
 
 
 PRINTED_ROWS = 2_000
@@ -121,13 +158,10 @@ def _frames(relation: Any, rows: int, budget: int) -> Iterator[pl.DataFrame]:
     """A relation's rows as polars frames of at most `rows` rows and about `budget` bytes of
     Arrow data (more only for a single row larger than that): read READ_ROWS at a time, a
     batch larger than the budget cut, small ones joined. At least one frame, with the
-    columns; a statement without rows (None) gives one frame without any."""
+    columns."""
     import polars as pl
     import pyarrow as pa
 
-    if relation is None:
-        yield pl.DataFrame()
-        return
     batches = relation.to_arrow_reader(min(rows, READ_ROWS))
     held: list[pa.RecordBatch] = []
     count = size = 0
@@ -399,6 +433,10 @@ class Reader:
         """True after Ctrl-C left a query running on `con` (see printable_frame)."""
         self.numerate_schema = False
         """True once `check_schema` found numerate's schema (its version, its views)."""
+        self.refused_calls = RUNS_OR_WRITES | (
+            lake.beyond_reading(path) if lake.is_lake(path) else frozenset()
+        )
+        """The functions the user's SQL may not call (`printable_frame`)."""
         self._held: Any = access.held(path, "read", waited_s)  # NUMERATE_LOCK_LOG's line
         self._held.__enter__()
 
@@ -595,22 +633,28 @@ class Reader:
     def _printable(
         self, sql: str, limit: int | None, cut: int | None, width: int | None = None
     ) -> Any:
-        """The relation `printable_frame` reads (None for a statement without rows)."""
-        import duckdb
-
+        """The relation `printable_frame` reads: ConfigError unless `sql` is one query
+        (QUERIES) that calls no function of `refused_calls`."""
         found = self.con.extract_statements(sql)
         statements = len(found)
         if statements != 1:  # DuckDB would run each and show the last, or say nothing
             said = f"{statements} statements" if statements else "no statement (only comments?)"
             raise ConfigError(f"the SQL holds {said}: give one query")
-        if found[0].type in (duckdb.StatementType.COPY, duckdb.StatementType.EXPORT):
-            raise ConfigError(  # a lake's reader may read its data folder, so it could write
-                "COPY and EXPORT write files, and numerate db only reads: give the query, and "
-                "--format csv or json with a shell's > for its rows"  # there: a file replaced
+        kind = found[0].type.name
+        if kind not in QUERIES:  # a lake's reader may read its data folder, so a COPY there
+            raise ConfigError(  # replaced a data file, and a CHECKPOINT wrote files
+                f"numerate db only reads: give a query (SELECT, FROM, WITH, VALUES, DESCRIBE, "
+                f"SHOW, SUMMARIZE or EXPLAIN), not a {kind} statement; --format csv or json "
+                "with a shell's > writes its rows to a file"
+            )
+        refused = next((name for name in called(sql) if name in self.refused_calls), None)
+        if refused:
+            raise ConfigError(
+                f"numerate db only reads, and {refused}() does more (it writes files, runs SQL "
+                "given as text or reaches another server): give a query without it (a lake's "
+                "maintenance is `numerate upgrade`'s)"
             )
         relation = self.con.sql(sql)
-        if relation is None:
-            return None
         columns = [
             f"#{i}" if kind.id in NATIVE_TYPES else f"CAST(#{i} AS VARCHAR)"
             for i, kind in enumerate(relation.dtypes, start=1)

@@ -202,22 +202,37 @@ def test_a_lake_reader_reads_no_file_outside_the_lake(lake, tmp_path):
     read = runner.invoke(app, ["db", lake, f"SELECT * FROM read_csv('{secret}')"])
     assert read.exit_code == 2 and "Permission Error" in read.stderr, read.output
     assert "Traceback" not in read.output
-    # a hostile pass: inside the lake's own folder, COPY replaced a data file (the run's
-    # answers lost) and planted others; EXPORT would write there too
+    # hostile passes: inside the lake's own folder, COPY replaced a data file (the run's
+    # answers lost) and planted others, EXPORT would write there too, and DuckLake's
+    # maintenance (CHECKPOINT, its functions called or selected from) wrote Parquet files
+    # before its read-only commit failed; PostgreSQL's functions reached the catalog's server
     data = Path(os.environ["NUMERATE_LAKE_DATA"])
     [kept] = [p for p in data.rglob("*.parquet") if "responses" in str(p)][:1]
     before = kept.read_bytes()
+    files = sorted(data.rglob("*"))
     written = (
         f"COPY (SELECT 42 AS x) TO '{kept}' (FORMAT parquet)",
         f"COPY (SELECT 1) TO '{data}/planted.csv'",
         f"EXPORT DATABASE '{data}/out'",
+        "CHECKPOINT",
+        "SELECT * FROM checkpoint('numerate_lake')",
+        "CALL ducklake_merge_adjacent_files('numerate_lake')",
+        "SELECT * FROM ducklake_merge_adjacent_files('numerate_lake')",
+        "EXPLAIN ANALYZE SELECT * FROM main.\"DuckLake_Rewrite_Data_Files\"('numerate_lake')",
+        "FROM query('SELECT * FROM ducklake_flush_inlined_data(''numerate_lake'')')",
+        "SELECT * FROM postgres_query('__ducklake_metadata_numerate_lake', 'SELECT 1')",
     )
     for sql in written:
         refused = runner.invoke(app, ["db", lake, sql])
-        assert refused.exit_code == 2, refused.output
-        assert refused.stderr.startswith("error: COPY and EXPORT write files"), refused.stderr
+        assert refused.exit_code == 2 and refused.stdout == "", (sql, refused.output)
+        assert refused.stderr.startswith("error: numerate db only reads"), refused.stderr
+        assert len(refused.stderr.splitlines()) == 1, refused.stderr
     assert kept.read_bytes() == before
-    assert not (data / "planted.csv").exists() and not (data / "out").exists()
+    assert sorted(data.rglob("*")) == files
+    # what only reads the lake is not refused
+    query = "SELECT count(*) > 1 AS many FROM ducklake_snapshots('numerate_lake')"
+    read = runner.invoke(app, ["db", lake, query, "--format", "csv"])
+    assert read.exit_code == 0 and read.stdout == "many\ntrue\n", read.output
 
 
 def test_a_new_lake_without_a_folder_for_its_files_says_so(lake, tmp_path, monkeypatch):
