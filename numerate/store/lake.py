@@ -113,31 +113,70 @@ def extension_file(name: str) -> Path:
 
 
 def attach(con: Any, location: str, read_only: bool = False) -> None:
-    """Attach the lake `location` to `con` as ALIAS and use it. Its data folder is
-    NUMERATE_LAKE_DATA's when set (needed to make a lake; an existing lake's catalog says
-    where its files are). StoreError, in the user's words, when it cannot be reached."""
-    import duckdb
-
+    """Attach the lake `location` to `con` as ALIAS and use it. An existing lake's catalog
+    says where its files are, whatever NUMERATE_LAKE_DATA says (set for another lake, or a
+    folder mounted elsewhere: every command failed with DuckDB's "does not match existing
+    data path"); a new one is made with NUMERATE_LAKE_DATA's folder (`new_lake_folder`).
+    StoreError, in the user's words, when it cannot be reached."""
     conninfo = connection_string(location)
     _password_from_secret()
     load_extensions(con)
     options = ["READ_ONLY"] if read_only else []
-    data = os.environ.get(DATA_ENV, "").strip()
-    if data:
-        options.append(f"DATA_PATH {sql_literal(data)}")
+    try:
+        _attached(con, location, conninfo, options)
+    except _NewLake:
+        folder = new_lake_folder(location)
+        _attached(con, location, conninfo, [*options, f"DATA_PATH {sql_literal(folder)}"])
+    con.execute(f"USE {ALIAS}")
+
+
+class _NewLake(Exception):
+    """The catalog holds no lake yet, and the attachment gave no folder to make one with."""
+
+
+def _attached(con: Any, location: str, conninfo: str, options: list[str]) -> None:
+    import duckdb
+
     listed = f" ({', '.join(options)})" if options else ""
     for attempt in range(ATTACH_TRIES):
         try:
             con.execute(f"ATTACH {sql_literal(POSTGRES + conninfo)} AS {ALIAS}{listed}")
-            break
+            return
         except duckdb.Error as error:
+            if "data_path is not set" in str(error):  # "Attempting to create a new ducklake
+                raise _NewLake from None  # instance but data_path is not set"
             # two processes that open a new lake at once both make its catalog's tables: the
             # second fails (PostgreSQL's duplicate key), then finds them made
             if attempt == ATTACH_TRIES - 1 or "Failed to initialize DuckLake" not in str(error):
-                reason = _reason(error, data)
-                raise StoreError(f"cannot open lake {location}: {reason}") from None
+                raise StoreError(f"cannot open lake {location}: {_reason(error)}") from None
             time.sleep(0.1 * 2**attempt)
-    con.execute(f"USE {ALIAS}")
+
+
+def new_lake_folder(location: str) -> str:
+    """The folder a new lake's files go to: NUMERATE_LAKE_DATA's, made now and absolute when
+    it is a local path (the catalog keeps the path it was made with for good: a lake made on
+    a file, or on a folder it could not write, failed every command after, and a relative
+    path would mean another folder in each working directory). StoreError naming it when it
+    is unset or cannot be used."""
+    data = os.environ.get(DATA_ENV, "").strip()
+    shown = f"cannot make lake {location}: {DATA_ENV}={shorten(repr(data), 200)}"
+    if not data:
+        raise StoreError(
+            f"cannot make lake {location}: a new lake needs a folder for its files: set "
+            f"{DATA_ENV} (a folder every machine that writes the lake can reach)"
+        )
+    if "://" in data:  # a store DuckDB reaches itself (s3://...)
+        return data
+    folder = Path(data).absolute()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise StoreError(f"{shown}: that is a file, not a folder for the lake's files") from None
+    except OSError as error:
+        raise StoreError(f"{shown}: cannot make that folder: {error.strerror}") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise StoreError(f"{shown}: the folder cannot be written by this user")
+    return str(folder) + os.sep
 
 
 def load_extensions(con: Any) -> None:
@@ -168,10 +207,8 @@ def _password_from_secret() -> None:
     os.environ["PGPASSWORD"] = password
 
 
-def _reason(error: Exception, data: str) -> str:
+def _reason(error: Exception) -> str:
     text = " ".join(str(error).split()) or type(error).__name__
-    if "DATA_PATH" in text and not data:
-        return f"a new lake needs a folder for its files: set {DATA_ENV} ({shorten(text, 200)})"
     if "Unable to connect to Postgres" in text:  # libpq's own words come last
         said = text.rpartition(" failed: ")[2] if " failed: " in text else text
         return f"PostgreSQL refused or did not answer: {shorten(said, 200)}"
@@ -214,7 +251,7 @@ def claim_run(location: str, run_id: str) -> RunClaim | None:
         held = session.execute("SELECT pg_try_advisory_lock(%s)", [_claim_key(run_id)]).fetchone()
     except psycopg.Error as error:
         session.close()
-        reason = _reason(error, "")
+        reason = _reason(error)
         raise StoreError(f"cannot claim run {run_id} in lake {location}: {reason}") from None
     if not held or not held[0]:
         session.close()
@@ -239,7 +276,7 @@ def runs_held(location: str, run_ids: Collection[str]) -> set[str]:
                 "database = (SELECT oid FROM pg_database WHERE datname = current_database())"
             ).fetchall()
         except psycopg.Error as error:
-            raise StoreError(f"cannot read lake {location}: {_reason(error, '')}") from None
+            raise StoreError(f"cannot read lake {location}: {_reason(error)}") from None
     return {keys[key] for high, low in granted if (key := high << 32 | low) in keys}
 
 
@@ -266,7 +303,7 @@ def _postgres(location: str, name: str) -> Any:
             connection_string(location), autocommit=True, application_name=name[:63]
         )
     except psycopg.Error as error:
-        raise StoreError(f"cannot open lake {location}: {_reason(error, '')}") from None
+        raise StoreError(f"cannot open lake {location}: {_reason(error)}") from None
 
 
 _READING: dict[str, Any] = {}

@@ -242,6 +242,46 @@ def test_a_new_lake_without_a_folder_for_its_files_says_so(lake, tmp_path, monke
     assert "set NUMERATE_LAKE_DATA" in done.stderr and "Traceback" not in done.output
 
 
+def test_a_new_lake_is_made_only_on_a_folder_it_can_write(lake, tmp_path, monkeypatch):
+    """A hostile pass: with NUMERATE_LAKE_DATA a file, the first run failed after the catalog
+    had kept that path for good, and every later command failed on it, whatever folder was
+    set then."""
+    config = sweep_config(tmp_path)
+    (tmp_path / "afile").write_text("x\n")
+    monkeypatch.setenv("NUMERATE_LAKE_DATA", str(tmp_path / "afile"))
+    refused = runner.invoke(app, ["run", "--config", str(config), "--db", lake])
+    assert refused.exit_code == 2 and len(refused.stderr.splitlines()) == 1, refused.output
+    assert refused.stderr == (
+        f"error: cannot make lake {lake}: NUMERATE_LAKE_DATA='{tmp_path / 'afile'}': that is "
+        "a file, not a folder for the lake's files\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("NUMERATE_LAKE_DATA", "files")  # relative: made absolute
+    done = runner.invoke(app, ["run", "--config", str(config), "--db", lake])
+    assert done.exit_code == 0, done.output
+    assert list((tmp_path / "files").rglob("*.parquet"))
+
+
+def test_an_existing_lake_keeps_its_folder_whatever_numerate_lake_data_says(
+    lake, tmp_path, monkeypatch
+):
+    """The catalog says where a lake's files are: a NUMERATE_LAKE_DATA set for another lake (or
+    a folder mounted elsewhere) made every command fail with DuckDB's "does not match existing
+    data path"."""
+    config = sweep_config(tmp_path)
+    assert runner.invoke(app, ["run", "--config", str(config), "--db", lake]).exit_code == 0
+    Store.close_all()
+    made = figures(lake)
+    other = tmp_path / "other"
+    monkeypatch.setenv("NUMERATE_LAKE_DATA", f"{other}/")
+    read = runner.invoke(app, ["report", "--db", lake, "--format", "csv"])
+    assert read.exit_code == 0, read.output
+    again = runner.invoke(app, ["run", "--config", str(config), "--db", lake, "--fresh"])
+    assert again.exit_code == 0, again.output
+    assert_same_figures(figures(lake), made)
+    assert not other.exists()
+
+
 def test_a_lake_that_cannot_be_reached_is_one_line():
     from tests.prefect_server import free_port
 
