@@ -50,8 +50,12 @@ class Postgres:
         if done.returncode != 0:
             raise RuntimeError(f"createdb {name}: {done.stderr.strip()}")
 
-    def stop(self) -> None:
+    def halt(self) -> None:
+        """Stop the server, its files kept (a PostgreSQL lost under a command)."""
         self._run("pg_ctl", "-D", str(self.folder / "data"), "-m", "immediate", "-w", "stop")
+
+    def stop(self) -> None:
+        self.halt()
         shutil.rmtree(self.folder, ignore_errors=True)
 
 

@@ -28,7 +28,7 @@ from typing import Any
 from numerate.kernel.credentials import register_secret
 from numerate.kernel.errors import shorten
 from numerate.store.duckdb_words import sql_literal
-from numerate.store.schema import StoreError
+from numerate.store.schema import StoreError, StoreFailedForNow
 
 PREFIX = "ducklake:"
 POSTGRES = "ducklake:postgres:"
@@ -148,7 +148,7 @@ def _attached(con: Any, location: str, conninfo: str, options: list[str]) -> Non
             # two processes that open a new lake at once both make its catalog's tables: the
             # second fails (PostgreSQL's duplicate key), then finds them made
             if attempt == ATTACH_TRIES - 1 or "Failed to initialize DuckLake" not in str(error):
-                raise StoreError(f"cannot open lake {location}: {_reason(error)}") from None
+                raise cannot_reach(f"cannot open lake {location}", error) from None
             time.sleep(0.1 * 2**attempt)
 
 
@@ -207,12 +207,57 @@ def _password_from_secret() -> None:
     os.environ["PGPASSWORD"] = password
 
 
-def _reason(error: Exception) -> str:
-    text = " ".join(str(error).split()) or type(error).__name__
-    if "Unable to connect to Postgres" in text:  # libpq's own words come last
-        said = text.rpartition(" failed: ")[2] if " failed: " in text else text
-        return f"PostgreSQL refused or did not answer: {shorten(said, 200)}"
-    return shorten(text, 300)
+AWAY = (
+    "Connection refused", "timeout expired", "Connection timed out", "No route to host",
+    "server closed the connection unexpectedly", "could not receive data from server",
+    "no connection to the server", "the database system is starting up",
+    "the database system is shutting down", "terminating connection due to administrator",
+    "too many clients already", "remaining connection slots are reserved",
+)  # fmt: skip
+"""libpq's and PostgreSQL's words for a server that cannot serve now (stopped, restarting,
+unreachable, full), which the same command later may find serving: not bad input."""
+
+
+def _libpq_said(text: str) -> str | None:
+    """libpq's reason in a DuckDB error or a psycopg one (the words after the connection
+    string DuckDB quotes, and after libpq's `connection to server at ... failed: `), or None
+    when the error is not libpq's."""
+    marker = "Unable to connect to Postgres at "
+    if marker in text:  # `Unable to connect to Postgres at "<conninfo>": <libpq's words>`
+        text = text.partition(marker)[2]
+        text = text.partition('": ')[2] or text
+    elif not text.startswith("connection failed: "):  # psycopg's
+        return None
+    return text.rpartition(" failed: ")[2] if " failed: " in text else text
+
+
+def _one_line(error: BaseException) -> str:
+    """An error's text in one line, without the query DuckDB may quote after it (`LINE 2:
+    SELECT * FROM postgres_query(...`)."""
+    return " ".join(str(error).partition("\nLINE ")[0].split()) or type(error).__name__
+
+
+def unreachable(error: BaseException) -> str | None:
+    """What libpq or PostgreSQL said when a lake's catalog cannot serve now (AWAY), in one
+    line; None for any other error."""
+    text = _one_line(error)
+    if not any(words in text for words in AWAY):
+        return None
+    return shorten(_libpq_said(text) or text, 300)
+
+
+def cannot_reach(what: str, error: BaseException) -> StoreError:
+    """`what` (`cannot open lake L`) failed on PostgreSQL: StoreFailedForNow (exit 3: the
+    same command goes on once it serves) when it cannot serve now, else StoreError (exit 2:
+    a database, a role, a password or a port that is wrong), with libpq's reason."""
+    away = unreachable(error)
+    if away:
+        return StoreFailedForNow(
+            f"{what}: PostgreSQL does not answer now ({away}); the same command goes on once "
+            "it does"
+        )
+    text = _one_line(error)  # libpq's words say what is wrong: no verb of numerate's
+    return StoreError(f"{what}: {shorten(_libpq_said(text) or text, 300)}")
 
 
 CLAIM_KEEPALIVES = {"tcp_keepalives_idle": 30, "tcp_keepalives_interval": 10,
@@ -251,8 +296,7 @@ def claim_run(location: str, run_id: str) -> RunClaim | None:
         held = session.execute("SELECT pg_try_advisory_lock(%s)", [_claim_key(run_id)]).fetchone()
     except psycopg.Error as error:
         session.close()
-        reason = _reason(error)
-        raise StoreError(f"cannot claim run {run_id} in lake {location}: {reason}") from None
+        raise cannot_reach(f"cannot claim run {run_id} in lake {location}", error) from None
     if not held or not held[0]:
         session.close()
         return None
@@ -276,7 +320,7 @@ def runs_held(location: str, run_ids: Collection[str]) -> set[str]:
                 "database = (SELECT oid FROM pg_database WHERE datname = current_database())"
             ).fetchall()
         except psycopg.Error as error:
-            raise StoreError(f"cannot read lake {location}: {_reason(error)}") from None
+            raise cannot_reach(f"cannot read lake {location}", error) from None
     return {keys[key] for high, low in granted if (key := high << 32 | low) in keys}
 
 
@@ -303,7 +347,7 @@ def _postgres(location: str, name: str) -> Any:
             connection_string(location), autocommit=True, application_name=name[:63]
         )
     except psycopg.Error as error:
-        raise StoreError(f"cannot open lake {location}: {_reason(error)}") from None
+        raise cannot_reach(f"cannot open lake {location}", error) from None
 
 
 _READING: dict[str, Any] = {}

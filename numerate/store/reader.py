@@ -539,6 +539,8 @@ class Reader:
         (checked then, not at every open)."""
         import duckdb
 
+        if lake.unreachable(error):  # a lake's catalog stopped or lost: exit 3, not a fault
+            return lake.cannot_reach(f"results database {self.path}", error)
         binding = isinstance(error, duckdb.BinderException | duckdb.CatalogException)
         if binding and self.numerate_schema:
             with contextlib.suppress(duckdb.Error):
@@ -682,8 +684,8 @@ class Reader:
         try:
             yield
         except duckdb.Error as error:
-            if is_corrupt(error):  # a block of the file, not the SQL: named, as for numerate's
-                raise self._fault(error) from None
+            if is_corrupt(error) or lake.unreachable(error):  # the file, or the lake's
+                raise self._fault(error) from None  # catalog, not the SQL: as numerate's
             raise ConfigError(first_line(error)) from None
         except RuntimeError as error:
             if is_interrupted(error):

@@ -380,11 +380,16 @@ def _columns_of(con: Any) -> dict[str, frozenset[str]]:
 
 @contextlib.contextmanager
 def transaction(con: Any) -> Iterator[None]:
-    """BEGIN ... COMMIT around the block on a DuckDB connection; ROLLBACK when it raises."""
+    """BEGIN ... COMMIT around the block on a DuckDB connection; ROLLBACK when it raises. A
+    ROLLBACK that fails too (a lake whose PostgreSQL was lost: "Failed to execute query
+    ROLLBACK") leaves the block's own error to say why, not its own."""
+    import duckdb
+
     con.execute("BEGIN TRANSACTION")
     try:
         yield
     except BaseException:
-        con.execute("ROLLBACK")
+        with contextlib.suppress(duckdb.Error):
+            con.execute("ROLLBACK")
         raise
     con.execute("COMMIT")

@@ -7,7 +7,7 @@ import pytest
 
 from numerate.kernel.errors import ConfigError
 from numerate.store import Store, StoreError
-from numerate.store.schema import MIGRATIONS, SCHEMA_VERSION, migrate
+from numerate.store.schema import MIGRATIONS, SCHEMA_VERSION, migrate, transaction
 from tests.store.old_schema import database_at_version
 
 
@@ -915,3 +915,12 @@ def test_a_damaged_block_a_user_s_query_meets_names_the_file(tmp_path):
     with Reader.open(str(path), numerate_schema=False) as reader, damaged as met:
         list(reader.printable_batches("SELECT * FROM t"))
     assert "numerate upgrade --db" in str(met.value)
+
+
+def test_a_transaction_whose_rollback_fails_too_raises_the_blocks_own_error():
+    """A lake whose PostgreSQL was lost failed its ROLLBACK too ("Failed to execute query
+    ROLLBACK"), and that error, raised instead of the block's, was a traceback (exit 1)."""
+    con = duckdb.connect()
+    with pytest.raises(ValueError, match="the block's"), transaction(con):
+        con.close()  # its ROLLBACK cannot run
+        raise ValueError("the block's")
