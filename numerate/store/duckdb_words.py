@@ -51,10 +51,21 @@ def is_damaged(error: BaseException) -> bool:
     return isinstance(error, duckdb.IOException) or is_corrupt(error)
 
 
+PARQUET_DAMAGE = (
+    "too small to be a Parquet file", "No magic bytes found at end of file",
+    "Invalid footer length",
+)  # fmt: skip
+"""DuckDB's words for a Parquet file cut short or overwritten: a lake's data file (its
+catalog knows each file's footer: "Invalid footer length provided for file ..."), said as a
+damaged database file is, not as a query's error."""
+
+
 def is_corrupt(error: BaseException) -> bool:
-    """Whether DuckDB found a block of the file damaged (its checksum does not match): the
-    file's fault, never a full disk's or a spill folder's, which `is_damaged` also covers."""
-    return "Corrupt database" in str(error)
+    """Whether DuckDB found a block of the file damaged (its checksum does not match), or a
+    lake's Parquet file cut short (PARQUET_DAMAGE): the file's fault, never a full disk's or a
+    spill folder's, which `is_damaged` also covers."""
+    text = str(error)
+    return "Corrupt database" in text or any(words in text for words in PARQUET_DAMAGE)
 
 
 def out_of_memory(error: BaseException) -> str | None:

@@ -157,3 +157,22 @@ def test_a_transaction_tried_again_draws_its_pause_from_no_one_elses_random_numb
     with numerate_draws() as drawn:
         assert committed(attempt) == "written" and len(tries) == 2
     assert drawn == []
+
+
+def test_a_parquet_file_cut_short_is_damaged_in_duckdbs_words(tmp_path):
+    """A lake's data file cut short (its footer length, which the catalog knows, is pinned by
+    tests/store/test_lake.py, where a lake reads one)."""
+    from numerate.store.duckdb_words import is_corrupt
+
+    whole = tmp_path / "whole.parquet"
+    con = duckdb.connect()
+    con.execute(f"COPY (SELECT range AS a FROM range(1000)) TO '{whole}'")
+    for cut in (0, 4, 100):
+        part = tmp_path / f"cut{cut}.parquet"
+        part.write_bytes(whole.read_bytes()[:cut])
+        with pytest.raises(duckdb.Error) as raised:
+            con.execute(f"SELECT count(*) FROM '{part}'").fetchall()
+        assert is_corrupt(raised.value) and is_damaged(raised.value), raised.value
+    with pytest.raises(duckdb.Error) as raised:
+        con.execute("SELECT * FROM range(3) WHERE range::VARCHAR::INTEGER = 'x'").fetchall()
+    assert not is_corrupt(raised.value)  # a query's own error

@@ -290,6 +290,27 @@ def test_an_existing_lake_keeps_its_folder_whatever_numerate_lake_data_says(
     assert not other.exists()
 
 
+def test_a_lakes_data_file_cut_short_is_named_as_a_damaged_file(lake, tmp_path):
+    """A hostile pass: `regrade` and `cache clear` on a lake whose Parquet file was cut short
+    were tracebacks (exit 1: DuckDB's "Invalid footer length" is an Invalid Input Error, not a
+    damaged database's words), `report` said DuckDB's line alone, and `ingest` blamed the
+    source's shards."""
+    done = runner.invoke(app, ["run", "--config", str(sweep_config(tmp_path)), "--db", lake])
+    assert done.exit_code == 0, done.output
+    Store.close_all()
+    data = Path(os.environ["NUMERATE_LAKE_DATA"])
+    [cut] = [p for p in data.rglob("*.parquet") if "responses" in str(p)][:1]
+    cut.write_bytes(cut.read_bytes()[:100])
+    commands = (["regrade", "--run", "latest"], ["cache", "clear", "--model", "baseline:random"])
+    for command in (*commands, ["report"]):
+        failed = runner.invoke(app, [*command, "--db", lake])
+        assert failed.exit_code == 2 and len(failed.stderr.splitlines()) == 1, failed.output
+        assert failed.stderr.startswith(f"error: results database {lake} cannot be read")
+        assert "Invalid footer length" in failed.stderr and cut.name in failed.stderr
+        assert "damaged or truncated file" in failed.stderr and "Traceback" not in failed.output
+        Store.close_all()
+
+
 def test_a_lake_that_cannot_be_reached_is_one_line_for_now():
     """No PostgreSQL answering is this moment's, not the input's: exit 3 (it was 2)."""
     from tests.prefect_server import free_port
