@@ -27,6 +27,7 @@ from numerate.kernel.errors import ConfigError, NumerateError, first_line, short
 from numerate.kernel.files import is_duckdb_database, missing_link_target
 from numerate.kernel.names import NAMES, name_problem
 from numerate.store.duckdb_words import out_of_memory, sql_literal
+from numerate.store.lake import is_lake
 from numerate.store.schema import (
     OPTIONAL_SHARD_TABLES,
     RUN_ENDED,
@@ -133,7 +134,12 @@ def as_location(source: str) -> Iterator[Location]:
     (running, or interrupted: it resumes where it is) and one whose id is no name (`../x`,
     changed by hand) are refused, the latter's folder never named. NumGen runs are not moved
     (shards hold reasoning runs): their ids are listed, so that none is passed over in
-    silence."""
+    silence. A lake is refused, in words (it was "no results location at" the lake)."""
+    if is_lake(source):
+        raise ConfigError(
+            f"{source} is a lake: ingest loads a folder of run shards or a results database "
+            "file into --db; a lake's runs are read where they are (--db with the lake)"
+        )
     if not (Path(source).is_file() and is_duckdb_database(Path(source))):
         yield Location(source)
         return

@@ -98,6 +98,10 @@ def test_ingest_from_the_cli(tmp_path):
         app, ["ingest", str(tmp_path / "nowhere"), "--db", str(tmp_path / "c.duckdb")]
     )
     assert missing.exit_code == 2 and "no results location" in missing.stderr
+    lake = "ducklake:postgres:dbname=lake host=127.0.0.1"  # said so, not "no results location"
+    of_a_lake = CliRunner().invoke(app, ["ingest", lake, "--db", str(tmp_path / "c.duckdb")])
+    assert of_a_lake.exit_code == 2, of_a_lake.output
+    assert of_a_lake.stderr.startswith(f"error: {lake} is a lake: ingest loads a folder")
     loop, dangling = tmp_path / "loop", tmp_path / "dangling"
     loop.symlink_to(loop)
     dangling.symlink_to(tmp_path / "gone" / "shared")
