@@ -40,7 +40,7 @@ def db_command(
     """Query the results with SQL, read-only; without SQL, list the tables and views.
 
     Nothing can be written, and no file other than the database can be read: a query only
-    (SELECT, FROM, WITH, VALUES, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN); COPY, EXPORT, ATTACH,
+    (SELECT, FROM, WITH, VALUES, DESCRIBE, SHOW, SUMMARIZE); COPY, EXPORT, ATTACH, EXPLAIN,
     CHECKPOINT, file functions and functions that write are refused. Any DuckDB file can be
     opened, also while runs write it; a long query, or a long CSV, JSON or Markdown output,
     makes them wait (docs/sharing.md, "Many users, one database")."""

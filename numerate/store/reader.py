@@ -58,12 +58,13 @@ __all__ = ["Reader", "any_cut"]
 READ_ONLY_CONFIG = {"enable_external_access": False, "lock_configuration": True}
 
 
-QUERIES = frozenset({"SELECT", "EXPLAIN"})
-"""The statements (DuckDB's types) a reader runs of the user's SQL (`printable_frame`):
+QUERY = "SELECT"
+"""The one statement type (DuckDB's) a reader runs of the user's SQL (`printable_frame`):
 SELECT is also FROM, WITH, VALUES, TABLE, DESCRIBE, SHOW, SUMMARIZE and the PRAGMAs that
 read (`table_info`); others are refused (COPY, EXPORT, CHECKPOINT, CALL, SET, CREATE, ...:
 a lake's reader may read its data folder, and a COPY there replaced a data file, a
-CHECKPOINT wrote files no snapshot records)."""
+CHECKPOINT wrote files no snapshot records), EXPLAIN too, since EXPLAIN ANALYZE runs any
+statement (`EXPLAIN ANALYZE COPY ... TO` wrote its file)."""
 
 RUNS_OR_WRITES = frozenset({"query", "json_execute_serialized_sql", "checkpoint",
                             "force_checkpoint"})  # fmt: skip
@@ -636,18 +637,18 @@ class Reader:
         self, sql: str, limit: int | None, cut: int | None, width: int | None = None
     ) -> Any:
         """The relation `printable_frame` reads: ConfigError unless `sql` is one query
-        (QUERIES) that calls no function of `refused_calls`."""
+        (QUERY) that calls no function of `refused_calls`."""
         found = self.con.extract_statements(sql)
         statements = len(found)
         if statements != 1:  # DuckDB would run each and show the last, or say nothing
             said = f"{statements} statements" if statements else "no statement (only comments?)"
             raise ConfigError(f"the SQL holds {said}: give one query")
         kind = found[0].type.name
-        if kind not in QUERIES:  # a lake's reader may read its data folder, so a COPY there
+        if kind != QUERY:  # a lake's reader may read its data folder, so a COPY there
             raise ConfigError(  # replaced a data file, and a CHECKPOINT wrote files
                 f"numerate db only reads: give a query (SELECT, FROM, WITH, VALUES, DESCRIBE, "
-                f"SHOW, SUMMARIZE or EXPLAIN), not a {kind} statement; --format csv or json "
-                "with a shell's > writes its rows to a file"
+                f"SHOW or SUMMARIZE), not a {kind} statement; --format csv or json with a "
+                "shell's > writes its rows to a file"
             )
         refused = next((name for name in called(sql) if name in self.refused_calls), None)
         if refused:

@@ -63,6 +63,7 @@ def run_ids(db):
         "CHECKPOINT",
         "SELECT * FROM query('SELECT 1')",
         "SET VARIABLE x = 1",
+        "EXPLAIN ANALYZE COPY (SELECT 42) TO '{out}'",
     ],
 )
 def test_db_is_read_only_and_reaches_no_other_file(two_runs, tmp_path, sql):

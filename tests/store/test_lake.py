@@ -226,7 +226,9 @@ def test_a_lake_reader_reads_no_file_outside_the_lake(lake, tmp_path):
         "SELECT * FROM checkpoint('numerate_lake')",
         "CALL ducklake_merge_adjacent_files('numerate_lake')",
         "SELECT * FROM ducklake_merge_adjacent_files('numerate_lake')",
-        "EXPLAIN ANALYZE SELECT * FROM main.\"DuckLake_Rewrite_Data_Files\"('numerate_lake')",
+        "SELECT * FROM main.\"DuckLake_Rewrite_Data_Files\"('numerate_lake')",
+        "EXPLAIN ANALYZE CHECKPOINT",
+        f"EXPLAIN ANALYZE COPY (SELECT 1) TO '{data}/explained.csv'",
         "FROM query('SELECT * FROM ducklake_flush_inlined_data(''numerate_lake'')')",
         "SELECT * FROM postgres_query('__ducklake_metadata_numerate_lake', 'SELECT 1')",
     )
