@@ -239,11 +239,27 @@ def _one_line(error: BaseException) -> str:
 
 def unreachable(error: BaseException) -> str | None:
     """What libpq or PostgreSQL said when a lake's catalog cannot serve now (AWAY), in one
-    line; None for any other error."""
+    line; None for any other error: only DuckDB's IO errors (which its PostgreSQL extension
+    raises) and psycopg's count, since a value a conversion error quotes may hold any words
+    (an endpoint's error, stored: "Connection refused")."""
+    import duckdb
+
+    if not isinstance(error, duckdb.IOException) and not type(error).__module__.startswith(
+        "psycopg"
+    ):
+        return None
     text = _one_line(error)
     if not any(words in text for words in AWAY):
         return None
     return shorten(_libpq_said(text) or text, 300)
+
+
+def away(location: str, error: BaseException) -> StoreError | None:
+    """For a lake `location` whose PostgreSQL does not answer now (`unreachable`), the
+    StoreFailedForNow that says so (a writer's session, a reader's query); else None."""
+    if is_lake(location) and unreachable(error):
+        return cannot_reach(f"results database {location}", error)
+    return None
 
 
 def cannot_reach(what: str, error: BaseException) -> StoreError:

@@ -540,8 +540,9 @@ class Reader:
         (checked then, not at every open)."""
         import duckdb
 
-        if lake.unreachable(error):  # a lake's catalog stopped or lost: exit 3, not a fault
-            return lake.cannot_reach(f"results database {self.path}", error)
+        stopped = lake.away(self.path, error)  # a lake's PostgreSQL stopped or lost: exit 3
+        if stopped:
+            return stopped
         binding = isinstance(error, duckdb.BinderException | duckdb.CatalogException)
         if binding and self.numerate_schema:
             with contextlib.suppress(duckdb.Error):
@@ -685,8 +686,8 @@ class Reader:
         try:
             yield
         except duckdb.Error as error:
-            if is_corrupt(error) or lake.unreachable(error):  # the file, or the lake's
-                raise self._fault(error) from None  # catalog, not the SQL: as numerate's
+            if is_corrupt(error) or lake.away(self.path, error):  # the file, or the lake's
+                raise self._fault(error) from None  # PostgreSQL, not the SQL: as numerate's
             raise ConfigError(first_line(error)) from None
         except RuntimeError as error:
             if is_interrupted(error):

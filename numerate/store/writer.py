@@ -111,8 +111,9 @@ def _file_errors(path: str, spill: str) -> Iterator[None]:
                 f"results database {path}: DuckDB needed more than the {WRITER_MEMORY} "
                 f"numerate lets it hold in memory and could not spill to disk ({memory})"
             ) from None
-        if lake.unreachable(error):  # a lake's catalog stopped or lost: exit 3, resumable
-            raise lake.cannot_reach(f"results database {path}", error) from None
+        stopped = lake.away(path, error)  # a lake's PostgreSQL stopped or lost: exit 3
+        if stopped:
+            raise stopped from None
         if not is_damaged(error):  # the SQL, not the file
             raise
         if spill and spill in str(error):  # where DuckDB spills, not the database

@@ -243,6 +243,10 @@ def test_a_lake_reader_reads_no_file_outside_the_lake(lake, tmp_path):
     query = "SELECT count(*) > 1 AS many FROM ducklake_snapshots('numerate_lake')"
     read = runner.invoke(app, ["db", lake, query, "--format", "csv"])
     assert read.exit_code == 0 and read.stdout == "many\ntrue\n", read.output
+    # a query's error quoting a value (an endpoint's error, stored) is no PostgreSQL stopped
+    words = runner.invoke(app, ["db", lake, "SELECT 'Connection refused'::INTEGER"])
+    assert words.exit_code == 2, words.output
+    assert words.stderr.startswith("error: Conversion Error:"), words.stderr
 
 
 def test_a_new_lake_without_a_folder_for_its_files_says_so(lake, tmp_path, monkeypatch):
