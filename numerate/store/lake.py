@@ -218,14 +218,17 @@ AWAY = (
 unreachable, full), which the same command later may find serving: not bad input."""
 
 
+POSTGRES_SAID = ("Unable to connect to Postgres", "Failed to prepare", "Failed to execute query")
+"""How DuckDB's PostgreSQL extension begins what libpq told it (`Failed to prepare COPY
+"...": server closed the connection unexpectedly`)."""
+
+
 def _libpq_said(text: str) -> str | None:
     """libpq's reason in a DuckDB error or a psycopg one (the words after the connection
-    string DuckDB quotes, and after libpq's `connection to server at ... failed: `), or None
-    when the error is not libpq's."""
-    marker = "Unable to connect to Postgres at "
-    if marker in text:  # `Unable to connect to Postgres at "<conninfo>": <libpq's words>`
-        text = text.partition(marker)[2]
-        text = text.partition('": ')[2] or text
+    string or the query DuckDB quotes, and after libpq's `connection to server at ...
+    failed: `), or None when the error is not libpq's."""
+    if any(words in text for words in POSTGRES_SAID):  # `... "<conninfo or query>": <libpq's>`
+        text = text.rpartition('": ')[2] or text
     elif not text.startswith("connection failed: "):  # psycopg's
         return None
     return text.rpartition(" failed: ")[2] if " failed: " in text else text
@@ -239,16 +242,16 @@ def _one_line(error: BaseException) -> str:
 
 def unreachable(error: BaseException) -> str | None:
     """What libpq or PostgreSQL said when a lake's catalog cannot serve now (AWAY), in one
-    line; None for any other error: only DuckDB's IO errors (which its PostgreSQL extension
-    raises) and psycopg's count, since a value a conversion error quotes may hold any words
-    (an endpoint's error, stored: "Connection refused")."""
-    import duckdb
-
-    if not isinstance(error, duckdb.IOException) and not type(error).__module__.startswith(
-        "psycopg"
+    line; None for any other error. The words count in psycopg's errors, and in DuckDB's
+    where its PostgreSQL extension speaks (POSTGRES_SAID), whatever their kind (an IO
+    Error, a Binder Error, one of no kind were seen): a value a query's error quotes may
+    hold any words (an endpoint's error, stored: "Could not convert string 'Connection
+    refused'")."""
+    text = _one_line(error)
+    if not type(error).__module__.startswith("psycopg") and not any(
+        words in text for words in POSTGRES_SAID
     ):
         return None
-    text = _one_line(error)
     if not any(words in text for words in AWAY):
         return None
     return shorten(_libpq_said(text) or text, 300)

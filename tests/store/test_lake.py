@@ -7,6 +7,7 @@ import os
 import re
 from pathlib import Path
 
+import duckdb
 import pytest
 from typer.testing import CliRunner
 
@@ -343,6 +344,31 @@ def test_a_lake_named_wrong_is_bad_input_in_libpqs_words(postgres_server, words,
     read = runner.invoke(app, ["report", "--db", location])
     assert read.exit_code == 2 and read.stdout == "", read.output
     assert read.stderr == f"error: cannot open lake {location}: {said}\n"
+
+
+@pytest.mark.parametrize(
+    ("error", "said"),
+    [  # what DuckDB raised when PostgreSQL stopped under a run (seen: exit 1, of three kinds)
+        (duckdb.Error('Failed to get global stats information from DuckLake: Failed to prepare '
+                      'COPY "COPY (SELECT 1) TO STDOUT": server closed the connection '
+                      "unexpectedly\n\tThis probably means the server terminated abnormally"),
+         "server closed the connection unexpectedly This probably means the server"),
+        (duckdb.IOException('IO Error: Failed to query most recent snapshot for DuckLake: Unable '
+                            'to connect to Postgres at "dbname=l port=5": connection to server '
+                            'at "127.0.0.1", port 5 failed: Connection refused\n\tIs the server '
+                            "running on that host?\n\nLINE 2: SELECT * FROM postgres_query"),
+         "Connection refused Is the server running on that host?"),
+        (duckdb.BinderException('Binder Error: Failed to get data file list from DuckLake: '
+                                'Failed to prepare query "SELECT 1": server closed the '
+                                "connection unexpectedly"),
+         "server closed the connection unexpectedly"),
+        (duckdb.ConversionException("Conversion Error: Could not convert string 'Connection "
+                                    "refused' to INT32"), None),  # a value, not a server
+    ],
+)  # fmt: skip
+def test_a_postgresql_that_does_not_answer_is_known_by_its_words_and_its_kind(error, said):
+    found = lake_module.unreachable(error)
+    assert found == said if said is None else found.startswith(said), found
 
 
 def test_a_lake_whose_postgresql_stops_under_a_command_says_so_for_now(tmp_path, monkeypatch):
