@@ -218,9 +218,12 @@ AWAY = (
 unreachable, full), which the same command later may find serving: not bad input."""
 
 
-POSTGRES_SAID = ("Unable to connect to Postgres", "Failed to prepare", "Failed to execute query")
-"""How DuckDB's PostgreSQL extension begins what libpq told it (`Failed to prepare COPY
-"...": server closed the connection unexpectedly`)."""
+POSTGRES_SAID = ("Unable to connect to Postgres", "Failed to prepare", "Failed to execute query",
+                 "Failed to fetch", "DuckLake")  # fmt: skip
+"""How DuckDB's PostgreSQL extension, and DuckLake above it, begin what libpq told them
+(`Failed to prepare COPY "...": server closed the connection unexpectedly`, `Failed to get
+data file list from DuckLake: Failed to fetch header for COPY: FATAL: terminating
+connection due to administrator command`)."""
 
 
 def _libpq_said(text: str) -> str | None:
@@ -258,10 +261,29 @@ def unreachable(error: BaseException) -> str | None:
 
 
 def away(location: str, error: BaseException) -> StoreError | None:
-    """For a lake `location` whose PostgreSQL does not answer now (`unreachable`), the
-    StoreFailedForNow that says so (a writer's session, a reader's query); else None."""
-    if is_lake(location) and unreachable(error):
-        return cannot_reach(f"results database {location}", error)
+    """For a lake `location` whose PostgreSQL does not answer now, the StoreFailedForNow that
+    says so (a writer's session, a reader's query failed with `error`); else None. The error
+    says so (`unreachable`), or PostgreSQL is asked: an error met after the connection was
+    lost may say nothing of it ("Attempting to fetch from an unsuccessful query result ...
+    Current transaction is aborted", `Failed to execute query "ROLLBACK": `)."""
+    if not is_lake(location):
+        return None
+    silent = error if unreachable(error) else _silent(location)
+    return cannot_reach(f"results database {location}", silent) if silent else None
+
+
+def _silent(location: str) -> BaseException | None:
+    """The error of a connection made now to the lake's PostgreSQL, when it does not answer
+    (`unreachable`); None when it does, or cannot be asked (no psycopg)."""
+    try:
+        import psycopg
+    except ImportError:
+        return None
+    _password_from_secret()
+    try:
+        psycopg.connect(connection_string(location), application_name="numerate check").close()
+    except psycopg.Error as error:
+        return error if unreachable(error) else None
     return None
 
 

@@ -362,6 +362,10 @@ def test_a_lake_named_wrong_is_bad_input_in_libpqs_words(postgres_server, words,
                                 'Failed to prepare query "SELECT 1": server closed the '
                                 "connection unexpectedly"),
          "server closed the connection unexpectedly"),
+        (duckdb.IOException("IO Error: Failed to get data file list from DuckLake: Failed to fetch "
+                            "header for COPY: FATAL:  terminating connection due to "
+                            "administrator command"),
+         "IO Error: Failed to get data file list from DuckLake: Failed to fetch header for COPY"),
         (duckdb.ConversionException("Conversion Error: Could not convert string 'Connection "
                                     "refused' to INT32"), None),  # a value, not a server
     ],
@@ -388,8 +392,15 @@ def test_a_lake_whose_postgresql_stops_under_a_command_says_so_for_now(tmp_path,
         location = server.location("lost")
         store = Store.open(location)
         store.start_run("a", "s", "h", {}, "v")
+        # an error met after the connection was lost may say nothing of it: PostgreSQL is asked
+        quiet = duckdb.InvalidInputException(
+            "Invalid Input Error: Attempting to fetch from an unsuccessful query result\nError: "
+            "TransactionContext Error: Current transaction is aborted (please ROLLBACK)"
+        )
+        assert lake_module.away(location, quiet) is None  # it answers
         with Reader.open(location) as reader:
             server.halt()
+            assert isinstance(lake_module.away(location, quiet), StoreFailedForNow)
             for act in (lambda: store.set_run_status("a", "failed"),
                         lambda: reader.frame("FROM runs")):  # fmt: skip
                 with pytest.raises(StoreFailedForNow) as raised:
