@@ -412,40 +412,6 @@ def load_for_reading(location: str) -> Any:
         return con
 
 
-ONLY_READING = frozenset({
-    "ducklake_snapshots", "ducklake_current_snapshot", "ducklake_last_committed_snapshot",
-    "ducklake_table_info", "ducklake_list_files", "ducklake_settings", "ducklake_options",
-    "ducklake_table_changes", "ducklake_table_insertions", "ducklake_table_deletions",
-})  # fmt: skip
-"""The functions of a lake's extensions that only read the lake (its snapshots, its files,
-its changes between two snapshots): the ones a reader's SQL may call (`beyond_reading`)."""
-
-_BEYOND: list[frozenset[str]] = []
-"""`beyond_reading`'s answer, once a process."""
-
-
-def beyond_reading(location: str) -> frozenset[str]:
-    """The functions a lake's extensions add to DuckDB, except ONLY_READING: what a reader of
-    the lake `location` may not call (numerate.store.reader). A read-only attachment does not
-    stop them: DuckLake's maintenance (`ducklake_merge_adjacent_files`,
-    `ducklake_rewrite_data_files`, ...) writes Parquet files in the lake's data folder before
-    its commit fails, files no snapshot records; PostgreSQL's (`postgres_query`,
-    `postgres_scan`, `postgres_execute`, ...) reach any PostgreSQL server with the lake's role,
-    its server's files included (`pg_read_file`). Asked of DuckDB (the extensions' functions
-    are those a DuckDB without them lacks), so that a function a later extension adds is
-    refused until it is known to only read."""
-    import duckdb
-
-    with _READING_LOCK:
-        if not _BEYOND:
-            listed = "SELECT DISTINCT function_name FROM duckdb_functions()"
-            with load_for_reading(location).cursor() as loaded_con, duckdb.connect() as plain:
-                loaded = {row[0] for row in loaded_con.execute(listed).fetchall()}
-                core = {row[0] for row in plain.execute(listed).fetchall()}
-            _BEYOND.append(frozenset(loaded - core - ONLY_READING))
-        return _BEYOND[0]
-
-
 def read_only(location: str) -> Any:
     """A connection that reads the lake `location` and nothing else: a cursor of this
     process's one read-only attachment of it, made on first use (loading the extensions and

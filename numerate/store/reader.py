@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import itertools
 import os
 import queue
 import re
@@ -66,33 +65,66 @@ a lake's reader may read its data folder, and a COPY there replaced a data file,
 CHECKPOINT wrote files no snapshot records), EXPLAIN too, since EXPLAIN ANALYZE runs any
 statement (`EXPLAIN ANALYZE COPY ... TO` wrote its file)."""
 
-RUNS_OR_WRITES = frozenset({"query", "json_execute_serialized_sql", "checkpoint",
-                            "force_checkpoint"})  # fmt: skip
-"""DuckDB's own functions the user's SQL may not call (`called`): two run SQL given as text,
-which no check of the query's own words reaches; two write the database (on a lake, DuckLake's
-maintenance: files in its data folder that its read-only catalog never records). A lake's
-reader also refuses its extensions' functions that do more than read
-(numerate.store.lake.beyond_reading)."""
+READING = frozenset({
+    # DuckDB's own: its catalog, settings and logs as tables, series, files read (a file
+    # database's reader may read no file, a lake's its data folder: READ_ONLY_CONFIG)
+    "duckdb_approx_database_count", "duckdb_columns", "duckdb_connection_count",
+    "duckdb_constraints", "duckdb_coordinate_systems", "duckdb_databases",
+    "duckdb_dependencies", "duckdb_extensions", "duckdb_external_file_cache",
+    "duckdb_functions", "duckdb_indexes", "duckdb_keywords", "duckdb_log_contexts",
+    "duckdb_logs", "duckdb_logs_parsed", "duckdb_memory", "duckdb_optimizers",
+    "duckdb_prepared_statements", "duckdb_profiling_settings", "duckdb_schemas",
+    "duckdb_secret_types", "duckdb_secrets", "duckdb_sequences", "duckdb_settings",
+    "duckdb_table_sample", "duckdb_tables", "duckdb_temporary_files", "duckdb_types",
+    "duckdb_variables", "duckdb_views", "pragma_collations", "pragma_database_size",
+    "pragma_metadata_info", "pragma_platform", "pragma_show", "pragma_storage_info",
+    "pragma_table_info", "pragma_user_agent", "pragma_version", "which_secret",
+    "generate_series", "range", "repeat", "repeat_row", "unnest", "json_each", "json_tree",
+    "histogram", "histogram_values", "icu_calendar_names", "pg_timezone_names", "summary",
+    "test_all_types", "test_vector_types", "glob", "sniff_csv", "read_blob", "read_text",
+    "read_csv", "read_csv_auto", "read_json", "read_json_auto", "read_json_objects",
+    "read_json_objects_auto", "read_ndjson", "read_ndjson_auto", "read_ndjson_objects",
+    "read_parquet", "parquet_scan", "parquet_metadata", "parquet_file_metadata",
+    "parquet_full_metadata", "parquet_kv_metadata", "parquet_schema", "parquet_bloom_probe",
+    "read_duckdb",
+    # DuckLake's that read a lake: its snapshots, settings, files and changes
+    "ducklake_snapshots", "ducklake_current_snapshot", "ducklake_last_committed_snapshot",
+    "ducklake_table_info", "ducklake_list_files", "ducklake_settings", "ducklake_options",
+    "ducklake_table_changes", "ducklake_table_insertions", "ducklake_table_deletions",
+})  # fmt: skip
+"""The table functions the user's SQL may call (`Reader.printable_frame`): those known to
+only read. The others do more, and a read-only connection does not stop them all: DuckDB's
+`checkpoint()` and DuckLake's maintenance (`ducklake_merge_adjacent_files`, ...) wrote
+Parquet files in a lake's data folder before their commit failed, `enable_logging` wrote its
+logs there (a lake's reader may write where it may read), `query()` and
+`json_execute_serialized_sql()` run SQL given as text, PostgreSQL's (`postgres_query`,
+`postgres_scan`, ...) reach any PostgreSQL server with the lake's role. So a table function
+is refused unless it is here, and one a later DuckDB or extension adds is refused until it
+is known to only read (tests/store/test_reader.py classifies every one DuckDB and a lake's
+extensions have). Scalar and aggregate functions compute; none is refused."""
 
 
-def called(sql: str) -> Iterator[str]:
-    """The names of the functions `sql` calls, in lower case (DuckDB's names are): each name,
-    quoted or not, that DuckDB's tokenizer finds just before an opening parenthesis (the last
-    part of a qualified name: `main.query(...)`). A name inside a string or a comment is
-    none."""
-    import duckdb
+def called(con: Any, sql: str) -> set[str] | None:
+    """The names of the functions the query `sql` (one statement of SELECT's type, a
+    PRAGMA's as DuckDB rewrote it: `extract_statements`) calls, in lower case (DuckDB's
+    names are), as DuckDB's own parser finds them: not a name in a string, a comment, a
+    common table expression's or an alias's column list. None when DuckDB cannot tell."""
+    import json
 
-    text = sql.encode()  # the tokenizer's positions count bytes of UTF-8
-    names = (duckdb.token_type.identifier, duckdb.token_type.keyword)
-    for (start, kind), (after, _) in itertools.pairwise(duckdb.tokenize(sql)):
-        if kind in names and text[after : after + 1] == b"(":
-            name = _NAME.match(text[start:after].decode())  # comments may follow it
-            if name:
-                yield (name[2] or name[1].replace('""', '"')).lower()
-
-
-_NAME = re.compile(r'"((?:[^"]|"")*)"|([\w$]+)')
-"""A name as the tokenizer's token begins: quoted (its quotes doubled inside) or not."""
+    parsed = json.loads(con.execute("SELECT json_serialize_sql(?::VARCHAR)", [sql]).fetchone()[0])
+    if parsed.get("error"):
+        return None
+    names: set[str] = set()
+    found: list[Any] = [parsed]
+    while found:
+        item = found.pop()
+        if isinstance(item, dict):
+            if isinstance(item.get("function_name"), str):
+                names.add(item["function_name"].lower())
+            found.extend(item.values())
+        elif isinstance(item, list):
+            found.extend(item)
+    return names
 
 
 PRINTED_ROWS = 2_000
@@ -434,10 +466,6 @@ class Reader:
         """True after Ctrl-C left a query running on `con` (see printable_frame)."""
         self.numerate_schema = False
         """True once `check_schema` found numerate's schema (its version, its views)."""
-        self.refused_calls = RUNS_OR_WRITES | (
-            lake.beyond_reading(path) if lake.is_lake(path) else frozenset()
-        )
-        """The functions the user's SQL may not call (`printable_frame`)."""
         self._held: Any = access.held(path, "read", waited_s)  # NUMERATE_LOCK_LOG's line
         self._held.__enter__()
 
@@ -638,7 +666,7 @@ class Reader:
         self, sql: str, limit: int | None, cut: int | None, width: int | None = None
     ) -> Any:
         """The relation `printable_frame` reads: ConfigError unless `sql` is one query
-        (QUERY) that calls no function of `refused_calls`."""
+        (QUERY) that calls no table function but those that only read (READING)."""
         found = self.con.extract_statements(sql)
         statements = len(found)
         if statements != 1:  # DuckDB would run each and show the last, or say nothing
@@ -651,12 +679,19 @@ class Reader:
                 f"SHOW or SUMMARIZE), not a {kind} statement; --format csv or json with a "
                 "shell's > writes its rows to a file"
             )
-        refused = next((name for name in called(sql) if name in self.refused_calls), None)
+        calls = called(self.con, found[0].query)
+        if calls is None:
+            raise ConfigError(
+                "numerate db only reads, and DuckDB cannot say what this query "
+                "calls: give a query (SELECT, FROM, WITH, ...)"
+            )
+        refused = sorted(calls & self._table_functions() - READING)
         if refused:
             raise ConfigError(
-                f"numerate db only reads, and {refused}() does more (it writes files, runs SQL "
-                "given as text or reaches another server): give a query without it (a lake's "
-                "maintenance is `numerate upgrade`'s)"
+                f"numerate db only reads, and {refused[0]}() may do more (write files, run SQL "
+                "given as text, reach another server): give a query without it (the table "
+                "functions it takes only read: docs/commands.md; a lake's maintenance is "
+                "`numerate upgrade`'s)"
             )
         relation = self.con.sql(sql)
         columns = [
@@ -675,6 +710,15 @@ class Reader:
         pairs = list(zip(columns, names, strict=True))[:width]
         printable = relation.project(", ".join(f"{c} AS {n}" for c, n in pairs))
         return printable if limit is None else printable.limit(limit)
+
+    def _table_functions(self) -> set[str]:
+        """The names of the table functions this connection's DuckDB has (its extensions'
+        included), in lower case."""
+        listed = self.con.execute(
+            "SELECT DISTINCT lower(function_name) FROM duckdb_functions() "
+            "WHERE function_type IN ('table', 'table_macro')"
+        ).fetchall()
+        return {name for (name,) in listed}
 
     @contextlib.contextmanager
     def _user_query(self) -> Iterator[None]:

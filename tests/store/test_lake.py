@@ -232,6 +232,8 @@ def test_a_lake_reader_reads_no_file_outside_the_lake(lake, tmp_path):
         f"EXPLAIN ANALYZE COPY (SELECT 1) TO '{data}/explained.csv'",
         "FROM query('SELECT * FROM ducklake_flush_inlined_data(''numerate_lake'')')",
         "SELECT * FROM postgres_query('__ducklake_metadata_numerate_lake', 'SELECT 1')",
+        # a review: DuckDB's logs, written where a lake's reader may read
+        f"FROM enable_logging(level='trace', storage='file', storage_path='{data}/main/planted')",
     )
     for sql in written:
         refused = runner.invoke(app, ["db", lake, sql])
@@ -241,9 +243,12 @@ def test_a_lake_reader_reads_no_file_outside_the_lake(lake, tmp_path):
     assert kept.read_bytes() == before
     assert sorted(data.rglob("*")) == files
     # what only reads the lake is not refused
-    query = "SELECT count(*) > 1 AS many FROM ducklake_snapshots('numerate_lake')"
+    query = (
+        "SELECT count(*) > 1 AS many, any_value(murmur3_32('x')) IS NOT NULL AS hashed "
+        "FROM ducklake_snapshots('numerate_lake')"
+    )  # an extension's scalar computes
     read = runner.invoke(app, ["db", lake, query, "--format", "csv"])
-    assert read.exit_code == 0 and read.stdout == "many\ntrue\n", read.output
+    assert read.exit_code == 0 and read.stdout == "many,hashed\ntrue,true\n", read.output
     # a query's error quoting a value (an endpoint's error, stored) is no PostgreSQL stopped
     words = runner.invoke(app, ["db", lake, "SELECT 'Connection refused'::INTEGER"])
     assert words.exit_code == 2, words.output
