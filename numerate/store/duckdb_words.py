@@ -6,6 +6,7 @@ on the DuckDB that is installed (an upgrade that rewords one fails there, not in
 from __future__ import annotations
 
 import random
+import re
 import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
@@ -60,11 +61,21 @@ catalog knows each file's footer: "Invalid footer length provided for file ...")
 damaged database file is, not as a query's error."""
 
 
+_QUOTED = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"")
+
+
+def unquoted(text: str) -> str:
+    """An error's text without what it quotes ('a value', "a name", "a query"), each left as
+    `''`: DuckDB's words for the file or the server are its own, never a value its error
+    quotes (a stored answer: "Could not convert string 'Invalid footer length' to INT32")."""
+    return _QUOTED.sub("''", text)
+
+
 def is_corrupt(error: BaseException) -> bool:
     """Whether DuckDB found a block of the file damaged (its checksum does not match), or a
     lake's Parquet file cut short (PARQUET_DAMAGE): the file's fault, never a full disk's or a
-    spill folder's, which `is_damaged` also covers."""
-    text = str(error)
+    spill folder's, which `is_damaged` also covers, nor a value its error quotes."""
+    text = unquoted(str(error))
     return "Corrupt database" in text or any(words in text for words in PARQUET_DAMAGE)
 
 

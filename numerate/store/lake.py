@@ -27,7 +27,7 @@ from typing import Any
 
 from numerate.kernel.credentials import register_secret
 from numerate.kernel.errors import shorten
-from numerate.store.duckdb_words import sql_literal
+from numerate.store.duckdb_words import sql_literal, unquoted
 from numerate.store.schema import StoreError, StoreFailedForNow
 
 PREFIX = "ducklake:"
@@ -167,7 +167,7 @@ def new_lake_folder(location: str) -> str:
         )
     if "://" in data:  # a store DuckDB reaches itself (s3://...)
         return data
-    folder = Path(data).absolute()
+    folder = Path(data).expanduser().absolute()  # `~/lake` as a shell would
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
@@ -213,9 +213,13 @@ AWAY = (
     "no connection to the server", "the database system is starting up",
     "the database system is shutting down", "terminating connection due to administrator",
     "too many clients already", "remaining connection slots are reserved",
+    "the database system is in recovery mode", "is not yet accepting connections",
+    "Is the server running",
 )  # fmt: skip
 """libpq's and PostgreSQL's words for a server that cannot serve now (stopped, restarting,
-unreachable, full), which the same command later may find serving: not bad input."""
+recovering from a crash, unreachable, full), which the same command later may find serving:
+not bad input. libpq's "Is the server running ...?" follows a refused connection and a
+socket that is not there: a host, a port or a socket where nothing answers now."""
 
 
 POSTGRES_SAID = ("Unable to connect to Postgres", "Failed to prepare", "Failed to execute query",
@@ -247,15 +251,16 @@ def unreachable(error: BaseException) -> str | None:
     """What libpq or PostgreSQL said when a lake's catalog cannot serve now (AWAY), in one
     line; None for any other error. The words count in psycopg's errors, and in DuckDB's
     where its PostgreSQL extension speaks (POSTGRES_SAID), whatever their kind (an IO
-    Error, a Binder Error, one of no kind were seen): a value a query's error quotes may
-    hold any words (an endpoint's error, stored: "Could not convert string 'Connection
-    refused'")."""
+    Error, a Binder Error, one of no kind were seen), outside what the error quotes: a value
+    may hold any words (an endpoint's error, stored: "Could not convert string 'Failed to
+    fetch ...: Connection refused'", a column named "DuckLake: Connection refused")."""
     text = _one_line(error)
+    own = unquoted(text)  # a value a query's error quotes is no server's word
     if not type(error).__module__.startswith("psycopg") and not any(
-        words in text for words in POSTGRES_SAID
+        words in own for words in POSTGRES_SAID
     ):
         return None
-    if not any(words in text for words in AWAY):
+    if not any(words in own for words in AWAY):
         return None
     return shorten(_libpq_said(text) or text, 300)
 

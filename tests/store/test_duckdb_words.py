@@ -176,3 +176,6 @@ def test_a_parquet_file_cut_short_is_damaged_in_duckdbs_words(tmp_path):
     with pytest.raises(duckdb.Error) as raised:
         con.execute("SELECT * FROM range(3) WHERE range::VARCHAR::INTEGER = 'x'").fetchall()
     assert not is_corrupt(raised.value)  # a query's own error
+    with pytest.raises(duckdb.Error) as raised:  # a review: one quoting a value in those words
+        con.execute("SELECT 'parse error: Invalid footer length'::INTEGER").fetchall()
+    assert not is_corrupt(raised.value) and not is_damaged(raised.value), raised.value
