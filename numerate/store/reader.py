@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import json
 import os
 import queue
 import re
@@ -109,8 +110,6 @@ def called(con: Any, sql: str) -> set[str] | None:
     PRAGMA's as DuckDB rewrote it: `extract_statements`) calls, in lower case (DuckDB's
     names are), as DuckDB's own parser finds them: not a name in a string, a comment, a
     common table expression's or an alias's column list. None when DuckDB cannot tell."""
-    import json
-
     parsed = json.loads(con.execute("SELECT json_serialize_sql(?::VARCHAR)", [sql]).fetchone()[0])
     if parsed.get("error"):
         return None
