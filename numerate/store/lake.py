@@ -435,11 +435,13 @@ def read_only(location: str) -> Any:
 def _reading(location: str) -> Any:
     """The lake's catalog attached read-only, its data folder the only one DuckDB may read
     (as a file database's readers, which may read no file: the SQL of `numerate db` is the
-    user's), its settings locked."""
+    user's; no spill folder either: numerate.store.reader.READ_ONLY_CONFIG), its settings
+    locked."""
     con = load_for_reading(location)
     attach(con, location, read_only=True)  # its extensions loaded already: no load again
     data = con.execute(f"SELECT data_path FROM ducklake_settings('{ALIAS}')").fetchall()[0][0]
-    con.execute(f"SET allowed_directories = [{sql_literal(data)}]")
+    con.execute("SET temp_directory = ''")  # else its spill folder, `.tmp` in the working
+    con.execute(f"SET allowed_directories = [{sql_literal(data)}]")  # directory, may be read
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
     return con

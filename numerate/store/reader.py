@@ -55,7 +55,10 @@ if TYPE_CHECKING:
 __all__ = ["Reader", "any_cut"]
 
 # Settings of every reader connection: nothing outside the database file can be reached.
-READ_ONLY_CONFIG = {"enable_external_access": False, "lock_configuration": True}
+# No folder to spill to either: DuckDB lets a connection read its spill folder, `<db>.tmp`
+# beside the file or `.tmp` in the working directory, whatever a link there points to.
+READ_ONLY_CONFIG = {"enable_external_access": False, "lock_configuration": True,
+                    "temp_directory": ""}  # fmt: skip
 
 
 QUERY = "SELECT"
@@ -110,7 +113,11 @@ def called(con: Any, sql: str) -> set[str] | None:
     PRAGMA's as DuckDB rewrote it: `extract_statements`) calls, in lower case (DuckDB's
     names are), as DuckDB's own parser finds them: not a name in a string, a comment, a
     common table expression's or an alias's column list. None when DuckDB cannot tell."""
-    parsed = json.loads(con.execute("SELECT json_serialize_sql(?::VARCHAR)", [sql]).fetchone()[0])
+    serialized = con.execute("SELECT json_serialize_sql(?::VARCHAR)", [sql]).fetchone()[0]
+    try:
+        parsed = json.loads(serialized)
+    except RecursionError:  # a query nested some 500 deep (DuckDB takes 1,000)
+        return None
     if parsed.get("error"):
         return None
     names: set[str] = set()
@@ -669,7 +676,11 @@ class Reader:
         found = self.con.extract_statements(sql)
         statements = len(found)
         if statements != 1:  # DuckDB would run each and show the last, or say nothing
-            said = f"{statements} statements" if statements else "no statement (only comments?)"
+            said = (
+                f"{statements} statements as DuckDB reads it (a PIVOT without `IN (...)` is two)"
+                if statements
+                else "no statement (only comments?)"
+            )
             raise ConfigError(f"the SQL holds {said}: give one query")
         kind = found[0].type.name
         if kind != QUERY:  # a lake's reader may read its data folder, so a COPY there
@@ -681,8 +692,8 @@ class Reader:
         calls = called(self.con, found[0].query)
         if calls is None:
             raise ConfigError(
-                "numerate db only reads, and DuckDB cannot say what this query "
-                "calls: give a query (SELECT, FROM, WITH, ...)"
+                "numerate db only reads, and cannot tell which functions this query calls "
+                "(nested hundreds deep?): give a simpler query"
             )
         refused = sorted(calls & self._table_functions() - READING)
         if refused:

@@ -673,7 +673,7 @@ def test_empty_values_that_meant_everything_are_refused(tmp_path):
     torn = runner.invoke(app, ["generate", "objects", "--out", "x\n.jsonl"])
     assert "'x\\n.jsonl': a path with a control character" in torn.stderr
     both = runner.invoke(app, ["db", str(path), "select 1; select 2"])
-    assert "the SQL holds 2 statements: give one query" in one_error(both)
+    assert "the SQL holds 2 statements as DuckDB reads it" in one_error(both)
     comment = runner.invoke(app, ["db", str(path), "/* a comment */ ;"])
     assert "the SQL holds no statement (only comments?)" in one_error(comment)
     assert runner.invoke(app, ["db", str(path), "select 1;"]).exit_code == 0

@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import duckdb
 import pytest
@@ -87,6 +88,40 @@ def test_db_reads_what_only_reads(two_runs, sql):
     read = runner.invoke(app, ["db", two_runs, sql, "--format", "csv"])
     assert read.exit_code == 0 and read.stderr == "", read.output
     assert len(read.stdout.splitlines()) >= 2
+
+
+def test_db_reads_no_folder_duckdb_would_spill_to(two_runs, tmp_path, monkeypatch):
+    """A hostile pass: DuckDB let a reader read its spill folder, `<db>.tmp` beside the file
+    (or `.tmp` in the working directory), and a link there opened the folder it points to."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("SECRET")
+    Path(f"{two_runs}.tmp").symlink_to(outside)
+    monkeypatch.chdir(tmp_path)
+    Path(".tmp").symlink_to(outside)
+    allowed = runner.invoke(app, ["db", two_runs, "SELECT current_setting('allowed_directories')"
+                                  " AS a, current_setting('temp_directory') AS t", "--format",
+                                  "csv"])  # fmt: skip
+    assert allowed.exit_code == 0 and allowed.stdout == 'a,t\n[],""\n', allowed.output
+    for path in (f"{two_runs}.tmp/secret.txt", ".tmp/secret.txt"):
+        read = runner.invoke(app, ["db", two_runs, f"SELECT * FROM read_text('{path}')"])
+        assert read.exit_code == 2 and "Permission Error" in read.stderr, read.output
+        assert "SECRET" not in read.output
+
+
+def test_db_says_what_it_cannot_check_in_one_line(two_runs):
+    """A hostile pass: a query nested 500 deep (DuckDB takes 1,000) was a RecursionError of
+    numerate's (exit 1, a crash file); a PIVOT without its values, which DuckDB makes two
+    statements of, was "2 statements" the user never wrote."""
+    deep = "SELECT " + "abs(" * 500 + "1" + ")" * 500
+    refused = runner.invoke(app, ["db", two_runs, deep])
+    assert refused.exit_code == 2 and refused.stderr == (
+        "error: numerate db only reads, and cannot tell which functions this query calls "
+        "(nested hundreds deep?): give a simpler query\n"
+    ), refused.output
+    pivot = runner.invoke(app, ["db", two_runs, "PIVOT runs ON status USING count(*)"])
+    assert pivot.exit_code == 2 and "a PIVOT without `IN (...)` is two" in pivot.stderr
+    assert len(pivot.stderr.splitlines()) == 1, pivot.output
 
 
 def test_db_cuts_a_long_json_value_as_text_in_its_table(two_runs):

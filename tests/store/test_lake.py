@@ -249,6 +249,13 @@ def test_a_lake_reader_reads_no_file_outside_the_lake(lake, tmp_path):
     )  # an extension's scalar computes
     read = runner.invoke(app, ["db", lake, query, "--format", "csv"])
     assert read.exit_code == 0 and read.stdout == "many,hashed\ntrue,true\n", read.output
+    # a hostile pass: DuckDB let the reader read its spill folder too, `.tmp` in the working
+    # directory, whatever a link there points to
+    only = ("SELECT current_setting('allowed_directories') = [data_path] AS only, "
+            "current_setting('temp_directory') = '' AS unspilled FROM "
+            "ducklake_settings('numerate_lake')")  # fmt: skip
+    read = runner.invoke(app, ["db", lake, only, "--format", "csv"])
+    assert read.exit_code == 0 and read.stdout == "only,unspilled\ntrue,true\n", read.output
     # a query's error quoting a value (an endpoint's error, stored) is no PostgreSQL stopped
     words = runner.invoke(app, ["db", lake, "SELECT 'Connection refused'::INTEGER"])
     assert words.exit_code == 2, words.output
