@@ -20,13 +20,14 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from numerate.kernel.confined import Confined, LeadsOutside, write_below
 from numerate.kernel.credentials import redact
-from numerate.kernel.errors import ConfigError, NumerateError, printable
+from numerate.kernel.errors import ConfigError, NumerateError, printable, shorten
 from numerate.kernel.files import not_as_recorded
 from numerate.numgen.detection import Detection, Detector, annotate, caption_for
 from numerate.numgen.generation import (
     IMAGE_LEVELS,
     ImageError,
     ImageGenerator,
+    is_whole_png,
     read_png_metadata,
     save_png,
     stored_image,
@@ -164,18 +165,19 @@ def already_made(
 ) -> tuple[dict[str, ImageRow], list[Prompt]]:
     """The rows of the images of `prompts` already in `folder` (made by this run before it was
     killed, or by an earlier run with the same generator and settings), and the prompts whose
-    images are still to be made."""
+    images are still to be made (a stored one that is not whole too: `is_whole_png`)."""
     rows: dict[str, ImageRow] = {}
     missing = []
     for prompt in prompts:
         path = folder / f"{prompt.prompt_id}.png"
         size = _stored_size(path, prompt, generator)
-        if size is None:
+        data = stored_image(path) if size is not None else b""
+        if size is None or not is_whole_png(data):
             missing.append(prompt)
             continue
         rows[prompt.prompt_id] = image_row(
             prompt, generator, path=str(path), width=size[0], height=size[1], cached=True,
-            sha256=hashlib.sha256(stored_image(path)).hexdigest(),
+            sha256=hashlib.sha256(data).hexdigest(),
         )  # fmt: skip
     return rows, missing
 
@@ -216,7 +218,11 @@ def generate_batch(
         made, said = _made_together(generator, missing)
         if said is not None:  # logged outside the `except`: were the log handler to fail,
             # its traceback would show the error it handled as it was, a quoted key in it
-            log.warning("a batch of %d failed (%s); retrying image by image", len(missing), said)
+            log.warning(
+                "a batch of %d failed (%s); retrying image by image",
+                len(missing),
+                printable(shorten(said, 500)),
+            )  # a service's words: escaped, bounded
             made, failures = [], []
             for prompt in missing:
                 try:

@@ -404,6 +404,18 @@ def stored_image(path: str | Path, limit: int = MAX_IMAGE_BYTES, head: bool = Fa
     return folder.read_bytes(name, limit, head)
 
 
+def is_whole_png(data: bytes) -> bool:
+    """Whether a stored PNG is whole: each of its chunks there, its checksum right (PIL's
+    `verify`, which decodes no pixel). A copy cut short keeps the header and text chunks
+    that say which prompt it is of, and was read back on every run, never made again."""
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            image.verify()
+    except (OSError, SyntaxError, ValueError):  # PIL's "Truncated File Read", "broken PNG"
+        return False
+    return True
+
+
 IMAGE_LEVELS = 3
 """An image's path below the images folder the user named: `images/<generator>/<file>`
 (numerate.numgen.batches.image_folder); numerate reaches each of them through no link."""

@@ -1,3 +1,5 @@
+import logging
+
 import numpy as np
 import pytest
 from PIL import Image
@@ -96,6 +98,37 @@ def test_a_failing_image_is_recorded_and_the_rest_go_on(tmp_path):
     rows = generate_batch(CallableGenerator(api, "callable:api"), prompts(), tmp_path)
     assert [r["error"] for r in rows] == [None, "RuntimeError: content filter", None]
     assert rows[1]["path"] is None and rows[0]["width"] == 16
+
+
+def test_a_failed_batchs_warning_says_the_services_words_escaped_and_bounded(tmp_path, caplog):
+    """A hostile pass: a service's error (a callable generator passes it on) went to the
+    warning raw and whole: 100 KB, an escape that clears the terminal."""
+
+    def api(text, seed):
+        if "2 " in text:
+            raise RuntimeError("service said: \x1b[2J\u202eevil " + "x" * 100_000)
+        return np.full((16, 16, 3), 255, dtype=np.uint8)
+
+    with caplog.at_level(logging.WARNING, logger="numerate.numgen"):
+        generate_batch(CallableGenerator(api, "callable:api"), prompts(), tmp_path)
+    [warned] = [r.getMessage() for r in caplog.records if "a batch of" in r.getMessage()]
+    assert "\\x1b[2J\\u202eevil" in warned and "\x1b" not in warned and "\u202e" not in warned
+    assert len(warned) < 700, len(warned)
+
+
+def test_an_image_cut_short_is_made_again(tmp_path):
+    """A hostile pass: an image cut short (a copy of the images folder interrupted) keeps the
+    header and text chunks that say whose it is, and was read back on every run, its count an
+    error ("image file is truncated"), never made again; a retry never mended it."""
+    batch = prompts()
+    generate_batch(SyntheticGenerator(), batch, tmp_path)
+    cut = tmp_path / f"{batch[1].prompt_id}.png"
+    whole = cut.read_bytes()
+    cut.write_bytes(whole[:300])
+    assert read_png_metadata(cut)[0]["prompt_id"] == batch[1].prompt_id  # still says whose
+    again = generate_batch(SyntheticGenerator(), batch, tmp_path)
+    assert [r["cached"] for r in again] == [True, False, True]
+    assert cut.read_bytes() == whole  # the synthetic generator makes the same image again
 
 
 def test_a_generator_that_fails_on_everything_raises(tmp_path):
