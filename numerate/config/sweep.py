@@ -739,7 +739,8 @@ def one_model_config(
     data = base.model_dump(mode="json", context=WITH_CREDENTIALS)
     data["models"] = [template]
     if data["name"] == DEFAULT_SWEEP["name"]:
-        data["name"] = re.sub(r"[^A-Za-z0-9_.-]+", "-", template["name"]).strip("-.") or "model"
+        named = re.sub(r"[^A-Za-z0-9_.-]+", "-", template["name"]).strip("-.")  # a label is
+        data["name"] = named[:100].strip("-.") or "model"  # 200 long, a sweep's name 100
     given = {"model": model, "base_url": base_url, "name": name, "api_key_env": api_key_env}
     options = {f"models.0.{field}": f"--{field.replace('_', '-')}"
                for field, value in given.items() if value is not None}  # fmt: skip

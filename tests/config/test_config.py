@@ -321,6 +321,16 @@ def test_one_model_override():
         one_model_config(parse_sweep_config(base()), "served-id", None)
 
 
+@pytest.mark.parametrize("name", [None, "n" * 150])
+def test_a_long_model_label_from_the_command_line_names_its_sweep_within_bounds(name):
+    """A hostile pass: a label of 101-200 characters, which a model's name allows, was refused
+    for the sweep's name made of it (at most 100), a name the user never gave."""
+    served = "org/" + "m" * 150
+    config = one_model_config(parse_sweep_config(DEFAULT_SWEEP), served, "http://h:1/v1", name)
+    assert config.models[0].name == (name or "org/" + "m" * 150)
+    assert config.name == ("n" * 100 if name else "org-" + "m" * 96)
+
+
 def test_a_baseline_from_the_command_line_takes_none_of_the_first_models_endpoint_settings():
     """`--model baseline:random` over a config whose first model is an endpoint: its
     concurrency and sampling temperature would be refused on a baseline, so they are left
