@@ -118,8 +118,10 @@ def serve(path: str, host: str, port: int) -> None:
     """Serve until SIGINT or SIGTERM, which end the process with 130 or 143 (numerate's
     handlers, not uvicorn's: a page still waiting for the database does not hold it up)."""
     import uvicorn
+    from uvicorn.protocols.http.h11_impl import H11Protocol
 
     from numerate.store import access
+    from numerate.view import connections
     from numerate.view.app import create_app
 
     address, loopback = _bindable(host, port)
@@ -153,8 +155,23 @@ def serve(path: str, host: str, port: int) -> None:
             super().handle_exit(sig, frame)
 
     logging.getLogger("uvicorn.error").addFilter(_no_cancelled_pages)
-    server = Server(uvicorn.Config(create_app(path, hosts), host=address, port=port,
-                                   log_level="warning", timeout_graceful_shutdown=1))  # fmt: skip
+    most = connections.most_connections()
+    bounded = connections.guarded(
+        H11Protocol,
+        most,
+        connections.HEAD_SECONDS,
+        lambda line: typer.echo(f"warning: {line}", err=True),
+    )
+    config = uvicorn.Config(
+        create_app(path, hosts),
+        host=address,
+        port=port,
+        http=bounded,
+        backlog=most,
+        log_level="warning",
+        timeout_graceful_shutdown=1,
+    )
+    server = Server(config)
     server.run()
     if server.should_exit:  # a signal; a page still waiting for the database gives up
         access.hurry(0)

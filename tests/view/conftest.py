@@ -2,6 +2,7 @@
 cases: model `m` is the oracle in the first, a uniform guess in the second, so the second
 loses cases), and a NumGen run on synthetic images."""
 
+import resource
 import socket
 import subprocess
 import sys
@@ -50,15 +51,19 @@ def results(tmp_path_factory):
     return db, [row[0] for row in sql(db, "SELECT run_id FROM runs ORDER BY started_at")]
 
 
-def start_view(db, env=None) -> tuple[subprocess.Popen, str]:
+def start_view(db, env=None, files=None) -> tuple[subprocess.Popen, str]:
     """A `numerate view` process serving `db` on a free port of 127.0.0.1 (with environment
-    `env`, else this process's), once it answers; and its address."""
+    `env`, else this process's; at most `files` open files, if given), once it answers; and its
+    address."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     process = subprocess.Popen(
         [sys.executable, "-m", "numerate.cli", "view", "--db", str(db), "--port", str(port)],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        preexec_fn=None if files is None else lambda: resource.setrlimit(
+            resource.RLIMIT_NOFILE, (files, files)
+        ),
     )  # fmt: skip
     address = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30

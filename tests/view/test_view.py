@@ -373,6 +373,53 @@ def test_the_server_serves_on_127_0_0_1_and_stops_on_sigint(results):
         server.kill()
 
 
+def test_many_connections_that_never_send_their_request_leave_the_viewer_answering(results):
+    """At 256 open files (64 connections: numerate.view.connections), 300 connections that send
+    a request line and nothing more: those past 64 are answered 503 at once, those kept are
+    closed once their head is late, and the viewer then answers, with one warning and no
+    traceback (before: every connection was kept for good, and past the file limit asyncio
+    logged a traceback per connection it failed to accept, and answered no one)."""
+    import signal
+    import socket
+    import urllib.error
+    import urllib.request
+
+    from numerate.view.connections import HEAD_SECONDS
+
+    db, _ = results
+    server, address = start_view(db, files=256)
+    held = []
+    try:
+        port = int(address.rsplit(":", 1)[1])
+        started = time.monotonic()
+        for _ in range(300):
+            connection = socket.create_connection(("127.0.0.1", port), timeout=HEAD_SECONDS + 10)
+            connection.sendall(b"GET / HTTP/1.1\r\n")  # and never the rest
+            held.append(connection)
+        with pytest.raises(urllib.error.HTTPError) as busy:
+            urllib.request.urlopen(address, timeout=5)
+        assert busy.value.code == 503
+        said = [connection.recv(200) for connection in held]  # each answered or closed in time
+        assert len([s for s in said if s.startswith(b"HTTP/1.1 503 ")]) >= 300 - 64
+        kept = [c for c, s in zip(held, said, strict=True) if s == b""]
+        assert len(kept) == 64 and time.monotonic() - started < HEAD_SECONDS + 10
+        with urllib.request.urlopen(address, timeout=5) as answer:
+            assert answer.status == 200
+        server.send_signal(signal.SIGINT)
+        assert server.wait(10) == 130
+        lines = server.stderr.read().splitlines()
+        assert "Traceback" not in "\n".join(lines)
+        assert lines[1:] == [
+            "warning: 64 connections are open; new ones are answered 503 until some close "
+            "(a client that opens many and sends slowly?)",
+            "interrupted",
+        ]
+    finally:
+        for connection in held:
+            connection.close()
+        server.kill()
+
+
 @pytest.mark.parametrize("stop", ["SIGINT", "SIGTERM"])
 def test_a_signal_while_a_page_waits_for_a_held_database_says_only_that(results, stop):
     """Before: uvicorn cancelled the page at shutdown and printed `Cancel 1 running task(s)`

@@ -1,0 +1,159 @@
+"""Bounds on the connections `numerate view` keeps: how many are open at once, and how long a
+request's head (its line and headers) may take to arrive.
+
+uvicorn keeps a connection that never finishes its request for as long as the client likes,
+and accepts every connection: enough of them (a slow or hostile client) use up the process's
+open files, after which the viewer answers no one and asyncio logs a traceback for every
+connection it fails to accept. `guarded` wraps uvicorn's protocol, through the asyncio.Protocol
+interface alone (uvicorn's `http=` setting takes a protocol class):
+- past `most` open connections, a new one is answered 503 and closed at once (said once, in
+  one line, until the count falls below the bound again);
+- a connection whose request head has not arrived whole `head_seconds` after it opened (or, for
+  a later request on it, after that request's first byte) is closed, as nginx's
+  `client_header_timeout` does. Between requests, uvicorn's own keep-alive timeout closes an
+  idle connection.
+
+The viewer answers GET and HEAD only (numerate.view.app), so whatever follows a head's blank
+line is the next request's head.
+"""
+
+import asyncio
+import resource
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+HEAD_SECONDS = 10.0
+"""How long a request's line and headers may take to arrive."""
+
+MOST_CONNECTIONS = 256
+"""At most this many connections open at once (fewer where the process may open fewer files:
+`most_connections`)."""
+
+END_OF_HEAD = b"\r\n\r\n"
+
+BUSY = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
+    b"Connection: close\r\nRetry-After: 10\r\nContent-Length: 64\r\n\r\n"
+    b"numerate view: too many connections are open; try again shortly\n"
+)
+
+
+def most_connections() -> int:
+    """How many connections the viewer keeps open at once: MOST_CONNECTIONS, or a quarter of
+    the files this process may open where that is fewer. It is also the most connections
+    accepted in one turn of the event loop (uvicorn's `backlog`, which asyncio accepts in one
+    go before any is answered), so those kept, those being answered 503 and the process's own
+    files (the database, Python's) stay within the limit."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return MOST_CONNECTIONS
+    return max(1, min(MOST_CONNECTIONS, soft // 4))
+
+
+@dataclass
+class Bounds:
+    """What every connection of one viewer shares: its bounds, and how many are open."""
+
+    most: int
+    head_seconds: float
+    say: Callable[[str], None]
+    open: int = 0
+    said: bool = False  # since the count last fell below `most`
+
+
+class Guarded(asyncio.Protocol):
+    """One connection: passes every event on to `inner` (uvicorn's), within `bounds`."""
+
+    def __init__(self, inner: asyncio.Protocol, bounds: Bounds) -> None:
+        self.inner = inner
+        self.bounds = bounds
+        self.transport: asyncio.Transport | None = None
+        self.counted = False
+        self.deadline: asyncio.TimerHandle | None = None
+        self.tail = b""  # the last bytes received, for a blank line split between two
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        bounds = self.bounds
+        if bounds.open >= bounds.most:
+            if not bounds.said:
+                bounds.said = True
+                bounds.say(
+                    f"{bounds.most} connections are open; new ones are answered 503 until some "
+                    "close (a client that opens many and sends slowly?)"
+                )
+            transport.write(BUSY)
+            transport.close()
+            return
+        bounds.open += 1
+        self.counted = True
+        self._wait_for_head()
+        self.inner.connection_made(transport)
+
+    def data_received(self, data: bytes) -> None:
+        if not self.counted:
+            return  # answered 503 and closing
+        seen = self.tail + data
+        end = seen.rfind(END_OF_HEAD)
+        unfinished = seen[end + len(END_OF_HEAD) :] if end >= 0 else data
+        if end >= 0:
+            self._stop_waiting()  # a head came whole: the request is uvicorn's now
+        if unfinished and self.deadline is None:
+            self._wait_for_head()  # the next request's head begins
+        self.tail = seen[-(len(END_OF_HEAD) - 1) :]
+        self.inner.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return self.inner.eof_received() if self.counted else None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.counted:
+            return
+        self.counted = False
+        self._stop_waiting()
+        self.bounds.open -= 1
+        if self.bounds.open < self.bounds.most:
+            self.bounds.said = False
+        self.inner.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        if self.counted:
+            self.inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        if self.counted:
+            self.inner.resume_writing()
+
+    def _wait_for_head(self) -> None:
+        self._stop_waiting()
+        loop = asyncio.get_running_loop()
+        self.deadline = loop.call_later(self.bounds.head_seconds, self._too_slow)
+
+    def _stop_waiting(self) -> None:
+        if self.deadline is not None:
+            self.deadline.cancel()
+            self.deadline = None
+
+    def _too_slow(self) -> None:
+        self.deadline = None
+        if self.transport is not None:
+            self.transport.close()
+
+
+def guarded(
+    protocol: Callable[..., asyncio.Protocol],
+    most: int,
+    head_seconds: float,
+    say: Callable[[str], None],
+) -> type[asyncio.Protocol]:
+    """A protocol class that builds `protocol` with the arguments it is given (uvicorn's) and
+    guards it with the bounds above; `say` gets one line each time `most` is reached."""
+    bounds = Bounds(most, head_seconds, say)
+
+    class Bounded(Guarded):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(protocol(*args, **kwargs), bounds)
+
+    return Bounded

@@ -1,0 +1,162 @@
+"""numerate.view.connections: the bounds `numerate view` keeps on its connections, over a real
+asyncio server whose inner protocol records what it is given (the viewer's own process:
+tests/view/test_view.py)."""
+
+import asyncio
+from typing import ClassVar
+
+import pytest
+
+from numerate.view.connections import BUSY, guarded
+
+HEAD = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+
+
+class Recorder(asyncio.Protocol):
+    """uvicorn's part: keeps what it is given, answers nothing."""
+
+    made: ClassVar[list["Recorder"]] = []
+
+    def __init__(self, *args, **kwargs):
+        self.given = (args, kwargs)
+        self.data = b""
+        self.connected = self.lost = False
+        Recorder.made.append(self)
+
+    def connection_made(self, transport):
+        self.connected = True
+
+    def data_received(self, data):
+        self.data += data
+
+    def connection_lost(self, exc):
+        self.lost = True
+
+
+async def closed(reader, timeout=5.0) -> bytes:
+    """What `reader`'s connection was sent before the server closed it (TimeoutError if it is
+    not closed within `timeout` seconds)."""
+    return await asyncio.wait_for(reader.read(), timeout)
+
+
+def serving(most=8, head_seconds=0.3):
+    """A server on a free port of 127.0.0.1 with the guarded Recorder, and the lines it said."""
+    said: list[str] = []
+    Recorder.made = []
+    factory = guarded(Recorder, most, head_seconds, said.append)
+
+    async def start():
+        server = await asyncio.get_running_loop().create_server(
+            lambda: factory("config", state="state"), "127.0.0.1", 0
+        )
+        return server, server.sockets[0].getsockname()[1]
+
+    return start, said
+
+
+@pytest.mark.parametrize(
+    "chunks",
+    [
+        [b""],  # opened, and nothing sent
+        [b"GET / HTTP/1.1\r\n"],  # a request line, and never its headers
+        [HEAD, b"GET /run HTTP/1.1\r\nHost:"],  # a whole request, then part of the next
+    ],
+    ids=["silent", "slow-head", "slow-second-head"],
+)
+def test_a_head_that_does_not_come_whole_in_time_closes_the_connection(chunks):
+    start, said = serving()
+
+    async def scenario():
+        server, port = await start()
+        async with server:
+            slow_reader, slow = await asyncio.open_connection("127.0.0.1", port)
+            whole_reader, whole = await asyncio.open_connection("127.0.0.1", port)
+            for chunk in chunks:
+                slow.write(chunk)
+            whole.write(HEAD[:10])
+            await asyncio.sleep(0.05)  # a scenario: the rest of the head comes a little later,
+            whole.write(HEAD[10:-2])  # with its blank line split between two writes
+            await whole.drain()
+            await asyncio.sleep(0.05)
+            whole.write(HEAD[-2:])
+            assert await closed(slow_reader) == b""  # closed by the bound, nothing said
+            assert not whole_reader.at_eof()  # opened with it, its head came: still open
+            whole.close()
+            await whole.wait_closed()
+
+    asyncio.run(scenario())
+    slow, whole = [made for made in Recorder.made if made.connected]
+    assert slow.data == b"".join(chunks) and slow.lost  # uvicorn's part saw all, and the end
+    assert whole.data == HEAD and whole.given == (("config",), {"state": "state"})
+    assert said == []
+
+
+def test_a_head_sent_a_byte_at_a_time_is_not_given_more_time_for_each():
+    start, said = serving(head_seconds=0.3)
+
+    async def scenario():
+        server, port = await start()
+        async with server:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+
+            async def trickle():
+                for byte in HEAD[:-1]:  # 36 bytes, one each 0.05 s: 1.8 s in all
+                    writer.write(bytes([byte]))
+                    await asyncio.sleep(0.05)  # a scenario: the slow client
+
+            trickling = asyncio.create_task(trickle())
+            try:
+                assert await closed(reader, timeout=1.2) == b""
+            finally:
+                trickling.cancel()
+
+    asyncio.run(scenario())
+    assert said == []
+
+
+def test_past_the_most_connections_a_new_one_is_answered_503_and_said_once():
+    start, said = serving(most=2, head_seconds=30)
+
+    async def scenario():
+        server, port = await start()
+        async with server:
+            kept = [await asyncio.open_connection("127.0.0.1", port) for _ in range(2)]
+            for _, writer in kept:
+                writer.write(b"G")  # the two open connections are uvicorn's
+                await writer.drain()
+            turned_away = []
+            for _ in range(3):
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                turned_away.append(await closed(reader))
+                writer.close()
+            _, first = kept[0]
+            first.close()
+            await first.wait_closed()
+            while len([made for made in Recorder.made if made.lost]) < 1:
+                await asyncio.sleep(0.01)  # the server saw it close
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(HEAD)
+            await writer.drain()
+            with pytest.raises(TimeoutError):  # let in again: kept open, not answered 503
+                await closed(reader, timeout=0.3)
+            again_reader, again = await asyncio.open_connection("127.0.0.1", port)
+            turned_away.append(await closed(again_reader))
+            for _, open_writer in [kept[1], (reader, writer), (again_reader, again)]:
+                open_writer.close()
+            return turned_away
+
+    turned_away = asyncio.run(scenario())
+    assert turned_away == [BUSY] * 4
+    assert BUSY.startswith(b"HTTP/1.1 503 ") and BUSY.endswith(b"try again shortly\n")
+    header, body = BUSY.split(b"\r\n\r\n")
+    assert f"Content-Length: {len(body)}".encode() in header
+    connected = [made for made in Recorder.made if made.connected]
+    assert len(connected) == 3  # the connections turned away never reached uvicorn's part
+    assert (
+        said
+        == [
+            "2 connections are open; new ones are answered 503 until some close (a client that "
+            "opens many and sends slowly?)"
+        ]
+        * 2
+    )  # once while full, once when full again
