@@ -442,6 +442,8 @@ def _reading(location: str) -> Any:
     data = con.execute(f"SELECT data_path FROM ducklake_settings('{ALIAS}')").fetchall()[0][0]
     con.execute("SET temp_directory = ''")  # else its spill folder, `.tmp` in the working
     con.execute(f"SET allowed_directories = [{sql_literal(data)}]")  # directory, may be read
+    con.execute("SET autoinstall_known_extensions = false")  # it may install none: DuckDB
+    con.execute("SET autoload_known_extensions = false")  # then says whose function it is
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
     return con

@@ -58,7 +58,8 @@ __all__ = ["Reader", "any_cut"]
 # No folder to spill to either: DuckDB lets a connection read its spill folder, `<db>.tmp`
 # beside the file or `.tmp` in the working directory, whatever a link there points to.
 READ_ONLY_CONFIG = {"enable_external_access": False, "lock_configuration": True,
-                    "temp_directory": ""}  # fmt: skip
+                    "temp_directory": "", "autoinstall_known_extensions": False,
+                    "autoload_known_extensions": False}  # fmt: skip
 
 
 QUERY = "SELECT"

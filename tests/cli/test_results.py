@@ -90,6 +90,17 @@ def test_db_reads_what_only_reads(two_runs, sql):
     assert len(read.stdout.splitlines()) >= 2
 
 
+def test_db_says_whose_a_function_of_an_extension_not_loaded_is(two_runs):
+    """A hostile pass: DuckDB tried to install the extension and its first line ended at
+    "...the required extension 'ducklake':" (the reason on a line not shown)."""
+    read = runner.invoke(app, ["db", two_runs, "FROM ducklake_snapshots('lake')"])
+    assert read.exit_code == 2, read.output
+    assert read.stderr == (
+        'error: Catalog Error: Table Function with name "ducklake_snapshots" is not in the '
+        "catalog, but it exists in the ducklake extension.\n"
+    )
+
+
 def test_db_reads_no_folder_duckdb_would_spill_to(two_runs, tmp_path, monkeypatch):
     """A hostile pass: DuckDB let a reader read its spill folder, `<db>.tmp` beside the file
     (or `.tmp` in the working directory), and a link there opened the folder it points to."""

@@ -260,6 +260,12 @@ def test_a_lake_reader_reads_no_file_outside_the_lake(lake, tmp_path):
     words = runner.invoke(app, ["db", lake, "SELECT 'Connection refused'::INTEGER"])
     assert words.exit_code == 2, words.output
     assert words.stderr.startswith("error: Conversion Error:"), words.stderr
+    # an extension's type, not loaded: whose it is, not an install that failed for no reason
+    inet = runner.invoke(app, ["db", lake, "SELECT '127.0.0.1'::INET"])
+    assert inet.exit_code == 2 and inet.stderr == (
+        'error: Catalog Error: Type with name "INET" is not in the catalog, but it exists in '
+        "the inet extension.\n"
+    ), inet.output
 
 
 def test_a_new_lake_without_a_folder_for_its_files_says_so(lake, tmp_path, monkeypatch):
