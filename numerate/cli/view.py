@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import ipaddress
 import logging
+import os
 import signal
 import socket
 from collections.abc import Iterator
@@ -155,6 +156,7 @@ def serve(path: str, host: str, port: int) -> None:
             super().handle_exit(sig, frame)
 
     logging.getLogger("uvicorn.error").addFilter(_no_cancelled_pages)
+    logging.getLogger("uvicorn.error").addFilter(_not_about_a_request)
     most = connections.most_connections()
     bounded = connections.guarded(
         H11Protocol,
@@ -167,6 +169,7 @@ def serve(path: str, host: str, port: int) -> None:
         host=address,
         port=port,
         http=bounded,
+        ws="none",  # no page uses one, and an upgrade hands the connection past the bounds
         backlog=most,
         log_level="warning",
         timeout_graceful_shutdown=1,
@@ -190,6 +193,15 @@ def _no_cancelled_pages(record: logging.LogRecord) -> bool:
     as_text = message.startswith("Traceback") and message.rstrip().endswith("CancelledError")
     return not (cancelled or as_text) and not message.startswith("Cancel ")  # as text: the
     # lifespan's own, cut off by a second Ctrl-C
+
+
+def _not_about_a_request(record: logging.LogRecord) -> bool:
+    """False for uvicorn's warnings about one client's request ("Invalid HTTP request
+    received.", "Unsupported upgrade request.", ...: its HTTP protocol's), which that client
+    is answered (400) and which a client sending garbage in a loop made a line each on the
+    terminal; uvicorn's errors (an application that failed) stay."""
+    about_a_request = f"{os.sep}uvicorn{os.sep}protocols{os.sep}" in record.pathname
+    return not (about_a_request and record.levelno == logging.WARNING)
 
 
 def _bindable(host: str, port: int) -> tuple[str, bool]:

@@ -6,8 +6,8 @@ and accepts every connection: enough of them (a slow or hostile client) use up t
 open files, after which the viewer answers no one and asyncio logs a traceback for every
 connection it fails to accept. `guarded` wraps uvicorn's protocol, through the asyncio.Protocol
 interface alone (uvicorn's `http=` setting takes a protocol class):
-- past `most` open connections, a new one is answered 503 and closed at once (said once, in
-  one line, until the count falls below the bound again);
+- past `most` open connections, a new one is answered 503 and closed at once (said in one
+  line, at most once a minute);
 - a connection whose request head has not arrived whole `head_seconds` after it opened (or, for
   a later request on it, after that request's first byte) is closed, as nginx's
   `client_header_timeout` does. Between requests, uvicorn's own keep-alive timeout closes an
@@ -19,6 +19,7 @@ line is the next request's head.
 
 import asyncio
 import resource
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +30,9 @@ HEAD_SECONDS = 10.0
 MOST_CONNECTIONS = 256
 """At most this many connections open at once (fewer where the process may open fewer files:
 `most_connections`)."""
+
+SAY_EVERY_S = 60.0
+"""The bound being reached is said at most once in this many seconds."""
 
 END_OF_HEAD = b"\r\n\r\n"
 
@@ -59,7 +63,7 @@ class Bounds:
     head_seconds: float
     say: Callable[[str], None]
     open: int = 0
-    said: bool = False  # since the count last fell below `most`
+    said_at: float | None = None  # time.monotonic() when the bound was last said
 
 
 class Guarded(asyncio.Protocol):
@@ -78,8 +82,9 @@ class Guarded(asyncio.Protocol):
         self.transport = transport
         bounds = self.bounds
         if bounds.open >= bounds.most:
-            if not bounds.said:
-                bounds.said = True
+            now = time.monotonic()
+            if bounds.said_at is None or now - bounds.said_at >= SAY_EVERY_S:
+                bounds.said_at = now
                 bounds.say(
                     f"{bounds.most} connections are open; new ones are answered 503 until some "
                     "close (a client that opens many and sends slowly?)"
@@ -114,8 +119,6 @@ class Guarded(asyncio.Protocol):
         self.counted = False
         self._stop_waiting()
         self.bounds.open -= 1
-        if self.bounds.open < self.bounds.most:
-            self.bounds.said = False
         self.inner.connection_lost(exc)
 
     def pause_writing(self) -> None:
@@ -149,7 +152,8 @@ def guarded(
     say: Callable[[str], None],
 ) -> type[asyncio.Protocol]:
     """A protocol class that builds `protocol` with the arguments it is given (uvicorn's) and
-    guards it with the bounds above; `say` gets one line each time `most` is reached."""
+    guards it with the bounds above; `say` gets one line when `most` is reached (at most one
+    a minute)."""
     bounds = Bounds(most, head_seconds, say)
 
     class Bounded(Guarded):

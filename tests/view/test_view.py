@@ -420,6 +420,37 @@ def test_many_connections_that_never_send_their_request_leave_the_viewer_answeri
         server.kill()
 
 
+def test_upgrades_and_garbage_neither_use_up_the_connections_nor_fill_the_terminal(results):
+    """A review of the bounds: a WebSocket upgrade handed its connection past them (uvicorn
+    swaps the protocol), so each one closed was still counted, and 16 of them (at 64 open
+    files) left the viewer answering 503 for good; and each request uvicorn cannot read, or
+    cannot upgrade, was a warning line on the terminal."""
+    import signal
+    import socket
+    import urllib.request
+
+    db, _ = results
+    server, address = start_view(db, files=64)  # 16 connections at most
+    try:
+        port = int(address.rsplit(":", 1)[1])
+        upgrade = (b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+                   b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                   b"Sec-WebSocket-Version: 13\r\n\r\n")  # fmt: skip
+        answers = []
+        for request in [upgrade] * 40 + [b"NONSENSE\r\n\r\n"] * 40:
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as connection:
+                connection.sendall(request)
+                answers.append(connection.recv(12))
+        assert set(answers) == {b"HTTP/1.1 200", b"HTTP/1.1 400"}, set(answers)
+        with urllib.request.urlopen(address, timeout=5) as answer:
+            assert answer.status == 200
+        server.send_signal(signal.SIGINT)
+        assert server.wait(10) == 130
+        assert server.stderr.read().splitlines()[1:] == ["interrupted"]
+    finally:
+        server.kill()
+
+
 @pytest.mark.parametrize("stop", ["SIGINT", "SIGTERM"])
 def test_a_signal_while_a_page_waits_for_a_held_database_says_only_that(results, stop):
     """Before: uvicorn cancelled the page at shutdown and printed `Cancel 1 running task(s)`
