@@ -11,13 +11,16 @@ interface alone (uvicorn's `http=` setting takes a protocol class):
 - a connection whose request head has not arrived whole `head_seconds` after it opened (or, for
   a later request on it, after that request's first byte) is closed, as nginx's
   `client_header_timeout` does. Between requests, uvicorn's own keep-alive timeout closes an
-  idle connection.
-
-The viewer answers GET and HEAD only (numerate.view.app), so whatever follows a head's blank
-line is the next request's head.
+  idle connection;
+- a request that announces a body (`Transfer-Encoding`, or a `Content-Length` other than 0) is
+  answered 400 and its connection closed: the viewer serves GET and HEAD only
+  (numerate.view.app), and so whatever follows a head's blank line is the next request's head
+  (a body trickled for ever, each piece with a blank line in it, held its connection past the
+  deadline). Heads end where h11's do (a blank line, `\r` optional).
 """
 
 import asyncio
+import re
 import resource
 import time
 from collections.abc import Callable
@@ -34,13 +37,27 @@ MOST_CONNECTIONS = 256
 SAY_EVERY_S = 60.0
 """The bound being reached is said at most once in this many seconds."""
 
-END_OF_HEAD = b"\r\n\r\n"
+END_OF_HEAD = re.compile(rb"\n\r?\n")
+"""Where a request's head ends (h11's own rule)."""
 
-BUSY = (
-    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
-    b"Connection: close\r\nRetry-After: 10\r\nContent-Length: 64\r\n\r\n"
-    b"numerate view: too many connections are open; try again shortly\n"
-)
+MOST_HEAD_BYTES = 64 * 1024
+"""A head longer than this is no request (h11 refuses one over 16 KiB already)."""
+
+BODY_HEADER = re.compile(rb"^(transfer-encoding[ \t]*:|content-length[ \t]*:(?![ \t]*0*[ \t]*$))",
+                         re.IGNORECASE | re.MULTILINE)  # fmt: skip
+"""A header line announcing a request body."""
+
+
+def _answer(status: str, text: str) -> bytes:
+    """A whole HTTP response of `text`, after which the connection is closed."""
+    body = f"numerate view: {text}\n".encode()
+    head = (f"HTTP/1.1 {status}\r\nContent-Type: text/plain; charset=utf-8\r\n"
+            f"Connection: close\r\nContent-Length: {len(body)}\r\n\r\n")  # fmt: skip
+    return head.encode() + body
+
+
+NO_BODY = _answer("400 Bad Request", "a request here has no body (GET)")
+BUSY = _answer("503 Service Unavailable", "too many connections are open; try again shortly")
 
 
 def most_connections() -> int:
@@ -75,7 +92,7 @@ class Guarded(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.counted = False
         self.deadline: asyncio.TimerHandle | None = None
-        self.tail = b""  # the last bytes received, for a blank line split between two
+        self.head = b""  # what has come of the request head not yet whole
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -100,14 +117,18 @@ class Guarded(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if not self.counted:
             return  # answered 503 and closing
-        seen = self.tail + data
-        end = seen.rfind(END_OF_HEAD)
-        unfinished = seen[end + len(END_OF_HEAD) :] if end >= 0 else data
-        if end >= 0:
+        self.head += data
+        while end := END_OF_HEAD.search(self.head):
+            head, self.head = self.head[: end.start()], self.head[end.end() :]
             self._stop_waiting()  # a head came whole: the request is uvicorn's now
-        if unfinished and self.deadline is None:
+            if BODY_HEADER.search(head.replace(b"\r", b"")):
+                self._refuse(NO_BODY)
+                return
+        if len(self.head) > MOST_HEAD_BYTES:
+            self._refuse(b"")  # uvicorn has answered 400 already
+            return
+        if self.head and self.deadline is None:
             self._wait_for_head()  # the next request's head begins
-        self.tail = seen[-(len(END_OF_HEAD) - 1) :]
         self.inner.data_received(data)
 
     def eof_received(self) -> bool | None:
@@ -143,6 +164,11 @@ class Guarded(asyncio.Protocol):
         self.deadline = None
         if self.transport is not None:
             self.transport.close()
+
+    def _refuse(self, answer: bytes) -> None:
+        assert self.transport is not None
+        self.transport.write(answer)
+        self.transport.close()
 
 
 def guarded(

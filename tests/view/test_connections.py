@@ -7,7 +7,7 @@ from typing import ClassVar
 
 import pytest
 
-from numerate.view.connections import BUSY, guarded
+from numerate.view.connections import BUSY, NO_BODY, guarded
 
 HEAD = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
 
@@ -112,6 +112,61 @@ def test_a_head_sent_a_byte_at_a_time_is_not_given_more_time_for_each():
 
     asyncio.run(scenario())
     assert said == []
+
+
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        b"GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 1000000\r\n\r\n\r\n\r\n",
+        b"GET / HTTP/1.1\nhost: a\ntransfer-encoding: chunked\n\n",
+        b"GET / HTTP/1.1\r\nHost: a\r\n\r\nGET /run HTTP/1.1\r\ncontent-length:7\r\n\r\n",
+    ],
+    ids=["content-length", "chunked-lf-only", "second-request"],
+)
+def test_a_request_that_announces_a_body_is_answered_400_at_once(request_bytes):
+    """A review: a body trickled for ever, each piece a blank line, was taken for heads, each
+    of which put the deadline off (the viewer serves GET and HEAD: no request has a body)."""
+    start, _ = serving(head_seconds=30)
+
+    async def scenario():
+        server, port = await start()
+        async with server:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(request_bytes)
+            return await closed(reader, timeout=5)  # long before the deadline
+
+    assert asyncio.run(scenario()) == NO_BODY
+    assert NO_BODY.startswith(b"HTTP/1.1 400 ") and b"has no body" in NO_BODY
+    (refused,) = [made for made in Recorder.made if made.connected]
+    assert refused.data == b"" and refused.lost  # uvicorn's part never had the request
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n",
+        b"GET / HTTP/1.1\nHost: a\n\n",  # line feeds alone end a head for h11 too
+        b"HEAD / HTTP/1.1\r\nX-Content-Length: 5\r\n\r\nGET / HTTP/1.1\r\n\r\n",
+    ],
+    ids=["length-0", "lf-only", "two-heads"],
+)
+def test_heads_without_a_body_are_let_through_and_not_timed_out(head):
+    start, _ = serving(head_seconds=0.3)
+
+    async def scenario():
+        server, port = await start()
+        async with server:
+            silent_reader, _ = await asyncio.open_connection("127.0.0.1", port)
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(head)
+            await writer.drain()
+            assert await closed(silent_reader) == b""  # opened with it, closed by the deadline
+            assert not reader.at_eof()
+            writer.close()
+
+    asyncio.run(scenario())
+    silent, through = [made for made in Recorder.made if made.connected]
+    assert through.data == head and silent.data == b""
 
 
 def test_past_the_most_connections_a_new_one_is_answered_503_and_said_once():
