@@ -159,10 +159,7 @@ def serve(path: str, host: str, port: int) -> None:
     logging.getLogger("uvicorn.error").addFilter(_not_about_a_request)
     most = connections.most_connections()
     bounded = connections.guarded(
-        H11Protocol,
-        most,
-        connections.HEAD_SECONDS,
-        lambda line: typer.echo(f"warning: {line}", err=True),
+        H11Protocol, most, lambda line: typer.echo(f"warning: {line}", err=True)
     )
     config = uvicorn.Config(
         create_app(path, hosts),

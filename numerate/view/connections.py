@@ -12,6 +12,9 @@ interface alone (uvicorn's `http=` setting takes a protocol class):
   a later request on it, after that request's first byte) is closed, as nginx's
   `client_header_timeout` does. Between requests, uvicorn's own keep-alive timeout closes an
   idle connection;
+- a connection whose answer waits for the client to read it (the transport's buffer full) and
+  none of which was taken in `send_seconds` is closed, as nginx's `send_timeout` does: uvicorn
+  waits for a client that never reads for ever;
 - a request that announces a body (`Transfer-Encoding`, or a `Content-Length` other than 0) is
   answered 400 and its connection closed: the viewer serves GET and HEAD only
   (numerate.view.app), and so whatever follows a head's blank line is the next request's head
@@ -33,6 +36,9 @@ HEAD_SECONDS = 10.0
 MOST_CONNECTIONS = 256
 """At most this many connections open at once (fewer where the process may open fewer files:
 `most_connections`)."""
+
+SEND_SECONDS = 60.0
+"""How long an answer may wait for the client to read any of it."""
 
 SAY_EVERY_S = 60.0
 """The bound being reached is said at most once in this many seconds."""
@@ -77,8 +83,9 @@ class Bounds:
     """What every connection of one viewer shares: its bounds, and how many are open."""
 
     most: int
-    head_seconds: float
     say: Callable[[str], None]
+    head_seconds: float
+    send_seconds: float
     open: int = 0
     said_at: float | None = None  # time.monotonic() when the bound was last said
 
@@ -91,7 +98,9 @@ class Guarded(asyncio.Protocol):
         self.bounds = bounds
         self.transport: asyncio.Transport | None = None
         self.counted = False
-        self.deadline: asyncio.TimerHandle | None = None
+        self.deadline: asyncio.TimerHandle | None = None  # for the head
+        self.unread: asyncio.TimerHandle | None = None  # for the answer to be read
+        self.left = 0  # what the transport held to send when that was last looked at
         self.head = b""  # what has come of the request head not yet whole
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -139,14 +148,21 @@ class Guarded(asyncio.Protocol):
             return
         self.counted = False
         self._stop_waiting()
+        if self.unread is not None:
+            self.unread.cancel()
         self.bounds.open -= 1
         self.inner.connection_lost(exc)
 
     def pause_writing(self) -> None:
         if self.counted:
+            if self.unread is None:
+                self._wait_for_reading()
             self.inner.pause_writing()
 
     def resume_writing(self) -> None:
+        if self.unread is not None:
+            self.unread.cancel()
+            self.unread = None
         if self.counted:
             self.inner.resume_writing()
 
@@ -165,6 +181,21 @@ class Guarded(asyncio.Protocol):
         if self.transport is not None:
             self.transport.close()
 
+    def _wait_for_reading(self) -> None:
+        assert self.transport is not None
+        self.left = self.transport.get_write_buffer_size()
+        loop = asyncio.get_running_loop()
+        self.unread = loop.call_later(self.bounds.send_seconds, self._not_read)
+
+    def _not_read(self) -> None:
+        self.unread = None
+        if self.transport is None or self.transport.is_closing():
+            return
+        if self.transport.get_write_buffer_size() < self.left:
+            self._wait_for_reading()  # some was read: the client is slow, not gone
+        else:
+            self.transport.abort()  # what is buffered will never be read: not waited for
+
     def _refuse(self, answer: bytes) -> None:
         assert self.transport is not None
         self.transport.write(answer)
@@ -174,13 +205,14 @@ class Guarded(asyncio.Protocol):
 def guarded(
     protocol: Callable[..., asyncio.Protocol],
     most: int,
-    head_seconds: float,
     say: Callable[[str], None],
+    head_seconds: float = HEAD_SECONDS,
+    send_seconds: float = SEND_SECONDS,
 ) -> type[asyncio.Protocol]:
     """A protocol class that builds `protocol` with the arguments it is given (uvicorn's) and
     guards it with the bounds above; `say` gets one line when `most` is reached (at most one
     a minute)."""
-    bounds = Bounds(most, head_seconds, say)
+    bounds = Bounds(most, say, head_seconds, send_seconds)
 
     class Bounded(Guarded):
         def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -3,6 +3,8 @@ asyncio server whose inner protocol records what it is given (the viewer's own p
 tests/view/test_view.py)."""
 
 import asyncio
+import socket
+import time
 from typing import ClassVar
 
 import pytest
@@ -10,6 +12,8 @@ import pytest
 from numerate.view.connections import BUSY, NO_BODY, guarded
 
 HEAD = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+BIG = 1024 * 1024
+SMALL_BUFFER = 8192  # the kernel's, at both ends: an unread answer stays in the server's own
 
 
 class Recorder(asyncio.Protocol):
@@ -25,9 +29,14 @@ class Recorder(asyncio.Protocol):
 
     def connection_made(self, transport):
         self.connected = True
+        self.transport = transport
+        sock = transport.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SMALL_BUFFER)
 
     def data_received(self, data):
         self.data += data
+        if data.startswith(b"GET /big "):  # an answer of 1 MiB
+            self.transport.write(b"x" * BIG)
 
     def connection_lost(self, exc):
         self.lost = True
@@ -39,11 +48,11 @@ async def closed(reader, timeout=5.0) -> bytes:
     return await asyncio.wait_for(reader.read(), timeout)
 
 
-def serving(most=8, head_seconds=0.3):
+def serving(most=8, head_seconds=0.3, send_seconds=30):
     """A server on a free port of 127.0.0.1 with the guarded Recorder, and the lines it said."""
     said: list[str] = []
     Recorder.made = []
-    factory = guarded(Recorder, most, head_seconds, said.append)
+    factory = guarded(Recorder, most, said.append, head_seconds, send_seconds)
 
     async def start():
         server = await asyncio.get_running_loop().create_server(
@@ -167,6 +176,40 @@ def test_heads_without_a_body_are_let_through_and_not_timed_out(head):
     asyncio.run(scenario())
     silent, through = [made for made in Recorder.made if made.connected]
     assert through.data == head and silent.data == b""
+
+
+def test_an_answer_no_one_reads_closes_its_connection_and_one_read_slowly_does_not():
+    """A review: a client that asked and never read its answers held its connection for good
+    (uvicorn waits for the transport's buffer to drain, with no time limit)."""
+    start, _ = serving(head_seconds=30, send_seconds=0.5)
+
+    async def connect(port):
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SMALL_BUFFER)
+        sock.connect(("127.0.0.1", port))
+        sock.setblocking(False)
+        return await asyncio.open_connection(sock=sock)
+
+    async def scenario():
+        server, port = await start()
+        async with server:
+            _, unread = await connect(port)
+            unread.write(b"GET /big HTTP/1.1\r\n\r\n")
+            read_reader, read = await connect(port)
+            read.write(b"GET /big HTTP/1.1\r\n\r\n")
+            got = 0
+            while got < BIG:  # what came, every 0.05 s: longer than 0.5 s in all
+                got += len(await asyncio.wait_for(read_reader.read(64 * 1024), 5))
+                await asyncio.sleep(0.05)  # a scenario: the slow reader
+            unread_one, read_one = Recorder.made
+            assert not read_one.lost  # served whole, though slower than the bound in all
+            while not unread_one.lost:
+                await asyncio.sleep(0.05)  # closed by the bound (the test's timeout else)
+            return got
+
+    started = time.monotonic()
+    assert asyncio.run(asyncio.wait_for(scenario(), 30)) == BIG
+    assert time.monotonic() - started > 1  # the reader was slower than the bound, in all
 
 
 def test_past_the_most_connections_a_new_one_is_answered_503_and_said_once():
