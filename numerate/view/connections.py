@@ -189,9 +189,10 @@ class Guarded(asyncio.Protocol):
 
     def _not_read(self) -> None:
         self.unread = None
-        if self.transport is None or self.transport.is_closing():
+        if self.transport is None:
             return
-        if self.transport.get_write_buffer_size() < self.left:
+        if self.transport.get_write_buffer_size() < self.left:  # closing too (a deadline, a
+            # refusal): close() waits for the buffer to be sent
             self._wait_for_reading()  # some was read: the client is slow, not gone
         else:
             self.transport.abort()  # what is buffered will never be read: not waited for

@@ -212,6 +212,26 @@ def test_an_answer_no_one_reads_closes_its_connection_and_one_read_slowly_does_n
     assert time.monotonic() - started > 1  # the reader was slower than the bound, in all
 
 
+def test_a_connection_closed_with_an_answer_unread_is_not_kept_for_it():
+    """A review: a deadline's close() waits for what is buffered to be sent, and a client that
+    never reads held the closing connection for good."""
+    start, _ = serving(head_seconds=0.2, send_seconds=0.5)
+
+    async def scenario():
+        server, port = await start()
+        async with server:
+            sock = socket.socket()
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SMALL_BUFFER)
+            sock.connect(("127.0.0.1", port))
+            sock.setblocking(False)
+            _, writer = await asyncio.open_connection(sock=sock)
+            writer.write(b"GET /big HTTP/1.1\r\n\r\nGET /")  # and never the rest, nor reads
+            while not Recorder.made or not Recorder.made[0].lost:
+                await asyncio.sleep(0.05)  # let go (the test's timeout else)
+
+    asyncio.run(asyncio.wait_for(scenario(), 10))
+
+
 def test_past_the_most_connections_a_new_one_is_answered_503_and_said_once():
     start, said = serving(most=2, head_seconds=30)
 
