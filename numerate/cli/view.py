@@ -150,6 +150,10 @@ def serve(path: str, host: str, port: int) -> None:
                 for sig, handler in previous.items():
                     signal.signal(sig, handler)
 
+        async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+            asyncio.get_running_loop().set_exception_handler(connections.out_of_files(warn))
+            await super().serve(sockets)
+
         def handle_exit(self, sig: int, frame: Any) -> None:
             PROCESS.came_as(sig)  # the command ends with its code (130, 143)
             access.hurry(0)  # a page waiting for the database gives up now, not at shutdown
@@ -158,9 +162,7 @@ def serve(path: str, host: str, port: int) -> None:
     logging.getLogger("uvicorn.error").addFilter(_no_cancelled_pages)
     logging.getLogger("uvicorn.error").addFilter(_not_about_a_request)
     most = connections.most_connections()
-    bounded = connections.guarded(
-        H11Protocol, most, lambda line: typer.echo(f"warning: {line}", err=True)
-    )
+    bounded = connections.guarded(H11Protocol, most, warn)
     config = uvicorn.Config(
         create_app(path, hosts),
         host=address,

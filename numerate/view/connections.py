@@ -23,6 +23,7 @@ interface alone (uvicorn's `http=` setting takes a protocol class):
 """
 
 import asyncio
+import errno
 import re
 import resource
 import time
@@ -67,15 +68,46 @@ BUSY = _answer("503 Service Unavailable", "too many connections are open; try ag
 
 
 def most_connections() -> int:
-    """How many connections the viewer keeps open at once: MOST_CONNECTIONS, or a quarter of
+    """How many connections the viewer keeps open at once: MOST_CONNECTIONS, or an eighth of
     the files this process may open where that is fewer. It is also the most connections
     accepted in one turn of the event loop (uvicorn's `backlog`, which asyncio accepts in one
-    go before any is answered), so those kept, those being answered 503 and the process's own
-    files (the database, Python's) stay within the limit."""
+    go before any is answered, and the kernel's queue of connections not yet accepted). One
+    answered 503 is closed three turns after it was accepted (its protocol is made, it is
+    answered, its socket is closed: a turn each), and each turn may accept as many again, so
+    those kept and those being refused are at most five times this, and stay within the
+    files with the process's own (the database, Python's). At a quarter, a stream of
+    connections ran a viewer out of files at 64 (asyncio then stops accepting for a second,
+    and DuckDB may end the process when it cannot open a file)."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
         return MOST_CONNECTIONS
-    return max(1, min(MOST_CONNECTIONS, soft // 4))
+    return max(1, min(MOST_CONNECTIONS, soft // 8))
+
+
+OUT_OF_FILES = (errno.EMFILE, errno.ENFILE)
+
+
+def out_of_files(
+    say: Callable[[str], None],
+) -> Callable[[asyncio.AbstractEventLoop, dict[str, Any]], None]:
+    """An event loop's exception handler that says the process is out of open files in one
+    line (at most once a minute; asyncio stops accepting for a second at each failed accept,
+    and logged a traceback each time) and leaves every other error to the loop's default."""
+    said_at: list[float] = []
+
+    def handle(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        error = context.get("exception")
+        if not (isinstance(error, OSError) and error.errno in OUT_OF_FILES):
+            loop.default_exception_handler(context)
+            return
+        now = time.monotonic()
+        if not said_at or now - said_at[0] >= SAY_EVERY_S:
+            said_at[:] = [now]
+            soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+            say(f"this process may open no more files (ulimit -n: {soft}); new connections "
+                "wait until some close")  # fmt: skip
+
+    return handle
 
 
 @dataclass

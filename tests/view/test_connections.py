@@ -276,3 +276,33 @@ def test_past_the_most_connections_a_new_one_is_answered_503_and_said_once():
     )
     assert said == [line]  # once, though full twice: at most once a minute (a review: a line
     # each time it filled again, hundreds in seconds from a client cycling one connection)
+
+
+def test_out_of_open_files_is_said_in_one_line_and_other_errors_as_asyncio_says_them(caplog):
+    """asyncio logged a traceback each time an accept failed for want of files (once a second
+    under a stream of connections); the viewer's handler says it in one line, at most once a
+    minute, and leaves every other error to the loop's own handler."""
+    import errno
+    import logging
+
+    from numerate.view.connections import out_of_files
+
+    said: list[str] = []
+    loop = asyncio.new_event_loop()
+    try:
+        loop.set_exception_handler(out_of_files(said.append))
+        for number in (errno.EMFILE, errno.ENFILE, errno.EMFILE):
+            loop.call_exception_handler({
+                "message": "socket.accept() out of system resource",
+                "exception": OSError(number, "Too many open files"),
+            })  # fmt: skip
+        with caplog.at_level(logging.ERROR, logger="asyncio"):
+            loop.call_exception_handler({"message": "something else", "exception": OSError(5, "")})
+            loop.call_exception_handler({"message": "no exception at all"})
+    finally:
+        loop.close()
+    assert len(said) == 1 and said[0].startswith("this process may open no more files (ulimit -n: ")
+    assert [record.getMessage() for record in caplog.records] == [
+        "something else",
+        "no exception at all",
+    ]
